@@ -1,0 +1,1 @@
+"""Custody's Dagster code location: one software-defined asset per spec."""

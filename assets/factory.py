@@ -1,0 +1,160 @@
+"""Spec -> software-defined asset. Thin glue: the work happens in governance."""
+
+# No `from __future__ import annotations` here: Dagster reads the asset functions' annotations at runtime.
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+
+import dagster as dg
+
+from governance.catalog.models import VersionRow
+from governance.errors import CustodyError
+from governance.ingest import ingest
+from governance.integrate import materialize
+from governance.runs import RunRequest
+from governance.spec import Spec, SpecSet, code_version
+from resources import CustodyResource, SparkResource
+
+REQUESTED_BY_TAG = "custody/requested_by"
+ANONYMOUS = "anonymous"
+KINDS = {"spark", "parquet"}
+INGEST_RETRY = dg.RetryPolicy(max_retries=2, delay=2, backoff=dg.Backoff.EXPONENTIAL)
+
+
+class IngestConfig(dg.Config):
+    """Which DropZone batch to ingest."""
+
+    batch: str | None = None
+    force: bool = False
+
+
+def build_assets(specs: SpecSet) -> list[dg.AssetsDefinition]:
+    return [landing_asset(spec) if spec.is_landing else integration_asset(spec) for spec in specs]
+
+
+def _asset_args(spec: Spec) -> dict:
+    tags = {
+        "custody/zone": spec.body.zone,
+        "custody/classification": spec.body.classification.value,
+        "custody/pii": str(spec.body.pii).lower(),
+        **spec.body.tags,
+    }
+    metadata = {"custody/spec": dg.MetadataValue.path(str(spec.file))}
+    if spec.body.columns:
+        metadata["dagster/column_schema"] = column_schema_from_spec(spec)
+    return dict(
+        key=dg.AssetKey([spec.key.domain, spec.key.name]),
+        group_name=spec.key.domain,
+        owners=[f"team:{spec.body.roles.owner}"],
+        kinds=KINDS,
+        tags=tags,
+        description=spec.body.description,
+        code_version=code_version(spec),
+        metadata=metadata,
+    )
+
+
+def landing_asset(spec: Spec) -> dg.AssetsDefinition:
+    @dg.asset(**_asset_args(spec), retry_policy=INGEST_RETRY)
+    def _landing(context: dg.AssetExecutionContext, config: IngestConfig, custody: CustodyResource, spark: SparkResource) -> dg.MaterializeResult:
+        """Ingest one ready DropZone batch as the asset's next version."""
+        with governed():
+            row = ingest(
+                spark.spark_session, custody.catalog, custody.lake, spec, run_request(context, spec),
+                batch_id=config.batch, force=config.force, progress=context.log.info,
+            )
+        return materialize_result(row)
+
+    return _landing
+
+
+def integration_asset(spec: Spec) -> dg.AssetsDefinition:
+    deps = [dg.AssetKey([key.domain, key.name]) for key in spec.inputs]
+
+    @dg.asset(**_asset_args(spec), deps=deps, retry_policy=INGEST_RETRY)
+    def _integration(context: dg.AssetExecutionContext, custody: CustodyResource, spark: SparkResource) -> dg.MaterializeResult:
+        """Run the spec's transform on pinned input versions."""
+        with governed():
+            row = materialize(
+                spark.spark_session, custody.catalog, custody.lake, spec, run_request(context, spec),
+                progress=context.log.info,
+            )
+            inputs = custody.catalog.inputs_of([row.id])[row.id]
+        return materialize_result(row, inputs)
+
+    return _integration
+
+
+def run_request(context: dg.AssetExecutionContext, spec: Spec) -> RunRequest:
+    record = context.instance.get_run_record_by_id(context.run_id)
+    started = record.start_time if record and record.start_time else None
+    started_at = datetime.fromtimestamp(started, UTC) if started else datetime.now(UTC)
+    return RunRequest(
+        requested_by=context.run.tags.get(REQUESTED_BY_TAG, ANONYMOUS),
+        run_id=context.run_id,
+        started_at=started_at,
+        code_version=code_version(spec),
+    )
+
+
+@contextmanager
+def governed() -> Iterator[None]:
+    """Custody's own errors fail the step with their message, without retries unless transient."""
+    try:
+        yield
+    except CustodyError as err:
+        raise dg.Failure(
+            description=str(err),
+            metadata={"custody/error": type(err).__name__, "custody/exit_code": err.exit_code},
+            allow_retries=err.retryable,
+        ) from err
+
+
+def materialize_result(row: VersionRow, inputs: list[VersionRow] | None = None) -> dg.MaterializeResult:
+    metadata: dict[str, object] = {
+        "custody/version": row.ref,
+        "version": dg.MetadataValue.int(row.number),
+        "data_version": row.data_version,
+        "label": row.label or "",
+        "dagster/row_count": dg.MetadataValue.int(row.rows),
+        "rows_landed": dg.MetadataValue.int(row.rows),
+        "rows_quarantined": dg.MetadataValue.int(row.rows_quarantined),
+        "bytes": dg.MetadataValue.int(row.bytes),
+        "path": dg.MetadataValue.path(row.path),
+        "requested_by": row.requested_by,
+        "provenance": dg.MetadataValue.md(f"`custody provenance {row.ref}`"),
+        "dagster/column_schema": column_schema_from_spark(row.table_schema),
+    }
+    if row.quarantine_path:
+        metadata["quarantine_path"] = dg.MetadataValue.path(row.quarantine_path)
+    if inputs is not None:
+        metadata["input_versions"] = dg.MetadataValue.json({v.asset_key: v.number for v in inputs})
+    return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(row.data_version))
+
+
+def column_schema_from_spec(spec: Spec) -> dg.TableSchema:
+    return dg.TableSchema(
+        columns=[
+            dg.TableColumn(
+                name=c.name, type=c.type, description=c.description or None,
+                constraints=dg.TableColumnConstraints(nullable=c.nullable),
+            )
+            for c in spec.body.columns
+        ]
+    )
+
+
+def column_schema_from_spark(schema_json: str) -> dg.TableSchema:
+    fields = json.loads(schema_json).get("fields", [])
+    return dg.TableSchema(
+        columns=[
+            dg.TableColumn(
+                name=f["name"],
+                type=f["type"] if isinstance(f["type"], str) else f["type"].get("type", "struct"),
+                constraints=dg.TableColumnConstraints(nullable=f.get("nullable", True)),
+            )
+            for f in fields
+        ]
+    )

@@ -1,0 +1,1 @@
+"""PySpark transforms named by integration specs: `fn(spark, **inputs) -> DataFrame`."""

@@ -1,0 +1,183 @@
+"""DropZone batches: a folder per batch, `_READY` when complete, `_batch.yaml` for who and why."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from governance.errors import BatchError, InvalidName, NotFound, UnsafePath
+from governance.versions import CHUNK, BatchRecord, FileEntry
+from governance.zones import AssetKey, Lake, Zone, check_batch_id
+
+READY_MARKER = "_READY"
+BATCH_META = "_batch.yaml"
+SNIFF_BYTES = 8192
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+class BatchMeta(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    requested_by: str | None = None
+    label: str | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class DropFile:
+    path: Path
+    bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Batch:
+    key: AssetKey
+    batch_id: str
+    path: Path
+    files: tuple[DropFile, ...]
+    meta: BatchMeta
+
+    @property
+    def fingerprint(self) -> str:
+        """Identity of the content, whatever the file names: the sorted file hashes."""
+        return hashlib.sha256("\n".join(sorted(f.sha256 for f in self.files)).encode()).hexdigest()
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.bytes for f in self.files)
+
+    def record(self) -> BatchRecord:
+        return BatchRecord(
+            batch_id=self.batch_id,
+            fingerprint=self.fingerprint,
+            files=tuple(FileEntry(str(f.path), f.bytes, f.sha256) for f in self.files),
+            requested_by=self.meta.requested_by,
+            label=self.meta.label,
+            note=self.meta.note,
+        )
+
+
+def ready_batches(lake: Lake, key: AssetKey) -> list[str]:
+    """Ids of the batches marked ready, oldest marker first."""
+    drop = lake.drop_dir(key)
+    if not drop.is_dir():
+        return []
+    ready = [p for p in drop.iterdir() if p.is_dir() and (p / READY_MARKER).is_file()]
+    ready.sort(key=lambda p: ((p / READY_MARKER).stat().st_mtime_ns, p.name))
+    return [p.name for p in ready]
+
+
+def open_batch(lake: Lake, key: AssetKey, batch_id: str, fmt: str) -> Batch:
+    """Check a batch folder and hash its files; raise BatchError naming the first problem."""
+    try:
+        folder = lake.batch_dir(key, batch_id)
+    except (InvalidName, UnsafePath) as err:
+        raise BatchError(f"batch {batch_id!r} of {key}: {err}") from err
+    if not folder.is_dir():
+        raise NotFound(f"no batch {batch_id!r} for {key} in the DropZone ({folder})")
+    if not (folder / READY_MARKER).is_file():
+        raise BatchError(f"batch {batch_id!r} of {key} is not marked ready: create {folder / READY_MARKER} once every file is in place")
+    meta = _read_meta(folder)
+    drop_root = lake.root / Zone.DROP.value
+    files = []
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith(("_", ".")):
+            continue
+        files.append(_check_file(lake, drop_root, entry, fmt))
+    if not files:
+        raise BatchError(f"batch {batch_id!r} of {key} is empty: {folder} holds no data file")
+    return Batch(key, batch_id, folder, tuple(files), meta)
+
+
+def _read_meta(folder: Path) -> BatchMeta:
+    path = folder / BATCH_META
+    if not path.exists():
+        return BatchMeta()
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        return BatchMeta.model_validate(data)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise BatchError(f"{path}: cannot read batch metadata: {err}") from err
+    except ValidationError as err:
+        first = err.errors(include_url=False)[0]
+        field = ".".join(str(p) for p in first["loc"]) or "(document)"
+        message = "unknown key" if first["type"] == "extra_forbidden" else first["msg"]
+        raise BatchError(f"{path}: {field}: {message}; allowed keys: requested_by, label, note") from err
+
+
+def _check_file(lake: Lake, drop_root: Path, entry: Path, fmt: str) -> DropFile:
+    try:
+        resolved = lake.contain(entry, within=drop_root)
+    except UnsafePath as err:
+        raise BatchError(f"{entry}: a symlink that points outside the DropZone ({entry.resolve()}) is refused") from err
+    if resolved.is_dir():
+        raise BatchError(f"{entry}: a batch is a flat folder of files; sub-folders are not ingested")
+    if not resolved.is_file():
+        raise BatchError(f"{entry}: not a regular file")
+    try:
+        size, digest = _hash_and_sniff(resolved, fmt)
+    except OSError as err:
+        raise BatchError(f"{entry}: cannot read: {err.strerror or err}") from err
+    return DropFile(entry, size, digest)
+
+
+def _hash_and_sniff(path: Path, fmt: str) -> tuple[int, str]:
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as handle:
+        head = handle.read(SNIFF_BYTES)
+        _sniff(path, head, fmt)
+        digest.update(head)
+        size += len(head)
+        while block := handle.read(CHUNK):
+            digest.update(block)
+            size += len(block)
+        if fmt == "parquet":
+            handle.seek(max(0, size - 4))
+            if size < 12 or handle.read(4) != b"PAR1":
+                raise BatchError(f"{path}: not a Parquet file (no PAR1 footer)")
+    return size, digest.hexdigest()
+
+
+def _sniff(path: Path, head: bytes, fmt: str) -> None:
+    if not head:
+        raise BatchError(f"{path}: the file is empty")
+    if fmt == "parquet":
+        if not head.startswith(b"PAR1"):
+            raise BatchError(f"{path}: not a Parquet file (no PAR1 header)")
+        return
+    nul = head.find(b"\x00")
+    if nul >= 0:
+        raise BatchError(f"{path}: looks binary (NUL byte at offset {nul}), not {fmt.upper()} text")
+    if fmt == "json":
+        text = head.removeprefix(UTF8_BOM).lstrip()
+        if text and text[:1] not in (b"{", b"["):
+            shown = text[:20].decode("utf-8", errors="replace")
+            raise BatchError(f"{path}: not JSON: it starts with {shown!r}; expected JSON objects, one per line")
+        if not text:
+            raise BatchError(f"{path}: holds only whitespace")
+
+
+def first_line(path: Path) -> str:
+    """The first line of a text file, BOM removed, for header checks."""
+    with open(path, "rb") as handle:
+        raw = handle.readline(1 << 20)
+    return raw.removeprefix(UTF8_BOM).decode("utf-8", errors="replace").rstrip("\r\n")
+
+
+def drop_batch(lake: Lake, key: AssetKey, batch_id: str, files: dict[str, bytes], meta: BatchMeta | None = None) -> Path:
+    """Write a batch into the DropZone and mark it ready, as a producer would."""
+    folder = lake.drop_dir(key) / check_batch_id(batch_id)
+    folder.mkdir(parents=True, exist_ok=False)
+    for name, content in files.items():
+        (folder / name).write_bytes(content)
+    if meta is not None:
+        data = {k: v for k, v in meta.model_dump().items() if v is not None}
+        (folder / BATCH_META).write_text(yaml.safe_dump(data), encoding="utf-8")
+    (folder / READY_MARKER).touch()
+    return folder

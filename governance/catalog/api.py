@@ -1,0 +1,184 @@
+"""The Catalog API: specs, attempts, versions, batches, lineage edges, all through one engine."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+
+from sqlalchemy import func
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, select
+
+from governance import ledger
+from governance.catalog.engine import make_engine
+from governance.catalog.models import (
+    AssetRow,
+    Attempt,
+    BatchRow,
+    LineageEdge,
+    SourceFile,
+    SpecSnapshot,
+    VersionRow,
+)
+from governance.errors import NotFound
+from governance.ledger import Action
+from governance.spec import Spec
+from governance.zones import AssetKey, VersionRef
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Catalog:
+    """Everything Custody knows about assets and their versions."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    @classmethod
+    def from_url(cls, url: str) -> Catalog:
+        return cls(make_engine(url))
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """One transaction: committed when the block ends, rolled back if it raises."""
+        with Session(self.engine, expire_on_commit=False) as session:
+            with session.begin():
+                yield session
+
+    def register_spec(self, spec: Spec, actor: str, run_id: str | None = None) -> None:
+        """Keep the asset's current spec and a snapshot of every spec it ever had."""
+        with self.session() as session:
+            key = str(spec.key)
+            row = session.get(AssetRow, key)
+            if row is not None and row.spec_hash == spec.hash:
+                return
+            body = spec.as_json()
+            action = Action.SPEC_REGISTERED if row is None else Action.SPEC_CHANGED
+            previous = None if row is None else row.spec_hash
+            row = row or AssetRow(key=key, domain=spec.key.domain, name=spec.key.name, zone="", spec_hash="", spec_json="", updated_at=utcnow())
+            row.zone, row.spec_hash, row.spec_json, row.updated_at = spec.body.zone, spec.hash, body, utcnow()
+            session.add(row)
+            known = session.exec(
+                select(SpecSnapshot).where(SpecSnapshot.asset_key == key, SpecSnapshot.spec_hash == spec.hash)
+            ).first()
+            if known is None:
+                session.add(SpecSnapshot(asset_key=key, spec_hash=spec.hash, spec_json=body, recorded_at=utcnow()))
+            ledger.append(
+                session, actor=actor, action=action, asset=key, run_id=run_id,
+                details={"spec_hash": spec.hash, "previous_hash": previous, "file": str(spec.file)},
+            )
+
+    def start_attempt(self, attempt_id: str, key: AssetKey, run_id: str | None, requested_by: str) -> None:
+        with self.session() as session:
+            session.add(Attempt(id=attempt_id, asset_key=str(key), run_id=run_id, requested_by=requested_by, started_at=utcnow()))
+
+    def finish_attempt(self, session: Session, attempt_id: str, status: str, *, version: int | None = None, error: str | None = None) -> None:
+        attempt = session.get(Attempt, attempt_id)
+        if attempt is None:
+            return
+        attempt.status, attempt.finished_at = status, utcnow()
+        attempt.version_number, attempt.error = version, error
+        session.add(attempt)
+
+    def running_attempts(self) -> list[Attempt]:
+        with self.session() as session:
+            return list(session.exec(select(Attempt).where(Attempt.status == "running")))
+
+    def next_number(self, session: Session, key: AssetKey) -> int:
+        top = session.exec(select(func.max(VersionRow.number)).where(VersionRow.asset_key == str(key))).one()
+        return (top or 0) + 1
+
+    def versions(self, key: AssetKey) -> list[VersionRow]:
+        with self.session() as session:
+            query = select(VersionRow).where(VersionRow.asset_key == str(key)).order_by(col(VersionRow.number))
+            return list(session.exec(query))
+
+    def committed_numbers(self, key: AssetKey) -> set[int]:
+        with self.session() as session:
+            query = select(VersionRow.number).where(VersionRow.asset_key == str(key))
+            return set(session.exec(query))
+
+    def version(self, ref: VersionRef) -> VersionRow:
+        with self.session() as session:
+            row = session.exec(
+                select(VersionRow).where(VersionRow.asset_key == str(ref.key), VersionRow.number == ref.number)
+            ).first()
+        if row is None:
+            raise NotFound(f"no version {ref}: {self._known_versions(ref.key)}")
+        return row
+
+    def latest(self, key: AssetKey) -> VersionRow:
+        with self.session() as session:
+            row = session.exec(
+                select(VersionRow).where(VersionRow.asset_key == str(key)).order_by(col(VersionRow.number).desc()).limit(1)
+            ).first()
+        if row is None:
+            raise NotFound(f"{key} has no committed version yet")
+        return row
+
+    def pinned(self, key: AssetKey, run_id: str | None, started_at: datetime) -> VersionRow:
+        """The version a run reads: the one it produced itself, else the newest committed before it began."""
+        with self.session() as session:
+            base = select(VersionRow).where(VersionRow.asset_key == str(key))
+            own = session.exec(base.where(VersionRow.run_id == run_id).order_by(col(VersionRow.number).desc())).first() if run_id else None
+            row = own or session.exec(
+                base.where(VersionRow.created_at <= started_at).order_by(col(VersionRow.number).desc()).limit(1)
+            ).first()
+        if row is None:
+            raise NotFound(f"input {key} has no committed version to read; ingest or materialize it first")
+        return row
+
+    def _known_versions(self, key: AssetKey) -> str:
+        numbers = sorted(self.committed_numbers(key))
+        if not numbers:
+            return f"{key} has no committed version" if self.has_asset(key) else f"unknown asset {key}"
+        return f"{key} has versions {numbers[0]}..{numbers[-1]}"
+
+    def has_asset(self, key: AssetKey) -> bool:
+        with self.session() as session:
+            return session.get(AssetRow, str(key)) is not None
+
+    def batch_by_id(self, key: AssetKey, batch_id: str) -> tuple[BatchRow, VersionRow] | None:
+        return self._batch_where(key, BatchRow.batch_id == batch_id)
+
+    def batch_by_fingerprint(self, key: AssetKey, fingerprint: str) -> tuple[BatchRow, VersionRow] | None:
+        return self._batch_where(key, BatchRow.fingerprint == fingerprint)
+
+    def _batch_where(self, key: AssetKey, condition) -> tuple[BatchRow, VersionRow] | None:
+        with self.session() as session:
+            found = session.exec(
+                select(BatchRow, VersionRow)
+                .join(VersionRow, col(VersionRow.id) == col(BatchRow.version_id))
+                .where(BatchRow.asset_key == str(key), condition)
+                .order_by(col(VersionRow.number))
+            ).first()
+        return tuple(found) if found else None
+
+    def ingested_batch_ids(self, key: AssetKey) -> set[str]:
+        with self.session() as session:
+            return set(session.exec(select(BatchRow.batch_id).where(BatchRow.asset_key == str(key))))
+
+    def inputs_of(self, version_ids: list[int]) -> dict[int, list[VersionRow]]:
+        """For each version id, the input versions it was built from."""
+        with self.session() as session:
+            rows = session.exec(
+                select(LineageEdge.output_version_id, VersionRow)
+                .join(VersionRow, col(VersionRow.id) == col(LineageEdge.input_version_id))
+                .where(col(LineageEdge.output_version_id).in_(version_ids))
+                .order_by(col(VersionRow.asset_key))
+            )
+            found: dict[int, list[VersionRow]] = {vid: [] for vid in version_ids}
+            for output_id, row in rows:
+                found[output_id].append(row)
+            return found
+
+    def sources_of(self, version_ids: list[int]) -> dict[int, tuple[BatchRow, list[SourceFile]]]:
+        with self.session() as session:
+            batches = list(session.exec(select(BatchRow).where(col(BatchRow.version_id).in_(version_ids))))
+            files = list(session.exec(
+                select(SourceFile).where(col(SourceFile.batch_pk).in_([b.id for b in batches])).order_by(col(SourceFile.path))
+            ))
+        return {b.version_id: (b, [f for f in files if f.batch_pk == b.id]) for b in batches}

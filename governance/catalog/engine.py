@@ -1,0 +1,49 @@
+"""Database engines for the catalog: SQLite (WAL, busy timeout, immediate writes) or any SQLAlchemy URL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import event
+from sqlalchemy.engine import Engine, make_url
+from sqlmodel import SQLModel, create_engine
+
+from governance.catalog import models  # noqa: F401  (registers the tables)
+
+BUSY_TIMEOUT_SECONDS = 30
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for `url` with the catalog's tables created."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        engine = _sqlite_engine(url, parsed.database)
+    else:
+        engine = create_engine(url, pool_pre_ping=True)
+    SQLModel.metadata.create_all(engine)
+    return engine
+
+
+def _sqlite_engine(url: str, database: str | None) -> Engine:
+    if database and database != ":memory:":
+        Path(database).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_SECONDS, "check_same_thread": False})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record):
+        # Take over transaction control from pysqlite so writes can BEGIN IMMEDIATE.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_SECONDS * 1000}")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection):
+        # Immediate: a transaction that will write takes the write lock up front, so two
+        # writers queue on the busy timeout instead of failing on a lock upgrade.
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine

@@ -1,0 +1,135 @@
+"""Catalog tables. Portable SQLModel: the same schema runs on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Column, Index, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+class AssetRow(SQLModel, table=True):
+    __tablename__ = "asset"
+
+    key: str = Field(primary_key=True)
+    domain: str
+    name: str
+    zone: str
+    spec_hash: str
+    spec_json: str = Field(sa_column=Column(Text, nullable=False))
+    updated_at: datetime
+
+
+class SpecSnapshot(SQLModel, table=True):
+    __tablename__ = "spec_snapshot"
+    __table_args__ = (UniqueConstraint("asset_key", "spec_hash"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    asset_key: str = Field(index=True)
+    spec_hash: str
+    spec_json: str = Field(sa_column=Column(Text, nullable=False))
+    recorded_at: datetime
+
+
+class Attempt(SQLModel, table=True):
+    """One try at producing a version; `running` rows whose lock is free were interrupted."""
+
+    __tablename__ = "attempt"
+
+    id: str = Field(primary_key=True)
+    asset_key: str = Field(index=True)
+    run_id: str | None = None
+    requested_by: str
+    started_at: datetime
+    finished_at: datetime | None = None
+    status: str = Field(default="running", index=True)
+    version_number: int | None = None
+    error: str | None = Field(default=None, sa_column=Column(Text))
+
+
+class VersionRow(SQLModel, table=True):
+    """A committed, immutable version of an asset."""
+
+    __tablename__ = "version"
+    __table_args__ = (UniqueConstraint("asset_key", "number"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    asset_key: str = Field(index=True)
+    number: int
+    label: str | None = None
+    data_version: str = Field(index=True)
+    zone: str
+    path: str
+    rows: int
+    rows_quarantined: int = 0
+    quarantine_path: str | None = None
+    bytes: int
+    table_schema: str = Field(sa_column=Column(Text, nullable=False))
+    status: str = "committed"
+    created_at: datetime
+    run_id: str | None = Field(default=None, index=True)
+    code_version: str
+    spec_hash: str
+    requested_by: str
+    attempt_id: str
+
+    @property
+    def ref(self) -> str:
+        return f"{self.asset_key}@{self.number}"
+
+
+class BatchRow(SQLModel, table=True):
+    """A DropZone batch and the version it became."""
+
+    __tablename__ = "batch"
+
+    id: int | None = Field(default=None, primary_key=True)
+    asset_key: str = Field(index=True)
+    batch_id: str
+    fingerprint: str = Field(index=True)
+    version_id: int = Field(foreign_key="version.id", index=True)
+    requested_by: str | None = None
+    label: str | None = None
+    note: str | None = None
+
+
+class SourceFile(SQLModel, table=True):
+    __tablename__ = "source_file"
+
+    id: int | None = Field(default=None, primary_key=True)
+    batch_pk: int = Field(foreign_key="batch.id", index=True)
+    path: str
+    bytes: int
+    sha256: str
+
+
+class LineageEdge(SQLModel, table=True):
+    """`output version <- run -> input version`, indexed both ways."""
+
+    __tablename__ = "lineage_edge"
+    __table_args__ = (
+        UniqueConstraint("output_version_id", "input_version_id"),
+        Index("ix_edge_input", "input_version_id", "output_version_id"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    output_version_id: int = Field(foreign_key="version.id")
+    input_version_id: int = Field(foreign_key="version.id")
+    run_id: str | None = None
+
+
+class LedgerEntry(SQLModel, table=True):
+    """One event of the append-only, hash-chained ledger."""
+
+    __tablename__ = "ledger"
+
+    seq: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    ts: str
+    actor: str = Field(index=True)
+    action: str = Field(index=True)
+    asset_key: str | None = Field(default=None, index=True)
+    version: int | None = None
+    run_id: str | None = Field(default=None, index=True)
+    details: str = Field(sa_column=Column(Text, nullable=False))
+    prev_hash: str
+    hash: str

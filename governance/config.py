@@ -1,0 +1,47 @@
+"""Settings from the environment, read when asked for, never at import time."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+DEFAULT_HOME = ".custody"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where Custody keeps things and which engines it talks to."""
+
+    home: Path
+    lake: Path
+    catalog_url: str
+    specs: Path
+    spark_master: str
+    directory: str
+    admin_group: str
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        home = Path(env.get("CUSTODY_HOME") or DEFAULT_HOME).absolute()
+        return cls(
+            home=home,
+            lake=Path(env.get("CUSTODY_LAKE") or home / "lake").absolute(),
+            catalog_url=env.get("CUSTODY_CATALOG_URL") or f"sqlite:///{home / 'catalog.db'}",
+            specs=Path(env.get("CUSTODY_SPECS") or "assets/specs").absolute(),
+            spark_master=env.get("CUSTODY_SPARK_MASTER") or "local[2]",
+            directory=env.get("CUSTODY_DIRECTORY") or "file:assets/directory.yaml",
+            admin_group=env.get("CUSTODY_ADMIN_GROUP") or "custody-admins",
+        )
+
+    @classmethod
+    def under(cls, home: Path, specs: Path | None = None) -> Settings:
+        """Embedded defaults rooted at `home`: what tests and the demo use."""
+        settings = cls.from_env({"CUSTODY_HOME": str(home)})
+        return replace(settings, specs=specs.absolute()) if specs else settings
+
+    @property
+    def dagster_home(self) -> Path:
+        return self.home / "dagster"

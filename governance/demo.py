@@ -1,0 +1,61 @@
+"""The demo of seed 004 made real: client batches labelled 15, 16, … and a product catalogue."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from governance.batches import BatchMeta, drop_batch, ready_batches
+from governance.zones import AssetKey, Lake
+
+CLIENTS = AssetKey("sales", "clients")
+PRODUCTS = AssetKey("sales", "products")
+NAMES_AND_PRODUCTS = AssetKey("sales", "names_and_products")
+PRODUCT_SUMMARY = AssetKey("sales", "product_summary")
+FIRST_LABEL = 15
+PRODUCER = "bob"
+
+_PEOPLE = [("Mike", "Bike"), ("Kevin", "Poll"), ("Ada", "Stone"), ("Lin", "Park"), ("Omar", "Reyes"), ("Zoe", "Brandt")]
+_PRODUCTS = [("B12", "Bicycle", "outdoor", 249.0), ("R23", "Rain jacket", "clothing", 89.5),
+             ("T07", "Tent", "outdoor", 179.0), ("L31", "Lamp", "home", 35.25)]
+
+
+@dataclass(frozen=True)
+class DemoRound:
+    """The batches one run of the demo drops: a product catalogue and two client extracts."""
+
+    products_batch: str
+    client_batches: tuple[str, str]
+
+
+def drop_demo_batches(lake: Lake) -> DemoRound:
+    """Drop a new round of demo batches; each round has new labels and content, so it adds versions."""
+    round_number = sum(1 for b in ready_batches(lake, PRODUCTS) if b.startswith("demo-"))
+    products_batch = f"demo-products-{round_number + 1:03d}"
+    drop_batch(lake, PRODUCTS, products_batch, {"products.csv": _products_csv(round_number)},
+               BatchMeta(requested_by=PRODUCER, note=f"demo round {round_number + 1}"))
+    client_batches = []
+    for offset in (0, 1):
+        label = FIRST_LABEL + 2 * round_number + offset
+        batch_id = f"demo-clients-v{label}"
+        drop_batch(lake, CLIENTS, batch_id, {f"clients-v{label}.json": _clients_json(label)},
+                   BatchMeta(requested_by=PRODUCER, label=str(label), note="demo client extract"))
+        client_batches.append(batch_id)
+    return DemoRound(products_batch, (client_batches[0], client_batches[1]))
+
+
+def _products_csv(round_number: int) -> bytes:
+    lines = ["product_id,product_name,category,unit_price"]
+    for product_id, name, category, price in _PRODUCTS:
+        lines.append(f"{product_id},{name},{category},{price + round_number:.2f}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _clients_json(label: int) -> bytes:
+    records = []
+    for i, (name, surname) in enumerate(_PEOPLE[: 3 + label % 4]):
+        product_id = _PRODUCTS[(i + label) % len(_PRODUCTS)][0]
+        records.append({"name": name, "surname": surname,
+                        "order": {"product_id": product_id, "quantity": 1 + (i * label) % 4},
+                        "version": str(label)})
+    return "".join(json.dumps(r) + "\n" for r in records).encode()

@@ -1,0 +1,92 @@
+"""One exception hierarchy for Custody; every message names the file, field, line, asset or user."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+class CustodyError(Exception):
+    """Base of every error Custody raises on purpose. `exit_code` follows the CLI contract."""
+
+    exit_code = 1
+    retryable = False
+
+
+class InvalidInput(CustodyError):
+    """Bad input from a user: a spec, a batch, a name, a request. Never retried."""
+
+
+class InvalidName(InvalidInput):
+    """A name or key that does not match the naming rules."""
+
+
+class UnsafePath(InvalidInput):
+    """A path that would leave its zone once resolved."""
+
+
+@dataclass(frozen=True)
+class SpecProblem:
+    """One problem in one spec file, located as precisely as the YAML allows."""
+
+    file: str
+    field: str
+    message: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        field = f" {self.field}:" if self.field else ""
+        return f"{where}:{field} {self.message}"
+
+
+class SpecError(InvalidInput):
+    """Every problem found in a folder of specs, reported at once."""
+
+    def __init__(self, problems: Sequence[SpecProblem]):
+        self.problems = tuple(problems)
+        count = len(self.problems)
+        head = f"{count} problem{'s' if count != 1 else ''} in asset specs"
+        super().__init__("\n".join([head, *(f"  {p}" for p in self.problems)]))
+
+
+class BatchError(InvalidInput):
+    """A DropZone batch that cannot be ingested as it is."""
+
+
+class DuplicateBatch(BatchError):
+    """A batch whose content or id was already ingested."""
+
+
+class ValidationFailed(InvalidInput):
+    """Rows that break the spec beyond what the spec tolerates."""
+
+
+class TransformError(InvalidInput):
+    """An integration transform that failed or returned something unusable."""
+
+
+class NotFound(CustodyError):
+    """An asset, version, batch or entry that does not exist."""
+
+    exit_code = 4
+
+
+class AccessDenied(CustodyError):
+    """A request refused by policy."""
+
+    exit_code = 3
+
+
+class EnvironmentProblem(CustodyError):
+    """The machine lacks something Custody needs, such as Java 17 for Spark."""
+
+
+class IntegrityError(CustodyError):
+    """Stored state contradicts itself: counts that do not add up, a broken ledger chain."""
+
+
+class TransientError(CustodyError):
+    """A failure worth retrying: I/O hiccups, a busy database, a lost executor."""
+
+    retryable = True

@@ -1,0 +1,111 @@
+"""Reconcile the lake with the catalog after a crash: interrupted attempts are rolled back whole."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlmodel import select
+
+from governance import ledger
+from governance.catalog import Catalog
+from governance.catalog.models import Attempt, VersionRow
+from governance.versions import read_manifest, sha256_file
+from governance.zones import VERSION_DIR, AssetKey, Lake, Staging, Zone
+
+PUBLISHED_ZONES = (Zone.LANDING, Zone.INTEGRATION, Zone.QUARANTINE)
+
+
+@dataclass
+class RepairReport:
+    rolled_back: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    damaged: list[str] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not (self.rolled_back or self.removed or self.damaged)
+
+
+def repair(catalog: Catalog, lake: Lake, *, actor: str = "system", verify_files: bool = False) -> RepairReport:
+    """Roll back attempts whose process is gone, remove folders no version owns, optionally check files."""
+    report = RepairReport()
+    running = {a.id: a for a in catalog.running_attempts()}
+    live = {attempt_id for attempt_id in running if not _stage(lake, attempt_id).is_abandoned()}
+    for folder in _unowned_version_folders(catalog, lake, live):
+        shutil.rmtree(folder, ignore_errors=True)
+        report.removed.append(str(folder))
+    for attempt_id in lake.staging_attempts():
+        stage = _stage(lake, attempt_id)
+        if attempt_id not in live and stage.is_abandoned():
+            shutil.rmtree(stage.path, ignore_errors=True)
+            stage.lock_file.unlink(missing_ok=True)
+    for attempt_id, attempt in running.items():
+        if attempt_id not in live:
+            _roll_back(catalog, attempt, actor)
+            report.rolled_back.append(f"{attempt.asset_key} attempt {attempt_id}")
+    if verify_files:
+        report.damaged.extend(damaged_versions(catalog))
+    return report
+
+
+def _stage(lake: Lake, attempt_id: str) -> Staging:
+    return Staging(lake.staging_root / attempt_id)
+
+
+def _unowned_version_folders(catalog: Catalog, lake: Lake, live: set[str]) -> list[Path]:
+    """`v=N` folders with no committed version N, unless a live attempt is publishing them."""
+    found = []
+    for zone in PUBLISHED_ZONES:
+        zone_root = lake.root / zone.value
+        if not zone_root.is_dir():
+            continue
+        for asset_dir in sorted(p for domain in zone_root.iterdir() if domain.is_dir() for p in domain.iterdir()):
+            key = AssetKey(asset_dir.parent.name, asset_dir.name)
+            committed = catalog.committed_numbers(key)
+            for child in asset_dir.iterdir():
+                match = VERSION_DIR.fullmatch(child.name)
+                if not match or int(match.group(1)) in committed:
+                    continue
+                manifest = read_manifest(child) or {}
+                if manifest.get("attempt_id") not in live:
+                    found.append(child)
+    return found
+
+
+def _roll_back(catalog: Catalog, attempt: Attempt, actor: str) -> None:
+    with catalog.session() as session:
+        catalog.finish_attempt(session, attempt.id, "aborted", error="interrupted; rolled back by repair")
+        ledger.append(
+            session, actor=actor, action=ledger.Action.ATTEMPT_ROLLED_BACK, asset=attempt.asset_key,
+            run_id=attempt.run_id,
+            details={"attempt": attempt.id, "requested_by": attempt.requested_by, "started_at": attempt.started_at.isoformat()},
+        )
+
+
+def damaged_versions(catalog: Catalog) -> list[str]:
+    """Committed versions whose files are missing or do not match their manifest."""
+    with catalog.session() as session:
+        rows = list(session.exec(select(VersionRow)))
+    problems = []
+    for row in rows:
+        problem = version_problem(Path(row.path), row.data_version)
+        if problem:
+            problems.append(f"{row.ref}: {problem}")
+    return problems
+
+
+def version_problem(folder: Path, data_version: str) -> str | None:
+    manifest = read_manifest(folder)
+    if manifest is None:
+        return f"no readable manifest in {folder}"
+    if manifest.get("data_version") != data_version:
+        return "manifest data_version differs from the catalog"
+    for entry in manifest["files"]:
+        path = folder / entry["path"]
+        if not path.is_file():
+            return f"missing file {path}"
+        if sha256_file(path) != entry["sha256"]:
+            return f"{path} does not match its sha256"
+    return None

@@ -1,0 +1,52 @@
+"""Who asked for a run and which run it is; attempts that record their own failure."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from governance import ledger
+from governance.catalog import Catalog, utcnow
+from governance.errors import CustodyError
+from governance.zones import AssetKey, Lake, Staging, new_attempt_id
+
+Progress = Callable[[str], None]
+
+
+def quiet(_message: str) -> None:
+    """A progress callback that says nothing."""
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """The run a version is produced in, and the person it is produced for."""
+
+    requested_by: str
+    run_id: str | None = None
+    started_at: datetime = field(default_factory=utcnow)
+    code_version: str = ""
+
+
+@contextmanager
+def attempt(catalog: Catalog, lake: Lake, key: AssetKey, request: RunRequest, failed_action: str) -> Iterator[tuple[str, Staging]]:
+    """A locked staging folder and an attempt row; a failure is recorded in the ledger, then re-raised."""
+    attempt_id = new_attempt_id()
+    with lake.staging(attempt_id) as stage:
+        catalog.start_attempt(attempt_id, key, request.run_id, request.requested_by)
+        try:
+            yield attempt_id, stage
+        except BaseException as err:
+            _record_failure(catalog, attempt_id, key, request, failed_action, err)
+            raise
+
+
+def _record_failure(catalog: Catalog, attempt_id: str, key: AssetKey, request: RunRequest, action: str, err: BaseException) -> None:
+    reason = str(err) if isinstance(err, CustodyError) else f"{type(err).__name__}: {err}"
+    with catalog.session() as session:
+        catalog.finish_attempt(session, attempt_id, "failed", error=reason)
+        ledger.append(
+            session, actor=request.requested_by, action=action, asset=str(key), run_id=request.run_id,
+            details={"error": reason[:2000], "error_type": type(err).__name__, "attempt": attempt_id},
+        )

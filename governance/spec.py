@@ -1,0 +1,349 @@
+"""Asset specs: one YAML file per asset, validated as a whole folder with every problem reported at once."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from governance.errors import InvalidName, SpecError, SpecProblem
+from governance.yamlsource import LocatedYaml, load_located
+from governance.zones import AssetKey, check_name
+
+COLUMN_TYPE = re.compile(
+    r"string|int|long|short|byte|double|float|boolean|date|timestamp|binary"
+    r"|decimal\((?P<precision>[1-9][0-9]?),\s*(?P<scale>[0-9][0-9]?)\)"
+)
+GROUP_NAME = r"^[a-z][a-z0-9_-]{0,63}$"
+COLUMN_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+TRANSFORM_REF = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
+ASSET_REF = r"^[a-z][a-z0-9_]{0,62}/[a-z][a-z0-9_]{0,62}$"
+
+
+class Classification(StrEnum):
+    PUBLIC = "public"
+    INTERNAL = "internal"
+    CONFIDENTIAL = "confidential"
+    RESTRICTED = "restricted"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+
+class Column(_Strict):
+    name: Annotated[str, Field(pattern=COLUMN_NAME)]
+    type: str
+    nullable: bool = True
+    description: str = ""
+
+    @model_validator(mode="after")
+    def _known_type(self) -> Column:
+        match = COLUMN_TYPE.fullmatch(self.type)
+        if match is None:
+            raise ValueError(
+                f"unknown column type {self.type!r}; use string, int, long, short, byte, double, "
+                "float, boolean, date, timestamp, binary or decimal(P,S)"
+            )
+        if match.group("precision") and int(match.group("scale")) > int(match.group("precision")):
+            raise ValueError(f"decimal scale exceeds precision in {self.type!r}")
+        return self
+
+
+GroupName = Annotated[str, Field(pattern=GROUP_NAME)]
+
+
+class Roles(_Strict):
+    owner: GroupName
+    producer: GroupName
+    consumer: GroupName
+
+
+class Source(_Strict):
+    format: Literal["csv", "json", "parquet"]
+    header: bool = True
+    delimiter: Annotated[str, Field(min_length=1, max_length=1)] = ","
+    multiline: bool = False
+
+
+class Retention(_Strict):
+    keep_versions: Annotated[int, Field(ge=1)] | None = None
+    max_age_days: Annotated[int, Field(ge=1)] | None = None
+
+
+class AssetSpec(_Strict):
+    """The body of one spec file."""
+
+    description: Annotated[str, Field(min_length=1)]
+    roles: Roles
+    zone: Literal["landing", "integration"]
+    classification: Classification = Classification.INTERNAL
+    pii: bool = False
+    tags: dict[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_.-]{0,62}$")], str] = {}
+    source: Source | None = None
+    inputs: list[Annotated[str, Field(pattern=ASSET_REF)]] = []
+    transform: Annotated[str, Field(pattern=TRANSFORM_REF)] | None = None
+    version_label_from: str | None = None
+    columns: list[Column] = []
+    bad_rows: Literal["quarantine", "fail"] = "quarantine"
+    max_bad_fraction: Annotated[float, Field(ge=0.0, le=1.0)] = 0.01
+    retention: Retention = Retention()
+
+    @model_validator(mode="after")
+    def _zone_fields(self) -> AssetSpec:
+        problems = []
+        if self.zone == "landing":
+            if self.source is None:
+                problems.append("a landing asset needs a source")
+            if self.inputs or self.transform or self.version_label_from:
+                problems.append("a landing asset takes no inputs, transform or version_label_from")
+            if self.source and self.source.format == "csv" and not self.columns:
+                problems.append("a CSV source needs its columns declared")
+        else:
+            if self.source is not None:
+                problems.append("an integration asset has no source; it reads its inputs")
+            if not self.inputs or not self.transform:
+                problems.append("an integration asset needs inputs and a transform")
+        if self.version_label_from and self.version_label_from not in self.inputs:
+            problems.append(f"version_label_from {self.version_label_from!r} is not one of the inputs")
+        if len(set(self.inputs)) != len(self.inputs):
+            problems.append("inputs are listed twice")
+        names = [column.name for column in self.columns]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            problems.append(f"columns declared twice: {', '.join(twice)}")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A validated spec with its key, file and content hash."""
+
+    key: AssetKey
+    file: Path
+    body: AssetSpec
+    hash: str
+
+    @property
+    def is_landing(self) -> bool:
+        return self.body.zone == "landing"
+
+    @property
+    def inputs(self) -> tuple[AssetKey, ...]:
+        return tuple(AssetKey.parse(ref) for ref in self.body.inputs)
+
+    def input_names(self) -> dict[str, AssetKey]:
+        """Keyword name under which each input reaches the transform: the asset's name."""
+        return {key.name: key for key in self.inputs}
+
+    def as_json(self) -> str:
+        return json.dumps(self.body.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class SpecSet:
+    """All specs of a folder, in dependency order (inputs before the assets that read them)."""
+
+    root: Path
+    specs: Mapping[AssetKey, Spec]
+
+    def __getitem__(self, key: AssetKey) -> Spec:
+        return self.specs[key]
+
+    def __iter__(self):
+        return iter(self.specs.values())
+
+    def __len__(self) -> int:
+        return len(self.specs)
+
+    def get(self, key: AssetKey) -> Spec | None:
+        return self.specs.get(key)
+
+
+def load_specs(root: Path) -> SpecSet:
+    """Load and validate every spec under `root`; raise SpecError listing every problem."""
+    specs, problems = _collect(Path(root))
+    if problems:
+        raise SpecError(problems)
+    return SpecSet(Path(root), specs)
+
+
+def check_specs(root: Path) -> list[SpecProblem]:
+    return _collect(Path(root))[1]
+
+
+def _collect(root: Path) -> tuple[dict[AssetKey, Spec], list[SpecProblem]]:
+    if not root.is_dir():
+        return {}, [SpecProblem(str(root), "", "spec folder not found")]
+    problems: list[SpecProblem] = []
+    specs: dict[AssetKey, Spec] = {}
+    files = sorted(root.rglob("*.yaml")) + sorted(root.rglob("*.yml"))
+    for file in files:
+        spec = _load_one(root, file, problems)
+        if spec is not None:
+            specs[spec.key] = spec
+    problems.extend(_cross_checks(specs))
+    ordered = _dependency_order(specs, problems)
+    return ordered, problems
+
+
+def _load_one(root: Path, file: Path, problems: list[SpecProblem]) -> Spec | None:
+    shown = str(file)
+    relative = file.relative_to(root)
+    if len(relative.parts) != 2:
+        problems.append(SpecProblem(shown, "", "spec files live at <domain>/<name>.yaml"))
+        return None
+    domain, name = relative.parts[0], relative.stem
+    key_ok = True
+    for value, what in ((domain, "domain"), (name, "asset name")):
+        try:
+            check_name(value, what)
+        except InvalidName as err:
+            problems.append(SpecProblem(shown, "", str(err)))
+            key_ok = False
+    try:
+        located = load_located(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as err:
+        problems.append(SpecProblem(shown, "", f"cannot read: {err}"))
+        return None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = mark.line + 1 if mark else None
+        problems.append(SpecProblem(shown, "", f"not valid YAML: {getattr(err, 'problem', err)}", line))
+        return None
+    for path, line in located.duplicates:
+        problems.append(SpecProblem(shown, path, "duplicate key", line))
+    if not isinstance(located.data, dict):
+        problems.append(SpecProblem(shown, "", "a spec is a YAML mapping of fields", 1))
+        return None
+    try:
+        body = AssetSpec.model_validate(located.data)
+    except ValidationError as err:
+        problems.extend(_from_validation(shown, err, located))
+        return None
+    if located.duplicates or not key_ok:
+        return None
+    spec_json = json.dumps(body.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(spec_json.encode()).hexdigest()
+    return Spec(AssetKey(domain, name), file, body, digest)
+
+
+def _from_validation(file: str, err: ValidationError, located: LocatedYaml) -> Iterable[SpecProblem]:
+    for detail in err.errors(include_url=False):
+        path = ".".join(str(part) for part in detail["loc"])
+        kind = detail["type"]
+        if kind == "extra_forbidden":
+            message = "unknown key"
+        elif kind == "missing":
+            message = "missing required field"
+        else:
+            message = detail["msg"].removeprefix("Value error, ")
+        yield SpecProblem(file, path, message, located.line_of(path))
+
+
+def _cross_checks(specs: dict[AssetKey, Spec]) -> Iterable[SpecProblem]:
+    for spec in specs.values():
+        file = str(spec.file)
+        for i, ref in enumerate(spec.body.inputs):
+            if AssetKey.parse(ref) not in specs:
+                yield SpecProblem(file, f"inputs.{i}", f"unknown input {ref!r}: no spec declares it")
+        names = [key.name for key in spec.inputs]
+        clashing = sorted({n for n in names if names.count(n) > 1})
+        if clashing:
+            yield SpecProblem(file, "inputs", f"inputs share the name {', '.join(clashing)}")
+        if spec.body.transform:
+            try:
+                function = resolve_transform(spec.body.transform)
+            except TransformNotFound as err:
+                yield SpecProblem(file, "transform", str(err))
+            else:
+                yield from _signature_problems(file, function, names)
+
+
+def _signature_problems(file: str, function: Callable[..., Any], names: list[str]) -> Iterable[SpecProblem]:
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return
+    params = signature.parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    missing = [name for name in names if name not in params]
+    if missing:
+        yield SpecProblem(file, "transform", f"transform takes no parameter for input(s) {', '.join(missing)}")
+
+
+def _dependency_order(specs: dict[AssetKey, Spec], problems: list[SpecProblem]) -> dict[AssetKey, Spec]:
+    """Kahn's algorithm; what remains unordered sits on a cycle."""
+    waiting = {key: {i for i in spec.inputs if i in specs} for key, spec in specs.items()}
+    dependents: dict[AssetKey, list[AssetKey]] = {key: [] for key in specs}
+    for key, inputs in waiting.items():
+        for upstream in inputs:
+            dependents[upstream].append(key)
+    ready = sorted(key for key, inputs in waiting.items() if not inputs)
+    ordered: dict[AssetKey, Spec] = {}
+    while ready:
+        key = ready.pop()
+        ordered[key] = specs[key]
+        for child in dependents[key]:
+            waiting[child].discard(key)
+            if not waiting[child]:
+                ready.append(child)
+    cycle = sorted(set(specs) - set(ordered))
+    for key in cycle:
+        members = ", ".join(str(k) for k in cycle)
+        problems.append(SpecProblem(str(specs[key].file), "inputs", f"dependency cycle among {members}"))
+    return ordered
+
+
+class TransformNotFound(Exception):
+    """A `module:function` reference that does not resolve to a callable."""
+
+
+@cache
+def _import(module: str) -> ModuleType:
+    return importlib.import_module(module)
+
+
+def resolve_transform(reference: str) -> Callable[..., Any]:
+    module_name, _, function_name = reference.partition(":")
+    try:
+        module = _import(module_name)
+    except ImportError as err:
+        raise TransformNotFound(f"transform module {module_name!r} cannot be imported: {err}") from err
+    function = getattr(module, function_name, None)
+    if not callable(function):
+        raise TransformNotFound(f"transform {reference!r}: module has no function {function_name!r}")
+    return function
+
+
+@cache
+def _module_source_hash(module_name: str) -> str:
+    module = _import(module_name)
+    try:
+        source = inspect.getsource(module)
+    except (OSError, TypeError):
+        source = module_name
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
+def code_version(spec: Spec) -> str:
+    """Hash of the spec and of the transform's module source: changes when either changes."""
+    parts = [spec.hash]
+    if spec.body.transform:
+        parts.append(_module_source_hash(spec.body.transform.partition(":")[0]))
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]

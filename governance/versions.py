@@ -1,0 +1,228 @@
+"""Immutable versions: seal what a run wrote in staging, then commit it as `v=N` in one step."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from governance import ledger
+from governance.catalog import Catalog, utcnow
+from governance.catalog.models import BatchRow, LineageEdge, SourceFile, VersionRow
+from governance.zones import AssetKey, Lake, Staging, Zone, publish
+
+MANIFEST = "_manifest.json"
+CHUNK = 1 << 20
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    path: str
+    bytes: int
+    sha256: str
+    rows: int | None = None
+
+
+@dataclass(frozen=True)
+class Sealed:
+    """The files of a finished output folder, renamed to stable names and hashed."""
+
+    files: tuple[FileEntry, ...]
+
+    @property
+    def rows(self) -> int:
+        return sum(f.rows or 0 for f in self.files)
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.bytes for f in self.files)
+
+    @property
+    def data_version(self) -> str:
+        """Content hash: the same rows written the same way give the same data_version."""
+        lines = "".join(f"{f.path} {f.sha256}\n" for f in self.files)
+        return hashlib.sha256(lines.encode()).hexdigest()
+
+
+def seal(directory: Path, suffix: str) -> Sealed:
+    """Drop Spark's bookkeeping files, give part files stable names, and hash them."""
+    for extra in [p for p in directory.iterdir() if p.name.startswith(("_", ".")) and p.is_file()]:
+        extra.unlink()
+    parts = sorted(p for p in directory.iterdir() if p.is_file())
+    entries = []
+    for index, part in enumerate(parts):
+        target = directory / f"part-{index:05d}{suffix}"
+        if part != target:
+            os.rename(part, target)
+        rows = pq.read_metadata(target).num_rows if suffix == ".parquet" else _count_lines(target)
+        entries.append(FileEntry(target.name, target.stat().st_size, sha256_file(target), rows))
+    return Sealed(tuple(entries))
+
+
+def _count_lines(path: Path) -> int:
+    with open(path, "rb") as handle:
+        return sum(block.count(b"\n") for block in iter(lambda: handle.read(CHUNK), b""))
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    """The DropZone batch behind a landing version."""
+
+    batch_id: str
+    fingerprint: str
+    files: tuple[FileEntry, ...]
+    requested_by: str | None = None
+    label: str | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Draft:
+    """Everything known about a version before it has a number."""
+
+    key: AssetKey
+    zone: Zone
+    attempt_id: str
+    run_id: str | None
+    requested_by: str
+    code_version: str
+    spec_hash: str
+    table_schema: str
+    data: Sealed
+    rows_read: int
+    quarantine: Sealed | None = None
+    label: str | None = None
+    batch: BatchRecord | None = None
+    inputs: Sequence[VersionRow] = ()
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def committed_action(self) -> str:
+        if self.zone is Zone.LANDING:
+            return ledger.Action.INGESTION_COMMITTED
+        return ledger.Action.MATERIALIZATION_COMMITTED
+
+
+def commit(catalog: Catalog, lake: Lake, stage: Staging, draft: Draft) -> VersionRow:
+    """Number, publish and record a version: all of it becomes visible, or none of it.
+
+    The catalog's write lock is held from numbering to the end of the transaction; folders are
+    published by rename inside it and moved back if the transaction fails. A crash between the
+    rename and the commit leaves folders the catalog does not know, which `repair` removes.
+    """
+    published: list[tuple[Path, Path]] = []
+    try:
+        with catalog.session() as session:
+            number = catalog.next_number(session, draft.key)
+            created_at = utcnow()
+            target = lake.version_dir(draft.zone, draft.key, number)
+            q_target = lake.version_dir(Zone.QUARANTINE, draft.key, number) if draft.quarantine else None
+            _write_manifest(stage.data, _manifest(draft, number, created_at, draft.data))
+            if draft.quarantine:
+                _write_manifest(stage.quarantine, _manifest(draft, number, created_at, draft.quarantine))
+            for source, destination in ((stage.data, target), (stage.quarantine, q_target)):
+                if destination is not None:
+                    publish(source, destination)
+                    published.append((source, destination))
+            row = _record(session, catalog, draft, number, created_at, target, q_target)
+        return row
+    except BaseException:
+        for source, destination in reversed(published):
+            if destination.exists() and not source.exists():
+                os.rename(destination, source)
+        raise
+
+
+def _record(session, catalog: Catalog, draft: Draft, number: int, created_at, target: Path, q_target: Path | None) -> VersionRow:
+    quarantined = draft.quarantine.rows if draft.quarantine else 0
+    row = VersionRow(
+        asset_key=str(draft.key), number=number, label=draft.label, data_version=draft.data.data_version,
+        zone=draft.zone.value, path=str(target), rows=draft.data.rows, rows_quarantined=quarantined,
+        quarantine_path=str(q_target) if q_target else None, bytes=draft.data.bytes,
+        table_schema=draft.table_schema, created_at=created_at, run_id=draft.run_id,
+        code_version=draft.code_version, spec_hash=draft.spec_hash, requested_by=draft.requested_by,
+        attempt_id=draft.attempt_id,
+    )
+    session.add(row)
+    session.flush()
+    for source in draft.inputs:
+        session.add(LineageEdge(output_version_id=row.id, input_version_id=source.id, run_id=draft.run_id))
+    if draft.batch:
+        batch = BatchRow(
+            asset_key=str(draft.key), batch_id=draft.batch.batch_id, fingerprint=draft.batch.fingerprint,
+            version_id=row.id, requested_by=draft.batch.requested_by, label=draft.batch.label, note=draft.batch.note,
+        )
+        session.add(batch)
+        session.flush()
+        for f in draft.batch.files:
+            session.add(SourceFile(batch_pk=batch.id, path=f.path, bytes=f.bytes, sha256=f.sha256))
+    catalog.finish_attempt(session, draft.attempt_id, "committed", version=number)
+    details = {
+        "data_version": row.data_version, "rows": row.rows, "rows_read": draft.rows_read,
+        "rows_quarantined": quarantined, "bytes": row.bytes, "path": row.path, "label": row.label,
+        "code_version": row.code_version, "inputs": [v.ref for v in draft.inputs], **draft.details,
+    }
+    if draft.batch:
+        details["batch"] = draft.batch.batch_id
+    ledger.append(session, actor=draft.requested_by, action=draft.committed_action, asset=str(draft.key),
+                  version=number, run_id=draft.run_id, details=details)
+    if quarantined:
+        ledger.append(session, actor=draft.requested_by, action=ledger.Action.ROWS_QUARANTINED,
+                      asset=str(draft.key), version=number, run_id=draft.run_id,
+                      details={"rows": quarantined, "path": str(q_target)})
+    return row
+
+
+def _manifest(draft: Draft, number: int, created_at, sealed: Sealed) -> dict[str, Any]:
+    return {
+        "asset": str(draft.key),
+        "version": number,
+        "attempt_id": draft.attempt_id,
+        "run_id": draft.run_id,
+        "created_at": created_at.isoformat(),
+        "requested_by": draft.requested_by,
+        "label": draft.label,
+        "code_version": draft.code_version,
+        "spec_hash": draft.spec_hash,
+        "data_version": draft.data.data_version,
+        "rows": sealed.rows,
+        "bytes": sealed.bytes,
+        "schema": json.loads(draft.table_schema),
+        "files": [asdict(f) for f in sealed.files],
+        "inputs": [{"asset": v.asset_key, "version": v.number, "data_version": v.data_version} for v in draft.inputs],
+    }
+
+
+def _write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
+    temporary = directory / f"{MANIFEST}.tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle, indent=2, sort_keys=True)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, directory / MANIFEST)
+
+
+def read_manifest(directory: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,60 @@
+"""YAML loading that keeps line numbers and refuses duplicate keys, for messages that point at a line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass
+class LocatedYaml:
+    """A parsed document with the line of each field path (`roles.owner`, `columns.2.type`)."""
+
+    data: Any
+    lines: dict[str, int] = field(default_factory=dict)
+    duplicates: list[tuple[str, int]] = field(default_factory=list)
+
+    def line_of(self, path: str) -> int | None:
+        while path:
+            if path in self.lines:
+                return self.lines[path]
+            path = path.rpartition(".")[0]
+        return self.lines.get("")
+
+
+def load_located(text: str) -> LocatedYaml:
+    """Parse one YAML document; raises yaml.YAMLError with a position on syntax errors."""
+    loader = Loader(text)
+    try:
+        node = loader.get_single_node()
+        located = LocatedYaml(data=None)
+        if node is not None:
+            located.data = _build(loader, node, "", located)
+        return located
+    finally:
+        loader.dispose()
+
+
+def _build(loader: Any, node: yaml.Node, path: str, out: LocatedYaml) -> Any:
+    out.lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        result: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            child = f"{path}.{key}" if path else str(key)
+            if key in result:
+                out.duplicates.append((child, key_node.start_mark.line + 1))
+                continue
+            out.lines[child] = key_node.start_mark.line + 1
+            result[key] = _build(loader, value_node, child, out)
+        return result
+    if isinstance(node, yaml.SequenceNode):
+        return [
+            _build(loader, item, f"{path}.{i}" if path else str(i), out)
+            for i, item in enumerate(node.value)
+        ]
+    return loader.construct_object(node, deep=True)

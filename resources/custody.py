@@ -1,0 +1,41 @@
+"""The catalog and the lake, configured from the environment when the run starts."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import dagster as dg
+from pydantic import PrivateAttr
+
+from governance.catalog import Catalog
+from governance.config import Settings
+from governance.zones import Lake
+
+
+class CustodyResource(dg.ConfigurableResource):
+    """Custody's catalog and lake; unset fields fall back to the CUSTODY_* environment."""
+
+    home: str | None = None
+    lake_root: str | None = None
+    catalog_url: str | None = None
+
+    _catalog: Catalog | None = PrivateAttr(default=None)
+
+    def settings(self) -> Settings:
+        settings = Settings.under(Path(self.home)) if self.home else Settings.from_env()
+        if self.lake_root:
+            settings = replace(settings, lake=Path(self.lake_root))
+        if self.catalog_url:
+            settings = replace(settings, catalog_url=self.catalog_url)
+        return settings
+
+    @property
+    def catalog(self) -> Catalog:
+        if self._catalog is None:
+            self._catalog = Catalog.from_url(self.settings().catalog_url)
+        return self._catalog
+
+    @property
+    def lake(self) -> Lake:
+        return Lake(self.settings().lake)

@@ -1,0 +1,32 @@
+"""A lazily started SparkSession, built on dagster-pyspark, with the master from CUSTODY_SPARK_MASTER."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dagster_pyspark import LazyPySparkResource
+from dagster_pyspark.resources import spark_session_from_config
+
+from governance.config import Settings
+from governance.runtime import require_java
+
+DEFAULT_CONF = {
+    "spark.app.name": "custody",
+    "spark.ui.enabled": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": "8",
+}
+
+
+class SparkResource(LazyPySparkResource):
+    """The SparkSession assets run on; started on first use, after checking for Java 17."""
+
+    master: str | None = None
+    spark_config: dict[str, Any] = {}
+
+    def _init_session(self) -> None:
+        if self._spark_session is None:
+            require_java()
+            master = self.master or Settings.from_env().spark_master
+            conf = {**DEFAULT_CONF, "spark.master": master, **self.spark_config}
+            self._spark_session = spark_session_from_config(conf)
