@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from dagster_pyspark import LazyPySparkResource
@@ -10,9 +11,12 @@ from dagster_pyspark.resources import spark_session_from_config
 from governance.config import Settings
 from governance.runtime import require_java
 
+LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 DEFAULT_CONF = {
     "spark.app.name": "custody",
     "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG_CONFIG}",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.shuffle.partitions": "8",
 }

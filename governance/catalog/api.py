@@ -22,7 +22,6 @@ from governance.catalog.models import (
     VersionRow,
 )
 from governance.errors import NotFound
-from governance.ledger import Action
 from governance.spec import Spec
 from governance.zones import AssetKey, VersionRef
 
@@ -56,7 +55,7 @@ class Catalog:
             if row is not None and row.spec_hash == spec.hash:
                 return
             body = spec.as_json()
-            action = Action.SPEC_REGISTERED if row is None else Action.SPEC_CHANGED
+            action = ledger.Action.SPEC_REGISTERED if row is None else ledger.Action.SPEC_CHANGED
             previous = None if row is None else row.spec_hash
             row = row or AssetRow(key=key, domain=spec.key.domain, name=spec.key.name, zone="", spec_hash="", spec_json="", updated_at=utcnow())
             row.zone, row.spec_hash, row.spec_json, row.updated_at = spec.body.zone, spec.hash, body, utcnow()

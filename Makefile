@@ -1,0 +1,30 @@
+# Custody: `make demo` sets up and runs the demo pipeline; `make test` sets up and runs every test.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+export CUSTODY_HOME ?= $(CURDIR)/.custody
+
+.PHONY: setup demo test ui clean
+
+$(BIN)/custody: pyproject.toml
+	$(PYTHON) -c 'import sys; sys.exit("Custody needs Python 3.11 or newer, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[test,postgres]"
+	touch $@
+
+setup: $(BIN)/custody
+
+demo: setup
+	$(BIN)/custody demo
+
+test: setup
+	$(BIN)/pytest -q
+
+ui: setup
+	mkdir -p $(CUSTODY_HOME)/dagster
+	test -f $(CUSTODY_HOME)/dagster/dagster.yaml || printf 'telemetry:\n  enabled: false\n' > $(CUSTODY_HOME)/dagster/dagster.yaml
+	DAGSTER_HOME=$(CUSTODY_HOME)/dagster $(BIN)/dagster dev -w workspace.yaml
+
+clean:
+	rm -rf $(CUSTODY_HOME)

@@ -1,0 +1,253 @@
+"""The `custody` command.
+
+Query commands read the catalog directly. Commands that produce versions (`ingest`, `materialize`,
+`demo`) hand off to the Dagster code location, the same path a run launched from the UI takes.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from governance import ledger, render
+from governance.catalog import Catalog
+from governance.config import Settings
+from governance.errors import CustodyError, IntegrityError, NotFound, SpecError
+from governance.lineage.graph import provenance as provenance_of
+from governance.repair import repair as repair_lake
+from governance.runtime import require_java
+from governance.spec import check_specs
+from governance.zones import AssetKey, Lake, VersionRef
+
+app = typer.Typer(
+    name="custody",
+    help="Data-asset governance on Dagster and PySpark: governed ingestion, immutable versions, lineage, ledger.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+specs_app = typer.Typer(help="Validate asset specs.", no_args_is_help=True)
+ledger_app = typer.Typer(help="Read and verify the audit ledger.", no_args_is_help=True)
+app.add_typer(specs_app, name="specs")
+app.add_typer(ledger_app, name="ledger")
+
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+State = {"verbose": False}
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
+AsUser = Annotated[str, typer.Option("--as", help="The user the run is requested for (recorded as requester).", metavar="USER")]
+
+
+@app.callback()
+def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show full tracebacks on errors.")] = False) -> None:
+    State["verbose"] = verbose
+
+
+def _settings() -> Settings:
+    return Settings.from_env()
+
+
+def _catalog(settings: Settings) -> Catalog:
+    return Catalog.from_url(settings.catalog_url)
+
+
+def _emit_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, default=str))
+
+
+@specs_app.command("check")
+def specs_check(
+    folder: Annotated[Path | None, typer.Argument(help="Folder of specs (default: CUSTODY_SPECS).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Validate every spec; list every problem with its file, line and field."""
+    root = folder or _settings().specs
+    problems = check_specs(root)
+    if as_json:
+        _emit_json({"ok": not problems, "problems": [asdict(p) for p in problems]})
+    elif not problems:
+        render.stdout_console().print(f"specs in {root}: ok")
+    if problems:
+        if not as_json:
+            err_console.print(str(SpecError(problems)), markup=False)
+        raise typer.Exit(1)
+
+
+@app.command()
+def ingest(
+    asset: Annotated[str, typer.Argument(help="Landing asset, DOMAIN/NAME.")],
+    requested_by: AsUser,
+    batch: Annotated[str | None, typer.Option(help="Batch id in the DropZone (default: the oldest ready one).")] = None,
+    force: Annotated[bool, typer.Option(help="Ingest a batch again even if its content was ingested before.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Governed ingestion of a ready DropZone batch, as a Dagster run."""
+    key = AssetKey.parse(asset)
+    config = {"batch": batch, "force": force}
+    _run(_settings(), [key], requested_by, as_json, ingest_config={key: config})
+
+
+@app.command()
+def materialize(
+    requested_by: AsUser,
+    selection: Annotated[str, typer.Argument(help="Dagster asset selection, e.g. 'key:sales/product_summary' or '+key:sales/product_summary'.")] = "tag:custody/zone=integration",
+    as_json: JsonOption = False,
+) -> None:
+    """Materialize assets (Dagster selection syntax; default: every integration asset)."""
+    _run(_settings(), selection, requested_by, as_json)
+
+
+def _run(settings: Settings, selection, requested_by: str, as_json: bool, ingest_config=None) -> None:
+    from assets.launch import launch  # the Dagster code location, loaded only for commands that run assets
+
+    require_java()
+    with err_console.status("starting run…") as status:
+        outcome = launch(settings, selection, requested_by, ingest_config=ingest_config,
+                         on_progress=lambda message: status.update(message))
+    if as_json:
+        _emit_json(asdict(outcome))
+    else:
+        for version in outcome.versions:
+            render.stdout_console().print(f"committed {version}  (run {outcome.run_id})")
+    if not outcome.success:
+        for failure in outcome.failures:
+            err_console.print(f"error: {failure.asset.replace('__', '/')}: {failure.message}", markup=False)
+        raise typer.Exit(max((f.exit_code for f in outcome.failures), default=1))
+
+
+@app.command()
+def versions(asset: Annotated[str, typer.Argument(help="DOMAIN/NAME")], as_json: JsonOption = False) -> None:
+    """List the committed versions of an asset."""
+    key = AssetKey.parse(asset)
+    catalog = _catalog(_settings())
+    rows = catalog.versions(key)
+    if not rows and not catalog.has_asset(key):
+        raise NotFound(f"unknown asset {key}: no version and no spec registered")
+    if as_json:
+        _emit_json([row.model_dump() for row in rows])
+    else:
+        render.stdout_console().print(render.versions_table(str(key), rows))
+
+
+@app.command()
+def provenance(
+    version: Annotated[str, typer.Argument(help="DOMAIN/NAME@N")],
+    depth: Annotated[int | None, typer.Option(min=0, help="How many levels of inputs to show (default: all).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The upstream tree of a version: inputs, runs, code versions, requesters, source files."""
+    tree = provenance_of(_catalog(_settings()), VersionRef.parse(version), depth)
+    if as_json:
+        _emit_json(tree.to_dict())
+    else:
+        render.stdout_console().print(render.provenance_tree(tree))
+
+
+@ledger_app.command("show")
+def ledger_show(
+    asset: Annotated[str | None, typer.Option(help="Only entries about DOMAIN/NAME.")] = None,
+    version: Annotated[int | None, typer.Option(help="Only entries about this version number.")] = None,
+    actor: Annotated[str | None, typer.Option(help="Only entries by this user.")] = None,
+    action: Annotated[str | None, typer.Option(help="Only this action, e.g. ingestion.committed.")] = None,
+    run: Annotated[str | None, typer.Option(help="Only entries of this run id.")] = None,
+    from_seq: Annotated[int, typer.Option(min=1, help="Start at this sequence number.")] = 1,
+    limit: Annotated[int | None, typer.Option(min=1, help="At most this many entries.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Ledger entries in sequence order."""
+    if asset:
+        AssetKey.parse(asset)
+    where = ledger.LedgerFilter(asset=asset, version=version, actor=actor, action=action, run_id=run, from_seq=from_seq, limit=limit)
+    with _catalog(_settings()).session() as session:
+        found = ledger.entries(session, where)
+    if as_json:
+        _emit_json([{**e.model_dump(), "details": json.loads(e.details)} for e in found])
+    else:
+        console = render.stdout_console()
+        for line in render.ledger_lines(found):
+            console.print(line, markup=False, soft_wrap=True)
+
+
+@ledger_app.command("verify")
+def ledger_verify(as_json: JsonOption = False) -> None:
+    """Recompute the hash chain; name the first entry that does not fit."""
+    with _catalog(_settings()).session() as session:
+        result = ledger.verify(session)
+    if as_json:
+        _emit_json({"ok": result.ok, "entries": result.entries, "first_bad_seq": result.first_bad_seq, "reason": result.reason})
+    elif result.ok:
+        render.stdout_console().print(f"ledger ok: {result.entries} entries, chain intact")
+    if not result.ok:
+        raise IntegrityError(f"ledger broken at seq {result.first_bad_seq}: {result.reason}")
+
+
+@app.command()
+def repair(
+    verify: Annotated[bool, typer.Option("--verify", help="Also re-hash every committed version's files.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Roll back interrupted attempts and remove folders no committed version owns."""
+    settings = _settings()
+    report = repair_lake(_catalog(settings), Lake(settings.lake), actor="custody-repair", verify_files=verify)
+    if as_json:
+        _emit_json(asdict(report))
+    else:
+        console = render.stdout_console()
+        for label, items in (("rolled back", report.rolled_back), ("removed", report.removed), ("damaged", report.damaged)):
+            for item in items:
+                console.print(f"{label}: {item}", markup=False)
+        if report.clean:
+            console.print("nothing to repair")
+    if report.damaged:
+        raise typer.Exit(1)
+
+
+@app.command()
+def demo(as_user: Annotated[str, typer.Option("--as", help="Requester of the demo runs.", metavar="USER")] = "bob") -> None:
+    """Drop sample batches, run the whole pipeline through Dagster, print the summary's provenance."""
+    from governance.demo import CLIENTS, NAMES_AND_PRODUCTS, PRODUCT_SUMMARY, PRODUCTS, drop_demo_batches
+
+    settings = _settings()
+    require_java()
+    dropped = drop_demo_batches(Lake(settings.lake))
+    integration = [NAMES_AND_PRODUCTS, PRODUCT_SUMMARY]
+    steps = [
+        ([PRODUCTS], {PRODUCTS: {"batch": dropped.products_batch}}),
+        ([CLIENTS], {CLIENTS: {"batch": dropped.client_batches[0]}}),
+        (integration, None),
+        ([CLIENTS], {CLIENTS: {"batch": dropped.client_batches[1]}}),
+        (integration, None),
+    ]
+    for keys, config in steps:
+        _run(settings, keys, as_user, False, ingest_config=config)
+    latest = _catalog(settings).latest(PRODUCT_SUMMARY)
+    render.stdout_console().print()
+    render.stdout_console().print(render.provenance_tree(provenance_of(_catalog(settings), VersionRef(PRODUCT_SUMMARY, latest.number))))
+
+
+def run(args: list[str] | None = None) -> int:
+    """Run the CLI and return its exit code: errors become one line on stderr."""
+    try:
+        result = app(args=args, prog_name="custody", standalone_mode=False)
+    except typer.TyperException as err:
+        err.show()
+        return getattr(err, "exit_code", 2)
+    except typer.Abort:
+        err_console.print("aborted")
+        return 1
+    except CustodyError as err:
+        if State["verbose"]:
+            err_console.print_exception()
+        err_console.print(f"error: {err}", markup=False)
+        return err.exit_code
+    return result if isinstance(result, int) else 0
+
+
+def main() -> None:
+    sys.exit(run())

@@ -1,0 +1,1 @@
+"""Lineage: provenance and impact over the catalog's version graph."""
