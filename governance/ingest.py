@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow.parquet as pq
 from pyspark.sql import Column as SparkColumn
@@ -44,13 +45,14 @@ class Parsed:
     raw: SparkColumn
     detail: SparkColumn | None = None
 
-    @property
     def refused(self) -> DataFrame:
-        return self.frame.filter(self.reason.isNotNull())
-
-    @property
-    def explained(self) -> SparkColumn:
-        return self.reason if self.detail is None else self.detail
+        """Refused rows as the quarantine keeps them. `record` reads every column, which also keeps
+        Spark's CSV column pruning from skipping the parse that flags a malformed row."""
+        return self.frame.filter(self.reason.isNotNull()).select(
+            F.regexp_replace(F.col(SOURCE_FILE), "^file:(//)?", "").alias("file"),
+            (self.reason if self.detail is None else self.detail).alias("reason"),
+            self.raw.alias("record"),
+        )
 
 
 def ingest(
@@ -66,7 +68,7 @@ def ingest(
 ) -> VersionRow:
     """Land one ready batch of a landing asset as its next version."""
     repair(catalog, lake)
-    batch_id = batch_id or next_batch(catalog, lake, spec)
+    batch_id = next_batch(catalog, lake, spec) if batch_id is None else batch_id
     progress(f"checking batch {batch_id} of {spec.key}")
     batch = open_batch(lake, spec.key, batch_id, spec.body.source.format)
     _refuse_duplicate(catalog, spec, batch, force)
@@ -168,25 +170,16 @@ def _enforce_bad_rows(spec: Spec, batch: Batch, parsed: Parsed, rows_read: int, 
         rule = f"more than max_bad_fraction {spec.body.max_bad_fraction:g}"
     else:
         return
-    samples = parsed.refused.limit(SAMPLE_SIZE).select(SOURCE_FILE, parsed.explained.alias("reason")).collect()
-    shown = "; ".join(f"{_file_name(r[SOURCE_FILE])}: {r['reason']}" for r in samples)
+    samples = parsed.refused().limit(SAMPLE_SIZE).collect()
+    shown = "; ".join(f"{Path(r['file']).name}: {r['reason']}" for r in samples)
     raise ValidationFailed(
         f"batch {batch.batch_id!r} of {spec.key}: {bad} of {rows_read} rows ({fraction:.1%}) break the spec, "
         f"{rule}; nothing was written. First: {shown}"
     )
 
 
-def _file_name(uri: str | None) -> str:
-    return (uri or "?").removeprefix("file://").removeprefix("file:")
-
-
 def _write_quarantine(parsed: Parsed, stage: Staging) -> Sealed:
-    refused = parsed.refused.select(
-        F.regexp_replace(F.col(SOURCE_FILE), "^file:(//)?", "").alias("file"),
-        parsed.explained.alias("reason"),
-        parsed.raw.alias("record"),
-    )
-    refused.write.mode("errorifexists").json(str(stage.quarantine))
+    parsed.refused().write.mode("errorifexists").json(str(stage.quarantine))
     return seal(stage.quarantine, ".json")
 
 

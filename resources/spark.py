@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,15 @@ DEFAULT_CONF = {
 }
 
 
+def session_conf(master: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Spark settings for Custody; on a local master, Python workers run this interpreter."""
+    if master.startswith("local"):
+        # PySpark reads the worker interpreter from the environment only; without this, UDF
+        # workers start whatever `python3` is on PATH, outside this virtual environment.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    return {**DEFAULT_CONF, "spark.master": master, **(extra or {})}
+
+
 class SparkResource(LazyPySparkResource):
     """The SparkSession assets run on; started on first use, after checking for Java 17."""
 
@@ -32,5 +43,4 @@ class SparkResource(LazyPySparkResource):
         if self._spark_session is None:
             require_java()
             master = self.master or Settings.from_env().spark_master
-            conf = {**DEFAULT_CONF, "spark.master": master, **self.spark_config}
-            self._spark_session = spark_session_from_config(conf)
+            self._spark_session = spark_session_from_config(session_conf(master, self.spark_config))

@@ -1,0 +1,184 @@
+#!/usr/bin/env python
+"""Load time of Custody's Dagster Definitions built from N spec files vs. N plain `@dg.asset`s.
+
+For each N, generates N specs (landing CSV assets and integration assets reading 1-2 earlier
+assets) in a temp folder, then times, each in a fresh subprocess after its imports:
+
+  custody:  assets.definitions.build_definitions(specs) + resolve_asset_graph + validate_loadable
+  plain:    N `@dg.asset`s (same keys, groups, deps, descriptions) in dg.Definitions + the same
+
+Prints the medians, the ratio custody/plain and t(3000)/t(1000) for Custody. With --profile, also
+times Custody's phases and prints the top functions of a cProfile of the largest N.
+
+    .venv/bin/python benchmarks/definitions_load.py
+    .venv/bin/python benchmarks/definitions_load.py --sizes 100 --repeat 1   # smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TRANSFORM = "benchmarks.bench_transforms:any_inputs"
+TYPES = ["string", "int", "long", "double", "boolean", "date", "timestamp", "decimal(10,2)"]
+DOMAINS = 20
+
+
+def generate(root: Path, n: int) -> list[dict]:
+    """Write N spec files under root/specs; return the graph (key, group, deps, description) as dicts."""
+    rng = random.Random(n)
+    graph = []
+    for i in range(n):
+        domain, name = f"d{i % DOMAINS}", f"a{i}"
+        folder = root / "specs" / domain
+        folder.mkdir(parents=True, exist_ok=True)
+        if i < DOMAINS or i % 3 == 0:
+            description, deps = f"Landing table {i}.", []
+            columns = "\n".join(
+                f'  - {{name: c{j}, type: "{rng.choice(TYPES)}", nullable: {"false" if j == 0 else "true"}}}'
+                for j in range(rng.randint(5, 10))
+            )
+            body = (f"description: {description}\nroles: {{owner: o, producer: p, consumer: c}}\nzone: landing\n"
+                    f"source: {{format: csv, header: true}}\ncolumns:\n{columns}\n")
+        else:
+            description = f"Derived table {i}."
+            deps = [graph[j]["key"] for j in rng.sample(range(i), rng.randint(1, 2))]
+            body = (f"description: {description}\nroles: {{owner: o, producer: p, consumer: c}}\nzone: integration\n"
+                    f"inputs: [{', '.join('/'.join(d) for d in deps)}]\ntransform: {TRANSFORM}\n")
+        (folder / f"{name}.yaml").write_text(body, encoding="utf-8")
+        graph.append({"key": [domain, name], "group": domain, "deps": deps, "description": description})
+    (root / "graph.json").write_text(json.dumps(graph), encoding="utf-8")
+    return graph
+
+
+# --- child side: one measurement in a fresh interpreter --------------------------------------------
+
+def _resolve(defs) -> None:
+    import dagster as dg
+
+    defs.resolve_asset_graph()
+    dg.Definitions.validate_loadable(defs)
+
+
+def build_plain(graph: list[dict]):
+    import dagster as dg
+
+    def plain_asset(node: dict):
+        @dg.asset(key=dg.AssetKey(node["key"]), group_name=node["group"], description=node["description"],
+                  deps=[dg.AssetKey(d) for d in node["deps"]])
+        def _asset(context):
+            return None
+
+        return _asset
+
+    return dg.Definitions(assets=[plain_asset(node) for node in graph])
+
+
+def child(kind: str, root: Path) -> dict:
+    warnings.filterwarnings("ignore")
+    sys.path.insert(0, str(ROOT))
+    if kind == "plain":
+        graph = json.loads((root / "graph.json").read_text(encoding="utf-8"))
+        started = time.perf_counter()
+        _resolve(build_plain(graph))
+        return {"seconds": time.perf_counter() - started}
+    from assets.definitions import build_definitions
+
+    if kind == "custody":
+        started = time.perf_counter()
+        _resolve(build_definitions(root / "specs"))
+        return {"seconds": time.perf_counter() - started}
+    if kind == "phases":  # the three steps of build_definitions, timed apart
+        import dagster as dg
+
+        from assets.factory import build_assets
+        from governance.spec import load_specs
+        from resources import CustodyResource, SparkResource
+
+        t0 = time.perf_counter()
+        specs = load_specs(root / "specs")
+        t1 = time.perf_counter()
+        assets = build_assets(specs)
+        t2 = time.perf_counter()
+        defs = dg.Definitions(assets=assets, resources={"custody": CustodyResource(), "spark": SparkResource()},
+                              executor=dg.in_process_executor)
+        _resolve(defs)
+        t3 = time.perf_counter()
+        return {"load_specs": t1 - t0, "build_assets": t2 - t1, "definitions+resolve": t3 - t2}
+    if kind == "profile":
+        import cProfile
+        import io
+        import pstats
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+        _resolve(build_definitions(root / "specs"))
+        profiler.disable()
+        out = io.StringIO()
+        stats = pstats.Stats(profiler, stream=out).strip_dirs().sort_stats("tottime")
+        stats.print_stats(20)
+        stats.sort_stats("cumulative").print_stats(40)
+        return {"profile": out.getvalue()}
+    raise SystemExit(f"unknown kind {kind}")
+
+
+def measure(kind: str, root: Path) -> dict:
+    done = subprocess.run([sys.executable, __file__, "--child", kind, str(root)], cwd=ROOT,
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{kind} child failed:\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# --- parent side ------------------------------------------------------------------------------------
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 3000])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--profile", action="store_true", help="phase times and a cProfile of the largest N")
+    parser.add_argument("--child", nargs=2, metavar=("KIND", "ROOT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child[0], Path(args.child[1]))))
+        return
+
+    results: dict[int, tuple[float, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="defs-load-") as tmp:
+        for n in args.sizes:
+            root = Path(tmp) / f"n{n}"
+            graph = generate(root, n)
+            landing = sum(1 for node in graph if not node["deps"])
+            custody, plain = [], []
+            for _ in range(args.repeat):  # interleaved
+                custody.append(measure("custody", root)["seconds"])
+                plain.append(measure("plain", root)["seconds"])
+            results[n] = (statistics.median(custody), statistics.median(plain))
+            print(f"N={n:<5} ({landing} landing, {n - landing} integration)  "
+                  f"custody {' '.join(f'{t:.3f}' for t in custody)}  plain {' '.join(f'{t:.3f}' for t in plain)}",
+                  flush=True)
+            if args.profile and n == max(args.sizes):
+                phases = [measure("phases", root) for _ in range(args.repeat)]
+                print(f"  custody phases at N={n} (median s): " + ", ".join(
+                    f"{name} {statistics.median(p[name] for p in phases):.3f}" for name in phases[0]))
+                print(measure("profile", root)["profile"])
+
+    print(f"\n{'N':>6}{'custody s':>11}{'plain s':>9}{'ratio':>7}   (medians of {args.repeat}; goal ratio <= 1.3)")
+    for n, (c, p) in results.items():
+        print(f"{n:>6}{c:>11.3f}{p:>9.3f}{c / p:>7.2f}  {'ok' if c / p <= 1.3 else 'MISSED'}")
+    if 1000 in results and 3000 in results:
+        growth = results[3000][0] / results[1000][0]
+        print(f"custody t(3000)/t(1000): {growth:.2f}  goal <= 3.5  ({'met' if growth <= 3.5 else 'MISSED'})")
+
+
+if __name__ == "__main__":
+    main()
