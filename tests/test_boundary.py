@@ -1,0 +1,28 @@
+"""The core never imports dagster: Dagster code is thin glue around it."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+
+def test_no_module_of_governance_imports_dagster():
+    offenders = []
+    for path in (ROOT / "governance").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            offenders += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0].startswith("dagster")]
+    assert offenders == []
+
+
+def test_importing_every_core_module_loads_no_dagster():
+    modules = sorted(
+        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        for p in (ROOT / "governance").rglob("*.py")
+    )
+    code = f"import sys\nfor m in {modules!r}: __import__(m)\nprint(sorted(m for m in sys.modules if m.startswith('dagster')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]"
