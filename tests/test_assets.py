@@ -1,0 +1,134 @@
+"""Specs as Dagster assets: what the UI shows, what each materialization records, how failures retry."""
+
+from __future__ import annotations
+
+import dagster as dg
+import pytest
+
+import assets.factory as factory
+from assets.definitions import build_definitions
+from assets.factory import build_assets
+from governance.demo import CLIENTS, NAMES_AND_PRODUCTS, PRODUCT_SUMMARY, PRODUCTS, drop_demo_batches
+from governance.integrate import materialize
+from governance.runs import RunRequest
+from governance.zones import VersionRef
+from tests.conftest import DEMO_SPECS
+
+REQUESTED = {"custody/requested_by": "bob"}
+
+
+def key(asset):
+    return dg.AssetKey([asset.domain, asset.name])
+
+
+def run(demo_specs, resources, instance, assets, config=None):
+    return dg.materialize(
+        build_assets(demo_specs), resources=resources, instance=instance, tags=REQUESTED,
+        selection=[key(a) for a in assets], run_config={"ops": config or {}}, raise_on_error=False,
+    )
+
+
+def batch_config(asset, batch_id):
+    return {f"{asset.domain}__{asset.name}": {"config": {"batch": batch_id}}}
+
+
+@pytest.fixture
+def instance():
+    with dg.instance_for_test() as test_instance:
+        yield test_instance
+
+
+@pytest.fixture
+def demo_round(lake):
+    return drop_demo_batches(lake)
+
+
+def test_every_spec_is_an_asset_with_group_owners_kinds_tags_and_schema():
+    graph = build_definitions(DEMO_SPECS).resolve_asset_graph()
+    clients = graph.get(key(CLIENTS))
+    assert clients.group_name == "sales"
+    assert clients.owners == ["team:sales-owners"]
+    assert clients.kinds == {"spark", "parquet"}
+    assert {"custody/zone": "landing", "custody/classification": "confidential", "custody/pii": "true"}.items() <= clients.tags.items()
+    assert clients.description.startswith("Clients and the products")
+    schema = clients.metadata["dagster/column_schema"]
+    assert [c.name for c in schema.columns][:2] == ["name", "surname"]
+    assert clients.code_version
+    assert graph.get(key(NAMES_AND_PRODUCTS)).parent_keys == {key(CLIENTS), key(PRODUCTS)}
+
+
+def test_a_materialization_records_version_rows_path_and_data_version(demo_specs, resources, instance, catalog, demo_round):
+    result = run(demo_specs, resources, instance, [PRODUCTS], batch_config(PRODUCTS, demo_round.products_batch))
+    assert result.success
+    event = result.get_asset_materialization_events()[0].materialization
+    version = catalog.latest(PRODUCTS)
+    assert event.metadata["custody/version"].value == "sales/products@1"
+    assert event.metadata["version"].value == 1
+    assert event.metadata["rows_landed"].value == version.rows == 4
+    assert event.metadata["rows_quarantined"].value == 0
+    assert event.metadata["path"].value == version.path
+    assert event.tags["dagster/data_version"] == version.data_version
+
+
+def test_dagster_input_data_versions_agree_with_custody_edges(demo_specs, resources, instance, catalog, demo_round):
+    run(demo_specs, resources, instance, [PRODUCTS], batch_config(PRODUCTS, demo_round.products_batch))
+    run(demo_specs, resources, instance, [CLIENTS], batch_config(CLIENTS, demo_round.client_batches[0]))
+    result = run(demo_specs, resources, instance, [NAMES_AND_PRODUCTS, PRODUCT_SUMMARY])
+    assert result.success
+    joined = catalog.latest(NAMES_AND_PRODUCTS)
+    inputs = {v.asset_key: v for v in catalog.inputs_of([joined.id])[joined.id]}
+    event = instance.get_latest_materialization_event(key(NAMES_AND_PRODUCTS)).asset_materialization
+    for asset in (CLIENTS, PRODUCTS):
+        assert event.tags[f"dagster/input_data_version/{asset}"] == inputs[str(asset)].data_version
+    assert event.metadata["input_versions"].value == {"sales/clients": 1, "sales/products": 1}
+
+
+def test_the_label_follows_the_reference_input(demo_specs, resources, instance, catalog, demo_round):
+    run(demo_specs, resources, instance, [PRODUCTS], batch_config(PRODUCTS, demo_round.products_batch))
+    for batch_id in demo_round.client_batches:
+        run(demo_specs, resources, instance, [CLIENTS], batch_config(CLIENTS, batch_id))
+        run(demo_specs, resources, instance, [NAMES_AND_PRODUCTS, PRODUCT_SUMMARY])
+    labels = [(v.number, v.label) for v in catalog.versions(PRODUCT_SUMMARY)]
+    assert labels == [(1, "15"), (2, "16")]
+
+
+def test_inputs_are_pinned_to_the_version_committed_before_the_run_started(spark, demo_specs, resources, instance, catalog, lake, demo_round):
+    run(demo_specs, resources, instance, [PRODUCTS], batch_config(PRODUCTS, demo_round.products_batch))
+    run(demo_specs, resources, instance, [CLIENTS], batch_config(CLIENTS, demo_round.client_batches[0]))
+    started = catalog.latest(CLIENTS).created_at
+    run(demo_specs, resources, instance, [CLIENTS], batch_config(CLIENTS, demo_round.client_batches[1]))
+    request = RunRequest(requested_by="bob", run_id="late-run", started_at=started)
+    joined = materialize(spark, catalog, lake, demo_specs[NAMES_AND_PRODUCTS], request)
+    assert sorted(v.ref for v in catalog.inputs_of([joined.id])[joined.id]) == ["sales/clients@1", "sales/products@1"]
+
+
+def test_a_transient_failure_is_retried(demo_specs, resources, instance, catalog, demo_round, monkeypatch):
+    calls = []
+    real_ingest = factory.ingest
+
+    def flaky(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError("connection reset by peer")
+        return real_ingest(*args, **kwargs)
+
+    monkeypatch.setattr(factory, "ingest", flaky)
+    result = run(demo_specs, resources, instance, [PRODUCTS], batch_config(PRODUCTS, demo_round.products_batch))
+    assert result.success and len(calls) == 2
+    assert [v.number for v in catalog.versions(PRODUCTS)] == [1]
+
+
+def test_a_validation_failure_is_not_retried(demo_specs, resources, instance, catalog, demo_round):
+    result = run(demo_specs, resources, instance, [PRODUCTS], batch_config(PRODUCTS, "no-such-batch"))
+    assert not result.success
+    failures = [e for e in result.all_events if e.is_step_failure]
+    retries = [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
+    assert len(failures) == 1 and retries == []
+    assert "no batch 'no-such-batch' for sales/products" in failures[0].step_failure_data.user_failure_data.description
+
+
+def test_provenance_command_is_shown_for_each_version(demo_specs, resources, instance, catalog, demo_round):
+    result = run(demo_specs, resources, instance, [PRODUCTS], batch_config(PRODUCTS, demo_round.products_batch))
+    event = result.get_asset_materialization_events()[0].materialization
+    assert "custody provenance sales/products@1" in event.metadata["provenance"].value
+    assert catalog.version(VersionRef(PRODUCTS, 1)).requested_by == "bob"

@@ -1,0 +1,143 @@
+"""The `custody` command: the contract's outputs, exit codes and one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from assets.launch import instance_for
+from governance.cli import run
+from governance.demo import CLIENTS, PRODUCTS, drop_demo_batches
+from governance.versions import sha256_file
+from governance.zones import Lake
+from tests.conftest import DATA, drop
+from tests.helpers import assert_nothing_committed
+
+
+def cli(capsys, *args):
+    code = run(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def ingested(cli_env, spark, capsys):
+    """Products and the first clients batch ingested, the integration assets materialized, via the CLI."""
+    dropped = drop_demo_batches(Lake(cli_env.lake))
+    assert cli(capsys, "ingest", "sales/products", "--as", "bob")[0] == 0
+    assert cli(capsys, "ingest", "sales/clients", "--batch", dropped.client_batches[0], "--as", "bob")[0] == 0
+    assert cli(capsys, "materialize", "--as", "alice")[0] == 0
+    return cli_env
+
+
+def test_ingest_runs_through_dagster_with_the_requester_as_tag(ingested, capsys):
+    runs = instance_for(ingested).get_runs()
+    assert len(runs) == 3
+    assert {r.tags["custody/requested_by"] for r in runs} == {"bob", "alice"}
+    code, out, _ = cli(capsys, "versions", "sales/clients", "--json")
+    assert code == 0 and [v["number"] for v in json.loads(out)] == [1]
+
+
+def test_provenance_json_has_the_contract_fields_down_to_source_files(ingested, capsys):
+    code, out, _ = cli(capsys, "provenance", "sales/product_summary@1", "--json")
+    tree = json.loads(out)
+    assert code == 0
+    for field in ("asset", "version", "data_version", "created_at", "run_id", "code_version", "requested_by", "inputs"):
+        assert field in tree
+    assert tree["requested_by"] == "alice" and tree["label"] == "15"
+    joined = tree["inputs"][0]
+    assert joined["asset"] == "sales/names_and_products"
+    landing = {node["asset"]: node for node in joined["inputs"]}
+    source = landing["sales/clients"]["sources"][0]
+    assert Path(source["path"]).name == "clients-v15.json"
+    assert source["sha256"] == sha256_file(Path(source["path"])) and source["bytes"] > 0
+
+
+def test_provenance_depth_limits_the_tree(ingested, capsys):
+    code, out, _ = cli(capsys, "provenance", "sales/product_summary@1", "--depth", "1", "--json")
+    tree = json.loads(out)
+    assert tree["inputs"][0]["inputs"] == [] and tree["inputs"][0]["truncated"] is True
+
+
+def test_provenance_prints_a_tree(ingested, capsys):
+    code, out, _ = cli(capsys, "provenance", "sales/product_summary@1")
+    assert code == 0
+    assert "sales/product_summary@1" in out and "sales/clients@1" in out and "clients-v15.json" in out
+
+
+def test_ledger_show_filters_and_verify_passes(ingested, capsys):
+    code, out, _ = cli(capsys, "ledger", "show", "--action", "ingestion.committed", "--json")
+    assert code == 0 and [e["asset_key"] for e in json.loads(out)] == ["sales/products", "sales/clients"]
+    code, out, _ = cli(capsys, "ledger", "verify")
+    assert code == 0 and "chain intact" in out
+
+
+def test_ledger_verify_names_the_first_tampered_entry(ingested, capsys):
+    from governance.catalog import Catalog
+
+    with Catalog.from_url(ingested.catalog_url).session() as session:
+        session.connection().exec_driver_sql("UPDATE ledger SET actor = 'mallory' WHERE seq = 3")
+    code, _, err = cli(capsys, "ledger", "verify")
+    assert code == 1 and "error: ledger broken at seq 3: content does not match its hash" in err
+
+
+def test_a_bad_batch_fails_the_run_with_one_clear_line_and_exit_1(cli_env, spark, capsys):
+    lake = Lake(cli_env.lake)
+    drop(lake, "sales/products", "b1", {"products.csv": DATA / "batches/csv/header_missing.csv"})
+    code, _, err = cli(capsys, "ingest", "sales/products", "--as", "bob")
+    assert code == 1
+    assert "error: sales/products: " in err and "header does not match the spec of sales/products" in err
+    assert_nothing_committed_cli(cli_env)
+
+
+def assert_nothing_committed_cli(settings):
+    from governance.catalog import Catalog
+
+    assert_nothing_committed(Catalog.from_url(settings.catalog_url), Lake(settings.lake), "sales/products")
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["ingest", "sales/products", "--as", "bob"], 4, "no ready batch to ingest for sales/products"),
+        (["ingest", "sales/nope", "--as", "bob"], 4, "unknown asset sales/nope"),
+        (["ingest", "../etc/passwd", "--as", "bob"], 1, "invalid asset key"),
+        (["provenance", "sales/clients@1"], 4, "no version sales/clients@1"),
+        (["provenance", "sales/clients"], 1, "expected DOMAIN/NAME@N"),
+        (["versions", "sales/nope"], 4, "unknown asset sales/nope"),
+        (["materialize", "key:nothing/here", "--as", "bob"], 4, "matches no asset"),
+        (["ingest", "sales/products"], 2, "Missing option '--as'"),
+    ],
+)
+def test_errors_follow_the_exit_code_contract(cli_env, spark, capsys, args, code, message):
+    got, _, err = cli(capsys, *args)
+    assert got == code, err
+    assert message in err
+
+
+def test_specs_check_lists_every_problem(capsys):
+    code, _, err = cli(capsys, "specs", "check", str(DATA / "bad_specs" / "many"))
+    assert code == 1 and err.startswith("3 problems in asset specs")
+    code, out, _ = cli(capsys, "specs", "check", str(DATA / "specs"), "--json")
+    assert code == 0 and json.loads(out) == {"ok": True, "problems": []}
+
+
+def test_repair_on_a_clean_lake_has_nothing_to_do(cli_env, capsys):
+    code, out, _ = cli(capsys, "repair", "--verify")
+    assert code == 0 and "nothing to repair" in out
+
+
+def test_demo_twice_adds_versions_and_never_touches_old_ones(cli_env, spark, capsys):
+    assert cli(capsys, "demo")[0] == 0
+    from governance.catalog import Catalog
+
+    catalog = Catalog.from_url(cli_env.catalog_url)
+    first = {v.ref: {p.name: sha256_file(p) for p in Path(v.path).iterdir()} for v in catalog.versions(CLIENTS)}
+    code, out, _ = cli(capsys, "demo")
+    assert code == 0 and "sales/product_summary@4 label 18" in out
+    assert [v.number for v in catalog.versions(CLIENTS)] == [1, 2, 3, 4]
+    assert [v.number for v in catalog.versions(PRODUCTS)] == [1, 2]
+    for version in catalog.versions(CLIENTS)[:2]:
+        assert {p.name: sha256_file(p) for p in Path(version.path).iterdir()} == first[version.ref]
