@@ -18,6 +18,13 @@ from rich.console import Console
 from governance import ledger, render
 from governance.catalog import Catalog
 from governance.config import Settings
+from governance.demo import (
+    CLIENTS,
+    NAMES_AND_PRODUCTS,
+    PRODUCT_SUMMARY,
+    PRODUCTS,
+    drop_demo_batches,
+)
 from governance.errors import CustodyError, IntegrityError, NotFound, SpecError
 from governance.lineage.graph import provenance as provenance_of
 from governance.repair import repair as repair_lake
@@ -104,7 +111,8 @@ def materialize(
 
 
 def _run(settings: Settings, selection, requested_by: str, as_json: bool, ingest_config=None) -> None:
-    from assets.launch import launch  # the Dagster code location, loaded only for commands that run assets
+    # The Dagster code location is loaded only by the commands that run assets.
+    from assets.launch import launch
 
     require_java()
     with err_console.status("starting run…") as status:
@@ -211,8 +219,6 @@ def repair(
 @app.command()
 def demo(as_user: Annotated[str, typer.Option("--as", help="Requester of the demo runs.", metavar="USER")] = "bob") -> None:
     """Drop sample batches, run the whole pipeline through Dagster, print the summary's provenance."""
-    from governance.demo import CLIENTS, NAMES_AND_PRODUCTS, PRODUCT_SUMMARY, PRODUCTS, drop_demo_batches
-
     settings = _settings()
     require_java()
     dropped = drop_demo_batches(Lake(settings.lake))

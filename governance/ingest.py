@@ -21,8 +21,8 @@ from governance.errors import BatchError, DuplicateBatch, IntegrityError, NotFou
 from governance.quarantine import explain_csv_record
 from governance.repair import repair
 from governance.runs import Progress, RunRequest, attempt, quiet
-from governance.spec import Column, Spec
 from governance.sparktypes import arrow_type_name, normalized, spark_schema, spark_type
+from governance.spec import Column, Spec
 from governance.versions import Draft, Sealed, commit, seal
 from governance.zones import Lake, Staging, Zone
 

@@ -8,7 +8,13 @@ import pytest
 import assets.factory as factory
 from assets.definitions import build_definitions
 from assets.factory import build_assets
-from governance.demo import CLIENTS, NAMES_AND_PRODUCTS, PRODUCT_SUMMARY, PRODUCTS, drop_demo_batches
+from governance.demo import (
+    CLIENTS,
+    NAMES_AND_PRODUCTS,
+    PRODUCT_SUMMARY,
+    PRODUCTS,
+    drop_demo_batches,
+)
 from governance.integrate import materialize
 from governance.runs import RunRequest
 from governance.zones import VersionRef

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from assets.launch import instance_for
+from governance.catalog import Catalog
 from governance.cli import run
 from governance.demo import CLIENTS, PRODUCTS, drop_demo_batches
 from governance.versions import sha256_file
@@ -75,8 +76,6 @@ def test_ledger_show_filters_and_verify_passes(ingested, capsys):
 
 
 def test_ledger_verify_names_the_first_tampered_entry(ingested, capsys):
-    from governance.catalog import Catalog
-
     with Catalog.from_url(ingested.catalog_url).session() as session:
         session.connection().exec_driver_sql("UPDATE ledger SET actor = 'mallory' WHERE seq = 3")
     code, _, err = cli(capsys, "ledger", "verify")
@@ -93,8 +92,6 @@ def test_a_bad_batch_fails_the_run_with_one_clear_line_and_exit_1(cli_env, spark
 
 
 def assert_nothing_committed_cli(settings):
-    from governance.catalog import Catalog
-
     assert_nothing_committed(Catalog.from_url(settings.catalog_url), Lake(settings.lake), "sales/products")
 
 
@@ -131,8 +128,6 @@ def test_repair_on_a_clean_lake_has_nothing_to_do(cli_env, capsys):
 
 def test_demo_twice_adds_versions_and_never_touches_old_ones(cli_env, spark, capsys):
     assert cli(capsys, "demo")[0] == 0
-    from governance.catalog import Catalog
-
     catalog = Catalog.from_url(cli_env.catalog_url)
     first = {v.ref: {p.name: sha256_file(p) for p in Path(v.path).iterdir()} for v in catalog.versions(CLIENTS)}
     code, out, _ = cli(capsys, "demo")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from governance import ledger
 from governance.ledger import LedgerFilter
 
@@ -34,10 +35,9 @@ def test_sequence_numbers_are_gap_free_and_chained(ten):
 
 
 def test_an_entry_rolled_back_with_its_transaction_leaves_no_gap(ten):
-    with pytest.raises(RuntimeError):
-        with ten.session() as session:
-            ledger.append(session, actor="bob", action="x")
-            raise RuntimeError("abort")
+    with pytest.raises(RuntimeError), ten.session() as session:
+        ledger.append(session, actor="bob", action="x")
+        raise RuntimeError("abort")
     with ten.session() as session:
         assert ledger.append(session, actor="bob", action="y").seq == 11
 

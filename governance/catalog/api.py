@@ -43,9 +43,8 @@ class Catalog:
     @contextmanager
     def session(self) -> Iterator[Session]:
         """One transaction: committed when the block ends, rolled back if it raises."""
-        with Session(self.engine, expire_on_commit=False) as session:
-            with session.begin():
-                yield session
+        with Session(self.engine, expire_on_commit=False) as session, session.begin():
+            yield session
 
     def register_spec(self, spec: Spec, actor: str, run_id: str | None = None) -> None:
         """Keep the asset's current spec and a snapshot of every spec it ever had."""

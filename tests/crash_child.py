@@ -1,0 +1,67 @@
+"""Run one real ingestion and stop dead at a chosen point, for tests/test_crash.py.
+
+Usage: crash_child.py HOME POINT BATCH. At POINT the process writes HOME/reached and sleeps; the test
+then SIGKILLs it. POINT is one of spark-write, before-commit, during-commit.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+
+from pyspark.sql import DataFrameWriter, SparkSession
+
+import governance.ingest as ingest_module
+import governance.versions as versions_module
+from governance.catalog import Catalog
+from governance.config import Settings
+from governance.runs import RunRequest
+from governance.spec import load_specs
+from governance.zones import AssetKey, Lake
+from resources.spark import session_conf
+
+SPECS = Path(__file__).parent / "data" / "specs"
+
+
+def stop_here(home: Path) -> None:
+    (home / "reached").write_text("yes")
+    time.sleep(600)
+
+
+def during_spark_write(home: Path) -> None:
+    original = DataFrameWriter.parquet
+
+    def parquet(self, path, *args, **kwargs):
+        writer = threading.Thread(target=original, args=(self, path, *args), kwargs=kwargs, daemon=True)
+        writer.start()
+        while writer.is_alive() and not list(Path(path).rglob("*.parquet")):
+            time.sleep(0.01)
+        if writer.is_alive():
+            stop_here(home)
+        raise SystemExit("the write finished before it could be interrupted")
+
+    DataFrameWriter.parquet = parquet
+
+
+def main() -> None:
+    home, point, batch = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+    if point == "spark-write":
+        during_spark_write(home)
+    elif point == "before-commit":
+        ingest_module.commit = lambda *args, **kwargs: stop_here(home)
+    elif point == "during-commit":
+        versions_module._record = lambda *args, **kwargs: stop_here(home)
+    settings = Settings.under(home)
+    builder = SparkSession.builder
+    for key, value in session_conf("local[2]").items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spec = load_specs(SPECS)[AssetKey("t", "people")]
+    ingest_module.ingest(spark, Catalog.from_url(settings.catalog_url), Lake(settings.lake), spec,
+                         RunRequest(requested_by="bob", run_id=f"crash-{point}"), batch_id=batch)
+
+
+if __name__ == "__main__":
+    main()

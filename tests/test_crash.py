@@ -1,0 +1,69 @@
+"""A crash at any instant leaves a whole version or none, and the next ingestion goes on."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from governance.ingest import ingest
+from governance.repair import repair, version_problem
+from governance.runs import RunRequest
+from governance.zones import AssetKey, Zone
+from tests.conftest import ROOT, drop
+from tests.helpers import all_versions
+
+PEOPLE = AssetKey("t", "people")
+ROWS = 400_000
+
+
+@pytest.fixture
+def big_csv(tmp_path_factory):
+    path = tmp_path_factory.mktemp("big") / "people.csv"
+    with open(path, "w") as handle:
+        handle.write("id,name,score\n")
+        handle.writelines(f"{i},person {i},{i * 0.5}\n" for i in range(1, ROWS + 1))
+    return path
+
+
+def kill_at(home, point, batch_id):
+    child = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "crash_child.py"), str(home), point, batch_id],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 240
+    while not (home / "reached").exists():
+        if child.poll() is not None:
+            raise AssertionError(f"child ended before {point}: {child.stderr.read()[-2000:]}")
+        assert time.monotonic() < deadline, f"child never reached {point}"
+        time.sleep(0.05)
+    os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+    (home / "reached").unlink()
+
+
+@pytest.mark.parametrize("point", ["spark-write", "before-commit", "during-commit"])
+def test_a_killed_ingestion_leaves_no_partial_version(spark, settings, catalog, lake, test_specs, big_csv, point):
+    spec = test_specs[PEOPLE]
+    request = RunRequest(requested_by="bob")
+    drop(lake, "t/people", "b0", {"people.csv": b"id,name,score\n1,ann,1.5\n"})
+    ingest(spark, catalog, lake, spec, request, batch_id="b0")
+    drop(lake, "t/people", "b1", {"people.csv": big_csv})
+
+    kill_at(settings.home, point, "b1")
+
+    report = repair(catalog, lake)
+    assert len(report.rolled_back) == 1
+    assert set(lake.version_dirs(Zone.LANDING, PEOPLE)) == {1}
+    assert lake.staging_attempts() == []
+    resumed = ingest(spark, catalog, lake, spec, request, batch_id="b1")
+    assert resumed.number == 2 and resumed.rows == ROWS
+    for version in all_versions(catalog):
+        assert version_problem(Path(version.path), version.data_version) is None
+    assert set(lake.version_dirs(Zone.LANDING, PEOPLE)) == {1, 2}
