@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
-from sqlalchemy import func
+from sqlalchemy import func, text
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
@@ -86,6 +86,12 @@ class Catalog:
             return list(session.exec(select(Attempt).where(Attempt.status == "running")))
 
     def next_number(self, session: Session, key: AssetKey) -> int:
+        """The number the next version of `key` gets; holds the asset's lock until the transaction ends.
+
+        SQLite transactions already begin with the write lock; PostgreSQL takes a per-asset advisory lock.
+        """
+        if session.get_bind().dialect.name == "postgresql":
+            session.exec(text("SELECT pg_advisory_xact_lock(hashtext(:key))").bindparams(key=str(key)))
         top = session.exec(select(func.max(VersionRow.number)).where(VersionRow.asset_key == str(key))).one()
         return (top or 0) + 1
 
