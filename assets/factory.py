@@ -21,6 +21,9 @@ REQUESTED_BY_TAG = "custody/requested_by"
 ANONYMOUS = "anonymous"
 KINDS = {"spark", "parquet"}
 INGEST_RETRY = dg.RetryPolicy(max_retries=2, delay=2, backoff=dg.Backoff.EXPONENTIAL)
+# Resources by key and one shared config schema: with typed parameters, Dagster re-inspects every
+# asset function's signature many times, which dominates load time at thousands of specs.
+RESOURCE_KEYS = {"custody", "spark"}
 
 
 class IngestConfig(dg.Config):
@@ -28,6 +31,9 @@ class IngestConfig(dg.Config):
 
     batch: str | None = None
     force: bool = False
+
+
+INGEST_CONFIG_SCHEMA = IngestConfig.to_config_schema()
 
 
 def build_assets(specs: SpecSet) -> list[dg.AssetsDefinition]:
@@ -57,9 +63,12 @@ def _asset_args(spec: Spec) -> dict:
 
 
 def landing_asset(spec: Spec) -> dg.AssetsDefinition:
-    @dg.asset(**_asset_args(spec), retry_policy=INGEST_RETRY)
-    def _landing(context: dg.AssetExecutionContext, config: IngestConfig, custody: CustodyResource, spark: SparkResource) -> dg.MaterializeResult:
+    @dg.asset(**_asset_args(spec), config_schema=INGEST_CONFIG_SCHEMA, required_resource_keys=RESOURCE_KEYS, retry_policy=INGEST_RETRY)
+    def _landing(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         """Ingest one ready DropZone batch as the asset's next version."""
+        config = IngestConfig(**context.op_config)
+        custody: CustodyResource = context.resources.custody
+        spark: SparkResource = context.resources.spark
         with governed():
             row = ingest(
                 spark.spark_session, custody.catalog, custody.lake, spec, run_request(context, spec),
@@ -73,9 +82,11 @@ def landing_asset(spec: Spec) -> dg.AssetsDefinition:
 def integration_asset(spec: Spec) -> dg.AssetsDefinition:
     deps = [dg.AssetKey([key.domain, key.name]) for key in spec.inputs]
 
-    @dg.asset(**_asset_args(spec), deps=deps, retry_policy=INGEST_RETRY)
-    def _integration(context: dg.AssetExecutionContext, custody: CustodyResource, spark: SparkResource) -> dg.MaterializeResult:
+    @dg.asset(**_asset_args(spec), deps=deps, required_resource_keys=RESOURCE_KEYS, retry_policy=INGEST_RETRY)
+    def _integration(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         """Run the spec's transform on pinned input versions."""
+        custody: CustodyResource = context.resources.custody
+        spark: SparkResource = context.resources.spark
         with governed():
             row = materialize(
                 spark.spark_session, custody.catalog, custody.lake, spec, run_request(context, spec),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ class DropFile:
     path: Path
     bytes: int
     sha256: str
+    valid_utf8: bool = True
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,10 @@ class Batch:
     @property
     def bytes(self) -> int:
         return sum(f.bytes for f in self.files)
+
+    @property
+    def valid_utf8(self) -> bool:
+        return all(f.valid_utf8 for f in self.files)
 
     def record(self) -> BatchRecord:
         return BatchRecord(
@@ -120,28 +126,59 @@ def _check_file(lake: Lake, drop_root: Path, entry: Path, fmt: str) -> DropFile:
     if not resolved.is_file():
         raise BatchError(f"{entry}: not a regular file")
     try:
-        size, digest = _hash_and_sniff(resolved, fmt)
+        return _hash_and_sniff(entry, resolved, fmt)
     except OSError as err:
         raise BatchError(f"{entry}: cannot read: {err.strerror or err}") from err
-    return DropFile(entry, size, digest)
 
 
-def _hash_and_sniff(path: Path, fmt: str) -> tuple[int, str]:
-    digest = hashlib.sha256()
+def _hash_and_sniff(entry: Path, path: Path, fmt: str) -> DropFile:
+    """One pass over the file: its hash, its size, and for text whether it is valid UTF-8."""
+    digest, text = hashlib.sha256(), Utf8Check() if fmt != "parquet" else None
     size = 0
     with open(path, "rb") as handle:
         head = handle.read(SNIFF_BYTES)
         _sniff(path, head, fmt)
-        digest.update(head)
-        size += len(head)
-        while block := handle.read(CHUNK):
+        block = head
+        while block:
             digest.update(block)
             size += len(block)
+            if text:
+                text.feed(block)
+            block = handle.read(CHUNK)
         if fmt == "parquet":
             handle.seek(max(0, size - 4))
             if size < 12 or handle.read(4) != b"PAR1":
                 raise BatchError(f"{path}: not a Parquet file (no PAR1 footer)")
-    return size, digest.hexdigest()
+    return DropFile(entry, size, digest.hexdigest(), text.valid if text else True)
+
+
+class Utf8Check:
+    """Streaming UTF-8 validation that only pays for blocks holding non-ASCII bytes."""
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
+        self._pending = False
+        self._valid = True
+
+    def feed(self, block: bytes) -> None:
+        if not self._valid or (block.isascii() and not self._pending):
+            return
+        try:
+            self._decoder.decode(block)
+        except UnicodeDecodeError:
+            self._valid = False
+        else:
+            self._pending = bool(self._decoder.getstate()[0])
+
+    @property
+    def valid(self) -> bool:
+        if self._valid and self._pending:
+            try:
+                self._decoder.decode(b"", final=True)
+            except UnicodeDecodeError:
+                self._valid = False
+            self._pending = False
+        return self._valid
 
 
 def _sniff(path: Path, head: bytes, fmt: str) -> None:

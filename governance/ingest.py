@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 from pyspark.sql import Column as SparkColumn
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -21,13 +21,13 @@ from governance.errors import BatchError, DuplicateBatch, IntegrityError, NotFou
 from governance.quarantine import explain_csv_record
 from governance.repair import repair
 from governance.runs import Progress, RunRequest, attempt, quiet
+from governance.sparkmetrics import described, rows_scanned
 from governance.sparktypes import arrow_type_name, normalized, spark_schema, spark_type
 from governance.spec import Column, Spec
 from governance.versions import Draft, Sealed, commit, seal
 from governance.zones import Lake, Staging, Zone
 
 CORRUPT = "_corrupt_record"
-SOURCE_FILE = "_source_file"
 SAMPLE_SIZE = 3
 
 
@@ -49,7 +49,7 @@ class Parsed:
         """Refused rows as the quarantine keeps them. `record` reads every column, which also keeps
         Spark's CSV column pruning from skipping the parse that flags a malformed row."""
         return self.frame.filter(self.reason.isNotNull()).select(
-            F.regexp_replace(F.col(SOURCE_FILE), "^file:(//)?", "").alias("file"),
+            F.regexp_replace(F.col("_metadata.file_path"), "^file:(//)?", "").alias("file"),
             (self.reason if self.detail is None else self.detail).alias("reason"),
             self.raw.alias("record"),
         )
@@ -123,41 +123,42 @@ def check_csv_headers(spec: Spec, batch: Batch) -> None:
     for f in batch.files:
         header = next(csv.reader([first_line(f.path)], delimiter=spec.body.source.delimiter), [])
         header = [h.strip() for h in header]
-        if header == declared:
-            continue
-        missing = [c for c in declared if c not in header]
-        extra = [c for c in header if c not in declared]
-        parts = []
-        if missing:
-            parts.append(f"missing {', '.join(missing)}")
-        if extra:
-            parts.append(f"unexpected {', '.join(extra)}")
-        if not parts:
-            parts.append(f"columns out of order: found {', '.join(header)}; expected {', '.join(declared)}")
-        raise BatchError(f"{f.path}: header does not match the spec of {spec.key}: {'; '.join(parts)}")
+        if header != declared:
+            raise BatchError(f"{f.path}: header does not match the spec of {spec.key}: {column_difference(declared, header)}")
+
+
+def column_difference(expected: list[str], found: list[str]) -> str:
+    """Name what is missing, unexpected or out of order, in that order of importance."""
+    missing = [c for c in expected if c not in found]
+    extra = [c for c in found if c not in expected]
+    parts = ([f"missing {', '.join(missing)}"] if missing else []) + ([f"unexpected {', '.join(extra)}"] if extra else [])
+    return "; ".join(parts) or f"columns out of order: found {', '.join(found)}; expected {', '.join(expected)}"
 
 
 def land(spark: SparkSession, spec: Spec, batch: Batch, stage: Staging) -> tuple[Sealed, Sealed | None, int, str]:
-    """Write good rows to staging in one scan; quarantine the rest; check that the counts add up."""
+    """Write good rows to staging in one scan; quarantine the rest; check that the counts add up.
+
+    Three counts come from three places: rows read from the scan's own metrics, rows landed from
+    the Parquet footers, rows quarantined from the quarantine pass, which runs only if some are due.
+    """
     parsed = read_batch(spark, spec, batch)
-    observation = Observation("custody_ingest")
-    observed = parsed.frame.observe(observation, F.count(F.lit(1)).alias("read"), F.count(parsed.reason).alias("bad"))
-    good = observed.filter(parsed.reason.isNull()).select(*parsed.outputs)
-    good.write.mode("errorifexists").parquet(str(stage.data))
-    counts = observation.get
-    rows_read, bad = int(counts["read"]), int(counts["bad"])
+    good = parsed.frame.filter(parsed.reason.isNull()).select(*parsed.outputs)
+    description = f"custody ingest {stage.path.name}"
+    with described(spark, description):
+        good.write.mode("errorifexists").parquet(str(stage.data))
+    rows_read = rows_scanned(spark, description)
+    data = seal(stage.data, ".parquet")
     if rows_read == 0:
         raise BatchError(f"batch {batch.batch_id!r} of {spec.key} holds no rows")
+    bad = rows_read - data.rows
     quarantined = None
-    if bad:
+    if bad > 0:
         _enforce_bad_rows(spec, batch, parsed, rows_read, bad)
         quarantined = _write_quarantine(parsed, stage)
-    data = seal(stage.data, ".parquet")
-    landed_plus_refused = data.rows + (quarantined.rows if quarantined else 0)
-    if landed_plus_refused != rows_read or (quarantined and quarantined.rows != bad):
+    if bad < 0 or (quarantined.rows if quarantined else 0) != bad:
         raise IntegrityError(
             f"batch {batch.batch_id!r} of {spec.key}: counts do not add up: read {rows_read}, "
-            f"landed {data.rows}, quarantined {quarantined.rows if quarantined else 0} (expected {bad})"
+            f"landed {data.rows}, quarantined {quarantined.rows if quarantined else 0}"
         )
     return data, quarantined, rows_read, good.schema.json()
 
@@ -204,12 +205,11 @@ def _read_csv(spark: SparkSession, spec: Spec, batch: Batch) -> Parsed:
         .option("columnNameOfCorruptRecord", CORRUPT)
         .option("encoding", "UTF-8")
         .csv(_paths(batch))
-        .withColumn(SOURCE_FILE, F.col("_metadata.file_path"))
     )
     columns = spec.body.columns
     explain = F.udf(lambda raw: explain_csv_record(raw, columns, source.delimiter), T.StringType())
     malformed = F.col(CORRUPT).isNotNull()
-    checks = [(malformed, F.lit("malformed row"))] + _value_checks(columns, {c.name: F.col(c.name) for c in columns})
+    checks = [(malformed, F.lit("malformed row"))] + _value_checks(columns, {c.name: F.col(c.name) for c in columns}, batch)
     outputs = [F.col(c.name) for c in columns]
     raw = F.coalesce(F.col(CORRUPT), F.to_json(F.struct(*outputs)))
     reason = _first_reason(checks)
@@ -229,7 +229,6 @@ def _read_json(spark: SparkSession, spec: Spec, batch: Batch) -> Parsed:
     leaves = _flatten(frame.schema)
     if not leaves:
         raise BatchError(f"batch {batch.batch_id!r} of {spec.key}: no line of {', '.join(f.path.name for f in batch.files)} is a JSON object")
-    frame = frame.withColumn(SOURCE_FILE, F.col("_metadata.file_path"))
     found = {name: column for name, column in leaves}
     corrupt = F.col(CORRUPT) if CORRUPT in frame.columns else F.lit(None).cast("string")
     checks: list[tuple[SparkColumn, SparkColumn]] = [(corrupt.isNotNull(), F.lit("not a JSON object"))]
@@ -240,7 +239,7 @@ def _read_json(spark: SparkSession, spec: Spec, batch: Batch) -> Parsed:
             (found[c.name].isNotNull() & typed[c.name].isNull(), F.lit(f"column {c.name} is not a valid {c.type}"))
             for c in spec.body.columns
         ]
-        checks += _value_checks(spec.body.columns, typed)
+        checks += _value_checks(spec.body.columns, typed, batch)
         outputs = [typed[c.name].alias(c.name) for c in spec.body.columns]
     else:
         outputs = [column.alias(name) for name, column in leaves]
@@ -267,11 +266,8 @@ def _flatten(schema: T.StructType, prefix: Sequence[str] = ()) -> list[tuple[str
 
 def _match_columns(spec: Spec, batch: Batch, found: list[str]) -> None:
     declared = [c.name for c in spec.body.columns]
-    missing = [c for c in declared if c not in found]
-    extra = [c for c in found if c not in declared]
-    if missing or extra:
-        parts = ([f"missing {', '.join(missing)}"] if missing else []) + ([f"unexpected {', '.join(extra)}"] if extra else [])
-        raise BatchError(f"batch {batch.batch_id!r} of {spec.key}: columns do not match the spec: {'; '.join(parts)}")
+    if set(declared) != set(found):
+        raise BatchError(f"batch {batch.batch_id!r} of {spec.key}: columns do not match the spec: {column_difference(declared, found)}")
 
 
 def _read_parquet(spark: SparkSession, spec: Spec, batch: Batch) -> Parsed:
@@ -282,30 +278,33 @@ def _read_parquet(spark: SparkSession, spec: Spec, batch: Batch) -> Parsed:
             expected = actual
         elif actual != expected:
             raise BatchError(f"{f.path}: Parquet schema does not match the spec of {spec.key}: {_schema_difference(expected, actual)}")
-    frame = spark.read.parquet(*_paths(batch)).withColumn(SOURCE_FILE, F.col("_metadata.file_path"))
+    frame = spark.read.parquet(*_paths(batch))
     names = [name for name, _ in expected]
     outputs = [F.col(f"`{name}`") for name in names]
-    checks = _value_checks(spec.body.columns, {c.name: F.col(f"`{c.name}`") for c in spec.body.columns})
+    checks = _value_checks(spec.body.columns, {c.name: F.col(f"`{c.name}`") for c in spec.body.columns}, batch)
     return Parsed(frame, outputs, _first_reason(checks), F.to_json(F.struct(*outputs)))
 
 
 def _schema_difference(expected: list[tuple[str, str]], actual: list[tuple[str, str]]) -> str:
     wanted, got = dict(expected), dict(actual)
-    parts = [f"missing {n}" for n in wanted if n not in got]
-    parts += [f"unexpected {n}" for n in got if n not in wanted]
-    parts += [f"{n} is {got[n]}, expected {t}" for n, t in wanted.items() if n in got and got[n] != t]
-    return "; ".join(parts) or "columns out of order"
+    types = [f"{n} is {got[n]}, expected {t}" for n, t in wanted.items() if n in got and got[n] != t]
+    if list(wanted) == list(got) and types:
+        return "; ".join(types)
+    return column_difference(list(wanted), list(got))
 
 
-def _value_checks(columns: list[Column], values: dict[str, SparkColumn]) -> list[tuple[SparkColumn, SparkColumn]]:
+def _value_checks(columns: list[Column], values: dict[str, SparkColumn], batch: Batch) -> list[tuple[SparkColumn, SparkColumn]]:
     checks = [
         (values[c.name].isNull(), F.lit(f"column {c.name} is null but declared not nullable"))
         for c in columns if not c.nullable
     ]
-    checks += [
-        (values[c.name].contains("\ufffd"), F.lit(f"column {c.name} is not valid UTF-8"))
-        for c in columns if c.type == "string"
-    ]
+    if not batch.valid_utf8:
+        # Spark decodes invalid bytes to U+FFFD without a word; only batches that hold such bytes
+        # (found while hashing) pay for looking for it.
+        checks += [
+            (values[c.name].contains("\ufffd"), F.lit(f"column {c.name} is not valid UTF-8"))
+            for c in columns if c.type == "string"
+        ]
     return checks
 
 

@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from types import ModuleType
 from typing import Annotated, Any, Literal
@@ -142,7 +142,7 @@ class Spec:
     def is_landing(self) -> bool:
         return self.body.zone == "landing"
 
-    @property
+    @cached_property
     def inputs(self) -> tuple[AssetKey, ...]:
         return tuple(AssetKey.parse(ref) for ref in self.body.inputs)
 
@@ -267,24 +267,25 @@ def _cross_checks(specs: dict[AssetKey, Spec]) -> Iterable[SpecProblem]:
             yield SpecProblem(file, "inputs", f"inputs share the name {', '.join(clashing)}")
         if spec.body.transform:
             try:
-                function = resolve_transform(spec.body.transform)
+                accepted = _accepted_keywords(spec.body.transform)
             except TransformNotFound as err:
                 yield SpecProblem(file, "transform", str(err))
-            else:
-                yield from _signature_problems(file, function, names)
+                continue
+            missing = [name for name in names if accepted is not None and name not in accepted]
+            if missing:
+                yield SpecProblem(file, "transform", f"transform takes no parameter for input(s) {', '.join(missing)}")
 
 
-def _signature_problems(file: str, function: Callable[..., Any], names: list[str]) -> Iterable[SpecProblem]:
+@cache
+def _accepted_keywords(reference: str) -> frozenset[str] | None:
+    """The keyword parameters a transform takes; None when it takes any (**kwargs) or cannot tell."""
     try:
-        signature = inspect.signature(function)
+        params = inspect.signature(resolve_transform(reference)).parameters
     except (TypeError, ValueError):
-        return
-    params = signature.parameters
+        return None
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return
-    missing = [name for name in names if name not in params]
-    if missing:
-        yield SpecProblem(file, "transform", f"transform takes no parameter for input(s) {', '.join(missing)}")
+        return None
+    return frozenset(params)
 
 
 def _dependency_order(specs: dict[AssetKey, Spec], problems: list[SpecProblem]) -> dict[AssetKey, Spec]:

@@ -161,6 +161,7 @@ def test_too_many_bad_rows_fail_the_batch(spark, catalog, lake, test_specs):
         ("t/events", "json/not_json.json", "not JSON: it starts with 'id;kind;user"),
         ("t/events", "json/extra_field.json", "columns do not match the spec: unexpected referrer"),
         ("t/measures", "parquet/other_schema.parquet", "Parquet schema does not match the spec of t/measures: missing value; unexpected reading"),
+        ("t/measures", "parquet/wrong_type.parquet", "Parquet schema does not match the spec of t/measures: value is long, expected double"),
         ("t/measures", "csv/good.csv", "not a Parquet file"),
     ],
 )

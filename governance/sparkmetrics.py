@@ -1,0 +1,55 @@
+"""Row counts Spark measured anyway: the SQL metrics of a query, found by its job description."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from pyspark.sql import SparkSession
+
+from governance.errors import IntegrityError
+
+OUTPUT_ROWS = "number of output rows"
+
+
+@contextmanager
+def described(spark: SparkSession, description: str) -> Iterator[None]:
+    """Run the block's Spark queries under a job description, to find their metrics afterwards."""
+    context = spark.sparkContext
+    context.setJobDescription(description)
+    try:
+        yield
+    finally:
+        context.setJobDescription(None)  # type: ignore[arg-type]
+
+
+def rows_scanned(spark: SparkSession, description: str) -> int:
+    """Rows produced by the file scans of the last query run under `description`."""
+    store = spark._jsparkSession.sharedState().statusStore()  # noqa: SLF001 (no public API for SQL metrics)
+    executions = store.executionsList()
+    for index in range(executions.size() - 1, -1, -1):
+        execution = executions.apply(index)
+        if execution.description() == description:
+            return _scan_rows(store, execution.executionId())
+    raise IntegrityError(f"Spark kept no metrics for query {description!r}; cannot check the row counts")
+
+
+def _scan_rows(store, execution_id: int) -> int:
+    values = store.executionMetrics(execution_id)
+    total, scans = 0, 0
+    nodes = store.planGraph(execution_id).allNodes().iterator()
+    while nodes.hasNext():
+        node = nodes.next()
+        if not node.name().startswith("Scan "):
+            continue
+        scans += 1
+        metrics = node.metrics().iterator()
+        while metrics.hasNext():
+            metric = metrics.next()
+            value = values.get(metric.accumulatorId())
+            if metric.name() == OUTPUT_ROWS and value.isDefined():
+                total += int(re.sub(r"\D", "", value.get()) or 0)
+    if not scans:
+        raise IntegrityError(f"Spark execution {execution_id} has no file scan; cannot check the row counts")
+    return total
