@@ -53,7 +53,7 @@ def resolve_selection(defs: dg.Definitions, selection: str) -> list[dg.AssetKey]
     graph = defs.resolve_asset_graph()
     try:
         keys = dg.AssetSelection.from_string(selection).resolve(graph)
-    except (dg.DagsterInvalidSubsetError, dg.DagsterError, ValueError) as err:
+    except (dg.DagsterError, ValueError) as err:
         raise InvalidInput(f"invalid selection {selection!r}: {err}") from err
     if not keys:
         raise NotFound(f"selection {selection!r} matches no asset")
@@ -74,10 +74,8 @@ def launch(
         keys = resolve_selection(defs, selection)
     else:
         keys = [asset_key(k) for k in selection]
-        known = defs.resolve_asset_graph().get_all_asset_keys()
-        for key in keys:
-            if key not in known:
-                raise NotFound(f"unknown asset {key.to_user_string()}: no spec declares it")
+        _check_known(defs, keys)
+    _check_ingestible(defs, ingest_config or {})
     ops = {"__".join(asset_key(k).path): {"config": dict(cfg)} for k, cfg in (ingest_config or {}).items()}
     run_config = {**QUIET_CONSOLE, "ops": ops} if ops else QUIET_CONSOLE
     instance = instance_for(settings)
@@ -92,6 +90,20 @@ def launch(
     finally:
         follower.stop()
     return _outcome(result)
+
+
+def _check_known(defs: dg.Definitions, keys: Sequence[dg.AssetKey]) -> None:
+    known = defs.resolve_asset_graph().get_all_asset_keys()
+    for key in keys:
+        if key not in known:
+            raise NotFound(f"unknown asset {key.to_user_string()}: no spec declares it")
+
+
+def _check_ingestible(defs: dg.Definitions, ingest_config: Mapping[AssetKey, object]) -> None:
+    graph = defs.resolve_asset_graph()
+    for key in ingest_config:
+        if graph.get(asset_key(key)).tags.get("custody/zone") != "landing":
+            raise InvalidInput(f"{key} is an integration asset: it is built from its inputs, not ingested; use `custody materialize`")
 
 
 def _outcome(result: dg.ExecuteInProcessResult) -> RunOutcome:

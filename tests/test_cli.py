@@ -101,6 +101,7 @@ def assert_nothing_committed_cli(settings):
         (["ingest", "sales/products", "--as", "bob"], 4, "no ready batch to ingest for sales/products"),
         (["ingest", "sales/nope", "--as", "bob"], 4, "unknown asset sales/nope"),
         (["ingest", "../etc/passwd", "--as", "bob"], 1, "invalid asset key"),
+        (["ingest", "sales/product_summary", "--as", "bob"], 1, "is an integration asset"),
         (["provenance", "sales/clients@1"], 4, "no version sales/clients@1"),
         (["provenance", "sales/clients"], 1, "expected DOMAIN/NAME@N"),
         (["versions", "sales/nope"], 4, "unknown asset sales/nope"),
