@@ -71,7 +71,7 @@ def landing_asset(spec: Spec) -> dg.AssetsDefinition:
         spark: SparkResource = context.resources.spark
         with governed():
             row = ingest(
-                spark.spark_session, custody.catalog, custody.lake, spec, run_request(context, spec),
+                spark.session(context.log.info), custody.catalog, custody.lake, spec, run_request(context, spec),
                 batch_id=config.batch, force=config.force, progress=context.log.info,
             )
         return materialize_result(row)
@@ -89,7 +89,7 @@ def integration_asset(spec: Spec) -> dg.AssetsDefinition:
         spark: SparkResource = context.resources.spark
         with governed():
             row = materialize(
-                spark.spark_session, custody.catalog, custody.lake, spec, run_request(context, spec),
+                spark.session(context.log.info), custody.catalog, custody.lake, spec, run_request(context, spec),
                 progress=context.log.info,
             )
             inputs = custody.catalog.inputs_of([row.id])[row.id]

@@ -140,6 +140,7 @@ class _Follower(threading.Thread):
     def stop(self) -> None:
         self.done.set()
         self.join()
+        self._poll()
 
     def _poll(self) -> None:
         try:

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from governance import ledger, render
 from governance.catalog import Catalog
@@ -115,9 +118,7 @@ def _run(settings: Settings, selection, requested_by: str, as_json: bool, ingest
     from assets.launch import launch
 
     require_java()
-    with err_console.status("starting run…") as status:
-        outcome = launch(settings, selection, requested_by, ingest_config=ingest_config,
-                         on_progress=lambda message: status.update(message))
+    outcome = launch(settings, selection, requested_by, ingest_config=ingest_config, on_progress=_progress_printer())
     if as_json:
         _emit_json(asdict(outcome))
     else:
@@ -127,6 +128,16 @@ def _run(settings: Settings, selection, requested_by: str, as_json: bool, ingest
         for failure in outcome.failures:
             err_console.print(f"error: {failure.asset.replace('__', '/')}: {failure.message}", markup=False)
         raise typer.Exit(max((f.exit_code for f in outcome.failures), default=1))
+
+
+def _progress_printer() -> Callable[[str], None]:
+    """Progress as timestamped lines on stderr: readable in logs, unharmed by Spark writing there too."""
+    started = time.monotonic()
+
+    def report(message: str) -> None:
+        err_console.print(Text.assemble((f"{time.monotonic() - started:6.1f}s ", "dim"), message))
+
+    return report
 
 
 @app.command()

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from dagster_pyspark import LazyPySparkResource
 from dagster_pyspark.resources import spark_session_from_config
+from pyspark.sql import SparkSession
 
 from governance.config import Settings
 from governance.runtime import require_java
@@ -38,6 +40,12 @@ class SparkResource(LazyPySparkResource):
 
     master: str | None = None
     spark_config: dict[str, Any] = {}
+
+    def session(self, log: Callable[[str], None]) -> SparkSession:
+        """The session, saying so when it has to be started (that takes seconds)."""
+        if self._spark_session is None:
+            log(f"starting Spark ({self.master or Settings.from_env().spark_master})")
+        return self.spark_session
 
     def _init_session(self) -> None:
         if self._spark_session is None:
