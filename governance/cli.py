@@ -213,7 +213,7 @@ def repair(
 ) -> None:
     """Roll back interrupted attempts and remove folders no committed version owns."""
     settings = _settings()
-    report = repair_lake(_catalog(settings), Lake(settings.lake), actor="custody-repair", verify_files=verify)
+    report = repair_lake(_catalog(settings), Lake(settings.lake), actor="custody-repair", thorough=True, verify_files=verify)
     if as_json:
         _emit_json(asdict(report))
     else:
@@ -243,9 +243,11 @@ def demo(as_user: Annotated[str, typer.Option("--as", help="Requester of the dem
     ]
     for keys, config in steps:
         _run(settings, keys, as_user, False, ingest_config=config)
-    latest = _catalog(settings).latest(PRODUCT_SUMMARY)
-    render.stdout_console().print()
-    render.stdout_console().print(render.provenance_tree(provenance_of(_catalog(settings), VersionRef(PRODUCT_SUMMARY, latest.number))))
+    catalog = _catalog(settings)
+    latest = catalog.latest(PRODUCT_SUMMARY)
+    console = render.stdout_console()
+    console.print()
+    console.print(render.provenance_tree(provenance_of(catalog, VersionRef(PRODUCT_SUMMARY, latest.number))))
 
 
 def run(args: list[str] | None = None) -> int:

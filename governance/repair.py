@@ -12,7 +12,7 @@ from governance import ledger
 from governance.catalog import Catalog
 from governance.catalog.models import Attempt, VersionRow
 from governance.versions import read_manifest, sha256_file
-from governance.zones import VERSION_DIR, AssetKey, Lake, Staging, Zone
+from governance.zones import AssetKey, Lake, Staging, Zone
 
 PUBLISHED_ZONES = (Zone.LANDING, Zone.INTEGRATION, Zone.QUARANTINE)
 
@@ -28,12 +28,23 @@ class RepairReport:
         return not (self.rolled_back or self.removed or self.damaged)
 
 
-def repair(catalog: Catalog, lake: Lake, *, actor: str = "system", verify_files: bool = False) -> RepairReport:
-    """Roll back attempts whose process is gone, remove folders no version owns, optionally check files."""
+def repair(
+    catalog: Catalog, lake: Lake, *, actor: str = "system", thorough: bool = False, verify_files: bool = False
+) -> RepairReport:
+    """Roll back attempts whose process is gone and remove the folders no committed version owns.
+
+    Only an attempt publishes `v=N` folders, after its row exists, so by default only the assets of
+    abandoned attempts are looked at: cheap enough to run before every ingestion. `thorough` sweeps
+    every asset folder of the lake, and `verify_files` re-hashes every committed version.
+    """
     report = RepairReport()
     running = {a.id: a for a in catalog.running_attempts()}
     live = {attempt_id for attempt_id in running if not _stage(lake, attempt_id).is_abandoned()}
-    for folder in _unowned_version_folders(catalog, lake, live):
+    if thorough:
+        keys = _all_asset_keys(lake)
+    else:
+        keys = sorted({AssetKey.parse(a.asset_key) for attempt_id, a in running.items() if attempt_id not in live})
+    for folder in _unowned_version_folders(catalog, lake, keys, live):
         shutil.rmtree(folder, ignore_errors=True)
         report.removed.append(str(folder))
     for attempt_id in lake.staging_attempts():
@@ -54,23 +65,24 @@ def _stage(lake: Lake, attempt_id: str) -> Staging:
     return Staging(lake.staging_root / attempt_id)
 
 
-def _unowned_version_folders(catalog: Catalog, lake: Lake, live: set[str]) -> list[Path]:
-    """`v=N` folders with no committed version N, unless a live attempt is publishing them."""
-    found = []
+def _all_asset_keys(lake: Lake) -> list[AssetKey]:
+    keys = set()
     for zone in PUBLISHED_ZONES:
         zone_root = lake.root / zone.value
-        if not zone_root.is_dir():
-            continue
-        for asset_dir in sorted(p for domain in zone_root.iterdir() if domain.is_dir() for p in domain.iterdir()):
-            key = AssetKey(asset_dir.parent.name, asset_dir.name)
-            committed = catalog.committed_numbers(key)
-            for child in asset_dir.iterdir():
-                match = VERSION_DIR.fullmatch(child.name)
-                if not match or int(match.group(1)) in committed:
-                    continue
-                manifest = read_manifest(child) or {}
-                if manifest.get("attempt_id") not in live:
-                    found.append(child)
+        if zone_root.is_dir():
+            keys |= {AssetKey(domain.name, asset.name) for domain in zone_root.iterdir() if domain.is_dir() for asset in domain.iterdir()}
+    return sorted(keys)
+
+
+def _unowned_version_folders(catalog: Catalog, lake: Lake, keys: list[AssetKey], live: set[str]) -> list[Path]:
+    """`v=N` folders with no committed version N, unless a live attempt is publishing them."""
+    found = []
+    for key in keys:
+        committed = catalog.committed_numbers(key)
+        for zone in PUBLISHED_ZONES:
+            for number, folder in sorted(lake.version_dirs(zone, key).items()):
+                if number not in committed and (read_manifest(folder) or {}).get("attempt_id") not in live:
+                    found.append(folder)
     return found
 
 

@@ -136,7 +136,6 @@ class Spec:
     key: AssetKey
     file: Path
     body: AssetSpec
-    hash: str
 
     @property
     def is_landing(self) -> bool:
@@ -150,8 +149,14 @@ class Spec:
         """Keyword name under which each input reaches the transform: the asset's name."""
         return {key.name: key for key in self.inputs}
 
+    @cached_property
     def as_json(self) -> str:
+        """The canonical form: formatting and comments of the YAML do not change it."""
         return json.dumps(self.body.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+    @cached_property
+    def hash(self) -> str:
+        return hashlib.sha256(self.as_json.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -237,9 +242,7 @@ def _load_one(root: Path, file: Path, problems: list[SpecProblem]) -> Spec | Non
         return None
     if located.duplicates or not key_ok:
         return None
-    spec_json = json.dumps(body.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-    digest = hashlib.sha256(spec_json.encode()).hexdigest()
-    return Spec(AssetKey(domain, name), file, body, digest)
+    return Spec(AssetKey(domain, name), file, body)
 
 
 def _from_validation(file: str, err: ValidationError, located: LocatedYaml) -> Iterable[SpecProblem]:

@@ -53,12 +53,11 @@ class Catalog:
             row = session.get(AssetRow, key)
             if row is not None and row.spec_hash == spec.hash:
                 return
-            body = spec.as_json()
+            body = spec.as_json
             action = ledger.Action.SPEC_REGISTERED if row is None else ledger.Action.SPEC_CHANGED
             previous = None if row is None else row.spec_hash
-            row = row or AssetRow(key=key, domain=spec.key.domain, name=spec.key.name, zone="", spec_hash="", spec_json="", updated_at=utcnow())
-            row.zone, row.spec_hash, row.spec_json, row.updated_at = spec.body.zone, spec.hash, body, utcnow()
-            session.add(row)
+            session.merge(AssetRow(key=key, domain=spec.key.domain, name=spec.key.name, zone=spec.body.zone,
+                                   spec_hash=spec.hash, spec_json=body, updated_at=utcnow()))
             known = session.exec(
                 select(SpecSnapshot).where(SpecSnapshot.asset_key == key, SpecSnapshot.spec_hash == spec.hash)
             ).first()
