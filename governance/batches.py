@@ -7,6 +7,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -18,6 +19,7 @@ READY_MARKER = "_READY"
 BATCH_META = "_batch.yaml"
 SNIFF_BYTES = 8192
 UTF8_BOM = b"\xef\xbb\xbf"
+LF, CR = ord("\n"), ord("\r")
 
 
 class BatchMeta(BaseModel):
@@ -34,6 +36,7 @@ class DropFile:
     bytes: int
     sha256: str
     valid_utf8: bool = True
+    lines: int | None = None
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,12 @@ class Batch:
     @property
     def valid_utf8(self) -> bool:
         return all(f.valid_utf8 for f in self.files)
+
+    @property
+    def lines(self) -> int | None:
+        """Lines in the text files: no reader finds more records than that."""
+        counts = [f.lines for f in self.files]
+        return None if None in counts else sum(counts)
 
     def record(self) -> BatchRecord:
         return BatchRecord(
@@ -132,8 +141,8 @@ def _check_file(lake: Lake, drop_root: Path, entry: Path, fmt: str) -> DropFile:
 
 
 def _hash_and_sniff(entry: Path, path: Path, fmt: str) -> DropFile:
-    """One pass over the file: its hash, its size, and for text whether it is valid UTF-8."""
-    digest, text = hashlib.sha256(), Utf8Check() if fmt != "parquet" else None
+    """One pass over the file: its hash, its size, and for text its lines and whether it is valid UTF-8."""
+    digest, text = hashlib.sha256(), TextScan() if fmt != "parquet" else None
     size = 0
     with open(path, "rb") as handle:
         head = handle.read(SNIFF_BYTES)
@@ -149,7 +158,39 @@ def _hash_and_sniff(entry: Path, path: Path, fmt: str) -> DropFile:
             handle.seek(max(0, size - 4))
             if size < 12 or handle.read(4) != b"PAR1":
                 raise BatchError(f"{path}: not a Parquet file (no PAR1 footer)")
-    return DropFile(entry, size, digest.hexdigest(), text.valid if text else True)
+    if text:
+        return DropFile(entry, size, digest.hexdigest(), text.valid_utf8, text.lines)
+    return DropFile(entry, size, digest.hexdigest())
+
+
+class TextScan:
+    """What ingestion needs to know of a text file, learnt in the hashing pass: whether it is valid
+    UTF-8, and how many lines it holds, ended by LF, CR or CRLF as Spark's line reader splits them."""
+
+    def __init__(self) -> None:
+        self._utf8 = Utf8Check()
+        self._line_ends = 0
+        self._last = b""
+
+    def feed(self, block: bytes) -> None:
+        self._utf8.feed(block)
+        view = np.frombuffer(block, np.uint8)
+        self._line_ends += int(np.count_nonzero(view == LF))
+        if b"\r" in block:
+            cr = view == CR
+            self._line_ends += int(np.count_nonzero(cr)) - int(np.count_nonzero(cr[:-1] & (view[1:] == LF)))
+        if self._last == b"\r" and block[:1] == b"\n":
+            self._line_ends -= 1  # a CRLF split across two blocks
+        self._last = block[-1:]
+
+    @property
+    def valid_utf8(self) -> bool:
+        return self._utf8.valid
+
+    @property
+    def lines(self) -> int:
+        unterminated = self._last not in (b"", b"\n", b"\r")
+        return self._line_ends + unterminated
 
 
 class Utf8Check:

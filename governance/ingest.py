@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import csv
-from collections.abc import Sequence
+import json
+import operator
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import reduce
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -32,27 +35,34 @@ SAMPLE_SIZE = 3
 
 
 @dataclass(frozen=True)
-class Parsed:
-    """A batch as Spark reads it: the output columns, and why each row is refused (null if it is not).
+class RowCount:
+    """Rows in a batch known before any scan: exact (Parquet footers) or at most (lines of text)."""
 
-    `reason` is cheap and decides the split in the main scan; `detail` may run Python and is only
-    evaluated on rows already refused.
+    rows: int
+    exact: bool
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A batch as Spark reads it: the rows that land, and a way to find the rows refused and why.
+
+    `refused` is a function because it may build a Python UDF or a second reader, and only batches
+    that hold refused rows pay for that. Without `known`, the good rows' scan counts the rows read.
     """
 
-    frame: DataFrame
-    outputs: list[SparkColumn]
-    reason: SparkColumn
-    raw: SparkColumn
-    detail: SparkColumn | None = None
+    good: DataFrame
+    refused: Callable[[], DataFrame]
+    known: RowCount | None = None
 
-    def refused(self) -> DataFrame:
-        """Refused rows as the quarantine keeps them. `record` reads every column, which also keeps
-        Spark's CSV column pruning from skipping the parse that flags a malformed row."""
-        return self.frame.filter(self.reason.isNotNull()).select(
-            F.regexp_replace(F.col("_metadata.file_path"), "^file:(//)?", "").alias("file"),
-            (self.reason if self.detail is None else self.detail).alias("reason"),
-            self.raw.alias("record"),
-        )
+
+def _refused_rows(frame: DataFrame, reason: SparkColumn, raw: SparkColumn, detail: SparkColumn | None = None) -> DataFrame:
+    """Refused rows as the quarantine keeps them. `record` reads every column, which also keeps
+    Spark's CSV column pruning from skipping the parse that flags a malformed row."""
+    return frame.filter(reason.isNotNull()).select(
+        F.regexp_replace(F.col("_metadata.file_path"), "^file:(//)?", "").alias("file"),
+        (reason if detail is None else detail).alias("reason"),
+        raw.alias("record"),
+    )
 
 
 def ingest(
@@ -138,32 +148,38 @@ def column_difference(expected: list[str], found: list[str]) -> str:
 def land(spark: SparkSession, spec: Spec, batch: Batch, stage: Staging) -> tuple[Sealed, Sealed | None, int, str]:
     """Write good rows to staging in one scan; quarantine the rest; check that the counts add up.
 
-    Three counts come from three places: rows read from the scan's own metrics, rows landed from
-    the Parquet footers, rows quarantined from the quarantine pass, which runs only if some are due.
+    Three counts come from three places: rows landed from the Parquet footers, rows quarantined from
+    the quarantine pass, and rows read from the batch's own footers or else from a scan's metrics.
+    The quarantine pass runs only when rows landed fall short of the rows the batch may hold.
     """
     parsed = read_batch(spark, spec, batch)
-    good = parsed.frame.filter(parsed.reason.isNull()).select(*parsed.outputs)
-    description = f"custody ingest {stage.path.name}"
-    with described(spark, description):
-        good.write.mode("errorifexists").parquet(str(stage.data))
-    rows_read = rows_scanned(spark, description)
+    main = f"custody ingest {stage.path.name}"
+    with described(spark, main):
+        parsed.good.write.mode("errorifexists").parquet(str(stage.data))
     data = seal(stage.data, ".parquet")
+    known = parsed.known or RowCount(rows_scanned(spark, main), exact=True)
+    rows_read, quarantined = known.rows, None
+    if data.rows != known.rows:
+        side = f"custody quarantine {stage.path.name}"
+        with described(spark, side):
+            parsed.refused().write.mode("errorifexists").json(str(stage.quarantine))
+        quarantined = seal(stage.quarantine, ".json")
+        if not known.exact:
+            rows_read = rows_scanned(spark, side)
     if rows_read == 0:
         raise BatchError(f"batch {batch.batch_id!r} of {spec.key} holds no rows")
-    bad = rows_read - data.rows
-    quarantined = None
-    if bad > 0:
-        _enforce_bad_rows(spec, batch, parsed, rows_read, bad)
-        quarantined = _write_quarantine(parsed, stage)
-    if bad < 0 or (quarantined.rows if quarantined else 0) != bad:
+    refused = quarantined.rows if quarantined else 0
+    if data.rows + refused != rows_read:
         raise IntegrityError(
             f"batch {batch.batch_id!r} of {spec.key}: counts do not add up: read {rows_read}, "
-            f"landed {data.rows}, quarantined {quarantined.rows if quarantined else 0}"
+            f"landed {data.rows}, quarantined {refused}"
         )
-    return data, quarantined, rows_read, good.schema.json()
+    if refused:
+        _enforce_bad_rows(spec, batch, stage, rows_read, refused)
+    return data, quarantined if refused else None, rows_read, parsed.good.schema.json()
 
 
-def _enforce_bad_rows(spec: Spec, batch: Batch, parsed: Parsed, rows_read: int, bad: int) -> None:
+def _enforce_bad_rows(spec: Spec, batch: Batch, stage: Staging, rows_read: int, bad: int) -> None:
     fraction = bad / rows_read
     if spec.body.bad_rows == "fail":
         rule = "the spec says bad_rows: fail"
@@ -171,17 +187,21 @@ def _enforce_bad_rows(spec: Spec, batch: Batch, parsed: Parsed, rows_read: int, 
         rule = f"more than max_bad_fraction {spec.body.max_bad_fraction:g}"
     else:
         return
-    samples = parsed.refused().limit(SAMPLE_SIZE).collect()
-    shown = "; ".join(f"{Path(r['file']).name}: {r['reason']}" for r in samples)
+    shown = "; ".join(f"{Path(r['file']).name}: {r['reason']}" for r in _first_refused(stage, SAMPLE_SIZE))
     raise ValidationFailed(
         f"batch {batch.batch_id!r} of {spec.key}: {bad} of {rows_read} rows ({fraction:.1%}) break the spec, "
         f"{rule}; nothing was written. First: {shown}"
     )
 
 
-def _write_quarantine(parsed: Parsed, stage: Staging) -> Sealed:
-    parsed.refused().write.mode("errorifexists").json(str(stage.quarantine))
-    return seal(stage.quarantine, ".json")
+def _first_refused(stage: Staging, count: int) -> list[dict]:
+    rows: list[dict] = []
+    for part in sorted(stage.quarantine.glob("part-*.json")):
+        with open(part, encoding="utf-8") as handle:
+            rows += [json.loads(line) for line, _ in zip(handle, range(count - len(rows)))]
+        if len(rows) == count:
+            break
+    return rows
 
 
 def read_batch(spark: SparkSession, spec: Spec, batch: Batch) -> Parsed:
@@ -194,27 +214,35 @@ def _paths(batch: Batch) -> list[str]:
 
 
 def _read_csv(spark: SparkSession, spec: Spec, batch: Batch) -> Parsed:
-    source = spec.body.source
-    schema = spark_schema(spec.body.columns).add(CORRUPT, T.StringType(), True)
-    frame = (
-        spark.read.schema(schema)
-        .option("header", source.header)
+    """Good rows come from a reader that drops malformed rows itself, as cheap as a bare read; only
+    when fewer rows land than the batch has lines does a second reader keep them, to say why."""
+    source, columns = spec.body.source, spec.body.columns
+    reader = (
+        spark.read.option("header", source.header)
         .option("sep", source.delimiter)
         .option("multiLine", source.multiline)
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", CORRUPT)
         .option("encoding", "UTF-8")
-        .csv(_paths(batch))
     )
-    columns = spec.body.columns
-    explain = F.udf(lambda raw: explain_csv_record(raw, columns, source.delimiter), T.StringType())
-    malformed = F.col(CORRUPT).isNotNull()
-    checks = [(malformed, F.lit("malformed row"))] + _value_checks(columns, {c.name: F.col(c.name) for c in columns}, batch)
-    outputs = [F.col(c.name) for c in columns]
-    raw = F.coalesce(F.col(CORRUPT), F.to_json(F.struct(*outputs)))
-    reason = _first_reason(checks)
-    detail = F.when(malformed, explain(F.col(CORRUPT))).otherwise(reason)
-    return Parsed(frame, outputs, reason, raw, detail)
+    checks = _value_checks(columns, F.col, batch)
+    good = reader.schema(spark_schema(columns)).option("mode", "DROPMALFORMED").csv(_paths(batch))
+    if checks:
+        good = good.filter(_passes(checks))
+
+    def refused() -> DataFrame:
+        frame = (
+            reader.schema(spark_schema(columns).add(CORRUPT, T.StringType(), True))
+            .option("mode", "PERMISSIVE")
+            .option("columnNameOfCorruptRecord", CORRUPT)
+            .csv(_paths(batch))
+        )
+        explain = F.udf(lambda raw: explain_csv_record(raw, columns, source.delimiter), T.StringType())
+        malformed = F.col(CORRUPT).isNotNull()
+        reason = _first_reason([(malformed, F.lit("malformed row")), *checks])
+        raw = F.coalesce(F.col(CORRUPT), F.to_json(F.struct(*[F.col(c.name) for c in columns])))
+        return _refused_rows(frame, reason, raw, F.when(malformed, explain(F.col(CORRUPT))).otherwise(reason))
+
+    headers = len(batch.files) if source.header else 0
+    return Parsed(good, refused, RowCount(batch.lines - headers, exact=False))
 
 
 def _read_json(spark: SparkSession, spec: Spec, batch: Batch) -> Parsed:
@@ -239,12 +267,13 @@ def _read_json(spark: SparkSession, spec: Spec, batch: Batch) -> Parsed:
             (found[c.name].isNotNull() & typed[c.name].isNull(), F.lit(f"column {c.name} is not a valid {c.type}"))
             for c in spec.body.columns
         ]
-        checks += _value_checks(spec.body.columns, typed, batch)
+        checks += _value_checks(spec.body.columns, typed.__getitem__, batch)
         outputs = [typed[c.name].alias(c.name) for c in spec.body.columns]
     else:
         outputs = [column.alias(name) for name, column in leaves]
+    reason = _first_reason(checks)
     raw = F.coalesce(corrupt, F.to_json(F.struct(*[column.alias(name) for name, column in leaves])))
-    return Parsed(frame, outputs, _first_reason(checks), raw)
+    return Parsed(frame.filter(_passes(checks)).select(*outputs), lambda: _refused_rows(frame, reason, raw))
 
 
 def _flatten(schema: T.StructType, prefix: Sequence[str] = ()) -> list[tuple[str, SparkColumn]]:
@@ -271,18 +300,26 @@ def _match_columns(spec: Spec, batch: Batch, found: list[str]) -> None:
 
 
 def _read_parquet(spark: SparkSession, spec: Spec, batch: Batch) -> Parsed:
+    """Rows read come from the footers: a scan's count would miss row groups its filters skip."""
     expected = [(c.name, normalized(c.type)) for c in spec.body.columns]
+    rows = 0
     for f in batch.files:
-        actual = [(field.name, arrow_type_name(field.type)) for field in pq.read_schema(f.path)]
+        footer = pq.read_metadata(f.path)
+        actual = [(field.name, arrow_type_name(field.type)) for field in footer.schema.to_arrow_schema()]
         if not expected:
             expected = actual
         elif actual != expected:
             raise BatchError(f"{f.path}: Parquet schema does not match the spec of {spec.key}: {_schema_difference(expected, actual)}")
+        rows += footer.num_rows
     frame = spark.read.parquet(*_paths(batch))
-    names = [name for name, _ in expected]
-    outputs = [F.col(f"`{name}`") for name in names]
-    checks = _value_checks(spec.body.columns, {c.name: F.col(f"`{c.name}`") for c in spec.body.columns}, batch)
-    return Parsed(frame, outputs, _first_reason(checks), F.to_json(F.struct(*outputs)))
+    outputs = [F.col(f"`{name}`") for name, _ in expected]
+    checks = _value_checks(spec.body.columns, lambda name: F.col(f"`{name}`"), batch)
+    reason = _first_reason(checks)
+    return Parsed(
+        frame.filter(_passes(checks)).select(*outputs),
+        lambda: _refused_rows(frame, reason, F.to_json(F.struct(*outputs))),
+        RowCount(rows, exact=True),
+    )
 
 
 def _schema_difference(expected: list[tuple[str, str]], actual: list[tuple[str, str]]) -> str:
@@ -293,19 +330,30 @@ def _schema_difference(expected: list[tuple[str, str]], actual: list[tuple[str, 
     return column_difference(list(wanted), list(got))
 
 
-def _value_checks(columns: list[Column], values: dict[str, SparkColumn], batch: Batch) -> list[tuple[SparkColumn, SparkColumn]]:
+def _value_checks(
+    columns: list[Column], value: Callable[[str], SparkColumn], batch: Batch
+) -> list[tuple[SparkColumn, SparkColumn]]:
+    """Checks of declared nullability and, where the bytes were not valid UTF-8, of the text.
+
+    Columns are built only for the checks due: each costs a call into the JVM."""
     checks = [
-        (values[c.name].isNull(), F.lit(f"column {c.name} is null but declared not nullable"))
+        (value(c.name).isNull(), F.lit(f"column {c.name} is null but declared not nullable"))
         for c in columns if not c.nullable
     ]
     if not batch.valid_utf8:
         # Spark decodes invalid bytes to U+FFFD without a word; only batches that hold such bytes
         # (found while hashing) pay for looking for it.
         checks += [
-            (values[c.name].contains("\ufffd"), F.lit(f"column {c.name} is not valid UTF-8"))
+            (F.coalesce(value(c.name).contains("\ufffd"), F.lit(False)), F.lit(f"column {c.name} is not valid UTF-8"))
             for c in columns if c.type == "string"
         ]
     return checks
+
+
+def _passes(checks: list[tuple[SparkColumn, SparkColumn]]) -> SparkColumn:
+    """Rows that fail no check (conditions are never null), as a conjunction Spark can push into
+    the reader: the same split as `_first_reason`, several percent cheaper on the main scan."""
+    return reduce(operator.and_, (~condition for condition, _ in checks), F.lit(True))
 
 
 def _first_reason(checks: list[tuple[SparkColumn, SparkColumn]]) -> SparkColumn:

@@ -130,6 +130,20 @@ def test_a_utf8_bom_is_accepted(spark, catalog, lake, test_specs):
     assert [r["id"] for r in rows(version)] == [1, 2]
 
 
+def test_blank_lines_and_crlf_line_ends_are_not_rows(spark, catalog, lake, test_specs):
+    version = land(spark, catalog, lake, test_specs, "t/people", "b1", {"crlf.csv": BATCHES / "csv/blank_lines_crlf.csv"})
+    assert [r["id"] for r in rows(version)] == [1, 2]
+    assert (version.rows_quarantined, version.quarantine_path) == (0, None)
+    assert entries_for(catalog, Action.INGESTION_COMMITTED)[0]["rows_read"] == 2
+
+
+def test_a_parquet_row_group_of_nulls_in_a_required_column_is_quarantined(spark, catalog, lake, test_specs):
+    version = land(spark, catalog, lake, test_specs, "t/measures", "b1", {"m.parquet": BATCHES / "parquet/null_row_group.parquet"})
+    assert [r["sensor"] for r in rows(version)] == ["s3", "s4"]
+    assert version.rows_quarantined == 2
+    assert entries_for(catalog, Action.INGESTION_COMMITTED)[0]["rows_read"] == 4
+
+
 def test_embedded_newlines_land_when_the_spec_says_multiline(spark, catalog, lake, test_specs):
     version = land(spark, catalog, lake, test_specs, "t/people_multiline", "b1", {"n.csv": BATCHES / "csv/embedded_newline.csv"})
     assert [r["name"] for r in rows(version)] == ["ann", "bob\nby", "cid"]
