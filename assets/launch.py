@@ -69,7 +69,7 @@ def launch(
     on_progress: Callable[[str], None] = lambda _: None,
 ) -> RunOutcome:
     """Run the selected assets in one Dagster run on the shared instance."""
-    defs = build_definitions(settings.specs)
+    defs = build_definitions(settings.specs, settings.cache_dir)
     if isinstance(selection, str):
         keys = resolve_selection(defs, selection)
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,27 +35,44 @@ class BatchMeta(BaseModel):
 class DropFile:
     path: Path
     bytes: int
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A batch folder that passed the checks that need no more than each file's first bytes."""
+
+    key: AssetKey
+    batch_id: str
+    path: Path
+    files: tuple[DropFile, ...]
+    meta: BatchMeta
+    format: str
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.bytes for f in self.files)
+
+
+@dataclass(frozen=True)
+class FileScan:
+    """What one pass over a file's bytes tells: its hash and, for text, its lines and encoding."""
+
     sha256: str
     valid_utf8: bool = True
     lines: int | None = None
 
 
 @dataclass(frozen=True)
-class Batch:
-    key: AssetKey
-    batch_id: str
-    path: Path
-    files: tuple[DropFile, ...]
-    meta: BatchMeta
+class BatchScan:
+    """Every file of a batch read once, in the batch's order."""
+
+    batch: Batch
+    files: tuple[FileScan, ...]
 
     @property
     def fingerprint(self) -> str:
         """Identity of the content, whatever the file names: the sorted file hashes."""
         return hashlib.sha256("\n".join(sorted(f.sha256 for f in self.files)).encode()).hexdigest()
-
-    @property
-    def bytes(self) -> int:
-        return sum(f.bytes for f in self.files)
 
     @property
     def valid_utf8(self) -> bool:
@@ -67,13 +85,14 @@ class Batch:
         return None if None in counts else sum(counts)
 
     def record(self) -> BatchRecord:
+        batch = self.batch
         return BatchRecord(
-            batch_id=self.batch_id,
+            batch_id=batch.batch_id,
             fingerprint=self.fingerprint,
-            files=tuple(FileEntry(str(f.path), f.bytes, f.sha256) for f in self.files),
-            requested_by=self.meta.requested_by,
-            label=self.meta.label,
-            note=self.meta.note,
+            files=tuple(FileEntry(str(f.path), f.bytes, scan.sha256) for f, scan in zip(batch.files, self.files)),
+            requested_by=batch.meta.requested_by,
+            label=batch.meta.label,
+            note=batch.meta.note,
         )
 
 
@@ -106,7 +125,12 @@ def open_batch(lake: Lake, key: AssetKey, batch_id: str, fmt: str) -> Batch:
         files.append(_check_file(lake, drop_root, entry, fmt))
     if not files:
         raise BatchError(f"batch {batch_id!r} of {key} is empty: {folder} holds no data file")
-    return Batch(key, batch_id, folder, tuple(files), meta)
+    return Batch(key, batch_id, folder, tuple(files), meta, fmt)
+
+
+def scan_batch(batch: Batch) -> BatchScan:
+    """Read every byte of the batch once; raise BatchError naming a file that cannot be read."""
+    return BatchScan(batch, tuple(_scan_file(f.path, batch.format) for f in batch.files))
 
 
 def _read_meta(folder: Path) -> BatchMeta:
@@ -135,32 +159,31 @@ def _check_file(lake: Lake, drop_root: Path, entry: Path, fmt: str) -> DropFile:
     if not resolved.is_file():
         raise BatchError(f"{entry}: not a regular file")
     try:
-        return _hash_and_sniff(entry, resolved, fmt)
+        with open(resolved, "rb") as handle:
+            _sniff(entry, handle.read(SNIFF_BYTES), fmt)
+            size = handle.seek(0, os.SEEK_END)
+            if fmt == "parquet":
+                handle.seek(max(0, size - 4))
+                if size < 12 or handle.read(4) != b"PAR1":
+                    raise BatchError(f"{entry}: not a Parquet file (no PAR1 footer)")
     except OSError as err:
         raise BatchError(f"{entry}: cannot read: {err.strerror or err}") from err
+    return DropFile(entry, size)
 
 
-def _hash_and_sniff(entry: Path, path: Path, fmt: str) -> DropFile:
-    """One pass over the file: its hash, its size, and for text its lines and whether it is valid UTF-8."""
+def _scan_file(path: Path, fmt: str) -> FileScan:
     digest, text = hashlib.sha256(), TextScan() if fmt != "parquet" else None
-    size = 0
-    with open(path, "rb") as handle:
-        head = handle.read(SNIFF_BYTES)
-        _sniff(path, head, fmt)
-        block = head
-        while block:
-            digest.update(block)
-            size += len(block)
-            if text:
-                text.feed(block)
-            block = handle.read(CHUNK)
-        if fmt == "parquet":
-            handle.seek(max(0, size - 4))
-            if size < 12 or handle.read(4) != b"PAR1":
-                raise BatchError(f"{path}: not a Parquet file (no PAR1 footer)")
+    try:
+        with open(path, "rb") as handle:
+            while block := handle.read(CHUNK):
+                digest.update(block)
+                if text:
+                    text.feed(block)
+    except OSError as err:
+        raise BatchError(f"{path}: cannot read: {err.strerror or err}") from err
     if text:
-        return DropFile(entry, size, digest.hexdigest(), text.valid_utf8, text.lines)
-    return DropFile(entry, size, digest.hexdigest())
+        return FileScan(digest.hexdigest(), text.valid_utf8, text.lines)
+    return FileScan(digest.hexdigest())
 
 
 class TextScan:

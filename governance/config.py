@@ -45,3 +45,7 @@ class Settings:
     @property
     def dagster_home(self) -> Path:
         return self.home / "dagster"
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.home / "cache"

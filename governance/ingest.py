@@ -5,19 +5,23 @@ from __future__ import annotations
 import csv
 import json
 import operator
+import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import reduce
 from pathlib import Path
 
 import pyarrow.parquet as pq
+from py4j.protocol import Py4JError
+from pyspark.errors import PySparkException
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from governance import ledger
-from governance.batches import Batch, first_line, open_batch, ready_batches
+from governance.batches import Batch, BatchScan, first_line, open_batch, ready_batches, scan_batch
 from governance.catalog import Catalog
 from governance.catalog.models import VersionRow
 from governance.errors import BatchError, DuplicateBatch, IntegrityError, NotFound, ValidationFailed
@@ -27,7 +31,7 @@ from governance.runs import Progress, RunRequest, attempt, quiet
 from governance.sparkmetrics import described, rows_scanned
 from governance.sparktypes import arrow_type_name, normalized, spark_schema, spark_type
 from governance.spec import Column, Spec
-from governance.versions import Draft, Sealed, commit, seal
+from governance.versions import Draft, Sealed, commit, remove_tree, seal
 from governance.zones import Lake, Staging, Zone
 
 CORRUPT = "_corrupt_record"
@@ -47,12 +51,14 @@ class Parsed:
     """A batch as Spark reads it: the rows that land, and a way to find the rows refused and why.
 
     `refused` is a function because it may build a Python UDF or a second reader, and only batches
-    that hold refused rows pay for that. Without `known`, the good rows' scan counts the rows read.
+    that hold refused rows pay for that. Rows read are `known` (Parquet footers), or at most the
+    batch's lines less `headers` (CSV), or else counted by the good rows' scan (JSON).
     """
 
     good: DataFrame
     refused: Callable[[], DataFrame]
     known: RowCount | None = None
+    headers: int | None = None
 
 
 def _refused_rows(frame: DataFrame, reason: SparkColumn, raw: SparkColumn, detail: SparkColumn | None = None) -> DataFrame:
@@ -81,7 +87,7 @@ def ingest(
     batch_id = next_batch(catalog, lake, spec) if batch_id is None else batch_id
     progress(f"checking batch {batch_id} of {spec.key}")
     batch = open_batch(lake, spec.key, batch_id, spec.body.source.format)
-    _refuse_duplicate(catalog, spec, batch, force)
+    _refuse_known_batch(catalog, spec, batch, force)
     if spec.body.source.format == "csv" and spec.body.source.header:
         check_csv_headers(spec, batch)
     catalog.register_spec(spec, request.requested_by, request.run_id)
@@ -92,15 +98,18 @@ def ingest(
             details={"batch": batch.batch_id, "files": len(batch.files), "bytes": batch.bytes,
                      "batch_requested_by": batch.meta.requested_by, "label": batch.meta.label, "forced": force},
         )
+    seen = frozenset() if force else catalog.batch_fingerprints(spec.key)
     with attempt(catalog, lake, spec.key, request, ledger.Action.INGESTION_FAILED) as (attempt_id, stage):
         progress(f"reading {len(batch.files)} file(s), {batch.bytes / 1e6:.1f} MB, writing Parquet")
-        data, quarantined, rows_read, schema = land(spark, spec, batch, stage)
+        written = write_while_scanning(spark, spec, batch, stage, stop_if=lambda scan: scan.fingerprint in seen)
+        _refuse_same_files(catalog, spec, written.scan, force)
+        data, quarantined, rows_read, schema = land(spark, spec, written, stage)
         progress(f"committing {data.rows} rows ({quarantined.rows if quarantined else 0} quarantined)")
         draft = Draft(
             key=spec.key, zone=Zone.LANDING, attempt_id=attempt_id, run_id=request.run_id,
             requested_by=request.requested_by, code_version=request.code_version, spec_hash=spec.hash,
             table_schema=schema, data=data, rows_read=rows_read, quarantine=quarantined,
-            label=batch.meta.label, batch=batch.record(),
+            label=batch.meta.label, batch=written.scan.record(),
         )
         return commit(catalog, lake, stage, draft)
 
@@ -113,13 +122,15 @@ def next_batch(catalog: Catalog, lake: Lake, spec: Spec) -> str:
     return pending[0]
 
 
-def _refuse_duplicate(catalog: Catalog, spec: Spec, batch: Batch, force: bool) -> None:
-    if force:
-        return
-    seen = catalog.batch_by_id(spec.key, batch.batch_id)
+def _refuse_known_batch(catalog: Catalog, spec: Spec, batch: Batch, force: bool) -> None:
+    seen = None if force else catalog.batch_by_id(spec.key, batch.batch_id)
     if seen:
         raise DuplicateBatch(f"batch {batch.batch_id!r} was already ingested as {seen[1].ref}; use --force to ingest it again")
-    same = catalog.batch_by_fingerprint(spec.key, batch.fingerprint)
+
+
+def _refuse_same_files(catalog: Catalog, spec: Spec, scan: BatchScan, force: bool) -> None:
+    batch = scan.batch
+    same = None if force else catalog.batch_by_fingerprint(spec.key, scan.fingerprint)
     if same:
         raise DuplicateBatch(
             f"batch {batch.batch_id!r} has the same files as batch {same[0].batch_id!r}, already ingested as "
@@ -145,19 +156,69 @@ def column_difference(expected: list[str], found: list[str]) -> str:
     return "; ".join(parts) or f"columns out of order: found {', '.join(found)}; expected {', '.join(expected)}"
 
 
-def land(spark: SparkSession, spec: Spec, batch: Batch, stage: Staging) -> tuple[Sealed, Sealed | None, int, str]:
-    """Write good rows to staging in one scan; quarantine the rest; check that the counts add up.
+@dataclass(frozen=True)
+class Written:
+    """Good rows written to staging while the batch was scanned. `complete` is false when the scan
+    stopped the write early."""
+
+    parsed: Parsed
+    scan: BatchScan
+    complete: bool
+
+
+def write_while_scanning(
+    spark: SparkSession, spec: Spec, batch: Batch, stage: Staging, stop_if: Callable[[BatchScan], bool]
+) -> Written:
+    """Hash the batch in a thread while Spark writes its good rows: the hashing costs no wall time.
+
+    The plan assumes valid UTF-8. A scan that finds other bytes, cannot read a file, or that
+    `stop_if` refuses (files already ingested) cancels the write as soon as it is known.
+    """
+    tag = f"custody-{stage.path.name}"
+    stopped = threading.Event()
+
+    def stop_when_pointless(scanned: Future[BatchScan]) -> None:
+        failed = scanned.exception() is not None
+        if failed or not scanned.result().valid_utf8 or stop_if(scanned.result()):
+            stopped.set()
+            spark.sparkContext.cancelJobsWithTag(tag)
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="custody-scan") as pool:
+        pending = pool.submit(scan_batch, batch)
+        pending.add_done_callback(stop_when_pointless)
+        parsed = read_batch(spark, spec, batch, utf8_checks=False)
+        try:
+            _write_good(spark, parsed, stage, tag)
+        except (Py4JError, PySparkException):
+            if not stopped.is_set():
+                raise
+    return Written(parsed, pending.result(), complete=not stopped.is_set())
+
+
+def _write_good(spark: SparkSession, parsed: Parsed, stage: Staging, tag: str | None = None) -> None:
+    with described(spark, _main_query(stage), tag):
+        parsed.good.write.mode("errorifexists").parquet(str(stage.data))
+
+
+def _main_query(stage: Staging) -> str:
+    return f"custody ingest {stage.path.name}"
+
+
+def land(spark: SparkSession, spec: Spec, written: Written, stage: Staging) -> tuple[Sealed, Sealed | None, int, str]:
+    """Finish the good rows (again, checking text, if the batch is not valid UTF-8); quarantine the
+    rest; check that the counts add up.
 
     Three counts come from three places: rows landed from the Parquet footers, rows quarantined from
-    the quarantine pass, and rows read from the batch's own footers or else from a scan's metrics.
-    The quarantine pass runs only when rows landed fall short of the rows the batch may hold.
+    the quarantine pass, and rows read from the batch's own footers or lines, or else from a scan's
+    metrics. The quarantine pass runs only when rows landed fall short of the rows the batch may hold.
     """
-    parsed = read_batch(spark, spec, batch)
-    main = f"custody ingest {stage.path.name}"
-    with described(spark, main):
-        parsed.good.write.mode("errorifexists").parquet(str(stage.data))
+    batch, scan, parsed = written.scan.batch, written.scan, written.parsed
+    if not written.complete or not scan.valid_utf8:
+        remove_tree(stage.data)
+        parsed = read_batch(spark, spec, batch, utf8_checks=not scan.valid_utf8)
+        _write_good(spark, parsed, stage)
     data = seal(stage.data, ".parquet")
-    known = parsed.known or RowCount(rows_scanned(spark, main), exact=True)
+    known = _rows_known(spark, parsed, scan, stage)
     rows_read, quarantined = known.rows, None
     if data.rows != known.rows:
         side = f"custody quarantine {stage.path.name}"
@@ -177,6 +238,14 @@ def land(spark: SparkSession, spec: Spec, batch: Batch, stage: Staging) -> tuple
     if refused:
         _enforce_bad_rows(spec, batch, stage, rows_read, refused)
     return data, quarantined if refused else None, rows_read, parsed.good.schema.json()
+
+
+def _rows_known(spark: SparkSession, parsed: Parsed, scan: BatchScan, stage: Staging) -> RowCount:
+    if parsed.known is not None:
+        return parsed.known
+    if parsed.headers is not None and scan.lines is not None:
+        return RowCount(scan.lines - parsed.headers, exact=False)
+    return RowCount(rows_scanned(spark, _main_query(stage)), exact=True)
 
 
 def _enforce_bad_rows(spec: Spec, batch: Batch, stage: Staging, rows_read: int, bad: int) -> None:
@@ -204,16 +273,17 @@ def _first_refused(stage: Staging, count: int) -> list[dict]:
     return rows
 
 
-def read_batch(spark: SparkSession, spec: Spec, batch: Batch) -> Parsed:
+def read_batch(spark: SparkSession, spec: Spec, batch: Batch, *, utf8_checks: bool) -> Parsed:
+    """The batch as Spark reads it; with `utf8_checks`, rows holding bytes that were not UTF-8 are refused."""
     readers = {"csv": _read_csv, "json": _read_json, "parquet": _read_parquet}
-    return readers[spec.body.source.format](spark, spec, batch)
+    return readers[spec.body.source.format](spark, spec, batch, utf8_checks)
 
 
 def _paths(batch: Batch) -> list[str]:
     return [str(f.path) for f in batch.files]
 
 
-def _read_csv(spark: SparkSession, spec: Spec, batch: Batch) -> Parsed:
+def _read_csv(spark: SparkSession, spec: Spec, batch: Batch, utf8_checks: bool) -> Parsed:
     """Good rows come from a reader that drops malformed rows itself, as cheap as a bare read; only
     when fewer rows land than the batch has lines does a second reader keep them, to say why."""
     source, columns = spec.body.source, spec.body.columns
@@ -223,7 +293,7 @@ def _read_csv(spark: SparkSession, spec: Spec, batch: Batch) -> Parsed:
         .option("multiLine", source.multiline)
         .option("encoding", "UTF-8")
     )
-    checks = _value_checks(columns, F.col, batch)
+    checks = _value_checks(columns, F.col, utf8_checks)
     good = reader.schema(spark_schema(columns)).option("mode", "DROPMALFORMED").csv(_paths(batch))
     if checks:
         good = good.filter(_passes(checks))
@@ -241,11 +311,10 @@ def _read_csv(spark: SparkSession, spec: Spec, batch: Batch) -> Parsed:
         raw = F.coalesce(F.col(CORRUPT), F.to_json(F.struct(*[F.col(c.name) for c in columns])))
         return _refused_rows(frame, reason, raw, F.when(malformed, explain(F.col(CORRUPT))).otherwise(reason))
 
-    headers = len(batch.files) if source.header else 0
-    return Parsed(good, refused, RowCount(batch.lines - headers, exact=False))
+    return Parsed(good, refused, headers=len(batch.files) if source.header else 0)
 
 
-def _read_json(spark: SparkSession, spec: Spec, batch: Batch) -> Parsed:
+def _read_json(spark: SparkSession, spec: Spec, batch: Batch, utf8_checks: bool) -> Parsed:
     source = spec.body.source
     frame = (
         spark.read.option("mode", "PERMISSIVE")
@@ -267,7 +336,7 @@ def _read_json(spark: SparkSession, spec: Spec, batch: Batch) -> Parsed:
             (found[c.name].isNotNull() & typed[c.name].isNull(), F.lit(f"column {c.name} is not a valid {c.type}"))
             for c in spec.body.columns
         ]
-        checks += _value_checks(spec.body.columns, typed.__getitem__, batch)
+        checks += _value_checks(spec.body.columns, typed.__getitem__, utf8_checks)
         outputs = [typed[c.name].alias(c.name) for c in spec.body.columns]
     else:
         outputs = [column.alias(name) for name, column in leaves]
@@ -299,7 +368,7 @@ def _match_columns(spec: Spec, batch: Batch, found: list[str]) -> None:
         raise BatchError(f"batch {batch.batch_id!r} of {spec.key}: columns do not match the spec: {column_difference(declared, found)}")
 
 
-def _read_parquet(spark: SparkSession, spec: Spec, batch: Batch) -> Parsed:
+def _read_parquet(spark: SparkSession, spec: Spec, batch: Batch, utf8_checks: bool) -> Parsed:
     """Rows read come from the footers: a scan's count would miss row groups its filters skip."""
     expected = [(c.name, normalized(c.type)) for c in spec.body.columns]
     rows = 0
@@ -313,7 +382,7 @@ def _read_parquet(spark: SparkSession, spec: Spec, batch: Batch) -> Parsed:
         rows += footer.num_rows
     frame = spark.read.parquet(*_paths(batch))
     outputs = [F.col(f"`{name}`") for name, _ in expected]
-    checks = _value_checks(spec.body.columns, lambda name: F.col(f"`{name}`"), batch)
+    checks = _value_checks(spec.body.columns, lambda name: F.col(f"`{name}`"), utf8_checks)
     reason = _first_reason(checks)
     return Parsed(
         frame.filter(_passes(checks)).select(*outputs),
@@ -331,7 +400,7 @@ def _schema_difference(expected: list[tuple[str, str]], actual: list[tuple[str, 
 
 
 def _value_checks(
-    columns: list[Column], value: Callable[[str], SparkColumn], batch: Batch
+    columns: list[Column], value: Callable[[str], SparkColumn], utf8_checks: bool
 ) -> list[tuple[SparkColumn, SparkColumn]]:
     """Checks of declared nullability and, where the bytes were not valid UTF-8, of the text.
 
@@ -340,7 +409,7 @@ def _value_checks(
         (value(c.name).isNull(), F.lit(f"column {c.name} is null but declared not nullable"))
         for c in columns if not c.nullable
     ]
-    if not batch.valid_utf8:
+    if utf8_checks:
         # Spark decodes invalid bytes to U+FFFD without a word; only batches that hold such bytes
         # (found while hashing) pay for looking for it.
         checks += [

@@ -14,13 +14,18 @@ OUTPUT_ROWS = "number of output rows"
 
 
 @contextmanager
-def described(spark: SparkSession, description: str) -> Iterator[None]:
-    """Run the block's Spark queries under a job description, to find their metrics afterwards."""
+def described(spark: SparkSession, description: str, tag: str | None = None) -> Iterator[None]:
+    """Run the block's Spark queries under a job description, to find their metrics afterwards,
+    and a tag another thread may cancel them by."""
     context = spark.sparkContext
     context.setJobDescription(description)
+    if tag:
+        context.addJobTag(tag)
     try:
         yield
     finally:
+        if tag:
+            context.removeJobTag(tag)
         context.setJobDescription(None)  # type: ignore[arg-type]
 
 

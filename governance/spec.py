@@ -7,18 +7,22 @@ import importlib
 import inspect
 import json
 import re
+import sys
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cache, cached_property
 from pathlib import Path
 from types import ModuleType
 from typing import Annotated, Any, Literal
 
+import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from governance import yamlsource
 from governance.errors import InvalidName, SpecError, SpecProblem
+from governance.speccache import SpecCache, cache_file
 from governance.yamlsource import LocatedYaml, load_located
 from governance.zones import AssetKey, check_name
 
@@ -136,6 +140,7 @@ class Spec:
     key: AssetKey
     file: Path
     body: AssetSpec
+    canonical: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def is_landing(self) -> bool:
@@ -152,6 +157,8 @@ class Spec:
     @cached_property
     def as_json(self) -> str:
         """The canonical form: formatting and comments of the YAML do not change it."""
+        if self.canonical is not None:
+            return self.canonical
         return json.dumps(self.body.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
 
     @cached_property
@@ -179,26 +186,39 @@ class SpecSet:
         return self.specs.get(key)
 
 
-def load_specs(root: Path) -> SpecSet:
-    """Load and validate every spec under `root`; raise SpecError listing every problem."""
-    specs, problems = _collect(Path(root))
+def load_specs(root: Path, cache_dir: Path | None = None) -> SpecSet:
+    """Load and validate every spec under `root`; raise SpecError listing every problem.
+
+    With `cache_dir`, files whose exact bytes were validated before skip the YAML parse.
+    """
+    cache = SpecCache.open(cache_file(cache_dir, Path(root)) if cache_dir else None, _model_fingerprint())
+    specs, problems = _collect(Path(root), cache)
     if problems:
         raise SpecError(problems)
+    cache.save()
     return SpecSet(Path(root), specs)
 
 
 def check_specs(root: Path) -> list[SpecProblem]:
-    return _collect(Path(root))[1]
+    return _collect(Path(root), SpecCache.open(None, ""))[1]
 
 
-def _collect(root: Path) -> tuple[dict[AssetKey, Spec], list[SpecProblem]]:
+@cache
+def _model_fingerprint() -> str:
+    """Changes whenever the code that parses and validates a spec could: this module, the YAML
+    loader, pydantic."""
+    sources = [inspect.getsource(module) for module in (sys.modules[__name__], yamlsource)]
+    return hashlib.sha256("\n".join([pydantic.VERSION, *sources]).encode()).hexdigest()
+
+
+def _collect(root: Path, cache: SpecCache) -> tuple[dict[AssetKey, Spec], list[SpecProblem]]:
     if not root.is_dir():
         return {}, [SpecProblem(str(root), "", "spec folder not found")]
     problems: list[SpecProblem] = []
     specs: dict[AssetKey, Spec] = {}
-    files = sorted(root.rglob("*.yaml")) + sorted(root.rglob("*.yml"))
+    files = sorted(root.rglob("*.yaml"), key=str) + sorted(root.rglob("*.yml"), key=str)
     for file in files:
-        spec = _load_one(root, file, problems)
+        spec = _load_one(root, file, problems, cache)
         if spec is not None:
             specs[spec.key] = spec
     problems.extend(_cross_checks(specs))
@@ -206,7 +226,7 @@ def _collect(root: Path) -> tuple[dict[AssetKey, Spec], list[SpecProblem]]:
     return ordered, problems
 
 
-def _load_one(root: Path, file: Path, problems: list[SpecProblem]) -> Spec | None:
+def _load_one(root: Path, file: Path, problems: list[SpecProblem], cache: SpecCache) -> Spec | None:
     shown = str(file)
     relative = file.relative_to(root)
     if len(relative.parts) != 2:
@@ -221,8 +241,17 @@ def _load_one(root: Path, file: Path, problems: list[SpecProblem]) -> Spec | Non
             problems.append(SpecProblem(shown, "", str(err)))
             key_ok = False
     try:
-        located = load_located(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as err:
+        raw = file.read_bytes()
+    except OSError as err:
+        problems.append(SpecProblem(shown, "", f"cannot read: {err}"))
+        return None
+    digest = hashlib.sha256(raw).hexdigest()
+    cached = _from_cache(cache, digest) if key_ok else None
+    if cached is not None:
+        return Spec(AssetKey(domain, name), file, *cached)
+    try:
+        located = load_located(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
         problems.append(SpecProblem(shown, "", f"cannot read: {err}"))
         return None
     except yaml.YAMLError as err:
@@ -242,7 +271,19 @@ def _load_one(root: Path, file: Path, problems: list[SpecProblem]) -> Spec | Non
         return None
     if located.duplicates or not key_ok:
         return None
-    return Spec(AssetKey(domain, name), file, body)
+    spec = Spec(AssetKey(domain, name), file, body)
+    cache.put(digest, spec.as_json)
+    return spec
+
+
+def _from_cache(cache: SpecCache, digest: str) -> tuple[AssetSpec, str] | None:
+    canonical = cache.get(digest)
+    if canonical is None:
+        return None
+    try:
+        return AssetSpec.model_validate_json(canonical), canonical
+    except ValidationError:
+        return None  # an entry edited by hand: the file is parsed instead
 
 
 def _from_validation(file: str, err: ValidationError, located: LocatedYaml) -> Iterable[SpecProblem]:
@@ -261,9 +302,9 @@ def _from_validation(file: str, err: ValidationError, located: LocatedYaml) -> I
 def _cross_checks(specs: dict[AssetKey, Spec]) -> Iterable[SpecProblem]:
     for spec in specs.values():
         file = str(spec.file)
-        for i, ref in enumerate(spec.body.inputs):
-            if AssetKey.parse(ref) not in specs:
-                yield SpecProblem(file, f"inputs.{i}", f"unknown input {ref!r}: no spec declares it")
+        for i, key in enumerate(spec.inputs):
+            if key not in specs:
+                yield SpecProblem(file, f"inputs.{i}", f"unknown input {str(key)!r}: no spec declares it")
         names = [key.name for key in spec.inputs]
         clashing = sorted({n for n in names if names.count(n) > 1})
         if clashing:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 from pydantic import PrivateAttr
 
-from governance.catalog import Catalog
 from governance.config import Settings
 from governance.zones import Lake
+
+if TYPE_CHECKING:
+    from governance.catalog import Catalog
 
 
 class CustodyResource(dg.ConfigurableResource):
@@ -20,7 +23,7 @@ class CustodyResource(dg.ConfigurableResource):
     lake_root: str | None = None
     catalog_url: str | None = None
 
-    _catalog: Catalog | None = PrivateAttr(default=None)
+    _catalog: Any = PrivateAttr(default=None)
 
     def settings(self) -> Settings:
         settings = Settings.under(Path(self.home)) if self.home else Settings.from_env()
@@ -32,6 +35,9 @@ class CustodyResource(dg.ConfigurableResource):
 
     @property
     def catalog(self) -> Catalog:
+        # Imported on first use: SQLModel's tables are not needed to load the code location.
+        from governance.catalog import Catalog
+
         if self._catalog is None:
             self._catalog = Catalog.from_url(self.settings().catalog_url)
         return self._catalog

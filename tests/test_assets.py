@@ -5,7 +5,7 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-import assets.factory as factory
+import governance.ingest
 from assets.definitions import build_definitions
 from assets.factory import build_assets
 from governance.demo import (
@@ -110,7 +110,7 @@ def test_inputs_are_pinned_to_the_version_committed_before_the_run_started(spark
 
 def test_a_transient_failure_is_retried(demo_specs, resources, instance, catalog, demo_round, monkeypatch):
     calls = []
-    real_ingest = factory.ingest
+    real_ingest = governance.ingest.ingest
 
     def flaky(*args, **kwargs):
         calls.append(1)
@@ -118,7 +118,7 @@ def test_a_transient_failure_is_retried(demo_specs, resources, instance, catalog
             raise OSError("connection reset by peer")
         return real_ingest(*args, **kwargs)
 
-    monkeypatch.setattr(factory, "ingest", flaky)
+    monkeypatch.setattr(governance.ingest, "ingest", flaky)
     result = run(demo_specs, resources, instance, [PRODUCTS], batch_config(PRODUCTS, demo_round.products_batch))
     assert result.success and len(calls) == 2
     assert [v.number for v in catalog.versions(PRODUCTS)] == [1]

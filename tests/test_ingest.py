@@ -8,12 +8,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from governance.batches import open_batch
 from governance.errors import BatchError, DuplicateBatch, NotFound
-from governance.ingest import ingest
+from governance.ingest import ingest, write_while_scanning
 from governance.ledger import Action, LedgerFilter, entries
 from governance.runs import RunRequest
 from governance.versions import read_manifest, sha256_file
-from governance.zones import AssetKey
+from governance.zones import AssetKey, new_attempt_id
 from tests.conftest import DATA, drop
 from tests.helpers import assert_nothing_committed
 
@@ -128,6 +129,27 @@ def test_wrong_types_name_the_column_and_value(spark, catalog, lake, test_specs)
 def test_a_utf8_bom_is_accepted(spark, catalog, lake, test_specs):
     version = land(spark, catalog, lake, test_specs, "t/people", "b1", {"bom.csv": BATCHES / "csv/bom.csv"})
     assert [r["id"] for r in rows(version)] == [1, 2]
+
+
+def test_a_write_the_scan_finds_pointless_is_stopped_without_an_error(spark, lake, test_specs):
+    spec = test_specs[AssetKey.parse("t/people")]
+    drop(lake, "t/people", "b1", {"p.csv": BATCHES / "csv/good.csv"})
+    batch = open_batch(lake, spec.key, "b1", "csv")
+    with lake.staging(new_attempt_id()) as stage:
+        written = write_while_scanning(spark, spec, batch, stage, stop_if=lambda scan: True)
+    assert written.complete is False
+    assert written.scan.record().files[0].sha256 == sha256_file(BATCHES / "csv/good.csv")
+
+
+def test_files_already_ingested_under_another_batch_are_refused_and_the_refusal_is_in_the_ledger(
+    spark, catalog, lake, test_specs
+):
+    land(spark, catalog, lake, test_specs, "t/people", "b1", {"p.csv": BATCHES / "csv/good.csv"})
+    with pytest.raises(DuplicateBatch):
+        land(spark, catalog, lake, test_specs, "t/people", "b2", {"p.csv": BATCHES / "csv/good.csv"})
+    failed = entries_for(catalog, Action.INGESTION_FAILED)
+    assert len(failed) == 1 and "same files as batch 'b1'" in failed[0]["error"]
+    assert lake.staging_attempts() == []
 
 
 def test_blank_lines_and_crlf_line_ends_are_not_rows(spark, catalog, lake, test_specs):

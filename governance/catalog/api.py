@@ -160,6 +160,10 @@ class Catalog:
             ).first()
         return tuple(found) if found else None
 
+    def batch_fingerprints(self, key: AssetKey) -> frozenset[str]:
+        with self.session() as session:
+            return frozenset(session.exec(select(BatchRow.fingerprint).where(BatchRow.asset_key == str(key))))
+
     def ingested_batch_ids(self, key: AssetKey) -> set[str]:
         with self.session() as session:
             return set(session.exec(select(BatchRow.batch_id).where(BatchRow.asset_key == str(key))))

@@ -1,0 +1,77 @@
+"""The spec cache: validated specs remembered by content, never trusted beyond the code that wrote them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+
+import pytest
+
+from governance.errors import SpecError
+from governance.spec import load_specs
+from governance.speccache import cache_file
+from governance.zones import AssetKey
+from tests.conftest import DEMO_SPECS
+
+CLIENTS = AssetKey("sales", "clients")
+
+
+@pytest.fixture
+def specs(tmp_path):
+    return shutil.copytree(DEMO_SPECS, tmp_path / "specs")
+
+
+def cached(tmp_path, specs) -> dict:
+    return json.loads(cache_file(tmp_path / "cache", specs).read_text())
+
+
+def test_a_cached_load_gives_the_same_specs(tmp_path, specs):
+    first = load_specs(specs, tmp_path / "cache")
+    again = load_specs(specs, tmp_path / "cache")
+    assert len(cached(tmp_path, specs)["specs"]) == len(first) == 4
+    assert [(s.key, s.hash, s.body) for s in again] == [(s.key, s.hash, s.body) for s in first]
+
+
+def test_an_entry_is_used_for_the_same_bytes(tmp_path, specs):
+    load_specs(specs, tmp_path / "cache")
+    _rewrite_cached_description(tmp_path, specs, "from the cache")
+    assert load_specs(specs, tmp_path / "cache")[CLIENTS].body.description == "from the cache"
+
+
+def test_entries_written_by_another_version_of_the_model_are_ignored(tmp_path, specs):
+    load_specs(specs, tmp_path / "cache")
+    stored = _rewrite_cached_description(tmp_path, specs, "from the cache")
+    stored["model"] = "another"
+    cache_file(tmp_path / "cache", specs).write_text(json.dumps(stored))
+    assert load_specs(specs, tmp_path / "cache")[CLIENTS].body.description != "from the cache"
+
+
+def test_an_edited_file_is_validated_again(tmp_path, specs):
+    load_specs(specs, tmp_path / "cache")
+    clients = specs / "sales" / "clients.yaml"
+    clients.write_text(clients.read_text() + "colour: blue\n")
+    with pytest.raises(SpecError, match="colour: unknown key"):
+        load_specs(specs, tmp_path / "cache")
+
+
+def test_a_cache_folder_that_cannot_be_written_only_costs_speed(tmp_path, specs):
+    (tmp_path / "cache").write_text("a file where the folder should be")
+    assert len(load_specs(specs, tmp_path / "cache")) == 4
+
+
+def test_a_damaged_cache_file_is_replaced(tmp_path, specs):
+    (tmp_path / "cache").mkdir()
+    cache_file(tmp_path / "cache", specs).write_text("{not json")
+    assert len(load_specs(specs, tmp_path / "cache")) == 4
+    assert len(cached(tmp_path, specs)["specs"]) == 4
+
+
+def _rewrite_cached_description(tmp_path, specs, description: str) -> dict:
+    stored = cached(tmp_path, specs)
+    digest = hashlib.sha256((specs / "sales" / "clients.yaml").read_bytes()).hexdigest()
+    body = json.loads(stored["specs"][digest])
+    body["description"] = description
+    stored["specs"][digest] = json.dumps(body)
+    cache_file(tmp_path / "cache", specs).write_text(json.dumps(stored))
+    return stored
