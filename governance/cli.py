@@ -77,8 +77,9 @@ def specs_check(
     as_json: JsonOption = False,
 ) -> None:
     """Validate every spec; list every problem with its file, line and field."""
-    root = folder or _settings().specs
-    problems = check_specs(root)
+    settings = _settings()
+    root = folder or settings.specs
+    problems = check_specs(root, settings.cache_dir)
     if as_json:
         _emit_json({"ok": not problems, "problems": [asdict(p) for p in problems]})
     elif not problems:

@@ -191,16 +191,26 @@ def load_specs(root: Path, cache_dir: Path | None = None) -> SpecSet:
 
     With `cache_dir`, files whose exact bytes were validated before skip the YAML parse.
     """
-    cache = SpecCache.open(cache_file(cache_dir, Path(root)) if cache_dir else None, _model_fingerprint())
-    specs, problems = _collect(Path(root), cache)
+    specs, problems = _collect_cached(Path(root), cache_dir)
     if problems:
         raise SpecError(problems)
-    cache.save()
     return SpecSet(Path(root), specs)
 
 
-def check_specs(root: Path) -> list[SpecProblem]:
-    return _collect(Path(root), SpecCache.open(None, ""))[1]
+def check_specs(root: Path, cache_dir: Path | None = None) -> list[SpecProblem]:
+    """Every problem of the specs under `root`; each file is validated in full, and with
+    `cache_dir` the valid ones are remembered for the next load."""
+    return _collect_cached(Path(root), cache_dir, trust_cache=False)[1]
+
+
+def _collect_cached(
+    root: Path, cache_dir: Path | None, *, trust_cache: bool = True
+) -> tuple[dict[AssetKey, Spec], list[SpecProblem]]:
+    path = cache_file(cache_dir, root) if cache_dir else None
+    cache = SpecCache.open(path, _model_fingerprint()) if trust_cache else SpecCache(path, _model_fingerprint())
+    collected = _collect(root, cache)
+    cache.save()
+    return collected
 
 
 @cache

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from governance.errors import SpecError
-from governance.spec import load_specs
+from governance.spec import check_specs, load_specs
 from governance.speccache import cache_file
 from governance.zones import AssetKey
 from tests.conftest import DEMO_SPECS
@@ -75,3 +75,18 @@ def _rewrite_cached_description(tmp_path, specs, description: str) -> dict:
     stored["specs"][digest] = json.dumps(body)
     cache_file(tmp_path / "cache", specs).write_text(json.dumps(stored))
     return stored
+
+
+def test_specs_check_validates_every_file_and_fills_the_cache(tmp_path, specs):
+    load_specs(specs, tmp_path / "cache")
+    _rewrite_cached_description(tmp_path, specs, "from the cache")
+    assert check_specs(specs, tmp_path / "cache") == []
+    assert load_specs(specs, tmp_path / "cache")[CLIENTS].body.description != "from the cache"
+
+
+def test_valid_files_are_remembered_when_another_one_is_broken(tmp_path, specs):
+    products = specs / "sales" / "products.yaml"
+    products.write_text(products.read_text() + "colour: blue\n")
+    with pytest.raises(SpecError):
+        load_specs(specs, tmp_path / "cache")
+    assert len(cached(tmp_path, specs)["specs"]) == 3
