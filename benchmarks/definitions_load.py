@@ -10,8 +10,8 @@ assets) in a temp folder, then times, each in a fresh subprocess after its impor
             again for each run, each reload of the UI, each CLI command
   plain:    N `@dg.asset`s (same keys, groups, deps, descriptions) in dg.Definitions + the same
 
-Prints the medians, the ratios to plain and t(3000)/t(1000). With --profile, also times Custody's
-phases and prints the top functions of a cProfile of the largest N.
+Prints the medians, the ratios to plain and t(3000)/t(1000). With --profile, also prints the top
+functions of a cProfile of a cached load of the largest N.
 
     .venv/bin/python benchmarks/definitions_load.py
     .venv/bin/python benchmarks/definitions_load.py --sizes 100 --repeat 1   # smoke run
@@ -97,41 +97,23 @@ def child(kind: str, root: Path) -> dict:
         started, cpu = time.perf_counter(), time.process_time()
         _resolve(build_plain(graph))
         return {"seconds": time.perf_counter() - started, "cpu": time.process_time() - cpu}
-    from assets.definitions import build_definitions
+    # Through the entry point Dagster calls, configured as a deployment would be.
+    home = root / "home" if kind in ("cached", "profile") else Path(tempfile.mkdtemp(prefix="cold-", dir=root))
+    os.environ.update({"CUSTODY_HOME": str(home), "CUSTODY_SPECS": str(root / "specs")})
+    from assets.definitions import defs
 
-    if kind in ("cold", "cached"):  # through the entry point Dagster calls, configured as a deployment would
-        home = root / "home" if kind == "cached" else Path(tempfile.mkdtemp(prefix="cold-", dir=root))
-        os.environ.update({"CUSTODY_HOME": str(home), "CUSTODY_SPECS": str(root / "specs")})
-        from assets.definitions import defs
-
+    if kind in ("cold", "cached"):
         started, cpu = time.perf_counter(), time.process_time()
         _resolve(defs())
         return {"seconds": time.perf_counter() - started, "cpu": time.process_time() - cpu}
-    if kind == "phases":  # the three steps of build_definitions, timed apart
-        import dagster as dg
-
-        from assets.factory import build_assets
-        from governance.spec import load_specs
-        from resources import CustodyResource, SparkResource
-
-        t0 = time.perf_counter()
-        specs = load_specs(root / "specs")
-        t1 = time.perf_counter()
-        assets = build_assets(specs)
-        t2 = time.perf_counter()
-        defs = dg.Definitions(assets=assets, resources={"custody": CustodyResource(), "spark": SparkResource()},
-                              executor=dg.in_process_executor)
-        _resolve(defs)
-        t3 = time.perf_counter()
-        return {"load_specs": t1 - t0, "build_assets": t2 - t1, "definitions+resolve": t3 - t2}
-    if kind == "profile":
+    if kind == "profile":  # of a cached load
         import cProfile
         import io
         import pstats
 
         profiler = cProfile.Profile()
         profiler.enable()
-        _resolve(build_definitions(root / "specs"))
+        _resolve(defs())
         profiler.disable()
         out = io.StringIO()
         stats = pstats.Stats(profiler, stream=out).strip_dirs().sort_stats("tottime")
@@ -155,7 +137,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 3000])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--profile", action="store_true", help="phase times and a cProfile of the largest N")
+    parser.add_argument("--profile", action="store_true", help="a cProfile of a cached load of the largest N")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "ROOT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -179,9 +161,6 @@ def main() -> None:
             print(f"N={n:<5} ({landing} landing, {n - landing} integration)  "
                   f"cold {shown['cold']}  cached {shown['cached']}  plain {shown['plain']}", flush=True)
             if args.profile and n == max(args.sizes):
-                phases = [measure("phases", root) for _ in range(args.repeat)]
-                print(f"  custody phases at N={n} (median s): " + ", ".join(
-                    f"{name} {statistics.median(p[name] for p in phases):.3f}" for name in phases[0]))
                 print(measure("profile", root)["profile"])
 
     print(f"\n{'N':>6}{'cold s':>9}{'cached s':>10}{'plain s':>9}{'cold/plain':>12}{'cached/plain':>14}"

@@ -39,7 +39,7 @@ class DropFile:
 
 @dataclass(frozen=True)
 class Batch:
-    """A batch folder that passed the checks that need no more than each file's first bytes."""
+    """A batch folder whose files passed the checks that need only their first and last bytes."""
 
     key: AssetKey
     batch_id: str
@@ -107,7 +107,8 @@ def ready_batches(lake: Lake, key: AssetKey) -> list[str]:
 
 
 def open_batch(lake: Lake, key: AssetKey, batch_id: str, fmt: str) -> Batch:
-    """Check a batch folder and hash its files; raise BatchError naming the first problem."""
+    """Check a batch folder and the first and last bytes of its files; raise BatchError naming
+    the first problem. `scan_batch` reads them whole."""
     try:
         folder = lake.batch_dir(key, batch_id)
     except (InvalidName, UnsafePath) as err:
@@ -129,8 +130,9 @@ def open_batch(lake: Lake, key: AssetKey, batch_id: str, fmt: str) -> Batch:
 
 
 def scan_batch(batch: Batch) -> BatchScan:
-    """Read every byte of the batch once; raise BatchError naming a file that cannot be read."""
-    return BatchScan(batch, tuple(_scan_file(f.path, batch.format) for f in batch.files))
+    """Read every byte of the batch once; raise BatchError naming a file that cannot be read or
+    that changed since the batch was opened."""
+    return BatchScan(batch, tuple(_scan_file(f, batch.format) for f in batch.files))
 
 
 def _read_meta(folder: Path) -> BatchMeta:
@@ -171,16 +173,21 @@ def _check_file(lake: Lake, drop_root: Path, entry: Path, fmt: str) -> DropFile:
     return DropFile(entry, size)
 
 
-def _scan_file(path: Path, fmt: str) -> FileScan:
+def _scan_file(file: DropFile, fmt: str) -> FileScan:
     digest, text = hashlib.sha256(), TextScan() if fmt != "parquet" else None
+    size = 0
     try:
-        with open(path, "rb") as handle:
+        with open(file.path, "rb") as handle:
             while block := handle.read(CHUNK):
                 digest.update(block)
+                size += len(block)
                 if text:
                     text.feed(block)
     except OSError as err:
-        raise BatchError(f"{path}: cannot read: {err.strerror or err}") from err
+        raise BatchError(f"{file.path}: cannot read: {err.strerror or err}") from err
+    if size != file.bytes:
+        raise BatchError(f"{file.path}: changed while being ingested ({file.bytes} bytes, then {size}); "
+                         "a batch must not change once marked ready")
     if text:
         return FileScan(digest.hexdigest(), text.valid_utf8, text.lines)
     return FileScan(digest.hexdigest())

@@ -8,7 +8,7 @@ import operator
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import reduce
 from pathlib import Path
 
@@ -31,7 +31,7 @@ from governance.runs import Progress, RunRequest, attempt, quiet
 from governance.sparkmetrics import described, rows_scanned
 from governance.sparktypes import arrow_type_name, normalized, spark_schema, spark_type
 from governance.spec import Column, Spec
-from governance.versions import Draft, Sealed, commit, remove_tree, seal
+from governance.versions import Draft, Sealed, commit, seal
 from governance.zones import Lake, Staging, Zone
 
 CORRUPT = "_corrupt_record"
@@ -40,7 +40,7 @@ SAMPLE_SIZE = 3
 
 @dataclass(frozen=True)
 class RowCount:
-    """Rows in a batch known before any scan: exact (Parquet footers) or at most (lines of text)."""
+    """Rows read from a batch: exact (Parquet footers, a scan's count) or at most (lines of text)."""
 
     rows: int
     exact: bool
@@ -53,12 +53,17 @@ class Parsed:
     `refused` is a function because it may build a Python UDF or a second reader, and only batches
     that hold refused rows pay for that. Rows read are `known` (Parquet footers), or at most the
     batch's lines less `headers` (CSV), or else counted by the good rows' scan (JSON).
+
+    `good` may leave the nulls of `nulls_unchecked` in: the written files' statistics tell whether
+    there are any, which costs nothing, and only then are the rows written again from `checked`.
     """
 
     good: DataFrame
     refused: Callable[[], DataFrame]
     known: RowCount | None = None
     headers: int | None = None
+    nulls_unchecked: tuple[str, ...] = ()
+    checked: Callable[[], DataFrame] | None = None
 
 
 def _refused_rows(frame: DataFrame, reason: SparkColumn, raw: SparkColumn, detail: SparkColumn | None = None) -> DataFrame:
@@ -159,7 +164,8 @@ def column_difference(expected: list[str], found: list[str]) -> str:
 @dataclass(frozen=True)
 class Written:
     """Good rows written to staging while the batch was scanned. `complete` is false when the scan
-    stopped the write early."""
+    found the write pointless (files already ingested, or not UTF-8): it was cancelled or skipped,
+    and nothing in staging can be trusted."""
 
     parsed: Parsed
     scan: BatchScan
@@ -188,16 +194,17 @@ def write_while_scanning(
         pending.add_done_callback(stop_when_pointless)
         parsed = read_batch(spark, spec, batch, utf8_checks=False)
         try:
-            _write_good(spark, parsed, stage, tag)
+            if not stopped.is_set():
+                _write_good(spark, parsed, stage, tag)
         except (Py4JError, PySparkException):
             if not stopped.is_set():
                 raise
     return Written(parsed, pending.result(), complete=not stopped.is_set())
 
 
-def _write_good(spark: SparkSession, parsed: Parsed, stage: Staging, tag: str | None = None) -> None:
+def _write_good(spark: SparkSession, parsed: Parsed, stage: Staging, tag: str | None = None, mode: str = "errorifexists") -> None:
     with described(spark, _main_query(stage), tag):
-        parsed.good.write.mode("errorifexists").parquet(str(stage.data))
+        parsed.good.write.mode(mode).parquet(str(stage.data))
 
 
 def _main_query(stage: Staging) -> str:
@@ -205,19 +212,23 @@ def _main_query(stage: Staging) -> str:
 
 
 def land(spark: SparkSession, spec: Spec, written: Written, stage: Staging) -> tuple[Sealed, Sealed | None, int, str]:
-    """Finish the good rows (again, checking text, if the batch is not valid UTF-8); quarantine the
-    rest; check that the counts add up.
+    """Finish the good rows (written again, checking the text, if the scan stopped the first write);
+    quarantine the rest; check that the counts add up.
 
     Three counts come from three places: rows landed from the Parquet footers, rows quarantined from
     the quarantine pass, and rows read from the batch's own footers or lines, or else from a scan's
     metrics. The quarantine pass runs only when rows landed fall short of the rows the batch may hold.
     """
     batch, scan, parsed = written.scan.batch, written.scan, written.parsed
-    if not written.complete or not scan.valid_utf8:
-        remove_tree(stage.data)
+    if not written.complete:
+        # Overwrite: the tasks of a cancelled write may still be removing their files.
         parsed = read_batch(spark, spec, batch, utf8_checks=not scan.valid_utf8)
-        _write_good(spark, parsed, stage)
+        _write_good(spark, parsed, stage, mode="overwrite")
     data = seal(stage.data, ".parquet")
+    if parsed.checked and holds_nulls(stage.data, data, parsed.nulls_unchecked):
+        parsed = replace(parsed, good=parsed.checked(), nulls_unchecked=())
+        _write_good(spark, parsed, stage, mode="overwrite")
+        data = seal(stage.data, ".parquet")
     known = _rows_known(spark, parsed, scan, stage)
     rows_read, quarantined = known.rows, None
     if data.rows != known.rows:
@@ -238,6 +249,22 @@ def land(spark: SparkSession, spec: Spec, written: Written, stage: Staging) -> t
     if refused:
         _enforce_bad_rows(spec, batch, stage, rows_read, refused)
     return data, quarantined if refused else None, rows_read, parsed.good.schema.json()
+
+
+def holds_nulls(folder: Path, sealed: Sealed, columns: tuple[str, ...]) -> bool:
+    """Whether the Parquet files may hold a null in any of `columns`, from their statistics; a
+    column chunk without a null count may."""
+    if not columns:
+        return False
+    for entry in sealed.files:
+        footer = pq.read_metadata(folder / entry.path)
+        names = footer.schema.names
+        for group in range(footer.num_row_groups):
+            for name in columns:
+                stats = footer.row_group(group).column(names.index(name)).statistics
+                if stats is None or not stats.has_null_count or stats.null_count > 0:
+                    return True
+    return False
 
 
 def _rows_known(spark: SparkSession, parsed: Parsed, scan: BatchScan, stage: Staging) -> RowCount:
@@ -294,9 +321,10 @@ def _read_csv(spark: SparkSession, spec: Spec, batch: Batch, utf8_checks: bool) 
         .option("encoding", "UTF-8")
     )
     checks = _value_checks(columns, F.col, utf8_checks)
-    good = reader.schema(spark_schema(columns)).option("mode", "DROPMALFORMED").csv(_paths(batch))
-    if checks:
-        good = good.filter(_passes(checks))
+    frame = reader.schema(spark_schema(columns)).option("mode", "DROPMALFORMED").csv(_paths(batch))
+
+    def checked() -> DataFrame:
+        return frame.filter(_passes(checks)) if checks else frame
 
     def refused() -> DataFrame:
         frame = (
@@ -311,7 +339,11 @@ def _read_csv(spark: SparkSession, spec: Spec, batch: Batch, utf8_checks: bool) 
         raw = F.coalesce(F.col(CORRUPT), F.to_json(F.struct(*[F.col(c.name) for c in columns])))
         return _refused_rows(frame, reason, raw, F.when(malformed, explain(F.col(CORRUPT))).otherwise(reason))
 
-    return Parsed(good, refused, headers=len(batch.files) if source.header else 0)
+    headers = len(batch.files) if source.header else 0
+    if utf8_checks:
+        return Parsed(checked(), refused, headers=headers)
+    required = tuple(c.name for c in columns if not c.nullable)
+    return Parsed(frame, refused, headers=headers, nulls_unchecked=required, checked=checked)
 
 
 def _read_json(spark: SparkSession, spec: Spec, batch: Batch, utf8_checks: bool) -> Parsed:
@@ -342,7 +374,10 @@ def _read_json(spark: SparkSession, spec: Spec, batch: Batch, utf8_checks: bool)
         outputs = [column.alias(name) for name, column in leaves]
     reason = _first_reason(checks)
     raw = F.coalesce(corrupt, F.to_json(F.struct(*[column.alias(name) for name, column in leaves])))
-    return Parsed(frame.filter(_passes(checks)).select(*outputs), lambda: _refused_rows(frame, reason, raw))
+    # Rows read are this scan's own count: its filter must not be pushed into the reader, which
+    # would skip rows before they are counted. A CASE on the corrupt-record column is not pushed.
+    good = frame.filter(reason.isNull()).select(*outputs)
+    return Parsed(good, lambda: _refused_rows(frame, reason, raw))
 
 
 def _flatten(schema: T.StructType, prefix: Sequence[str] = ()) -> list[tuple[str, SparkColumn]]:
@@ -421,7 +456,8 @@ def _value_checks(
 
 def _passes(checks: list[tuple[SparkColumn, SparkColumn]]) -> SparkColumn:
     """Rows that fail no check (conditions are never null), as a conjunction Spark can push into
-    the reader: the same split as `_first_reason`, several percent cheaper on the main scan."""
+    the reader: the same split as `_first_reason`, cheaper on the main scan. Pushed filters skip
+    rows before the scan counts them, so only readers that count rows read elsewhere use it."""
     return reduce(operator.and_, (~condition for condition, _ in checks), F.lit(True))
 
 

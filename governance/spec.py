@@ -206,18 +206,22 @@ def check_specs(root: Path, cache_dir: Path | None = None) -> list[SpecProblem]:
 def _collect_cached(
     root: Path, cache_dir: Path | None, *, trust_cache: bool = True
 ) -> tuple[dict[AssetKey, Spec], list[SpecProblem]]:
-    path = cache_file(cache_dir, root) if cache_dir else None
-    cache = SpecCache.open(path, _model_fingerprint()) if trust_cache else SpecCache(path, _model_fingerprint())
+    model = _model_fingerprint() if cache_dir else None
+    path = cache_file(cache_dir, root) if cache_dir and model else None
+    cache = SpecCache.open(path, model or "") if trust_cache else SpecCache(path, model or "")
     collected = _collect(root, cache)
     cache.save()
     return collected
 
 
 @cache
-def _model_fingerprint() -> str:
+def _model_fingerprint() -> str | None:
     """Changes whenever the code that parses and validates a spec could: this module, the YAML
-    loader, pydantic."""
-    sources = [inspect.getsource(module) for module in (sys.modules[__name__], yamlsource)]
+    loader, pydantic. None where the sources are not installed: then nothing is cached."""
+    try:
+        sources = [inspect.getsource(module) for module in (sys.modules[__name__], yamlsource)]
+    except (OSError, TypeError):
+        return None
     return hashlib.sha256("\n".join([pydantic.VERSION, *sources]).encode()).hexdigest()
 
 

@@ -9,6 +9,7 @@ import yaml
 
 Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 STR_TAG = "tag:yaml.org,2002:str"
+SCALAR_TAGS = {f"tag:yaml.org,2002:{name}" for name in ("null", "bool", "int", "float", "timestamp")}
 
 
 @dataclass
@@ -62,9 +63,11 @@ def _build(loader: Any, node: yaml.Node, path: str, out: LocatedYaml) -> Any:
 
 
 def _scalar(loader: Any, node: yaml.ScalarNode) -> Any:
-    """A scalar through its tag's constructor, without the bookkeeping `construct_object` keeps for
-    aliases and recursive structures, which a scalar never needs: most of the load time of a spec."""
+    """A plain scalar through its tag's constructor, without the bookkeeping `construct_object`
+    keeps for aliases and recursive structures, which a scalar never needs: most of the load time
+    of a spec. Other tags (`!!map` on a scalar, say) take the general path and its errors."""
     if node.tag == STR_TAG:
         return node.value
-    construct = loader.yaml_constructors.get(node.tag)
-    return construct(loader, node) if construct else loader.construct_object(node, deep=True)
+    if node.tag in SCALAR_TAGS:
+        return loader.yaml_constructors[node.tag](loader, node)
+    return loader.construct_object(node, deep=True)

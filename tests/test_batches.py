@@ -1,17 +1,19 @@
-"""DropZone batch checks done while hashing, before Spark reads anything."""
+"""DropZone batch checks: what the pass that hashes a batch learns of its files."""
 
 from __future__ import annotations
 
 import pytest
 
-from governance.batches import Utf8Check
+from governance.batches import TextScan, drop_batch, open_batch, scan_batch
+from governance.errors import BatchError
+from governance.zones import AssetKey
 
 
-def check(*blocks: bytes) -> bool:
-    utf8 = Utf8Check()
+def scanned(*blocks: bytes) -> TextScan:
+    text = TextScan()
     for block in blocks:
-        utf8.feed(block)
-    return utf8.valid
+        text.feed(block)
+    return text
 
 
 @pytest.mark.parametrize(
@@ -27,4 +29,31 @@ def check(*blocks: bytes) -> bool:
     ],
 )
 def test_utf8_is_validated_across_block_boundaries(blocks, valid):
-    assert check(*blocks) is valid
+    assert scanned(*blocks).valid_utf8 is valid
+
+
+@pytest.mark.parametrize(
+    ("blocks", "expected"),
+    [
+        ((b"a\nb\n",), 2),
+        ((b"a\nb",), 2),
+        ((b"a\r\nb\r\n",), 2),
+        ((b"a\r", b"\nb\r\n"), 2),
+        ((b"a\rb\rc",), 3),
+        ((b"a\r\n\r\nb",), 3),
+        ((b"\n\n",), 2),
+        ((b"",), 0),
+    ],
+)
+def test_lines_are_counted_as_spark_splits_them_across_block_boundaries(blocks, expected):
+    assert scanned(*blocks).lines == expected
+
+
+def test_a_file_that_changes_after_the_batch_is_opened_is_refused(lake):
+    key = AssetKey("t", "people")
+    folder = drop_batch(lake, key, "b1", {"p.csv": b"id,name,score\n1,ann,1.5\n"})
+    batch = open_batch(lake, key, "b1", "csv")
+    with open(folder / "p.csv", "ab") as handle:
+        handle.write(b"2,bob,2.5\n")
+    with pytest.raises(BatchError, match=r"p.csv: changed while being ingested \(24 bytes, then 34\)"):
+        scan_batch(batch)

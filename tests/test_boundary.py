@@ -26,3 +26,13 @@ def test_importing_every_core_module_loads_no_dagster():
     code = f"import sys\nfor m in {modules!r}: __import__(m)\nprint(sorted(m for m in sys.modules if m.startswith('dagster')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_loading_the_code_location_leaves_ingestion_and_the_catalog_to_the_runs():
+    code = (
+        "import sys\nimport assets.definitions\n"
+        "print(sorted(m for m in ('governance.ingest', 'governance.integrate', 'governance.catalog', 'sqlmodel')"
+        " if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]"

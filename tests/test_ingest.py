@@ -166,6 +166,13 @@ def test_a_parquet_row_group_of_nulls_in_a_required_column_is_quarantined(spark,
     assert entries_for(catalog, Action.INGESTION_COMMITTED)[0]["rows_read"] == 4
 
 
+def test_each_file_of_a_batch_has_its_header(spark, catalog, lake, test_specs):
+    files = {"a.csv": BATCHES / "csv/good.csv", "b.csv": BATCHES / "csv/too_many_fields.csv"}
+    version = land(spark, catalog, lake, test_specs, "t/people", "b1", files)
+    assert (version.rows, version.rows_quarantined) == (4, 1)
+    assert entries_for(catalog, Action.INGESTION_COMMITTED)[0]["rows_read"] == 5
+
+
 def test_embedded_newlines_land_when_the_spec_says_multiline(spark, catalog, lake, test_specs):
     version = land(spark, catalog, lake, test_specs, "t/people_multiline", "b1", {"n.csv": BATCHES / "csv/embedded_newline.csv"})
     assert [r["name"] for r in rows(version)] == ["ann", "bob\nby", "cid"]
@@ -252,6 +259,13 @@ def test_json_lines_that_are_not_objects_or_break_types_are_quarantined(spark, c
     version = land(spark, catalog, lake, test_specs, "t/events", "b1", {"e.json": BATCHES / "json/some_bad_lines.json"})
     assert sorted(r["id"] for r in rows(version)) == [1, 4]
     assert sorted(r["reason"] for r in quarantined(version)) == ["column user__age is not a valid int", "not a JSON object"]
+
+
+def test_json_null_in_a_required_column_is_quarantined_and_counted(spark, catalog, lake, test_specs):
+    version = land(spark, catalog, lake, test_specs, "t/events", "b1", {"e.json": BATCHES / "json/null_in_required.json"})
+    assert sorted(r["id"] for r in rows(version)) == [1, 3]
+    assert [r["reason"] for r in quarantined(version)] == ["column id is null but declared not nullable"]
+    assert entries_for(catalog, Action.INGESTION_COMMITTED)[0]["rows_read"] == 3
 
 
 def test_json_without_declared_columns_keeps_the_inferred_schema(spark, catalog, lake, test_specs):
