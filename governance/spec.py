@@ -150,10 +150,6 @@ class Spec:
     def inputs(self) -> tuple[AssetKey, ...]:
         return tuple(AssetKey.parse(ref) for ref in self.body.inputs)
 
-    def input_names(self) -> dict[str, AssetKey]:
-        """Keyword name under which each input reaches the transform: the asset's name."""
-        return {key.name: key for key in self.inputs}
-
     @cached_property
     def as_json(self) -> str:
         """The canonical form: formatting and comments of the YAML do not change it."""
