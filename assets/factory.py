@@ -86,7 +86,7 @@ def landing_asset(spec: Spec) -> dg.AssetsDefinition:
         with governed():
             row = ingest(
                 spark.session(context.log.info), custody.catalog, custody.lake, spec, run_request(context, spec),
-                batch_id=config.batch, force=config.force, progress=context.log.info,
+                batch_id=config.batch, force=config.force, progress=context.log.info, events=custody.events(),
             )
         return materialize_result(row)
 
@@ -104,27 +104,29 @@ def integration_asset(spec: Spec) -> dg.AssetsDefinition:
         custody: CustodyResource = context.resources.custody
         spark: SparkResource = context.resources.spark
         with governed():
-            row = materialize(
+            done = materialize(
                 spark.session(context.log.info), custody.catalog, custody.lake, spec, run_request(context, spec),
-                progress=context.log.info,
+                progress=context.log.info, events=custody.events(),
             )
-            inputs = custody.catalog.inputs_of([row.id])[row.id]
-        return materialize_result(row, inputs)
+        return materialize_result(done.version, done.inputs, done.observation.unread)
 
     return _integration
 
 
 def run_request(context: dg.AssetExecutionContext, spec: Spec) -> "RunRequest":
-    from governance.runs import RunRequest
+    from governance.runs import Assurance, RunRequest
 
     record = context.instance.get_run_record_by_id(context.run_id)
     started = record.start_time if record and record.start_time else None
     started_at = datetime.fromtimestamp(started, UTC) if started else datetime.now(UTC)
+    requester = context.run.tags.get(REQUESTED_BY_TAG)
     return RunRequest(
-        requested_by=context.run.tags.get(REQUESTED_BY_TAG, ANONYMOUS),
+        requested_by=requester or ANONYMOUS,
         run_id=context.run_id,
         started_at=started_at,
         code_version=code_version(spec),
+        assurance=Assurance.ASSERTED if requester else Assurance.NONE,
+        job_name=context.job_name,
     )
 
 
@@ -141,7 +143,9 @@ def governed() -> Iterator[None]:
         ) from err
 
 
-def materialize_result(row: "VersionRow", inputs: "list[VersionRow] | None" = None) -> dg.MaterializeResult:
+def materialize_result(
+    row: "VersionRow", inputs: "tuple[VersionRow, ...] | None" = None, unread: tuple[str, ...] = ()
+) -> dg.MaterializeResult:
     metadata: dict[str, object] = {
         "custody/version": row.ref,
         "version": dg.MetadataValue.int(row.number),
@@ -153,13 +157,21 @@ def materialize_result(row: "VersionRow", inputs: "list[VersionRow] | None" = No
         "bytes": dg.MetadataValue.int(row.bytes),
         "path": dg.MetadataValue.path(row.path),
         "requested_by": row.requested_by,
+        "identity": row.assurance,
         "provenance": dg.MetadataValue.md(f"`custody provenance {row.ref}`"),
         "dagster/column_schema": column_schema_from_spark(row.table_schema),
     }
     if row.quarantine_path:
         metadata["quarantine_path"] = dg.MetadataValue.path(row.quarantine_path)
+    if row.label_from:
+        metadata["label_from"] = row.label_from
     if inputs is not None:
         metadata["input_versions"] = dg.MetadataValue.json({v.asset_key: v.number for v in inputs})
+        metadata["input_data_versions"] = dg.MetadataValue.json({v.asset_key: v.data_version for v in inputs})
+    if unread:
+        metadata["custody/unread_inputs"] = dg.MetadataValue.md(
+            "**Warning:** declared but not read by the transform: " + ", ".join(f"`{ref}`" for ref in unread)
+        )
     return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(row.data_version))
 
 

@@ -29,10 +29,13 @@ from governance.demo import (
     drop_demo_batches,
 )
 from governance.errors import CustodyError, IntegrityError, NotFound, SpecError
+from governance.lineage.graph import impact as impact_of
 from governance.lineage.graph import provenance as provenance_of
 from governance.repair import repair as repair_lake
+from governance.retention import Criticality, set_status
+from governance.retention import purge as purge_versions
 from governance.runtime import require_java
-from governance.spec import check_specs
+from governance.spec import check_specs, load_specs
 from governance.zones import AssetKey, Lake, VersionRef
 
 app = typer.Typer(
@@ -155,18 +158,86 @@ def versions(asset: Annotated[str, typer.Argument(help="DOMAIN/NAME")], as_json:
         render.stdout_console().print(render.versions_table(str(key), rows))
 
 
+DepthOption = Annotated[int | None, typer.Option(min=0, help="How many levels to show (default: all, up to 100).")]
+ByUser = Annotated[str, typer.Option("--by", help="The user making the change (recorded in the ledger).", metavar="USER")]
+
+
 @app.command()
 def provenance(
     version: Annotated[str, typer.Argument(help="DOMAIN/NAME@N")],
-    depth: Annotated[int | None, typer.Option(min=0, help="How many levels of inputs to show (default: all).")] = None,
+    depth: DepthOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """The upstream tree of a version: inputs, runs, code versions, requesters, source files."""
-    tree = provenance_of(_catalog(_settings()), VersionRef.parse(version), depth)
+    _show_lineage(provenance_of(_catalog(_settings()), VersionRef.parse(version), depth), as_json)
+
+
+@app.command()
+def impact(
+    version: Annotated[str, typer.Argument(help="DOMAIN/NAME@N")],
+    depth: DepthOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Every version built from this one, transitively: what a bad input version would have touched."""
+    _show_lineage(impact_of(_catalog(_settings()), VersionRef.parse(version), depth), as_json)
+
+
+def _show_lineage(lineage, as_json: bool) -> None:
     if as_json:
-        _emit_json(tree.to_dict())
+        _emit_json(lineage.to_dict())
     else:
-        render.stdout_console().print(render.provenance_tree(tree))
+        render.stdout_console().print(render.lineage_tree(lineage))
+
+
+@app.command()
+def status(
+    version: Annotated[str, typer.Argument(help="DOMAIN/NAME@N")],
+    value: Annotated[str, typer.Argument(help="critical or normal", metavar="critical|normal")],
+    by: ByUser,
+    as_json: JsonOption = False,
+) -> None:
+    """Mark a version critical (it and every version upstream of it are protected from purge) or normal."""
+    change = set_status(_catalog(_settings()), VersionRef.parse(version), Criticality.parse(value), by)
+    if as_json:
+        _emit_json(asdict(change))
+        return
+    console = render.stdout_console()
+    console.print(f"{change.ref}: {change.before} -> {change.after}", markup=False)
+    if change.after == Criticality.CRITICAL:
+        console.print(f"protected: {change.ref} and {change.protected_upstream} version(s) upstream of it", markup=False)
+    if change.purged_upstream:
+        err_console.print(f"warning: already purged upstream, cannot be protected: {', '.join(change.purged_upstream)}", markup=False)
+
+
+@app.command()
+def purge(
+    versions: Annotated[list[str] | None, typer.Argument(help="DOMAIN/NAME@N to purge now (default: what each spec's retention lets go).", show_default=False)] = None,
+    by: Annotated[str | None, typer.Option("--by", help="The user running the purge (recorded in the ledger).", metavar="USER")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be purged; change nothing.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Apply retention (keep_versions, max_age_days): delete expired versions' files, never a protected version."""
+    if not dry_run and not by:
+        raise typer.BadParameter("say who runs the purge with --by USER (or use --dry-run)", param_hint="--by")
+    settings = _settings()
+    refs = [VersionRef.parse(v) for v in versions or []]
+    retention = {} if refs else {spec.key: spec.body.retention for spec in load_specs(settings.specs, settings.cache_dir)}
+    report = purge_versions(
+        _catalog(settings), retention, by or "dry-run", explicit=refs, dry_run=dry_run, progress=_progress_printer()
+    )
+    if as_json:
+        _emit_json(asdict(report))
+        return
+    console = render.stdout_console()
+    verb = "would purge" if dry_run else "purged"
+    for candidate in report.purged:
+        console.print(f"{verb} {candidate.ref}: {candidate.reason} ({candidate.bytes:,} B)", markup=False)
+    for ref in report.finished:
+        console.print(f"{'would finish' if dry_run else 'finished'} the interrupted purge of {ref}", markup=False)
+    for ref in report.kept_protected:
+        console.print(f"kept {ref}: expired but protected by critical lineage", markup=False)
+    if not (report.purged or report.finished or report.kept_protected):
+        console.print("nothing to purge", markup=False)
 
 
 @ledger_app.command("show")
@@ -248,7 +319,7 @@ def demo(as_user: Annotated[str, typer.Option("--as", help="Requester of the dem
     latest = catalog.latest(PRODUCT_SUMMARY)
     console = render.stdout_console()
     console.print()
-    console.print(render.provenance_tree(provenance_of(catalog, VersionRef(PRODUCT_SUMMARY, latest.number))))
+    console.print(render.lineage_tree(provenance_of(catalog, VersionRef(PRODUCT_SUMMARY, latest.number))))
 
 
 def run(args: list[str] | None = None) -> int:

@@ -21,6 +21,7 @@ class Settings:
     spark_master: str
     directory: str
     admin_group: str
+    openlineage: str = "file"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -34,6 +35,7 @@ class Settings:
             spark_master=env.get("CUSTODY_SPARK_MASTER") or "local[2]",
             directory=env.get("CUSTODY_DIRECTORY") or "file:assets/directory.yaml",
             admin_group=env.get("CUSTODY_ADMIN_GROUP") or "custody-admins",
+            openlineage=env.get("CUSTODY_OPENLINEAGE") or "file",
         )
 
     @classmethod

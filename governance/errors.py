@@ -66,6 +66,14 @@ class TransformError(InvalidInput):
     """An integration transform that failed or returned something unusable."""
 
 
+class UndeclaredRead(TransformError):
+    """A transform read data its spec does not declare, or another version than the pinned one."""
+
+
+class Protected(InvalidInput):
+    """A version that critical lineage depends on cannot be purged."""
+
+
 class NotFound(CustodyError):
     """An asset, version, batch or entry that does not exist."""
 

@@ -25,6 +25,7 @@ from governance.batches import Batch, BatchScan, first_line, open_batch, ready_b
 from governance.catalog import Catalog
 from governance.catalog.models import VersionRow
 from governance.errors import BatchError, DuplicateBatch, IntegrityError, NotFound, ValidationFailed
+from governance.lineage.openlineage import Dataset, Emitter, JobRun, dataset_of
 from governance.quarantine import explain_csv_record
 from governance.repair import repair
 from governance.runs import Progress, RunRequest, attempt, quiet
@@ -86,8 +87,10 @@ def ingest(
     batch_id: str | None = None,
     force: bool = False,
     progress: Progress = quiet,
+    events: Emitter | None = None,
 ) -> VersionRow:
     """Land one ready batch of a landing asset as its next version."""
+    events = events or Emitter.off()
     repair(catalog, lake)
     batch_id = next_batch(catalog, lake, spec) if batch_id is None else batch_id
     progress(f"checking batch {batch_id} of {spec.key}")
@@ -104,7 +107,9 @@ def ingest(
                      "batch_requested_by": batch.meta.requested_by, "label": batch.meta.label, "forced": force},
         )
     seen = frozenset() if force else catalog.batch_fingerprints(spec.key)
-    with attempt(catalog, lake, spec.key, request, ledger.Action.INGESTION_FAILED) as (attempt_id, stage):
+    dropped = Dataset(str(batch.path), batch.batch_id, roles=spec.body.roles.model_dump())
+    job = JobRun(str(spec.key), "INGESTION", request, [dropped])
+    with events.running(job, progress) as outputs, attempt(catalog, lake, spec.key, request, ledger.Action.INGESTION_FAILED) as (attempt_id, stage):
         progress(f"reading {len(batch.files)} file(s), {batch.bytes / 1e6:.1f} MB, writing Parquet")
         written = write_while_scanning(spark, spec, batch, stage, stop_if=lambda scan: scan.fingerprint in seen)
         _refuse_same_files(catalog, spec, written.scan, force)
@@ -114,9 +119,11 @@ def ingest(
             key=spec.key, zone=Zone.LANDING, attempt_id=attempt_id, run_id=request.run_id,
             requested_by=request.requested_by, code_version=request.code_version, spec_hash=spec.hash,
             table_schema=schema, data=data, rows_read=rows_read, quarantine=quarantined,
-            label=batch.meta.label, batch=written.scan.record(),
+            label=batch.meta.label, assurance=request.assurance, batch=written.scan.record(),
         )
-        return commit(catalog, lake, stage, draft)
+        row = commit(catalog, lake, stage, draft)
+        outputs.add(dataset_of(lake, row, spec.body.roles.model_dump()))
+    return row
 
 
 def next_batch(catalog: Catalog, lake: Lake, spec: Spec) -> str:

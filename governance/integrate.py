@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
@@ -9,10 +11,21 @@ from governance import ledger
 from governance.catalog import Catalog
 from governance.catalog.models import VersionRow
 from governance.errors import TransformError
+from governance.lineage.observed import Observation, observe
+from governance.lineage.openlineage import Emitter, JobRun, dataset_of
 from governance.runs import Progress, RunRequest, attempt, quiet
 from governance.spec import Spec, resolve_transform
 from governance.versions import Draft, commit, seal
 from governance.zones import AssetKey, Lake, Zone
+
+
+@dataclass(frozen=True)
+class Materialized:
+    """A committed integration version, the versions it was built from, and what its plan read."""
+
+    version: VersionRow
+    inputs: tuple[VersionRow, ...]
+    observation: Observation
 
 
 def pin_inputs(catalog: Catalog, spec: Spec, request: RunRequest) -> dict[AssetKey, VersionRow]:
@@ -28,8 +41,10 @@ def materialize(
     request: RunRequest,
     *,
     progress: Progress = quiet,
-) -> VersionRow:
-    """Run the spec's transform on its pinned inputs and commit the result as the next version."""
+    events: Emitter | None = None,
+) -> Materialized:
+    """Run the spec's transform on its pinned inputs, check what it read, and commit the next version."""
+    events = events or Emitter.off()
     pins = pin_inputs(catalog, spec, request)
     catalog.register_spec(spec, request.requested_by, request.run_id)
     with catalog.session() as session:
@@ -38,22 +53,35 @@ def materialize(
             asset=str(spec.key), run_id=request.run_id,
             details={"inputs": [v.ref for v in pins.values()], "transform": spec.body.transform},
         )
-    with attempt(catalog, lake, spec.key, request, ledger.Action.MATERIALIZATION_FAILED) as (attempt_id, stage):
+    job = JobRun(str(spec.key), "TRANSFORMATION", request, _input_datasets(catalog, lake, pins) if events.enabled else [])
+    with events.running(job, progress) as outputs, attempt(catalog, lake, spec.key, request, ledger.Action.MATERIALIZATION_FAILED) as (attempt_id, stage):
         progress(f"running {spec.body.transform} on {', '.join(v.ref for v in pins.values())}")
         result = _run_transform(spark, spec, pins)
+        observation = observe(result, lake, spec.key, pins)
+        for ref in observation.unread:
+            progress(f"warning: declared input {ref} was not read by {spec.body.transform}")
         result.write.mode("errorifexists").parquet(str(stage.data))
         data = seal(stage.data, ".parquet")
-        label_from = spec.body.version_label_from
+        label_from = AssetKey.parse(spec.body.version_label_from) if spec.body.version_label_from else None
         draft = Draft(
             key=spec.key, zone=Zone.INTEGRATION, attempt_id=attempt_id, run_id=request.run_id,
             requested_by=request.requested_by, code_version=request.code_version, spec_hash=spec.hash,
             table_schema=result.schema.json(), data=data, rows_read=data.rows,
-            label=pins[AssetKey.parse(label_from)].label if label_from else None,
-            inputs=list(pins.values()),
-            details={"transform": spec.body.transform, "label_from": label_from},
+            label=pins[label_from].label if label_from else None,
+            label_from=pins[label_from].ref if label_from else None,
+            assurance=request.assurance, inputs=list(pins.values()),
+            details={"transform": spec.body.transform, "inputs_read": list(observation.read),
+                     "inputs_unread": list(observation.unread)},
         )
         progress(f"committing {data.rows} rows")
-        return commit(catalog, lake, stage, draft)
+        row = commit(catalog, lake, stage, draft)
+        outputs.add(dataset_of(lake, row, spec.body.roles.model_dump()))
+    return Materialized(row, tuple(pins.values()), observation)
+
+
+def _input_datasets(catalog: Catalog, lake: Lake, pins: dict[AssetKey, VersionRow]):
+    roles = catalog.roles_of(list(pins))
+    return [dataset_of(lake, row, roles.get(key, {})) for key, row in pins.items()]
 
 
 def _run_transform(spark: SparkSession, spec: Spec, pins: dict[AssetKey, VersionRow]) -> DataFrame:

@@ -29,6 +29,8 @@ class Action:
     ATTEMPT_ROLLED_BACK = "attempt.rolled_back"
     SPEC_REGISTERED = "spec.registered"
     SPEC_CHANGED = "spec.changed"
+    STATUS_CHANGED = "version.status_changed"
+    VERSION_PURGED = "version.purged"
 
 
 def entry_hash(prev_hash: str, entry: LedgerEntry) -> str:

@@ -99,7 +99,7 @@ def _roll_back(catalog: Catalog, attempt: Attempt, actor: str) -> None:
 def damaged_versions(catalog: Catalog) -> list[str]:
     """Committed versions whose files are missing or do not match their manifest."""
     with catalog.session() as session:
-        rows = list(session.exec(select(VersionRow)))
+        rows = list(session.exec(select(VersionRow).where(VersionRow.status == "committed")))
     problems = []
     for row in rows:
         problem = version_problem(Path(row.path), row.data_version)

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 
 from governance import ledger
 from governance.catalog import Catalog, utcnow
@@ -19,6 +20,15 @@ def quiet(_message: str) -> None:
     """A progress callback that says nothing."""
 
 
+class Assurance(StrEnum):
+    """How the requester's identity was established."""
+
+    VERIFIED = "verified"
+    ASSERTED = "asserted"
+    SYSTEM = "system"
+    NONE = "none"
+
+
 @dataclass(frozen=True)
 class RunRequest:
     """The run a version is produced in, and the person it is produced for."""
@@ -27,6 +37,8 @@ class RunRequest:
     run_id: str | None = None
     started_at: datetime = field(default_factory=utcnow)
     code_version: str = ""
+    assurance: Assurance = Assurance.ASSERTED
+    job_name: str | None = None
 
 
 @contextmanager

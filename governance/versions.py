@@ -106,6 +106,8 @@ class Draft:
     rows_read: int
     quarantine: Sealed | None = None
     label: str | None = None
+    label_from: str | None = None
+    assurance: str = "asserted"
     batch: BatchRecord | None = None
     inputs: Sequence[VersionRow] = ()
     details: dict[str, Any] = field(default_factory=dict)
@@ -155,7 +157,7 @@ def _record(session, catalog: Catalog, draft: Draft, number: int, created_at, ta
         quarantine_path=str(q_target) if q_target else None, bytes=draft.data.bytes,
         table_schema=draft.table_schema, created_at=created_at, run_id=draft.run_id,
         code_version=draft.code_version, spec_hash=draft.spec_hash, requested_by=draft.requested_by,
-        attempt_id=draft.attempt_id,
+        assurance=str(draft.assurance), attempt_id=draft.attempt_id, label_from=draft.label_from,
     )
     session.add(row)
     session.flush()
@@ -174,6 +176,7 @@ def _record(session, catalog: Catalog, draft: Draft, number: int, created_at, ta
     details = {
         "data_version": row.data_version, "rows": row.rows, "rows_read": draft.rows_read,
         "rows_quarantined": quarantined, "bytes": row.bytes, "path": row.path, "label": row.label,
+        "label_from": row.label_from, "assurance": row.assurance,
         "code_version": row.code_version, "inputs": [v.ref for v in draft.inputs], **draft.details,
     }
     if draft.batch:
@@ -196,6 +199,7 @@ def _manifest(draft: Draft, number: int, created_at, sealed: Sealed) -> dict[str
         "created_at": created_at.isoformat(),
         "requested_by": draft.requested_by,
         "label": draft.label,
+        "label_from": draft.label_from,
         "code_version": draft.code_version,
         "spec_hash": draft.spec_hash,
         "data_version": draft.data.data_version,

@@ -128,6 +128,19 @@ class Lake:
                 found[int(match.group(1))] = child
         return found
 
+    def locate(self, path: Path) -> tuple[Zone, AssetKey, int] | None:
+        """The zone, asset and version number a file of the lake belongs to; None outside any `v=N` folder."""
+        try:
+            parts = Path(path).resolve().relative_to(self.root.resolve()).parts
+        except ValueError:
+            return None
+        if len(parts) < 4 or parts[0] not in Zone._value2member_map_:
+            return None
+        match = VERSION_DIR.fullmatch(parts[3])
+        if match is None:
+            return None
+        return Zone(parts[0]), AssetKey(parts[1], parts[2]), int(match.group(1))
+
     @property
     def staging_root(self) -> Path:
         return self.root / "_staging"

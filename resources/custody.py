@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,16 +15,21 @@ from governance.zones import Lake
 
 if TYPE_CHECKING:
     from governance.catalog import Catalog
+    from governance.lineage.openlineage import Emitter
+
+OPENLINEAGE_API_KEY = "CUSTODY_OPENLINEAGE_API_KEY"
 
 
 class CustodyResource(dg.ConfigurableResource):
-    """Custody's catalog and lake; unset fields fall back to the CUSTODY_* environment."""
+    """Custody's catalog, lake and OpenLineage transport; unset fields fall back to the CUSTODY_* environment."""
 
     home: str | None = None
     lake_root: str | None = None
     catalog_url: str | None = None
+    openlineage: str | None = None
 
     _catalog: Any = PrivateAttr(default=None)
+    _events: Any = PrivateAttr(default=None)
 
     def settings(self) -> Settings:
         settings = Settings.under(Path(self.home)) if self.home else Settings.from_env()
@@ -31,7 +37,18 @@ class CustodyResource(dg.ConfigurableResource):
             settings = replace(settings, lake=Path(self.lake_root))
         if self.catalog_url:
             settings = replace(settings, catalog_url=self.catalog_url)
+        if self.openlineage:
+            settings = replace(settings, openlineage=self.openlineage)
         return settings
+
+    def events(self) -> Emitter:
+        """The OpenLineage emitter; an HTTP transport's API key is read from the environment only."""
+        from governance.lineage.openlineage import Emitter, transport_config
+
+        if self._events is None:
+            settings = self.settings()
+            self._events = Emitter(transport_config(settings.openlineage, settings.home, os.environ.get(OPENLINEAGE_API_KEY)))
+        return self._events
 
     @property
     def catalog(self) -> Catalog:

@@ -104,7 +104,7 @@ def test_inputs_are_pinned_to_the_version_committed_before_the_run_started(spark
     started = catalog.latest(CLIENTS).created_at
     run(demo_specs, resources, instance, [CLIENTS], batch_config(CLIENTS, demo_round.client_batches[1]))
     request = RunRequest(requested_by="bob", run_id="late-run", started_at=started)
-    joined = materialize(spark, catalog, lake, demo_specs[NAMES_AND_PRODUCTS], request)
+    joined = materialize(spark, catalog, lake, demo_specs[NAMES_AND_PRODUCTS], request).version
     assert sorted(v.ref for v in catalog.inputs_of([joined.id])[joined.id]) == ["sales/clients@1", "sales/products@1"]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -94,6 +95,14 @@ class Catalog:
         top = session.exec(select(func.max(VersionRow.number)).where(VersionRow.asset_key == str(key))).one()
         return (top or 0) + 1
 
+    def lock_protection(self, session: Session) -> None:
+        """Serialize status changes with purges, so a purge never removes what just became protected.
+
+        SQLite transactions already begin with the write lock; PostgreSQL takes an advisory lock.
+        """
+        if session.get_bind().dialect.name == "postgresql":
+            session.exec(text("SELECT pg_advisory_xact_lock(hashtext('custody.protection'))"))
+
     def versions(self, key: AssetKey) -> list[VersionRow]:
         with self.session() as session:
             query = select(VersionRow).where(VersionRow.asset_key == str(key)).order_by(col(VersionRow.number))
@@ -132,6 +141,8 @@ class Catalog:
             ).first()
         if row is None:
             raise NotFound(f"input {key} has no committed version to read; ingest or materialize it first")
+        if row.status != "committed":
+            raise NotFound(f"input {row.ref} was purged; materialize {key} again or ingest a new batch")
         return row
 
     def _known_versions(self, key: AssetKey) -> str:
@@ -139,6 +150,12 @@ class Catalog:
         if not numbers:
             return f"{key} has no committed version" if self.has_asset(key) else f"unknown asset {key}"
         return f"{key} has versions {numbers[0]}..{numbers[-1]}"
+
+    def roles_of(self, keys: list[AssetKey]) -> dict[AssetKey, dict[str, str]]:
+        """The owner, producer and consumer groups of each registered asset, from its current spec."""
+        with self.session() as session:
+            rows = session.exec(select(AssetRow).where(col(AssetRow.key).in_([str(k) for k in keys])))
+            return {AssetKey.parse(row.key): json.loads(row.spec_json).get("roles", {}) for row in rows}
 
     def has_asset(self, key: AssetKey) -> bool:
         with self.session() as session:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sqlalchemy import event
+from sqlalchemy import event, inspect
 from sqlalchemy.engine import Engine, make_url
 from sqlmodel import SQLModel, create_engine
 
@@ -21,7 +21,27 @@ def make_engine(url: str) -> Engine:
     else:
         engine = create_engine(url, pool_pre_ping=True)
     SQLModel.metadata.create_all(engine)
+    _add_new_columns(engine)
     return engine
+
+
+def _add_new_columns(engine: Engine) -> None:
+    """Bring a catalog made by an earlier release up to date: add the columns it lacks.
+
+    Only additions happen this way, and every column added since the first release is nullable or
+    has a server default, so existing rows stay valid.
+    """
+    with engine.begin() as connection:
+        existing = inspect(connection)
+        for table in SQLModel.metadata.sorted_tables:
+            present = {c["name"] for c in existing.get_columns(table.name)}
+            missing = [column for column in table.columns if column.name not in present]
+            for column in missing:
+                kind = column.type.compile(dialect=engine.dialect)
+                default = f" DEFAULT {column.server_default.arg.text}" if column.server_default is not None else ""
+                connection.exec_driver_sql(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}{default}')
+            for index in table.indexes if missing else ():
+                index.create(connection, checkfirst=True)
 
 
 def _sqlite_engine(url: str, database: str | None) -> Engine:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Column, Index, Text, UniqueConstraint
+from sqlalchemy import Column, Index, Text, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 
@@ -72,6 +72,12 @@ class VersionRow(SQLModel, table=True):
     spec_hash: str
     requested_by: str
     attempt_id: str
+    # Columns added after the first release carry a server default so `make_engine` can add them
+    # to an existing catalog.
+    assurance: str = Field(default="asserted", sa_column_kwargs={"server_default": text("'asserted'")})
+    label_from: str | None = None
+    criticality: str = Field(default="normal", index=True, sa_column_kwargs={"server_default": text("'normal'")})
+    purged_at: datetime | None = None
 
     @property
     def ref(self) -> str:

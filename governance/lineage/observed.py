@@ -1,0 +1,65 @@
+"""Observed lineage: the files a Spark plan reads, mapped back to asset versions and checked against the spec."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from pyspark.sql import DataFrame
+
+from governance.catalog.models import VersionRow
+from governance.errors import UndeclaredRead
+from governance.zones import AssetKey, Lake, Zone
+
+READABLE_ZONES = (Zone.LANDING, Zone.INTEGRATION)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What a transform's plan reads: pinned versions it read, and declared inputs it never touched."""
+
+    read: tuple[str, ...]
+    unread: tuple[str, ...]
+
+
+def observe(frame: DataFrame, lake: Lake, owner: AssetKey, pins: Mapping[AssetKey, VersionRow]) -> Observation:
+    """Check that `frame` reads only the pinned versions of its declared inputs.
+
+    The files come from Spark's optimized plan (`inputFiles`), so a read the optimizer removes does
+    not count. Raises UndeclaredRead naming the first file, asset or version that does not fit.
+    """
+    read: set[AssetKey] = set()
+    for uri in sorted(frame.inputFiles()):
+        read.add(_check_file(_local_path(uri), lake, owner, pins))
+    unread = tuple(pins[key].ref for key in pins if key not in read)
+    return Observation(read=tuple(pins[key].ref for key in pins if key in read), unread=unread)
+
+
+def _check_file(path: Path, lake: Lake, owner: AssetKey, pins: Mapping[AssetKey, VersionRow]) -> AssetKey:
+    declared = ", ".join(str(key) for key in pins) or "none"
+    where = lake.locate(path)
+    if where is None or where[0] not in READABLE_ZONES:
+        raise UndeclaredRead(
+            f"the transform of {owner} read {path}, which is not a committed version of any asset "
+            f"(declared inputs: {declared})"
+        )
+    _zone, key, number = where
+    if key not in pins:
+        raise UndeclaredRead(
+            f"the transform of {owner} read {key}@{number}, which is not a declared input "
+            f"(declared inputs: {declared}); add it to the spec's inputs"
+        )
+    if number != pins[key].number:
+        raise UndeclaredRead(
+            f"the transform of {owner} read {key}@{number}, but this run pinned {pins[key].ref}"
+        )
+    return key
+
+
+def _local_path(uri: str) -> Path:
+    parsed = urlparse(uri)
+    if parsed.scheme not in ("", "file"):
+        return Path(uri)
+    return Path(unquote(parsed.path))

@@ -1,0 +1,198 @@
+"""OpenLineage export: a START, then a COMPLETE or FAIL RunEvent for every ingestion and materialization.
+
+Datasets are named from the lake paths (namespace `file`, name the asset's folder) and carry the
+version, schema and ownership facets; the run carries the Dagster run as its parent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from governance.catalog.models import VersionRow
+from governance.errors import InvalidInput
+from governance.runs import Progress, RunRequest, quiet
+from governance.zones import AssetKey, Lake, Zone
+
+NAMESPACE = "custody"
+DAGSTER_NAMESPACE = "dagster"
+DATASET_NAMESPACE = "file"
+OFF = "off"
+
+
+def producer() -> str:
+    try:
+        release = version("custody")
+    except PackageNotFoundError:
+        release = "unknown"
+    return f"urn:custody:{release}"
+
+
+def transport_config(setting: str, home: Path, api_key: str | None = None) -> dict[str, Any] | None:
+    """The client's transport for `CUSTODY_OPENLINEAGE`: file (default), file:PATH, console, an http(s) URL, or off."""
+    value = setting.strip() or "file"
+    if value == OFF:
+        return None
+    if value == "console":
+        return {"type": "console"}
+    if value == "file" or value.startswith("file:"):
+        path = value.removeprefix("file").removeprefix(":") or str(home / "openlineage" / "events.jsonl")
+        return {"type": "file", "log_file_path": str(Path(path).absolute()), "append": True}
+    if value.startswith(("http://", "https://")):
+        config: dict[str, Any] = {"type": "http", "url": value, "timeout": 5}
+        if api_key:
+            config["auth"] = {"type": "api_key", "apiKey": api_key}
+        return config
+    raise InvalidInput(
+        f"CUSTODY_OPENLINEAGE={setting!r} is not a transport: use file, file:PATH, console, an http(s) URL, or off"
+    )
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A dataset as OpenLineage sees it: a lake folder at one version."""
+
+    path: str
+    version: str
+    schema_json: str | None = None
+    roles: dict[str, str] = field(default_factory=dict)
+
+
+def dataset_of(lake: Lake, row: VersionRow, roles: dict[str, str]) -> Dataset:
+    """A committed version as an OpenLineage dataset: its asset's folder, at its version number."""
+    folder = lake.zone_dir(Zone(row.zone), AssetKey.parse(row.asset_key))
+    return Dataset(str(folder), str(row.number), row.table_schema, roles)
+
+
+@dataclass(frozen=True)
+class JobRun:
+    """What an event says about the job and its run."""
+
+    asset: str
+    job_type: str
+    request: RunRequest
+    inputs: Sequence[Dataset]
+
+
+class Emitter:
+    """Sends RunEvents through the configured transport; a transport failure is reported, never fatal."""
+
+    def __init__(self, transport: dict[str, Any] | None, progress: Progress = quiet):
+        self.transport = transport
+        self.progress = progress
+        self._client = None
+
+    @classmethod
+    def off(cls) -> Emitter:
+        return cls(None)
+
+    @property
+    def enabled(self) -> bool:
+        return self.transport is not None
+
+    @contextmanager
+    def running(self, job: JobRun, progress: Progress | None = None) -> Iterator[Outputs]:
+        """START now; COMPLETE with the outputs recorded in the block, or FAIL with its error."""
+        say = progress or self.progress
+        outputs = Outputs()
+        if not self.enabled:
+            yield outputs
+            return
+        from openlineage.client.uuid import generate_new_uuid
+
+        run_id = str(generate_new_uuid())
+        self._emit(_event("START", run_id, job, []), say)
+        try:
+            yield outputs
+        except BaseException as err:
+            self._emit(_event("FAIL", run_id, job, outputs.datasets, error=err), say)
+            raise
+        self._emit(_event("COMPLETE", run_id, job, outputs.datasets), say)
+
+    def _emit(self, event, say: Progress) -> None:
+        try:
+            self._ensure_client().emit(event)
+        except Exception as err:  # noqa: BLE001 (lineage export must not undo a committed version)
+            say(f"warning: OpenLineage {event.eventType.value} event for {event.job.name} not sent: {err}")
+
+    def _ensure_client(self):
+        if self._client is None:
+            from openlineage.client import OpenLineageClient
+
+            if self.transport.get("type") == "file":
+                Path(self.transport["log_file_path"]).parent.mkdir(parents=True, exist_ok=True)
+            self._client = OpenLineageClient(config={"transport": self.transport})
+        return self._client
+
+
+@dataclass
+class Outputs:
+    """The datasets a run produced, filled in by the block before it ends."""
+
+    datasets: list[Dataset] = field(default_factory=list)
+
+    def add(self, dataset: Dataset) -> None:
+        self.datasets.append(dataset)
+
+
+def _event(state: str, run_id: str, job: JobRun, outputs: Sequence[Dataset], error: BaseException | None = None):
+    from openlineage.client.event_v2 import (
+        InputDataset,
+        Job,
+        OutputDataset,
+        Run,
+        RunEvent,
+        RunState,
+    )
+    from openlineage.client.facet_v2 import error_message_run, job_type_job, parent_run
+
+    run_facets: dict[str, Any] = {}
+    if job.request.run_id:
+        run_facets["parent"] = parent_run.ParentRunFacet(
+            run=parent_run.Run(runId=job.request.run_id),
+            job=parent_run.Job(namespace=DAGSTER_NAMESPACE, name=job.request.job_name or "__ASSET_JOB"),
+        )
+    if error is not None:
+        run_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
+            message=str(error)[:2000] or type(error).__name__, programmingLanguage="python"
+        )
+    job_facets = {"jobType": job_type_job.JobTypeJobFacet(processingType="BATCH", integration="CUSTODY", jobType=job.job_type)}
+    return RunEvent(
+        eventType=RunState[state],
+        eventTime=datetime.now(UTC).isoformat(),
+        run=Run(runId=run_id, facets=run_facets),
+        job=Job(namespace=NAMESPACE, name=job.asset, facets=job_facets),
+        producer=producer(),
+        inputs=[InputDataset(namespace=DATASET_NAMESPACE, name=d.path, facets=_facets(d)) for d in job.inputs],
+        outputs=[OutputDataset(namespace=DATASET_NAMESPACE, name=d.path, facets=_facets(d)) for d in outputs],
+    )
+
+
+def _facets(dataset: Dataset) -> dict[str, Any]:
+    from openlineage.client.facet_v2 import (
+        dataset_version_dataset,
+        ownership_dataset,
+        schema_dataset,
+    )
+
+    facets: dict[str, Any] = {"version": dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=dataset.version)}
+    if dataset.schema_json:
+        fields = json.loads(dataset.schema_json).get("fields", [])
+        facets["schema"] = schema_dataset.SchemaDatasetFacet(
+            fields=[schema_dataset.SchemaDatasetFacetFields(name=f["name"], type=_type_name(f["type"])) for f in fields]
+        )
+    if dataset.roles:
+        facets["ownership"] = ownership_dataset.OwnershipDatasetFacet(
+            owners=[ownership_dataset.Owner(name=f"group:{group}", type=role) for role, group in dataset.roles.items()]
+        )
+    return facets
+
+
+def _type_name(spark_type: Any) -> str:
+    return spark_type if isinstance(spark_type, str) else str(spark_type.get("type", "struct"))

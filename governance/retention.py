@@ -1,0 +1,204 @@
+"""Critical status and retention: purge what each spec lets go, never what critical lineage depends on.
+
+A purge tombstones versions first (status `purging`, in one transaction that re-checks protection),
+then deletes their folders, then marks each `purged` with a ledger entry. A purge interrupted at any
+point is finished by the next one. A purged version keeps its row, its lineage and its history.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from pathlib import Path
+
+from sqlmodel import Session, col, select
+
+from governance import ledger
+from governance.catalog import Catalog, utcnow
+from governance.catalog.models import VersionRow
+from governance.errors import InvalidInput, Protected
+from governance.lineage.graph import Direction, closure, protected_ids
+from governance.runs import Progress, quiet
+from governance.spec import Retention
+from governance.zones import AssetKey, VersionRef
+
+COMMITTED, PURGING, PURGED = "committed", "purging", "purged"
+
+
+class Criticality(StrEnum):
+    CRITICAL = "critical"
+    NORMAL = "normal"
+
+    @classmethod
+    def parse(cls, value: str) -> Criticality:
+        try:
+            return cls(value)
+        except ValueError as err:
+            raise InvalidInput(f"unknown status {value!r}: use critical or normal") from err
+
+
+@dataclass(frozen=True)
+class StatusChange:
+    ref: str
+    before: str
+    after: str
+    protected_upstream: int
+    purged_upstream: tuple[str, ...]
+
+
+def set_status(catalog: Catalog, ref: VersionRef, status: Criticality, actor: str) -> StatusChange:
+    """Mark a version critical (it and everything upstream become protected) or normal again."""
+    row = catalog.version(ref)
+    with catalog.session() as session:
+        catalog.lock_protection(session)
+        current = session.get(VersionRow, row.id)
+        if current.status != COMMITTED and status is Criticality.CRITICAL:
+            raise InvalidInput(f"{ref} is {current.status}: its files are gone, so it cannot be made critical")
+        before = current.criticality
+        current.criticality = status.value
+        session.add(current)
+        upstream = _upstream_rows(session, current.id)
+        gone = tuple(sorted(r.ref for r in upstream if r.status != COMMITTED))
+        ledger.append(
+            session, actor=actor, action=ledger.Action.STATUS_CHANGED, asset=row.asset_key, version=row.number,
+            details={"from": before, "to": status.value, "upstream_versions": len(upstream), "upstream_purged": list(gone)},
+        )
+    return StatusChange(str(ref), before, status.value, len(upstream) - len(gone), gone)
+
+
+def _upstream_rows(session: Session, version_id: int) -> list[VersionRow]:
+    ids = [vid for vid in closure(session, [version_id], Direction.UPSTREAM).depth_of if vid != version_id]
+    if not ids:
+        return []
+    return list(session.exec(select(VersionRow).where(col(VersionRow.id).in_(ids))))
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A version a purge would remove, and why."""
+
+    ref: str
+    version_id: int
+    reason: str
+    bytes: int
+
+
+@dataclass
+class PurgeReport:
+    purged: list[Candidate] = field(default_factory=list)
+    finished: list[str] = field(default_factory=list)
+    kept_protected: list[str] = field(default_factory=list)
+    dry_run: bool = False
+
+
+def expired(rows: list[VersionRow], retention: Retention, now: datetime) -> list[tuple[VersionRow, str]]:
+    """The versions of one asset its retention lets go: every rule set must agree; the newest always stays."""
+    if retention.keep_versions is None and retention.max_age_days is None:
+        return []
+    newest_first = sorted(rows, key=lambda r: r.number, reverse=True)
+    found = []
+    for rank, row in enumerate(newest_first):
+        if rank == 0 or row.status != COMMITTED:
+            continue
+        reasons = []
+        if retention.keep_versions is not None:
+            if rank < retention.keep_versions:
+                continue
+            reasons.append(f"beyond the newest {retention.keep_versions}")
+        if retention.max_age_days is not None:
+            if row.created_at.replace(tzinfo=now.tzinfo) > now - timedelta(days=retention.max_age_days):
+                continue
+            reasons.append(f"older than {retention.max_age_days} days")
+        found.append((row, " and ".join(reasons)))
+    return found
+
+
+def purge(
+    catalog: Catalog,
+    retention: Mapping[AssetKey, Retention],
+    actor: str,
+    *,
+    explicit: Iterable[VersionRef] = (),
+    dry_run: bool = False,
+    now: datetime | None = None,
+    progress: Progress = quiet,
+) -> PurgeReport:
+    """Purge the versions the specs' retention lets go (or exactly `explicit`), never a protected one."""
+    now = now or utcnow()
+    wanted = list(explicit)
+    report = PurgeReport(dry_run=dry_run)
+    with catalog.session() as session:
+        catalog.lock_protection(session)
+        protected = protected_ids(session)
+        interrupted = list(session.exec(select(VersionRow).where(VersionRow.status == PURGING)))
+        if wanted:
+            candidates = _explicit(catalog, wanted, protected)
+        else:
+            candidates = _by_retention(session, retention, now, protected, report)
+        if not dry_run:
+            for candidate in candidates:
+                row = session.get(VersionRow, candidate.version_id)
+                row.status = PURGING
+                session.add(row)
+    report.finished = [row.ref for row in interrupted]
+    report.purged = candidates
+    if dry_run:
+        return report
+    reasons = {c.version_id: c.reason for c in candidates}
+    reasons.update({row.id: "an interrupted purge, finished" for row in interrupted})
+    for version_id, reason in reasons.items():
+        _finish(catalog, version_id, reason, actor, progress)
+    return report
+
+
+def _explicit(catalog: Catalog, refs: list[VersionRef], protected: set[int]) -> list[Candidate]:
+    candidates = []
+    for ref in refs:
+        row = catalog.version(ref)
+        if row.id in protected:
+            raise Protected(f"{ref} is protected: {_protection(row)}; nothing was purged")
+        if row.status == COMMITTED:
+            candidates.append(Candidate(row.ref, row.id, "requested explicitly", row.bytes))
+    return candidates
+
+
+def _protection(row: VersionRow) -> str:
+    if row.criticality == Criticality.CRITICAL:
+        return "it is marked critical (custody status ... normal lifts it)"
+    return f"a critical version depends on it (see custody impact {row.ref})"
+
+
+def _by_retention(
+    session: Session, retention: Mapping[AssetKey, Retention], now: datetime, protected: set[int], report: PurgeReport
+) -> list[Candidate]:
+    candidates = []
+    for key, rules in sorted(retention.items()):
+        rows = list(session.exec(select(VersionRow).where(VersionRow.asset_key == str(key))))
+        for row, reason in expired(rows, rules, now):
+            if row.id in protected:
+                report.kept_protected.append(row.ref)
+            else:
+                candidates.append(Candidate(row.ref, row.id, reason, row.bytes))
+    return candidates
+
+
+def _finish(catalog: Catalog, version_id: int, reason: str, actor: str, progress: Progress) -> None:
+    with catalog.session() as session:
+        row = session.get(VersionRow, version_id)
+        folders = [Path(p) for p in (row.path, row.quarantine_path) if p]
+    progress(f"purging {row.ref}: {reason}")
+    for folder in folders:
+        if folder.exists():
+            shutil.rmtree(folder)
+    with catalog.session() as session:
+        row = session.get(VersionRow, version_id)
+        row.status, row.purged_at = PURGED, utcnow()
+        session.add(row)
+        ledger.append(
+            session, actor=actor, action=ledger.Action.VERSION_PURGED, asset=row.asset_key, version=row.number,
+            details={"reason": reason, "bytes": row.bytes, "rows": row.rows, "path": row.path,
+                     "quarantine_path": row.quarantine_path, "data_version": row.data_version},
+        )
