@@ -19,7 +19,7 @@ from sqlmodel import Session, col, select
 from governance import ledger
 from governance.catalog import Catalog, utcnow
 from governance.catalog.models import VersionRow
-from governance.errors import InvalidInput, Protected
+from governance.errors import InvalidInput, NotFound, Protected
 from governance.lineage.graph import Direction, closure, protected_ids
 from governance.runs import Progress, quiet
 from governance.spec import Retention
@@ -135,7 +135,7 @@ def purge(
         protected = protected_ids(session)
         interrupted = list(session.exec(select(VersionRow).where(VersionRow.status == PURGING)))
         if wanted:
-            candidates = _explicit(catalog, wanted, protected)
+            candidates = _explicit(session, catalog, wanted, protected)
         else:
             candidates = _by_retention(session, retention, now, protected, report)
         if not dry_run:
@@ -154,10 +154,14 @@ def purge(
     return report
 
 
-def _explicit(catalog: Catalog, refs: list[VersionRef], protected: set[int]) -> list[Candidate]:
+def _explicit(session: Session, catalog: Catalog, refs: list[VersionRef], protected: set[int]) -> list[Candidate]:
+    """The versions named, all known and none protected, or an error and nothing purged."""
+    rows = [catalog.find_version(session, ref) for ref in refs]
+    unknown = [str(ref) for ref, row in zip(refs, rows) if row is None]
+    if unknown:
+        raise NotFound(f"no version {', '.join(unknown)}; nothing was purged")
     candidates = []
-    for ref in refs:
-        row = catalog.version(ref)
+    for ref, row in zip(refs, rows):
         if row.id in protected:
             raise Protected(f"{ref} is protected: {_protection(row)}; nothing was purged")
         if row.status == COMMITTED:

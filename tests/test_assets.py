@@ -138,3 +138,24 @@ def test_provenance_command_is_shown_for_each_version(demo_specs, resources, ins
     event = result.get_asset_materialization_events()[0].materialization
     assert "custody provenance sales/products@1" in event.metadata["provenance"].value
     assert catalog.version(VersionRef(PRODUCTS, 1)).requested_by == "bob"
+
+
+def test_dagster_input_data_versions_agree_with_the_pinned_versions(demo_specs, resources, instance, catalog, demo_round):
+    run(demo_specs, resources, instance, [PRODUCTS], batch_config(PRODUCTS, demo_round.products_batch))
+    run(demo_specs, resources, instance, [CLIENTS], batch_config(CLIENTS, demo_round.client_batches[0]))
+    run(demo_specs, resources, instance, [CLIENTS], batch_config(CLIENTS, demo_round.client_batches[1]))
+    result = run(demo_specs, resources, instance, [NAMES_AND_PRODUCTS])
+    event = result.get_asset_materialization_events()[0].materialization
+    joined = catalog.latest(NAMES_AND_PRODUCTS)
+    pinned = {v.asset_key: v for v in catalog.inputs_of([joined.id])[joined.id]}
+    dagster_says = {
+        tag.removeprefix("dagster/input_data_version/"): value
+        for tag, value in event.tags.items()
+        if tag.startswith("dagster/input_data_version/")
+    }
+    assert dagster_says == {ref: v.data_version for ref, v in pinned.items()}
+    assert event.tags["dagster/data_version"] == joined.data_version
+    assert event.metadata["custody/version"].value == "sales/names_and_products@1"
+    assert event.metadata["input_versions"].value == {"sales/clients": 2, "sales/products": 1}
+    assert event.metadata["label_from"].value == "sales/clients@2"
+    assert "custody provenance sales/names_and_products@1" in event.metadata["provenance"].value

@@ -105,6 +105,12 @@ def assert_nothing_committed_cli(settings):
         (["provenance", "sales/clients@1"], 4, "no version sales/clients@1"),
         (["provenance", "sales/clients"], 1, "expected DOMAIN/NAME@N"),
         (["versions", "sales/nope"], 4, "unknown asset sales/nope"),
+        (["impact", "sales/nope@1"], 4, "no version sales/nope@1: unknown asset sales/nope"),
+        (["impact", "sales/clients@x"], 1, "expected DOMAIN/NAME@N"),
+        (["status", "sales/clients@1", "critical", "--by", "alice"], 4, "no version sales/clients@1"),
+        (["status", "sales/clients@1", "critical"], 2, "Missing option '--by'"),
+        (["purge", "sales/clients@1", "--by", "alice"], 4, "no version sales/clients@1; nothing was purged"),
+        (["purge"], 2, "say who runs the purge with --by USER"),
         (["materialize", "key:nothing/here", "--as", "bob"], 4, "matches no asset"),
         (["ingest", "sales/products"], 2, "Missing option '--as'"),
     ],
@@ -137,3 +143,48 @@ def test_demo_twice_adds_versions_and_never_touches_old_ones(cli_env, spark, cap
     assert [v.number for v in catalog.versions(PRODUCTS)] == [1, 2]
     for version in catalog.versions(CLIENTS)[:2]:
         assert {p.name: sha256_file(p) for p in Path(version.path).iterdir()} == first[version.ref]
+
+
+def test_impact_lists_the_versions_built_from_a_landing_version(ingested, capsys):
+    code, out, _ = cli(capsys, "impact", "sales/clients@1", "--json")
+    tree = json.loads(out)
+    assert code == 0 and tree["asset"] == "sales/clients"
+    [joined] = tree["dependents"]
+    assert (joined["asset"], joined["version"], joined["depth"]) == ("sales/names_and_products", 1, 1)
+    assert [(n["asset"], n["depth"]) for n in joined["dependents"]] == [("sales/product_summary", 2)]
+    assert joined["requested_by"] == "alice" and joined["assurance"] == "asserted"
+
+
+def test_status_critical_protects_upstream_and_both_commands_show_it(ingested, capsys):
+    code, out, _ = cli(capsys, "status", "sales/product_summary@1", "critical", "--by", "alice")
+    assert code == 0 and "protected: sales/product_summary@1 and 3 version(s) upstream of it" in out
+    code, out, _ = cli(capsys, "provenance", "sales/product_summary@1", "--json")
+    tree = json.loads(out)
+    assert tree["criticality"] == "critical"
+    assert tree["inputs"][0]["protected"] is True and tree["inputs"][0]["inputs"][0]["protected"] is True
+    code, out, _ = cli(capsys, "impact", "sales/products@1")
+    assert code == 0 and "protected" in out and "CRITICAL" in out
+
+
+def test_an_explicit_purge_of_a_protected_version_exits_1_and_changes_nothing(ingested, capsys):
+    cli(capsys, "status", "sales/product_summary@1", "critical", "--by", "alice")
+    code, _, err = cli(capsys, "purge", "sales/clients@1", "--by", "alice")
+    assert code == 1 and "error: sales/clients@1 is protected: a critical version depends on it" in err
+    code, out, _ = cli(capsys, "versions", "sales/clients", "--json")
+    assert json.loads(out)[0]["status"] == "committed"
+
+
+def test_purge_removes_a_version_s_files_and_provenance_shows_it_purged(ingested, capsys):
+    code, out, _ = cli(capsys, "purge", "sales/clients@1", "--dry-run")
+    assert code == 0 and "would purge sales/clients@1: requested explicitly" in out
+    code, out, _ = cli(capsys, "purge", "sales/clients@1", "--by", "alice")
+    assert code == 0 and "purged sales/clients@1" in out
+    code, out, _ = cli(capsys, "provenance", "sales/product_summary@1")
+    assert "sales/clients@1 label 15 landing PURGED" in out
+    code, out, _ = cli(capsys, "ledger", "show", "--action", "version.purged", "--json")
+    assert [(e["actor"], e["asset_key"], e["version"]) for e in json.loads(out)] == [("alice", "sales/clients", 1)]
+
+
+def test_purge_by_retention_with_nothing_expired_says_so(ingested, capsys):
+    code, out, _ = cli(capsys, "purge", "--by", "alice")
+    assert code == 0 and "nothing to purge" in out

@@ -115,12 +115,14 @@ class Catalog:
 
     def version(self, ref: VersionRef) -> VersionRow:
         with self.session() as session:
-            row = session.exec(
-                select(VersionRow).where(VersionRow.asset_key == str(ref.key), VersionRow.number == ref.number)
-            ).first()
+            row = self.find_version(session, ref)
         if row is None:
             raise NotFound(f"no version {ref}: {self._known_versions(ref.key)}")
         return row
+
+    def find_version(self, session: Session, ref: VersionRef) -> VersionRow | None:
+        query = select(VersionRow).where(VersionRow.asset_key == str(ref.key), VersionRow.number == ref.number)
+        return session.exec(query).first()
 
     def latest(self, key: AssetKey) -> VersionRow:
         with self.session() as session:

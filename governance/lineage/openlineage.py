@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ DATASET_NAMESPACE = "file"
 OFF = "off"
 
 
+@cache
 def producer() -> str:
     try:
         release = version("custody")
@@ -152,44 +154,50 @@ def _event(state: str, run_id: str, job: JobRun, outputs: Sequence[Dataset], err
     )
     from openlineage.client.facet_v2 import error_message_run, job_type_job, parent_run
 
+    made_by = producer()
     run_facets: dict[str, Any] = {}
     if job.request.run_id:
         run_facets["parent"] = parent_run.ParentRunFacet(
             run=parent_run.Run(runId=job.request.run_id),
             job=parent_run.Job(namespace=DAGSTER_NAMESPACE, name=job.request.job_name or "__ASSET_JOB"),
+            producer=made_by,
         )
     if error is not None:
         run_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
-            message=str(error)[:2000] or type(error).__name__, programmingLanguage="python"
+            message=str(error)[:2000] or type(error).__name__, programmingLanguage="python", producer=made_by
         )
-    job_facets = {"jobType": job_type_job.JobTypeJobFacet(processingType="BATCH", integration="CUSTODY", jobType=job.job_type)}
+    job_type = job_type_job.JobTypeJobFacet(processingType="BATCH", integration="CUSTODY", jobType=job.job_type, producer=made_by)
     return RunEvent(
         eventType=RunState[state],
         eventTime=datetime.now(UTC).isoformat(),
         run=Run(runId=run_id, facets=run_facets),
-        job=Job(namespace=NAMESPACE, name=job.asset, facets=job_facets),
-        producer=producer(),
-        inputs=[InputDataset(namespace=DATASET_NAMESPACE, name=d.path, facets=_facets(d)) for d in job.inputs],
-        outputs=[OutputDataset(namespace=DATASET_NAMESPACE, name=d.path, facets=_facets(d)) for d in outputs],
+        job=Job(namespace=NAMESPACE, name=job.asset, facets={"jobType": job_type}),
+        producer=made_by,
+        inputs=[InputDataset(namespace=DATASET_NAMESPACE, name=d.path, facets=_facets(d, made_by)) for d in job.inputs],
+        outputs=[OutputDataset(namespace=DATASET_NAMESPACE, name=d.path, facets=_facets(d, made_by)) for d in outputs],
     )
 
 
-def _facets(dataset: Dataset) -> dict[str, Any]:
+def _facets(dataset: Dataset, made_by: str) -> dict[str, Any]:
     from openlineage.client.facet_v2 import (
         dataset_version_dataset,
         ownership_dataset,
         schema_dataset,
     )
 
-    facets: dict[str, Any] = {"version": dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=dataset.version)}
+    facets: dict[str, Any] = {
+        "version": dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=dataset.version, producer=made_by)
+    }
     if dataset.schema_json:
         fields = json.loads(dataset.schema_json).get("fields", [])
         facets["schema"] = schema_dataset.SchemaDatasetFacet(
-            fields=[schema_dataset.SchemaDatasetFacetFields(name=f["name"], type=_type_name(f["type"])) for f in fields]
+            fields=[schema_dataset.SchemaDatasetFacetFields(name=f["name"], type=_type_name(f["type"])) for f in fields],
+            producer=made_by,
         )
     if dataset.roles:
         facets["ownership"] = ownership_dataset.OwnershipDatasetFacet(
-            owners=[ownership_dataset.Owner(name=f"group:{group}", type=role) for role, group in dataset.roles.items()]
+            owners=[ownership_dataset.Owner(name=f"group:{group}", type=role) for role, group in dataset.roles.items()],
+            producer=made_by,
         )
     return facets
 

@@ -1,0 +1,263 @@
+#!/usr/bin/env python
+"""What Custody adds to one materialization of a trivial integration asset, vs. the same asset in plain Dagster.
+
+Both kinds run in this process, on one Dagster instance (SQLite storage, as a deployment has) and one
+Spark session (local[2]), read the same landing version of --rows rows and apply the same transform
+(benchmarks.bench_transforms:passthrough):
+
+  plain:    a `@dg.asset` that reads the landing Parquet folder, applies the transform and writes
+            Parquet to a new folder
+  custody:  the integration asset built from a spec: pins its input version, runs the transform,
+            checks the files the Spark plan reads against the pins, writes and seals the version,
+            commits it with its catalog row, lineage edge and ledger entries, and sends OpenLineage
+            START and COMPLETE events to a JSONL file
+
+Each measurement is one whole `dg.materialize` call, so Dagster's own cost per run is in both. After
+--warmup rounds, --rounds rounds interleave the two kinds, alternating which goes first. Prints each
+time, the medians, the ratio custody/plain and the milliseconds Custody adds; then checks that the
+OpenLineage file holds a START and a COMPLETE for every Custody materialization and counts the
+versions committed. Unless --no-profile, ends with a cProfile of one more Custody materialization,
+its top functions in governance/.
+
+    .venv/bin/python -m benchmarks.overhead
+    .venv/bin/python -m benchmarks.overhead --rounds 3 --warmup 1 --no-profile   # smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import itertools
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import dagster as dg  # noqa: E402
+
+from assets.factory import REQUESTED_BY_TAG, integration_asset, landing_asset  # noqa: E402
+from benchmarks.bench_transforms import passthrough  # noqa: E402
+from governance.batches import drop_batch  # noqa: E402
+from governance.spec import SpecSet, load_specs  # noqa: E402
+from governance.zones import AssetKey  # noqa: E402
+from resources import CustodyResource, SparkResource  # noqa: E402
+
+SOURCE = AssetKey("bench", "source")
+TRIVIAL = AssetKey("bench", "trivial")
+PLAIN = dg.AssetKey(["bench", "trivial_plain"])
+TRANSFORM = "benchmarks.bench_transforms:passthrough"
+TAGS = {REQUESTED_BY_TAG: "bench"}
+# As the CLI launches runs (assets/launch.py): step logs still reach the instance, not the terminal.
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+ROLES = "roles: {owner: bench-owners, producer: bench-producers, consumer: bench-consumers}\n"
+GOAL_RATIO, GOAL_ADDED_MS = 1.25, 50.0
+
+
+def write_specs(root: Path) -> SpecSet:
+    folder = root / SOURCE.domain
+    folder.mkdir(parents=True)
+    (folder / f"{SOURCE.name}.yaml").write_text(
+        "description: Benchmark input.\n" + ROLES + "zone: landing\nsource: {format: csv, header: true}\n"
+        "columns:\n"
+        "  - {name: id, type: long, nullable: false}\n"
+        "  - {name: name, type: string}\n"
+        "  - {name: amount, type: double}\n"
+        "  - {name: day, type: date}\n"
+        "max_bad_fraction: 0.0\n",
+        encoding="utf-8",
+    )
+    (folder / f"{TRIVIAL.name}.yaml").write_text(
+        f"description: Benchmark copy of the input.\n{ROLES}zone: integration\ninputs: [{SOURCE}]\ntransform: {TRANSFORM}\n",
+        encoding="utf-8",
+    )
+    return load_specs(root)
+
+
+def csv_rows(rows: int) -> bytes:
+    lines = ["id,name,amount,day"]
+    lines += [f"{i},name{i % 97},{i * 1.25:.2f},2024-{1 + i % 12:02d}-{1 + i % 28:02d}" for i in range(rows)]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def plain_asset(landing: str, out_root: Path) -> dg.AssetsDefinition:
+    """What a team without Custody writes: read, transform, write to a folder of its own."""
+    written = itertools.count(1)
+
+    @dg.asset(key=PLAIN, deps=[dg.AssetKey([SOURCE.domain, SOURCE.name])], required_resource_keys={"spark"})
+    def _plain(context):
+        spark = context.resources.spark.spark_session
+        passthrough(spark, spark.read.parquet(landing)).write.parquet(str(out_root / f"run-{next(written):04d}"))
+        # As Custody's asset does: the data is written already, so no IO manager pickles a None.
+        return dg.MaterializeResult()
+
+    return _plain
+
+
+class Bench:
+    """One instance, one home, one Spark resource; each run returns its wall seconds."""
+
+    def __init__(self, work: Path, rows: int, instance: dg.DagsterInstance):
+        self.work, self.instance = work, instance
+        self.specs = write_specs(work / "specs")
+        self.custody = CustodyResource(home=str(work / "home"))
+        self.spark = SparkResource(master="local[2]")
+        self.plain_out = work / "plain"
+        self.custody_asset = integration_asset(self.specs[TRIVIAL])
+        self.landing = self._ingest(rows)
+        self.plain_asset = plain_asset(self.landing, self.plain_out)
+
+    def _ingest(self, rows: int) -> str:
+        """Land the input once, through Custody, so both kinds read the same committed version."""
+        drop_batch(self.custody.lake, SOURCE, "b001", {"source.csv": csv_rows(rows)})
+        result = dg.materialize(
+            [landing_asset(self.specs[SOURCE])], resources=self._resources(), instance=self.instance, tags=TAGS,
+            run_config={**QUIET, "ops": {f"{SOURCE.domain}__{SOURCE.name}": {"config": {"batch": "b001"}}}},
+        )
+        version = self.custody.catalog.latest(SOURCE)
+        if not result.success or version.rows != rows:
+            raise SystemExit(f"ingesting {SOURCE} failed or landed {version.rows} rows, expected {rows}")
+        return version.path
+
+    def _resources(self) -> dict:
+        return {"custody": self.custody, "spark": self.spark}
+
+    def plain(self) -> float:
+        started = time.perf_counter()
+        result = dg.materialize([self.plain_asset], resources={"spark": self.spark}, instance=self.instance,
+                                tags=TAGS, run_config=QUIET)
+        elapsed = time.perf_counter() - started
+        if not result.success:
+            raise SystemExit("the plain materialization failed")
+        shutil.rmtree(self.plain_out, ignore_errors=True)  # not timed: the output is not the point
+        return elapsed
+
+    def governed(self) -> float:
+        started = time.perf_counter()
+        result = dg.materialize([self.custody_asset], resources=self._resources(), instance=self.instance,
+                                tags=TAGS, run_config=QUIET)
+        elapsed = time.perf_counter() - started
+        if not result.success:
+            raise SystemExit("the Custody materialization failed")
+        return elapsed
+
+    def events(self) -> Counter[str]:
+        """START/COMPLETE/FAIL events the OpenLineage file holds for the measured asset."""
+        path = Path(self.custody.settings().home) / "openlineage" / "events.jsonl"
+        counts: Counter[str] = Counter()
+        for line in path.read_text(encoding="utf-8").splitlines():
+            event = json.loads(line)
+            if event["job"]["name"] == str(TRIVIAL):
+                counts[event["eventType"]] += 1
+        return counts
+
+    def profile(self, top: int) -> str:
+        import cProfile
+        import pstats
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+        seconds = self.governed()
+        profiler.disable()
+        out = io.StringIO()
+        stats = pstats.Stats(profiler, stream=out).sort_stats("cumulative")
+        stats.print_stats(f"{ROOT}/governance/", top)  # full paths here, so the filter sees the folder
+        lines = [line.replace(f"{ROOT}/", "") for line in out.getvalue().splitlines()]
+        table = lines[next(i for i, line in enumerate(lines) if line.lstrip().startswith("ncalls")):]
+        return (f"one Custody materialization under cProfile: {seconds * 1000:.0f} ms (profiling inflates it)\n"
+                f"top {top} functions of governance/ by cumulative time:\n" + "\n".join(l for l in table if l.strip())
+                + "\n\nwhat materialize() spends its time on, Spark calls included (cumulative ms, top 10):\n"
+                + direct_callees(stats, "integrate.py", "materialize", 10)
+                + "\n\nand the asset's step function around it (assets/factory.py, top 6):\n"
+                + direct_callees(stats, "factory.py", "_integration", 6))
+
+
+def direct_callees(stats, filename: str, function: str, top: int) -> str:
+    """The functions `function` calls and the cumulative time of those calls: the list by module
+    shows governance/ only, and leaves out what the step waits on in Spark or SQLite."""
+    rows = []
+    for callee, (*_, callers) in stats.stats.items():
+        for (file, _line, name), (_cc, calls, _tt, cumulative) in callers.items():
+            if name == function and file.endswith(filename):
+                rows.append((cumulative, calls, callee))
+    rows.sort(reverse=True)
+
+    def short(func) -> str:
+        file, line, name = func
+        return f"{Path(file).parent.name}/{Path(file).name}:{line}({name})" if line else name
+
+    return "\n".join(f"{cumulative * 1000:8.1f} ms  {calls:>3}x  {short(callee)}" for cumulative, calls, callee in rows[:top])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=1_000, help="rows of the landing version both kinds read")
+    parser.add_argument("--rounds", type=int, default=15, help="timed rounds, one materialization of each kind")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed rounds first")
+    parser.add_argument("--profile", action=argparse.BooleanOptionalAction, default=True,
+                        help="end with a cProfile of one Custody materialization")
+    parser.add_argument("--top", type=int, default=15, help="functions the profile shows")
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")  # Dagster's preview/beta notices, once per process
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+    started_all = time.perf_counter()
+    runs: dict[str, list[float]] = {"plain": [], "custody": []}
+    with tempfile.TemporaryDirectory(prefix="overhead-") as tmp:
+        work = Path(tmp)
+        (work / "dagster").mkdir()
+        (work / "dagster" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+        with dg.DagsterInstance.from_config(str(work / "dagster")) as instance:
+            setup = time.perf_counter()
+            bench = Bench(work, args.rows, instance)
+            print(f"setup (Spark start, landing {args.rows:,} rows): {time.perf_counter() - setup:.1f}s", flush=True)
+            measure = {"plain": bench.plain, "custody": bench.governed}
+            for i in range(args.warmup):
+                warm = {kind: run() for kind, run in measure.items()}
+                print(f"warm-up {i + 1}  plain {warm['plain'] * 1000:6.0f} ms  custody {warm['custody'] * 1000:6.0f} ms",
+                      flush=True)
+            for i in range(args.rounds):  # interleaved, alternating which kind goes first
+                order = ("plain", "custody") if i % 2 == 0 else ("custody", "plain")
+                for kind in order:
+                    runs[kind].append(measure[kind]())
+                print(f"round {i + 1:>2}  plain {runs['plain'][-1] * 1000:6.0f} ms  custody "
+                      f"{runs['custody'][-1] * 1000:6.0f} ms  (load {os.getloadavg()[0]:.1f})", flush=True)
+            profile = bench.profile(args.top) if args.profile else None
+            events = bench.events()
+            versions = len(bench.custody.catalog.versions(TRIVIAL))
+    total = time.perf_counter() - started_all
+
+    median = {kind: statistics.median(times) for kind, times in runs.items()}
+    ratio, added = median["custody"] / median["plain"], (median["custody"] - median["plain"]) * 1000
+    paired = statistics.median((c - p) * 1000 for c, p in zip(runs["custody"], runs["plain"]))
+    print(f"\ninput: {args.rows:,} rows, transform {TRANSFORM}; local[2], {args.rounds} rounds after "
+          f"{args.warmup} warm-up")
+    print(f"{'kind':<9}{'median ms':>10}{'min ms':>8}{'max ms':>8}")
+    for kind, times in runs.items():
+        print(f"{kind:<9}{median[kind] * 1000:>10.0f}{min(times) * 1000:>8.0f}{max(times) * 1000:>8.0f}")
+    print(f"ratio custody/plain (medians): {ratio:.2f}  goal <= {GOAL_RATIO}  ({'met' if ratio <= GOAL_RATIO else 'MISSED'})")
+    print(f"Custody adds per materialization: {added:.0f} ms (difference of medians; median of per-round "
+          f"differences {paired:.0f} ms)  goal <= {GOAL_ADDED_MS:.0f} ms  ({'met' if added <= GOAL_ADDED_MS else 'MISSED'})")
+
+    expected = args.warmup + args.rounds + (1 if args.profile else 0)
+    print(f"OpenLineage events for {TRIVIAL}: {sum(events.values())} "
+          f"({', '.join(f'{n} {state}' for state, n in sorted(events.items()))}); "
+          f"{expected} Custody materializations")
+    print(f"Custody versions of {TRIVIAL} committed: {versions}")
+    print(f"total runtime: {total:.1f}s")
+    if profile:
+        print(f"\n{profile}")
+    if events != Counter(START=expected, COMPLETE=expected) or versions != expected:
+        raise SystemExit(f"expected {expected} START, {expected} COMPLETE events and {expected} versions")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,374 @@
+#!/usr/bin/env python
+"""Provenance and impact closures over the SQLite catalog vs. a BFS over an in-memory adjacency.
+
+For each size N, generates a layered DAG of N versions in a fresh SQLite catalog: 50 layers, layer 0
+landing versions, each later version built from 1 to 3 inputs (mean 2) in earlier layers, mostly
+the layer just before, and one hub landing version, bench/hub@1, with 1,000 dependents. Ten
+versions per asset, bench/a00000 upwards; fixed seed. Then, for 200 versions drawn with a fixed seed
+(the hub among them), times
+
+  sql:  governance.lineage.graph.closure(session, [id], direction) with the default depth cap: the
+        closure call alone, in a fresh catalog session per query (opening it is not timed)
+  bfs:  a plain Python BFS over lists of neighbours by version id, from the same edges, same cap
+
+upstream and downstream, and checks that the two agree (distance of every version reached and its
+next hops): any difference stops the benchmark. Prints p50/p95 of each, the ratios sql/bfs, the mean
+and max closure size, the hub's own timings and the goal "p95 <= 100 ms at 100,000 versions".
+walk/size is how many (version, depth) pairs the recursive query's walk holds per version reached
+(counted in Python, untimed): the walk deduplicates pairs, not versions, so a version reached by
+paths of several lengths is expanded once per length.
+
+On the largest catalog, it then times `custody provenance ... --json` and `custody impact ... --json`
+end to end (a fresh process each run, stdout to a pipe) for the sampled version of median closure
+size and for the hub, next to `custody --help` for the start-up alone; goal "well under a second".
+
+    .venv/bin/python -m benchmarks.provenance                      # 10,000 and 100,000 versions
+    .venv/bin/python -m benchmarks.provenance --sizes 2000 --cli-runs 1   # smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from sqlalchemy import insert
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from governance.catalog import Catalog
+from governance.catalog.models import LineageEdge, VersionRow
+from governance.lineage.graph import MAX_DEPTH, Closure, Direction, closure
+
+LAYERS = 50
+VERSIONS_PER_ASSET = 10
+SKIP_FRACTION = 0.2  # inputs taken from an older layer than the one just before
+HUB_ID = 1
+HUB_DEPENDENTS = 1_000
+GOAL_MS = 100
+GOAL_SIZE = 100_000
+CLI_GOAL_SECONDS = 1.0
+INSERT_CHUNK = 20_000
+WARM_UP = 5
+EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
+SCHEMA_JSON = '{"type":"struct","fields":[]}'
+DIRECTIONS = (Direction.UPSTREAM, Direction.DOWNSTREAM)
+
+
+@dataclass
+class Graph:
+    """Versions 1..n (index 0 unused), each version's layer and its inputs."""
+
+    n: int
+    layer_of: list[int]
+    inputs: list[list[int]]
+
+    def dependents(self) -> list[list[int]]:
+        out: list[list[int]] = [[] for _ in range(self.n + 1)]
+        for output, found in enumerate(self.inputs):
+            for source in found:
+                out[source].append(output)
+        return out
+
+    def edges(self) -> int:
+        return sum(len(found) for found in self.inputs)
+
+
+def ref(version_id: int) -> tuple[str, int]:
+    """Asset key and number: ten consecutive ids per asset, the hub an asset of its own."""
+    if version_id == HUB_ID:
+        return "bench/hub", 1
+    index = version_id - 1
+    return f"bench/a{index // VERSIONS_PER_ASSET:05d}", index % VERSIONS_PER_ASSET + 1
+
+
+def generate(n: int, seed: int) -> Graph:
+    rng = random.Random(seed)
+    per_layer = max(1, n // LAYERS)
+    layer_of = [0] + [min((vid - 1) // per_layer, LAYERS - 1) for vid in range(1, n + 1)]
+    first_of = [1 + k * per_layer for k in range(LAYERS)] + [n + 1]  # ids grow with the layer: a DAG
+    inputs: list[list[int]] = [[] for _ in range(n + 1)]
+    for vid in range(first_of[1], n + 1):
+        layer, chosen, wanted = layer_of[vid], set(), rng.choice((1, 2, 3))
+        while len(chosen) < wanted:
+            source = layer - 1 if layer == 1 or rng.random() >= SKIP_FRACTION else rng.randrange(layer - 1)
+            chosen.add(rng.randrange(first_of[source], first_of[source + 1]))
+        inputs[vid] = sorted(chosen)
+    add_hub_dependents(inputs, first_of[1], rng)
+    return Graph(n, layer_of, inputs)
+
+
+def add_hub_dependents(inputs: list[list[int]], first_integration: int, rng: random.Random) -> None:
+    """Top the hub up to exactly HUB_DEPENDENTS dependents, spread over every later layer."""
+    already = {vid for vid in range(first_integration, len(inputs)) if HUB_ID in inputs[vid]}
+    candidates = [vid for vid in range(first_integration, len(inputs)) if vid not in already]
+    for vid in rng.sample(candidates, min(len(candidates), HUB_DEPENDENTS - len(already))):
+        inputs[vid] = sorted([HUB_ID, *inputs[vid]])
+
+
+def version_rows(graph: Graph, rng: random.Random) -> Iterator[dict]:
+    for vid in range(1, graph.n + 1):
+        asset, number = ref(vid)
+        zone = "landing" if graph.layer_of[vid] == 0 else "integration"
+        rows = rng.randrange(1_000, 5_000_000)
+        yield {
+            "id": vid, "asset_key": asset, "number": number, "data_version": f"{rng.getrandbits(128):032x}",
+            "zone": zone, "path": f"/lake/{zone}/{asset}/v={number}", "rows": rows, "rows_quarantined": 0,
+            "bytes": rows * rng.randrange(40, 400), "table_schema": SCHEMA_JSON, "status": "committed",
+            "created_at": EPOCH + timedelta(minutes=vid), "run_id": f"run-{vid:07d}",
+            "code_version": f"{rng.getrandbits(32):08x}", "spec_hash": f"{rng.getrandbits(64):016x}",
+            "requested_by": "bench", "attempt_id": f"attempt-{vid:07d}", "assurance": "asserted",
+            "criticality": "normal",
+        }
+
+
+def edge_rows(graph: Graph) -> Iterator[dict]:
+    for output, found in enumerate(graph.inputs):
+        for source in found:
+            yield {"output_version_id": output, "input_version_id": source, "run_id": f"run-{output:07d}"}
+
+
+def chunks(rows: Iterator[dict]) -> Iterator[list[dict]]:
+    batch: list[dict] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) == INSERT_CHUNK:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def build_catalog(path: Path, graph: Graph, seed: int) -> Catalog:
+    catalog = Catalog.from_url(f"sqlite:///{path}")
+    rng = random.Random(seed)
+    with catalog.session() as session:
+        connection = session.connection()
+        tables = ((VersionRow.__table__, version_rows(graph, rng)), (LineageEdge.__table__, edge_rows(graph)))
+        for table, rows in tables:
+            for batch in chunks(rows):
+                connection.execute(insert(table), batch)
+    # Reads then come from the database file, as in a catalog that has been idle for a while.
+    raw = catalog.engine.raw_connection()  # outside SQLAlchemy's transaction: a checkpoint cannot run in one
+    try:
+        raw.cursor().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        raw.close()
+    return catalog
+
+
+def bfs(adjacency: list[list[int]], root: int, cap: int = MAX_DEPTH) -> dict[int, int]:
+    depth_of = {root: 0}
+    queue = deque([root])
+    while queue:
+        current = queue.popleft()
+        distance = depth_of[current]
+        if distance >= cap:
+            continue
+        for neighbour in adjacency[current]:
+            if neighbour not in depth_of:
+                depth_of[neighbour] = distance + 1
+                queue.append(neighbour)
+    return depth_of
+
+
+def sql_closure(catalog: Catalog, version_id: int, direction: Direction) -> tuple[Closure, float]:
+    with catalog.session() as session:
+        started = time.perf_counter()
+        found = closure(session, [version_id], direction, depth=None)
+        return found, time.perf_counter() - started
+
+
+def walk_pairs(adjacency: list[list[int]], root: int, cap: int = MAX_DEPTH) -> int:
+    """The (version, depth) pairs a walk that deduplicates pairs, not versions, holds: one per path length."""
+    level, total = {root}, 1
+    for _ in range(cap):
+        level = {neighbour for current in level for neighbour in adjacency[current]}
+        if not level:
+            break
+        total += len(level)
+    return total
+
+
+def timed_bfs(adjacency: list[list[int]], version_id: int) -> tuple[dict[int, int], float]:
+    started = time.perf_counter()
+    found = bfs(adjacency, version_id)
+    return found, time.perf_counter() - started
+
+
+def check_agrees(found: Closure, expected: dict[int, int], adjacency: list[list[int]], version_id: int,
+                 direction: Direction) -> None:
+    if found.depth_of != expected:
+        missing, extra = expected.keys() - found.depth_of.keys(), found.depth_of.keys() - expected.keys()
+        wrong = {vid for vid in expected.keys() & found.depth_of.keys() if expected[vid] != found.depth_of[vid]}
+        raise SystemExit(
+            f"{direction} closure of version {version_id} ({'@'.join(map(str, ref(version_id)))}) disagrees with "
+            f"the BFS: {len(found.depth_of)} versions vs {len(expected)}; {len(missing)} missing "
+            f"{sorted(missing)[:5]}, {len(extra)} extra {sorted(extra)[:5]}, {len(wrong)} at another depth "
+            f"{[(vid, found.depth_of[vid], expected[vid]) for vid in sorted(wrong)[:5]]}"
+        )
+    hops = {vid: tuple(sorted(adjacency[vid])) for vid in expected if adjacency[vid]}
+    if found.next_of != hops:
+        differ = sorted(vid for vid in hops.keys() | found.next_of.keys() if hops.get(vid) != found.next_of.get(vid))
+        raise SystemExit(f"{direction} closure of version {version_id}: next hops differ for {len(differ)} versions, "
+                         f"e.g. {[(vid, found.next_of.get(vid), hops.get(vid)) for vid in differ[:3]]}")
+
+
+def percentile(values: list[float], q: int) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+@dataclass
+class Timings:
+    sql: list[float]
+    bfs: list[float]
+    sizes: list[int]
+    pairs: list[int]
+    hub: tuple[float, float, int] | None = None  # sql s, bfs s, closure size
+
+
+def measure(catalog: Catalog, graph: Graph, sample: list[int]) -> dict[Direction, Timings]:
+    adjacency = {Direction.UPSTREAM: graph.inputs, Direction.DOWNSTREAM: graph.dependents()}
+    for vid in sample[:WARM_UP]:  # page cache and interpreter, both sides
+        for direction in DIRECTIONS:
+            sql_closure(catalog, vid, direction)
+            bfs(adjacency[direction], vid)
+    results = {direction: Timings([], [], [], []) for direction in DIRECTIONS}
+    for vid in sample:
+        for direction in DIRECTIONS:
+            found, sql_seconds = sql_closure(catalog, vid, direction)
+            expected, bfs_seconds = timed_bfs(adjacency[direction], vid)
+            check_agrees(found, expected, adjacency[direction], vid, direction)
+            timings = results[direction]
+            timings.sql.append(sql_seconds)
+            timings.bfs.append(bfs_seconds)
+            timings.sizes.append(len(expected))
+            timings.pairs.append(walk_pairs(adjacency[direction], vid))
+            if vid == HUB_ID:
+                timings.hub = (sql_seconds, bfs_seconds, len(expected))
+    return results
+
+
+def draw_sample(n: int, count: int, seed: int) -> list[int]:
+    rng = random.Random(seed + 1)
+    drawn = rng.sample(range(HUB_ID + 1, n + 1), min(count - 1, n - 1))
+    drawn.insert(rng.randrange(len(drawn) + 1), HUB_ID)  # not first: the hub should not take the warm-up
+    return drawn
+
+
+def print_size(n: int, graph: Graph, build_seconds: float, results: dict[Direction, Timings]) -> None:
+    landing = sum(1 for vid in range(1, n + 1) if graph.layer_of[vid] == 0)
+    edges = graph.edges()
+    print(f"\nN={n:,}: built in {build_seconds:.1f}s; {landing:,} landing, {n - landing:,} integration versions, "
+          f"{edges:,} edges ({edges / max(1, n - landing):.2f} inputs per integration version), "
+          f"{max(graph.layer_of) + 1} layers; hub bench/hub@1 with {len(graph.dependents()[HUB_ID]):,} dependents")
+    print(f"{'direction':<11}{'sql p50':>9}{'sql p95':>9}{'bfs p50':>9}{'bfs p95':>9}{'sql/bfs p50':>13}"
+          f"{'sql/bfs p95':>13}{'mean size':>11}{'max size':>10}{'walk/size':>11}   p95 <= {GOAL_MS} ms"
+          f"   (ms; {len(results[Direction.UPSTREAM].sql)} versions)")
+    for direction, t in results.items():
+        sql50, sql95 = percentile(t.sql, 50) * 1e3, percentile(t.sql, 95) * 1e3
+        bfs50, bfs95 = percentile(t.bfs, 50) * 1e3, percentile(t.bfs, 95) * 1e3
+        print(f"{direction.value:<11}{sql50:9.2f}{sql95:9.2f}{bfs50:9.2f}{bfs95:9.2f}{sql50 / bfs50:13.1f}"
+              f"{sql95 / bfs95:13.1f}{statistics.mean(t.sizes):11,.0f}{max(t.sizes):10,}"
+              f"{sum(t.pairs) / sum(t.sizes):11.1f}   {'ok' if sql95 <= GOAL_MS else 'MISSED'}")
+    hub = {direction: t.hub for direction, t in results.items() if t.hub}
+    shown = ", ".join(f"{direction.value} sql {sql * 1e3:.1f} ms, bfs {b * 1e3:.1f} ms, {size:,} versions"
+                      for direction, (sql, b, size) in hub.items())
+    print(f"hub bench/hub@1: {shown}")
+
+
+# --- the CLI, end to end ---------------------------------------------------------------------------
+
+def run_cli(args: list[str], env: dict[str, str]) -> tuple[float, bytes]:
+    command = [str(Path(sys.executable).with_name("custody")), *args]
+    started = time.perf_counter()
+    done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, check=False)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} failed ({done.returncode}):\n{done.stderr.decode()[-4000:]}")
+    return elapsed, done.stdout
+
+
+def time_cli(catalog_path: Path, home: Path, cases: list[tuple[str, int, int]], runs: int) -> None:
+    env = {**os.environ, "CUSTODY_HOME": str(home), "CUSTODY_CATALOG_URL": f"sqlite:///{catalog_path}"}
+    print(f"\nCLI end to end on the largest catalog (wall s of {runs} runs, a fresh process each; "
+          f"goal well under {CLI_GOAL_SECONDS:.0f} s)")
+    startup = [run_cli(["--help"], env)[0] for _ in range(runs)]
+    print(f"  {'custody --help (startup only)':<58}{' '.join(f'{s:.2f}' for s in startup):<{6 * runs + 2}}"
+          f"median {statistics.median(startup):.2f}")
+    for command, vid, size in cases:
+        asset, number = ref(vid)
+        args = [command, f"{asset}@{number}", "--json"]
+        measured = [run_cli(args, env) for _ in range(runs)]
+        root = json.loads(measured[0][1])
+        if (root["asset"], root["version"]) != (asset, number):
+            raise SystemExit(f"{' '.join(args)} answered for {root['asset']}@{root['version']}")
+        seconds = [s for s, _ in measured]
+        median = statistics.median(seconds)
+        label = f"{' '.join(args)} ({size:,} versions, {len(measured[0][1]) / 1e6:.1f} MB)"
+        print(f"  {label:<58}{' '.join(f'{s:.2f}' for s in seconds):<{6 * runs + 2}}median {median:.2f}  "
+              f"{'< 1 s' if median < CLI_GOAL_SECONDS else 'MISSED'}")
+
+
+def typical(sample: list[int], sizes: list[int]) -> tuple[int, int]:
+    """The sampled version (not the hub) whose closure size is the median."""
+    ranked = sorted((size, vid) for vid, size in zip(sample, sizes) if vid != HUB_ID)
+    size, vid = ranked[len(ranked) // 2]
+    return vid, size
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000], help="versions per catalog")
+    parser.add_argument("--samples", type=int, default=200, help="versions timed per catalog, the hub included")
+    parser.add_argument("--cli-runs", type=int, default=5, help="runs of each CLI command (0: skip the CLI)")
+    parser.add_argument("--seed", type=int, default=20240101)
+    args = parser.parse_args()
+
+    started = time.perf_counter()
+    p95: dict[int, dict[Direction, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="provenance-") as tmp:
+        for n in args.sizes:
+            built = time.perf_counter()
+            graph = generate(n, args.seed)
+            catalog_path = Path(tmp) / f"n{n}" / "catalog.db"
+            catalog = build_catalog(catalog_path, graph, args.seed)
+            build_seconds = time.perf_counter() - built
+            sample = draw_sample(n, args.samples, args.seed)
+            results = measure(catalog, graph, sample)
+            catalog.engine.dispose()
+            print_size(n, graph, build_seconds, results)
+            p95[n] = {direction: percentile(t.sql, 95) * 1e3 for direction, t in results.items()}
+            if n == max(args.sizes) and args.cli_runs > 0:
+                up = typical(sample, results[Direction.UPSTREAM].sizes)
+                down = typical(sample, results[Direction.DOWNSTREAM].sizes)
+                hub_size = results[Direction.DOWNSTREAM].hub[2]
+                time_cli(catalog_path, Path(tmp) / "home", [
+                    ("provenance", *up), ("impact", *down), ("impact", HUB_ID, hub_size),
+                ], args.cli_runs)
+            sys.stdout.flush()
+
+    print()
+    if GOAL_SIZE in p95:
+        verdicts = ", ".join(f"{direction.value} {ms:.1f} ms {'met' if ms <= GOAL_MS else 'MISSED'}"
+                             for direction, ms in p95[GOAL_SIZE].items())
+        print(f"goal: closure p95 <= {GOAL_MS} ms at {GOAL_SIZE:,} versions on SQLite: {verdicts}")
+    else:
+        print(f"goal: closure p95 <= {GOAL_MS} ms at {GOAL_SIZE:,} versions on SQLite: not measured (--sizes)")
+    print(f"total {time.perf_counter() - started:.0f}s")
+
+
+if __name__ == "__main__":
+    main()

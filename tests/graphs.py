@@ -1,0 +1,70 @@
+"""Version graphs written straight into a catalog, for tests of lineage queries and retention."""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from governance.catalog import Catalog
+from governance.catalog.models import LineageEdge, VersionRow
+
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def add_version(catalog: Catalog, asset: str, number: int, *, inputs: tuple[int, ...] = (), folder: Path | None = None,
+                age_days: float = 0, zone: str = "integration") -> int:
+    """Commit a version row (and its lineage edges) as if a run had produced it; returns its id."""
+    with catalog.session() as session:
+        row = VersionRow(
+            asset_key=asset, number=number, data_version=f"{asset}@{number}".encode().hex()[:64], zone=zone,
+            path=str(folder or f"/lake/{zone}/{asset}/v={number}"), rows=1, bytes=10,
+            table_schema='{"type":"struct","fields":[]}', created_at=EPOCH - timedelta(days=age_days),
+            code_version="c1", spec_hash="s1", requested_by="bob", attempt_id=f"a-{asset}-{number}",
+        )
+        session.add(row)
+        session.flush()
+        for input_id in inputs:
+            session.add(LineageEdge(output_version_id=row.id, input_version_id=input_id))
+        return row.id
+
+
+def random_dag(catalog: Catalog, seed: int, layers: int = 8, width: int = 6) -> dict[int, list[int]]:
+    """A layered DAG with shared inputs and skipped layers; returns version id -> input ids."""
+    rng = random.Random(seed)
+    inputs_of: dict[int, list[int]] = {}
+    built: list[list[int]] = []
+    for layer in range(layers):
+        current = []
+        for index in range(width):
+            earlier = [vid for previous in built[-3:] for vid in previous]
+            chosen = tuple(sorted(set(rng.sample(earlier, min(len(earlier), rng.randint(1, 3)))))) if earlier else ()
+            vid = add_version(catalog, f"g/a{layer}x{index}", 1, inputs=chosen)
+            inputs_of[vid] = list(chosen)
+            current.append(vid)
+        built.append(current)
+    return inputs_of
+
+
+def bfs(adjacency: dict[int, list[int]], root: int, cap: int) -> dict[int, int]:
+    """Shortest distances from `root` within `cap` hops: the reference the SQL closures must match."""
+    found = {root: 0}
+    queue = deque([root])
+    while queue:
+        current = queue.popleft()
+        if found[current] >= cap:
+            continue
+        for neighbour in adjacency.get(current, ()):
+            if neighbour not in found:
+                found[neighbour] = found[current] + 1
+                queue.append(neighbour)
+    return found
+
+
+def reversed_edges(inputs_of: dict[int, list[int]]) -> dict[int, list[int]]:
+    dependents: dict[int, list[int]] = {}
+    for output, inputs in inputs_of.items():
+        for input_id in inputs:
+            dependents.setdefault(input_id, []).append(output)
+    return dependents

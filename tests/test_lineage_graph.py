@@ -1,0 +1,77 @@
+"""Provenance and impact by version: closures, trees, depth caps and protection."""
+
+from __future__ import annotations
+
+import pytest
+
+from governance.lineage.graph import (
+    MAX_DEPTH,
+    Direction,
+    closure,
+    impact,
+    protected_ids,
+    provenance,
+)
+from governance.retention import Criticality, set_status
+from governance.zones import VersionRef
+from tests.graphs import add_version, bfs, random_dag, reversed_edges
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("depth", [None, 0, 1, 3])
+def test_closures_match_a_breadth_first_search_over_the_same_edges(catalog, seed, depth):
+    inputs_of = random_dag(catalog, seed)
+    dependents = reversed_edges(inputs_of)
+    cap = MAX_DEPTH if depth is None else depth
+    with catalog.session() as session:
+        for root in inputs_of:
+            assert closure(session, [root], Direction.UPSTREAM, depth).depth_of == bfs(inputs_of, root, cap)
+            assert closure(session, [root], Direction.DOWNSTREAM, depth).depth_of == bfs(dependents, root, cap)
+
+
+@pytest.fixture
+def diamond(catalog):
+    """raw/a@1 -> {mid/b@1, mid/c@1} -> top/d@1: two paths to the same source."""
+    a = add_version(catalog, "raw/a", 1, zone="landing")
+    b = add_version(catalog, "mid/b", 1, inputs=(a,))
+    c = add_version(catalog, "mid/c", 1, inputs=(a,))
+    d = add_version(catalog, "top/d", 1, inputs=(b, c))
+    return {"a": a, "b": b, "c": c, "d": d}
+
+
+def test_a_version_reached_by_two_paths_is_expanded_once(catalog, diamond):
+    tree = provenance(catalog, VersionRef.parse("top/d@1"))
+    assert tree.versions == 4
+    b, c = tree.root.links
+    assert [n.ref for n in b.links] == ["raw/a@1"] and not b.links[0].expanded_elsewhere
+    assert [n.ref for n in c.links] == ["raw/a@1"] and c.links[0].expanded_elsewhere
+    assert tree.to_dict()["inputs"][1]["inputs"][0]["expanded_elsewhere"] is True
+
+
+def test_the_depth_cap_marks_where_the_tree_was_cut(catalog, diamond):
+    tree = provenance(catalog, VersionRef.parse("top/d@1"), depth=1)
+    assert [n.ref for n in tree.root.links] == ["mid/b@1", "mid/c@1"]
+    assert all(n.truncated and n.links == [] for n in tree.root.links)
+
+
+def test_impact_lists_every_version_built_from_it_transitively(catalog, diamond):
+    tree = impact(catalog, VersionRef.parse("raw/a@1"))
+    refs = {node.ref: node.depth for node in tree.root.walk() if not node.expanded_elsewhere}
+    assert refs == {"raw/a@1": 0, "mid/b@1": 1, "mid/c@1": 1, "top/d@1": 2}
+    assert "dependents" in tree.to_dict()
+
+
+def test_critical_protects_the_version_and_everything_upstream_only(catalog, diamond):
+    change = set_status(catalog, VersionRef.parse("mid/b@1"), Criticality.CRITICAL, "alice")
+    assert change.protected_upstream == 1
+    with catalog.session() as session:
+        assert protected_ids(session) == {diamond["b"], diamond["a"]}
+    flags = {n.ref: n.protected for n in provenance(catalog, VersionRef.parse("top/d@1")).root.walk()}
+    assert flags == {"top/d@1": False, "mid/b@1": True, "raw/a@1": True, "mid/c@1": False}
+
+
+def test_back_to_normal_lifts_the_protection(catalog, diamond):
+    set_status(catalog, VersionRef.parse("top/d@1"), Criticality.CRITICAL, "alice")
+    set_status(catalog, VersionRef.parse("top/d@1"), Criticality.NORMAL, "alice")
+    with catalog.session() as session:
+        assert protected_ids(session) == set()

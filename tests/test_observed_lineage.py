@@ -1,0 +1,93 @@
+"""Lineage is observed: the files a transform's Spark plan reads must be the pinned versions of its inputs."""
+
+from __future__ import annotations
+
+import json
+
+import dagster as dg
+import pytest
+
+from assets.factory import integration_asset
+from governance import ledger
+from governance.demo import CLIENTS, NAMES_AND_PRODUCTS, PRODUCTS, drop_demo_batches
+from governance.errors import UndeclaredRead
+from governance.ingest import ingest
+from governance.integrate import materialize
+from governance.runs import RunRequest
+from governance.spec import Spec
+from tests import transforms
+from tests.helpers import assert_nothing_committed
+
+
+def bob() -> RunRequest:
+    """A run requested by bob, starting now: it pins the newest committed versions."""
+    return RunRequest(requested_by="bob")
+
+
+@pytest.fixture
+def landed(spark, catalog, lake, demo_specs):
+    """sales/products@1 and sales/clients@1..2 committed."""
+    dropped = drop_demo_batches(lake)
+    ingest(spark, catalog, lake, demo_specs[PRODUCTS], bob(), batch_id=dropped.products_batch)
+    for batch in dropped.client_batches:
+        ingest(spark, catalog, lake, demo_specs[CLIENTS], bob(), batch_id=batch)
+
+
+def variant(spec: Spec, **changes) -> Spec:
+    """The same spec with other fields, e.g. another transform or fewer inputs."""
+    return Spec(spec.key, spec.file, spec.body.model_copy(update=changes))
+
+
+@pytest.fixture
+def extra_path(monkeypatch):
+    def point_at(path):
+        monkeypatch.setitem(transforms.EXTRA_PATH, "path", str(path))
+
+    return point_at
+
+
+def test_reading_an_undeclared_asset_fails_and_names_it(spark, catalog, lake, demo_specs, landed, extra_path):
+    extra_path(catalog.latest(PRODUCTS).path)
+    spec = variant(demo_specs[NAMES_AND_PRODUCTS], inputs=["sales/clients"], version_label_from="sales/clients",
+                   transform="tests.transforms:joins_an_extra_path")
+    with pytest.raises(UndeclaredRead, match=r"read sales/products@1, which is not a declared input \(declared inputs: sales/clients\)"):
+        materialize(spark, catalog, lake, spec, bob())
+    assert_nothing_committed(catalog, lake, str(NAMES_AND_PRODUCTS))
+
+
+def test_reading_another_version_than_the_pinned_one_fails(spark, catalog, lake, demo_specs, landed, extra_path):
+    extra_path(catalog.versions(CLIENTS)[0].path)
+    spec = variant(demo_specs[NAMES_AND_PRODUCTS], transform="tests.transforms:joins_an_extra_path")
+    with pytest.raises(UndeclaredRead, match="read sales/clients@1, but this run pinned sales/clients@2"):
+        materialize(spark, catalog, lake, spec, bob())
+    with catalog.session() as session:
+        [failed] = ledger.entries(session, ledger.LedgerFilter(action="materialization.failed"))
+    assert "pinned sales/clients@2" in json.loads(failed.details)["error"]
+
+
+def test_reading_files_outside_the_lake_fails(spark, catalog, lake, demo_specs, landed, extra_path, tmp_path):
+    outside = tmp_path / "elsewhere"
+    spark.range(3).write.parquet(str(outside))
+    extra_path(outside)
+    spec = variant(demo_specs[NAMES_AND_PRODUCTS], transform="tests.transforms:joins_an_extra_path")
+    with pytest.raises(UndeclaredRead, match="which is not a committed version of any asset"):
+        materialize(spark, catalog, lake, spec, bob())
+
+
+def test_a_declared_input_that_is_not_read_is_a_warning_in_the_metadata(spark, catalog, lake, demo_specs, landed, resources):
+    spec = variant(demo_specs[NAMES_AND_PRODUCTS], transform="tests.transforms:passthrough")
+    result = dg.materialize([integration_asset(spec)], resources=resources, tags={"custody/requested_by": "bob"})
+    [event] = result.get_asset_materialization_events()
+    metadata = event.materialization.metadata
+    assert "`sales/products@1`" in metadata["custody/unread_inputs"].value
+    with catalog.session() as session:
+        [committed] = ledger.entries(session, ledger.LedgerFilter(action="materialization.committed"))
+    details = json.loads(committed.details)
+    assert details["inputs_read"] == ["sales/clients@2"] and details["inputs_unread"] == ["sales/products@1"]
+
+
+def test_inputs_read_as_declared_leave_no_warning(spark, catalog, lake, demo_specs, landed):
+    done = materialize(spark, catalog, lake, demo_specs[NAMES_AND_PRODUCTS], bob())
+    assert done.observation.unread == ()
+    assert set(done.observation.read) == {"sales/clients@2", "sales/products@1"}
+    assert done.version.label == "16" and done.version.label_from == "sales/clients@2"

@@ -1,0 +1,148 @@
+"""OpenLineage: every ingestion and materialization emits START, then COMPLETE or FAIL, through the configured transport."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from governance.demo import CLIENTS, NAMES_AND_PRODUCTS, PRODUCTS, drop_demo_batches
+from governance.errors import InvalidInput, TransformError
+from governance.ingest import ingest
+from governance.integrate import materialize
+from governance.lineage.openlineage import Emitter, transport_config
+from governance.runs import RunRequest
+from governance.spec import Spec
+from governance.zones import Zone
+
+DAGSTER_RUN = str(uuid.uuid4())
+
+
+def request() -> RunRequest:
+    return RunRequest(requested_by="bob", run_id=DAGSTER_RUN, job_name="__ASSET_JOB")
+
+
+@pytest.fixture
+def events_file(tmp_path) -> Path:
+    return tmp_path / "ol" / "events.jsonl"
+
+
+@pytest.fixture
+def emitter(events_file, tmp_path) -> Emitter:
+    return Emitter(transport_config(f"file:{events_file}", tmp_path))
+
+
+def read_events(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.fixture
+def landed(spark, catalog, lake, demo_specs, emitter):
+    dropped = drop_demo_batches(lake)
+    ingest(spark, catalog, lake, demo_specs[PRODUCTS], request(), batch_id=dropped.products_batch, events=emitter)
+    ingest(spark, catalog, lake, demo_specs[CLIENTS], request(), batch_id=dropped.client_batches[0], events=emitter)
+    return dropped
+
+
+def test_an_ingestion_emits_start_then_complete_from_the_batch_to_the_landing_folder(landed, lake, events_file):
+    start, complete = read_events(events_file)[:2]
+    assert (start["eventType"], complete["eventType"]) == ("START", "COMPLETE")
+    assert start["run"]["runId"] == complete["run"]["runId"]
+    assert complete["job"] == {"namespace": "custody", "name": "sales/products", "facets": complete["job"]["facets"]}
+    [dropped] = complete["inputs"]
+    assert dropped["namespace"] == "file" and dropped["name"] == str(lake.batch_dir(PRODUCTS, landed.products_batch))
+    [landing] = complete["outputs"]
+    assert landing["name"] == str(lake.zone_dir(Zone.LANDING, PRODUCTS))
+    assert landing["facets"]["version"]["datasetVersion"] == "1"
+    assert "product_id" in [f["name"] for f in landing["facets"]["schema"]["fields"]]
+    owners = {o["type"]: o["name"] for o in landing["facets"]["ownership"]["owners"]}
+    assert owners == {"owner": "group:sales-owners", "producer": "group:sales-producers", "consumer": "group:sales-consumers"}
+
+
+def test_a_materialization_names_its_pinned_inputs_and_its_dagster_parent_run(spark, catalog, lake, demo_specs, landed, emitter, events_file):
+    materialize(spark, catalog, lake, demo_specs[NAMES_AND_PRODUCTS], request(), events=emitter)
+    complete = read_events(events_file)[-1]
+    assert complete["eventType"] == "COMPLETE" and complete["job"]["name"] == "sales/names_and_products"
+    versions = {Path(d["name"]).name: d["facets"]["version"]["datasetVersion"] for d in complete["inputs"]}
+    assert versions == {"clients": "1", "products": "1"}
+    parent = complete["run"]["facets"]["parent"]
+    assert parent["run"]["runId"] == DAGSTER_RUN
+    assert (parent["job"]["namespace"], parent["job"]["name"]) == ("dagster", "__ASSET_JOB")
+    for facet in (parent, complete["outputs"][0]["facets"]["schema"]):
+        assert facet["_producer"].startswith("urn:custody:") and facet["_schemaURL"].startswith("https://openlineage.io/spec/")
+
+
+def test_a_failed_materialization_emits_fail_with_the_error(spark, catalog, lake, demo_specs, landed, emitter, events_file):
+    base = demo_specs[NAMES_AND_PRODUCTS]
+    broken = Spec(base.key, base.file, base.body.model_copy(update={"transform": "tests.transforms:fails"}))
+    with pytest.raises(TransformError):
+        materialize(spark, catalog, lake, broken, request(), events=emitter)
+    start, fail = read_events(events_file)[-2:]
+    assert (start["eventType"], fail["eventType"]) == ("START", "FAIL")
+    assert "no_such_column" in fail["run"]["facets"]["errorMessage"]["message"]
+    assert fail["outputs"] == []
+
+
+class Collector(BaseHTTPRequestHandler):
+    received: list[tuple[str, str, dict]] = []
+
+    def do_POST(self):  # noqa: N802 (http.server's naming)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.received.append((self.path, self.headers.get("Authorization", ""), body))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def collector():
+    Collector.received = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", Collector.received
+    server.shutdown()
+
+
+def test_events_go_to_an_http_endpoint_with_the_api_key_from_the_environment(spark, catalog, lake, demo_specs, tmp_path, collector):
+    url, received = collector
+    emitter = Emitter(transport_config(url, tmp_path, api_key="canary-key"))
+    dropped = drop_demo_batches(lake)
+    ingest(spark, catalog, lake, demo_specs[PRODUCTS], request(), batch_id=dropped.products_batch, events=emitter)
+    assert [(path, auth, body["eventType"]) for path, auth, body in received] == [
+        ("/api/v1/lineage", "Bearer canary-key", "START"),
+        ("/api/v1/lineage", "Bearer canary-key", "COMPLETE"),
+    ]
+
+
+def test_an_unreachable_endpoint_is_a_warning_not_a_failure(spark, catalog, lake, demo_specs, tmp_path):
+    said = []
+    emitter = Emitter(transport_config("http://127.0.0.1:9", tmp_path), progress=said.append)
+    dropped = drop_demo_batches(lake)
+    row = ingest(spark, catalog, lake, demo_specs[PRODUCTS], request(), batch_id=dropped.products_batch, events=emitter, progress=said.append)
+    assert row.number == 1
+    assert any(line.startswith("warning: OpenLineage START event for sales/products not sent") for line in said)
+
+
+@pytest.mark.parametrize(
+    ("setting", "expected"),
+    [
+        ("off", None),
+        ("console", {"type": "console"}),
+        ("file", {"type": "file", "log_file_path": "/h/openlineage/events.jsonl", "append": True}),
+        ("https://lineage.example/", {"type": "http", "url": "https://lineage.example/", "timeout": 5}),
+    ],
+)
+def test_the_transport_is_chosen_by_one_setting(setting, expected):
+    assert transport_config(setting, Path("/h")) == expected
+
+
+def test_an_unknown_transport_is_refused_with_the_setting_named():
+    with pytest.raises(InvalidInput, match="CUSTODY_OPENLINEAGE='kafka' is not a transport"):
+        transport_config("kafka", Path("/h"))
