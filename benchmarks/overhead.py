@@ -16,8 +16,8 @@ Each measurement is one whole `dg.materialize` call, so Dagster's own cost per r
 --warmup rounds, --rounds rounds interleave the two kinds, alternating which goes first. Prints each
 time, the medians, the ratio custody/plain and the milliseconds Custody adds; then checks that the
 OpenLineage file holds a START and a COMPLETE for every Custody materialization and counts the
-versions committed. Unless --no-profile, ends with a cProfile of one more Custody materialization,
-its top functions in governance/.
+versions committed. Unless --no-profile, ends with a cProfile of one more Custody materialization:
+its top functions in governance/, and where materialize() and the asset's step function spend their time.
 
     .venv/bin/python -m benchmarks.overhead
     .venv/bin/python -m benchmarks.overhead --rounds 3 --warmup 1 --no-profile   # smoke run
@@ -42,14 +42,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import dagster as dg  # noqa: E402
+import dagster as dg
 
-from assets.factory import REQUESTED_BY_TAG, integration_asset, landing_asset  # noqa: E402
-from benchmarks.bench_transforms import passthrough  # noqa: E402
-from governance.batches import drop_batch  # noqa: E402
-from governance.spec import SpecSet, load_specs  # noqa: E402
-from governance.zones import AssetKey  # noqa: E402
-from resources import CustodyResource, SparkResource  # noqa: E402
+from assets.factory import REQUESTED_BY_TAG, integration_asset, landing_asset
+from benchmarks.bench_transforms import passthrough
+from governance.batches import drop_batch
+from governance.spec import SpecSet, load_specs
+from governance.zones import AssetKey
+from resources import CustodyResource, SparkResource
 
 SOURCE = AssetKey("bench", "source")
 TRIVIAL = AssetKey("bench", "trivial")
@@ -76,7 +76,8 @@ def write_specs(root: Path) -> SpecSet:
         encoding="utf-8",
     )
     (folder / f"{TRIVIAL.name}.yaml").write_text(
-        f"description: Benchmark copy of the input.\n{ROLES}zone: integration\ninputs: [{SOURCE}]\ntransform: {TRANSFORM}\n",
+        f"description: Benchmark copy of the input.\n{ROLES}zone: integration\n"
+        f"inputs: [{SOURCE}]\ntransform: {TRANSFORM}\n",
         encoding="utf-8",
     )
     return load_specs(root)
@@ -106,7 +107,7 @@ class Bench:
     """One instance, one home, one Spark resource; each run returns its wall seconds."""
 
     def __init__(self, work: Path, rows: int, instance: dg.DagsterInstance):
-        self.work, self.instance = work, instance
+        self.instance = instance
         self.specs = write_specs(work / "specs")
         self.custody = CustodyResource(home=str(work / "home"))
         self.spark = SparkResource(master="local[2]")
@@ -173,7 +174,7 @@ class Bench:
         lines = [line.replace(f"{ROOT}/", "") for line in out.getvalue().splitlines()]
         table = lines[next(i for i, line in enumerate(lines) if line.lstrip().startswith("ncalls")):]
         return (f"one Custody materialization under cProfile: {seconds * 1000:.0f} ms (profiling inflates it)\n"
-                f"top {top} functions of governance/ by cumulative time:\n" + "\n".join(l for l in table if l.strip())
+                f"top {top} functions of governance/ by cumulative time:\n" + "\n".join(line for line in table if line.strip())
                 + "\n\nwhat materialize() spends its time on, Spark calls included (cumulative ms, top 10):\n"
                 + direct_callees(stats, "integrate.py", "materialize", 10)
                 + "\n\nand the asset's step function around it (assets/factory.py, top 6):\n"
@@ -194,7 +195,7 @@ def direct_callees(stats, filename: str, function: str, top: int) -> str:
         file, line, name = func
         return f"{Path(file).parent.name}/{Path(file).name}:{line}({name})" if line else name
 
-    return "\n".join(f"{cumulative * 1000:8.1f} ms  {calls:>3}x  {short(callee)}" for cumulative, calls, callee in rows[:top])
+    return "\n".join(f"{seconds * 1000:8.1f} ms  {calls:>3}x  {short(callee)}" for seconds, calls, callee in rows[:top])
 
 
 def main() -> None:
@@ -207,7 +208,6 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=15, help="functions the profile shows")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")  # Dagster's preview/beta notices, once per process
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
     started_all = time.perf_counter()
     runs: dict[str, list[float]] = {"plain": [], "custody": []}
@@ -222,8 +222,8 @@ def main() -> None:
             measure = {"plain": bench.plain, "custody": bench.governed}
             for i in range(args.warmup):
                 warm = {kind: run() for kind, run in measure.items()}
-                print(f"warm-up {i + 1}  plain {warm['plain'] * 1000:6.0f} ms  custody {warm['custody'] * 1000:6.0f} ms",
-                      flush=True)
+                print(f"warm-up {i + 1}  plain {warm['plain'] * 1000:6.0f} ms  "
+                      f"custody {warm['custody'] * 1000:6.0f} ms", flush=True)
             for i in range(args.rounds):  # interleaved, alternating which kind goes first
                 order = ("plain", "custody") if i % 2 == 0 else ("custody", "plain")
                 for kind in order:
@@ -243,9 +243,11 @@ def main() -> None:
     print(f"{'kind':<9}{'median ms':>10}{'min ms':>8}{'max ms':>8}")
     for kind, times in runs.items():
         print(f"{kind:<9}{median[kind] * 1000:>10.0f}{min(times) * 1000:>8.0f}{max(times) * 1000:>8.0f}")
-    print(f"ratio custody/plain (medians): {ratio:.2f}  goal <= {GOAL_RATIO}  ({'met' if ratio <= GOAL_RATIO else 'MISSED'})")
+    print(f"ratio custody/plain (medians): {ratio:.2f}  goal <= {GOAL_RATIO}  "
+          f"({'met' if ratio <= GOAL_RATIO else 'MISSED'})")
     print(f"Custody adds per materialization: {added:.0f} ms (difference of medians; median of per-round "
-          f"differences {paired:.0f} ms)  goal <= {GOAL_ADDED_MS:.0f} ms  ({'met' if added <= GOAL_ADDED_MS else 'MISSED'})")
+          f"differences {paired:.0f} ms)  goal <= {GOAL_ADDED_MS:.0f} ms  "
+          f"({'met' if added <= GOAL_ADDED_MS else 'MISSED'})")
 
     expected = args.warmup + args.rounds + (1 if args.profile else 0)
     print(f"OpenLineage events for {TRIVIAL}: {sum(events.values())} "

@@ -1,11 +1,16 @@
 #!/usr/bin/env python
 """Provenance and impact closures over the SQLite catalog vs. a BFS over an in-memory adjacency.
 
-For each size N, generates a layered DAG of N versions in a fresh SQLite catalog: 50 layers, layer 0
-landing versions, each later version built from 1 to 3 inputs (mean 2) in earlier layers, mostly
-the layer just before, and one hub landing version, bench/hub@1, with 1,000 dependents. Ten
-versions per asset, bench/a00000 upwards; fixed seed. Then, for 200 versions drawn with a fixed seed
-(the hub among them), times
+For each shape and size N, generates a layered DAG of N versions (50 layers, mean 2 inputs, one hub
+landing version bench/hub@1 with 1,000 dependents; fixed seed) in a fresh SQLite catalog:
+
+  assets  assets in 50 layers, each reading 1 to 3 assets of earlier layers (mostly the layer just
+          before); every asset is materialized round after round, each version pinning the newest
+          version of each input: the shape runs give a catalog
+  stress  each version reads 1 to 3 versions drawn at random from earlier layers, so a closure
+          reaches a large share of the graph (tens of thousands of versions at N = 100,000)
+
+Then, for 200 versions drawn with a fixed seed (the hub among them), times
 
   sql:  governance.lineage.graph.closure(session, [id], direction) with the default depth cap: the
         closure call alone, in a fresh catalog session per query (opening it is not timed)
@@ -14,16 +19,13 @@ versions per asset, bench/a00000 upwards; fixed seed. Then, for 200 versions dra
 upstream and downstream, and checks that the two agree (distance of every version reached and its
 next hops): any difference stops the benchmark. Prints p50/p95 of each, the ratios sql/bfs, the mean
 and max closure size, the hub's own timings and the goal "p95 <= 100 ms at 100,000 versions".
-walk/size is how many (version, depth) pairs the recursive query's walk holds per version reached
-(counted in Python, untimed): the walk deduplicates pairs, not versions, so a version reached by
-paths of several lengths is expanded once per length.
 
-On the largest catalog, it then times `custody provenance ... --json` and `custody impact ... --json`
+On each largest catalog, it then times `custody provenance ... --json` and `custody impact ... --json`
 end to end (a fresh process each run, stdout to a pipe) for the sampled version of median closure
 size and for the hub, next to `custody --help` for the start-up alone; goal "well under a second".
 
-    .venv/bin/python -m benchmarks.provenance                      # 10,000 and 100,000 versions
-    .venv/bin/python -m benchmarks.provenance --sizes 2000 --cli-runs 1   # smoke run
+    .venv/bin/python -m benchmarks.provenance                      # both shapes, 10,000 and 100,000 versions
+    .venv/bin/python -m benchmarks.provenance --shapes assets --sizes 2000 --cli-runs 1   # smoke run
 """
 
 from __future__ import annotations
@@ -53,7 +55,8 @@ from governance.catalog.models import LineageEdge, VersionRow
 from governance.lineage.graph import MAX_DEPTH, Closure, Direction, closure
 
 LAYERS = 50
-VERSIONS_PER_ASSET = 10
+VERSIONS_PER_ASSET = 10  # stress shape
+ROUNDS = 100  # assets shape: versions per asset
 SKIP_FRACTION = 0.2  # inputs taken from an older layer than the one just before
 HUB_ID = 1
 HUB_DEPENDENTS = 1_000
@@ -69,9 +72,10 @@ DIRECTIONS = (Direction.UPSTREAM, Direction.DOWNSTREAM)
 
 @dataclass
 class Graph:
-    """Versions 1..n (index 0 unused), each version's layer and its inputs."""
+    """Versions 1..n (index 0 unused): each version's name, layer and inputs."""
 
     n: int
+    names: list[tuple[str, int]]
     layer_of: list[int]
     inputs: list[list[int]]
 
@@ -86,15 +90,8 @@ class Graph:
         return sum(len(found) for found in self.inputs)
 
 
-def ref(version_id: int) -> tuple[str, int]:
-    """Asset key and number: ten consecutive ids per asset, the hub an asset of its own."""
-    if version_id == HUB_ID:
-        return "bench/hub", 1
-    index = version_id - 1
-    return f"bench/a{index // VERSIONS_PER_ASSET:05d}", index % VERSIONS_PER_ASSET + 1
-
-
-def generate(n: int, seed: int) -> Graph:
+def generate_stress(n: int, seed: int) -> Graph:
+    """Each version reads 1 to 3 versions picked at random in earlier layers: closures span much of the graph."""
     rng = random.Random(seed)
     per_layer = max(1, n // LAYERS)
     layer_of = [0] + [min((vid - 1) // per_layer, LAYERS - 1) for vid in range(1, n + 1)]
@@ -107,20 +104,57 @@ def generate(n: int, seed: int) -> Graph:
             chosen.add(rng.randrange(first_of[source], first_of[source + 1]))
         inputs[vid] = sorted(chosen)
     add_hub_dependents(inputs, first_of[1], rng)
-    return Graph(n, layer_of, inputs)
+    names = [("", 0), ("bench/hub", 1)] + [
+        (f"bench/a{(vid - 2) // VERSIONS_PER_ASSET:05d}", (vid - 2) % VERSIONS_PER_ASSET + 1) for vid in range(2, n + 1)
+    ]
+    return Graph(n, names, layer_of, inputs)
+
+
+def generate_assets(n: int, seed: int) -> Graph:
+    """Assets in 50 layers read 1 to 3 assets of earlier layers; each version reads its inputs' latest versions.
+
+    This is the shape runs give a catalog: every asset is materialized again and again, each time
+    pinning the newest version of each input, so a version's closure is about one version per
+    upstream asset.
+    """
+    rng = random.Random(seed)
+    per_layer = max(1, (n - 1) // (ROUNDS * LAYERS))
+    assets = per_layer * LAYERS
+    asset_layer = [a // per_layer for a in range(assets)]
+    reads: list[list[int]] = []
+    for a in range(assets):
+        layer, chosen, wanted = asset_layer[a], set(), rng.choice((1, 2, 3))
+        while layer and len(chosen) < min(wanted, layer * per_layer):
+            source = layer - 1 if layer == 1 or rng.random() >= SKIP_FRACTION else rng.randrange(layer - 1)
+            chosen.add(source * per_layer + rng.randrange(per_layer))
+        reads.append(sorted(chosen))
+    names, layer_of, inputs = [("", 0), ("bench/hub", 1)], [0, 0], [[], []]
+    latest = [0] * assets
+    for index in range(n - 1):  # assets in layer order within each round: inputs exist before their readers
+        rounds, a = divmod(index, assets)
+        vid = index + 2
+        names.append((f"bench/a{a:05d}", rounds + 1))
+        layer_of.append(asset_layer[a])
+        inputs.append([latest[b] for b in reads[a]])
+        latest[a] = vid
+    add_hub_dependents(inputs, 2 + per_layer, rng)
+    return Graph(n, names, layer_of, inputs)
+
+
+SHAPES = {"assets": generate_assets, "stress": generate_stress}
 
 
 def add_hub_dependents(inputs: list[list[int]], first_integration: int, rng: random.Random) -> None:
     """Top the hub up to exactly HUB_DEPENDENTS dependents, spread over every later layer."""
     already = {vid for vid in range(first_integration, len(inputs)) if HUB_ID in inputs[vid]}
-    candidates = [vid for vid in range(first_integration, len(inputs)) if vid not in already]
+    candidates = [vid for vid in range(first_integration, len(inputs)) if vid not in already and inputs[vid]]
     for vid in rng.sample(candidates, min(len(candidates), HUB_DEPENDENTS - len(already))):
         inputs[vid] = sorted([HUB_ID, *inputs[vid]])
 
 
 def version_rows(graph: Graph, rng: random.Random) -> Iterator[dict]:
     for vid in range(1, graph.n + 1):
-        asset, number = ref(vid)
+        asset, number = graph.names[vid]
         zone = "landing" if graph.layer_of[vid] == 0 else "integration"
         rows = rng.randrange(1_000, 5_000_000)
         yield {
@@ -191,17 +225,6 @@ def sql_closure(catalog: Catalog, version_id: int, direction: Direction) -> tupl
         return found, time.perf_counter() - started
 
 
-def walk_pairs(adjacency: list[list[int]], root: int, cap: int = MAX_DEPTH) -> int:
-    """The (version, depth) pairs a walk that deduplicates pairs, not versions, holds: one per path length."""
-    level, total = {root}, 1
-    for _ in range(cap):
-        level = {neighbour for current in level for neighbour in adjacency[current]}
-        if not level:
-            break
-        total += len(level)
-    return total
-
-
 def timed_bfs(adjacency: list[list[int]], version_id: int) -> tuple[dict[int, int], float]:
     started = time.perf_counter()
     found = bfs(adjacency, version_id)
@@ -209,12 +232,12 @@ def timed_bfs(adjacency: list[list[int]], version_id: int) -> tuple[dict[int, in
 
 
 def check_agrees(found: Closure, expected: dict[int, int], adjacency: list[list[int]], version_id: int,
-                 direction: Direction) -> None:
+                 direction: Direction, graph: Graph) -> None:
     if found.depth_of != expected:
         missing, extra = expected.keys() - found.depth_of.keys(), found.depth_of.keys() - expected.keys()
         wrong = {vid for vid in expected.keys() & found.depth_of.keys() if expected[vid] != found.depth_of[vid]}
         raise SystemExit(
-            f"{direction} closure of version {version_id} ({'@'.join(map(str, ref(version_id)))}) disagrees with "
+            f"{direction} closure of version {version_id} ({'@'.join(map(str, graph.names[version_id]))}) disagrees with "
             f"the BFS: {len(found.depth_of)} versions vs {len(expected)}; {len(missing)} missing "
             f"{sorted(missing)[:5]}, {len(extra)} extra {sorted(extra)[:5]}, {len(wrong)} at another depth "
             f"{[(vid, found.depth_of[vid], expected[vid]) for vid in sorted(wrong)[:5]]}"
@@ -235,7 +258,6 @@ class Timings:
     sql: list[float]
     bfs: list[float]
     sizes: list[int]
-    pairs: list[int]
     hub: tuple[float, float, int] | None = None  # sql s, bfs s, closure size
 
 
@@ -245,17 +267,16 @@ def measure(catalog: Catalog, graph: Graph, sample: list[int]) -> dict[Direction
         for direction in DIRECTIONS:
             sql_closure(catalog, vid, direction)
             bfs(adjacency[direction], vid)
-    results = {direction: Timings([], [], [], []) for direction in DIRECTIONS}
+    results = {direction: Timings([], [], []) for direction in DIRECTIONS}
     for vid in sample:
         for direction in DIRECTIONS:
             found, sql_seconds = sql_closure(catalog, vid, direction)
             expected, bfs_seconds = timed_bfs(adjacency[direction], vid)
-            check_agrees(found, expected, adjacency[direction], vid, direction)
+            check_agrees(found, expected, adjacency[direction], vid, direction, graph)
             timings = results[direction]
             timings.sql.append(sql_seconds)
             timings.bfs.append(bfs_seconds)
             timings.sizes.append(len(expected))
-            timings.pairs.append(walk_pairs(adjacency[direction], vid))
             if vid == HUB_ID:
                 timings.hub = (sql_seconds, bfs_seconds, len(expected))
     return results
@@ -268,21 +289,21 @@ def draw_sample(n: int, count: int, seed: int) -> list[int]:
     return drawn
 
 
-def print_size(n: int, graph: Graph, build_seconds: float, results: dict[Direction, Timings]) -> None:
+def print_size(shape: str, n: int, graph: Graph, build_seconds: float, results: dict[Direction, Timings]) -> None:
     landing = sum(1 for vid in range(1, n + 1) if graph.layer_of[vid] == 0)
     edges = graph.edges()
-    print(f"\nN={n:,}: built in {build_seconds:.1f}s; {landing:,} landing, {n - landing:,} integration versions, "
+    print(f"\n{shape} N={n:,}: built in {build_seconds:.1f}s; {landing:,} landing, {n - landing:,} integration versions, "
           f"{edges:,} edges ({edges / max(1, n - landing):.2f} inputs per integration version), "
           f"{max(graph.layer_of) + 1} layers; hub bench/hub@1 with {len(graph.dependents()[HUB_ID]):,} dependents")
     print(f"{'direction':<11}{'sql p50':>9}{'sql p95':>9}{'bfs p50':>9}{'bfs p95':>9}{'sql/bfs p50':>13}"
-          f"{'sql/bfs p95':>13}{'mean size':>11}{'max size':>10}{'walk/size':>11}   p95 <= {GOAL_MS} ms"
+          f"{'sql/bfs p95':>13}{'mean size':>11}{'max size':>10}   p95 <= {GOAL_MS} ms"
           f"   (ms; {len(results[Direction.UPSTREAM].sql)} versions)")
     for direction, t in results.items():
         sql50, sql95 = percentile(t.sql, 50) * 1e3, percentile(t.sql, 95) * 1e3
         bfs50, bfs95 = percentile(t.bfs, 50) * 1e3, percentile(t.bfs, 95) * 1e3
         print(f"{direction.value:<11}{sql50:9.2f}{sql95:9.2f}{bfs50:9.2f}{bfs95:9.2f}{sql50 / bfs50:13.1f}"
               f"{sql95 / bfs95:13.1f}{statistics.mean(t.sizes):11,.0f}{max(t.sizes):10,}"
-              f"{sum(t.pairs) / sum(t.sizes):11.1f}   {'ok' if sql95 <= GOAL_MS else 'MISSED'}")
+              f"   {'ok' if sql95 <= GOAL_MS else 'MISSED'}")
     hub = {direction: t.hub for direction, t in results.items() if t.hub}
     shown = ", ".join(f"{direction.value} sql {sql * 1e3:.1f} ms, bfs {b * 1e3:.1f} ms, {size:,} versions"
                       for direction, (sql, b, size) in hub.items())
@@ -301,15 +322,15 @@ def run_cli(args: list[str], env: dict[str, str]) -> tuple[float, bytes]:
     return elapsed, done.stdout
 
 
-def time_cli(catalog_path: Path, home: Path, cases: list[tuple[str, int, int]], runs: int) -> None:
+def time_cli(catalog_path: Path, home: Path, graph: Graph, cases: list[tuple[str, int, int]], runs: int) -> None:
     env = {**os.environ, "CUSTODY_HOME": str(home), "CUSTODY_CATALOG_URL": f"sqlite:///{catalog_path}"}
-    print(f"\nCLI end to end on the largest catalog (wall s of {runs} runs, a fresh process each; "
+    print(f"\nCLI end to end on this catalog (wall s of {runs} runs, a fresh process each; "
           f"goal well under {CLI_GOAL_SECONDS:.0f} s)")
     startup = [run_cli(["--help"], env)[0] for _ in range(runs)]
     print(f"  {'custody --help (startup only)':<62}{' '.join(f'{s:.2f}' for s in startup):<{6 * runs + 2}}"
           f"median {statistics.median(startup):.2f}")
     for command, vid, size in cases:
-        asset, number = ref(vid)
+        asset, number = graph.names[vid]
         args = [command, f"{asset}@{number}", "--json"]
         measured = [run_cli(args, env) for _ in range(runs)]
         root = json.loads(measured[0][1])
@@ -331,6 +352,7 @@ def typical(sample: list[int], sizes: list[int]) -> tuple[int, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shapes", nargs="+", choices=sorted(SHAPES), default=["assets", "stress"])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000], help="versions per catalog")
     parser.add_argument("--samples", type=int, default=200, help="versions timed per catalog, the hub included")
     parser.add_argument("--cli-runs", type=int, default=5, help="runs of each CLI command (0: skip the CLI)")
@@ -338,36 +360,40 @@ def main() -> None:
     args = parser.parse_args()
 
     started = time.perf_counter()
-    p95: dict[int, dict[Direction, float]] = {}
+    p95: dict[tuple[str, int], dict[Direction, float]] = {}
     with tempfile.TemporaryDirectory(prefix="provenance-") as tmp:
-        for n in args.sizes:
-            built = time.perf_counter()
-            graph = generate(n, args.seed)
-            catalog_path = Path(tmp) / f"n{n}" / "catalog.db"
-            catalog = build_catalog(catalog_path, graph, args.seed)
-            build_seconds = time.perf_counter() - built
-            sample = draw_sample(n, args.samples, args.seed)
-            results = measure(catalog, graph, sample)
-            catalog.engine.dispose()
-            print_size(n, graph, build_seconds, results)
-            p95[n] = {direction: percentile(t.sql, 95) * 1e3 for direction, t in results.items()}
-            if n == max(args.sizes) and args.cli_runs > 0:
-                up = typical(sample, results[Direction.UPSTREAM].sizes)
-                down = typical(sample, results[Direction.DOWNSTREAM].sizes)
-                hub_size = results[Direction.DOWNSTREAM].hub[2]
-                time_cli(catalog_path, Path(tmp) / "home", [
-                    ("provenance", *up), ("impact", *down), ("impact", HUB_ID, hub_size),
-                ], args.cli_runs)
-            sys.stdout.flush()
+        for shape in args.shapes:
+            for n in args.sizes:
+                p95[shape, n] = run_size(shape, n, args, Path(tmp) / f"{shape}-{n}")
 
     print()
-    if GOAL_SIZE in p95:
-        verdicts = ", ".join(f"{direction.value} {ms:.1f} ms {'met' if ms <= GOAL_MS else 'MISSED'}"
-                             for direction, ms in p95[GOAL_SIZE].items())
-        print(f"goal: closure p95 <= {GOAL_MS} ms at {GOAL_SIZE:,} versions on SQLite: {verdicts}")
-    else:
-        print(f"goal: closure p95 <= {GOAL_MS} ms at {GOAL_SIZE:,} versions on SQLite: not measured (--sizes)")
+    for shape in args.shapes:
+        if (shape, GOAL_SIZE) in p95:
+            verdicts = ", ".join(f"{direction.value} {ms:.1f} ms {'met' if ms <= GOAL_MS else 'MISSED'}"
+                                 for direction, ms in p95[shape, GOAL_SIZE].items())
+            print(f"goal: closure p95 <= {GOAL_MS} ms at {GOAL_SIZE:,} versions on SQLite ({shape}): {verdicts}")
     print(f"total {time.perf_counter() - started:.0f}s")
+
+
+def run_size(shape: str, n: int, args: argparse.Namespace, folder: Path) -> dict[Direction, float]:
+    built = time.perf_counter()
+    graph = SHAPES[shape](n, args.seed)
+    catalog_path = folder / "catalog.db"
+    catalog = build_catalog(catalog_path, graph, args.seed)
+    build_seconds = time.perf_counter() - built
+    sample = draw_sample(n, args.samples, args.seed)
+    results = measure(catalog, graph, sample)
+    catalog.engine.dispose()
+    print_size(shape, n, graph, build_seconds, results)
+    if n == max(args.sizes) and args.cli_runs > 0:
+        up = typical(sample, results[Direction.UPSTREAM].sizes)
+        down = typical(sample, results[Direction.DOWNSTREAM].sizes)
+        hub_size = results[Direction.DOWNSTREAM].hub[2]
+        time_cli(catalog_path, folder / "home", graph, [
+            ("provenance", *up), ("impact", *down), ("impact", HUB_ID, hub_size),
+        ], args.cli_runs)
+    sys.stdout.flush()
+    return {direction: percentile(t.sql, 95) * 1e3 for direction, t in results.items()}
 
 
 if __name__ == "__main__":

@@ -98,8 +98,8 @@ def ingest(
     _refuse_known_batch(catalog, spec, batch, force)
     if spec.body.source.format == "csv" and spec.body.source.header:
         check_csv_headers(spec, batch)
-    catalog.register_spec(spec, request.requested_by, request.run_id)
     with catalog.session() as session:
+        catalog.register_spec(session, spec, request.requested_by, request.run_id)
         ledger.append(
             session, actor=request.requested_by, action=ledger.Action.INGESTION_REQUESTED, asset=str(spec.key),
             run_id=request.run_id,

@@ -46,8 +46,8 @@ def materialize(
     """Run the spec's transform on its pinned inputs, check what it read, and commit the next version."""
     events = events or Emitter.off()
     pins = pin_inputs(catalog, spec, request)
-    catalog.register_spec(spec, request.requested_by, request.run_id)
     with catalog.session() as session:
+        catalog.register_spec(session, spec, request.requested_by, request.run_id)
         ledger.append(
             session, actor=request.requested_by, action=ledger.Action.MATERIALIZATION_REQUESTED,
             asset=str(spec.key), run_id=request.run_id,
@@ -73,7 +73,6 @@ def materialize(
             details={"transform": spec.body.transform, "inputs_read": list(observation.read),
                      "inputs_unread": list(observation.unread)},
         )
-        progress(f"committing {data.rows} rows")
         row = commit(catalog, lake, stage, draft)
         outputs.add(dataset_of(lake, row, spec.body.roles.model_dump()))
     return Materialized(row, tuple(pins.values()), observation)

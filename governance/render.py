@@ -49,7 +49,7 @@ def _grow(branch: Tree, node: VersionNode, direction: Direction) -> None:
         branch.add(f"[dim]file[/] {escape(source.path)}  [dim]{source.bytes:,} B  sha256 {short(source.sha256, 16)}[/]")
     for child in node.links:
         if child.expanded_elsewhere:
-            branch.add(f"[bold]{child.ref}[/] [dim](shown above)[/]")
+            branch.add(f"[bold]{child.ref}[/] [dim](expanded elsewhere in this tree)[/]")
         else:
             _grow(branch.add(_node_label(child)), child, direction)
     if node.truncated:

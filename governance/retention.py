@@ -14,16 +14,17 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 
-from sqlmodel import Session, col, select
+from sqlalchemy import text
+from sqlmodel import Session, select
 
 from governance import ledger
 from governance.catalog import Catalog, utcnow
 from governance.catalog.models import VersionRow
-from governance.errors import InvalidInput, NotFound, Protected
-from governance.lineage.graph import Direction, closure, protected_ids
+from governance.errors import EnvironmentProblem, InvalidInput, NotFound, Protected
+from governance.lineage.graph import protected_ids
 from governance.runs import Progress, quiet
 from governance.spec import Retention
-from governance.zones import AssetKey, VersionRef
+from governance.zones import AssetKey, Lake, VersionRef
 
 COMMITTED, PURGING, PURGED = "committed", "purging", "purged"
 
@@ -61,7 +62,7 @@ def set_status(catalog: Catalog, ref: VersionRef, status: Criticality, actor: st
         current.criticality = status.value
         session.add(current)
         upstream = _upstream_rows(session, current.id)
-        gone = tuple(sorted(r.ref for r in upstream if r.status != COMMITTED))
+        gone = tuple(sorted(f"{asset}@{number}" for asset, number, state in upstream if state != COMMITTED))
         ledger.append(
             session, actor=actor, action=ledger.Action.STATUS_CHANGED, asset=row.asset_key, version=row.number,
             details={"from": before, "to": status.value, "upstream_versions": len(upstream), "upstream_purged": list(gone)},
@@ -69,11 +70,19 @@ def set_status(catalog: Catalog, ref: VersionRef, status: Criticality, actor: st
     return StatusChange(str(ref), before, status.value, len(upstream) - len(gone), gone)
 
 
-def _upstream_rows(session: Session, version_id: int) -> list[VersionRow]:
-    ids = [vid for vid in closure(session, [version_id], Direction.UPSTREAM).depth_of if vid != version_id]
-    if not ids:
-        return []
-    return list(session.exec(select(VersionRow).where(col(VersionRow.id).in_(ids))))
+def _upstream_rows(session: Session, version_id: int) -> list[tuple[str, int, str]]:
+    """Asset, number and status of every version upstream of this one, however deep."""
+    query = text(
+        """
+        WITH RECURSIVE up(id) AS (
+            SELECT input_version_id FROM lineage_edge WHERE output_version_id = :root
+            UNION
+            SELECT e.input_version_id FROM lineage_edge e JOIN up ON e.output_version_id = up.id
+        )
+        SELECT v.asset_key, v.number, v.status FROM up JOIN version v ON v.id = up.id
+        """
+    )
+    return [tuple(row) for row in session.connection().execute(query, {"root": version_id})]
 
 
 @dataclass(frozen=True)
@@ -90,18 +99,22 @@ class Candidate:
 class PurgeReport:
     purged: list[Candidate] = field(default_factory=list)
     finished: list[str] = field(default_factory=list)
+    already_purged: list[str] = field(default_factory=list)
     kept_protected: list[str] = field(default_factory=list)
     dry_run: bool = False
 
 
 def expired(rows: list[VersionRow], retention: Retention, now: datetime) -> list[tuple[VersionRow, str]]:
-    """The versions of one asset its retention lets go: every rule set must agree; the newest always stays."""
+    """The versions of one asset its retention lets go: every rule set must agree; the newest always stays.
+
+    Only committed versions count, so versions purged earlier never take the place of ones kept.
+    """
     if retention.keep_versions is None and retention.max_age_days is None:
         return []
-    newest_first = sorted(rows, key=lambda r: r.number, reverse=True)
+    newest_first = sorted((r for r in rows if r.status == COMMITTED), key=lambda r: r.number, reverse=True)
     found = []
     for rank, row in enumerate(newest_first):
-        if rank == 0 or row.status != COMMITTED:
+        if rank == 0:
             continue
         reasons = []
         if retention.keep_versions is not None:
@@ -118,6 +131,7 @@ def expired(rows: list[VersionRow], retention: Retention, now: datetime) -> list
 
 def purge(
     catalog: Catalog,
+    lake: Lake,
     retention: Mapping[AssetKey, Retention],
     actor: str,
     *,
@@ -135,7 +149,7 @@ def purge(
         protected = protected_ids(session)
         interrupted = list(session.exec(select(VersionRow).where(VersionRow.status == PURGING)))
         if wanted:
-            candidates = _explicit(session, catalog, wanted, protected)
+            candidates = _explicit(session, catalog, wanted, protected, report)
         else:
             candidates = _by_retention(session, retention, now, protected, report)
         if not dry_run:
@@ -150,11 +164,13 @@ def purge(
     reasons = {c.version_id: c.reason for c in candidates}
     reasons.update({row.id: "an interrupted purge, finished" for row in interrupted})
     for version_id, reason in reasons.items():
-        _finish(catalog, version_id, reason, actor, progress)
+        _finish(catalog, lake, version_id, reason, actor, progress)
     return report
 
 
-def _explicit(session: Session, catalog: Catalog, refs: list[VersionRef], protected: set[int]) -> list[Candidate]:
+def _explicit(
+    session: Session, catalog: Catalog, refs: list[VersionRef], protected: set[int], report: PurgeReport
+) -> list[Candidate]:
     """The versions named, all known and none protected, or an error and nothing purged."""
     rows = [catalog.find_version(session, ref) for ref in refs]
     unknown = [str(ref) for ref, row in zip(refs, rows) if row is None]
@@ -162,9 +178,11 @@ def _explicit(session: Session, catalog: Catalog, refs: list[VersionRef], protec
         raise NotFound(f"no version {', '.join(unknown)}; nothing was purged")
     candidates = []
     for ref, row in zip(refs, rows):
-        if row.id in protected:
+        if row.status != COMMITTED:
+            report.already_purged.append(row.ref)
+        elif row.id in protected:
             raise Protected(f"{ref} is protected: {_protection(row)}; nothing was purged")
-        if row.status == COMMITTED:
+        else:
             candidates.append(Candidate(row.ref, row.id, "requested explicitly", row.bytes))
     return candidates
 
@@ -189,16 +207,17 @@ def _by_retention(
     return candidates
 
 
-def _finish(catalog: Catalog, version_id: int, reason: str, actor: str, progress: Progress) -> None:
+def _finish(catalog: Catalog, lake: Lake, version_id: int, reason: str, actor: str, progress: Progress) -> None:
     with catalog.session() as session:
         row = session.get(VersionRow, version_id)
-        folders = [Path(p) for p in (row.path, row.quarantine_path) if p]
     progress(f"purging {row.ref}: {reason}")
-    for folder in folders:
-        if folder.exists():
-            shutil.rmtree(folder)
+    for path in (row.path, row.quarantine_path):
+        if path:
+            _delete(lake, Path(path), row.ref)
     with catalog.session() as session:
         row = session.get(VersionRow, version_id)
+        if row.status != PURGING:  # another purge finished it meanwhile
+            return
         row.status, row.purged_at = PURGED, utcnow()
         session.add(row)
         ledger.append(
@@ -206,3 +225,14 @@ def _finish(catalog: Catalog, version_id: int, reason: str, actor: str, progress
             details={"reason": reason, "bytes": row.bytes, "rows": row.rows, "path": row.path,
                      "quarantine_path": row.quarantine_path, "data_version": row.data_version},
         )
+
+
+def _delete(lake: Lake, folder: Path, ref: str) -> None:
+    """Remove a version's folder; gone already is fine, anything outside the lake is refused."""
+    target = lake.contain(folder)
+    try:
+        shutil.rmtree(target)
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        raise EnvironmentProblem(f"cannot delete {target} of {ref}: {err.strerror or err}; run the purge again") from err

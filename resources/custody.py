@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,6 @@ class CustodyResource(dg.ConfigurableResource):
     openlineage: str | None = None
 
     _catalog: Any = PrivateAttr(default=None)
-    _events: Any = PrivateAttr(default=None)
 
     def settings(self) -> Settings:
         settings = Settings.under(Path(self.home)) if self.home else Settings.from_env()
@@ -43,12 +43,8 @@ class CustodyResource(dg.ConfigurableResource):
 
     def events(self) -> Emitter:
         """The OpenLineage emitter; an HTTP transport's API key is read from the environment only."""
-        from governance.lineage.openlineage import Emitter, transport_config
-
-        if self._events is None:
-            settings = self.settings()
-            self._events = Emitter(transport_config(settings.openlineage, settings.home, os.environ.get(OPENLINEAGE_API_KEY)))
-        return self._events
+        settings = self.settings()
+        return _emitter(settings.openlineage, settings.home, os.environ.get(OPENLINEAGE_API_KEY))
 
     @property
     def catalog(self) -> Catalog:
@@ -62,3 +58,11 @@ class CustodyResource(dg.ConfigurableResource):
     @property
     def lake(self) -> Lake:
         return Lake(self.settings().lake)
+
+
+@cache
+def _emitter(setting: str, home: Path, api_key: str | None) -> Emitter:
+    # Every Dagster run gets a fresh copy of the resource; the client and its transport are kept.
+    from governance.lineage.openlineage import Emitter, transport_config
+
+    return Emitter(transport_config(setting, home, api_key))

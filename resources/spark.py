@@ -43,7 +43,8 @@ class SparkResource(LazyPySparkResource):
 
     def session(self, log: Callable[[str], None]) -> SparkSession:
         """The session, saying so when it has to be started (that takes seconds)."""
-        if self._spark_session is None:
+        # Each run gets a fresh copy of the resource, but the JVM's session outlives it.
+        if self._spark_session is None and SparkSession.getActiveSession() is None:
             log(f"starting Spark ({self.master or Settings.from_env().spark_master})")
         return self.spark_session
 

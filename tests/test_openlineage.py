@@ -14,7 +14,7 @@ from governance.demo import CLIENTS, NAMES_AND_PRODUCTS, PRODUCTS, drop_demo_bat
 from governance.errors import InvalidInput, TransformError
 from governance.ingest import ingest
 from governance.integrate import materialize
-from governance.lineage.openlineage import Emitter, transport_config
+from governance.lineage.openlineage import Emitter, JobRun, transport_config
 from governance.runs import RunRequest
 from governance.spec import Spec
 from governance.zones import Zone
@@ -123,7 +123,7 @@ def test_events_go_to_an_http_endpoint_with_the_api_key_from_the_environment(spa
 
 def test_an_unreachable_endpoint_is_a_warning_not_a_failure(spark, catalog, lake, demo_specs, tmp_path):
     said = []
-    emitter = Emitter(transport_config("http://127.0.0.1:9", tmp_path), progress=said.append)
+    emitter = Emitter(transport_config("http://127.0.0.1:9", tmp_path))
     dropped = drop_demo_batches(lake)
     row = ingest(spark, catalog, lake, demo_specs[PRODUCTS], request(), batch_id=dropped.products_batch, events=emitter, progress=said.append)
     assert row.number == 1
@@ -136,7 +136,8 @@ def test_an_unreachable_endpoint_is_a_warning_not_a_failure(spark, catalog, lake
         ("off", None),
         ("console", {"type": "console"}),
         ("file", {"type": "file", "log_file_path": "/h/openlineage/events.jsonl", "append": True}),
-        ("https://lineage.example/", {"type": "http", "url": "https://lineage.example/", "timeout": 5}),
+        ("https://lineage.example/", {"type": "http", "url": "https://lineage.example/", "timeout": 5,
+                                      "retry": {"total": 1, "backoff_factor": 0.2}}),
     ],
 )
 def test_the_transport_is_chosen_by_one_setting(setting, expected):
@@ -146,3 +147,12 @@ def test_the_transport_is_chosen_by_one_setting(setting, expected):
 def test_an_unknown_transport_is_refused_with_the_setting_named():
     with pytest.raises(InvalidInput, match="CUSTODY_OPENLINEAGE='kafka' is not a transport"):
         transport_config("kafka", Path("/h"))
+
+
+def test_a_run_id_that_is_not_a_uuid_leaves_the_parent_out(emitter, events_file):
+    job = JobRun("sales/x", "TRANSFORMATION", RunRequest(requested_by="bob", run_id="run-1"), [])
+    with emitter.running(job):
+        pass
+    start, complete = read_events(events_file)
+    assert (start["eventType"], complete["eventType"]) == ("START", "COMPLETE")
+    assert "parent" not in complete["run"]["facets"]

@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from functools import cache
 
 from sqlalchemy import func, text
 from sqlalchemy.engine import Engine
@@ -17,7 +18,6 @@ from governance.catalog.models import (
     AssetRow,
     Attempt,
     BatchRow,
-    LineageEdge,
     SourceFile,
     SpecSnapshot,
     VersionRow,
@@ -31,6 +31,12 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+@cache
+def _shared_engine(url: str) -> Engine:
+    # Every Dagster run gets fresh resources; building the engine again would redo its setup.
+    return make_engine(url)
+
+
 class Catalog:
     """Everything Custody knows about assets and their versions."""
 
@@ -39,7 +45,8 @@ class Catalog:
 
     @classmethod
     def from_url(cls, url: str) -> Catalog:
-        return cls(make_engine(url))
+        """The catalog at `url`; one engine (and its connection pool) per URL and process."""
+        return cls(_shared_engine(url))
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -47,27 +54,26 @@ class Catalog:
         with Session(self.engine, expire_on_commit=False) as session, session.begin():
             yield session
 
-    def register_spec(self, spec: Spec, actor: str, run_id: str | None = None) -> None:
-        """Keep the asset's current spec and a snapshot of every spec it ever had."""
-        with self.session() as session:
-            key = str(spec.key)
-            row = session.get(AssetRow, key)
-            if row is not None and row.spec_hash == spec.hash:
-                return
-            body = spec.as_json
-            action = ledger.Action.SPEC_REGISTERED if row is None else ledger.Action.SPEC_CHANGED
-            previous = None if row is None else row.spec_hash
-            session.merge(AssetRow(key=key, domain=spec.key.domain, name=spec.key.name, zone=spec.body.zone,
-                                   spec_hash=spec.hash, spec_json=body, updated_at=utcnow()))
-            known = session.exec(
-                select(SpecSnapshot).where(SpecSnapshot.asset_key == key, SpecSnapshot.spec_hash == spec.hash)
-            ).first()
-            if known is None:
-                session.add(SpecSnapshot(asset_key=key, spec_hash=spec.hash, spec_json=body, recorded_at=utcnow()))
-            ledger.append(
-                session, actor=actor, action=action, asset=key, run_id=run_id,
-                details={"spec_hash": spec.hash, "previous_hash": previous, "file": str(spec.file)},
-            )
+    def register_spec(self, session: Session, spec: Spec, actor: str, run_id: str | None = None) -> None:
+        """Keep the asset's current spec and a snapshot of every spec it ever had, in the caller's transaction."""
+        key = str(spec.key)
+        row = session.get(AssetRow, key)
+        if row is not None and row.spec_hash == spec.hash:
+            return
+        body = spec.as_json
+        action = ledger.Action.SPEC_REGISTERED if row is None else ledger.Action.SPEC_CHANGED
+        previous = None if row is None else row.spec_hash
+        session.merge(AssetRow(key=key, domain=spec.key.domain, name=spec.key.name, zone=spec.body.zone,
+                               spec_hash=spec.hash, spec_json=body, updated_at=utcnow()))
+        known = session.exec(
+            select(SpecSnapshot).where(SpecSnapshot.asset_key == key, SpecSnapshot.spec_hash == spec.hash)
+        ).first()
+        if known is None:
+            session.add(SpecSnapshot(asset_key=key, spec_hash=spec.hash, spec_json=body, recorded_at=utcnow()))
+        ledger.append(
+            session, actor=actor, action=action, asset=key, run_id=run_id,
+            details={"spec_hash": spec.hash, "previous_hash": previous, "file": str(spec.file)},
+        )
 
     def start_attempt(self, attempt_id: str, key: AssetKey, run_id: str | None, requested_by: str) -> None:
         with self.session() as session:
@@ -187,24 +193,13 @@ class Catalog:
         with self.session() as session:
             return set(session.exec(select(BatchRow.batch_id).where(BatchRow.asset_key == str(key))))
 
-    def inputs_of(self, version_ids: list[int]) -> dict[int, list[VersionRow]]:
-        """For each version id, the input versions it was built from."""
-        with self.session() as session:
-            rows = session.exec(
-                select(LineageEdge.output_version_id, VersionRow)
-                .join(VersionRow, col(VersionRow.id) == col(LineageEdge.input_version_id))
-                .where(col(LineageEdge.output_version_id).in_(version_ids))
-                .order_by(col(VersionRow.asset_key))
-            )
-            found: dict[int, list[VersionRow]] = {vid: [] for vid in version_ids}
-            for output_id, row in rows:
-                found[output_id].append(row)
-            return found
-
     def sources_of(self, version_ids: list[int]) -> dict[int, tuple[BatchRow, list[SourceFile]]]:
         with self.session() as session:
             batches = list(session.exec(select(BatchRow).where(col(BatchRow.version_id).in_(version_ids))))
             files = list(session.exec(
                 select(SourceFile).where(col(SourceFile.batch_pk).in_([b.id for b in batches])).order_by(col(SourceFile.path))
             ))
-        return {b.version_id: (b, [f for f in files if f.batch_pk == b.id]) for b in batches}
+        by_batch: dict[int, list[SourceFile]] = {}
+        for f in files:
+            by_batch.setdefault(f.batch_pk, []).append(f)
+        return {b.version_id: (b, by_batch.get(b.id, [])) for b in batches}

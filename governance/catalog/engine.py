@@ -39,7 +39,9 @@ def _add_new_columns(engine: Engine) -> None:
             for column in missing:
                 kind = column.type.compile(dialect=engine.dialect)
                 default = f" DEFAULT {column.server_default.arg.text}" if column.server_default is not None else ""
-                connection.exec_driver_sql(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}{default}')
+                # IF NOT EXISTS: two PostgreSQL processes may upgrade the same catalog at once.
+                guard = " IF NOT EXISTS" if engine.dialect.name == "postgresql" else ""
+                connection.exec_driver_sql(f'ALTER TABLE {table.name} ADD COLUMN{guard} "{column.name}" {kind}{default}')
             for index in table.indexes if missing else ():
                 index.create(connection, checkfirst=True)
 

@@ -74,7 +74,8 @@ class VersionRow(SQLModel, table=True):
     attempt_id: str
     # Columns added after the first release carry a server default so `make_engine` can add them
     # to an existing catalog.
-    assurance: str = Field(default="asserted", sa_column_kwargs={"server_default": text("'asserted'")})
+    # Versions recorded before identities were qualified say `unknown`.
+    assurance: str = Field(default="unknown", sa_column_kwargs={"server_default": text("'unknown'")})
     label_from: str | None = None
     criticality: str = Field(default="normal", index=True, sa_column_kwargs={"server_default": text("'normal'")})
     purged_at: datetime | None = None

@@ -1,19 +1,22 @@
 """The version graph: provenance (upstream), impact (downstream) and protection, by asset version.
 
-Closures are recursive SQL queries with set semantics: the walk keeps each (version, depth) pair once,
-so a version reached by many paths costs once per depth, never once per path. Each node is expanded
-once in the trees built from them; later occurrences point back to it.
+Closures have set semantics: a walk visits each version once, at its shortest distance, and never
+enumerates paths. Each version is expanded once in the trees built from them; later occurrences
+point back to it.
 """
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from collections.abc import Iterable, Iterator
+from contextlib import closing
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from functools import cached_property
 from typing import Any
 
-from sqlalchemy import bindparam, text
+from sqlalchemy import text
 from sqlmodel import Session, col, select
 
 from governance.catalog import Catalog
@@ -41,11 +44,19 @@ _STEP = {
 
 @dataclass(frozen=True)
 class Closure:
-    """Every version reachable from `roots` within the depth cap, its shortest distance, and its next hops."""
+    """Every version reachable from the roots within the depth cap, its shortest distance, and the edges walked."""
 
     depth_of: dict[int, int]
-    next_of: dict[int, tuple[int, ...]]
+    edges: list[tuple[int, int]]
     cap: int
+
+    @cached_property
+    def next_of(self) -> dict[int, tuple[int, ...]]:
+        """Each version's next hops in the walk's direction, sorted."""
+        hops: dict[int, list[int]] = {}
+        for source, target in self.edges:
+            hops.setdefault(source, []).append(target)
+        return {vid: tuple(sorted(found)) for vid, found in hops.items()}
 
     def beyond_cap(self, version_id: int) -> bool:
         """True when the version has further neighbours that the cap left out."""
@@ -53,28 +64,69 @@ class Closure:
 
 
 def closure(session: Session, roots: Iterable[int], direction: Direction, depth: int | None = None) -> Closure:
-    """The transitive inputs (upstream) or dependents (downstream) of `roots`, at most `depth` hops away."""
+    """The transitive inputs (upstream) or dependents (downstream) of `roots`, at most `depth` hops away.
+
+    Breadth first, one query per level for the whole frontier: each version is expanded once, at its
+    shortest distance, so the work grows with the versions and edges reached, never with the paths.
+    """
     cap = MAX_DEPTH if depth is None else min(depth, MAX_DEPTH)
-    source, target = _STEP[direction]
-    query = text(
-        f"""
-        WITH RECURSIVE walk(id, depth) AS (
-            SELECT id, 0 FROM version WHERE id IN :roots
-            UNION
-            SELECT e.{target}, w.depth + 1 FROM lineage_edge e JOIN walk w ON e.{source} = w.id
-            WHERE w.depth < :cap
-        ),
-        reached(id, depth) AS (SELECT id, MIN(depth) FROM walk GROUP BY id)
-        SELECT r.id, r.depth, e.{target} FROM reached r LEFT JOIN lineage_edge e ON e.{source} = r.id
-        """
-    ).bindparams(bindparam("roots", expanding=True))
-    depth_of: dict[int, int] = {}
-    next_of: dict[int, list[int]] = {}
-    for version_id, distance, neighbour in session.connection().execute(query, {"roots": list(roots), "cap": cap}):
-        depth_of[version_id] = distance
-        if neighbour is not None:
-            next_of.setdefault(version_id, []).append(neighbour)
-    return Closure(depth_of, {vid: tuple(sorted(hops)) for vid, hops in next_of.items()}, cap)
+    depth_of = {root: 0 for root in _existing(session, list(roots))}
+    walked: list[tuple[int, int]] = []
+    frontier = list(depth_of)
+    level = 0
+    with closing(_Edges(session, direction)) as edges:
+        while frontier:
+            leaving = edges.leaving(frontier)
+            walked += leaving
+            if level == cap:
+                break
+            found = []
+            for _source, target in leaving:
+                if target not in depth_of:
+                    depth_of[target] = level + 1
+                    found.append(target)
+            frontier, level = found, level + 1
+    return Closure(depth_of, walked, cap)
+
+
+class _Edges:
+    """The edges leaving a set of versions, fetched in one statement whatever the set's size.
+
+    SQLite takes the set as one JSON array and PostgreSQL as one array parameter, so neither the
+    statement nor the parameter count grows with the frontier.
+    """
+
+    def __init__(self, session: Session, direction: Direction):
+        source, target = _STEP[direction]
+        self.cursor = session.connection().connection.dbapi_connection.cursor()
+        self.dialect = session.get_bind().dialect.name
+        if self.dialect == "sqlite":
+            members = "IN (SELECT value FROM json_each(?))"
+        elif self.dialect == "postgresql":
+            members = "= ANY(%s)"
+        else:
+            members = "IN ({})"
+        self.query = f"SELECT {source}, {target} FROM lineage_edge WHERE {source} {members}"
+
+    def close(self) -> None:
+        self.cursor.close()
+
+    def leaving(self, ids: list[int]) -> list[tuple[int, int]]:
+        if self.dialect == "sqlite":
+            self.cursor.execute(self.query, (json.dumps(ids),))
+            return self.cursor.fetchall()
+        if self.dialect == "postgresql":
+            self.cursor.execute(self.query, (ids,))
+            return self.cursor.fetchall()
+        rows: list[tuple[int, int]] = []
+        for chunk in _chunks(ids):
+            self.cursor.execute(self.query.format(", ".join(str(int(i)) for i in chunk)))
+            rows.extend(self.cursor.fetchall())
+        return rows
+
+
+def _existing(session: Session, ids: list[int]) -> list[int]:
+    return list(session.exec(select(VersionRow.id).where(col(VersionRow.id).in_(ids)))) if ids else []
 
 
 def protected_ids(session: Session) -> set[int]:

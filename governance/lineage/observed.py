@@ -28,7 +28,9 @@ def observe(frame: DataFrame, lake: Lake, owner: AssetKey, pins: Mapping[AssetKe
     """Check that `frame` reads only the pinned versions of its declared inputs.
 
     The files come from Spark's optimized plan (`inputFiles`), so a read the optimizer removes does
-    not count. Raises UndeclaredRead naming the first file, asset or version that does not fit.
+    not count; Spark does not look inside cached relations or subquery expressions there, so reads
+    made only through those are not seen. Raises UndeclaredRead naming the first file, asset or
+    version that does not fit.
     """
     read: set[AssetKey] = set()
     for uri in sorted(frame.inputFiles()):

@@ -7,7 +7,7 @@ version, schema and ownership facets; the run carries the Dagster run as its par
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -15,6 +15,7 @@ from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 from governance.catalog.models import VersionRow
 from governance.errors import InvalidInput
@@ -47,7 +48,8 @@ def transport_config(setting: str, home: Path, api_key: str | None = None) -> di
         path = value.removeprefix("file").removeprefix(":") or str(home / "openlineage" / "events.jsonl")
         return {"type": "file", "log_file_path": str(Path(path).absolute()), "append": True}
     if value.startswith(("http://", "https://")):
-        config: dict[str, Any] = {"type": "http", "url": value, "timeout": 5}
+        # One quick try: an unreachable endpoint costs a run a few seconds, not the client's default retries.
+        config: dict[str, Any] = {"type": "http", "url": value, "timeout": 5, "retry": {"total": 1, "backoff_factor": 0.2}}
         if api_key:
             config["auth"] = {"type": "api_key", "apiKey": api_key}
         return config
@@ -83,11 +85,10 @@ class JobRun:
 
 
 class Emitter:
-    """Sends RunEvents through the configured transport; a transport failure is reported, never fatal."""
+    """Sends RunEvents through the configured transport; an event that cannot be built or sent is reported, never fatal."""
 
-    def __init__(self, transport: dict[str, Any] | None, progress: Progress = quiet):
+    def __init__(self, transport: dict[str, Any] | None):
         self.transport = transport
-        self.progress = progress
         self._client = None
 
     @classmethod
@@ -99,9 +100,8 @@ class Emitter:
         return self.transport is not None
 
     @contextmanager
-    def running(self, job: JobRun, progress: Progress | None = None) -> Iterator[Outputs]:
+    def running(self, job: JobRun, progress: Progress = quiet) -> Iterator[Outputs]:
         """START now; COMPLETE with the outputs recorded in the block, or FAIL with its error."""
-        say = progress or self.progress
         outputs = Outputs()
         if not self.enabled:
             yield outputs
@@ -109,19 +109,20 @@ class Emitter:
         from openlineage.client.uuid import generate_new_uuid
 
         run_id = str(generate_new_uuid())
-        self._emit(_event("START", run_id, job, []), say)
+        self._emit("START", lambda: _event("START", run_id, job, []), job, progress)
         try:
             yield outputs
         except BaseException as err:
-            self._emit(_event("FAIL", run_id, job, outputs.datasets, error=err), say)
+            failure = err
+            self._emit("FAIL", lambda: _event("FAIL", run_id, job, outputs.datasets, error=failure), job, progress)
             raise
-        self._emit(_event("COMPLETE", run_id, job, outputs.datasets), say)
+        self._emit("COMPLETE", lambda: _event("COMPLETE", run_id, job, outputs.datasets), job, progress)
 
-    def _emit(self, event, say: Progress) -> None:
+    def _emit(self, state: str, build: Callable[[], Any], job: JobRun, progress: Progress) -> None:
         try:
-            self._ensure_client().emit(event)
+            self._ensure_client().emit(build())
         except Exception as err:  # noqa: BLE001 (lineage export must not undo a committed version)
-            say(f"warning: OpenLineage {event.eventType.value} event for {event.job.name} not sent: {err}")
+            progress(f"warning: OpenLineage {state} event for {job.asset} not sent: {err}")
 
     def _ensure_client(self):
         if self._client is None:
@@ -156,7 +157,7 @@ def _event(state: str, run_id: str, job: JobRun, outputs: Sequence[Dataset], err
 
     made_by = producer()
     run_facets: dict[str, Any] = {}
-    if job.request.run_id:
+    if _is_uuid(job.request.run_id):
         run_facets["parent"] = parent_run.ParentRunFacet(
             run=parent_run.Run(runId=job.request.run_id),
             job=parent_run.Job(namespace=DAGSTER_NAMESPACE, name=job.request.job_name or "__ASSET_JOB"),
@@ -200,6 +201,14 @@ def _facets(dataset: Dataset, made_by: str) -> dict[str, Any]:
             producer=made_by,
         )
     return facets
+
+
+def _is_uuid(value: str | None) -> bool:
+    try:
+        UUID(value or "")
+    except ValueError:
+        return False
+    return True
 
 
 def _type_name(spark_type: Any) -> str:
