@@ -65,6 +65,15 @@ def test_reading_another_version_than_the_pinned_one_fails(spark, catalog, lake,
     assert "pinned sales/clients@2" in json.loads(failed.details)["error"]
 
 
+@pytest.mark.parametrize("transform", ["reads_an_extra_path_in_a_subquery", "joins_a_cached_extra_path"])
+def test_a_read_inside_a_subquery_or_a_cached_frame_is_seen(spark, catalog, lake, demo_specs, landed, extra_path, transform):
+    extra_path(catalog.versions(CLIENTS)[0].path)
+    spec = variant(demo_specs[NAMES_AND_PRODUCTS], transform=f"tests.transforms:{transform}")
+    with pytest.raises(UndeclaredRead, match="read sales/clients@1, but this run pinned sales/clients@2"):
+        materialize(spark, catalog, lake, spec, bob())
+    spark.catalog.clearCache()
+
+
 def test_reading_files_outside_the_lake_fails(spark, catalog, lake, demo_specs, landed, extra_path, tmp_path):
     outside = tmp_path / "elsewhere"
     spark.range(3).write.parquet(str(outside))

@@ -24,3 +24,18 @@ def joins_an_extra_path(spark: SparkSession, **inputs: DataFrame) -> DataFrame:
 def fails(spark: SparkSession, **inputs: DataFrame) -> DataFrame:
     """A transform whose plan does not resolve."""
     return next(iter(inputs.values())).select("no_such_column")
+
+
+def reads_an_extra_path_in_a_subquery(spark: SparkSession, **inputs: DataFrame) -> DataFrame:
+    """The first input, filtered by a scalar subquery over EXTRA_PATH["path"]."""
+    first = next(iter(inputs.values()))
+    first.createOrReplaceTempView("first_input")
+    spark.read.parquet(EXTRA_PATH["path"]).createOrReplaceTempView("extra_input")
+    return spark.sql("SELECT * FROM first_input WHERE (SELECT COUNT(*) FROM extra_input) > 0")
+
+
+def joins_a_cached_extra_path(spark: SparkSession, **inputs: DataFrame) -> DataFrame:
+    """Like joins_an_extra_path, with the extra read cached first."""
+    first = next(iter(inputs.values()))
+    extra = spark.read.parquet(EXTRA_PATH["path"]).cache()
+    return first.crossJoin(extra.limit(1).select(extra.columns[0]).withColumnRenamed(extra.columns[0], "extra"))

@@ -27,16 +27,43 @@ class Observation:
 def observe(frame: DataFrame, lake: Lake, owner: AssetKey, pins: Mapping[AssetKey, VersionRow]) -> Observation:
     """Check that `frame` reads only the pinned versions of its declared inputs.
 
-    The files come from Spark's optimized plan (`inputFiles`), so a read the optimizer removes does
-    not count; Spark does not look inside cached relations or subquery expressions there, so reads
-    made only through those are not seen. Raises UndeclaredRead naming the first file, asset or
-    version that does not fit.
+    The files come from Spark's optimized plan, so a read the optimizer removes does not count.
+    Raises UndeclaredRead naming the first file, asset or version that does not fit.
     """
     read: set[AssetKey] = set()
-    for uri in sorted(frame.inputFiles()):
+    for uri in sorted(plan_files(frame)):
         read.add(_check_file(_local_path(uri), lake, owner, pins))
     unread = tuple(pins[key].ref for key in pins if key not in read)
     return Observation(read=tuple(pins[key].ref for key in pins if key in read), unread=unread)
+
+
+def plan_files(frame: DataFrame) -> set[str]:
+    """Every file the plan scans: Spark's own `inputFiles`, plus those it leaves out, read through
+    subquery expressions or cached relations (whose plans are physical, possibly adaptive)."""
+    plan = frame._jdf.queryExecution().optimizedPlan()  # noqa: SLF001 (no public API for the plan)
+    return set(frame.inputFiles()) | _scanned(plan)
+
+
+def _scanned(plan) -> set[str]:
+    found: set[str] = set()
+    for each in [plan, *_items(plan.subqueriesAll())]:
+        for leaf in _items(each.collectLeaves()):
+            kind = leaf.getClass().getSimpleName()
+            if kind in ("LogicalRelation", "FileSourceScanExec"):
+                relation = leaf.relation()
+                if relation.getClass().getSimpleName() == "HadoopFsRelation":
+                    found.update(relation.inputFiles())
+            elif kind == "InMemoryRelation":
+                found |= _scanned(leaf.cachedPlan())
+            elif kind == "InMemoryTableScanExec":
+                found |= _scanned(leaf.relation().cachedPlan())
+            elif kind == "AdaptiveSparkPlanExec":
+                found |= _scanned(leaf.inputPlan())
+    return found
+
+
+def _items(scala_seq) -> list:
+    return [scala_seq.apply(index) for index in range(scala_seq.size())]
 
 
 def _check_file(path: Path, lake: Lake, owner: AssetKey, pins: Mapping[AssetKey, VersionRow]) -> AssetKey:
