@@ -20,12 +20,13 @@ from rich.text import Text
 
 from governance import ledger, render
 from governance.catalog import Catalog
+from governance.catalog.models import Criticality
 from governance.config import Settings
 from governance.errors import CustodyError, IntegrityError, NotFound, SpecError
 from governance.lineage.graph import impact as impact_of
 from governance.lineage.graph import provenance as provenance_of
-from governance.retention import Criticality, set_status
 from governance.retention import purge as purge_versions
+from governance.retention import set_status
 from governance.runtime import require_java
 from governance.spec import check_specs, load_specs
 from governance.zones import AssetKey, Lake, VersionRef

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from governance.catalog.models import LedgerEntry, VersionRow
+from governance.catalog.models import Criticality, LedgerEntry, VersionRow, VersionStatus
 from governance.lineage.graph import Direction, Lineage, VersionNode
 
 
@@ -31,9 +31,9 @@ def versions_table(asset: str, rows: list[VersionRow]) -> Table:
 
 
 def _state(row: VersionRow) -> str:
-    parts = [] if row.status == "committed" else [row.status]
-    if row.criticality == "critical":
-        parts.append("critical")
+    parts = [] if row.status == VersionStatus.COMMITTED else [row.status]
+    if row.criticality == Criticality.CRITICAL:
+        parts.append(Criticality.CRITICAL.value)
     return ", ".join(parts)
 
 
@@ -65,10 +65,10 @@ def _node_label(node: VersionNode) -> str:
     flags = "".join(
         f" [{style}]{text}[/]"
         for text, style, shown in (
-            ("PURGED", "red", node.status == "purged"),
-            ("PURGING", "red", node.status == "purging"),
-            ("CRITICAL", "bold yellow", node.criticality == "critical"),
-            ("protected", "yellow", node.protected and node.criticality != "critical"),
+            ("PURGED", "red", node.status == VersionStatus.PURGED),
+            ("PURGING", "red", node.status == VersionStatus.PURGING),
+            ("CRITICAL", "bold yellow", node.criticality == Criticality.CRITICAL),
+            ("protected", "yellow", node.protected and node.criticality != Criticality.CRITICAL),
         )
         if shown
     )

@@ -10,7 +10,7 @@ from sqlmodel import select
 
 from governance import ledger
 from governance.catalog import Catalog
-from governance.catalog.models import Attempt, VersionRow
+from governance.catalog.models import Attempt, VersionRow, VersionStatus
 from governance.versions import read_manifest, sha256_file
 from governance.zones import AssetKey, Lake, Staging, Zone
 
@@ -99,7 +99,7 @@ def _roll_back(catalog: Catalog, attempt: Attempt, actor: str) -> None:
 def damaged_versions(catalog: Catalog) -> list[str]:
     """Committed versions whose files are missing or do not match their manifest."""
     with catalog.session() as session:
-        rows = list(session.exec(select(VersionRow).where(VersionRow.status == "committed")))
+        rows = list(session.exec(select(VersionRow).where(VersionRow.status == VersionStatus.COMMITTED.value)))
     problems = []
     for row in rows:
         problem = version_problem(Path(row.path), row.data_version)

@@ -11,7 +11,6 @@ import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from enum import StrEnum
 from pathlib import Path
 
 from sqlalchemy import text
@@ -19,26 +18,12 @@ from sqlmodel import Session, select
 
 from governance import ledger
 from governance.catalog import Catalog, utcnow
-from governance.catalog.models import VersionRow
+from governance.catalog.models import Criticality, VersionRow, VersionStatus
 from governance.errors import EnvironmentProblem, InvalidInput, NotFound, Protected
 from governance.lineage.graph import protected_ids
 from governance.runs import Progress, quiet
 from governance.spec import Retention
 from governance.zones import AssetKey, Lake, VersionRef
-
-COMMITTED, PURGING, PURGED = "committed", "purging", "purged"
-
-
-class Criticality(StrEnum):
-    CRITICAL = "critical"
-    NORMAL = "normal"
-
-    @classmethod
-    def parse(cls, value: str) -> Criticality:
-        try:
-            return cls(value)
-        except ValueError as err:
-            raise InvalidInput(f"unknown status {value!r}: use critical or normal") from err
 
 
 @dataclass(frozen=True)
@@ -56,13 +41,13 @@ def set_status(catalog: Catalog, ref: VersionRef, status: Criticality, actor: st
     with catalog.session() as session:
         catalog.lock_protection(session)
         current = session.get(VersionRow, row.id)
-        if current.status != COMMITTED and status is Criticality.CRITICAL:
+        if current.status != VersionStatus.COMMITTED and status is Criticality.CRITICAL:
             raise InvalidInput(f"{ref} is {current.status}: its files are gone, so it cannot be made critical")
         before = current.criticality
         current.criticality = status.value
         session.add(current)
         upstream = _upstream_rows(session, current.id)
-        gone = tuple(sorted(f"{asset}@{number}" for asset, number, state in upstream if state != COMMITTED))
+        gone = tuple(sorted(f"{asset}@{number}" for asset, number, state in upstream if state != VersionStatus.COMMITTED))
         ledger.append(
             session, actor=actor, action=ledger.Action.STATUS_CHANGED, asset=row.asset_key, version=row.number,
             details={"from": before, "to": status.value, "upstream_versions": len(upstream), "upstream_purged": list(gone)},
@@ -111,7 +96,7 @@ def expired(rows: list[VersionRow], retention: Retention, now: datetime) -> list
     """
     if retention.keep_versions is None and retention.max_age_days is None:
         return []
-    newest_first = sorted((r for r in rows if r.status == COMMITTED), key=lambda r: r.number, reverse=True)
+    newest_first = sorted((r for r in rows if r.status == VersionStatus.COMMITTED), key=lambda r: r.number, reverse=True)
     found = []
     for rank, row in enumerate(newest_first):
         if rank == 0:
@@ -147,7 +132,7 @@ def purge(
     with catalog.session() as session:
         catalog.lock_protection(session)
         protected = protected_ids(session)
-        interrupted = list(session.exec(select(VersionRow).where(VersionRow.status == PURGING)))
+        interrupted = list(session.exec(select(VersionRow).where(VersionRow.status == VersionStatus.PURGING)))
         if wanted:
             candidates = _explicit(session, catalog, wanted, protected, report)
         else:
@@ -155,7 +140,7 @@ def purge(
         if not dry_run:
             for candidate in candidates:
                 row = session.get(VersionRow, candidate.version_id)
-                row.status = PURGING
+                row.status = VersionStatus.PURGING.value
                 session.add(row)
     report.finished = [row.ref for row in interrupted]
     report.purged = candidates
@@ -178,7 +163,7 @@ def _explicit(
         raise NotFound(f"no version {', '.join(unknown)}; nothing was purged")
     candidates = []
     for ref, row in zip(refs, rows):
-        if row.status != COMMITTED:
+        if row.status != VersionStatus.COMMITTED:
             report.already_purged.append(row.ref)
         elif row.id in protected:
             raise Protected(f"{ref} is protected: {_protection(row)}; nothing was purged")
@@ -216,9 +201,9 @@ def _finish(catalog: Catalog, lake: Lake, version_id: int, reason: str, actor: s
             _delete(lake, Path(path), row.ref)
     with catalog.session() as session:
         row = session.get(VersionRow, version_id)
-        if row.status != PURGING:  # another purge finished it meanwhile
+        if row.status != VersionStatus.PURGING:  # another purge finished it meanwhile
             return
-        row.status, row.purged_at = PURGED, utcnow()
+        row.status, row.purged_at = VersionStatus.PURGED.value, utcnow()
         session.add(row)
         ledger.append(
             session, actor=actor, action=ledger.Action.VERSION_PURGED, asset=row.asset_key, version=row.number,

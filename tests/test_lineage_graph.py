@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from governance.catalog.models import Criticality
 from governance.lineage.graph import (
     MAX_DEPTH,
     Direction,
@@ -12,7 +13,7 @@ from governance.lineage.graph import (
     protected_ids,
     provenance,
 )
-from governance.retention import Criticality, set_status
+from governance.retention import set_status
 from governance.zones import VersionRef
 from tests.graphs import add_version, bfs, random_dag, reversed_edges
 

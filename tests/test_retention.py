@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from governance import ledger
-from governance.catalog.models import VersionRow
+from governance.catalog.models import Criticality, VersionRow, VersionStatus
 from governance.errors import InvalidInput, NotFound, Protected, UnsafePath
 from governance.lineage.graph import provenance
-from governance.retention import PURGING, Criticality, expired, purge, set_status
+from governance.retention import expired, purge, set_status
 from governance.runs import RunRequest
 from governance.spec import Retention
 from governance.zones import AssetKey, VersionRef
@@ -95,7 +95,7 @@ def test_a_dry_run_lists_and_changes_nothing(catalog, lake, history):
 def test_an_interrupted_purge_is_finished_by_the_next_one(catalog, lake, history):
     with catalog.session() as session:
         tombstoned = session.get(VersionRow, history[1])
-        tombstoned.status = PURGING
+        tombstoned.status = VersionStatus.PURGING.value
         session.add(tombstoned)
     (Path(row(catalog, "raw/a@1").path) / "part-00000.parquet").unlink()
     report = purge(catalog, lake, {}, "alice", now=NOW)

@@ -21,6 +21,7 @@ from governance.catalog.models import (
     SourceFile,
     SpecSnapshot,
     VersionRow,
+    VersionStatus,
 )
 from governance.errors import NotFound
 from governance.spec import Spec
@@ -149,7 +150,7 @@ class Catalog:
             ).first()
         if row is None:
             raise NotFound(f"input {key} has no committed version to read; ingest or materialize it first")
-        if row.status != "committed":
+        if row.status != VersionStatus.COMMITTED:
             raise NotFound(f"input {row.ref} was purged; materialize {key} again or ingest a new batch")
         return row
 

@@ -3,9 +3,34 @@
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 
 from sqlalchemy import Column, Index, Text, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
+
+from governance.errors import InvalidInput
+
+
+class VersionStatus(StrEnum):
+    """A version's life: committed, then tombstoned by a purge, then purged (row kept, files gone)."""
+
+    COMMITTED = "committed"
+    PURGING = "purging"
+    PURGED = "purged"
+
+
+class Criticality(StrEnum):
+    """Critical versions, and everything upstream of them, are protected from purge."""
+
+    CRITICAL = "critical"
+    NORMAL = "normal"
+
+    @classmethod
+    def parse(cls, value: str) -> Criticality:
+        try:
+            return cls(value)
+        except ValueError as err:
+            raise InvalidInput(f"unknown status {value!r}: use critical or normal") from err
 
 
 class AssetRow(SQLModel, table=True):
@@ -65,7 +90,7 @@ class VersionRow(SQLModel, table=True):
     quarantine_path: str | None = None
     bytes: int
     table_schema: str = Field(sa_column=Column(Text, nullable=False))
-    status: str = "committed"
+    status: str = VersionStatus.COMMITTED.value
     created_at: datetime
     run_id: str | None = Field(default=None, index=True)
     code_version: str
