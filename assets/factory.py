@@ -21,6 +21,7 @@ from resources import CustodyResource, SparkResource
 
 if TYPE_CHECKING:
     from governance.catalog.models import VersionRow
+    from governance.lineage.versioned import VersionColumns
     from governance.runs import RunRequest
 
 REQUESTED_BY_TAG = "custody/requested_by"
@@ -87,6 +88,7 @@ def landing_asset(spec: Spec) -> dg.AssetsDefinition:
             row = ingest(
                 spark.session(context.log.info), custody.catalog, custody.lake, spec, run_request(context, spec),
                 batch_id=config.batch, force=config.force, progress=context.log.info, events=custody.events(),
+                column_lineage=custody.column_options(),
             )
         return materialize_result(row)
 
@@ -106,9 +108,9 @@ def integration_asset(spec: Spec) -> dg.AssetsDefinition:
         with governed():
             done = materialize(
                 spark.session(context.log.info), custody.catalog, custody.lake, spec, run_request(context, spec),
-                progress=context.log.info, events=custody.events(),
+                progress=context.log.info, events=custody.events(), column_lineage=custody.column_options(),
             )
-        return materialize_result(done.version, done.inputs, done.observation.unread)
+        return materialize_result(done.version, done.inputs, done.observation.unread, done.columns)
 
     return _integration
 
@@ -144,7 +146,10 @@ def governed() -> Iterator[None]:
 
 
 def materialize_result(
-    row: "VersionRow", inputs: "tuple[VersionRow, ...] | None" = None, unread: tuple[str, ...] = ()
+    row: "VersionRow",
+    inputs: "tuple[VersionRow, ...] | None" = None,
+    unread: tuple[str, ...] = (),
+    columns: "VersionColumns | None" = None,
 ) -> dg.MaterializeResult:
     metadata: dict[str, object] = {
         "custody/version": row.ref,
@@ -172,7 +177,31 @@ def materialize_result(
         metadata["custody/unread_inputs"] = dg.MetadataValue.md(
             "**Warning:** declared but not read by the transform: " + ", ".join(f"`{ref}`" for ref in unread)
         )
+    if columns is not None:
+        metadata.update(column_lineage_metadata(row.ref, columns))
     return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(row.data_version))
+
+
+def column_lineage_metadata(ref: str, columns: "VersionColumns") -> dict[str, object]:
+    """Dagster's own column lineage (each column's input assets' columns; a landing asset's come from
+    DropZone files, which Dagster does not know), and what the extraction approximated."""
+    metadata: dict[str, object] = {"custody/column_lineage": dg.MetadataValue.md(f"`custody lineage columns {ref} COLUMN`")}
+    by_column = columns.by_column()
+    if by_column:
+        metadata["dagster/column_lineage"] = dg.TableColumnLineage(
+            deps_by_column={
+                column: [dg.TableColumnDep(asset_key=dg.AssetKey(row.asset_key.split("/")), column_name=name) for row, name in deps]
+                for column, deps in by_column.items()
+            }
+        )
+    if columns.fallbacks:
+        metadata["custody/column_lineage_fallbacks"] = dg.MetadataValue.md(
+            "**Approximate:** every output column is taken to depend on every input column of "
+            + ", ".join(f"`{name}`" for name in columns.fallbacks)
+        )
+    if columns.notes:
+        metadata["custody/column_lineage_notes"] = dg.MetadataValue.md("\n".join(f"- {note}" for note in columns.notes))
+    return metadata
 
 
 def column_schema_from_spec(spec: Spec) -> dg.TableSchema:

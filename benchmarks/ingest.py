@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from governance.catalog import Catalog
 from governance.ingest import ingest
+from governance.lineage.versioned import DEFAULT_COLUMNS, ColumnOptions
 from governance.runs import RunRequest
 from governance.sparktypes import spark_schema
 from governance.spec import load_specs
@@ -184,7 +185,7 @@ class Bench:
         shutil.rmtree(out)
         return elapsed, cpu
 
-    def governed(self, csv: Path, rows: int) -> tuple[float, float]:
+    def governed(self, csv: Path, rows: int, columns: ColumnOptions | None = DEFAULT_COLUMNS) -> tuple[float, float]:
         self.batches += 1
         batch_id = f"b{self.batches:03d}"
         folder = self.lake.drop_dir(KEY) / batch_id
@@ -193,7 +194,7 @@ class Bench:
         (folder / "_READY").touch()
         cpu, started = self.jvm_cpu(), time.perf_counter()
         row = ingest(self.spark, self.catalog, self.lake, self.spec, RunRequest(requested_by="bench"),
-                     batch_id=batch_id, force=True)
+                     batch_id=batch_id, force=True, column_lineage=columns)
         elapsed, cpu = time.perf_counter() - started, self.jvm_cpu() - cpu
         if row.rows != rows or row.rows_quarantined:
             raise SystemExit(f"governed run landed {row.rows} rows, quarantined {row.rows_quarantined}; "

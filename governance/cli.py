@@ -40,8 +40,10 @@ app = typer.Typer(
 )
 specs_app = typer.Typer(help="Validate asset specs.", no_args_is_help=True)
 ledger_app = typer.Typer(help="Read and verify the audit ledger.", no_args_is_help=True)
+lineage_app = typer.Typer(help="Column lineage of versions, down to the DropZone fields.", no_args_is_help=True)
 app.add_typer(specs_app, name="specs")
 app.add_typer(ledger_app, name="ledger")
+app.add_typer(lineage_app, name="lineage")
 
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 State = {"verbose": False}
@@ -183,6 +185,42 @@ def _show_lineage(lineage, as_json: bool) -> None:
         _emit_json(lineage.to_dict())
     else:
         render.stdout_console().print(render.lineage_tree(lineage))
+
+
+@lineage_app.command("columns")
+def lineage_columns(
+    version: Annotated[str, typer.Argument(help="DOMAIN/NAME@N")],
+    column: Annotated[str | None, typer.Argument(help="Follow this column back, version by version.")] = None,
+    origins: Annotated[bool, typer.Option("--origins", help="Only where COLUMN's values begin: DropZone fields and their files.")] = False,
+    direct: Annotated[bool, typer.Option("--direct", help="Only DIRECT dependencies: where the values flow from, not what filters, joins or groups them.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Which input columns each column of a version derives from, DIRECT or INDIRECT, and how.
+
+    With COLUMN, the whole way back through every version to the DropZone fields and files.
+    """
+    from governance.lineage import column_trace
+
+    catalog, ref = _catalog(_settings()), VersionRef.parse(version)
+    if column is None:
+        if origins or direct:
+            raise typer.BadParameter("--origins and --direct need a COLUMN to follow", param_hint="COLUMN")
+        found = column_trace.overview(catalog, ref)
+        _print(found.to_dict(), as_json, lambda: render.column_overview(found))
+    elif origins:
+        begins = column_trace.origins(catalog, ref, column, direct_only=direct)
+        _print({"version": str(ref), "column": column, "origins": [o.to_dict() for o in begins]}, as_json,
+               lambda: render.origins_tree(str(ref), column, begins))
+    else:
+        tree = column_trace.column_tree(catalog, ref, column, direct_only=direct)
+        _print(tree.to_dict(), as_json, lambda: render.column_tree(tree))
+
+
+def _print(data: Any, as_json: bool, shown: Callable[[], Any]) -> None:
+    if as_json:
+        _emit_json(data)
+    else:
+        render.stdout_console().print(shown())
 
 
 @app.command()

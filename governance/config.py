@@ -22,6 +22,8 @@ class Settings:
     directory: str
     admin_group: str
     openlineage: str = "file"
+    column_lineage: str = "on"
+    column_lineage_cap: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -36,6 +38,8 @@ class Settings:
             directory=env.get("CUSTODY_DIRECTORY") or "file:assets/directory.yaml",
             admin_group=env.get("CUSTODY_ADMIN_GROUP") or "custody-admins",
             openlineage=env.get("CUSTODY_OPENLINEAGE") or "file",
+            column_lineage=env.get("CUSTODY_COLUMN_LINEAGE") or "on",
+            column_lineage_cap=env.get("CUSTODY_COLUMN_LINEAGE_CAP") or None,
         )
 
     @classmethod

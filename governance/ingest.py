@@ -25,7 +25,8 @@ from governance.batches import Batch, BatchScan, first_line, open_batch, ready_b
 from governance.catalog import Catalog
 from governance.catalog.models import VersionRow
 from governance.errors import BatchError, DuplicateBatch, IntegrityError, NotFound, ValidationFailed
-from governance.lineage.openlineage import Dataset, Emitter, JobRun, dataset_of
+from governance.lineage.openlineage import Dataset, Emitter, JobRun, column_inputs, dataset_of
+from governance.lineage.versioned import DEFAULT_COLUMNS, ColumnOptions, landing_columns, warn_about
 from governance.quarantine import explain_csv_record
 from governance.repair import repair
 from governance.runs import Progress, RunRequest, attempt, quiet
@@ -88,8 +89,10 @@ def ingest(
     force: bool = False,
     progress: Progress = quiet,
     events: Emitter | None = None,
+    column_lineage: ColumnOptions | None = DEFAULT_COLUMNS,
 ) -> VersionRow:
-    """Land one ready batch of a landing asset as its next version."""
+    """Land one ready batch of a landing asset as its next version, with the DropZone field each
+    column comes from unless `column_lineage` is None."""
     events = events or Emitter.off()
     repair(catalog, lake)
     batch_id = next_batch(catalog, lake, spec) if batch_id is None else batch_id
@@ -113,16 +116,20 @@ def ingest(
         progress(f"reading {len(batch.files)} file(s), {batch.bytes / 1e6:.1f} MB, writing Parquet")
         written = write_while_scanning(spark, spec, batch, stage, stop_if=lambda scan: scan.fingerprint in seen)
         _refuse_same_files(catalog, spec, written.scan, force)
-        data, quarantined, rows_read, schema = land(spark, spec, written, stage)
-        progress(f"committing {data.rows} rows ({quarantined.rows if quarantined else 0} quarantined)")
+        landed = land(spark, spec, written, stage)
+        columns = landing_columns(landed.frame, column_lineage, [f.path for f in batch.files]) if column_lineage else None
+        warn_about(columns, progress)
+        quarantined = landed.quarantined.rows if landed.quarantined else 0
+        progress(f"committing {landed.data.rows} rows ({quarantined} quarantined)")
         draft = Draft(
             key=spec.key, zone=Zone.LANDING, attempt_id=attempt_id, run_id=request.run_id,
             requested_by=request.requested_by, code_version=request.code_version, spec_hash=spec.hash,
-            table_schema=schema, data=data, rows_read=rows_read, quarantine=quarantined,
-            label=batch.meta.label, assurance=request.assurance, batch=written.scan.record(),
+            table_schema=landed.frame.schema.json(), data=landed.data, rows_read=landed.rows_read,
+            quarantine=landed.quarantined, label=batch.meta.label, assurance=request.assurance,
+            batch=written.scan.record(), columns=columns,
         )
         row = commit(catalog, lake, stage, draft)
-        outputs.add(dataset_of(lake, row, spec.body.roles.model_dump()))
+        outputs.add(dataset_of(lake, row, spec.body.roles.model_dump(), column_inputs(columns, {None: dropped})))
     return row
 
 
@@ -218,7 +225,18 @@ def _main_query(stage: Staging) -> str:
     return f"custody ingest {stage.path.name}"
 
 
-def land(spark: SparkSession, spec: Spec, written: Written, stage: Staging) -> tuple[Sealed, Sealed | None, int, str]:
+@dataclass(frozen=True)
+class Landed:
+    """What a batch became in staging: the rows landed and quarantined, the rows read, and the
+    DataFrame that wrote the landed rows."""
+
+    data: Sealed
+    quarantined: Sealed | None
+    rows_read: int
+    frame: DataFrame
+
+
+def land(spark: SparkSession, spec: Spec, written: Written, stage: Staging) -> Landed:
     """Finish the good rows (written again, checking the text, if the scan stopped the first write);
     quarantine the rest; check that the counts add up.
 
@@ -255,7 +273,7 @@ def land(spark: SparkSession, spec: Spec, written: Written, stage: Staging) -> t
         )
     if refused:
         _enforce_bad_rows(spec, batch, stage, rows_read, refused)
-    return data, quarantined if refused else None, rows_read, parsed.good.schema.json()
+    return Landed(data, quarantined if refused else None, rows_read, parsed.good)
 
 
 def holds_nulls(folder: Path, sealed: Sealed, columns: tuple[str, ...]) -> bool:

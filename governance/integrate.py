@@ -12,7 +12,14 @@ from governance.catalog import Catalog
 from governance.catalog.models import VersionRow
 from governance.errors import TransformError
 from governance.lineage.observed import Observation, observe
-from governance.lineage.openlineage import Emitter, JobRun, dataset_of
+from governance.lineage.openlineage import Dataset, Emitter, JobRun, column_inputs, dataset_of
+from governance.lineage.versioned import (
+    DEFAULT_COLUMNS,
+    ColumnOptions,
+    VersionColumns,
+    integration_columns,
+    warn_about,
+)
 from governance.runs import Progress, RunRequest, attempt, quiet
 from governance.spec import Spec, resolve_transform
 from governance.versions import Draft, commit, seal
@@ -26,6 +33,7 @@ class Materialized:
     version: VersionRow
     inputs: tuple[VersionRow, ...]
     observation: Observation
+    columns: VersionColumns | None = None
 
 
 def pin_inputs(catalog: Catalog, spec: Spec, request: RunRequest) -> dict[AssetKey, VersionRow]:
@@ -42,8 +50,10 @@ def materialize(
     *,
     progress: Progress = quiet,
     events: Emitter | None = None,
+    column_lineage: ColumnOptions | None = DEFAULT_COLUMNS,
 ) -> Materialized:
-    """Run the spec's transform on its pinned inputs, check what it read, and commit the next version."""
+    """Run the spec's transform on its pinned inputs, check what it read, and commit the next version
+    with its column lineage (unless `column_lineage` is None)."""
     events = events or Emitter.off()
     pins = pin_inputs(catalog, spec, request)
     with catalog.session() as session:
@@ -53,13 +63,16 @@ def materialize(
             asset=str(spec.key), run_id=request.run_id,
             details={"inputs": [v.ref for v in pins.values()], "transform": spec.body.transform},
         )
-    job = JobRun(str(spec.key), "TRANSFORMATION", request, _input_datasets(catalog, lake, pins) if events.enabled else [])
+    inputs = _input_datasets(catalog, lake, pins) if events.enabled else {}
+    job = JobRun(str(spec.key), "TRANSFORMATION", request, list(inputs.values()))
     with events.running(job, progress) as outputs, attempt(catalog, lake, spec.key, request, ledger.Action.MATERIALIZATION_FAILED) as (attempt_id, stage):
         progress(f"running {spec.body.transform} on {', '.join(v.ref for v in pins.values())}")
         result = _run_transform(spark, spec, pins)
         observation = observe(result, lake, spec.key, pins)
         for ref in observation.unread:
             progress(f"warning: declared input {ref} was not read by {spec.body.transform}")
+        columns = integration_columns(result, column_lineage, lake, pins) if column_lineage else None
+        warn_about(columns, progress)
         result.write.mode("errorifexists").parquet(str(stage.data))
         data = seal(stage.data, ".parquet")
         label_from = AssetKey.parse(spec.body.version_label_from) if spec.body.version_label_from else None
@@ -72,15 +85,16 @@ def materialize(
             assurance=request.assurance, inputs=list(pins.values()),
             details={"transform": spec.body.transform, "inputs_read": list(observation.read),
                      "inputs_unread": list(observation.unread)},
+            columns=columns,
         )
         row = commit(catalog, lake, stage, draft)
-        outputs.add(dataset_of(lake, row, spec.body.roles.model_dump()))
-    return Materialized(row, tuple(pins.values()), observation)
+        outputs.add(dataset_of(lake, row, spec.body.roles.model_dump(), column_inputs(columns, inputs)))
+    return Materialized(row, tuple(pins.values()), observation, columns)
 
 
-def _input_datasets(catalog: Catalog, lake: Lake, pins: dict[AssetKey, VersionRow]):
+def _input_datasets(catalog: Catalog, lake: Lake, pins: dict[AssetKey, VersionRow]) -> dict[int | None, Dataset]:
     roles = catalog.roles_of(list(pins))
-    return [dataset_of(lake, row, roles.get(key, {})) for key, row in pins.items()]
+    return {row.id: dataset_of(lake, row, roles.get(key, {})) for key, row in pins.items()}
 
 
 def _run_transform(spark: SparkSession, spec: Spec, pins: dict[AssetKey, VersionRow]) -> DataFrame:

@@ -10,7 +10,10 @@ from rich.table import Table
 from rich.tree import Tree
 
 from governance.catalog.models import Criticality, LedgerEntry, VersionRow, VersionStatus
+from governance.lineage.column_trace import Batch, ColumnNode, Origin, Overview
+from governance.lineage.columns import Edge
 from governance.lineage.graph import Direction, Lineage, VersionNode
+from governance.lineage.versioned import ColumnDep, recorded, summary_of
 
 
 def short(value: str | None, width: int = 12) -> str:
@@ -79,6 +82,89 @@ def _node_label(node: VersionNode) -> str:
         f"code {escape(node.code_version)}  spec {short(node.spec_hash, 12)}  "
         f"requested by {escape(node.requested_by)} ({node.assurance}){batch}[/]"
     )
+
+
+NOT_RECORDED = "column lineage not recorded (committed before it was, or with CUSTODY_COLUMN_LINEAGE=off)"
+
+
+def column_overview(overview: Overview) -> Table:
+    """Each column of a version and the input columns it derives from."""
+    version = overview.version
+    table = Table(title=f"Column lineage of {version.ref}", title_justify="left")
+    for column in ("column", "depends on", "how"):
+        table.add_column(column)
+    if not recorded(version):
+        table.caption = NOT_RECORDED
+        return table
+    for name, deps in overview.columns.items():
+        table.add_row(escape(name), *_dep_cells(deps))
+    if overview.every_column:
+        table.add_row("[italic]every column[/]", *_dep_cells(overview.every_column))
+    summary = summary_of(version)
+    notes = [f"approximate for {name}" for name in summary.get("fallbacks", [])] + list(summary.get("notes", []))
+    table.caption = "; ".join(notes) or None
+    return table
+
+
+def _dep_cells(deps: list[ColumnDep]) -> tuple[str, str]:
+    if not deps:
+        return "[dim]nothing read (a literal or generated value)[/]", ""
+    sources = [escape(f"{d.source.ref if d.source else 'DropZone'}.{d.input_column}") for d in deps]
+    return "\n".join(sources), "\n".join(_edge(d.edge) for d in deps)
+
+
+def _edge(edge: Edge) -> str:
+    style = "cyan" if edge.kind.value == "DIRECT" else "magenta"
+    return f"[{style}]{edge.label}[/]"
+
+
+def _edges(edges: tuple[Edge, ...]) -> str:
+    return ", ".join(_edge(e) for e in edges)
+
+
+def column_tree(root: ColumnNode) -> Tree:
+    """A column and what it depends on, down to DropZone fields; a column met again is not expanded again."""
+    tree = Tree(f"[bold]{escape(root.version.ref)}.{escape(root.column)}[/]")
+    _grow_column(tree, root)
+    return tree
+
+
+def _grow_column(branch: Tree, node: ColumnNode) -> None:
+    if not node.recorded:
+        branch.add(f"[dim]{NOT_RECORDED}[/]")
+        return
+    for field in node.fields:
+        leaf = branch.add(f"{_edges(field.edges)}  DropZone field [bold]{escape(field.field)}[/]{_batch_label(field.batch)}")
+        _add_files(leaf, field.batch)
+    for child in node.inputs:
+        label = f"{_edges(child.edges)}  [bold]{escape(child.version.ref)}.{escape(child.column)}[/]"
+        if child.expanded_elsewhere:
+            branch.add(f"{label} [dim](expanded elsewhere in this tree)[/]")
+        else:
+            _grow_column(branch.add(label), child)
+
+
+def _batch_label(batch: Batch | None) -> str:
+    return f" [dim]of batch {escape(batch.batch_id)}[/]" if batch else ""
+
+
+def _add_files(branch: Tree, batch: Batch | None) -> None:
+    for f in batch.files if batch else ():
+        branch.add(f"[dim]file[/] {escape(f.path)}  [dim]{f.bytes:,} B  sha256 {short(f.sha256, 16)}[/]")
+
+
+def origins_tree(ref: str, column: str, found: list[Origin]) -> Tree:
+    """Where a column's values begin: the DropZone fields, with the files that held them."""
+    tree = Tree(f"Origins of [bold]{escape(ref)}.{escape(column)}[/]")
+    if not found:
+        tree.add("[dim]none: the column reads no input (a literal or generated value)[/]")
+    for origin in found:
+        if origin.recorded:
+            label = f"[bold]{escape(origin.version.ref)}[/] DropZone field [bold]{escape(origin.field)}[/]{_batch_label(origin.batch)}"
+            _add_files(tree.add(f"{label}\n{_edges(origin.edges)}"), origin.batch)
+        else:
+            tree.add(f"[bold]{escape(origin.version.ref)}.{escape(origin.field)}[/] [dim]({NOT_RECORDED})[/]\n{_edges(origin.edges)}")
+    return tree
 
 
 def ledger_lines(entries: list[LedgerEntry]) -> list[str]:

@@ -15,6 +15,8 @@ import pyarrow.parquet as pq
 from governance import ledger
 from governance.catalog import Catalog, utcnow
 from governance.catalog.models import BatchRow, LineageEdge, SourceFile, VersionRow
+from governance.lineage.versioned import VersionColumns
+from governance.lineage.versioned import record as record_columns
 from governance.zones import AssetKey, Lake, Staging, Zone, publish
 
 MANIFEST = "_manifest.json"
@@ -111,6 +113,7 @@ class Draft:
     batch: BatchRecord | None = None
     inputs: Sequence[VersionRow] = ()
     details: dict[str, Any] = field(default_factory=dict)
+    columns: VersionColumns | None = None
 
     @property
     def committed_action(self) -> str:
@@ -158,9 +161,12 @@ def _record(session, catalog: Catalog, draft: Draft, number: int, created_at, ta
         table_schema=draft.table_schema, created_at=created_at, run_id=draft.run_id,
         code_version=draft.code_version, spec_hash=draft.spec_hash, requested_by=draft.requested_by,
         assurance=str(draft.assurance), attempt_id=draft.attempt_id, label_from=draft.label_from,
+        column_lineage=json.dumps(draft.columns.summary) if draft.columns else None,
     )
     session.add(row)
     session.flush()
+    if draft.columns:
+        record_columns(session, row.id, draft.columns)
     for source in draft.inputs:
         session.add(LineageEdge(output_version_id=row.id, input_version_id=source.id, run_id=draft.run_id))
     if draft.batch:
@@ -181,6 +187,8 @@ def _record(session, catalog: Catalog, draft: Draft, number: int, created_at, ta
     }
     if draft.batch:
         details["batch"] = draft.batch.batch_id
+    if draft.columns:
+        details["column_lineage"] = draft.columns.summary
     ledger.append(session, actor=draft.requested_by, action=draft.committed_action, asset=str(draft.key),
                   version=number, run_id=draft.run_id, details=details)
     if quarantined:

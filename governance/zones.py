@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 from governance.errors import InvalidName, UnsafePath
 
@@ -218,3 +219,11 @@ def publish(source: Path, target: Path) -> None:
     if target.exists():
         raise UnsafePath(f"refusing to overwrite {target}: versions are immutable")
     os.rename(source, target)
+
+
+def local_path(uri: str) -> Path:
+    """The local path of a `file:` URI as Spark gives it; other URIs as they are."""
+    parsed = urlparse(uri)
+    if parsed.scheme not in ("", "file"):
+        return Path(uri)
+    return Path(unquote(parsed.path))

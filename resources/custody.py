@@ -17,17 +17,20 @@ from governance.zones import Lake
 if TYPE_CHECKING:
     from governance.catalog import Catalog
     from governance.lineage.openlineage import Emitter
+    from governance.lineage.versioned import ColumnOptions
 
 OPENLINEAGE_API_KEY = "CUSTODY_OPENLINEAGE_API_KEY"
 
 
 class CustodyResource(dg.ConfigurableResource):
-    """Custody's catalog, lake and OpenLineage transport; unset fields fall back to the CUSTODY_* environment."""
+    """Custody's catalog, lake, OpenLineage transport and column lineage switch (on or off); unset
+    fields fall back to the CUSTODY_* environment."""
 
     home: str | None = None
     lake_root: str | None = None
     catalog_url: str | None = None
     openlineage: str | None = None
+    column_lineage: str | None = None
 
     _catalog: Any = PrivateAttr(default=None)
 
@@ -39,7 +42,16 @@ class CustodyResource(dg.ConfigurableResource):
             settings = replace(settings, catalog_url=self.catalog_url)
         if self.openlineage:
             settings = replace(settings, openlineage=self.openlineage)
+        if self.column_lineage:
+            settings = replace(settings, column_lineage=self.column_lineage)
         return settings
+
+    def column_options(self) -> ColumnOptions | None:
+        """How column lineage is extracted; None when `column_lineage` is off."""
+        from governance.lineage.versioned import ColumnOptions
+
+        settings = self.settings()
+        return ColumnOptions.from_settings(settings.column_lineage, settings.column_lineage_cap)
 
     def events(self) -> Emitter:
         """The OpenLineage emitter; an HTTP transport's API key is read from the environment only."""

@@ -113,6 +113,8 @@ def assert_nothing_committed_cli(settings):
         (["purge"], 2, "say who runs the purge with --by USER"),
         (["materialize", "key:nothing/here", "--as", "bob"], 4, "matches no asset"),
         (["ingest", "sales/products"], 2, "Missing option '--as'"),
+        (["lineage", "columns", "sales/clients@1", "name"], 4, "no version sales/clients@1"),
+        (["lineage", "columns", "sales/clients@1", "--origins"], 2, "--origins and --direct need a COLUMN to follow"),
     ],
 )
 def test_errors_follow_the_exit_code_contract(cli_env, spark, capsys, args, code, message):
@@ -188,3 +190,36 @@ def test_purge_removes_a_version_s_files_and_provenance_shows_it_purged(ingested
 def test_purge_by_retention_with_nothing_expired_says_so(ingested, capsys):
     code, out, _ = cli(capsys, "purge", "--by", "alice")
     assert code == 0 and "nothing to purge" in out
+
+
+def test_lineage_columns_lists_what_each_column_derives_from(ingested, capsys):
+    code, out, _ = cli(capsys, "lineage", "columns", "sales/product_summary@1")
+    assert code == 0
+    assert "Column lineage of sales/product_summary@1" in out
+    assert "sales/names_and_products@1.amount" in out and "DIRECT AGGREGATION" in out
+    assert "every column" in out and "INDIRECT GROUP_BY" in out
+
+
+def test_lineage_columns_follows_a_column_down_to_the_dropzone_files(ingested, capsys):
+    code, out, _ = cli(capsys, "lineage", "columns", "sales/product_summary@1", "revenue", "--direct")
+    assert code == 0
+    assert "sales/names_and_products@1.amount" in out and "sales/clients@1.order__quantity" in out
+    assert "DropZone field order.quantity" in out and "demo-clients-v15" in out and "clients-v15.json" in out
+
+
+def test_lineage_columns_origins_in_json(ingested, capsys):
+    code, out, _ = cli(capsys, "lineage", "columns", "sales/product_summary@1", "revenue", "--origins", "--direct", "--json")
+    found = json.loads(out)
+    assert code == 0 and (found["version"], found["column"]) == ("sales/product_summary@1", "revenue")
+    assert {(o["version"], o["dropzone_field"]) for o in found["origins"]} == {
+        ("sales/clients@1", "order.quantity"), ("sales/products@1", "unit_price"),
+    }
+    quantity = next(o for o in found["origins"] if o["dropzone_field"] == "order.quantity")
+    assert quantity["dependencies"] == [{"kind": "DIRECT", "transformation": "AGGREGATION", "masking": False}]
+    [source] = quantity["files"]
+    assert source["sha256"] == sha256_file(Path(source["path"]))
+
+
+def test_lineage_columns_of_a_missing_column_names_the_columns(ingested, capsys):
+    code, _, err = cli(capsys, "lineage", "columns", "sales/product_summary@1", "price")
+    assert code == 4 and "sales/product_summary@1 has no column 'price'; its columns are product_id" in err

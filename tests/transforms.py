@@ -39,3 +39,9 @@ def joins_a_cached_extra_path(spark: SparkSession, **inputs: DataFrame) -> DataF
     first = next(iter(inputs.values()))
     extra = spark.read.parquet(EXTRA_PATH["path"]).cache()
     return first.crossJoin(extra.limit(1).select(extra.columns[0]).withColumnRenamed(extra.columns[0], "extra"))
+
+
+def through_pandas(spark: SparkSession, **inputs: DataFrame) -> DataFrame:
+    """The first input's product ids and names, passed through pandas: a plan node without a lineage rule."""
+    first = next(iter(inputs.values())).select("product_id", "product_name")
+    return first.mapInPandas(lambda batches: batches, first.schema)

@@ -104,6 +104,8 @@ class VersionRow(SQLModel, table=True):
     label_from: str | None = None
     criticality: str = Field(default="normal", index=True, sa_column_kwargs={"server_default": text("'normal'")})
     purged_at: datetime | None = None
+    # JSON: what extracting the column lineage fell back on or capped; None when none was recorded.
+    column_lineage: str | None = Field(default=None, sa_column=Column(Text))
 
     @property
     def ref(self) -> str:
@@ -148,6 +150,25 @@ class LineageEdge(SQLModel, table=True):
     output_version_id: int = Field(foreign_key="version.id")
     input_version_id: int = Field(foreign_key="version.id")
     run_id: str | None = None
+
+
+class ColumnLineageRow(SQLModel, table=True):
+    """`version.output_column <- input version.input_column`, DIRECT or INDIRECT, with its transformation.
+
+    `output_column` is None for a dependency of every column (a filter, join key, group-by or sort key);
+    `input_version_id` is None for a field of the DropZone batch a landing version was ingested from.
+    """
+
+    __tablename__ = "column_lineage"
+
+    id: int | None = Field(default=None, primary_key=True)
+    version_id: int = Field(foreign_key="version.id", index=True)
+    output_column: str | None = None
+    input_version_id: int | None = Field(default=None, foreign_key="version.id")
+    input_column: str
+    kind: str
+    transformation: str
+    masking: bool = False
 
 
 class LedgerEntry(SQLModel, table=True):

@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame
 
 from governance.catalog.models import VersionRow
 from governance.errors import UndeclaredRead
-from governance.zones import AssetKey, Lake, Zone
+from governance.zones import AssetKey, Lake, Zone, local_path
 
 READABLE_ZONES = (Zone.LANDING, Zone.INTEGRATION)
 
@@ -32,7 +31,7 @@ def observe(frame: DataFrame, lake: Lake, owner: AssetKey, pins: Mapping[AssetKe
     """
     read: set[AssetKey] = set()
     for uri in sorted(plan_files(frame)):
-        read.add(_check_file(_local_path(uri), lake, owner, pins))
+        read.add(_check_file(local_path(uri), lake, owner, pins))
     unread = tuple(pins[key].ref for key in pins if key not in read)
     return Observation(read=tuple(pins[key].ref for key in pins if key in read), unread=unread)
 
@@ -85,10 +84,3 @@ def _check_file(path: Path, lake: Lake, owner: AssetKey, pins: Mapping[AssetKey,
             f"the transform of {owner} read {key}@{number}, but this run pinned {pins[key].ref}"
         )
     return key
-
-
-def _local_path(uri: str) -> Path:
-    parsed = urlparse(uri)
-    if parsed.scheme not in ("", "file"):
-        return Path(uri)
-    return Path(unquote(parsed.path))

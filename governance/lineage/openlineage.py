@@ -7,20 +7,24 @@ version, schema and ownership facets; the run carries the Dagster run as its par
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from governance.catalog.models import VersionRow
 from governance.errors import InvalidInput
 from governance.runs import Progress, RunRequest, quiet
 from governance.zones import AssetKey, Lake, Zone
+
+if TYPE_CHECKING:
+    from governance.lineage.columns import Edge
+    from governance.lineage.versioned import VersionColumns
 
 NAMESPACE = "custody"
 DAGSTER_NAMESPACE = "dagster"
@@ -59,6 +63,16 @@ def transport_config(setting: str, home: Path, api_key: str | None = None) -> di
 
 
 @dataclass(frozen=True)
+class ColumnInput:
+    """`column` of a dataset (None: every column) depends on `field` of the input dataset at `path`."""
+
+    column: str | None
+    path: str
+    field: str
+    edge: Edge
+
+
+@dataclass(frozen=True)
 class Dataset:
     """A dataset as OpenLineage sees it: a lake folder at one version."""
 
@@ -66,12 +80,24 @@ class Dataset:
     version: str
     schema_json: str | None = None
     roles: dict[str, str] = field(default_factory=dict)
+    columns: tuple[ColumnInput, ...] = ()
 
 
-def dataset_of(lake: Lake, row: VersionRow, roles: dict[str, str]) -> Dataset:
+def dataset_of(lake: Lake, row: VersionRow, roles: dict[str, str], columns: tuple[ColumnInput, ...] = ()) -> Dataset:
     """A committed version as an OpenLineage dataset: its asset's folder, at its version number."""
     folder = lake.zone_dir(Zone(row.zone), AssetKey.parse(row.asset_key))
-    return Dataset(str(folder), str(row.number), row.table_schema, roles)
+    return Dataset(str(folder), str(row.number), row.table_schema, roles, columns)
+
+
+def column_inputs(columns: VersionColumns | None, inputs: Mapping[int | None, Dataset]) -> tuple[ColumnInput, ...]:
+    """A version's column lineage over its input datasets, keyed by input version id (None: the DropZone batch)."""
+    if columns is None:
+        return ()
+    return tuple(
+        ColumnInput(dep.column, inputs[key].path, dep.input_column, dep.edge)
+        for dep in columns.deps
+        if (key := dep.source.id if dep.source is not None else None) in inputs
+    )
 
 
 @dataclass(frozen=True)
@@ -195,12 +221,52 @@ def _facets(dataset: Dataset, made_by: str) -> dict[str, Any]:
             fields=[schema_dataset.SchemaDatasetFacetFields(name=f["name"], type=_type_name(f["type"])) for f in fields],
             producer=made_by,
         )
+    if dataset.columns:
+        facets["columnLineage"] = _column_lineage(dataset.columns, made_by)
     if dataset.roles:
         facets["ownership"] = ownership_dataset.OwnershipDatasetFacet(
             owners=[ownership_dataset.Owner(name=f"group:{group}", type=role) for role, group in dataset.roles.items()],
             producer=made_by,
         )
     return facets
+
+
+def _column_lineage(columns: tuple[ColumnInput, ...], made_by: str):
+    from openlineage.client.facet_v2 import column_lineage_dataset as facet
+
+    fields: dict[str, dict[tuple[str, str], list]] = {}
+    every: dict[tuple[str, str], list] = {}
+    for each in columns:
+        target = every if each.column is None else fields.setdefault(each.column, {})
+        target.setdefault((each.path, each.field), []).append(_transformation(each.edge))
+
+    def inputs(found: dict[tuple[str, str], list]) -> list:
+        return [
+            facet.InputField(namespace=DATASET_NAMESPACE, name=path, field=name, transformations=transformations)
+            for (path, name), transformations in found.items()
+        ]
+
+    return facet.ColumnLineageDatasetFacet(
+        fields={column: facet.Fields(inputFields=inputs(found)) for column, found in fields.items()},
+        dataset=inputs(every),
+        producer=made_by,
+    )
+
+
+def _transformation(edge: Edge):
+    from openlineage.client.facet_v2 import column_lineage_dataset as facet
+
+    from governance.lineage.columns import Transformation
+
+    # OpenLineage has no word for a step nobody can see into (a Python UDF, an operation without a
+    # rule): it is a TRANSFORMATION, described as unknown.
+    known = edge.transformation is not Transformation.UNKNOWN
+    return facet.Transformation(
+        type=edge.kind.value,
+        subtype=edge.transformation.value if known else Transformation.TRANSFORMATION.value,
+        description=None if known else "unknown transformation",
+        masking=edge.masking,
+    )
 
 
 def _is_uuid(value: str | None) -> bool:

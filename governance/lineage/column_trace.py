@@ -1,0 +1,214 @@
+"""Following a column of a version back, version by version, to the DropZone fields it came from."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlmodel import Session, col, select
+
+from governance.catalog import Catalog
+from governance.catalog.models import BatchRow, SourceFile, VersionRow
+from governance.errors import NotFound
+from governance.lineage.columns import IDENTITY, Edge, compose
+from governance.lineage.versioned import (
+    ColumnDep,
+    RecordedColumns,
+    column_names,
+    recorded,
+    summary_of,
+)
+from governance.zones import VersionRef
+
+
+@dataclass(frozen=True)
+class Batch:
+    """The DropZone batch a landing version was ingested from, with its files."""
+
+    batch_id: str
+    files: tuple[SourceFile, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"batch": self.batch_id, "files": [{"path": f.path, "bytes": f.bytes, "sha256": f.sha256} for f in self.files]}
+
+
+@dataclass(frozen=True)
+class DropZoneField:
+    """A field of the DropZone batch a landing column was read from."""
+
+    field: str
+    edges: tuple[Edge, ...]
+    batch: Batch | None
+
+
+@dataclass
+class ColumnNode:
+    """A column of a version, how the column above depends on it, and what it depends on in turn."""
+
+    version: VersionRow
+    column: str
+    edges: tuple[Edge, ...] = ()
+    inputs: list[ColumnNode] = field(default_factory=list)
+    fields: list[DropZoneField] = field(default_factory=list)
+    expanded_elsewhere: bool = False
+
+    @property
+    def recorded(self) -> bool:
+        return recorded(self.version)
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"version": self.version.ref, "column": self.column, **_edges_dict(self.edges)}
+        if self.expanded_elsewhere:
+            return {**data, "expanded_elsewhere": True}
+        if not self.recorded:
+            return {**data, "recorded": False}
+        data["inputs"] = [node.to_dict() for node in self.inputs]
+        if self.fields:
+            data["dropzone"] = [
+                {"field": f.field, **_edges_dict(f.edges), **(f.batch.to_dict() if f.batch else {})} for f in self.fields
+            ]
+        return data
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a column's values begin: a DropZone field of a landing version, reached through
+    `edges` (composed along every path); or a column whose own lineage was never recorded."""
+
+    version: VersionRow
+    field: str
+    edges: tuple[Edge, ...]
+    batch: Batch | None
+    recorded: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        where = {"dropzone_field": self.field} if self.recorded else {"column": self.field, "recorded": False}
+        return {"version": self.version.ref, **where, **_edges_dict(self.edges), **(self.batch.to_dict() if self.batch else {})}
+
+
+@dataclass(frozen=True)
+class Overview:
+    """Every column of a version with its own dependencies, and those of every column."""
+
+    version: VersionRow
+    columns: dict[str, list[ColumnDep]]
+    every_column: list[ColumnDep]
+
+    def to_dict(self) -> dict[str, Any]:
+        summary = summary_of(self.version)
+        return {
+            "version": self.version.ref, "recorded": recorded(self.version),
+            "columns": {name: [_dep_dict(d) for d in deps] for name, deps in self.columns.items()},
+            "every_column": [_dep_dict(d) for d in self.every_column],
+            "fallbacks": summary.get("fallbacks", []), "notes": summary.get("notes", []),
+        }
+
+
+def overview(catalog: Catalog, ref: VersionRef) -> Overview:
+    with catalog.session() as session:
+        version = _version(catalog, session, ref)
+        deps = RecordedColumns(session).of(version)
+    columns: dict[str, list[ColumnDep]] = {name: [] for name in column_names(version)}
+    for dep in deps:
+        if dep.column is not None:
+            columns.setdefault(dep.column, []).append(dep)
+    return Overview(version, columns, [d for d in deps if d.column is None])
+
+
+def column_tree(catalog: Catalog, ref: VersionRef, column: str, *, direct_only: bool = False) -> ColumnNode:
+    """`column` of `ref` and everything it depends on; a column met again is named, not expanded again."""
+    with catalog.session() as session:
+        root = _version(catalog, session, ref)
+        _require_column(root, column)
+        graph, batches, seen = RecordedColumns(session), _Batches(session), set()
+
+        def grow(node: ColumnNode) -> ColumnNode:
+            if (node.version.id, node.column) in seen:
+                node.expanded_elsewhere = True
+                return node
+            seen.add((node.version.id, node.column))
+            for (source_id, name), edges in sorted(graph.feeding(node.version, node.column, direct_only=direct_only).items(), key=_by_input):
+                if source_id is None:
+                    node.fields.append(DropZoneField(name, tuple(sorted(edges)), batches.of(node.version)))
+                else:
+                    node.inputs.append(grow(ColumnNode(graph.version(source_id), name, tuple(sorted(edges)))))
+            return node
+
+        return grow(ColumnNode(root, column))
+
+
+def origins(catalog: Catalog, ref: VersionRef, column: str, *, direct_only: bool = False) -> list[Origin]:
+    """The DropZone fields `column` of `ref` comes from, across every version between them."""
+    with catalog.session() as session:
+        root = _version(catalog, session, ref)
+        _require_column(root, column)
+        graph, batches = RecordedColumns(session), _Batches(session)
+        reached: dict[tuple[int, str], set[Edge]] = {(root.id, column): {IDENTITY}}
+        found: dict[tuple[int, str, bool], set[Edge]] = {}
+        queue = deque(reached)
+        while queue:
+            version_id, name = queue.popleft()
+            version, here = graph.version(version_id), reached[(version_id, name)]
+            if not recorded(version):
+                found.setdefault((version_id, name, False), set()).update(here)
+                continue
+            for (source_id, input_column), edges in graph.feeding(version, name, direct_only=direct_only).items():
+                composed = {compose(outer, inner) for outer in here for inner in edges}
+                if source_id is None:
+                    found.setdefault((version_id, input_column, True), set()).update(composed)
+                    continue
+                known = reached.setdefault((source_id, input_column), set())
+                if not composed <= known:
+                    known.update(composed)
+                    queue.append((source_id, input_column))
+        return [
+            Origin(graph.version(version_id), name, tuple(sorted(edges)), batches.of(graph.version(version_id)), is_recorded)
+            for (version_id, name, is_recorded), edges in sorted(found.items(), key=lambda item: (graph.version(item[0][0]).ref, item[0][1]))
+        ]
+
+
+def _by_input(item: tuple[tuple[int | None, str], set[Edge]]) -> tuple[int, str]:
+    (source_id, name), _ = item
+    return (source_id or 0, name)
+
+
+def _version(catalog: Catalog, session: Session, ref: VersionRef) -> VersionRow:
+    row = catalog.find_version(session, ref)
+    if row is None:
+        raise NotFound(f"no version {ref}")
+    return row
+
+
+def _require_column(version: VersionRow, column: str) -> None:
+    names = column_names(version)
+    if column not in names:
+        raise NotFound(f"{version.ref} has no column {column!r}; its columns are {', '.join(names)}")
+
+
+class _Batches:
+    def __init__(self, session: Session):
+        self.session = session
+        self._found: dict[int, Batch | None] = {}
+
+    def of(self, version: VersionRow) -> Batch | None:
+        if version.id not in self._found:
+            batch = self.session.exec(select(BatchRow).where(BatchRow.version_id == version.id)).first()
+            files = self.session.exec(
+                select(SourceFile).where(SourceFile.batch_pk == batch.id).order_by(col(SourceFile.path))
+            ) if batch else []
+            self._found[version.id] = Batch(batch.batch_id, tuple(files)) if batch else None
+        return self._found[version.id]
+
+
+def _edges_dict(edges: tuple[Edge, ...]) -> dict[str, Any]:
+    if not edges:
+        return {}
+    return {"dependencies": [{"kind": e.kind.value, "transformation": e.transformation.value, "masking": e.masking} for e in edges]}
+
+
+def _dep_dict(dep: ColumnDep) -> dict[str, Any]:
+    return {
+        "input": dep.source.ref if dep.source else "dropzone", "column": dep.input_column,
+        "kind": dep.edge.kind.value, "transformation": dep.edge.transformation.value, "masking": dep.edge.masking,
+    }

@@ -1,0 +1,543 @@
+"""Column lineage from a Spark plan, without running a Spark job.
+
+`extract(df)` reads the structure of the DataFrame's analyzed plan from one JSON call, and asks the
+JVM only what that JSON leaves out: the root paths and format of each file relation. Each plan
+operation and expression has a rule, like an analyzer per step; a plan node without one falls back
+to "every output column depends on every input column of that node", and is named in the result.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from py4j.protocol import Py4JError
+from pyspark.sql import DataFrame
+
+from governance.lineage.columns import (
+    AGGREGATE,
+    CONDITIONAL,
+    FILTER,
+    GROUP_BY,
+    IDENTITY,
+    JOIN,
+    MASK,
+    MAX_ALL_TO_ALL,
+    MAX_COLUMNS,
+    SORT,
+    TRANSFORM,
+    UNKNOWN,
+    WINDOW,
+    Edge,
+    Kind,
+    Transformation,
+    compose_all,
+)
+
+_AGGREGATES = "org.apache.spark.sql.catalyst.expressions.aggregate."
+_TRANSPARENT = frozenset({
+    "Alias", "AggregateExpression", "SortOrder", "KnownNotNull", "KnownNullable", "KnownFloatingPointNormalized",
+    "PromotePrecision", "WindowSpecDefinition",
+})
+_MASKING = frozenset({"Sha1", "Sha2", "Md5", "Crc32", "Murmur3Hash", "XxHash64", "HiveHash", "Mask"})
+_OPAQUE = frozenset({
+    "PythonUDF", "PythonUDAF", "PythonUDTF", "ScalaUDF", "ScalaUDAF", "ScalaAggregator",
+    "HiveSimpleUDF", "HiveGenericUDF", "HiveUDAFFunction",
+})
+_PASS_THROUGH = frozenset({
+    "SubqueryAlias", "View", "ResolvedHint", "Repartition", "RepartitionByExpression", "RebalancePartitions",
+    "GlobalLimit", "LocalLimit", "Offset", "Tail", "Sample", "CollectMetrics", "Subquery", "EventTimeWatermark",
+})
+_FILE_RELATIONS = frozenset({"LogicalRelation"})
+_TABLE_RELATIONS = frozenset({"DataSourceV2Relation", "DataSourceV2ScanRelation", "HiveTableRelation"})
+_RDD_RELATIONS = frozenset({"LogicalRDD"})
+_DATA_IN_PLAN = frozenset({"LocalRelation", "Range", "OneRowRelation"})
+_SEMI_JOINS = ("LeftSemi", "LeftAnti")
+
+# A column's dependencies while the plan is read: (relation leaf, column) -> the ways it depends.
+Deps = Mapping[tuple[int, str], frozenset[Edge]]
+EMPTY: Deps = {}
+
+
+@dataclass(frozen=True)
+class Relation:
+    """An input the plan reads: `files` (with the root paths given to the reader), a `table`, an
+    `rdd` (whose own source Spark's plan does not show), or `other`."""
+
+    kind: str
+    name: str
+    paths: tuple[str, ...] = ()
+    format: str | None = None
+
+
+@dataclass(frozen=True, order=True)
+class Dependency:
+    """An output column depends on `column` of input `relation` (an index into `inputs`)."""
+
+    relation: int
+    column: str
+    kind: Kind
+    transformation: Transformation
+    masking: bool = False
+
+
+@dataclass(frozen=True)
+class ColumnLineage:
+    column: str
+    dependencies: tuple[Dependency, ...]
+
+
+@dataclass(frozen=True)
+class PlanLineage:
+    """What a DataFrame reads, and where each of its columns comes from.
+
+    `dataset` holds the dependencies of every column at once: the columns that filter, join, group,
+    sort or deduplicate the rows. `fallbacks` names the plan nodes read by the generic rule, and
+    `notes` says what was capped or could not be traced.
+    """
+
+    inputs: tuple[Relation, ...]
+    columns: tuple[ColumnLineage, ...]
+    dataset: tuple[Dependency, ...] = ()
+    fallbacks: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def of(self, column: str) -> tuple[Dependency, ...]:
+        """Everything `column` depends on: its own dependencies and the dataset's."""
+        for each in self.columns:
+            if each.column == column:
+                return tuple(sorted({*each.dependencies, *self.dataset}))
+        raise KeyError(column)
+
+
+def extract(frame: DataFrame, *, max_columns: int = MAX_COLUMNS, max_all_to_all: int = MAX_ALL_TO_ALL) -> PlanLineage:
+    """The inputs and column lineage of `frame`, read from its analyzed plan.
+
+    `max_columns` caps the output columns traced; `max_all_to_all` caps the dependencies one
+    fallback may add, beyond which they are recorded once for the whole dataset.
+    """
+    analyzed = frame._jdf.queryExecution().analyzed()  # noqa: SLF001 (no public API for the plan)
+    reader = _PlanReader(max_all_to_all)
+    top = reader.plan(json.loads(analyzed.toJSON()))
+    relations, index_of = _relations(reader.leaves, analyzed)
+    notes = list(reader.notes)
+    outputs = top.output
+    if len(outputs) > max_columns:
+        notes.append(f"column lineage covers the first {max_columns:,} of {len(outputs):,} columns")
+        outputs = outputs[:max_columns]
+    columns = tuple(
+        ColumnLineage(reader.names[expr_id], _dependencies(reader.attrs.get(expr_id, EMPTY), index_of))
+        for expr_id in outputs
+    )
+    if reader.unresolved:
+        shown = ", ".join(sorted(reader.unresolved)[:5])
+        notes.append(f"the origin of {len(reader.unresolved)} column(s) could not be traced: {shown}")
+    return PlanLineage(
+        inputs=relations, columns=columns, dataset=_dependencies(top.rows, index_of),
+        fallbacks=tuple(dict.fromkeys(reader.fallbacks)), notes=tuple(notes),
+    )
+
+
+def _dependencies(deps: Deps, index_of: Mapping[int, int]) -> tuple[Dependency, ...]:
+    found = {
+        Dependency(index_of[leaf], column, each.kind, each.transformation, each.masking)
+        for (leaf, column), edges in deps.items() if leaf in index_of
+        for each in edges
+    }
+    return tuple(sorted(found))
+
+
+@dataclass(frozen=True)
+class _Out:
+    output: list[int]
+    rows: Deps = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Leaf:
+    kind: str
+    node: dict[str, Any]
+    first_id: int | None
+
+
+def _short(node: Mapping[str, Any]) -> str:
+    name = node["class"]
+    return name[name.rfind(".") + 1:]
+
+
+def _merge(parts: Iterable[Deps]) -> Deps:
+    merged: dict[tuple[int, str], frozenset[Edge]] = {}
+    for part in parts:
+        for key, edges in part.items():
+            known = merged.get(key)
+            merged[key] = edges if known is None or known == edges else known | edges
+    return merged
+
+
+def _through(deps: Deps, outer: Edge) -> Deps:
+    return {key: compose_all(outer, edges) for key, edges in deps.items()}
+
+
+def _expr_id(node: Mapping[str, Any]) -> int:
+    return node["exprId"]["id"]
+
+
+class _PlanReader:
+    """Reads plan JSON bottom-up, giving each attribute (by expression id) its dependencies."""
+
+    def __init__(self, max_all_to_all: int):
+        self.max_all_to_all = max_all_to_all
+        self.attrs: dict[int, Deps] = {}
+        self.names: dict[int, str] = {}
+        self.ctes: dict[int, _Out] = {}
+        self.leaves: list[_Leaf] = []
+        self.fallbacks: list[str] = []
+        self.notes: list[str] = []
+        self.unresolved: set[str] = set()
+
+    # Plans -----------------------------------------------------------------------------------
+
+    def plan(self, nodes: list[dict[str, Any]]) -> _Out:
+        """The output attributes and row dependencies of a plan given as pre-order JSON nodes."""
+        children = _children_of(nodes)
+        results: dict[int, _Out] = {}
+        for index in _post_order(children):
+            results[index] = self.node(nodes[index], [results.pop(c) for c in children[index]])
+        return results[0]
+
+    def node(self, node: dict[str, Any], kids: list[_Out]) -> _Out:
+        kind = _short(node)
+        rule = _PLAN_RULES.get(kind)
+        if rule is not None:
+            return rule(self, node, kids)
+        if kind in _PASS_THROUGH and len(kids) == 1:
+            return kids[0]
+        return self.fallback(kind, node, kids)
+
+    def leaf(self, node: dict[str, Any], kids: list[_Out]) -> _Out:
+        kind = _short(node)
+        # Hive tables list their data and partition columns apart.
+        output = self.named(node.get("output") or [*(node.get("dataCols") or []), *(node.get("partitionCols") or [])])
+        if kind in _FILE_RELATIONS or kind in _TABLE_RELATIONS or kind in _RDD_RELATIONS:
+            leaf = len(self.leaves)
+            self.leaves.append(_Leaf(kind, node, output[0] if output else None))
+            for expr_id in output:
+                self.attrs[expr_id] = {(leaf, self.names[expr_id]): frozenset({IDENTITY})}
+        else:
+            for expr_id in output:
+                self.attrs[expr_id] = EMPTY
+        return _Out(output)
+
+    def project(self, node: dict[str, Any], kids: list[_Out]) -> _Out:
+        return _Out(self.named(node["projectList"]), kids[0].rows)
+
+    def filter(self, node: dict[str, Any], kids: list[_Out]) -> _Out:
+        return _Out(kids[0].output, _merge([kids[0].rows, _through(self.value(node["condition"]), FILTER)]))
+
+    def join(self, node: dict[str, Any], kids: list[_Out]) -> _Out:
+        left, right = kids
+        join_type = str(node.get("joinType", {}).get("object", ""))
+        semi = any(f".{name}$" in join_type for name in _SEMI_JOINS)
+        condition = _through(self.value(node["condition"]), JOIN) if node.get("condition") else EMPTY
+        output = left.output if semi else left.output + right.output
+        return _Out(output, _merge([left.rows, right.rows, condition]))
+
+    def aggregate(self, node: dict[str, Any], kids: list[_Out]) -> _Out:
+        keys = _merge(self.value(e) for e in node["groupingExpressions"])
+        return _Out(self.named(node["aggregateExpressions"]), _merge([kids[0].rows, _through(keys, GROUP_BY)]))
+
+    def window(self, node: dict[str, Any], kids: list[_Out]) -> _Out:
+        return _Out(kids[0].output + self.named(node["windowExpressions"]), kids[0].rows)
+
+    def sort(self, node: dict[str, Any], kids: list[_Out]) -> _Out:
+        order = _merge(self.value(e) for e in node["order"])
+        return _Out(kids[0].output, _merge([kids[0].rows, _through(order, SORT)]))
+
+    def deduplicate(self, node: dict[str, Any], kids: list[_Out]) -> _Out:
+        keys = [self.value(e) for e in node["keys"]] if "keys" in node else [self.attrs.get(i, EMPTY) for i in kids[0].output]
+        return _Out(kids[0].output, _merge([kids[0].rows, _through(_merge(keys), GROUP_BY)]))
+
+    def union(self, node: dict[str, Any], kids: list[_Out]) -> _Out:
+        # A union's columns are its first child's attributes, now also fed by the other children.
+        output = kids[0].output
+        for position, expr_id in enumerate(output):
+            self.attrs[expr_id] = _merge(self.attrs.get(kid.output[position], EMPTY) for kid in kids)
+        return _Out(output, _merge(kid.rows for kid in kids))
+
+    def set_filter(self, node: dict[str, Any], kids: list[_Out]) -> _Out:
+        """INTERSECT and EXCEPT keep the left rows that the right side has, or has not."""
+        left, right = kids
+        other = _merge([right.rows, *(self.attrs.get(i, EMPTY) for i in right.output)])
+        return _Out(left.output, _merge([left.rows, _through(other, FILTER)]))
+
+    def generate(self, node: dict[str, Any], kids: list[_Out]) -> _Out:
+        produced = self.value(node["generator"])
+        output = self.named(node["generatorOutput"])
+        for expr_id in output:
+            self.attrs[expr_id] = produced
+        return _Out(kids[0].output + output, kids[0].rows)
+
+    def expand(self, node: dict[str, Any], kids: list[_Out]) -> _Out:
+        output = self.named(node["output"])
+        for position, expr_id in enumerate(output):
+            self.attrs[expr_id] = _merge(self.value(projection[position]) for projection in node["projections"])
+        return _Out(output, kids[0].rows)
+
+    def with_cte(self, node: dict[str, Any], kids: list[_Out]) -> _Out:
+        return kids[node["plan"]]
+
+    def cte_definition(self, node: dict[str, Any], kids: list[_Out]) -> _Out:
+        self.ctes[node["id"]] = kids[0]
+        return kids[0]
+
+    def cte_reference(self, node: dict[str, Any], kids: list[_Out]) -> _Out:
+        definition = self.ctes.get(node["cteId"])
+        output = self.named(node["output"])
+        if definition is None or len(definition.output) != len(output):
+            return self.fallback("CTERelationRef", node, kids)
+        for expr_id, source in zip(output, definition.output, strict=True):
+            self.attrs[expr_id] = self.attrs.get(source, EMPTY)
+        return _Out(output, definition.rows)
+
+    def fallback(self, kind: str, node: dict[str, Any], kids: list[_Out]) -> _Out:
+        """Every output column depends, in an unknown way, on every input column of the node."""
+        self.fallbacks.append(kind)
+        inputs = _merge([*(kid.rows for kid in kids), *(self.attrs.get(i, EMPTY) for kid in kids for i in kid.output)])
+        unknown = _through(inputs, UNKNOWN)
+        output = self.named(node["output"]) if isinstance(node.get("output"), list) else (kids[0].output if kids else [])
+        rows = _merge(kid.rows for kid in kids)
+        if len(output) * len(inputs) > self.max_all_to_all:
+            self.notes.append(
+                f"{kind}: {len(output):,} x {len(inputs):,} column dependencies exceed the cap of "
+                f"{self.max_all_to_all:,}; recorded once for the whole dataset"
+            )
+            for expr_id in output:
+                self.attrs.setdefault(expr_id, EMPTY)
+            return _Out(output, _merge([rows, unknown]))
+        for expr_id in output:
+            self.attrs[expr_id] = unknown
+        return _Out(output, rows)
+
+    def named(self, expressions: list[list[dict[str, Any]]]) -> list[int]:
+        """The attributes a list of named expressions defines, each given its dependencies."""
+        output = []
+        for expression in expressions:
+            top = expression[0]
+            expr_id = _expr_id(top)
+            self.names[expr_id] = top["name"]
+            if _short(top) != "AttributeReference":
+                self.attrs[expr_id] = self.value(expression)
+            output.append(expr_id)
+        return output
+
+    # Expressions -----------------------------------------------------------------------------
+
+    def value(self, nodes: list[dict[str, Any]]) -> Deps:
+        """What an expression's value depends on; its nodes come in pre-order, children inline."""
+        stack: list[Deps] = []
+        for node in reversed(nodes):
+            count = node["num-children"]
+            if count:
+                kids = stack[-count:][::-1]
+                del stack[-count:]
+            else:
+                kids = []
+            stack.append(self.expression(node, kids))
+        return stack[0]
+
+    def expression(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
+        kind = _short(node)
+        if kind == "AttributeReference":
+            return self.attribute(node)
+        rule = _EXPRESSION_RULES.get(kind)
+        if rule is not None:
+            return rule(self, node, kids)
+        if not kids:
+            return EMPTY
+        if kind in _TRANSPARENT:
+            return kids[0] if len(kids) == 1 else _merge(kids)
+        merged = kids[0] if len(kids) == 1 else _merge(kids)
+        if kind in _OPAQUE:
+            return _through(merged, UNKNOWN)
+        if kind in _MASKING:
+            return _through(merged, MASK)
+        if node["class"].startswith(_AGGREGATES):
+            return _through(merged, AGGREGATE)
+        return _through(merged, TRANSFORM)
+
+    def attribute(self, node: dict[str, Any]) -> Deps:
+        expr_id = _expr_id(node)
+        deps = self.attrs.get(expr_id)
+        if deps is None:
+            self.unresolved.add(f"{node['name']}#{expr_id}")
+            return EMPTY
+        return deps
+
+    def outer(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
+        return self.value(node["e"])
+
+    def struct_field(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
+        """`s.x` of a column read as is depends on the nested field `s.x`, not on all of `s`."""
+        (child,) = kids
+        name = node.get("name")
+        if name and len(child) == 1:
+            (((leaf, column), edges),) = child.items()
+            if edges == frozenset({IDENTITY}):
+                return {(leaf, f"{column}.{name}"): edges}
+        return child
+
+    def case_when(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
+        conditions = range(0, 2 * len(node["branches"]), 2)
+        return self.conditional(kids, set(conditions))
+
+    def if_(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
+        return self.conditional(kids, {0})
+
+    @staticmethod
+    def conditional(kids: list[Deps], conditions: set[int]) -> Deps:
+        return _merge(
+            _through(kid, CONDITIONAL if position in conditions else TRANSFORM) for position, kid in enumerate(kids)
+        )
+
+    def window_expression(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
+        function, spec = kids
+        return _merge([function, _through(spec, WINDOW)])
+
+    def pivot(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
+        pivot_column, value = kids
+        return _merge([_through(pivot_column, CONDITIONAL), _through(value, AGGREGATE)])
+
+    def scalar_subquery(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
+        found = self.plan(node["plan"])
+        return _merge([*kids, found.rows, *(self.attrs.get(i, EMPTY) for i in found.output[:1])])
+
+    def exists(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
+        found = self.plan(node["plan"])
+        return _merge([*kids, _through(found.rows, FILTER)])
+
+    def list_query(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
+        found = self.plan(node["plan"])
+        return _merge([*kids, found.rows, *(self.attrs.get(i, EMPTY) for i in found.output)])
+
+
+_PLAN_RULES = {
+    **dict.fromkeys(_FILE_RELATIONS | _TABLE_RELATIONS | _RDD_RELATIONS | _DATA_IN_PLAN, _PlanReader.leaf),
+    "Project": _PlanReader.project,
+    "Filter": _PlanReader.filter,
+    "Join": _PlanReader.join,
+    "Aggregate": _PlanReader.aggregate,
+    "Window": _PlanReader.window,
+    "Sort": _PlanReader.sort,
+    "Deduplicate": _PlanReader.deduplicate,
+    "Distinct": _PlanReader.deduplicate,
+    "Union": _PlanReader.union,
+    "Intersect": _PlanReader.set_filter,
+    "Except": _PlanReader.set_filter,
+    "Generate": _PlanReader.generate,
+    "Expand": _PlanReader.expand,
+    "WithCTE": _PlanReader.with_cte,
+    "CTERelationDef": _PlanReader.cte_definition,
+    "CTERelationRef": _PlanReader.cte_reference,
+}
+
+_EXPRESSION_RULES = {
+    "OuterReference": _PlanReader.outer,
+    "GetStructField": _PlanReader.struct_field,
+    "CaseWhen": _PlanReader.case_when,
+    "If": _PlanReader.if_,
+    "WindowExpression": _PlanReader.window_expression,
+    "PivotFirst": _PlanReader.pivot,
+    "ScalarSubquery": _PlanReader.scalar_subquery,
+    "Exists": _PlanReader.exists,
+    "ListQuery": _PlanReader.list_query,
+}
+
+
+def _children_of(nodes: list[dict[str, Any]]) -> list[list[int]]:
+    """Each node's children, by index into the pre-order list."""
+    end = [0] * len(nodes)
+    children: list[list[int]] = [[] for _ in nodes]
+    for index in range(len(nodes) - 1, -1, -1):
+        following = index + 1
+        for _ in range(nodes[index]["num-children"]):
+            children[index].append(following)
+            following = end[following]
+        end[index] = following
+    return children
+
+
+def _post_order(children: list[list[int]]) -> list[int]:
+    order: list[int] = []
+    stack = [(0, False)]
+    while stack:
+        index, done = stack.pop()
+        if done:
+            order.append(index)
+            continue
+        stack.append((index, True))
+        stack.extend((child, False) for child in reversed(children[index]))
+    return order
+
+
+def _relations(leaves: list[_Leaf], analyzed) -> tuple[tuple[Relation, ...], dict[int, int]]:
+    """The distinct inputs, and the input each leaf of the plan reads."""
+    files = _jvm_file_relations(analyzed) if any(leaf.kind in _FILE_RELATIONS for leaf in leaves) else {}
+    relations: dict[Relation, int] = {}
+    index_of: dict[int, int] = {}
+    for position, leaf in enumerate(leaves):
+        relation = _relation(leaf, files.get(leaf.first_id))
+        index_of[position] = relations.setdefault(relation, len(relations))
+    return tuple(relations), index_of
+
+
+def _relation(leaf: _Leaf, jvm_relation) -> Relation:
+    table = _table_name(leaf.node)
+    if leaf.kind in _RDD_RELATIONS:
+        return Relation("rdd", leaf.kind)
+    if jvm_relation is None:
+        return Relation("table" if table else "other", table or leaf.kind)
+    paths, file_format = _files_of(jvm_relation)
+    if table:
+        return Relation("table", table, paths, file_format)
+    if paths:
+        return Relation("files", paths[0] if len(paths) == 1 else f"{paths[0]} and {len(paths) - 1} more", paths, file_format)
+    return Relation("other", jvm_relation.getClass().getSimpleName())
+
+
+def _table_name(node: Mapping[str, Any]) -> str | None:
+    for key in ("catalogTable", "tableMeta", "identifier"):
+        found = node.get(key)
+        if isinstance(found, dict):
+            identifier = found.get("identifier", found)
+            parts = [identifier.get(part) for part in ("catalog", "database", "table", "name")]
+            name = ".".join(str(p) for p in parts if p)
+            if name:
+                return name
+    return None
+
+
+def _jvm_file_relations(analyzed) -> dict[int, Any]:
+    """File-based relations of the plan and its subqueries, by the id of their first column."""
+    found = {}
+    plans = analyzed.subqueriesAll()
+    for plan in [analyzed, *(plans.apply(i) for i in range(plans.size()))]:
+        leaves = plan.collectLeaves()
+        for position in range(leaves.size()):
+            leaf = leaves.apply(position)
+            if leaf.getClass().getSimpleName() in _FILE_RELATIONS and leaf.output().size():
+                found[leaf.output().head().exprId().id()] = leaf.relation()
+    return found
+
+
+def _files_of(relation) -> tuple[tuple[str, ...], str | None]:
+    try:
+        paths = tuple(relation.location().rootPaths().mkString("\n").split("\n"))
+    except Py4JError:
+        return (), None
+    try:
+        file_format = relation.fileFormat().shortName()
+    except Py4JError:
+        file_format = relation.fileFormat().toString()
+    return tuple(p for p in paths if p), file_format
