@@ -340,7 +340,8 @@ def repair(
 
 @app.command()
 def demo(as_user: Annotated[str, typer.Option("--as", help="Requester of the demo runs.", metavar="USER")] = "bob") -> None:
-    """Drop sample batches, run the whole pipeline through Dagster, print the summary's provenance."""
+    """Drop sample batches, run the whole pipeline through Dagster, print the summary's provenance
+    and where its revenue column comes from."""
     settings = _settings()
     from governance.demo import (
         CLIENTS,
@@ -367,6 +368,11 @@ def demo(as_user: Annotated[str, typer.Option("--as", help="Requester of the dem
     console = render.stdout_console()
     console.print()
     console.print(render.lineage_tree(provenance_of(catalog, VersionRef(PRODUCT_SUMMARY, latest.number))))
+    from governance.lineage.column_trace import origins
+
+    console.print()
+    revenue = origins(catalog, VersionRef(PRODUCT_SUMMARY, latest.number), "revenue", direct_only=True)
+    console.print(render.origins_tree(latest.ref, "revenue", revenue))
 
 
 def run(args: list[str] | None = None) -> int:

@@ -161,11 +161,11 @@ def _record(session, catalog: Catalog, draft: Draft, number: int, created_at, ta
         table_schema=draft.table_schema, created_at=created_at, run_id=draft.run_id,
         code_version=draft.code_version, spec_hash=draft.spec_hash, requested_by=draft.requested_by,
         assurance=str(draft.assurance), attempt_id=draft.attempt_id, label_from=draft.label_from,
-        column_lineage=json.dumps(draft.columns.summary) if draft.columns else None,
+        column_lineage=json.dumps(draft.columns.summary) if draft.columns is not None else None,
     )
     session.add(row)
     session.flush()
-    if draft.columns:
+    if draft.columns is not None:
         record_columns(session, row.id, draft.columns)
     for source in draft.inputs:
         session.add(LineageEdge(output_version_id=row.id, input_version_id=source.id, run_id=draft.run_id))
@@ -187,7 +187,7 @@ def _record(session, catalog: Catalog, draft: Draft, number: int, created_at, ta
     }
     if draft.batch:
         details["batch"] = draft.batch.batch_id
-    if draft.columns:
+    if draft.columns is not None:
         details["column_lineage"] = draft.columns.summary
     ledger.append(session, actor=draft.requested_by, action=draft.committed_action, asset=str(draft.key),
                   version=number, run_id=draft.run_id, details=details)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -302,3 +303,9 @@ def test_extraction_runs_no_spark_job(spark, orders, customers):
     before = set(tracker.getJobIdsForGroup(None))
     extract(orders.join(customers, "customer").groupBy("country").agg(F.sum("qty")))
     assert set(tracker.getJobIdsForGroup(None)) == before
+
+
+def test_extraction_leaves_no_temporary_file_behind(orders, tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    extract(orders.select((F.col("qty") * 2).alias("twice")))
+    assert list(tmp_path.iterdir()) == []

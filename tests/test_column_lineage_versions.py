@@ -154,3 +154,15 @@ def test_openlineage_events_carry_the_column_lineage_facet(spark, catalog, lake,
     assert source["name"] == complete["inputs"][0]["name"] and source["field"] == "amount"
     assert source["transformations"] == [{"type": "DIRECT", "subtype": "AGGREGATION", "masking": False}]
     assert {(f["field"], f["transformations"][0]["subtype"]) for f in facet["dataset"]} >= {("product_id", "GROUP_BY")}
+
+
+def test_the_resource_reads_the_switch_and_cap_from_the_environment(settings, monkeypatch):
+    from resources import CustodyResource
+
+    monkeypatch.setenv("CUSTODY_COLUMN_LINEAGE_CAP", "500")
+    monkeypatch.delenv("CUSTODY_COLUMN_LINEAGE", raising=False)
+    monkeypatch.setenv("CUSTODY_HOME", str(settings.home))
+    assert CustodyResource().column_options() == ColumnOptions(max_all_to_all=500)
+    monkeypatch.setenv("CUSTODY_COLUMN_LINEAGE", "off")
+    assert CustodyResource().column_options() is None
+    assert CustodyResource(column_lineage="on").column_options() == ColumnOptions(max_all_to_all=500)

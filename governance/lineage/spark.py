@@ -1,7 +1,7 @@
 """Column lineage from a Spark plan, without running a Spark job.
 
-`extract(df)` reads the structure of the DataFrame's analyzed plan from one JSON call, and asks the
-JVM only what that JSON leaves out: the root paths and format of each file relation. Each plan
+`extract(df)` reads the structure of the DataFrame's analyzed plan from one JSON serialization, and
+asks the JVM only what that JSON leaves out: the root paths and format of each file relation. Each plan
 operation and expression has a rule, like an analyzer per step; a plan node without one falls back
 to "every output column depends on every input column of that node", and is named in the result.
 """
@@ -9,8 +9,11 @@ to "every output column depends on every input column of that node", and is name
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from py4j.protocol import Py4JError
@@ -120,8 +123,8 @@ def extract(frame: DataFrame, *, max_columns: int = MAX_COLUMNS, max_all_to_all:
     """
     analyzed = frame._jdf.queryExecution().analyzed()  # noqa: SLF001 (no public API for the plan)
     reader = _PlanReader(max_all_to_all)
-    top = reader.plan(json.loads(analyzed.toJSON()))
-    relations, index_of = _relations(reader.leaves, analyzed)
+    top = reader.plan(_plan_json(frame, analyzed))
+    relations, index_of = _relations(reader, analyzed)
     notes = list(reader.notes)
     outputs = top.output
     if len(outputs) > max_columns:
@@ -138,6 +141,30 @@ def extract(frame: DataFrame, *, max_columns: int = MAX_COLUMNS, max_all_to_all:
         inputs=relations, columns=columns, dataset=_dependencies(top.rows, index_of),
         fallbacks=tuple(dict.fromkeys(reader.fallbacks)), notes=tuple(notes),
     )
+
+
+def _plan_json(frame: DataFrame, analyzed) -> list[dict[str, Any]]:
+    """The analyzed plan's JSON (what `toJSON` gives), written by the driver's JVM to a private
+    temporary file: a Py4J answer of 16 KB or more can wait 40 ms on TCP acknowledgements, longer
+    than reading most plans takes."""
+    handle, name = tempfile.mkstemp(prefix="custody-plan-", suffix=".json")
+    os.close(handle)
+    try:
+        try:
+            mapper, file_class = json_writer(frame.sparkSession._jvm)  # noqa: SLF001
+            mapper.writeValue(file_class(name), analyzed.jsonValue())
+        except Py4JError:
+            return json.loads(analyzed.toJSON())
+        with open(name, "rb") as written:
+            return json.loads(written.read())
+    finally:
+        os.unlink(name)
+
+
+@cache
+def json_writer(jvm) -> tuple[Any, Any]:
+    """Spark's own JSON mapper and `java.io.File`, looked up once per JVM (each lookup is a round trip)."""
+    return getattr(jvm.org.json4s.jackson, "JsonMethods$").__getattr__("MODULE$").mapper(), jvm.java.io.File
 
 
 def _dependencies(deps: Deps, index_of: Mapping[int, int]) -> tuple[Dependency, ...]:
@@ -157,9 +184,12 @@ class _Out:
 
 @dataclass(frozen=True)
 class _Leaf:
+    """A relation of the plan: `position` among the leaves of the main plan (None inside a subquery)."""
+
     kind: str
     node: dict[str, Any]
     first_id: int | None
+    position: int | None
 
 
 def _short(node: Mapping[str, Any]) -> str:
@@ -193,6 +223,7 @@ class _PlanReader:
         self.names: dict[int, str] = {}
         self.ctes: dict[int, _Out] = {}
         self.leaves: list[_Leaf] = []
+        self.main_leaves: dict[int, int] = {}
         self.fallbacks: list[str] = []
         self.notes: list[str] = []
         self.unresolved: set[str] = set()
@@ -202,6 +233,11 @@ class _PlanReader:
     def plan(self, nodes: list[dict[str, Any]]) -> _Out:
         """The output attributes and row dependencies of a plan given as pre-order JSON nodes."""
         children = _children_of(nodes)
+        if not self.main_leaves:
+            # The main plan is read first. Its leaves come in the order of the JVM's `collectLeaves`,
+            # so a relation's paths can be asked of the leaf at the same position.
+            leaves = [id(node) for node, kids in zip(nodes, children, strict=True) if not kids]
+            self.main_leaves = {identity: position for position, identity in enumerate(leaves)}
         results: dict[int, _Out] = {}
         for index in _post_order(children):
             results[index] = self.node(nodes[index], [results.pop(c) for c in children[index]])
@@ -222,7 +258,7 @@ class _PlanReader:
         output = self.named(node.get("output") or [*(node.get("dataCols") or []), *(node.get("partitionCols") or [])])
         if kind in _FILE_RELATIONS or kind in _TABLE_RELATIONS or kind in _RDD_RELATIONS:
             leaf = len(self.leaves)
-            self.leaves.append(_Leaf(kind, node, output[0] if output else None))
+            self.leaves.append(_Leaf(kind, node, output[0] if output else None, self.main_leaves.get(id(node))))
             for expr_id in output:
                 self.attrs[expr_id] = {(leaf, self.names[expr_id]): frozenset({IDENTITY})}
         else:
@@ -481,13 +517,13 @@ def _post_order(children: list[list[int]]) -> list[int]:
     return order
 
 
-def _relations(leaves: list[_Leaf], analyzed) -> tuple[tuple[Relation, ...], dict[int, int]]:
+def _relations(reader: _PlanReader, analyzed) -> tuple[tuple[Relation, ...], dict[int, int]]:
     """The distinct inputs, and the input each leaf of the plan reads."""
-    files = _jvm_file_relations(analyzed) if any(leaf.kind in _FILE_RELATIONS for leaf in leaves) else {}
+    jvm = _JvmRelations(analyzed, len(reader.main_leaves))
     relations: dict[Relation, int] = {}
     index_of: dict[int, int] = {}
-    for position, leaf in enumerate(leaves):
-        relation = _relation(leaf, files.get(leaf.first_id))
+    for position, leaf in enumerate(reader.leaves):
+        relation = _relation(leaf, jvm.of(leaf) if leaf.kind in _FILE_RELATIONS else None)
         index_of[position] = relations.setdefault(relation, len(relations))
     return tuple(relations), index_of
 
@@ -518,15 +554,38 @@ def _table_name(node: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _jvm_file_relations(analyzed) -> dict[int, Any]:
-    """File-based relations of the plan and its subqueries, by the id of their first column."""
+class _JvmRelations:
+    """The JVM objects of file relations, asked for only when the JSON has one: by position for
+    the main plan, by the id of the first column inside subqueries."""
+
+    def __init__(self, analyzed, main_leaves: int):
+        self.analyzed = analyzed
+        self.main_leaves = main_leaves
+        self._leaves = None
+        self._by_first_id: dict[int, Any] | None = None
+
+    def of(self, leaf: _Leaf):
+        if leaf.position is not None:
+            if self._leaves is None:
+                self._leaves = self.analyzed.collectLeaves()
+            if self._leaves.size() == self.main_leaves:
+                try:
+                    return self._leaves.apply(leaf.position).relation()
+                except Py4JError:
+                    pass  # not the relation expected there: look it up by its first column below
+        if self._by_first_id is None:
+            self._by_first_id = _by_first_id(self.analyzed)
+        return self._by_first_id.get(leaf.first_id)
+
+
+def _by_first_id(analyzed) -> dict[int, Any]:
     found = {}
     plans = analyzed.subqueriesAll()
     for plan in [analyzed, *(plans.apply(i) for i in range(plans.size()))]:
         leaves = plan.collectLeaves()
         for position in range(leaves.size()):
             leaf = leaves.apply(position)
-            if leaf.getClass().getSimpleName() in _FILE_RELATIONS and leaf.output().size():
+            if leaf.nodeName() in _FILE_RELATIONS and leaf.output().size():
                 found[leaf.output().head().exprId().id()] = leaf.relation()
     return found
 
@@ -536,8 +595,5 @@ def _files_of(relation) -> tuple[tuple[str, ...], str | None]:
         paths = tuple(relation.location().rootPaths().mkString("\n").split("\n"))
     except Py4JError:
         return (), None
-    try:
-        file_format = relation.fileFormat().shortName()
-    except Py4JError:
-        file_format = relation.fileFormat().toString()
-    return tuple(p for p in paths if p), file_format
+    # A HadoopFsRelation's string is its format's short name.
+    return tuple(p for p in paths if p), relation.toString()
