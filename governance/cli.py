@@ -181,10 +181,7 @@ def impact(
 
 
 def _show_lineage(lineage, as_json: bool) -> None:
-    if as_json:
-        _emit_json(lineage.to_dict())
-    else:
-        render.stdout_console().print(render.lineage_tree(lineage))
+    _print(lineage.to_dict(), as_json, lambda: render.lineage_tree(lineage))
 
 
 @lineage_app.command("columns")

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.tree import Tree
 
 from governance.catalog.models import Criticality, LedgerEntry, VersionRow, VersionStatus
-from governance.lineage.column_trace import Batch, ColumnNode, Origin, Overview
+from governance.lineage.column_trace import Batch, ColumnNode, Ending, Origin, Overview
 from governance.lineage.columns import Edge
 from governance.lineage.graph import Direction, Lineage, VersionNode
 from governance.lineage.versioned import ColumnDep, recorded, summary_of
@@ -85,6 +85,7 @@ def _node_label(node: VersionNode) -> str:
 
 
 NOT_RECORDED = "column lineage not recorded (committed before it was, or with CUSTODY_COLUMN_LINEAGE=off)"
+NO_INPUT = "reads no input column: a literal or generated value, or left out (see the version's notes)"
 
 
 def column_overview(overview: Overview) -> Table:
@@ -108,7 +109,7 @@ def column_overview(overview: Overview) -> Table:
 
 def _dep_cells(deps: list[ColumnDep]) -> tuple[str, str]:
     if not deps:
-        return "[dim]nothing read (a literal or generated value)[/]", ""
+        return f"[dim]{NO_INPUT}[/]", ""
     sources = [escape(f"{d.source.ref if d.source else 'DropZone'}.{d.input_column}") for d in deps]
     return "\n".join(sources), "\n".join(_edge(d.edge) for d in deps)
 
@@ -133,6 +134,8 @@ def _grow_column(branch: Tree, node: ColumnNode) -> None:
     if not node.recorded:
         branch.add(f"[dim]{NOT_RECORDED}[/]")
         return
+    if not node.fields and not node.inputs:
+        branch.add(f"[dim]{NO_INPUT}[/]")
     for field in node.fields:
         leaf = branch.add(f"{_edges(field.edges)}  DropZone field [bold]{escape(field.field)}[/]{_batch_label(field.batch)}")
         _add_files(leaf, field.batch)
@@ -156,14 +159,13 @@ def _add_files(branch: Tree, batch: Batch | None) -> None:
 def origins_tree(ref: str, column: str, found: list[Origin]) -> Tree:
     """Where a column's values begin: the DropZone fields, with the files that held them."""
     tree = Tree(f"Origins of [bold]{escape(ref)}.{escape(column)}[/]")
-    if not found:
-        tree.add("[dim]none: the column reads no input (a literal or generated value)[/]")
     for origin in found:
-        if origin.recorded:
+        if origin.ending is Ending.DROPZONE:
             label = f"[bold]{escape(origin.version.ref)}[/] DropZone field [bold]{escape(origin.field)}[/]{_batch_label(origin.batch)}"
             _add_files(tree.add(f"{label}\n{_edges(origin.edges)}"), origin.batch)
         else:
-            tree.add(f"[bold]{escape(origin.version.ref)}.{escape(origin.field)}[/] [dim]({NOT_RECORDED})[/]\n{_edges(origin.edges)}")
+            why = NOT_RECORDED if origin.ending is Ending.NOT_RECORDED else NO_INPUT
+            tree.add(f"[bold]{escape(origin.version.ref)}.{escape(origin.field)}[/] [dim]({why})[/]\n{_edges(origin.edges)}")
     return tree
 
 

@@ -47,9 +47,12 @@ def customers(spark, tables) -> DataFrame:
     return spark.read.parquet(str(tables["customers"]))
 
 
-def traced(frame: DataFrame, **options) -> tuple[PlanLineage, dict[str, set[tuple]], set[tuple]]:
-    """The lineage, each column's dependencies and the dataset's, with inputs named by their folder."""
+def traced(frame: DataFrame, *, approximate: bool = False, **options) -> tuple[PlanLineage, dict[str, set[tuple]], set[tuple]]:
+    """The lineage, each column's dependencies and the dataset's, with inputs named by their folder.
+    Unless `approximate`, every operation must have had a rule: no fallback, nothing left untraced."""
     lineage = extract(frame, **options)
+    if not approximate:
+        assert (lineage.fallbacks, lineage.notes) == ((), ())
     names = [Path(relation.paths[0].removeprefix("file:")).name for relation in lineage.inputs]
 
     def readable(deps) -> set[tuple]:
@@ -255,6 +258,27 @@ def test_a_hash_is_marked_as_masking(orders):
     assert dependency.masking and dependency.transformation is TRANSFORMATION
 
 
+def test_intersect_and_except_filter_by_the_other_side(orders, customers):
+    for combined in (orders.select("customer").intersect(customers.select("customer")),
+                     orders.select("customer").exceptAll(customers.select("customer"))):
+        _, columns, dataset = traced(combined)
+        assert columns == {"customer": {("orders.customer", D, IDENTITY)}}
+        assert dataset >= {("customers.customer", I, FILTER)}
+
+
+def test_rollup_takes_each_grouping_column_through_every_grouping_set(orders):
+    _, columns, dataset = traced(orders.rollup("customer", "product").agg(F.sum("qty").alias("units")))
+    assert columns["customer"] == {("orders.customer", D, IDENTITY)}
+    assert columns["units"] == {("orders.qty", D, AGGREGATION)}
+    assert {("orders.customer", I, GROUP_BY), ("orders.product", I, GROUP_BY)} <= dataset
+
+
+def test_an_aggregate_filter_clause_is_an_indirect_dependency_of_that_aggregate(spark, orders):
+    orders.createOrReplaceTempView("orders_v")
+    _, columns, _ = traced(spark.sql("SELECT sum(qty) FILTER (WHERE price > 5) AS big_units FROM orders_v"))
+    assert columns["big_units"] == {("orders.qty", D, AGGREGATION), ("orders.price", I, FILTER)}
+
+
 def test_a_sort_is_an_indirect_dependency(orders):
     _, _, dataset = traced(orders.orderBy("price").select("id"))
     assert dataset == {("orders.price", I, SORT)}
@@ -262,14 +286,14 @@ def test_a_sort_is_an_indirect_dependency(orders):
 
 def test_an_unknown_plan_node_falls_back_to_all_to_all_and_says_so(orders):
     frame = orders.select("id", "qty").mapInPandas(lambda batches: batches, "id int, qty int")
-    lineage, columns, _ = traced(frame)
+    lineage, columns, _ = traced(frame, approximate=True)
     assert lineage.fallbacks == ("MapInPandas",)
     assert columns["id"] == columns["qty"] == {("orders.id", D, UNKNOWN), ("orders.qty", D, UNKNOWN)}
 
 
 def test_a_fallback_beyond_the_cap_is_recorded_once_for_the_dataset(orders):
     frame = orders.select("id", "qty", "price").mapInPandas(lambda batches: batches, "id int, qty int, price double")
-    lineage, columns, dataset = traced(frame, max_all_to_all=4)
+    lineage, columns, dataset = traced(frame, approximate=True, max_all_to_all=4)
     assert columns == {"id": set(), "qty": set(), "price": set()}
     assert dataset == {("orders.id", D, UNKNOWN), ("orders.qty", D, UNKNOWN), ("orders.price", D, UNKNOWN)}
     assert any("3 x 3 column dependencies exceed the cap of 4" in note for note in lineage.notes)
@@ -294,8 +318,16 @@ def test_a_generated_range_has_no_input(spark):
 
 def test_rows_of_an_rdd_are_an_input_whose_own_source_is_unknown(spark):
     lineage = extract(spark.createDataFrame([(1, "x")], "n int, s string").select((F.col("n") + 1).alias("m")))
-    assert [(r.kind, r.name) for r in lineage.inputs] == [("rdd", "LogicalRDD")]
+    assert [(r.kind, r.name) for r in lineage.inputs] == [("rdd", "LogicalRDD 0")]
     assert [(d.column, d.transformation) for d in lineage.columns[0].dependencies] == [("n", TRANSFORMATION)]
+
+
+def test_two_unnamed_inputs_stay_two_inputs(spark):
+    left = spark.createDataFrame([(1,)], "n int")
+    right = spark.createDataFrame([(2,)], "m int")
+    lineage = extract(left.crossJoin(right))
+    assert len(lineage.inputs) == 2
+    assert [c.dependencies[0].relation for c in lineage.columns] == [0, 1]
 
 
 def test_extraction_runs_no_spark_job(spark, orders, customers):

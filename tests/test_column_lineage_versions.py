@@ -19,7 +19,7 @@ from governance.demo import (
 from governance.errors import InvalidInput, NotFound
 from governance.ingest import ingest
 from governance.integrate import materialize
-from governance.lineage.column_trace import column_tree, origins, overview
+from governance.lineage.column_trace import Ending, column_tree, origins, overview
 from governance.lineage.openlineage import Emitter, transport_config
 from governance.lineage.versioned import ColumnOptions
 from governance.runs import RunRequest
@@ -105,7 +105,7 @@ def test_with_column_lineage_off_nothing_is_recorded_and_that_is_said(spark, cat
     found = overview(catalog, VersionRef(PRODUCTS, 1))
     assert found.to_dict()["recorded"] is False and all(not d for d in found.columns.values())
     [origin] = origins(catalog, VersionRef(PRODUCTS, 1), "unit_price")
-    assert (origin.field, origin.recorded) == ("unit_price", False)
+    assert (origin.field, origin.ending) == ("unit_price", Ending.NOT_RECORDED)
 
 
 @pytest.mark.parametrize(("setting", "cap", "message"), [
@@ -166,3 +166,35 @@ def test_the_resource_reads_the_switch_and_cap_from_the_environment(settings, mo
     monkeypatch.setenv("CUSTODY_COLUMN_LINEAGE", "off")
     assert CustodyResource().column_options() is None
     assert CustodyResource(column_lineage="on").column_options() == ColumnOptions(max_all_to_all=500)
+
+
+def test_a_column_that_reads_no_input_ends_its_origins_there(spark, catalog, lake, demo_specs, pipeline):
+    spec = demo_specs[PRODUCT_SUMMARY]
+    spec = Spec(spec.key, spec.file, spec.body.model_copy(update={"transform": "tests.transforms:with_a_constant"}))
+    materialize(spark, catalog, lake, spec, bob())
+    [origin] = origins(catalog, VersionRef(PRODUCT_SUMMARY, 2), "source", direct_only=True)
+    assert (origin.version.ref, origin.field, origin.ending) == ("sales/product_summary@2", "source", Ending.NO_INPUT)
+
+
+def test_a_plan_the_extractor_cannot_read_still_commits_and_says_why(spark, catalog, lake, demo_specs, pipeline, monkeypatch):
+    def unreadable(*args, **kwargs):
+        raise KeyError("projectList")
+
+    monkeypatch.setattr("governance.lineage.spark.extract", unreadable)
+    done = materialize(spark, catalog, lake, demo_specs[PRODUCT_SUMMARY], bob())
+    assert done.columns.deps == () and done.columns.notes == ("column lineage could not be extracted: KeyError 'projectList'",)
+    assert json.loads(done.version.column_lineage)["notes"] == list(done.columns.notes)
+
+
+def test_a_nested_field_of_an_input_version_is_followed_through_its_top_level_column(spark, catalog, lake, demo_specs):
+    dropped = drop_demo_batches(lake)
+    ingest(spark, catalog, lake, demo_specs[PRODUCTS], bob(), batch_id=dropped.products_batch)
+    ingest(spark, catalog, lake, demo_specs[CLIENTS], bob(), batch_id=dropped.client_batches[0])
+    for key, transform in ((NAMES_AND_PRODUCTS, "nests_the_client"), (PRODUCT_SUMMARY, "reads_a_nested_field")):
+        spec = demo_specs[key]
+        materialize(spark, catalog, lake, Spec(spec.key, spec.file, spec.body.model_copy(update={"transform": f"tests.transforms:{transform}"})), bob())
+    assert deps(overview(catalog, VersionRef(PRODUCT_SUMMARY, 1)).columns["first_name"]) == {
+        ("sales/names_and_products@1", "client.name", "DIRECT", "IDENTITY"),
+    }
+    found = {(o.version.ref, o.field) for o in origins(catalog, VersionRef(PRODUCT_SUMMARY, 1), "first_name", direct_only=True)}
+    assert found == {("sales/clients@1", "name"), ("sales/clients@1", "surname")}

@@ -45,3 +45,24 @@ def through_pandas(spark: SparkSession, **inputs: DataFrame) -> DataFrame:
     """The first input's product ids and names, passed through pandas: a plan node without a lineage rule."""
     first = next(iter(inputs.values())).select("product_id", "product_name")
     return first.mapInPandas(lambda batches: batches, first.schema)
+
+
+def with_a_constant(spark: SparkSession, **inputs: DataFrame) -> DataFrame:
+    """The first input's product ids, with a column that reads no input."""
+    from pyspark.sql import functions as F
+
+    return next(iter(inputs.values())).select("product_id", F.lit("shop").alias("source"))
+
+
+def nests_the_client(spark: SparkSession, clients: DataFrame, products: DataFrame) -> DataFrame:
+    """Each order with its client's names in one struct column."""
+    from pyspark.sql import functions as F
+
+    return clients.select(F.struct("name", "surname").alias("client"), F.col("order__quantity").alias("quantity"))
+
+
+def reads_a_nested_field(spark: SparkSession, names_and_products: DataFrame) -> DataFrame:
+    """The first name, read from inside the client struct."""
+    from pyspark.sql import functions as F
+
+    return names_and_products.select(F.col("client.name").alias("first_name"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from sqlmodel import Session, col, select
@@ -71,19 +72,26 @@ class ColumnNode:
         return data
 
 
+class Ending(StrEnum):
+    """Where following a column back stops."""
+
+    DROPZONE = "dropzone"  # a field of the DropZone batch a landing version was read from
+    NOT_RECORDED = "not recorded"  # a version committed without column lineage
+    NO_INPUT = "no input"  # a column that reads nothing: a literal or generated value, or one left out (see its notes)
+
+
 @dataclass(frozen=True)
 class Origin:
-    """Where a column's values begin: a DropZone field of a landing version, reached through
-    `edges` (composed along every path); or a column whose own lineage was never recorded."""
+    """Where a column's values begin, reached through `edges` (composed along every path)."""
 
     version: VersionRow
     field: str
     edges: tuple[Edge, ...]
     batch: Batch | None
-    recorded: bool = True
+    ending: Ending = Ending.DROPZONE
 
     def to_dict(self) -> dict[str, Any]:
-        where = {"dropzone_field": self.field} if self.recorded else {"column": self.field, "recorded": False}
+        where = {"dropzone_field": self.field} if self.ending is Ending.DROPZONE else {"column": self.field, "ends": self.ending.value}
         return {"version": self.version.ref, **where, **_edges_dict(self.edges), **(self.batch.to_dict() if self.batch else {})}
 
 
@@ -145,26 +153,28 @@ def origins(catalog: Catalog, ref: VersionRef, column: str, *, direct_only: bool
         _require_column(root, column)
         graph, batches = RecordedColumns(session), _Batches(session)
         reached: dict[tuple[int, str], set[Edge]] = {(root.id, column): {IDENTITY}}
-        found: dict[tuple[int, str, bool], set[Edge]] = {}
+        found: dict[tuple[int, str, Ending], set[Edge]] = {}
         queue = deque(reached)
         while queue:
             version_id, name = queue.popleft()
             version, here = graph.version(version_id), reached[(version_id, name)]
-            if not recorded(version):
-                found.setdefault((version_id, name, False), set()).update(here)
+            feeding = graph.feeding(version, name, direct_only=direct_only) if recorded(version) else {}
+            if not feeding:
+                ending = Ending.NO_INPUT if recorded(version) else Ending.NOT_RECORDED
+                found.setdefault((version_id, name, ending), set()).update(here)
                 continue
-            for (source_id, input_column), edges in graph.feeding(version, name, direct_only=direct_only).items():
+            for (source_id, input_column), edges in feeding.items():
                 composed = {compose(outer, inner) for outer in here for inner in edges}
                 if source_id is None:
-                    found.setdefault((version_id, input_column, True), set()).update(composed)
+                    found.setdefault((version_id, input_column, Ending.DROPZONE), set()).update(composed)
                     continue
                 known = reached.setdefault((source_id, input_column), set())
                 if not composed <= known:
                     known.update(composed)
                     queue.append((source_id, input_column))
         return [
-            Origin(graph.version(version_id), name, tuple(sorted(edges)), batches.of(graph.version(version_id)), is_recorded)
-            for (version_id, name, is_recorded), edges in sorted(found.items(), key=lambda item: (graph.version(item[0][0]).ref, item[0][1]))
+            Origin(graph.version(version_id), name, tuple(sorted(edges)), batches.of(graph.version(version_id)), ending)
+            for (version_id, name, ending), edges in sorted(found.items(), key=lambda item: (graph.version(item[0][0]).ref, item[0][1]))
         ]
 
 

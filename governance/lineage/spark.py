@@ -41,7 +41,7 @@ from governance.lineage.columns import (
 
 _AGGREGATES = "org.apache.spark.sql.catalyst.expressions.aggregate."
 _TRANSPARENT = frozenset({
-    "Alias", "AggregateExpression", "SortOrder", "KnownNotNull", "KnownNullable", "KnownFloatingPointNormalized",
+    "Alias", "SortOrder", "KnownNotNull", "KnownNullable", "KnownFloatingPointNormalized",
     "PromotePrecision", "WindowSpecDefinition",
 })
 _MASKING = frozenset({"Sha1", "Sha2", "Md5", "Crc32", "Murmur3Hash", "XxHash64", "HiveHash", "Mask"})
@@ -131,7 +131,7 @@ def extract(frame: DataFrame, *, max_columns: int = MAX_COLUMNS, max_all_to_all:
         notes.append(f"column lineage covers the first {max_columns:,} of {len(outputs):,} columns")
         outputs = outputs[:max_columns]
     columns = tuple(
-        ColumnLineage(reader.names[expr_id], _dependencies(reader.attrs.get(expr_id, EMPTY), index_of))
+        ColumnLineage(reader.names[expr_id], _dependencies(reader.deps_of(expr_id), index_of))
         for expr_id in outputs
     )
     if reader.unresolved:
@@ -292,20 +292,22 @@ class _PlanReader:
         return _Out(kids[0].output, _merge([kids[0].rows, _through(order, SORT)]))
 
     def deduplicate(self, node: dict[str, Any], kids: list[_Out]) -> _Out:
-        keys = [self.value(e) for e in node["keys"]] if "keys" in node else [self.attrs.get(i, EMPTY) for i in kids[0].output]
+        keys = [self.value(e) for e in node["keys"]] if "keys" in node else [self.deps_of(i) for i in kids[0].output]
         return _Out(kids[0].output, _merge([kids[0].rows, _through(_merge(keys), GROUP_BY)]))
 
     def union(self, node: dict[str, Any], kids: list[_Out]) -> _Out:
         # A union's columns are its first child's attributes, now also fed by the other children.
+        # Changing them in place is safe: the analyzer gives every other use of those attributes
+        # above the union new ids.
         output = kids[0].output
         for position, expr_id in enumerate(output):
-            self.attrs[expr_id] = _merge(self.attrs.get(kid.output[position], EMPTY) for kid in kids)
+            self.attrs[expr_id] = _merge(self.deps_of(kid.output[position]) for kid in kids)
         return _Out(output, _merge(kid.rows for kid in kids))
 
     def set_filter(self, node: dict[str, Any], kids: list[_Out]) -> _Out:
         """INTERSECT and EXCEPT keep the left rows that the right side has, or has not."""
         left, right = kids
-        other = _merge([right.rows, *(self.attrs.get(i, EMPTY) for i in right.output)])
+        other = _merge([right.rows, *(self.deps_of(i) for i in right.output)])
         return _Out(left.output, _merge([left.rows, _through(other, FILTER)]))
 
     def generate(self, node: dict[str, Any], kids: list[_Out]) -> _Out:
@@ -334,15 +336,16 @@ class _PlanReader:
         if definition is None or len(definition.output) != len(output):
             return self.fallback("CTERelationRef", node, kids)
         for expr_id, source in zip(output, definition.output, strict=True):
-            self.attrs[expr_id] = self.attrs.get(source, EMPTY)
+            self.attrs[expr_id] = self.deps_of(source)
         return _Out(output, definition.rows)
 
     def fallback(self, kind: str, node: dict[str, Any], kids: list[_Out]) -> _Out:
         """Every output column depends, in an unknown way, on every input column of the node."""
         self.fallbacks.append(kind)
-        inputs = _merge([*(kid.rows for kid in kids), *(self.attrs.get(i, EMPTY) for kid in kids for i in kid.output)])
+        inputs = _merge([*(kid.rows for kid in kids), *(self.deps_of(i) for kid in kids for i in kid.output)])
         unknown = _through(inputs, UNKNOWN)
-        output = self.named(node["output"]) if isinstance(node.get("output"), list) else (kids[0].output if kids else [])
+        # A node that does not list its output is taken to pass on its children's columns.
+        output = self.named(node["output"]) if isinstance(node.get("output"), list) else [i for kid in kids for i in kid.output]
         rows = _merge(kid.rows for kid in kids)
         if len(output) * len(inputs) > self.max_all_to_all:
             self.notes.append(
@@ -405,9 +408,14 @@ class _PlanReader:
 
     def attribute(self, node: dict[str, Any]) -> Deps:
         expr_id = _expr_id(node)
+        self.names.setdefault(expr_id, node["name"])
+        return self.deps_of(expr_id)
+
+    def deps_of(self, expr_id: int) -> Deps:
+        """An attribute's dependencies; one no rule defined is named in the notes, never dropped quietly."""
         deps = self.attrs.get(expr_id)
         if deps is None:
-            self.unresolved.add(f"{node['name']}#{expr_id}")
+            self.unresolved.add(f"{self.names.get(expr_id, 'column')}#{expr_id}")
             return EMPTY
         return deps
 
@@ -437,6 +445,11 @@ class _PlanReader:
             _through(kid, CONDITIONAL if position in conditions else TRANSFORM) for position, kid in enumerate(kids)
         )
 
+    def aggregate_expression(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
+        """`sum(x) FILTER (WHERE y > 0)`: the filter decides which rows the aggregate sees."""
+        function, *row_filter = kids
+        return _merge([function, *(_through(each, FILTER) for each in row_filter)])
+
     def window_expression(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
         function, spec = kids
         return _merge([function, _through(spec, WINDOW)])
@@ -446,16 +459,19 @@ class _PlanReader:
         return _merge([_through(pivot_column, CONDITIONAL), _through(value, AGGREGATE)])
 
     def scalar_subquery(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
-        found = self.plan(node["plan"])
-        return _merge([*kids, found.rows, *(self.attrs.get(i, EMPTY) for i in found.output[:1])])
+        return self.subquery(node, kids, columns=1)
 
     def exists(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
         found = self.plan(node["plan"])
         return _merge([*kids, _through(found.rows, FILTER)])
 
     def list_query(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
+        return self.subquery(node, kids, columns=None)
+
+    def subquery(self, node: dict[str, Any], kids: list[Deps], columns: int | None) -> Deps:
+        """A subquery's value: its (first `columns`) output columns and what decides its rows."""
         found = self.plan(node["plan"])
-        return _merge([*kids, found.rows, *(self.attrs.get(i, EMPTY) for i in found.output)])
+        return _merge([*kids, found.rows, *(self.deps_of(i) for i in found.output[:columns])])
 
 
 _PLAN_RULES = {
@@ -483,6 +499,7 @@ _EXPRESSION_RULES = {
     "GetStructField": _PlanReader.struct_field,
     "CaseWhen": _PlanReader.case_when,
     "If": _PlanReader.if_,
+    "AggregateExpression": _PlanReader.aggregate_expression,
     "WindowExpression": _PlanReader.window_expression,
     "PivotFirst": _PlanReader.pivot,
     "ScalarSubquery": _PlanReader.scalar_subquery,
@@ -523,23 +540,24 @@ def _relations(reader: _PlanReader, analyzed) -> tuple[tuple[Relation, ...], dic
     relations: dict[Relation, int] = {}
     index_of: dict[int, int] = {}
     for position, leaf in enumerate(reader.leaves):
-        relation = _relation(leaf, jvm.of(leaf) if leaf.kind in _FILE_RELATIONS else None)
+        relation = _relation(leaf, jvm.of(leaf) if leaf.kind in _FILE_RELATIONS else None, position)
         index_of[position] = relations.setdefault(relation, len(relations))
     return tuple(relations), index_of
 
 
-def _relation(leaf: _Leaf, jvm_relation) -> Relation:
+def _relation(leaf: _Leaf, jvm_relation, position: int) -> Relation:
+    """The input a leaf reads; one without a name is told apart from the others by its position."""
     table = _table_name(leaf.node)
     if leaf.kind in _RDD_RELATIONS:
-        return Relation("rdd", leaf.kind)
+        return Relation("rdd", f"{leaf.kind} {position}")
     if jvm_relation is None:
-        return Relation("table" if table else "other", table or leaf.kind)
+        return Relation("table" if table else "other", table or f"{leaf.kind} {position}")
     paths, file_format = _files_of(jvm_relation)
     if table:
         return Relation("table", table, paths, file_format)
     if paths:
         return Relation("files", paths[0] if len(paths) == 1 else f"{paths[0]} and {len(paths) - 1} more", paths, file_format)
-    return Relation("other", jvm_relation.getClass().getSimpleName())
+    return Relation("other", f"{jvm_relation.getClass().getSimpleName()} {position}")
 
 
 def _table_name(node: Mapping[str, Any]) -> str | None:

@@ -4,7 +4,7 @@ followed back across versions to the DropZone fields the values came from."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,9 +42,13 @@ class ColumnOptions:
             raise InvalidInput(f"CUSTODY_COLUMN_LINEAGE={setting!r}: use on or off")
         if not cap:
             return cls()
-        if not cap.strip().isdigit() or int(cap) < 1:
+        try:
+            limit = int(cap)
+        except ValueError as err:
+            raise InvalidInput(f"CUSTODY_COLUMN_LINEAGE_CAP={cap!r}: expected a positive number of column dependencies") from err
+        if limit < 1:
             raise InvalidInput(f"CUSTODY_COLUMN_LINEAGE_CAP={cap!r}: expected a positive number of column dependencies")
-        return cls(max_all_to_all=int(cap))
+        return cls(max_all_to_all=limit)
 
 
 DEFAULT_COLUMNS = ColumnOptions()
@@ -97,28 +101,43 @@ def integration_columns(
     frame: DataFrame, options: ColumnOptions, lake: Lake, pins: Mapping[AssetKey, VersionRow]
 ) -> VersionColumns:
     """The column lineage of a transform's result over its pinned input versions."""
-    from governance.lineage.spark import extract
 
-    lineage = extract(frame, max_columns=options.max_columns, max_all_to_all=options.max_all_to_all)
-    sources: dict[int, VersionRow | None] = {}
-    for index, relation in enumerate(lineage.inputs):
-        row = _pinned_version(relation, lake, pins)
-        if row is not None:
-            sources[index] = row
-    return _versioned(lineage, sources)
+    def sources(lineage: PlanLineage) -> dict[int, VersionRow | None]:
+        found = {index: _pinned_version(relation, lake, pins) for index, relation in enumerate(lineage.inputs)}
+        return {index: row for index, row in found.items() if row is not None}
+
+    return _traced(frame, options, sources, "is not a pinned input")
 
 
 def landing_columns(frame: DataFrame, options: ColumnOptions, batch_files: list[Path]) -> VersionColumns:
     """The column lineage of a landing version over the fields of its DropZone batch."""
+    batch = {f.resolve() for f in batch_files}
+
+    def sources(lineage: PlanLineage) -> dict[int, VersionRow | None]:
+        return {
+            index: None for index, relation in enumerate(lineage.inputs)
+            if relation.paths and all(local_path(p).resolve() in batch for p in relation.paths)
+        }
+
+    return _traced(frame, options, sources, "is not a file of the DropZone batch")
+
+
+def _traced(
+    frame: DataFrame, options: ColumnOptions, sources_of: Callable[[PlanLineage], dict[int, VersionRow | None]], outside: str
+) -> VersionColumns:
+    from py4j.protocol import Py4JError
+
     from governance.lineage.spark import extract
 
-    lineage = extract(frame, max_columns=options.max_columns, max_all_to_all=options.max_all_to_all)
-    batch = {f.resolve() for f in batch_files}
-    sources: dict[int, VersionRow | None] = {
-        index: None for index, relation in enumerate(lineage.inputs)
-        if relation.paths and all(local_path(p).resolve() in batch for p in relation.paths)
-    }
-    return _versioned(lineage, sources)
+    try:
+        lineage = extract(frame, max_columns=options.max_columns, max_all_to_all=options.max_all_to_all)
+    except (KeyError, IndexError, TypeError, ValueError, Py4JError) as err:
+        # A plan this release cannot read must not hold back data that passed every check: the
+        # version is committed and says, in its notes, the run log and Dagster, that its column
+        # lineage is missing and why.
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        return VersionColumns(notes=(f"column lineage could not be extracted: {type(err).__name__} {reason}".strip(),))
+    return _versioned(lineage, sources_of(lineage), outside)
 
 
 def _pinned_version(relation: Relation, lake: Lake, pins: Mapping[AssetKey, VersionRow]) -> VersionRow | None:
@@ -130,21 +149,17 @@ def _pinned_version(relation: Relation, lake: Lake, pins: Mapping[AssetKey, Vers
     return row if row is not None and row.number == number else None
 
 
-def _versioned(lineage: PlanLineage, sources: Mapping[int, VersionRow | None]) -> VersionColumns:
-    deps = []
-    for column in lineage.columns:
-        deps += [
-            ColumnDep(column.column, sources[d.relation], d.column, Edge(d.kind, d.transformation, d.masking))
-            for d in column.dependencies if d.relation in sources
-        ]
-    deps += [
-        ColumnDep(None, sources[d.relation], d.column, Edge(d.kind, d.transformation, d.masking))
-        for d in lineage.dataset if d.relation in sources
-    ]
-    notes = list(lineage.notes)
-    notes += [f"{relation.name} is not a pinned input; its columns are left out" for index, relation in
-              enumerate(lineage.inputs) if index not in sources]
-    return VersionColumns(tuple(deps), lineage.fallbacks, tuple(notes))
+def _versioned(lineage: PlanLineage, sources: Mapping[int, VersionRow | None], outside: str) -> VersionColumns:
+    every = [*((c.column, c.dependencies) for c in lineage.columns), (None, lineage.dataset)]
+    # Two relations may read the same input version (or DropZone batch): each dependency is kept once.
+    deps: dict[tuple, ColumnDep] = {}
+    for column, dependencies in every:
+        for d in dependencies:
+            if d.relation in sources:
+                dep = ColumnDep(column, sources[d.relation], d.column, Edge(d.kind, d.transformation, d.masking))
+                deps.setdefault((column, dep.source.id if dep.source else None, d.column, dep.edge), dep)
+    notes = [*lineage.notes, *(f"{r.name} {outside}; its columns are left out" for i, r in enumerate(lineage.inputs) if i not in sources)]
+    return VersionColumns(tuple(deps.values()), lineage.fallbacks, tuple(notes))
 
 
 def record(session: Session, version_id: int, columns: VersionColumns) -> None:
@@ -186,8 +201,11 @@ class RecordedColumns:
     def feeding(self, version: VersionRow, column: str, *, direct_only: bool = False) -> dict[tuple[int | None, str], set[Edge]]:
         """What `column` of `version` depends on, its own dependencies and every column's, by input."""
         found: dict[tuple[int | None, str], set[Edge]] = {}
+        # A nested field (`address.city`) is recorded under its top-level column (`address`).
+        parts = column.split(".")
+        names = {None, *(".".join(parts[:end]) for end in range(1, len(parts) + 1))}
         for dep in self.of(version):
-            if dep.column not in (None, column) or (direct_only and dep.edge.kind is not Kind.DIRECT):
+            if dep.column not in names or (direct_only and dep.edge.kind is not Kind.DIRECT):
                 continue
             found.setdefault((dep.source.id if dep.source else None, dep.input_column), set()).add(dep.edge)
         return found
