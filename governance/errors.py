@@ -6,6 +6,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 
+def error_summary(err: BaseException) -> str:
+    """The first line of an error's message (Spark's run to pages), or its type when it has none."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
 class CustodyError(Exception):
     """Base of every error Custody raises on purpose. `exit_code` follows the CLI contract."""
 

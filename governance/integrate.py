@@ -10,7 +10,7 @@ from pyspark.sql import DataFrame, SparkSession
 from governance import ledger
 from governance.catalog import Catalog
 from governance.catalog.models import VersionRow
-from governance.errors import TransformError
+from governance.errors import TransformError, error_summary
 from governance.lineage.observed import Observation, observe
 from governance.lineage.openlineage import Dataset, Emitter, JobRun, column_inputs, dataset_of
 from governance.lineage.versioned import (
@@ -103,13 +103,10 @@ def _run_transform(spark: SparkSession, spec: Spec, pins: dict[AssetKey, Version
     try:
         result = function(spark, **frames)
     except AnalysisException as err:
-        raise TransformError(f"transform {spec.body.transform} of {spec.key} is invalid: {_first_line(err)}") from err
+        raise TransformError(f"transform {spec.body.transform} of {spec.key} is invalid: {error_summary(err)}") from err
     if not isinstance(result, DataFrame):
         raise TransformError(
             f"transform {spec.body.transform} of {spec.key} returned {type(result).__name__}, not a Spark DataFrame"
         )
     return result
 
-
-def _first_line(err: Exception) -> str:
-    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__

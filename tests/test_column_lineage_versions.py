@@ -182,7 +182,7 @@ def test_a_plan_the_extractor_cannot_read_still_commits_and_says_why(spark, cata
 
     monkeypatch.setattr("governance.lineage.spark.extract", unreadable)
     done = materialize(spark, catalog, lake, demo_specs[PRODUCT_SUMMARY], bob())
-    assert done.columns.deps == () and done.columns.notes == ("column lineage could not be extracted: KeyError 'projectList'",)
+    assert done.columns.deps == () and done.columns.notes == ("column lineage could not be extracted: KeyError: 'projectList'",)
     assert json.loads(done.version.column_lineage)["notes"] == list(done.columns.notes)
 
 

@@ -13,7 +13,7 @@ from sqlalchemy import insert
 from sqlmodel import Session, col, select
 
 from governance.catalog.models import ColumnLineageRow, VersionRow
-from governance.errors import InvalidInput
+from governance.errors import InvalidInput, error_summary
 from governance.lineage.columns import MAX_ALL_TO_ALL, MAX_COLUMNS, Edge, Kind, edge
 from governance.runs import Progress
 from governance.zones import AssetKey, Lake, local_path
@@ -42,12 +42,13 @@ class ColumnOptions:
             raise InvalidInput(f"CUSTODY_COLUMN_LINEAGE={setting!r}: use on or off")
         if not cap:
             return cls()
+        refused = f"CUSTODY_COLUMN_LINEAGE_CAP={cap!r}: expected a positive number of column dependencies"
         try:
             limit = int(cap)
         except ValueError as err:
-            raise InvalidInput(f"CUSTODY_COLUMN_LINEAGE_CAP={cap!r}: expected a positive number of column dependencies") from err
+            raise InvalidInput(refused) from err
         if limit < 1:
-            raise InvalidInput(f"CUSTODY_COLUMN_LINEAGE_CAP={cap!r}: expected a positive number of column dependencies")
+            raise InvalidInput(refused)
         return cls(max_all_to_all=limit)
 
 
@@ -135,8 +136,7 @@ def _traced(
         # A plan this release cannot read must not hold back data that passed every check: the
         # version is committed and says, in its notes, the run log and Dagster, that its column
         # lineage is missing and why.
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        return VersionColumns(notes=(f"column lineage could not be extracted: {type(err).__name__} {reason}".strip(),))
+        return VersionColumns(notes=(f"column lineage could not be extracted: {type(err).__name__}: {error_summary(err)}",))
     return _versioned(lineage, sources_of(lineage), outside)
 
 
