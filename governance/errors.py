@@ -92,6 +92,10 @@ class AccessDenied(CustodyError):
     exit_code = 3
 
 
+class DirectoryUnavailable(AccessDenied):
+    """The directory could not be asked: down, refusing, or not trusted. Access fails closed."""
+
+
 class EnvironmentProblem(CustodyError):
     """The machine lacks something Custody needs, such as Java 17 for Spark."""
 

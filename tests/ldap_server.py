@@ -1,0 +1,107 @@
+"""A real OpenLDAP `slapd` for tests: its own configuration, a generated CA, StartTLS, on a loopback port.
+
+`.ci/run` installs slapd and ldap-utils; without them the fixtures fail, they never skip.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+BASE_DN = "dc=custody,dc=test"
+ADMIN_DN = f"cn=admin,{BASE_DN}"
+SLAPD_CANDIDATES = ("/usr/sbin/slapd", "/usr/local/libexec/slapd")
+SCHEMAS = ("core", "cosine", "inetorgperson", "nis")
+
+
+@dataclass(frozen=True)
+class LdapServer:
+    url: str
+    base_dn: str
+    bind_dn: str
+    password: str
+    ca_file: Path
+    process: subprocess.Popen
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            self.process.wait(timeout=10)
+
+
+def slapd_executable() -> str:
+    for candidate in (shutil.which("slapd"), *SLAPD_CANDIDATES):
+        if candidate and Path(candidate).is_file():
+            return candidate
+    raise RuntimeError("slapd is not installed: `apt-get install slapd ldap-utils` (.ci/run does it)")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def make_ca(folder: Path, hostname: str = "localhost") -> tuple[Path, Path, Path]:
+    """A test CA and a server certificate for `hostname` only, made with openssl."""
+    folder.mkdir(parents=True, exist_ok=True)
+    ca_key, ca_cert = folder / "ca.key", folder / "ca.pem"
+    key, csr, cert = folder / "server.key", folder / "server.csr", folder / "server.pem"
+    extensions = folder / "server.ext"
+    extensions.write_text(f"subjectAltName=DNS:{hostname}\nextendedKeyUsage=serverAuth\n")
+    run = lambda *args: subprocess.run(["openssl", *args], check=True, capture_output=True)  # noqa: E731
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(ca_key), "-out", str(ca_cert),
+        "-days", "2", "-subj", "/CN=Custody Test CA")
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr), "-subj", f"/CN={hostname}")
+    run("x509", "-req", "-in", str(csr), "-CA", str(ca_cert), "-CAkey", str(ca_key), "-CAcreateserial",
+        "-out", str(cert), "-days", "2", "-extfile", str(extensions))
+    key.chmod(0o600)
+    return ca_cert, cert, key
+
+
+def start_slapd(folder: Path, password: str) -> LdapServer:
+    """Start slapd on a free loopback port with StartTLS; return once it answers."""
+    ca_cert, cert, key = make_ca(folder / "tls")
+    data = folder / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    includes = "\n".join(f"include /etc/ldap/schema/{name}.schema" for name in SCHEMAS)
+    config = folder / "slapd.conf"
+    config.write_text(
+        f"""{includes}
+pidfile {folder / "slapd.pid"}
+modulepath /usr/lib/ldap
+moduleload back_mdb
+TLSCACertificateFile {ca_cert}
+TLSCertificateFile {cert}
+TLSCertificateKeyFile {key}
+database mdb
+maxsize 10485760
+suffix "{BASE_DN}"
+rootdn "{ADMIN_DN}"
+rootpw {password}
+directory {data}
+""",
+        encoding="utf-8",
+    )
+    port = free_port()
+    url = f"ldap://localhost:{port}"
+    process = subprocess.Popen(
+        [slapd_executable(), "-f", str(config), "-h", f"ldap://127.0.0.1:{port}/", "-d", "0"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"slapd exited: {process.stderr.read().decode(errors='replace')[-2000:]}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return LdapServer(url, BASE_DN, ADMIN_DN, password, ca_cert, process)
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    raise RuntimeError("slapd did not answer within 20 s")
