@@ -54,7 +54,9 @@ def make_ca(folder: Path, hostname: str = "localhost") -> tuple[Path, Path, Path
     key, csr, cert = folder / "server.key", folder / "server.csr", folder / "server.pem"
     extensions = folder / "server.ext"
     extensions.write_text(f"subjectAltName=DNS:{hostname}\nextendedKeyUsage=serverAuth\n")
-    run = lambda *args: subprocess.run(["openssl", *args], check=True, capture_output=True)  # noqa: E731
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+
     run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(ca_key), "-out", str(ca_cert),
         "-days", "2", "-subj", "/CN=Custody Test CA")
     run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr), "-subj", f"/CN={hostname}")
