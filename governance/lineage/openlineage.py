@@ -1,7 +1,8 @@
 """OpenLineage export: a START, then a COMPLETE or FAIL RunEvent for every ingestion and materialization.
 
 Datasets are named from the lake paths (namespace `file`, name the asset's folder) and carry the
-version, schema and ownership facets; the run carries the Dagster run as its parent.
+version, schema and ownership facets, and outputs the columnLineage facet; the run carries the
+Dagster run as its parent.
 """
 
 from __future__ import annotations

@@ -108,7 +108,8 @@ class PlanLineage:
     notes: tuple[str, ...] = ()
 
     def of(self, column: str) -> tuple[Dependency, ...]:
-        """Everything `column` depends on: its own dependencies and the dataset's."""
+        """Everything `column` depends on: its own dependencies and the dataset's. KeyError if the
+        DataFrame has no such column, or it lies beyond `max_columns`."""
         for each in self.columns:
             if each.column == column:
                 return tuple(sorted({*each.dependencies, *self.dataset}))
