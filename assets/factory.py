@@ -20,12 +20,14 @@ from governance.spec import Spec, SpecSet, code_version
 from resources import CustodyResource, SparkResource
 
 if TYPE_CHECKING:
+    from governance.access.policy import Identity
     from governance.catalog.models import VersionRow
     from governance.lineage.versioned import VersionColumns
     from governance.runs import RunRequest
 
 REQUESTED_BY_TAG = "custody/requested_by"
-ANONYMOUS = "anonymous"
+# Runs a sensor or a schedule launched: their requester is established by the system.
+SYSTEM_TAGS = ("dagster/sensor_name", "dagster/schedule_name")
 KINDS = {"spark", "parquet"}
 INGEST_RETRY = dg.RetryPolicy(max_retries=2, delay=2, backoff=dg.Backoff.EXPONENTIAL)
 # Resources by key and one shared config schema: with typed parameters, Dagster re-inspects every
@@ -44,7 +46,7 @@ INGEST_CONFIG_SCHEMA = IngestConfig.to_config_schema()
 
 
 def build_assets(specs: SpecSet) -> list[dg.AssetsDefinition]:
-    return [landing_asset(spec) if spec.is_landing else integration_asset(spec) for spec in specs]
+    return [landing_asset(spec) if spec.is_landing else integration_asset(spec, specs) for spec in specs]
 
 
 def _asset_args(spec: Spec) -> dict:
@@ -85,8 +87,9 @@ def landing_asset(spec: Spec) -> dg.AssetsDefinition:
         custody: CustodyResource = context.resources.custody
         spark: SparkResource = context.resources.spark
         with governed():
+            identity = checked_identity(context, custody, spec)
             row = ingest(
-                spark.session(context.log.info), custody.catalog, custody.lake, spec, run_request(context, spec),
+                spark.session(context.log.info), custody.catalog, custody.lake, spec, run_request(context, spec, identity),
                 batch_id=config.batch, force=config.force, progress=context.log.info, events=custody.events(),
                 column_lineage=custody.column_options(),
             )
@@ -95,9 +98,10 @@ def landing_asset(spec: Spec) -> dg.AssetsDefinition:
     return _landing
 
 
-def integration_asset(spec: Spec) -> dg.AssetsDefinition:
+def integration_asset(spec: Spec, specs: SpecSet) -> dg.AssetsDefinition:
     """Run the spec's transform on input versions pinned when the run starts."""
     deps = [dg.AssetKey([key.domain, key.name]) for key in spec.inputs]
+    inputs = tuple(specs[key] for key in spec.inputs)
 
     @dg.asset(**_asset_args(spec), deps=deps, required_resource_keys=RESOURCE_KEYS, retry_policy=INGEST_RETRY)
     def _integration(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
@@ -106,8 +110,9 @@ def integration_asset(spec: Spec) -> dg.AssetsDefinition:
         custody: CustodyResource = context.resources.custody
         spark: SparkResource = context.resources.spark
         with governed():
+            identity = checked_identity(context, custody, spec, inputs)
             done = materialize(
-                spark.session(context.log.info), custody.catalog, custody.lake, spec, run_request(context, spec),
+                spark.session(context.log.info), custody.catalog, custody.lake, spec, run_request(context, spec, identity),
                 progress=context.log.info, events=custody.events(), column_lineage=custody.column_options(),
             )
         return materialize_result(done.version, done.inputs, done.observation.unread, done.columns)
@@ -115,19 +120,36 @@ def integration_asset(spec: Spec) -> dg.AssetsDefinition:
     return _integration
 
 
-def run_request(context: dg.AssetExecutionContext, spec: Spec) -> "RunRequest":
-    from governance.runs import Assurance, RunRequest
+def checked_identity(
+    context: dg.AssetExecutionContext, custody: CustodyResource, spec: Spec, inputs: "tuple[Spec, ...] | None" = None
+) -> "Identity":
+    """Who the run is for, allowed to ingest (or materialize, reading `inputs`) before any Spark
+    work starts; the decision is in the ledger either way."""
+    from governance.access.guard import authorize, authorize_materialization, run_identity
+    from governance.access.policy import Verb
+
+    tags = context.run.tags
+    identity = run_identity(custody.catalog, context.run_id, tags.get(REQUESTED_BY_TAG),
+                            system=any(tag in tags for tag in SYSTEM_TAGS))
+    if inputs is None:
+        authorize(custody.catalog, custody.policy(), identity, Verb.INGEST, spec, run_id=context.run_id)
+    else:
+        authorize_materialization(custody.catalog, custody.policy(), identity, spec, inputs, context.run_id)
+    return identity
+
+
+def run_request(context: dg.AssetExecutionContext, spec: Spec, identity: "Identity") -> "RunRequest":
+    from governance.runs import RunRequest
 
     record = context.instance.get_run_record_by_id(context.run_id)
     started = record.start_time if record and record.start_time else None
     started_at = datetime.fromtimestamp(started, UTC) if started else datetime.now(UTC)
-    requester = context.run.tags.get(REQUESTED_BY_TAG)
     return RunRequest(
-        requested_by=requester or ANONYMOUS,
+        requested_by=identity.user,
         run_id=context.run_id,
         started_at=started_at,
         code_version=code_version(spec),
-        assurance=Assurance.ASSERTED if requester else Assurance.NONE,
+        assurance=identity.assurance,
         job_name=context.job_name,
     )
 

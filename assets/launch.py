@@ -67,6 +67,7 @@ def launch(
     *,
     ingest_config: Mapping[AssetKey, Mapping[str, object]] | None = None,
     on_progress: Callable[[str], None] = lambda _: None,
+    run_id: str | None = None,
 ) -> RunOutcome:
     """Run the selected assets in one Dagster run on the shared instance."""
     defs = build_definitions(settings.specs, settings.cache_dir)
@@ -79,7 +80,7 @@ def launch(
     ops = {"__".join(asset_key(k).path): {"config": dict(cfg)} for k, cfg in (ingest_config or {}).items()}
     run_config = {**QUIET_CONSOLE, "ops": ops} if ops else QUIET_CONSOLE
     instance = instance_for(settings)
-    run_id = str(uuid.uuid4())
+    run_id = run_id or str(uuid.uuid4())
     follower = _Follower(instance, run_id, on_progress)
     follower.start()
     try:

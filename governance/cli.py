@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -19,6 +20,9 @@ from rich.console import Console
 from rich.text import Text
 
 from governance import ledger, render
+from governance.access.guard import authorize
+from governance.access.policy import Identity, Verb
+from governance.api import Custody
 from governance.catalog import Catalog
 from governance.catalog.models import Criticality
 from governance.config import Settings
@@ -28,7 +32,7 @@ from governance.lineage.graph import provenance as provenance_of
 from governance.retention import purge as purge_versions
 from governance.retention import set_status
 from governance.runtime import require_java
-from governance.spec import check_specs, load_specs
+from governance.spec import Spec, check_specs, load_specs
 from governance.zones import AssetKey, Lake, VersionRef
 
 app = typer.Typer(
@@ -39,17 +43,24 @@ app = typer.Typer(
     add_completion=False,
 )
 specs_app = typer.Typer(help="Validate asset specs.", no_args_is_help=True)
+access_app = typer.Typer(help="Who may do what to an asset: explain, grant, revoke.", no_args_is_help=True)
 ledger_app = typer.Typer(help="Read and verify the audit ledger.", no_args_is_help=True)
 lineage_app = typer.Typer(help="Column lineage of versions, down to the DropZone fields.", no_args_is_help=True)
 app.add_typer(specs_app, name="specs")
 app.add_typer(ledger_app, name="ledger")
 app.add_typer(lineage_app, name="lineage")
+app.add_typer(access_app, name="access")
 
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 State = {"verbose": False}
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
-AsUser = Annotated[str, typer.Option("--as", help="The user the run is requested for (recorded as requester).", metavar="USER")]
+AsUser = Annotated[str, typer.Option("--as", help="The user the request is made for (recorded in the ledger).", metavar="USER")]
+PasswordStdin = Annotated[bool, typer.Option(
+    "--password-stdin",
+    help="Read the user's directory password from stdin and verify it (or set CUSTODY_PASSWORD): "
+         "the ledger then records a verified identity instead of an asserted one.",
+)]
 
 
 @app.callback()
@@ -63,6 +74,29 @@ def _settings() -> Settings:
 
 def _catalog(settings: Settings) -> Catalog:
     return Catalog.from_url(settings.catalog_url)
+
+
+def _custody(settings: Settings) -> Custody:
+    return Custody(settings)
+
+
+def _password(from_stdin: bool) -> str | None:
+    """The password piped on stdin, with its line end removed; None without --password-stdin."""
+    if not from_stdin:
+        return None
+    line = sys.stdin.readline()
+    return line[:-1] if line.endswith("\n") else line
+
+
+def _identity(custody: Custody, user: str, password_stdin: bool, run_id: str | None = None) -> Identity:
+    return custody.identity(user, _password(password_stdin), run_id)
+
+
+def _spec(custody: Custody, key: AssetKey) -> Spec:
+    spec = custody.specs.get(key)
+    if spec is None:
+        raise NotFound(f"unknown asset {key}: no spec in {custody.settings.specs} declares it")
+    return spec
 
 
 def _emit_json(data: Any) -> None:
@@ -81,6 +115,8 @@ def specs_check(
     settings = _settings()
     root = folder or settings.specs
     problems = check_specs(root, settings.cache_dir)
+    if not problems:
+        problems = _consumer_coverage(_custody(settings), load_specs(root, settings.cache_dir))
     if as_json:
         _emit_json({"ok": not problems, "problems": [asdict(p) for p in problems]})
     elif not problems:
@@ -91,36 +127,54 @@ def specs_check(
         raise typer.Exit(1)
 
 
+def _consumer_coverage(custody: Custody, specs) -> list:
+    """The gate that needs the directory: who may read an asset may read its pii or higher inputs."""
+    from governance.access.policy import coverage_problems
+
+    problems = []
+    for spec in specs:
+        problems.extend(coverage_problems(spec, [specs[key] for key in spec.inputs], custody.policy.directory))
+    return problems
+
+
 @app.command()
 def ingest(
     asset: Annotated[str, typer.Argument(help="Landing asset, DOMAIN/NAME.")],
     requested_by: AsUser,
     batch: Annotated[str | None, typer.Option(help="Batch id in the DropZone (default: the oldest ready one).")] = None,
     force: Annotated[bool, typer.Option(help="Ingest a batch again even if its content was ingested before.")] = False,
+    password_stdin: PasswordStdin = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Governed ingestion of a ready DropZone batch, as a Dagster run."""
+    """Governed ingestion of a ready DropZone batch, as a Dagster run (needs the producer or owner role)."""
     key = AssetKey.parse(asset)
     config = {"batch": batch, "force": force}
-    _run(_settings(), [key], requested_by, as_json, ingest_config={key: config})
+    _run(_settings(), [key], requested_by, as_json, ingest_config={key: config}, password_stdin=password_stdin)
 
 
 @app.command()
 def materialize(
     requested_by: AsUser,
     selection: Annotated[str, typer.Argument(help="Dagster asset selection, e.g. 'key:sales/product_summary' or '+key:sales/product_summary'.")] = "tag:custody/zone=integration",
+    password_stdin: PasswordStdin = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Materialize assets (Dagster selection syntax; default: every integration asset)."""
-    _run(_settings(), selection, requested_by, as_json)
+    """Materialize assets (Dagster selection syntax; default: every integration asset).
+
+    Each asset needs the producer or owner role, and the right to read its inputs.
+    """
+    _run(_settings(), selection, requested_by, as_json, password_stdin=password_stdin)
 
 
-def _run(settings: Settings, selection, requested_by: str, as_json: bool, ingest_config=None) -> None:
+def _run(settings: Settings, selection, requested_by: str, as_json: bool, ingest_config=None, password_stdin: bool = False) -> None:
     # The Dagster code location is loaded only by the commands that run assets.
     from assets.launch import launch
 
     require_java()
-    outcome = launch(settings, selection, requested_by, ingest_config=ingest_config, on_progress=_progress_printer())
+    run_id = str(uuid.uuid4())
+    # A verified identity is established here, for this run id; the run's own access check finds it.
+    _identity(_custody(settings), requested_by, password_stdin, run_id)
+    outcome = launch(settings, selection, requested_by, ingest_config=ingest_config, on_progress=_progress_printer(), run_id=run_id)
     if as_json:
         _emit_json(asdict(outcome))
     else:
@@ -225,10 +279,16 @@ def status(
     version: Annotated[str, typer.Argument(help="DOMAIN/NAME@N")],
     value: Annotated[str, typer.Argument(help="critical or normal", metavar="critical|normal")],
     by: ByUser,
+    password_stdin: PasswordStdin = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Mark a version critical (it and every version upstream of it are protected from purge) or normal."""
-    change = set_status(_catalog(_settings()), VersionRef.parse(version), Criticality.parse(value), by)
+    """Mark a version critical (protected from purge, with everything upstream) or normal; needs the owner role."""
+    ref, status_value = VersionRef.parse(version), Criticality.parse(value)
+    custody = _custody(_settings())
+    identity = _identity(custody, by, password_stdin)
+    authorize(custody.catalog, custody.policy, identity, Verb.STATUS, custody.specs.get(ref.key), version=ref.number,
+              details={"to": status_value.value})
+    change = set_status(custody.catalog, ref, status_value, by)
     if as_json:
         _emit_json(asdict(change))
         return
@@ -245,12 +305,20 @@ def purge(
     versions: Annotated[list[str] | None, typer.Argument(help="DOMAIN/NAME@N to purge now (default: what each spec's retention lets go).", show_default=False)] = None,
     by: Annotated[str | None, typer.Option("--by", help="The user running the purge (recorded in the ledger).", metavar="USER")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be purged; change nothing.")] = False,
+    password_stdin: PasswordStdin = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Apply retention (keep_versions, max_age_days): delete expired versions' files, never a protected version."""
+    """Apply retention: delete expired versions' files, never a protected one; needs the admin group.
+
+    Retention is each spec's keep_versions and max_age_days; the admin group is CUSTODY_ADMIN_GROUP.
+    """
     if not dry_run and not by:
         raise typer.BadParameter("say who runs the purge with --by USER (or use --dry-run)", param_hint="--by")
     settings = _settings()
+    if by and not dry_run:
+        custody = _custody(settings)
+        authorize(custody.catalog, custody.policy, _identity(custody, by, password_stdin), Verb.PURGE, None,
+                  details={"versions": versions or "by retention"})
     refs = [VersionRef.parse(v) for v in versions or []]
     retention = {} if refs else {spec.key: spec.body.retention for spec in load_specs(settings.specs, settings.cache_dir)}
     report = purge_versions(
@@ -274,12 +342,100 @@ def purge(
         console.print("nothing to purge", markup=False)
 
 
+@app.command()
+def read(
+    target: Annotated[str, typer.Argument(help="DOMAIN/NAME@N, or DOMAIN/NAME for its newest version.", metavar="ASSET[@N]")],
+    as_user: AsUser,
+    limit: Annotated[int, typer.Option(min=0, help="At most this many rows.")] = 20,
+    columns: Annotated[list[str] | None, typer.Option("--column", "-c", help="Only this column (repeat for more).", show_default=False)] = None,
+    password_stdin: PasswordStdin = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Rows of a version, for a consumer, producer or owner of the asset.
+
+    Every read, allowed or denied, is in the ledger: `custody ledger show --action read`.
+    """
+    from governance.access.reads import read_table
+
+    custody = _custody(_settings())
+    row = custody.open(target, as_user=as_user, password=_password(password_stdin))
+    table = read_table(row, limit=limit, columns=columns)
+    if as_json:
+        _emit_json({"version": row.ref, "rows": table.to_pylist()})
+    else:
+        render.stdout_console().print(render.rows_table(row.ref, table, row.rows))
+
+
+@access_app.command("show")
+def access_show(asset: Annotated[str, typer.Argument(help="DOMAIN/NAME")], as_json: JsonOption = False) -> None:
+    """Each role on the asset: its group, its members (through nested groups too), what it may do."""
+    from governance.access.grants import show
+
+    custody = _custody(_settings())
+    view = show(custody.policy, _spec(custody, AssetKey.parse(asset)))
+    _print(asdict(view), as_json, lambda: render.access_table(view))
+
+
+@access_app.command("check")
+def access_check(
+    asset: Annotated[str, typer.Argument(help="DOMAIN/NAME")],
+    as_user: AsUser,
+    password_stdin: PasswordStdin = False,
+    as_json: JsonOption = False,
+) -> None:
+    """What USER may do to the asset, and why. Nothing is changed or recorded, except a password check."""
+    from governance.access.grants import check
+
+    custody = _custody(_settings())
+    spec = _spec(custody, AssetKey.parse(asset))
+    decisions = check(custody.policy, spec, _identity(custody, as_user, password_stdin))
+    data = [{"action": d.verb.value, "result": d.result, "reason": d.reason} for d in decisions]
+    _print({"asset": str(spec.key), "user": as_user, "decisions": data}, as_json, lambda: render.decisions_table(str(spec.key), as_user, decisions))
+
+
+def _change_role(verb: Verb, role: str, asset: str, user: str, by: str, password_stdin: bool, as_json: bool) -> None:
+    from governance.access.grants import change_role, parse_role
+
+    custody = _custody(_settings())
+    spec = _spec(custody, AssetKey.parse(asset))
+    change = change_role(custody.catalog, custody.policy, _identity(custody, by, password_stdin), verb,
+                         parse_role(role), spec, user, custody.specs)
+    if as_json:
+        _emit_json(asdict(change))
+        return
+    console = render.stdout_console()
+    for line in render.membership_lines(change):
+        console.print(line, markup=False)
+
+
+RoleArgument = Annotated[str, typer.Argument(help="owner, producer or consumer", metavar="ROLE")]
+UserArgument = Annotated[str, typer.Argument(help="The user who gets or loses the role.", metavar="USER")]
+
+
+@access_app.command("grant")
+def access_grant(
+    role: RoleArgument, asset: Annotated[str, typer.Argument(help="DOMAIN/NAME")], user: UserArgument,
+    by: ByUser, password_stdin: PasswordStdin = False, as_json: JsonOption = False,
+) -> None:
+    """Give USER a role on the asset: add them to the role's group in the directory. Needs the owner role."""
+    _change_role(Verb.GRANT, role, asset, user, by, password_stdin, as_json)
+
+
+@access_app.command("revoke")
+def access_revoke(
+    role: RoleArgument, asset: Annotated[str, typer.Argument(help="DOMAIN/NAME")], user: UserArgument,
+    by: ByUser, password_stdin: PasswordStdin = False, as_json: JsonOption = False,
+) -> None:
+    """Take a role away: remove USER from the role's group in the directory. Needs the owner role."""
+    _change_role(Verb.REVOKE, role, asset, user, by, password_stdin, as_json)
+
+
 @ledger_app.command("show")
 def ledger_show(
     asset: Annotated[str | None, typer.Option(help="Only entries about DOMAIN/NAME.")] = None,
     version: Annotated[int | None, typer.Option(help="Only entries about this version number.")] = None,
     actor: Annotated[str | None, typer.Option(help="Only entries by this user.")] = None,
-    action: Annotated[str | None, typer.Option(help="Only this action, e.g. ingestion.committed.")] = None,
+    action: Annotated[str | None, typer.Option(help="Only this action, or this family: read, ingestion, ingestion.committed…")] = None,
     run: Annotated[str | None, typer.Option(help="Only entries of this run id.")] = None,
     from_seq: Annotated[int, typer.Option(min=1, help="Start at this sequence number.")] = 1,
     limit: Annotated[int | None, typer.Option(min=1, help="At most this many entries.")] = None,
@@ -337,8 +493,10 @@ def repair(
 
 @app.command()
 def demo(as_user: Annotated[str, typer.Option("--as", help="Requester of the demo runs.", metavar="USER")] = "bob") -> None:
-    """Drop sample batches, run the whole pipeline through Dagster, print the summary's provenance
-    and where its revenue column comes from."""
+    """Drop sample batches, run the whole pipeline through Dagster, show the summary's provenance.
+
+    Also where its revenue column comes from.
+    """
     settings = _settings()
     from governance.demo import (
         CLIENTS,

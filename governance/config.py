@@ -24,6 +24,7 @@ class Settings:
     openlineage: str = "file"
     column_lineage: str = "on"
     column_lineage_cap: str | None = None
+    require_verified: str = "restricted"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -40,6 +41,7 @@ class Settings:
             openlineage=env.get("CUSTODY_OPENLINEAGE") or "file",
             column_lineage=env.get("CUSTODY_COLUMN_LINEAGE") or "on",
             column_lineage_cap=env.get("CUSTODY_COLUMN_LINEAGE_CAP") or None,
+            require_verified=env.get("CUSTODY_REQUIRE_VERIFIED", "restricted"),
         )
 
     @classmethod

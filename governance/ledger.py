@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import text
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, or_, select
 
 from governance.catalog.models import LedgerEntry
 
@@ -31,23 +31,24 @@ class Action:
     SPEC_CHANGED = "spec.changed"
     STATUS_CHANGED = "version.status_changed"
     VERSION_PURGED = "version.purged"
+    MEMBER_ADDED = "member.added"
+    MEMBER_REMOVED = "member.removed"
 
 
 def entry_hash(prev_hash: str, entry: LedgerEntry) -> str:
-    body = json.dumps(
-        {
-            "seq": entry.seq,
-            "ts": entry.ts,
-            "actor": entry.actor,
-            "action": entry.action,
-            "asset": entry.asset_key,
-            "version": entry.version,
-            "run_id": entry.run_id,
-            "details": entry.details,
-        },
-        sort_keys=True,
-        separators=(",", ":"),
-    )
+    fields = {
+        "seq": entry.seq,
+        "ts": entry.ts,
+        "actor": entry.actor,
+        "action": entry.action,
+        "asset": entry.asset_key,
+        "version": entry.version,
+        "run_id": entry.run_id,
+        "details": entry.details,
+    }
+    if entry.assurance is not None:  # entries written before assurance was kept hash as they did
+        fields["assurance"] = entry.assurance
+    body = json.dumps(fields, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(f"{prev_hash}\n{body}".encode()).hexdigest()
 
 
@@ -60,6 +61,7 @@ def append(
     version: int | None = None,
     run_id: str | None = None,
     details: dict[str, Any] | None = None,
+    assurance: str | None = None,
 ) -> LedgerEntry:
     """Add one entry inside the caller's transaction; it commits or vanishes with it."""
     if session.get_bind().dialect.name == "postgresql":
@@ -76,6 +78,7 @@ def append(
         details=json.dumps(details or {}, sort_keys=True, separators=(",", ":"), default=str),
         prev_hash=last.hash if last else GENESIS,
         hash="",
+        assurance=str(assurance) if assurance is not None else None,
     )
     entry.hash = entry_hash(entry.prev_hash, entry)
     session.add(entry)
@@ -99,11 +102,14 @@ def entries(session: Session, where: LedgerFilter = LedgerFilter()) -> list[Ledg
         (LedgerEntry.asset_key, where.asset),
         (LedgerEntry.version, where.version),
         (LedgerEntry.actor, where.actor),
-        (LedgerEntry.action, where.action),
         (LedgerEntry.run_id, where.run_id),
     ):
         if value is not None:
             query = query.where(column == value)
+    if where.action is not None:
+        # `ingestion` means every ingestion.* action, as `read` means the read decisions
+        family = where.action.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + ".%"
+        query = query.where(or_(LedgerEntry.action == where.action, col(LedgerEntry.action).like(family, escape="\\")))
     query = query.order_by(col(LedgerEntry.seq))
     if where.limit is not None:
         query = query.limit(where.limit)

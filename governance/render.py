@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -14,6 +15,12 @@ from governance.lineage.column_trace import Batch, ColumnNode, Ending, Origin, O
 from governance.lineage.columns import Edge
 from governance.lineage.graph import Direction, Lineage, VersionNode
 from governance.lineage.versioned import ColumnDep, recorded, summary_of
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from governance.access.grants import AccessView, MembershipChange
+    from governance.access.policy import Decision
 
 
 def short(value: str | None, width: int = 12) -> str:
@@ -177,14 +184,61 @@ def ledger_lines(entries: list[LedgerEntry]) -> list[str]:
         if entry.version is not None:
             target += f"@{entry.version}"
         run = f" run {short(entry.run_id, 8)}" if entry.run_id else ""
-        lines.append(f"{entry.seq:>6}  {entry.ts[:19].replace('T', ' ')}  {entry.actor:<12} {entry.action:<26} {target}{run}  {_details(entry.details)}")
+        who = f"{entry.actor} ({entry.assurance})" if entry.assurance else entry.actor
+        lines.append(f"{entry.seq:>6}  {entry.ts[:19].replace('T', ' ')}  {who:<22} {entry.action:<26} {target}{run}  {_details(entry.details)}")
     return lines
 
 
-def _details(raw: str, width: int = 80) -> str:
+def _details(raw: str, width: int = 120) -> str:
     data = json.loads(raw)
+    if "result" in data:  # a decision: its answer first, then why
+        data = {"result": data.pop("result"), **data}
     text = ", ".join(f"{k}={v}" for k, v in data.items() if v not in (None, "", [], {}))
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def rows_table(ref: str, table: pa.Table, total: int) -> Table:
+    shown = Table(title=f"{ref}: {table.num_rows:,} of {total:,} rows", title_justify="left")
+    for name in table.column_names:
+        shown.add_column(escape(name))
+    for record in table.to_pylist():
+        shown.add_row(*(escape("" if value is None else str(value)) for value in record.values()))
+    return shown
+
+
+def access_table(view: AccessView) -> Table:
+    rules = [view.classification] + (["pii"] if view.pii else []) + (["verified identity required"] if view.needs_verified else [])
+    table = Table(title=f"Access to {view.asset} ({', '.join(rules)})", title_justify="left",
+                  caption=f"purge: admin group {view.admin_group} ({', '.join(view.admins) or 'no members'})",
+                  caption_justify="left")
+    for column in ("role", "group", "members", "may"):
+        table.add_column(column)
+    for role in view.roles:
+        table.add_row(role.role, role.group, ", ".join(role.members) or "-", ", ".join(role.may))
+    return table
+
+
+def decisions_table(asset: str, user: str, decisions: list[Decision]) -> Table:
+    table = Table(title=f"What {user} may do to {asset}", title_justify="left")
+    for column in ("action", "result", "why"):
+        table.add_column(column)
+    for decision in decisions:
+        table.add_row(decision.verb.value, decision.result, escape(decision.reason))
+    return table
+
+
+def membership_lines(change: MembershipChange) -> list[str]:
+    moved = "added to" if change.verb == "grant" else "removed from"
+    if change.changed:
+        lines = [f"{change.user} {moved} {change.group}: {change.role} of {change.asset}"]
+    else:
+        state = "already in" if change.verb == "grant" else "was not a direct member of"
+        lines = [f"{change.user} {state} {change.group}: nothing changed"]
+    if change.shared_with:
+        lines.append(f"the group holds roles on {', '.join(change.shared_with)} too")
+    if change.still_member:
+        lines.append(f"{change.user} is still in {change.group} through a nested group: revoke it there")
+    return lines
 
 
 def stdout_console() -> Console:

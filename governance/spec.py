@@ -43,6 +43,9 @@ class Classification(StrEnum):
     RESTRICTED = "restricted"
 
 
+RANK = {c: i for i, c in enumerate(Classification)}
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
 
@@ -319,6 +322,7 @@ def _cross_checks(specs: dict[AssetKey, Spec]) -> Iterable[SpecProblem]:
         clashing = sorted({n for n in names if names.count(n) > 1})
         if clashing:
             yield SpecProblem(file, "inputs", f"inputs share the name {', '.join(clashing)}")
+        yield from classification_problems(spec, [specs[key] for key in spec.inputs if key in specs])
         if spec.body.transform:
             try:
                 accepted = _accepted_keywords(spec.body.transform)
@@ -328,6 +332,23 @@ def _cross_checks(specs: dict[AssetKey, Spec]) -> Iterable[SpecProblem]:
             missing = [name for name in names if accepted is not None and name not in accepted]
             if missing:
                 yield SpecProblem(file, "transform", f"transform takes no parameter for input(s) {', '.join(missing)}")
+
+
+def sensitive_inputs(spec: Spec, inputs: Iterable[Spec]) -> list[Spec]:
+    """The inputs that gate `spec`: marked pii, or classified above it."""
+    rank = RANK[spec.body.classification]
+    return [i for i in inputs if i.body.pii or RANK[i.body.classification] > rank]
+
+
+def classification_problems(spec: Spec, inputs: Iterable[Spec]) -> list[SpecProblem]:
+    """An integration asset is classified at least as high as each input it reads."""
+    above = [i for i in inputs if RANK[i.body.classification] > RANK[spec.body.classification]]
+    if not above:
+        return []
+    named = ", ".join(f"{i.key} ({i.body.classification})" for i in above)
+    highest = max((i.body.classification for i in above), key=RANK.__getitem__)
+    return [SpecProblem(str(spec.file), "classification",
+                        f"{spec.body.classification} is below its input(s) {named}: classify it {highest} or higher")]
 
 
 @cache

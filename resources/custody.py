@@ -15,6 +15,8 @@ from governance.config import Settings
 from governance.zones import Lake
 
 if TYPE_CHECKING:
+    from governance.access.directory import Directory
+    from governance.access.policy import Policy
     from governance.catalog import Catalog
     from governance.lineage.openlineage import Emitter
     from governance.lineage.versioned import ColumnOptions
@@ -53,6 +55,13 @@ class CustodyResource(dg.ConfigurableResource):
         settings = self.settings()
         return ColumnOptions.from_settings(settings.column_lineage, settings.column_lineage_cap)
 
+    def policy(self) -> Policy:
+        """Who may do what: the directory CUSTODY_DIRECTORY names, the admin group, the assurance rules."""
+        from governance.access.guard import open_policy
+
+        settings = self.settings()
+        return open_policy(settings, os.environ, _directory(settings.directory))
+
     def events(self) -> Emitter:
         """The OpenLineage emitter; an HTTP transport's API key is read from the environment only."""
         settings = self.settings()
@@ -78,3 +87,20 @@ def _emitter(setting: str, home: Path, api_key: str | None) -> Emitter:
     from governance.lineage.openlineage import Emitter, transport_config
 
     return Emitter(transport_config(setting, home, api_key))
+
+
+def _directory(setting: str) -> Directory:
+    from governance.access.directory import open_directory
+
+    ldap = {name: value for name, value in os.environ.items() if name.startswith("CUSTODY_LDAP_")}
+    if setting.startswith("file:"):
+        return open_directory(setting, ldap)  # read again each run: owners change it between runs
+    return _ldap_directory(setting, tuple(sorted(ldap.items())))
+
+
+@cache
+def _ldap_directory(setting: str, ldap: tuple[tuple[str, str], ...]) -> Directory:
+    # Kept across runs, with its membership cache, for as long as the settings stay the same.
+    from governance.access.directory import open_directory
+
+    return open_directory(setting, dict(ldap))

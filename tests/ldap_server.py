@@ -87,6 +87,12 @@ suffix "{BASE_DN}"
 rootdn "{ADMIN_DN}"
 rootpw {password}
 directory {data}
+access to attrs=userPassword
+    by self write
+    by anonymous auth
+    by * none
+access to *
+    by * read
 """,
         encoding="utf-8",
     )
@@ -107,3 +113,68 @@ directory {data}
             time.sleep(0.05)
     process.kill()
     raise RuntimeError("slapd did not answer within 20 s")
+
+
+PEOPLE = ("alice", "bob", "carol", "dave", "eve")
+GROUPS = {  # group -> direct members (users, or groups written as "group:NAME")
+    "sales-owners": ["alice"],
+    "sales-producers": ["bob"],
+    "auditors": ["dave"],
+    "sales-consumers": ["carol", "group:auditors"],
+    "custody-admins": ["alice"],
+}
+
+
+def password_of(user: str) -> str:
+    return f"{user}-Secr3t"
+
+
+def populate(server: LdapServer) -> None:
+    """The demo's people and groups, with `auditors` nested in `sales-consumers`; each user's
+    password is `password_of(user)`."""
+    connection = admin(server)
+    base = server.base_dn
+    connection.add(base, ["dcObject", "organization"], {"o": "Custody", "dc": "custody"})
+    for unit in ("people", "groups"):
+        connection.add(f"ou={unit},{base}", ["organizationalUnit"], {"ou": unit})
+    for uid in PEOPLE:
+        connection.add(f"uid={uid},ou=people,{base}", ["inetOrgPerson"],
+                       {"uid": uid, "cn": uid.title(), "sn": uid.title(), "userPassword": password_of(uid)})
+    for group, members in GROUPS.items():
+        connection.add(group_dn(server, group), ["groupOfNames"], {"cn": group, "member": [member_dn(server, m) for m in members]})
+    connection.unbind()
+
+
+def group_dn(server: LdapServer, group: str) -> str:
+    return f"cn={group},ou=groups,{server.base_dn}"
+
+
+def member_dn(server: LdapServer, member: str) -> str:
+    if member.startswith("group:"):
+        return group_dn(server, member.removeprefix("group:"))
+    return f"uid={member},ou=people,{server.base_dn}"
+
+
+def admin(server: LdapServer):
+    """A connection bound as the directory's administrator, over verified StartTLS."""
+    import ssl
+
+    from ldap3 import Connection, Server, Tls
+
+    tls = Tls(ca_certs_file=str(server.ca_file), validate=ssl.CERT_REQUIRED)
+    connection = Connection(Server(server.url, tls=tls), server.bind_dn, server.password, raise_exceptions=True)
+    connection.open()
+    connection.start_tls()
+    connection.bind()
+    return connection
+
+
+def environment(server: LdapServer) -> dict[str, str]:
+    """The CUSTODY_* variables that point Custody at this server."""
+    return {
+        "CUSTODY_DIRECTORY": server.url,
+        "CUSTODY_LDAP_BASE_DN": server.base_dn,
+        "CUSTODY_LDAP_BIND_DN": server.bind_dn,
+        "CUSTODY_LDAP_BIND_PASSWORD": server.password,
+        "CUSTODY_LDAP_CA_FILE": str(server.ca_file),
+    }

@@ -26,6 +26,8 @@ from governance.runs import RunRequest
 from governance.spec import Spec
 from governance.zones import VersionRef
 
+BOB = {"custody/requested_by": "bob"}
+
 
 def bob() -> RunRequest:
     return RunRequest(requested_by="bob")
@@ -126,7 +128,7 @@ def test_the_commit_entry_of_the_ledger_summarizes_the_column_lineage(catalog, p
 
 def test_dagster_shows_each_integration_column_s_input_columns(spark, catalog, lake, demo_specs, resources, pipeline):
     with dg.instance_for_test() as instance:
-        result = dg.materialize([integration_asset(demo_specs[PRODUCT_SUMMARY])], resources=resources, instance=instance)
+        result = dg.materialize([integration_asset(demo_specs[PRODUCT_SUMMARY], demo_specs)], resources=resources, instance=instance, tags=BOB)
     lineage = result.get_asset_materialization_events()[0].materialization.metadata["dagster/column_lineage"].value
     joined = dg.AssetKey(["sales", "names_and_products"])
     assert lineage.deps_by_column["revenue"] == [dg.TableColumnDep(asset_key=joined, column_name="amount")]
@@ -137,7 +139,7 @@ def test_a_fallback_is_reported_in_the_dagster_metadata(spark, catalog, lake, de
     spec = demo_specs[PRODUCT_SUMMARY]
     spec = Spec(spec.key, spec.file, spec.body.model_copy(update={"transform": "tests.transforms:through_pandas"}))
     with dg.instance_for_test() as instance:
-        result = dg.materialize([integration_asset(spec)], resources=resources, instance=instance)
+        result = dg.materialize([integration_asset(spec, demo_specs)], resources=resources, instance=instance, tags=BOB)
     metadata = result.get_asset_materialization_events()[0].materialization.metadata
     assert "`MapInPandas`" in metadata["custody/column_lineage_fallbacks"].value
     joined = dg.AssetKey(["sales", "names_and_products"])

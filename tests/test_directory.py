@@ -9,17 +9,10 @@ from pathlib import Path
 import pytest
 
 from governance.access.directory import FileDirectory, LdapDirectory, LdapSettings, open_directory
-from governance.errors import DirectoryUnavailable, InvalidInput, InvalidName
-from tests.ldap_server import LdapServer, make_ca, start_slapd
+from governance.errors import DirectoryUnavailable, InvalidInput, InvalidName, NotFound
+from tests.ldap_server import LdapServer, admin, make_ca, password_of, populate, start_slapd
 
 CANARY = "canary-b1nd-Pa55w0rd"
-PEOPLE = ("alice", "bob", "carol", "dave", "eve")
-GROUPS = {  # group -> direct members (users, or groups written as "group:NAME")
-    "sales-owners": ["alice"],
-    "sales-producers": ["bob"],
-    "auditors": ["dave"],
-    "sales-consumers": ["carol", "group:auditors"],
-}
 INJECTIONS = ["*", "*)(uid=*", ")(|(cn=*", "alice)(|(uid=*)", "\\", "ali\x00ce", "alicé", "", "a" * 65, "alice,ou=people"]
 
 
@@ -31,33 +24,6 @@ def ldap(tmp_path_factory) -> LdapServer:
     server.stop()
 
 
-def populate(server: LdapServer) -> None:
-    connection = admin(server)
-    base = server.base_dn
-    connection.add(base, ["dcObject", "organization"], {"o": "Custody", "dc": "custody"})
-    for unit in ("people", "groups"):
-        connection.add(f"ou={unit},{base}", ["organizationalUnit"], {"ou": unit})
-    for uid in PEOPLE:
-        connection.add(f"uid={uid},ou=people,{base}", ["inetOrgPerson"], {"uid": uid, "cn": uid.title(), "sn": uid.title()})
-    for group, members in GROUPS.items():
-        dns = [f"cn={m.removeprefix('group:')},ou=groups,{base}" if m.startswith("group:") else f"uid={m},ou=people,{base}" for m in members]
-        connection.add(f"cn={group},ou=groups,{base}", ["groupOfNames"], {"cn": group, "member": dns})
-    connection.unbind()
-
-
-def admin(server: LdapServer):
-    import ssl
-
-    from ldap3 import Connection, Server, Tls
-
-    tls = Tls(ca_certs_file=str(server.ca_file), validate=ssl.CERT_REQUIRED)
-    connection = Connection(Server(server.url, tls=tls), server.bind_dn, server.password, raise_exceptions=True)
-    connection.open()
-    connection.start_tls()
-    connection.bind()
-    return connection
-
-
 def settings(server: LdapServer, **changes) -> LdapSettings:
     base = LdapSettings(url=server.url, base_dn=server.base_dn, bind_dn=server.bind_dn, password=server.password,
                         ca_file=str(server.ca_file))
@@ -66,7 +32,7 @@ def settings(server: LdapServer, **changes) -> LdapSettings:
 
 def test_ldap_gives_a_user_s_groups(ldap):
     directory = LdapDirectory(settings(ldap))
-    assert directory.groups_of("alice") == {"sales-owners"}
+    assert directory.groups_of("alice") == {"sales-owners", "custody-admins"}
     assert directory.groups_of("eve") == frozenset()
     assert directory.groups_of("nobody") == frozenset()
 
@@ -166,3 +132,70 @@ def test_a_file_directory_naming_an_unknown_member_is_refused_with_the_file(tmp_
 def test_the_demo_directory_loads():
     directory = open_directory("file:assets/directory.yaml", {})
     assert directory.groups_of("alice") == {"sales-owners", "custody-admins"}
+
+
+def test_ldap_lists_a_group_s_members_through_nested_groups(ldap):
+    directory = LdapDirectory(settings(ldap))
+    assert directory.members_of("sales-consumers") == {"carol", "dave"}
+    assert directory.members_of("no-such-group") == frozenset()
+
+
+def test_ldap_adds_and_removes_a_member_and_forgets_cached_answers(ldap):
+    directory = LdapDirectory(settings(ldap, ttl_seconds=60))
+    assert directory.groups_of("eve") == frozenset()
+    assert directory.add_member("sales-producers", "eve") is True
+    try:
+        assert directory.groups_of("eve") == {"sales-producers"}
+        assert directory.add_member("sales-producers", "eve") is False
+    finally:
+        assert directory.remove_member("sales-producers", "eve") is True
+    assert directory.groups_of("eve") == frozenset()
+    assert directory.remove_member("sales-producers", "eve") is False
+
+
+def test_ldap_changes_name_the_unknown_user_or_group(ldap):
+    directory = LdapDirectory(settings(ldap))
+    with pytest.raises(NotFound, match="no user 'zoe'"):
+        directory.add_member("sales-producers", "zoe")
+    with pytest.raises(NotFound, match="no group 'nobody-group'"):
+        directory.add_member("nobody-group", "eve")
+
+
+def test_ldap_refuses_to_empty_a_group(ldap):
+    with pytest.raises(InvalidInput, match="bob is the last member of sales-producers"):
+        LdapDirectory(settings(ldap)).remove_member("sales-producers", "bob")
+
+
+def test_ldap_authenticates_a_user_by_their_own_password(ldap):
+    directory = LdapDirectory(settings(ldap))
+    assert directory.authenticate("carol", password_of("carol")) is True
+    assert directory.authenticate("carol", password_of("bob")) is False
+    assert directory.authenticate("carol", "") is False
+    assert directory.authenticate("zoe", "anything") is False
+
+
+@pytest.mark.parametrize("name", INJECTIONS)
+def test_ldap_authentication_refuses_names_that_could_widen_a_lookup(ldap, name):
+    with pytest.raises(InvalidName):
+        LdapDirectory(settings(ldap)).authenticate(name, password_of("alice"))
+
+
+def test_the_file_directory_lists_members_and_changes_the_file_keeping_its_header(tmp_path):
+    path = tmp_path / "directory.yaml"
+    path.write_text("# who is who\nusers: {alice: {}, dave: {}, eve: {}}\ngroups:\n  auditors: [dave]\n  readers: [auditors, alice]\n")
+    directory = FileDirectory.load(path)
+    assert directory.members_of("readers") == {"alice", "dave"}
+    assert directory.add_member("auditors", "eve") is True
+    assert directory.add_member("auditors", "eve") is False
+    reloaded = FileDirectory.load(path)
+    assert reloaded.groups_of("eve") == {"auditors", "readers"}
+    assert path.read_text().startswith("# who is who\n")
+    assert reloaded.remove_member("auditors", "eve") is True
+    assert FileDirectory.load(path).groups_of("eve") == frozenset()
+    with pytest.raises(NotFound, match="no user 'zoe'"):
+        directory.add_member("auditors", "zoe")
+
+
+def test_the_file_directory_cannot_verify_a_password():
+    with pytest.raises(InvalidInput, match="a verified identity needs an LDAP directory"):
+        FileDirectory.load(Path("assets/directory.yaml")).authenticate("alice", "secret")

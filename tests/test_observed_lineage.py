@@ -85,7 +85,7 @@ def test_reading_files_outside_the_lake_fails(spark, catalog, lake, demo_specs, 
 
 def test_a_declared_input_that_is_not_read_is_a_warning_in_the_metadata(spark, catalog, lake, demo_specs, landed, resources):
     spec = variant(demo_specs[NAMES_AND_PRODUCTS], transform="tests.transforms:passthrough")
-    result = dg.materialize([integration_asset(spec)], resources=resources, tags={"custody/requested_by": "bob"})
+    result = dg.materialize([integration_asset(spec, demo_specs)], resources=resources, tags={"custody/requested_by": "bob"})
     [event] = result.get_asset_materialization_events()
     metadata = event.materialization.metadata
     assert "`sales/products@1`" in metadata["custody/unread_inputs"].value

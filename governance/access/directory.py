@@ -7,18 +7,28 @@ every access decision built on it fails closed.
 
 from __future__ import annotations
 
+import fcntl
+import os
 import re
 import ssl
+import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 import yaml
 
-from governance.errors import DirectoryUnavailable, InvalidInput, InvalidName, error_summary
+from governance.errors import (
+    DirectoryUnavailable,
+    InvalidInput,
+    InvalidName,
+    NotFound,
+    error_summary,
+)
 
 # Directory user and group names: letters, digits and . _ - only. Anything else (LDAP filter or DN
 # syntax, NUL, non-ASCII, the empty string) is refused before any lookup, so it can never widen one.
@@ -36,6 +46,22 @@ def checked_name(name: str, what: str = "user") -> str:
 class Directory(Protocol):
     def groups_of(self, user: str) -> frozenset[str]:
         """Every group `user` belongs to, directly or through nested groups; empty for an unknown user."""
+        ...
+
+    def members_of(self, group: str) -> frozenset[str]:
+        """Every user in `group`, directly or through nested groups; empty for an unknown group."""
+        ...
+
+    def add_member(self, group: str, user: str) -> bool:
+        """Make `user` a direct member of `group`; False when they already were."""
+        ...
+
+    def remove_member(self, group: str, user: str) -> bool:
+        """Remove `user` from the direct members of `group`; False when they were not one."""
+        ...
+
+    def authenticate(self, user: str, password: str) -> bool:
+        """Whether `password` is `user`'s own, as the directory checks it."""
         ...
 
 
@@ -70,6 +96,40 @@ class FileDirectory:
         if user not in self.users:
             return frozenset()
         return _closure({user}, lambda members: {g for g, inside in self.groups.items() if members & set(inside)})
+
+    def members_of(self, group: str) -> frozenset[str]:
+        checked_name(group, "group")
+        if group not in self.groups:
+            return frozenset()
+        inside = _closure({group}, lambda found: {m for g in found for m in self.groups.get(g, ())}) | {group}
+        return frozenset(inside & self.users)
+
+    def add_member(self, group: str, user: str) -> bool:
+        return self._change(group, user, lambda members: members + [user] if user not in members else None)
+
+    def remove_member(self, group: str, user: str) -> bool:
+        return self._change(group, user, lambda members: [m for m in members if m != user] if user in members else None)
+
+    def authenticate(self, user: str, password: str) -> bool:
+        raise InvalidInput(f"{self.path} holds no passwords: a verified identity needs an LDAP directory (CUSTODY_DIRECTORY=ldap://… or ldaps://…)")
+
+    def _change(self, group: str, user: str, edit: Callable[[list[str]], list[str] | None]) -> bool:
+        """Edit one group's member list in the file, under a lock, written whole or not at all."""
+        checked_name(group, "group")
+        checked_name(user)
+        with _locked(self.path):
+            data = yaml.safe_load(self.path.read_text(encoding="utf-8")) or {}
+            if user not in (data.get("users") or {}):
+                raise NotFound(f"{self.path}: no user {user!r} in the directory")
+            groups = data.get("groups") or {}
+            if group not in groups:
+                raise NotFound(f"{self.path}: no group {group!r} in the directory")
+            changed = edit([str(m) for m in groups[group]])
+            if changed is None:
+                return False
+            groups[group] = changed
+            _write_keeping_header(self.path, data)
+            return True
 
 
 @dataclass(frozen=True)
@@ -107,52 +167,175 @@ class LdapDirectory:
 
     def groups_of(self, user: str) -> frozenset[str]:
         checked_name(user)
+        return self._cached(f"user:{user}", lambda: self._ask(self._groups_of, user))
+
+    def members_of(self, group: str) -> frozenset[str]:
+        checked_name(group, "group")
+        return self._cached(f"group:{group}", lambda: self._ask(self._members_of, group))
+
+    def add_member(self, group: str, user: str) -> bool:
+        return self._change(group, user, add=True)
+
+    def remove_member(self, group: str, user: str) -> bool:
+        return self._change(group, user, add=False)
+
+    def authenticate(self, user: str, password: str) -> bool:
+        """Bind as the user over the same verified TLS; an empty password is refused, since LDAP
+        would take it as an anonymous bind that succeeds."""
+        from ldap3.core.exceptions import LDAPBindError, LDAPException, LDAPInvalidCredentialsResult
+
+        checked_name(user)
+        if not password:
+            return False
+        user_dn = self._ask(lambda connection, name: self._dn(connection, "inetOrgPerson", "uid", name), user)
+        if user_dn is None:
+            return False
+        try:
+            self._connection(user_dn, password).unbind()
+        except (LDAPInvalidCredentialsResult, LDAPBindError):
+            return False
+        except LDAPException as err:
+            raise self._unavailable(err) from err
+        return True
+
+    def _cached(self, key: str, ask: Callable[[], frozenset[str]]) -> frozenset[str]:
         now = time.monotonic()
         with self._lock:
-            cached = self._cache.get(user)
+            cached = self._cache.get(key)
         if cached and cached[0] > now:
             return cached[1]
-        groups = self._ask(user)
+        answer = ask()
         with self._lock:
-            self._cache[user] = (now + self.settings.ttl_seconds, groups)
-        return groups
+            self._cache[key] = (now + self.settings.ttl_seconds, answer)
+        return answer
 
-    def _ask(self, user: str) -> frozenset[str]:
+    def _ask(self, question, name: str):
+        """Run `question(connection, name)` on a fresh service connection; any LDAP failure denies."""
         from ldap3.core.exceptions import LDAPException
-        from ldap3.utils.conv import escape_filter_chars
 
         try:
             with self._connection() as connection:
-                found = self._search(connection, f"(&(objectClass=inetOrgPerson)(uid={escape_filter_chars(user)}))", [])
-                if len(found) != 1:
-                    return frozenset()
-                names: dict[str, str] = {}
-                frontier = {found[0][0]}
-                for _ in range(MAX_NESTING):
-                    member_of = "".join(f"(member={escape_filter_chars(dn)})" for dn in sorted(frontier))
-                    groups = self._search(connection, f"(&(objectClass=groupOfNames)(|{member_of}))", ["cn"])
-                    frontier = {dn for dn, _ in groups if dn not in names}
-                    names.update((dn, cn) for dn, cn in groups)
-                    if not frontier:
-                        break
-                return frozenset(names.values())
+                return question(connection, name)
         except LDAPException as err:
-            raise DirectoryUnavailable(
-                f"directory {self.settings.url} could not be asked, so access is denied: {type(err).__name__}: {error_summary(err)}"
-            ) from err
+            raise self._unavailable(err) from err
 
-    def _connection(self):
+    def _unavailable(self, err: Exception) -> DirectoryUnavailable:
+        return DirectoryUnavailable(
+            f"directory {self.settings.url} could not be asked, so access is denied: {type(err).__name__}: {error_summary(err)}"
+        )
+
+    def _groups_of(self, connection, user: str) -> frozenset[str]:
+        from ldap3.utils.conv import escape_filter_chars
+
+        user_dn = self._dn(connection, "inetOrgPerson", "uid", user)
+        if user_dn is None:
+            return frozenset()
+        names: dict[str, str] = {}
+        frontier = {user_dn}
+        for _ in range(MAX_NESTING):
+            member_of = "".join(f"(member={escape_filter_chars(dn)})" for dn in sorted(frontier))
+            groups = self._search(connection, f"(&(objectClass=groupOfNames)(|{member_of}))", ["cn"])
+            frontier = {dn for dn, _ in groups if dn not in names}
+            names.update((dn, cn) for dn, cn in groups)
+            if not frontier:
+                break
+        return frozenset(names.values())
+
+    def _members_of(self, connection, group: str) -> frozenset[str]:
+        from ldap3 import BASE
+
+        group_dn = self._dn(connection, "groupOfNames", "cn", group)
+        if group_dn is None:
+            return frozenset()
+        users: set[str] = set()
+        seen, frontier = {group_dn}, [group_dn]
+        for _ in range(MAX_NESTING):
+            members: list[str] = []
+            for dn in frontier:
+                connection.search(dn, "(objectClass=groupOfNames)", search_scope=BASE, attributes=["member"])
+                members.extend(str(m) for entry in connection.entries for m in entry["member"].values)
+            frontier = []
+            for dn in sorted(set(members) - seen):
+                seen.add(dn)
+                kind = self._kind(connection, dn)
+                if kind == "group":
+                    frontier.append(dn)
+                elif kind is not None:
+                    users.add(kind)
+            if not frontier:
+                break
+        return frozenset(users)
+
+    def _kind(self, connection, dn: str) -> str | None:
+        """"group" for a group entry, the uid for a user entry, None for anything else (or nothing)."""
+        from ldap3 import BASE
+        from ldap3.core.exceptions import LDAPNoSuchObjectResult
+
+        try:
+            connection.search(dn, "(|(objectClass=groupOfNames)(objectClass=inetOrgPerson))", search_scope=BASE,
+                              attributes=["objectClass", "uid"])
+        except LDAPNoSuchObjectResult:
+            return None
+        for entry in connection.entries:
+            if "groupOfNames" in entry["objectClass"].values:
+                return "group"
+            uid = entry["uid"].value
+            return str(uid[0] if isinstance(uid, list) else uid) if uid else None
+        return None
+
+    def _change(self, group: str, user: str, *, add: bool) -> bool:
+        from ldap3 import BASE, MODIFY_ADD, MODIFY_DELETE
+        from ldap3.core.exceptions import LDAPObjectClassViolationResult
+
+        checked_name(group, "group")
+        checked_name(user)
+
+        def change(connection, _name: str) -> bool:
+            group_dn = self._dn(connection, "groupOfNames", "cn", group)
+            if group_dn is None:
+                raise NotFound(f"no group {group!r} in the directory {self.settings.url}")
+            user_dn = self._dn(connection, "inetOrgPerson", "uid", user)
+            if user_dn is None:
+                raise NotFound(f"no user {user!r} in the directory {self.settings.url}")
+            connection.search(group_dn, "(objectClass=groupOfNames)", search_scope=BASE, attributes=["member"])
+            current = {str(m).lower() for entry in connection.entries for m in entry["member"].values}
+            if (user_dn.lower() in current) == add:
+                return False
+            try:
+                connection.modify(group_dn, {"member": [(MODIFY_ADD if add else MODIFY_DELETE, [user_dn])]})
+            except LDAPObjectClassViolationResult as err:
+                raise InvalidInput(f"{user} is the last member of {group}, and an LDAP group cannot be empty") from err
+            return True
+
+        changed = self._ask(change, group)
+        with self._lock:
+            self._cache.clear()
+        return changed
+
+    def _dn(self, connection, object_class: str, attribute: str, value: str) -> str | None:
+        from ldap3.utils.conv import escape_filter_chars
+
+        found = self._search(connection, f"(&(objectClass={object_class})({attribute}={escape_filter_chars(value)}))", [])
+        return found[0][0] if len(found) == 1 else None
+
+    def _connection(self, bind_dn: str | None = None, password: str | None = None):
         from ldap3 import Connection, Server, Tls
 
         tls = Tls(ca_certs_file=self.settings.ca_file, validate=ssl.CERT_REQUIRED, version=ssl.PROTOCOL_TLS_CLIENT)
         server = Server(self.settings.url, use_ssl=self.settings.url.startswith("ldaps://"), tls=tls,
                         connect_timeout=self.settings.timeout_seconds)
-        connection = Connection(server, self.settings.bind_dn, self.settings.password, raise_exceptions=True,
+        if bind_dn is None:
+            bind_dn, password = self.settings.bind_dn, self.settings.password
+        connection = Connection(server, bind_dn, password, raise_exceptions=True,
                                 receive_timeout=self.settings.timeout_seconds)
         connection.open()
-        if self.settings.url.startswith("ldap://"):
-            connection.start_tls()
-        connection.bind()
+        try:
+            if self.settings.url.startswith("ldap://"):
+                connection.start_tls()
+            connection.bind()
+        except BaseException:
+            connection.unbind()
+            raise
         return connection
 
     def _search(self, connection, query: str, attributes: list[str]) -> list[tuple[str, str]]:
@@ -160,6 +343,34 @@ class LdapDirectory:
 
         connection.search(self.settings.base_dn, query, search_scope=SUBTREE, attributes=attributes)
         return [(entry.entry_dn, str(entry["cn"].value) if attributes else "") for entry in connection.entries]
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with open(path.with_name(path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _write_keeping_header(path: Path, data: dict) -> None:
+    """Rewrite the file atomically; its leading comment block, which explains it to people, is kept."""
+    original = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    header = "".join(line for line in _leading_comments(original))
+    body = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, allow_unicode=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        out.write(header + body)
+        out.flush()
+        os.fsync(out.fileno())
+    os.chmod(temporary, path.stat().st_mode & 0o777)
+    os.replace(temporary, path)
+
+
+def _leading_comments(lines: list[str]) -> Iterator[str]:
+    for line in lines:
+        if not line.startswith("#"):
+            return
+        yield line
 
 
 def _closure(start: set[str], parents_of) -> frozenset[str]:

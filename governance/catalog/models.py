@@ -186,3 +186,5 @@ class LedgerEntry(SQLModel, table=True):
     details: str = Field(sa_column=Column(Text, nullable=False))
     prev_hash: str
     hash: str
+    # How the actor's identity was established: verified, asserted, system (None before it was kept).
+    assurance: str | None = None

@@ -1,0 +1,116 @@
+"""Owners approve membership: a role on an asset is membership of the group its spec names, so a
+grant or a revoke changes that group in the directory, and both the decision and the change are in
+the ledger. Also the explanations of who may do what, and why."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from governance import ledger
+from governance.access.directory import checked_name
+from governance.access.guard import authorize, ledger_actor
+from governance.access.policy import ROLES_FOR, Decision, Identity, Policy, Role, Verb, group_of
+from governance.catalog import Catalog
+from governance.errors import InvalidInput
+from governance.spec import Spec
+
+
+def parse_role(value: str) -> Role:
+    try:
+        return Role(value)
+    except ValueError as err:
+        raise InvalidInput(f"unknown role {value!r}: use owner, producer or consumer") from err
+
+
+@dataclass(frozen=True)
+class MembershipChange:
+    """What a grant or revoke did: `changed` is False when the directory already said so."""
+
+    verb: str
+    role: str
+    asset: str
+    group: str
+    user: str
+    changed: bool
+    shared_with: tuple[str, ...]
+    still_member: bool
+
+
+def change_role(
+    catalog: Catalog, policy: Policy, identity: Identity, verb: Verb, role: Role, spec: Spec,
+    user: str, specs: Iterable[Spec],
+) -> MembershipChange:
+    """Grant or revoke `role` on `spec` to `user`, as the owner `identity`."""
+    checked_name(user)
+    group = group_of(spec, role)
+    details = {"role": role.value, "group": group, "user": user}
+    authorize(catalog, policy, identity, verb, spec, details=details)
+    directory = policy.directory
+    if verb is Verb.REVOKE and role is Role.OWNER and directory.members_of(group) == {user}:
+        raise InvalidInput(f"{user} is the only owner of {spec.key} (group {group}): grant the role to another owner first")
+    if verb is Verb.GRANT:
+        changed = directory.add_member(group, user)
+    else:
+        changed = directory.remove_member(group, user)
+    shared = tuple(sorted(str(s.key) for s in specs if group in _groups(s) and s.key != spec.key))
+    with catalog.session() as session:
+        ledger.append(
+            session, actor=ledger_actor(identity.user), assurance=identity.assurance, asset=str(spec.key),
+            action=ledger.Action.MEMBER_ADDED if verb is Verb.GRANT else ledger.Action.MEMBER_REMOVED,
+            details={**details, "changed": changed, "also_affects": list(shared)},
+        )
+    still = verb is Verb.REVOKE and user in directory.members_of(group)
+    return MembershipChange(verb.value, role.value, str(spec.key), group, user, changed, shared, still)
+
+
+def _groups(spec: Spec) -> set[str]:
+    return {group_of(spec, role) for role in Role}
+
+
+@dataclass(frozen=True)
+class RoleView:
+    role: str
+    group: str
+    members: tuple[str, ...]
+    may: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AccessView:
+    """Who holds each role on an asset, what each role may do, and the rules that apply."""
+
+    asset: str
+    classification: str
+    pii: bool
+    needs_verified: bool
+    roles: tuple[RoleView, ...]
+    admin_group: str
+    admins: tuple[str, ...]
+
+
+def show(policy: Policy, spec: Spec) -> AccessView:
+    directory = policy.directory
+    verbs = [verb for verb in ROLES_FOR if _applies(verb, spec)]
+    roles = tuple(
+        RoleView(role.value, group_of(spec, role), tuple(sorted(directory.members_of(group_of(spec, role)))),
+                 tuple(verb.value for verb in verbs if role in ROLES_FOR[verb]))
+        for role in Role
+    )
+    return AccessView(str(spec.key), spec.body.classification.value, spec.body.pii,
+                      spec.body.classification in policy.require_verified, roles, policy.admin_group,
+                      tuple(sorted(directory.members_of(policy.admin_group))))
+
+
+def check(policy: Policy, spec: Spec, identity: Identity) -> list[Decision]:
+    """What `identity` may do to the asset, each answer with its reason; nothing is recorded."""
+    verbs = [verb for verb in ROLES_FOR if _applies(verb, spec)] + [Verb.PURGE]
+    return [policy.decide(identity, verb, spec) for verb in verbs]
+
+
+def _applies(verb: Verb, spec: Spec) -> bool:
+    if verb is Verb.INGEST:
+        return spec.is_landing
+    if verb is Verb.MATERIALIZE:
+        return not spec.is_landing
+    return True

@@ -1,0 +1,121 @@
+"""Decisions enforced and recorded: each one is a ledger entry, allowed or denied, before anything happens."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlmodel import col, select
+
+from governance import ledger
+from governance.access.directory import NAME, Directory, open_directory
+from governance.access.policy import (
+    Decision,
+    Identity,
+    Policy,
+    Verb,
+    coverage_problems,
+    parse_classifications,
+)
+from governance.catalog import Catalog
+from governance.catalog.models import LedgerEntry
+from governance.config import Settings
+from governance.errors import AccessDenied, DirectoryUnavailable, error_summary
+from governance.runs import Assurance
+from governance.spec import Spec
+
+ANONYMOUS = "anonymous"
+
+
+def open_policy(settings: Settings, environ: Mapping[str, str], directory: Directory | None = None) -> Policy:
+    """The policy the settings describe, over `directory` or the one CUSTODY_DIRECTORY names."""
+    return Policy(
+        directory=directory or open_directory(settings.directory, environ),
+        admin_group=settings.admin_group,
+        require_verified=parse_classifications(settings.require_verified),
+    )
+
+
+def ledger_actor(user: str) -> str:
+    """The user as the ledger keeps it: a name that breaks the naming rules is kept escaped and cut
+    short, so an attempt is recorded without carrying control characters into the catalog."""
+    return user if NAME.fullmatch(user or "") else ascii(user)[:80]
+
+
+def record(catalog: Catalog, decision: Decision, run_id: str | None = None, details: Mapping[str, Any] | None = None) -> None:
+    with catalog.session() as session:
+        ledger.append(
+            session, actor=ledger_actor(decision.identity.user), action=decision.verb.value, asset=decision.asset,
+            version=decision.version, run_id=run_id, assurance=decision.identity.assurance,
+            details={"result": decision.result, "reason": decision.reason, "role": decision.role, **(details or {})},
+        )
+
+
+def enforce(catalog: Catalog, decision: Decision, run_id: str | None = None, details: Mapping[str, Any] | None = None) -> Decision:
+    """Record the decision; a denial then raises AccessDenied with its reason."""
+    record(catalog, decision, run_id, details)
+    if not decision.allowed:
+        raise AccessDenied(f"denied: {decision.reason}")
+    return decision
+
+
+def authorize(
+    catalog: Catalog, policy: Policy, identity: Identity, verb: Verb, spec: Spec | None, *,
+    version: int | None = None, run_id: str | None = None, details: Mapping[str, Any] | None = None,
+) -> Decision:
+    """Decide, record, and raise AccessDenied unless allowed."""
+    return enforce(catalog, policy.decide(identity, verb, spec, version), run_id, details)
+
+
+def authorize_materialization(
+    catalog: Catalog, policy: Policy, identity: Identity, spec: Spec, inputs: Sequence[Spec], run_id: str | None
+) -> Decision:
+    """Producer or owner of the output, a reader of every input, and an output whose consumers may
+    all read each of its pii or higher inputs."""
+    decision = policy.decide(identity, Verb.MATERIALIZE, spec)
+    if decision.allowed:
+        try:
+            problems = coverage_problems(spec, inputs, policy.directory)
+        except DirectoryUnavailable as err:
+            problems = [error_summary(err)]
+        if problems:
+            reason = "; ".join(getattr(p, "message", str(p)) for p in problems)
+            decision = Decision(identity, Verb.MATERIALIZE, str(spec.key), False, reason)
+    enforce(catalog, decision, run_id)
+    for source in inputs:
+        authorize(catalog, policy, identity, Verb.READ, source, run_id=run_id, details={"for": str(spec.key)})
+    return decision
+
+
+def authenticate(catalog: Catalog, directory: Directory, user: str, password: str, run_id: str | None = None) -> Identity:
+    """Check the password with the directory; the attempt is a ledger entry either way."""
+    identity = Identity(user, Assurance.VERIFIED)
+    try:
+        verified = directory.authenticate(user, password)
+        reason = f"{ledger_actor(user)}: " + ("password checked by the directory" if verified else "unknown user or wrong password")
+    except DirectoryUnavailable as err:
+        verified, reason = False, error_summary(err)
+    enforce(catalog, Decision(identity, Verb.AUTHENTICATE, None, verified, reason), run_id)
+    return identity
+
+
+def run_identity(catalog: Catalog, run_id: str | None, requested_by: str | None, *, system: bool = False) -> Identity:
+    """Who a run is for, and how we know: verified when the CLI checked their password for this very
+    run (an `authenticate` entry with its run id), system for a sensor, asserted for a run tag."""
+    if not requested_by:
+        return Identity(ANONYMOUS, Assurance.NONE)
+    if run_id and _verified_for_run(catalog, run_id, requested_by):
+        return Identity(requested_by, Assurance.VERIFIED)
+    return Identity(requested_by, Assurance.SYSTEM if system else Assurance.ASSERTED)
+
+
+def _verified_for_run(catalog: Catalog, run_id: str, user: str) -> bool:
+    with catalog.session() as session:
+        found = session.exec(
+            select(LedgerEntry).where(
+                LedgerEntry.run_id == run_id, LedgerEntry.actor == user,
+                LedgerEntry.action == Verb.AUTHENTICATE.value, LedgerEntry.assurance == Assurance.VERIFIED.value,
+            ).order_by(col(LedgerEntry.seq))
+        )
+        return any(json.loads(entry.details).get("result") == "allowed" for entry in found)

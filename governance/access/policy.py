@@ -1,0 +1,158 @@
+"""Access decisions: who may do what to an asset, from the roles its spec names and the directory.
+
+Deny by default: a user holds a role only as a member of the group the spec names for it, and a
+directory that cannot be asked denies. Every decision says why, in words an auditor can read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from governance.access.directory import Directory, checked_name
+from governance.errors import DirectoryUnavailable, InvalidInput, InvalidName, SpecProblem
+from governance.runs import Assurance
+from governance.spec import Classification, Spec, sensitive_inputs
+
+
+class Role(StrEnum):
+    OWNER = "owner"
+    PRODUCER = "producer"
+    CONSUMER = "consumer"
+
+
+class Verb(StrEnum):
+    """What a user asks to do; also the ledger action of the decision."""
+
+    READ = "read"
+    INGEST = "ingest"
+    MATERIALIZE = "materialize"
+    GRANT = "grant"
+    REVOKE = "revoke"
+    STATUS = "status"
+    PURGE = "purge"
+    AUTHENTICATE = "authenticate"
+
+
+ROLES_FOR: Mapping[Verb, tuple[Role, ...]] = {
+    Verb.READ: (Role.CONSUMER, Role.PRODUCER, Role.OWNER),
+    Verb.INGEST: (Role.PRODUCER, Role.OWNER),
+    Verb.MATERIALIZE: (Role.PRODUCER, Role.OWNER),
+    Verb.GRANT: (Role.OWNER,),
+    Verb.REVOKE: (Role.OWNER,),
+    Verb.STATUS: (Role.OWNER,),
+}
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A user and how we know it is them."""
+
+    user: str
+    assurance: Assurance
+
+    @classmethod
+    def asserted(cls, user: str) -> Identity:
+        return cls(user, Assurance.ASSERTED)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The answer to one request, with the reason an auditor reads."""
+
+    identity: Identity
+    verb: Verb
+    asset: str | None
+    allowed: bool
+    reason: str
+    version: int | None = None
+    role: str | None = None
+
+    @property
+    def result(self) -> str:
+        return "allowed" if self.allowed else "denied"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The directory, the admin group, and which classifications need a verified identity."""
+
+    directory: Directory
+    admin_group: str = "custody-admins"
+    require_verified: frozenset[Classification] = frozenset({Classification.RESTRICTED})
+
+    def decide(self, identity: Identity, verb: Verb, spec: Spec | None, version: int | None = None) -> Decision:
+        asset = str(spec.key) if spec else None
+
+        def answer(allowed: bool, reason: str, role: str | None = None) -> Decision:
+            return Decision(identity, verb, asset, allowed, reason, version, role)
+
+        try:
+            checked_name(identity.user)
+        except InvalidName as err:
+            return answer(False, str(err))
+        if identity.assurance is Assurance.NONE:
+            return answer(False, "the request names no user: say who asks (custody/requested_by run tag, --as or --by)")
+        if verb is Verb.PURGE:
+            return self._admin(identity, answer)
+        if spec is None:
+            return answer(False, "no spec declares the asset, so no one holds a role on it")
+        if spec.body.classification in self.require_verified and identity.assurance is not Assurance.VERIFIED:
+            return answer(False, f"{asset} is {spec.body.classification}: {verb} needs a verified identity "
+                                 f"(log in with --password-stdin or CUSTODY_PASSWORD), and {identity.user}'s is {identity.assurance}")
+        try:
+            groups = self.directory.groups_of(identity.user)
+        except DirectoryUnavailable as err:
+            return answer(False, str(err))
+        held = roles_held(spec, groups)
+        for role in ROLES_FOR[verb]:
+            if role in held:
+                return answer(True, f"{identity.user} is in {group_of(spec, role)}, {role} of {asset}", role.value)
+        needed = " or ".join(f"{role} ({group_of(spec, role)})" for role in ROLES_FOR[verb])
+        return answer(False, f"{identity.user} may not {verb} {asset}: it needs {needed}")
+
+    def _admin(self, identity: Identity, answer) -> Decision:
+        try:
+            groups = self.directory.groups_of(identity.user)
+        except DirectoryUnavailable as err:
+            return answer(False, str(err))
+        if self.admin_group in groups:
+            return answer(True, f"{identity.user} is in {self.admin_group}, the admin group", "admin")
+        return answer(False, f"{identity.user} may not purge: it needs the admin group {self.admin_group}")
+
+
+def group_of(spec: Spec, role: Role) -> str:
+    return getattr(spec.body.roles, role.value)
+
+
+def roles_held(spec: Spec, groups: frozenset[str]) -> tuple[Role, ...]:
+    return tuple(role for role in Role if group_of(spec, role) in groups)
+
+
+def parse_classifications(value: str | None, variable: str = "CUSTODY_REQUIRE_VERIFIED") -> frozenset[Classification]:
+    """A comma-separated list of classifications; `none` or the empty string for none."""
+    names = [part.strip() for part in (value or "").split(",") if part.strip() and part.strip() != "none"]
+    known = {c.value for c in Classification}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise InvalidInput(f"{variable}={value!r}: unknown classification {', '.join(unknown)}; use {', '.join(known)} or none")
+    return frozenset(Classification(name) for name in names)
+
+
+def coverage_problems(spec: Spec, inputs: Iterable[Spec], directory: Directory) -> list[SpecProblem]:
+    """Everyone who may read `spec` may read each of its pii or higher inputs: its consumer group's
+    members are all in each such input's consumer group (the same group covers itself)."""
+    mine = spec.body.roles.consumer
+    problems = []
+    for source in sensitive_inputs(spec, inputs):
+        theirs = source.body.roles.consumer
+        if theirs == mine:
+            continue
+        uncovered = sorted(directory.members_of(mine) - directory.members_of(theirs))
+        if uncovered:
+            why = "pii" if source.body.pii else source.body.classification.value
+            problems.append(SpecProblem(str(spec.file), "roles.consumer",
+                                        f"{mine} is not covered by {theirs}, consumer group of {source.key} ({why}): "
+                                        f"{', '.join(uncovered)} could read what {source.key} does not let them"))
+    return problems

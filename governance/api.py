@@ -1,0 +1,74 @@
+"""Custody from Python: governed reads as a named user, each one decided by policy and recorded.
+
+    custody = Custody.from_env()
+    table = custody.read("sales/product_summary", as_user="carol")          # pyarrow.Table
+    frame = custody.read_spark(spark, "sales/clients@2", as_user="carol")   # pyspark DataFrame
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from governance.access.guard import authenticate, open_policy
+from governance.access.policy import Identity, Policy
+from governance.access.reads import Target, open_version, read_dataframe, read_table
+from governance.catalog import Catalog
+from governance.catalog.models import VersionRow
+from governance.config import Settings
+from governance.spec import SpecSet, load_specs
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+PASSWORD_VARIABLE = "CUSTODY_PASSWORD"
+
+
+class Custody:
+    """The catalog, the specs and the policy that settings describe."""
+
+    def __init__(self, settings: Settings, environ: Mapping[str, str] | None = None):
+        self.settings = settings
+        self.environ = os.environ if environ is None else environ
+
+    @classmethod
+    def from_env(cls) -> Custody:
+        return cls(Settings.from_env())
+
+    @cached_property
+    def catalog(self) -> Catalog:
+        return Catalog.from_url(self.settings.catalog_url)
+
+    @cached_property
+    def specs(self) -> SpecSet:
+        return load_specs(self.settings.specs, self.settings.cache_dir)
+
+    @cached_property
+    def policy(self) -> Policy:
+        return open_policy(self.settings, self.environ)
+
+    def identity(self, user: str, password: str | None = None, run_id: str | None = None) -> Identity:
+        """`user`, verified by the directory when a password is given (or set in CUSTODY_PASSWORD),
+        else asserted. A wrong password is denied and recorded."""
+        password = password if password is not None else self.environ.get(PASSWORD_VARIABLE)
+        if password is None:
+            return Identity.asserted(user)
+        return authenticate(self.catalog, self.policy.directory, user, password, run_id)
+
+    def open(self, target: str, *, as_user: str, password: str | None = None) -> VersionRow:
+        """The version `target` names (newest committed without `@N`), once `as_user` may read it."""
+        parsed = Target.parse(target)
+        identity = self.identity(as_user, password)
+        return open_version(self.catalog, self.policy, self.specs.get(parsed.key), identity, parsed)
+
+    def read(self, target: str, *, as_user: str, password: str | None = None, limit: int | None = None,
+             columns: Sequence[str] | None = None) -> pa.Table:
+        """The version's rows as an Arrow table."""
+        return read_table(self.open(target, as_user=as_user, password=password), limit=limit, columns=columns)
+
+    def read_spark(self, spark: SparkSession, target: str, *, as_user: str, password: str | None = None) -> DataFrame:
+        """The version as a Spark DataFrame."""
+        return read_dataframe(spark, self.open(target, as_user=as_user, password=password))
