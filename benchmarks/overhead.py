@@ -7,7 +7,9 @@ Spark session (local[2]), read the same landing version of --rows rows and apply
 
   plain:    a `@dg.asset` that reads the landing Parquet folder, applies the transform and writes
             Parquet to a new folder
-  custody:  the integration asset built from a spec: pins its input version, runs the transform,
+  custody:  the integration asset built from a spec: checks that the requester may materialize it
+            and read its input (a file directory; the decisions go to the ledger), pins its input
+            version, runs the transform,
             checks the files the Spark plan reads against the pins, writes and seals the version,
             commits it with its catalog row, lineage edge, column lineage and ledger entries, and
             sends OpenLineage START and COMPLETE events to a JSONL file (--column-lineage off
@@ -60,6 +62,9 @@ TAGS = {REQUESTED_BY_TAG: "bench"}
 # As the CLI launches runs (assets/launch.py): step logs still reach the instance, not the terminal.
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 ROLES = "roles: {owner: bench-owners, producer: bench-producers, consumer: bench-consumers}\n"
+# The requester holds the producer role, so each Custody run pays for its access check and its
+# decisions in the ledger, as in production.
+DIRECTORY = "users: {bench: {}}\ngroups: {bench-owners: [bench], bench-producers: [bench], bench-consumers: [bench]}\n"
 GOAL_RATIO, GOAL_ADDED_MS = 1.25, 50.0
 
 
@@ -110,10 +115,12 @@ class Bench:
     def __init__(self, work: Path, rows: int, instance: dg.DagsterInstance, column_lineage: str = "on"):
         self.instance = instance
         self.specs = write_specs(work / "specs")
-        self.custody = CustodyResource(home=str(work / "home"), column_lineage=column_lineage)
+        (work / "directory.yaml").write_text(DIRECTORY, encoding="utf-8")
+        self.custody = CustodyResource(home=str(work / "home"), column_lineage=column_lineage,
+                                       directory=f"file:{work / 'directory.yaml'}")
         self.spark = SparkResource(master="local[2]")
         self.plain_out = work / "plain"
-        self.custody_asset = integration_asset(self.specs[TRIVIAL])
+        self.custody_asset = integration_asset(self.specs[TRIVIAL], self.specs)
         self.landing = self._ingest(rows)
         self.plain_asset = plain_asset(self.landing, self.plain_out)
 

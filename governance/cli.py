@@ -6,6 +6,7 @@ Query commands read the catalog directly. Commands that produce versions (`inges
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -130,10 +131,14 @@ def specs_check(
 def _consumer_coverage(custody: Custody, specs) -> list:
     """The gate that needs the directory: who may read an asset may read its pii or higher inputs."""
     from governance.access.policy import coverage_problems
+    from governance.spec import sensitive_inputs
 
+    gated = [(spec, [specs[key] for key in spec.inputs]) for spec in specs]
+    gated = [(spec, inputs) for spec, inputs in gated
+             if any(i.body.roles.consumer != spec.body.roles.consumer for i in sensitive_inputs(spec, inputs))]
     problems = []
-    for spec in specs:
-        problems.extend(coverage_problems(spec, [specs[key] for key in spec.inputs], custody.policy.directory))
+    for spec, inputs in gated:  # only these need the directory
+        problems.extend(coverage_problems(spec, inputs, custody.policy.directory))
     return problems
 
 
@@ -288,7 +293,7 @@ def status(
     identity = _identity(custody, by, password_stdin)
     authorize(custody.catalog, custody.policy, identity, Verb.STATUS, custody.specs.get(ref.key), version=ref.number,
               details={"to": status_value.value})
-    change = set_status(custody.catalog, ref, status_value, by)
+    change = set_status(custody.catalog, ref, status_value, by, identity.assurance)
     if as_json:
         _emit_json(asdict(change))
         return
@@ -315,15 +320,17 @@ def purge(
     if not dry_run and not by:
         raise typer.BadParameter("say who runs the purge with --by USER (or use --dry-run)", param_hint="--by")
     settings = _settings()
+    assurance = None
     if by and not dry_run:
         custody = _custody(settings)
-        authorize(custody.catalog, custody.policy, _identity(custody, by, password_stdin), Verb.PURGE, None,
-                  details={"versions": versions or "by retention"})
+        identity = _identity(custody, by, password_stdin)
+        authorize(custody.catalog, custody.policy, identity, Verb.PURGE, None, details={"versions": versions or "by retention"})
+        assurance = identity.assurance
     refs = [VersionRef.parse(v) for v in versions or []]
     retention = {} if refs else {spec.key: spec.body.retention for spec in load_specs(settings.specs, settings.cache_dir)}
     report = purge_versions(
         _catalog(settings), Lake(settings.lake), retention, by or "dry-run", explicit=refs, dry_run=dry_run,
-        progress=_progress_printer(),
+        progress=_progress_printer(), assurance=assurance,
     )
     if as_json:
         _emit_json(asdict(report))
@@ -528,6 +535,24 @@ def demo(as_user: Annotated[str, typer.Option("--as", help="Requester of the dem
     console.print()
     revenue = origins(catalog, VersionRef(PRODUCT_SUMMARY, latest.number), "revenue", direct_only=True)
     console.print(render.origins_tree(latest.ref, "revenue", revenue))
+    console.print()
+    _demo_reads(_custody(settings), latest.ref, console)
+
+
+def _demo_reads(custody: Custody, ref: str, console) -> None:
+    """carol, a consumer, reads the summary; eve, who holds no role, is denied; both are in the ledger."""
+    from governance.errors import AccessDenied
+
+    custody.read(ref, as_user="carol", limit=3)
+    with contextlib.suppress(AccessDenied):  # the denial is what the demo shows, from the ledger
+        custody.read(ref, as_user="eve", limit=3)
+    asset, _, number = ref.partition("@")
+    where = ledger.LedgerFilter(asset=asset, version=int(number), action=Verb.READ.value)
+    with custody.catalog.session() as session:
+        reads = ledger.entries(session, where)
+    console.print(f"Reads of {ref} (custody ledger show --action read)", markup=False)
+    for line in render.ledger_lines(reads):
+        console.print(line, markup=False, soft_wrap=True)
 
 
 def run(args: list[str] | None = None) -> int:

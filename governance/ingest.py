@@ -102,10 +102,10 @@ def ingest(
     if spec.body.source.format == "csv" and spec.body.source.header:
         check_csv_headers(spec, batch)
     with catalog.session() as session:
-        catalog.register_spec(session, spec, request.requested_by, request.run_id)
+        catalog.register_spec(session, spec, request.requested_by, request.run_id, request.assurance)
         ledger.append(
             session, actor=request.requested_by, action=ledger.Action.INGESTION_REQUESTED, asset=str(spec.key),
-            run_id=request.run_id,
+            run_id=request.run_id, assurance=request.assurance,
             details={"batch": batch.batch_id, "files": len(batch.files), "bytes": batch.bytes,
                      "batch_requested_by": batch.meta.requested_by, "label": batch.meta.label, "forced": force},
         )

@@ -57,10 +57,10 @@ def materialize(
     events = events or Emitter.off()
     pins = pin_inputs(catalog, spec, request)
     with catalog.session() as session:
-        catalog.register_spec(session, spec, request.requested_by, request.run_id)
+        catalog.register_spec(session, spec, request.requested_by, request.run_id, request.assurance)
         ledger.append(
             session, actor=request.requested_by, action=ledger.Action.MATERIALIZATION_REQUESTED,
-            asset=str(spec.key), run_id=request.run_id,
+            asset=str(spec.key), run_id=request.run_id, assurance=request.assurance,
             details={"inputs": [v.ref for v in pins.values()], "transform": spec.body.transform},
         )
     inputs = _input_datasets(catalog, lake, pins) if events.enabled else {}

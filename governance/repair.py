@@ -11,6 +11,7 @@ from sqlmodel import select
 from governance import ledger
 from governance.catalog import Catalog
 from governance.catalog.models import Attempt, VersionRow, VersionStatus
+from governance.runs import Assurance
 from governance.versions import read_manifest, sha256_file
 from governance.zones import AssetKey, Lake, Staging, Zone
 
@@ -91,7 +92,7 @@ def _roll_back(catalog: Catalog, attempt: Attempt, actor: str) -> None:
         catalog.finish_attempt(session, attempt.id, "aborted", error="interrupted; rolled back by repair")
         ledger.append(
             session, actor=actor, action=ledger.Action.ATTEMPT_ROLLED_BACK, asset=attempt.asset_key,
-            run_id=attempt.run_id,
+            run_id=attempt.run_id, assurance=Assurance.SYSTEM,
             details={"attempt": attempt.id, "requested_by": attempt.requested_by, "started_at": attempt.started_at.isoformat()},
         )
 

@@ -35,7 +35,7 @@ class StatusChange:
     purged_upstream: tuple[str, ...]
 
 
-def set_status(catalog: Catalog, ref: VersionRef, status: Criticality, actor: str) -> StatusChange:
+def set_status(catalog: Catalog, ref: VersionRef, status: Criticality, actor: str, assurance: str | None = None) -> StatusChange:
     """Mark a version critical (it and everything upstream become protected) or normal again."""
     row = catalog.version(ref)
     with catalog.session() as session:
@@ -49,7 +49,7 @@ def set_status(catalog: Catalog, ref: VersionRef, status: Criticality, actor: st
         upstream = _upstream_rows(session, current.id)
         gone = tuple(sorted(f"{asset}@{number}" for asset, number, state in upstream if state != VersionStatus.COMMITTED))
         ledger.append(
-            session, actor=actor, action=ledger.Action.STATUS_CHANGED, asset=row.asset_key, version=row.number,
+            session, actor=actor, action=ledger.Action.STATUS_CHANGED, asset=row.asset_key, version=row.number, assurance=assurance,
             details={"from": before, "to": status.value, "upstream_versions": len(upstream), "upstream_purged": list(gone)},
         )
     return StatusChange(str(ref), before, status.value, len(upstream) - len(gone), gone)
@@ -124,6 +124,7 @@ def purge(
     dry_run: bool = False,
     now: datetime | None = None,
     progress: Progress = quiet,
+    assurance: str | None = None,
 ) -> PurgeReport:
     """Purge the versions the specs' retention lets go (or exactly `explicit`), never a protected one."""
     now = now or utcnow()
@@ -149,7 +150,7 @@ def purge(
     reasons = {c.version_id: c.reason for c in candidates}
     reasons.update({row.id: "an interrupted purge, finished" for row in interrupted})
     for version_id, reason in reasons.items():
-        _finish(catalog, lake, version_id, reason, actor, progress)
+        _finish(catalog, lake, version_id, reason, actor, progress, assurance)
     return report
 
 
@@ -192,7 +193,8 @@ def _by_retention(
     return candidates
 
 
-def _finish(catalog: Catalog, lake: Lake, version_id: int, reason: str, actor: str, progress: Progress) -> None:
+def _finish(catalog: Catalog, lake: Lake, version_id: int, reason: str, actor: str, progress: Progress,
+            assurance: str | None) -> None:
     with catalog.session() as session:
         row = session.get(VersionRow, version_id)
     progress(f"purging {row.ref}: {reason}")
@@ -206,7 +208,7 @@ def _finish(catalog: Catalog, lake: Lake, version_id: int, reason: str, actor: s
         row.status, row.purged_at = VersionStatus.PURGED.value, utcnow()
         session.add(row)
         ledger.append(
-            session, actor=actor, action=ledger.Action.VERSION_PURGED, asset=row.asset_key, version=row.number,
+            session, actor=actor, action=ledger.Action.VERSION_PURGED, asset=row.asset_key, version=row.number, assurance=assurance,
             details={"reason": reason, "bytes": row.bytes, "rows": row.rows, "path": row.path,
                      "quarantine_path": row.quarantine_path, "data_version": row.data_version},
         )

@@ -60,5 +60,5 @@ def _record_failure(catalog: Catalog, attempt_id: str, key: AssetKey, request: R
         catalog.finish_attempt(session, attempt_id, "failed", error=reason)
         ledger.append(
             session, actor=request.requested_by, action=action, asset=str(key), run_id=request.run_id,
-            details={"error": reason[:2000], "error_type": type(err).__name__, "attempt": attempt_id},
+            assurance=request.assurance, details={"error": reason[:2000], "error_type": type(err).__name__, "attempt": attempt_id},
         )

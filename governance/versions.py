@@ -190,10 +190,10 @@ def _record(session, catalog: Catalog, draft: Draft, number: int, created_at, ta
     if draft.columns is not None:
         details["column_lineage"] = draft.columns.summary
     ledger.append(session, actor=draft.requested_by, action=draft.committed_action, asset=str(draft.key),
-                  version=number, run_id=draft.run_id, details=details)
+                  version=number, run_id=draft.run_id, details=details, assurance=draft.assurance)
     if quarantined:
         ledger.append(session, actor=draft.requested_by, action=ledger.Action.ROWS_QUARANTINED,
-                      asset=str(draft.key), version=number, run_id=draft.run_id,
+                      asset=str(draft.key), version=number, run_id=draft.run_id, assurance=draft.assurance,
                       details={"rows": quarantined, "path": str(q_target)})
     return row
 

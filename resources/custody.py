@@ -25,14 +25,15 @@ OPENLINEAGE_API_KEY = "CUSTODY_OPENLINEAGE_API_KEY"
 
 
 class CustodyResource(dg.ConfigurableResource):
-    """Custody's catalog, lake, OpenLineage transport and column lineage switch (on or off); unset
-    fields fall back to the CUSTODY_* environment."""
+    """Custody's catalog, lake, directory, OpenLineage transport and column lineage switch (on or
+    off); unset fields fall back to the CUSTODY_* environment."""
 
     home: str | None = None
     lake_root: str | None = None
     catalog_url: str | None = None
     openlineage: str | None = None
     column_lineage: str | None = None
+    directory: str | None = None
 
     _catalog: Any = PrivateAttr(default=None)
 
@@ -46,6 +47,8 @@ class CustodyResource(dg.ConfigurableResource):
             settings = replace(settings, openlineage=self.openlineage)
         if self.column_lineage:
             settings = replace(settings, column_lineage=self.column_lineage)
+        if self.directory:
+            settings = replace(settings, directory=self.directory)
         return settings
 
     def column_options(self) -> ColumnOptions | None:

@@ -142,6 +142,8 @@ def test_demo_twice_adds_versions_and_never_touches_old_ones(cli_env, spark, cap
     code, out, _ = cli(capsys, "demo")
     assert code == 0 and "sales/product_summary@4 label 18" in out
     assert "Origins of sales/product_summary@4.revenue" in out and "DropZone field order.quantity" in out
+    assert "Reads of sales/product_summary@4" in out
+    assert "carol (asserted)" in out and "result=allowed" in out and "eve (asserted)" in out and "result=denied" in out
     assert [v.number for v in catalog.versions(CLIENTS)] == [1, 2, 3, 4]
     assert [v.number for v in catalog.versions(PRODUCTS)] == [1, 2]
     for version in catalog.versions(CLIENTS)[:2]:

@@ -55,7 +55,8 @@ class Catalog:
         with Session(self.engine, expire_on_commit=False) as session, session.begin():
             yield session
 
-    def register_spec(self, session: Session, spec: Spec, actor: str, run_id: str | None = None) -> None:
+    def register_spec(self, session: Session, spec: Spec, actor: str, run_id: str | None = None,
+                      assurance: str | None = None) -> None:
         """Keep the asset's current spec and a snapshot of every spec it ever had, in the caller's transaction."""
         key = str(spec.key)
         row = session.get(AssetRow, key)
@@ -72,7 +73,7 @@ class Catalog:
         if known is None:
             session.add(SpecSnapshot(asset_key=key, spec_hash=spec.hash, spec_json=body, recorded_at=utcnow()))
         ledger.append(
-            session, actor=actor, action=action, asset=key, run_id=run_id,
+            session, actor=actor, action=action, asset=key, run_id=run_id, assurance=assurance,
             details={"spec_hash": spec.hash, "previous_hash": previous, "file": str(spec.file)},
         )
 

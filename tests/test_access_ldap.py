@@ -1,0 +1,133 @@
+"""Access against a real OpenLDAP: verified identities, grants that change LDAP groups, a directory
+that is down denying, and passwords that never reach logs, run config, the catalog or the ledger."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from assets.launch import instance_for
+from governance.access.directory import open_directory
+from governance.cli import run
+from governance.demo import drop_demo_batches
+from governance.zones import Lake
+from tests.ldap_server import LdapServer, environment, free_port, password_of, populate, start_slapd
+
+CANARY = "canary-Bind-5ecret-7f3a"
+
+
+@pytest.fixture(scope="module")
+def ldap(tmp_path_factory) -> LdapServer:
+    server = start_slapd(tmp_path_factory.mktemp("slapd"), CANARY)
+    populate(server)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def ldap_env(cli_env, ldap, monkeypatch):
+    """The CLI pointed at the LDAP server, the demo batches dropped."""
+    for name, value in environment(ldap).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("CUSTODY_PASSWORD", raising=False)
+    drop_demo_batches(Lake(cli_env.lake))
+    return cli_env
+
+
+def cli(capsys, monkeypatch, *args, stdin: str | None = None):
+    if stdin is not None:
+        monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+    code = run(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def ledger_json(capsys, monkeypatch, *filters) -> list[dict]:
+    code, out, _ = cli(capsys, monkeypatch, "ledger", "show", *filters, "--json")
+    assert code == 0
+    return json.loads(out)
+
+
+def test_a_password_checked_by_ldap_makes_a_verified_run(ldap_env, spark, capsys, monkeypatch):
+    code, _, err = cli(capsys, monkeypatch, "ingest", "sales/products", "--as", "bob", "--password-stdin", stdin=password_of("bob") + "\n")
+    assert code == 0, err
+    [login] = ledger_json(capsys, monkeypatch, "--action", "authenticate")
+    [decision] = ledger_json(capsys, monkeypatch, "--action", "ingest")
+    assert (login["actor"], login["assurance"], login["details"]["result"]) == ("bob", "verified", "allowed")
+    assert (decision["assurance"], decision["details"]["result"], decision["run_id"]) == ("verified", "allowed", login["run_id"])
+    code, out, _ = cli(capsys, monkeypatch, "versions", "sales/products", "--json")
+    assert json.loads(out)[0]["assurance"] == "verified"
+
+
+def test_a_wrong_password_is_denied_recorded_and_launches_nothing(ldap_env, capsys, monkeypatch):
+    code, _, err = cli(capsys, monkeypatch, "ingest", "sales/products", "--as", "bob", "--password-stdin", stdin="guess\n")
+    assert code == 3 and err.strip() == "error: denied: bob: unknown user or wrong password"
+    [login] = ledger_json(capsys, monkeypatch, "--action", "authenticate")
+    assert (login["actor"], login["details"]["result"]) == ("bob", "denied")
+    assert instance_for(ldap_env).get_runs() == []
+
+
+def test_a_classification_can_require_a_verified_identity(ldap_env, spark, capsys, monkeypatch):
+    monkeypatch.setenv("CUSTODY_REQUIRE_VERIFIED", "internal")
+    code, _, err = cli(capsys, monkeypatch, "ingest", "sales/products", "--as", "bob")
+    assert code == 3 and "sales/products is internal: ingest needs a verified identity" in err
+    monkeypatch.setenv("CUSTODY_PASSWORD", password_of("bob"))
+    code, _, err = cli(capsys, monkeypatch, "ingest", "sales/products", "--as", "bob")
+    assert code == 0, err
+
+
+def test_a_grant_adds_the_user_to_the_ldap_group_and_a_revoke_removes_them(ldap_env, ldap, capsys, monkeypatch):
+    directory = open_directory(ldap.url, environment(ldap))
+    code, out, _ = cli(capsys, monkeypatch, "access", "grant", "producer", "sales/products", "eve", "--by", "alice",
+                       "--password-stdin", stdin=password_of("alice"))
+    assert code == 0 and "eve added to sales-producers" in out
+    assert directory.groups_of("eve") == {"sales-producers"}
+    code, out, _ = cli(capsys, monkeypatch, "access", "revoke", "producer", "sales/products", "eve", "--by", "alice")
+    assert code == 0 and "eve removed from sales-producers" in out
+    assert open_directory(ldap.url, environment(ldap)).groups_of("eve") == frozenset()
+
+
+def test_access_show_resolves_nested_ldap_groups(ldap_env, capsys, monkeypatch):
+    code, out, _ = cli(capsys, monkeypatch, "access", "show", "sales/products", "--json")
+    consumer = next(r for r in json.loads(out)["roles"] if r["role"] == "consumer")
+    assert code == 0 and consumer["members"] == ["carol", "dave"]
+
+
+def test_a_directory_that_is_down_denies_reads_and_runs(ldap_env, spark, capsys, monkeypatch):
+    monkeypatch.setenv("CUSTODY_DIRECTORY", f"ldap://localhost:{free_port()}")
+    code, _, err = cli(capsys, monkeypatch, "read", "sales/products", "--as", "carol")
+    assert code == 3 and "could not be asked, so access is denied" in err
+    code, _, err = cli(capsys, monkeypatch, "ingest", "sales/products", "--as", "bob")
+    assert code == 3 and "error: sales/products: denied: directory ldap://localhost:" in err
+    assert [e["details"]["result"] for e in ledger_json(capsys, monkeypatch)] == ["denied", "denied"]
+
+
+def test_no_password_reaches_logs_run_config_catalog_or_ledger(ldap_env, ldap, spark, capsys, monkeypatch):
+    said = []
+    for args, stdin in [
+        (("ingest", "sales/products", "--as", "bob", "--password-stdin"), password_of("bob")),
+        (("ingest", "sales/products", "--as", "bob", "--password-stdin"), "wrong-" + password_of("bob")),
+        (("read", "sales/products", "--as", "carol", "--password-stdin"), password_of("carol")),
+        (("access", "grant", "consumer", "sales/products", "eve", "--by", "alice"), None),
+        (("access", "show", "sales/products"), None),
+    ]:
+        said.append(cli(capsys, monkeypatch, *args, stdin=stdin))
+    monkeypatch.setenv("CUSTODY_LDAP_BIND_PASSWORD", "wrong-" + CANARY)
+    said.append(cli(capsys, monkeypatch, "read", "sales/products", "--as", "carol"))
+    said.append(cli(capsys, monkeypatch, "--verbose", "ingest", "sales/products", "--as", "bob"))
+    assert [code for code, _, _ in said] == [0, 3, 0, 0, 0, 3, 3]
+
+    secrets = [CANARY, password_of("bob"), password_of("carol")]
+    text = "".join(out + err for _, out, err in said)
+    runs = instance_for(ldap_env).get_runs()
+    text += "".join(json.dumps(r.run_config) + json.dumps(r.tags) for r in runs)
+    stored = b"".join(path.read_bytes() for path in Path(ldap_env.home).rglob("*") if path.is_file())
+    # The search covers what was written: the ledger's denial and the failed run's event log are in it.
+    assert b"unknown user or wrong password" in stored and b"could not be asked, so access is denied" in stored
+    assert len(runs) == 2  # the wrong user password stopped its run before launch
+    for secret in secrets:
+        assert secret not in text
+        assert secret.encode() not in stored
