@@ -14,6 +14,8 @@ from governance.config import Settings
 from governance.spec import SpecSet, load_specs
 from resources import CustodyResource, SparkResource
 
+CUSTODY_DESCRIPTION = "Custody's catalog, lake, directory and policy, from the CUSTODY_* environment."
+
 
 def build_definitions(specs_dir: Path, cache_dir: Path | None = None) -> dg.Definitions:
     """Every spec as an asset; a bad spec stops the load with every problem listed."""
@@ -23,7 +25,10 @@ def build_definitions(specs_dir: Path, cache_dir: Path | None = None) -> dg.Defi
 def definitions_for(specs: SpecSet) -> dg.Definitions:
     return dg.Definitions(
         assets=build_assets(specs),
-        resources={"custody": CustodyResource(), "spark": SparkResource()},
+        # Bound as it is, with no config a run could change: the catalog, the ledger, the directory and
+        # the policy come from the code location's environment, never from a Launchpad's run config.
+        resources={"custody": dg.ResourceDefinition.hardcoded_resource(CustodyResource(), CUSTODY_DESCRIPTION),
+                   "spark": SparkResource()},
         executor=dg.in_process_executor,
     )
 

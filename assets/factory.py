@@ -87,9 +87,9 @@ def landing_asset(spec: Spec) -> dg.AssetsDefinition:
         custody: CustodyResource = context.resources.custody
         spark: SparkResource = context.resources.spark
         with governed():
-            identity = checked_identity(context, custody, spec)
+            request = checked_request(context, custody, spec)
             row = ingest(
-                spark.session(context.log.info), custody.catalog, custody.lake, spec, run_request(context, spec, identity),
+                spark.session(context.log.info), custody.catalog, custody.lake, spec, request,
                 batch_id=config.batch, force=config.force, progress=context.log.info, events=custody.events(),
                 column_lineage=custody.column_options(),
             )
@@ -110,9 +110,9 @@ def integration_asset(spec: Spec, specs: SpecSet) -> dg.AssetsDefinition:
         custody: CustodyResource = context.resources.custody
         spark: SparkResource = context.resources.spark
         with governed():
-            identity = checked_identity(context, custody, spec, inputs)
+            request = checked_request(context, custody, spec, inputs)
             done = materialize(
-                spark.session(context.log.info), custody.catalog, custody.lake, spec, run_request(context, spec, identity),
+                spark.session(context.log.info), custody.catalog, custody.lake, spec, request,
                 progress=context.log.info, events=custody.events(), column_lineage=custody.column_options(),
             )
         return materialize_result(done.version, done.inputs, done.observation.unread, done.columns)
@@ -120,22 +120,25 @@ def integration_asset(spec: Spec, specs: SpecSet) -> dg.AssetsDefinition:
     return _integration
 
 
-def checked_identity(
+def checked_request(
     context: dg.AssetExecutionContext, custody: CustodyResource, spec: Spec, inputs: "tuple[Spec, ...] | None" = None
-) -> "Identity":
+) -> "RunRequest":
     """Who the run is for, allowed to ingest (or materialize, reading `inputs`) before any Spark
     work starts; the decision is in the ledger either way."""
     from governance.access.guard import authorize, authorize_materialization, run_identity
     from governance.access.policy import Verb
+    from governance.integrate import pinned_numbers
 
     tags = context.run.tags
     identity = run_identity(custody.catalog, context.run_id, tags.get(REQUESTED_BY_TAG),
                             system=any(tag in tags for tag in SYSTEM_TAGS))
+    request = run_request(context, spec, identity)
     if inputs is None:
         authorize(custody.catalog, custody.policy(), identity, Verb.INGEST, spec, run_id=context.run_id)
     else:
-        authorize_materialization(custody.catalog, custody.policy(), identity, spec, inputs, context.run_id)
-    return identity
+        authorize_materialization(custody.catalog, custody.policy(), identity, spec, inputs, context.run_id,
+                                  pinned_numbers(custody.catalog, spec, request))
+    return request
 
 
 def run_request(context: dg.AssetExecutionContext, spec: Spec, identity: "Identity") -> "RunRequest":

@@ -27,7 +27,7 @@ from governance.api import Custody
 from governance.catalog import Catalog
 from governance.catalog.models import Criticality
 from governance.config import Settings
-from governance.errors import CustodyError, IntegrityError, NotFound, SpecError
+from governance.errors import CustodyError, IntegrityError, InvalidInput, NotFound, SpecError
 from governance.lineage.graph import impact as impact_of
 from governance.lineage.graph import provenance as provenance_of
 from governance.retention import purge as purge_versions
@@ -86,7 +86,10 @@ def _password(from_stdin: bool) -> str | None:
     if not from_stdin:
         return None
     line = sys.stdin.readline()
-    return line[:-1] if line.endswith("\n") else line
+    password = line[:-1] if line.endswith("\n") else line
+    if not password:
+        raise InvalidInput("--password-stdin: no password on stdin (pipe it in, one line)")
+    return password
 
 
 def _identity(custody: Custody, user: str, password_stdin: bool, run_id: str | None = None) -> Identity:
@@ -320,14 +323,16 @@ def purge(
     if not dry_run and not by:
         raise typer.BadParameter("say who runs the purge with --by USER (or use --dry-run)", param_hint="--by")
     settings = _settings()
+    refs = [VersionRef.parse(v) for v in versions or []]
+    custody = _custody(settings)
+    retention = {} if refs else {spec.key: spec.body.retention for spec in custody.specs}
     assurance = None
     if by and not dry_run:
-        custody = _custody(settings)
         identity = _identity(custody, by, password_stdin)
-        authorize(custody.catalog, custody.policy, identity, Verb.PURGE, None, details={"versions": versions or "by retention"})
+        touching = [custody.specs[r.key] for r in refs if custody.specs.get(r.key)] if refs else list(custody.specs)
+        authorize(custody.catalog, custody.policy, identity, Verb.PURGE, None, touching=touching,
+                  details={"versions": versions or "by retention"})
         assurance = identity.assurance
-    refs = [VersionRef.parse(v) for v in versions or []]
-    retention = {} if refs else {spec.key: spec.body.retention for spec in load_specs(settings.specs, settings.cache_dir)}
     report = purge_versions(
         _catalog(settings), Lake(settings.lake), retention, by or "dry-run", explicit=refs, dry_run=dry_run,
         progress=_progress_printer(), assurance=assurance,

@@ -10,7 +10,7 @@ from pyspark.sql import DataFrame, SparkSession
 from governance import ledger
 from governance.catalog import Catalog
 from governance.catalog.models import VersionRow
-from governance.errors import TransformError, error_summary
+from governance.errors import NotFound, TransformError, error_summary
 from governance.lineage.observed import Observation, observe
 from governance.lineage.openlineage import Dataset, Emitter, JobRun, column_inputs, dataset_of
 from governance.lineage.versioned import (
@@ -39,6 +39,18 @@ class Materialized:
 def pin_inputs(catalog: Catalog, spec: Spec, request: RunRequest) -> dict[AssetKey, VersionRow]:
     """The exact version of each input this run reads."""
     return {key: catalog.pinned(key, request.run_id, request.started_at) for key in spec.inputs}
+
+
+def pinned_numbers(catalog: Catalog, spec: Spec, request: RunRequest) -> dict[str, int]:
+    """The version number each input would be pinned to, by asset; an input without one is left out
+    (pinning it fails later, once access is decided)."""
+    numbers = {}
+    for key in spec.inputs:
+        try:
+            numbers[str(key)] = catalog.pinned(key, request.run_id, request.started_at).number
+        except NotFound:
+            continue
+    return numbers
 
 
 def materialize(

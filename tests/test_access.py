@@ -22,6 +22,7 @@ from governance.access.policy import (
 from governance.errors import AccessDenied, DirectoryUnavailable, InvalidInput
 from governance.runs import Assurance
 from governance.spec import Classification, Spec, check_specs
+from governance.zones import AssetKey
 from tests.conftest import DEMO_SPECS
 
 INJECTIONS = ["*", "*)(uid=*", ")(|(cn=*", "alice)(|(uid=*)", "\\", "ali\x00ce", "alicé", "", "a" * 65]
@@ -132,9 +133,42 @@ def test_a_refused_name_is_recorded_escaped(catalog, policy, demo_specs):
     assert entry.actor == "'ali\\x00ce'"
 
 
-def test_a_password_the_file_directory_cannot_check_is_refused(catalog, policy):
-    with pytest.raises(InvalidInput, match="needs an LDAP directory"):
+def test_a_password_the_file_directory_cannot_check_is_denied_and_recorded(catalog, policy):
+    with pytest.raises(AccessDenied, match="needs an LDAP directory"):
         authenticate(catalog, policy.directory, "carol", "secret")
+    with catalog.session() as session:
+        [entry] = ledger.entries(session, ledger.LedgerFilter(action="authenticate"))
+    assert (entry.actor, entry.assurance, json.loads(entry.details)["result"]) == ("carol", "none", "denied")
+
+
+def test_a_purge_touching_a_restricted_asset_needs_a_verified_admin(policy, demo_specs):
+    clients = spec(demo_specs, CLIENTS)
+    restricted = Spec(clients.key, clients.file, clients.body.model_copy(update={"classification": Classification.RESTRICTED}))
+    denied = policy.decide(who("alice"), Verb.PURGE, None, touching=[restricted])
+    assert not denied.allowed and "sales/clients is restricted: purge needs a verified identity" in denied.reason
+    assert policy.decide(who("alice", Assurance.VERIFIED), Verb.PURGE, None, touching=[restricted]).allowed
+    assert not policy.decide(who("bob", Assurance.VERIFIED), Verb.PURGE, None, touching=[restricted]).allowed
+
+
+def test_an_owner_cannot_change_a_group_that_also_serves_an_asset_they_do_not_own(catalog, tmp_path, demo_specs):
+    from governance.access.grants import change_role
+    from governance.access.policy import Role
+
+    directory_file = tmp_path / "directory.yaml"
+    directory_file.write_text(Path("assets/directory.yaml").read_text() + "  other-owners: [dave]\n")
+    policy = Policy(FileDirectory.load(directory_file))
+    products = spec(demo_specs, "sales/products")
+    other = Spec(AssetKey("other", "ledger"), products.file, products.body.model_copy(
+        update={"roles": products.body.roles.model_copy(update={"owner": "other-owners"})}))
+    with pytest.raises(AccessDenied, match="sales-consumers also holds a role on other/ledger, which alice does not own"):
+        change_role(catalog, policy, who("alice"), Verb.GRANT, Role.CONSUMER, products, "eve", [*demo_specs, other])
+    assert policy.directory.groups_of("eve") == frozenset()
+    with pytest.raises(AccessDenied, match="custody-admins is the admin group"):
+        admins = Spec(products.key, products.file, products.body.model_copy(
+            update={"roles": products.body.roles.model_copy(update={"producer": "custody-admins"})}))
+        change_role(catalog, policy, who("alice"), Verb.GRANT, Role.PRODUCER, admins, "eve", [admins])
+    with catalog.session() as session:
+        assert [json.loads(e.details)["result"] for e in ledger.entries(session, ledger.LedgerFilter(action="grant"))] == ["denied", "denied"]
 
 
 def test_a_run_s_identity_is_asserted_by_its_tag_and_system_for_a_sensor(catalog):

@@ -66,7 +66,7 @@ def test_a_wrong_password_is_denied_recorded_and_launches_nothing(ldap_env, caps
     code, _, err = cli(capsys, monkeypatch, "ingest", "sales/products", "--as", "bob", "--password-stdin", stdin="guess\n")
     assert code == 3 and err.strip() == "error: denied: bob: unknown user or wrong password"
     [login] = ledger_json(capsys, monkeypatch, "--action", "authenticate")
-    assert (login["actor"], login["details"]["result"]) == ("bob", "denied")
+    assert (login["actor"], login["assurance"], login["details"]["result"]) == ("bob", "none", "denied")
     assert instance_for(ldap_env).get_runs() == []
 
 

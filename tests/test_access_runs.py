@@ -85,6 +85,26 @@ def test_materializing_reads_each_input_and_records_each_read(catalog, demo_spec
     assert decisions(catalog, "materialize") == [("bob", "sales/names_and_products", "allowed", "asserted")]
     assert sorted(decisions(catalog, "read")) == [("bob", "sales/clients", "allowed", "asserted"),
                                                   ("bob", "sales/products", "allowed", "asserted")]
+    with catalog.session() as session:
+        reads = ledger.entries(session, ledger.LedgerFilter(action="read"))
+    assert {(e.asset_key, e.version) for e in reads} == {("sales/clients", 1), ("sales/products", 1)}
+
+
+def test_run_config_cannot_point_a_run_at_another_directory(catalog, settings, tmp_path, dropped):
+    from assets.definitions import build_definitions
+    from assets.launch import instance_for
+
+    permissive = tmp_path / "everyone.yaml"
+    permissive.write_text("users: {eve: {}}\ngroups: {sales-producers: [eve]}\n")
+    defs = build_definitions(settings.specs)
+    config = {"resources": {"custody": {"config": {"directory": f"file:{permissive}", "home": str(tmp_path / "elsewhere")}}}}
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("CUSTODY_HOME", str(settings.home))
+        result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
+            run_config=config, instance=instance_for(settings), asset_selection=[key(PRODUCTS)],
+            tags={"custody/requested_by": "eve"}, raise_on_error=False)
+    assert not result.success and "eve may not ingest sales/products" in failure_message(result)
+    assert decisions(catalog, "ingest") == [("eve", "sales/products", "denied", "asserted")]
 
 
 @pytest.fixture
@@ -173,7 +193,7 @@ def test_an_owner_grants_and_revokes_a_role_in_the_file_directory(directory_copy
     assert directory_copy.read_text().startswith("# The demo's file directory")
     assert cli(capsys, "read", "sales/products", "--as", "eve")[0] == 0
     code, out, _ = cli(capsys, "access", "revoke", "consumer", "sales/products", "eve", "--by", "alice")
-    assert code == 0 and "eve removed from sales-consumers" in out
+    assert code == 0 and "eve removed from sales-consumers" in out and "still in" not in out
     assert cli(capsys, "read", "sales/products", "--as", "eve")[0] == 3
     code, out, _ = cli(capsys, "ledger", "show", "--action", "member", "--json")
     assert [(e["action"], e["details"]["user"], e["details"]["changed"]) for e in json.loads(out)] == [
@@ -230,3 +250,11 @@ def test_specs_check_fails_when_a_consumer_group_is_not_covered(cli_env, tmp_pat
     code, _, err = cli(capsys, "specs", "check", str(specs))
     assert code == 1
     assert "roles.consumer: auditors is not covered by sales-consumers, consumer group of sales/names_and_products (pii): dave" in err
+
+
+def test_password_stdin_without_a_password_says_so(cli_env, capsys, monkeypatch):
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    code, _, err = cli(capsys, "read", "sales/products", "--as", "carol", "--password-stdin")
+    assert code == 1 and err.strip() == "error: --password-stdin: no password on stdin (pipe it in, one line)"

@@ -166,6 +166,12 @@ def test_ldap_refuses_to_empty_a_group(ldap):
         LdapDirectory(settings(ldap)).remove_member("sales-producers", "bob")
 
 
+def test_ldap_names_are_matched_exactly_so_no_user_has_two_names(ldap):
+    directory = LdapDirectory(settings(ldap))
+    assert directory.groups_of("ALICE") == frozenset()
+    assert directory.authenticate("Alice", password_of("alice")) is False
+
+
 def test_ldap_authenticates_a_user_by_their_own_password(ldap):
     directory = LdapDirectory(settings(ldap))
     assert directory.authenticate("carol", password_of("carol")) is True
@@ -183,15 +189,14 @@ def test_ldap_authentication_refuses_names_that_could_widen_a_lookup(ldap, name)
 def test_the_file_directory_lists_members_and_changes_the_file_keeping_its_header(tmp_path):
     path = tmp_path / "directory.yaml"
     path.write_text("# who is who\nusers: {alice: {}, dave: {}, eve: {}}\ngroups:\n  auditors: [dave]\n  readers: [auditors, alice]\n")
-    directory = FileDirectory.load(path)
+    directory, other_process = FileDirectory.load(path), FileDirectory.load(path)
     assert directory.members_of("readers") == {"alice", "dave"}
     assert directory.add_member("auditors", "eve") is True
     assert directory.add_member("auditors", "eve") is False
-    reloaded = FileDirectory.load(path)
-    assert reloaded.groups_of("eve") == {"auditors", "readers"}
+    assert directory.groups_of("eve") == other_process.groups_of("eve") == {"auditors", "readers"}
     assert path.read_text().startswith("# who is who\n")
-    assert reloaded.remove_member("auditors", "eve") is True
-    assert FileDirectory.load(path).groups_of("eve") == frozenset()
+    assert other_process.remove_member("auditors", "eve") is True
+    assert directory.groups_of("eve") == frozenset()
     with pytest.raises(NotFound, match="no user 'zoe'"):
         directory.add_member("auditors", "zoe")
 

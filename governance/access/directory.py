@@ -66,43 +66,67 @@ class Directory(Protocol):
 
 
 @dataclass(frozen=True)
-class FileDirectory:
-    """Users and groups from a YAML file: `users: {name: {...}}`, `groups: {group: [member, ...]}`."""
-
-    path: Path
+class _Members:
     users: frozenset[str]
     groups: Mapping[str, tuple[str, ...]]
 
+
+class FileDirectory:
+    """Users and groups from a YAML file: `users: {name: {...}}`, `groups: {group: [member, ...]}`.
+
+    The file is read again whenever it changes, so a grant or revoke made by another process (or
+    by this one) counts from the next question on.
+    """
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._seen: tuple[int, int, int] | None = None
+        self._members = _Members(frozenset(), {})
+
+    def __repr__(self) -> str:
+        return f"FileDirectory({str(self.path)!r})"
+
     @classmethod
     def load(cls, path: Path) -> FileDirectory:
+        """The directory in `path`, read and checked now: a bad file is refused naming it."""
+        directory = cls(path)
+        directory._current()
+        return directory
+
+    @property
+    def users(self) -> frozenset[str]:
+        return self._current().users
+
+    @property
+    def groups(self) -> Mapping[str, tuple[str, ...]]:
+        return self._current().groups
+
+    def _current(self) -> _Members:
         try:
-            data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as err:
-            raise InvalidInput(f"{path}: cannot read the directory file: {error_summary(err)}") from err
-        users, groups = data.get("users") or {}, data.get("groups") or {}
-        if not isinstance(users, dict) or not isinstance(groups, dict):
-            raise InvalidInput(f"{path}: expected `users:` and `groups:` mappings")
-        for group, members in groups.items():
-            checked_name(str(group), "group")
-            if not isinstance(members, list):
-                raise InvalidInput(f"{path}: groups.{group}: expected a list of members")
-            for member in members:
-                if str(member) not in users and str(member) not in groups:
-                    raise InvalidInput(f"{path}: groups.{group}: {member!r} is neither a user nor a group")
-        return cls(Path(path), frozenset(map(str, users)), {str(g): tuple(map(str, m)) for g, m in groups.items()})
+            stat = self.path.stat()
+        except OSError as err:
+            raise InvalidInput(f"{self.path}: cannot read the directory file: {error_summary(err)}") from err
+        seen = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        with self._lock:
+            if seen != self._seen:
+                self._members, self._seen = _parse(self.path), seen
+            return self._members
 
     def groups_of(self, user: str) -> frozenset[str]:
         checked_name(user)
-        if user not in self.users:
+        now = self._current()
+        if user not in now.users:
             return frozenset()
-        return _closure({user}, lambda members: {g for g, inside in self.groups.items() if members & set(inside)})
+        return _closure({user}, lambda members: {g for g, inside in now.groups.items() if members & set(inside)})
 
     def members_of(self, group: str) -> frozenset[str]:
         checked_name(group, "group")
-        if group not in self.groups:
+        now = self._current()
+        if group not in now.groups:
             return frozenset()
-        inside = _closure({group}, lambda found: {m for g in found for m in self.groups.get(g, ())}) | {group}
-        return frozenset(inside & self.users)
+        inside = _closure({group}, lambda found: {m for g in found for m in now.groups.get(g, ())}) | {group}
+        return frozenset(inside & now.users)
 
     def add_member(self, group: str, user: str) -> bool:
         return self._change(group, user, lambda members: members + [user] if user not in members else None)
@@ -160,6 +184,7 @@ class LdapDirectory:
             raise InvalidInput(f"{settings.url!r} is not an ldap:// or ldaps:// URL")
         self.settings = settings
         self._cache: dict[str, tuple[float, frozenset[str]]] = {}
+        self._generation = 0
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -201,12 +226,14 @@ class LdapDirectory:
     def _cached(self, key: str, ask: Callable[[], frozenset[str]]) -> frozenset[str]:
         now = time.monotonic()
         with self._lock:
-            cached = self._cache.get(key)
+            cached, generation = self._cache.get(key), self._generation
         if cached and cached[0] > now:
             return cached[1]
         answer = ask()
         with self._lock:
-            self._cache[key] = (now + self.settings.ttl_seconds, answer)
+            # An answer asked for before a change made here is not kept: it may predate the change.
+            if generation == self._generation:
+                self._cache[key] = (now + self.settings.ttl_seconds, answer)
         return answer
 
     def _ask(self, question, name: str):
@@ -307,16 +334,23 @@ class LdapDirectory:
                 raise InvalidInput(f"{user} is the last member of {group}, and an LDAP group cannot be empty") from err
             return True
 
-        changed = self._ask(change, group)
-        with self._lock:
-            self._cache.clear()
-        return changed
+        try:
+            return self._ask(change, group)
+        finally:
+            with self._lock:
+                self._cache.clear()
+                self._generation += 1
 
     def _dn(self, connection, object_class: str, attribute: str, value: str) -> str | None:
+        """The one entry whose `attribute` is exactly `value`. LDAP matches uid and cn ignoring case;
+        Custody does not, so that `ALICE` is not a second name for alice in the ledger."""
+        from ldap3 import SUBTREE
         from ldap3.utils.conv import escape_filter_chars
 
-        found = self._search(connection, f"(&(objectClass={object_class})({attribute}={escape_filter_chars(value)}))", [])
-        return found[0][0] if len(found) == 1 else None
+        query = f"(&(objectClass={object_class})({attribute}={escape_filter_chars(value)}))"
+        connection.search(self.settings.base_dn, query, search_scope=SUBTREE, attributes=[attribute])
+        found = [entry.entry_dn for entry in connection.entries if value in entry[attribute].values]
+        return found[0] if len(found) == 1 else None
 
     def _connection(self, bind_dn: str | None = None, password: str | None = None):
         from ldap3 import Connection, Server, Tls
@@ -343,6 +377,24 @@ class LdapDirectory:
 
         connection.search(self.settings.base_dn, query, search_scope=SUBTREE, attributes=attributes)
         return [(entry.entry_dn, str(entry["cn"].value) if attributes else "") for entry in connection.entries]
+
+
+def _parse(path: Path) -> _Members:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as err:
+        raise InvalidInput(f"{path}: cannot read the directory file: {error_summary(err)}") from err
+    users, groups = data.get("users") or {}, data.get("groups") or {}
+    if not isinstance(users, dict) or not isinstance(groups, dict):
+        raise InvalidInput(f"{path}: expected `users:` and `groups:` mappings")
+    for group, members in groups.items():
+        checked_name(str(group), "group")
+        if not isinstance(members, list):
+            raise InvalidInput(f"{path}: groups.{group}: expected a list of members")
+        for member in members:
+            if str(member) not in users and str(member) not in groups:
+                raise InvalidInput(f"{path}: groups.{group}: {member!r} is neither a user nor a group")
+    return _Members(frozenset(map(str, users)), {str(g): tuple(map(str, m)) for g, m in groups.items()})
 
 
 @contextmanager

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from governance import ledger
 from governance.access.directory import checked_name
-from governance.access.guard import authorize, ledger_actor
+from governance.access.guard import enforce, ledger_actor
 from governance.access.policy import ROLES_FOR, Decision, Identity, Policy, Role, Verb, group_of
 from governance.catalog import Catalog
 from governance.errors import InvalidInput
@@ -41,11 +41,16 @@ def change_role(
     catalog: Catalog, policy: Policy, identity: Identity, verb: Verb, role: Role, spec: Spec,
     user: str, specs: Iterable[Spec],
 ) -> MembershipChange:
-    """Grant or revoke `role` on `spec` to `user`, as the owner `identity`."""
+    """Grant or revoke `role` on `spec` to `user`, as the owner `identity`. The group may hold roles
+    on other assets too: the change is only allowed to someone who owns every one of them."""
     checked_name(user)
     group = group_of(spec, role)
     details = {"role": role.value, "group": group, "user": user}
-    authorize(catalog, policy, identity, verb, spec, details=details)
+    others = [s for s in specs if group in _groups(s) and s.key != spec.key]
+    decision = policy.decide(identity, verb, spec)
+    if decision.allowed:
+        decision = _wider_than_owned(policy, decision, group, others) or decision
+    enforce(catalog, decision, details=details)
     directory = policy.directory
     if verb is Verb.REVOKE and role is Role.OWNER and directory.members_of(group) == {user}:
         raise InvalidInput(f"{user} is the only owner of {spec.key} (group {group}): grant the role to another owner first")
@@ -53,7 +58,7 @@ def change_role(
         changed = directory.add_member(group, user)
     else:
         changed = directory.remove_member(group, user)
-    shared = tuple(sorted(str(s.key) for s in specs if group in _groups(s) and s.key != spec.key))
+    shared = tuple(sorted(str(s.key) for s in others))
     with catalog.session() as session:
         ledger.append(
             session, actor=ledger_actor(identity.user), assurance=identity.assurance, asset=str(spec.key),
@@ -62,6 +67,22 @@ def change_role(
         )
     still = verb is Verb.REVOKE and user in directory.members_of(group)
     return MembershipChange(verb.value, role.value, str(spec.key), group, user, changed, shared, still)
+
+
+def _wider_than_owned(policy: Policy, decision: Decision, group: str, others: list[Spec]) -> Decision | None:
+    """A denial when changing `group` would reach beyond what the requester owns."""
+    identity = decision.identity
+
+    def denied(reason: str) -> Decision:
+        return Decision(identity, decision.verb, decision.asset, False, reason)
+
+    if group == policy.admin_group:
+        return denied(f"{group} is the admin group: its members are managed in the directory, not by asset owners")
+    for other in others:
+        if not policy.decide(identity, decision.verb, other).allowed:
+            return denied(f"{group} also holds a role on {other.key}, which {identity.user} does not own: "
+                          f"only an owner of every asset the group serves may change it")
+    return None
 
 
 def _groups(spec: Spec) -> set[str]:

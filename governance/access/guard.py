@@ -21,7 +21,7 @@ from governance.access.policy import (
 from governance.catalog import Catalog
 from governance.catalog.models import LedgerEntry
 from governance.config import Settings
-from governance.errors import AccessDenied, DirectoryUnavailable, error_summary
+from governance.errors import AccessDenied, DirectoryUnavailable, InvalidInput, error_summary
 from governance.runs import Assurance
 from governance.spec import Spec
 
@@ -63,16 +63,18 @@ def enforce(catalog: Catalog, decision: Decision, run_id: str | None = None, det
 def authorize(
     catalog: Catalog, policy: Policy, identity: Identity, verb: Verb, spec: Spec | None, *,
     version: int | None = None, run_id: str | None = None, details: Mapping[str, Any] | None = None,
+    touching: Sequence[Spec] = (),
 ) -> Decision:
     """Decide, record, and raise AccessDenied unless allowed."""
-    return enforce(catalog, policy.decide(identity, verb, spec, version), run_id, details)
+    return enforce(catalog, policy.decide(identity, verb, spec, version, touching), run_id, details)
 
 
 def authorize_materialization(
-    catalog: Catalog, policy: Policy, identity: Identity, spec: Spec, inputs: Sequence[Spec], run_id: str | None
+    catalog: Catalog, policy: Policy, identity: Identity, spec: Spec, inputs: Sequence[Spec], run_id: str | None,
+    versions: Mapping[str, int] | None = None,
 ) -> Decision:
-    """Producer or owner of the output, a reader of every input, and an output whose consumers may
-    all read each of its pii or higher inputs."""
+    """Producer or owner of the output, a reader of every input (of the `versions` pinned, by asset),
+    and an output whose consumers may all read each of its pii or higher inputs."""
     decision = policy.decide(identity, Verb.MATERIALIZE, spec)
     if decision.allowed:
         try:
@@ -84,18 +86,19 @@ def authorize_materialization(
             decision = Decision(identity, Verb.MATERIALIZE, str(spec.key), False, reason)
     enforce(catalog, decision, run_id)
     for source in inputs:
-        authorize(catalog, policy, identity, Verb.READ, source, run_id=run_id, details={"for": str(spec.key)})
+        authorize(catalog, policy, identity, Verb.READ, source, version=(versions or {}).get(str(source.key)),
+                  run_id=run_id, details={"for": str(spec.key)})
     return decision
 
 
 def authenticate(catalog: Catalog, directory: Directory, user: str, password: str, run_id: str | None = None) -> Identity:
     """Check the password with the directory; the attempt is a ledger entry either way."""
-    identity = Identity(user, Assurance.VERIFIED)
     try:
         verified = directory.authenticate(user, password)
         reason = f"{ledger_actor(user)}: " + ("password checked by the directory" if verified else "unknown user or wrong password")
-    except DirectoryUnavailable as err:
+    except (DirectoryUnavailable, InvalidInput) as err:  # a bad name, or a directory that holds no passwords
         verified, reason = False, error_summary(err)
+    identity = Identity(user, Assurance.VERIFIED if verified else Assurance.NONE)
     enforce(catalog, Decision(identity, Verb.AUTHENTICATE, None, verified, reason), run_id)
     return identity
 

@@ -82,7 +82,9 @@ class Policy:
     admin_group: str = "custody-admins"
     require_verified: frozenset[Classification] = frozenset({Classification.RESTRICTED})
 
-    def decide(self, identity: Identity, verb: Verb, spec: Spec | None, version: int | None = None) -> Decision:
+    def decide(self, identity: Identity, verb: Verb, spec: Spec | None, version: int | None = None,
+               touching: Iterable[Spec] = ()) -> Decision:
+        """Whether `identity` may `verb` the asset of `spec` (a purge: the assets it is `touching`)."""
         asset = str(spec.key) if spec else None
 
         def answer(allowed: bool, reason: str, role: str | None = None) -> Decision:
@@ -94,13 +96,15 @@ class Policy:
             return answer(False, str(err))
         if identity.assurance is Assurance.NONE:
             return answer(False, "the request names no user: say who asks (custody/requested_by run tag, --as or --by)")
+        unverified = self._needs_verified(identity, [spec] if spec else list(touching))
+        if unverified:
+            return answer(False, f"{unverified.key} is {unverified.body.classification}: {verb} needs a verified identity, "
+                                 f"which the CLI establishes with --password-stdin or CUSTODY_PASSWORD; "
+                                 f"{identity.user}'s is {identity.assurance}")
         if verb is Verb.PURGE:
             return self._admin(identity, answer)
         if spec is None:
             return answer(False, "no spec declares the asset, so no one holds a role on it")
-        if spec.body.classification in self.require_verified and identity.assurance is not Assurance.VERIFIED:
-            return answer(False, f"{asset} is {spec.body.classification}: {verb} needs a verified identity "
-                                 f"(log in with --password-stdin or CUSTODY_PASSWORD), and {identity.user}'s is {identity.assurance}")
         try:
             groups = self.directory.groups_of(identity.user)
         except DirectoryUnavailable as err:
@@ -111,6 +115,12 @@ class Policy:
                 return answer(True, f"{identity.user} is in {group_of(spec, role)}, {role} of {asset}", role.value)
         needed = " or ".join(f"{role} ({group_of(spec, role)})" for role in ROLES_FOR[verb])
         return answer(False, f"{identity.user} may not {verb} {asset}: it needs {needed}")
+
+    def _needs_verified(self, identity: Identity, specs: Iterable[Spec]) -> Spec | None:
+        """The first asset whose classification asks for a verified identity that this one lacks."""
+        if identity.assurance is Assurance.VERIFIED:
+            return None
+        return next((s for s in specs if s.body.classification in self.require_verified), None)
 
     def _admin(self, identity: Identity, answer) -> Decision:
         try:
