@@ -93,17 +93,14 @@ def _emitter(setting: str, home: Path, api_key: str | None) -> Emitter:
 
 
 def _directory(setting: str) -> Directory:
-    from governance.access.directory import open_directory
-
     ldap = {name: value for name, value in os.environ.items() if name.startswith("CUSTODY_LDAP_")}
-    if setting.startswith("file:"):
-        return open_directory(setting, ldap)  # read again each run: owners change it between runs
-    return _ldap_directory(setting, tuple(sorted(ldap.items())))
+    return _shared_directory(setting, str(Path.cwd()), tuple(sorted(ldap.items())))
 
 
 @cache
-def _ldap_directory(setting: str, ldap: tuple[tuple[str, str], ...]) -> Directory:
-    # Kept across runs, with its membership cache, for as long as the settings stay the same.
+def _shared_directory(setting: str, cwd: str, ldap: tuple[tuple[str, str], ...]) -> Directory:
+    # Kept across runs for as long as the settings stay the same: an LDAP directory with its
+    # membership cache; a file directory, which reads its file again whenever it changes.
     from governance.access.directory import open_directory
 
     return open_directory(setting, dict(ldap))

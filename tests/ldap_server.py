@@ -66,8 +66,9 @@ def make_ca(folder: Path, hostname: str = "localhost") -> tuple[Path, Path, Path
     return ca_cert, cert, key
 
 
-def start_slapd(folder: Path, password: str) -> LdapServer:
-    """Start slapd on a free loopback port with StartTLS; return once it answers."""
+def start_slapd(folder: Path, password: str, idle_timeout: int = 0) -> LdapServer:
+    """Start slapd on a free loopback port with StartTLS; return once it answers. With
+    `idle_timeout`, the server closes connections idle for that many seconds."""
     ca_cert, cert, key = make_ca(folder / "tls")
     data = folder / "data"
     data.mkdir(parents=True, exist_ok=True)
@@ -76,6 +77,7 @@ def start_slapd(folder: Path, password: str) -> LdapServer:
     config.write_text(
         f"""{includes}
 pidfile {folder / "slapd.pid"}
+idletimeout {idle_timeout}
 modulepath /usr/lib/ldap
 moduleload back_mdb
 TLSCACertificateFile {ca_cert}

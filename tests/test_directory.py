@@ -204,3 +204,17 @@ def test_the_file_directory_lists_members_and_changes_the_file_keeping_its_heade
 def test_the_file_directory_cannot_verify_a_password():
     with pytest.raises(InvalidInput, match="a verified identity needs an LDAP directory"):
         FileDirectory.load(Path("assets/directory.yaml")).authenticate("alice", "secret")
+
+
+def test_a_connection_the_server_closed_is_opened_again(tmp_path):
+    import time
+
+    server = start_slapd(tmp_path / "slapd", CANARY, idle_timeout=1)
+    try:
+        populate(server)
+        directory = LdapDirectory(settings(server, ttl_seconds=0))
+        assert directory.groups_of("bob") == {"sales-producers"}
+        time.sleep(2.5)  # past the idle timeout: slapd has closed the kept connection
+        assert directory.groups_of("bob") == {"sales-producers"}
+    finally:
+        server.stop()

@@ -7,6 +7,7 @@ every access decision built on it fails closed.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import re
@@ -186,6 +187,8 @@ class LdapDirectory:
         self._cache: dict[str, tuple[float, frozenset[str]]] = {}
         self._generation = 0
         self._lock = threading.Lock()
+        self._service = None
+        self._service_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"LdapDirectory({self.settings!r})"
@@ -237,14 +240,40 @@ class LdapDirectory:
         return answer
 
     def _ask(self, question, name: str):
-        """Run `question(connection, name)` on a fresh service connection; any LDAP failure denies."""
+        """Run `question(connection, name)` on the service connection; any LDAP failure denies.
+
+        The connection is kept between questions: opening one (TCP, StartTLS, bind) costs tens of
+        milliseconds where a search costs one. A kept connection the server has closed is opened
+        again once; a second failure denies.
+        """
         from ldap3.core.exceptions import LDAPException
 
-        try:
-            with self._connection() as connection:
-                return question(connection, name)
-        except LDAPException as err:
-            raise self._unavailable(err) from err
+        with self._service_lock:
+            reused = self._service is not None
+            try:
+                return question(self._open_service(), name)
+            except LDAPException as err:
+                self._drop_service()
+                if not reused:
+                    raise self._unavailable(err) from err
+            try:
+                return question(self._open_service(), name)
+            except LDAPException as err:
+                self._drop_service()
+                raise self._unavailable(err) from err
+
+    def _open_service(self):
+        if self._service is None:
+            self._service = self._connection()
+        return self._service
+
+    def _drop_service(self) -> None:
+        from ldap3.core.exceptions import LDAPException
+
+        service, self._service = self._service, None
+        if service is not None:
+            with contextlib.suppress(LDAPException):  # it is being discarded because it failed
+                service.unbind()
 
     def _unavailable(self, err: Exception) -> DirectoryUnavailable:
         return DirectoryUnavailable(

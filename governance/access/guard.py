@@ -43,21 +43,36 @@ def ledger_actor(user: str) -> str:
     return user if NAME.fullmatch(user or "") else ascii(user)[:80]
 
 
-def record(catalog: Catalog, decision: Decision, run_id: str | None = None, details: Mapping[str, Any] | None = None) -> None:
+Details = Mapping[str, Any] | None
+
+
+def record(catalog: Catalog, decision: Decision, run_id: str | None = None, details: Details = None) -> None:
+    record_all(catalog, [(decision, details)], run_id)
+
+
+def record_all(catalog: Catalog, decisions: Sequence[tuple[Decision, Details]], run_id: str | None = None) -> None:
+    """The decisions of one request, in one transaction."""
     with catalog.session() as session:
-        ledger.append(
-            session, actor=ledger_actor(decision.identity.user), action=decision.verb.value, asset=decision.asset,
-            version=decision.version, run_id=run_id, assurance=decision.identity.assurance,
-            details={"result": decision.result, "reason": decision.reason, "role": decision.role, **(details or {})},
-        )
+        for decision, details in decisions:
+            ledger.append(
+                session, actor=ledger_actor(decision.identity.user), action=decision.verb.value, asset=decision.asset,
+                version=decision.version, run_id=run_id, assurance=decision.identity.assurance,
+                details={"result": decision.result, "reason": decision.reason, "role": decision.role, **(details or {})},
+            )
 
 
-def enforce(catalog: Catalog, decision: Decision, run_id: str | None = None, details: Mapping[str, Any] | None = None) -> Decision:
+def enforce(catalog: Catalog, decision: Decision, run_id: str | None = None, details: Details = None) -> Decision:
     """Record the decision; a denial then raises AccessDenied with its reason."""
-    record(catalog, decision, run_id, details)
-    if not decision.allowed:
-        raise AccessDenied(f"denied: {decision.reason}")
-    return decision
+    return enforce_all(catalog, [(decision, details)], run_id)
+
+
+def enforce_all(catalog: Catalog, decisions: Sequence[tuple[Decision, Details]], run_id: str | None = None) -> Decision:
+    """Record the decisions up to the first denial, which then raises; else return the first."""
+    denied = next((i for i, (decision, _) in enumerate(decisions) if not decision.allowed), None)
+    record_all(catalog, decisions if denied is None else decisions[: denied + 1], run_id)
+    if denied is not None:
+        raise AccessDenied(f"denied: {decisions[denied][0].reason}")
+    return decisions[0][0]
 
 
 def authorize(
@@ -84,11 +99,9 @@ def authorize_materialization(
         if problems:
             reason = "; ".join(getattr(p, "message", str(p)) for p in problems)
             decision = Decision(identity, Verb.MATERIALIZE, str(spec.key), False, reason)
-    enforce(catalog, decision, run_id)
-    for source in inputs:
-        authorize(catalog, policy, identity, Verb.READ, source, version=(versions or {}).get(str(source.key)),
-                  run_id=run_id, details={"for": str(spec.key)})
-    return decision
+    reads = [(policy.decide(identity, Verb.READ, source, (versions or {}).get(str(source.key))), {"for": str(spec.key)})
+             for source in inputs]
+    return enforce_all(catalog, [(decision, None), *reads], run_id)
 
 
 def authenticate(catalog: Catalog, directory: Directory, user: str, password: str, run_id: str | None = None) -> Identity:
