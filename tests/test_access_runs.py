@@ -171,7 +171,7 @@ def test_the_python_read_api_enforces_and_records_too(landed, spark):
 
 def test_status_needs_the_owner(landed, capsys):
     code, _, err = cli(capsys, "status", "sales/products@1", "critical", "--by", "bob")
-    assert code == 3 and "bob may not status sales/products: it needs owner (sales-owners)" in err
+    assert code == 3 and "bob may not change the status of sales/products: it needs owner (sales-owners)" in err
     assert cli(capsys, "status", "sales/products@1", "critical", "--by", "alice")[0] == 0
     code, out, _ = cli(capsys, "ledger", "show", "--action", "status", "--json")
     assert [(e["actor"], e["details"]["result"]) for e in json.loads(out)] == [("bob", "denied"), ("alice", "allowed")]
@@ -203,7 +203,7 @@ def test_an_owner_grants_and_revokes_a_role_in_the_file_directory(directory_copy
 def test_only_an_owner_grants(directory_copy, cli_env, capsys):
     before = directory_copy.read_text()
     code, _, err = cli(capsys, "access", "grant", "producer", "sales/products", "eve", "--by", "bob")
-    assert code == 3 and "bob may not grant sales/products: it needs owner (sales-owners)" in err
+    assert code == 3 and "bob may not grant roles on sales/products: it needs owner (sales-owners)" in err
     assert directory_copy.read_text() == before
     code, out, _ = cli(capsys, "ledger", "show", "--action", "grant", "--json")
     assert [(e["actor"], e["details"]["result"], e["details"]["user"]) for e in json.loads(out)] == [("bob", "denied", "eve")]

@@ -45,6 +45,10 @@ ROLES_FOR: Mapping[Verb, tuple[Role, ...]] = {
 }
 
 
+PHRASES: Mapping[Verb, str] = {Verb.STATUS: "change the status of", Verb.GRANT: "grant roles on",
+                                Verb.REVOKE: "revoke roles on"}
+
+
 @dataclass(frozen=True)
 class Identity:
     """A user and how we know it is them."""
@@ -114,7 +118,7 @@ class Policy:
             if role in held:
                 return answer(True, f"{identity.user} is in {group_of(spec, role)}, {role} of {asset}", role.value)
         needed = " or ".join(f"{role} ({group_of(spec, role)})" for role in ROLES_FOR[verb])
-        return answer(False, f"{identity.user} may not {verb} {asset}: it needs {needed}")
+        return answer(False, f"{identity.user} may not {PHRASES.get(verb, verb)} {asset}: it needs {needed}")
 
     def _needs_verified(self, identity: Identity, specs: Iterable[Spec]) -> Spec | None:
         """The first asset whose classification asks for a verified identity that this one lacks."""
