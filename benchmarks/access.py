@@ -52,7 +52,7 @@ from governance.catalog.models import VersionRow
 from governance.config import Settings
 from governance.spec import load_specs
 from governance.zones import AssetKey, VersionRef
-from tests.ldap_server import password_of, populate, start_slapd
+from tests.ldap_server import password_of, populated_slapd
 
 GOAL_ADDED_MS = 10.0
 PRODUCTS = AssetKey("sales", "products")
@@ -95,12 +95,10 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="custody-bench-access-"))
-    server = start_slapd(work / "slapd", "bench-service-password")
     try:
-        populate(server)
-        run(args, work, server)
+        with populated_slapd(work / "slapd", "bench-service-password") as server:
+            run(args, work, server)
     finally:
-        server.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 

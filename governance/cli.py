@@ -14,16 +14,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
 from governance import ledger, render
-from governance.access.guard import authorize
-from governance.access.policy import Identity, Verb
-from governance.api import Custody
 from governance.catalog import Catalog
 from governance.catalog.models import Criticality
 from governance.config import Settings
@@ -35,6 +32,10 @@ from governance.retention import set_status
 from governance.runtime import require_java
 from governance.spec import Spec, check_specs, load_specs
 from governance.zones import AssetKey, Lake, VersionRef
+
+if TYPE_CHECKING:
+    from governance.access.policy import Identity
+    from governance.api import Custody
 
 app = typer.Typer(
     name="custody",
@@ -78,6 +79,9 @@ def _catalog(settings: Settings) -> Catalog:
 
 
 def _custody(settings: Settings) -> Custody:
+    # Access control is imported by the commands that use it: the others start faster without it.
+    from governance.api import Custody
+
     return Custody(settings)
 
 
@@ -294,6 +298,9 @@ def status(
     ref, status_value = VersionRef.parse(version), Criticality.parse(value)
     custody = _custody(_settings())
     identity = _identity(custody, by, password_stdin)
+    from governance.access.guard import authorize
+    from governance.access.policy import Verb
+
     authorize(custody.catalog, custody.policy, identity, Verb.STATUS, custody.specs.get(ref.key), version=ref.number,
               details={"to": status_value.value})
     change = set_status(custody.catalog, ref, status_value, by, identity.assurance)
@@ -330,6 +337,9 @@ def purge(
     if by and not dry_run:
         identity = _identity(custody, by, password_stdin)
         touching = [custody.specs[r.key] for r in refs if custody.specs.get(r.key)] if refs else list(custody.specs)
+        from governance.access.guard import authorize
+        from governance.access.policy import Verb
+
         authorize(custody.catalog, custody.policy, identity, Verb.PURGE, None, touching=touching,
                   details={"versions": versions or "by retention"})
         assurance = identity.assurance
@@ -405,12 +415,13 @@ def access_check(
     _print({"asset": str(spec.key), "user": as_user, "decisions": data}, as_json, lambda: render.decisions_table(str(spec.key), as_user, decisions))
 
 
-def _change_role(verb: Verb, role: str, asset: str, user: str, by: str, password_stdin: bool, as_json: bool) -> None:
+def _change_role(verb: str, role: str, asset: str, user: str, by: str, password_stdin: bool, as_json: bool) -> None:
     from governance.access.grants import change_role, parse_role
+    from governance.access.policy import Verb
 
     custody = _custody(_settings())
     spec = _spec(custody, AssetKey.parse(asset))
-    change = change_role(custody.catalog, custody.policy, _identity(custody, by, password_stdin), verb,
+    change = change_role(custody.catalog, custody.policy, _identity(custody, by, password_stdin), Verb(verb),
                          parse_role(role), spec, user, custody.specs)
     if as_json:
         _emit_json(asdict(change))
@@ -430,7 +441,7 @@ def access_grant(
     by: ByUser, password_stdin: PasswordStdin = False, as_json: JsonOption = False,
 ) -> None:
     """Give USER a role on the asset: add them to the role's group in the directory. Needs the owner role."""
-    _change_role(Verb.GRANT, role, asset, user, by, password_stdin, as_json)
+    _change_role("grant", role, asset, user, by, password_stdin, as_json)
 
 
 @access_app.command("revoke")
@@ -439,7 +450,7 @@ def access_revoke(
     by: ByUser, password_stdin: PasswordStdin = False, as_json: JsonOption = False,
 ) -> None:
     """Take a role away: remove USER from the role's group in the directory. Needs the owner role."""
-    _change_role(Verb.REVOKE, role, asset, user, by, password_stdin, as_json)
+    _change_role("revoke", role, asset, user, by, password_stdin, as_json)
 
 
 @ledger_app.command("show")
@@ -552,7 +563,7 @@ def _demo_reads(custody: Custody, ref: str, console) -> None:
     with contextlib.suppress(AccessDenied):  # the denial is what the demo shows, from the ledger
         custody.read(ref, as_user="eve", limit=3)
     asset, _, number = ref.partition("@")
-    where = ledger.LedgerFilter(asset=asset, version=int(number), action=Verb.READ.value)
+    where = ledger.LedgerFilter(asset=asset, version=int(number), action="read")
     with custody.catalog.session() as session:
         reads = ledger.entries(session, where)
     console.print(f"Reads of {ref} (custody ledger show --action read)", markup=False)

@@ -10,6 +10,8 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,6 +127,17 @@ GROUPS = {  # group -> direct members (users, or groups written as "group:NAME")
     "sales-consumers": ["carol", "group:auditors"],
     "custody-admins": ["alice"],
 }
+
+
+@contextmanager
+def populated_slapd(folder: Path, password: str, idle_timeout: int = 0) -> Iterator[LdapServer]:
+    """A running slapd holding the demo's people and groups, stopped on exit."""
+    server = start_slapd(folder, password, idle_timeout)
+    try:
+        populate(server)
+        yield server
+    finally:
+        server.stop()
 
 
 def password_of(user: str) -> str:

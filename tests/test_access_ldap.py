@@ -14,17 +14,15 @@ from governance.access.directory import open_directory
 from governance.cli import run
 from governance.demo import drop_demo_batches
 from governance.zones import Lake
-from tests.ldap_server import LdapServer, environment, free_port, password_of, populate, start_slapd
+from tests.ldap_server import LdapServer, environment, free_port, password_of, populated_slapd
 
 CANARY = "canary-Bind-5ecret-7f3a"
 
 
 @pytest.fixture(scope="module")
 def ldap(tmp_path_factory) -> LdapServer:
-    server = start_slapd(tmp_path_factory.mktemp("slapd"), CANARY)
-    populate(server)
-    yield server
-    server.stop()
+    with populated_slapd(tmp_path_factory.mktemp("slapd"), CANARY) as server:
+        yield server
 
 
 @pytest.fixture

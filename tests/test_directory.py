@@ -10,7 +10,7 @@ import pytest
 
 from governance.access.directory import FileDirectory, LdapDirectory, LdapSettings, open_directory
 from governance.errors import DirectoryUnavailable, InvalidInput, InvalidName, NotFound
-from tests.ldap_server import LdapServer, admin, make_ca, password_of, populate, start_slapd
+from tests.ldap_server import LdapServer, admin, make_ca, password_of, populated_slapd
 
 CANARY = "canary-b1nd-Pa55w0rd"
 INJECTIONS = ["*", "*)(uid=*", ")(|(cn=*", "alice)(|(uid=*)", "\\", "ali\x00ce", "alicé", "", "a" * 65, "alice,ou=people"]
@@ -18,10 +18,8 @@ INJECTIONS = ["*", "*)(uid=*", ")(|(cn=*", "alice)(|(uid=*)", "\\", "ali\x00ce",
 
 @pytest.fixture(scope="module")
 def ldap(tmp_path_factory) -> LdapServer:
-    server = start_slapd(tmp_path_factory.mktemp("slapd"), CANARY)
-    populate(server)
-    yield server
-    server.stop()
+    with populated_slapd(tmp_path_factory.mktemp("slapd"), CANARY) as server:
+        yield server
 
 
 def settings(server: LdapServer, **changes) -> LdapSettings:
@@ -209,12 +207,8 @@ def test_the_file_directory_cannot_verify_a_password():
 def test_a_connection_the_server_closed_is_opened_again(tmp_path):
     import time
 
-    server = start_slapd(tmp_path / "slapd", CANARY, idle_timeout=1)
-    try:
-        populate(server)
+    with populated_slapd(tmp_path / "slapd", CANARY, idle_timeout=1) as server:
         directory = LdapDirectory(settings(server, ttl_seconds=0))
         assert directory.groups_of("bob") == {"sales-producers"}
         time.sleep(2.5)  # past the idle timeout: slapd has closed the kept connection
         assert directory.groups_of("bob") == {"sales-producers"}
-    finally:
-        server.stop()
