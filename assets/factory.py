@@ -86,7 +86,7 @@ def landing_asset(spec: Spec) -> dg.AssetsDefinition:
         config = IngestConfig(**context.op_config)
         custody: CustodyResource = context.resources.custody
         spark: SparkResource = context.resources.spark
-        with governed():
+        with governed(custody):
             request = checked_request(context, custody, spec)
             row = ingest(
                 spark.session(context.log.info), custody.catalog, custody.lake, spec, request,
@@ -109,7 +109,7 @@ def integration_asset(spec: Spec, specs: SpecSet) -> dg.AssetsDefinition:
 
         custody: CustodyResource = context.resources.custody
         spark: SparkResource = context.resources.spark
-        with governed():
+        with governed(custody):
             request = checked_request(context, custody, spec, inputs)
             done = materialize(
                 spark.session(context.log.info), custody.catalog, custody.lake, spec, request,
@@ -158,8 +158,9 @@ def run_request(context: dg.AssetExecutionContext, spec: Spec, identity: "Identi
 
 
 @contextmanager
-def governed() -> Iterator[None]:
-    """Custody's own errors fail the step with their message, without retries unless transient."""
+def governed(custody: CustodyResource) -> Iterator[None]:
+    """Custody's own errors fail the step with their message, without retries unless transient.
+    Either way the step ends with a ledger checkpoint, so every run ends with one."""
     try:
         yield
     except CustodyError as err:
@@ -168,6 +169,8 @@ def governed() -> Iterator[None]:
             metadata={"custody/error": type(err).__name__, "custody/exit_code": err.exit_code},
             allow_retries=err.retryable,
         ) from err
+    finally:
+        custody.catalog.checkpoint()
 
 
 def materialize_result(

@@ -40,7 +40,7 @@ class Custody:
 
     @cached_property
     def catalog(self) -> Catalog:
-        return Catalog.from_url(self.settings.catalog_url)
+        return Catalog.from_settings(self.settings, self.environ)
 
     @cached_property
     def specs(self) -> SpecSet:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -75,7 +77,7 @@ def _settings() -> Settings:
 
 
 def _catalog(settings: Settings) -> Catalog:
-    return Catalog.from_url(settings.catalog_url)
+    return Catalog.from_settings(settings, os.environ)
 
 
 def _custody(settings: Settings) -> Custody:
@@ -460,14 +462,17 @@ def ledger_show(
     actor: Annotated[str | None, typer.Option(help="Only entries by this user.")] = None,
     action: Annotated[str | None, typer.Option(help="Only this action, or this family: read, ingestion, ingestion.committed…")] = None,
     run: Annotated[str | None, typer.Option(help="Only entries of this run id.")] = None,
+    since: Annotated[str | None, typer.Option(help="Only entries at or after this time (ISO 8601, UTC unless it says; a date means its midnight).", metavar="TIME")] = None,
+    until: Annotated[str | None, typer.Option(help="Only entries before this time (ISO 8601).", metavar="TIME")] = None,
     from_seq: Annotated[int, typer.Option(min=1, help="Start at this sequence number.")] = 1,
     limit: Annotated[int | None, typer.Option(min=1, help="At most this many entries.")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Ledger entries in sequence order."""
+    """Ledger entries in sequence order; page with --from-seq and --limit."""
     if asset:
         AssetKey.parse(asset)
-    where = ledger.LedgerFilter(asset=asset, version=version, actor=actor, action=action, run_id=run, from_seq=from_seq, limit=limit)
+    where = ledger.LedgerFilter(asset=asset, version=version, actor=actor, action=action, run_id=run,
+                                since=_moment(since, "--since"), until=_moment(until, "--until"), from_seq=from_seq, limit=limit)
     with _catalog(_settings()).session() as session:
         found = ledger.entries(session, where)
     if as_json:
@@ -478,17 +483,39 @@ def ledger_show(
             console.print(line, markup=False, soft_wrap=True)
 
 
+def _moment(value: str | None, option: str) -> str | None:
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError as err:
+        raise typer.BadParameter(f"{value!r} is not an ISO 8601 date or time, e.g. 2026-11-22 or 2026-11-22T09:30", param_hint=option) from err
+    return ledger.timestamp(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
+
+
 @ledger_app.command("verify")
 def ledger_verify(as_json: JsonOption = False) -> None:
-    """Recompute the hash chain; name the first entry that does not fit."""
-    with _catalog(_settings()).session() as session:
-        result = ledger.verify(session)
+    """Recompute the hash chain and hold it against the checkpoints; name the first entry that does not fit.
+
+    The checkpoints are kept outside the database, in $CUSTODY_HOME/ledger/checkpoints.jsonl (signed
+    with CUSTODY_LEDGER_KEY when it is set): they reveal a rewritten chain or a cut tail.
+    """
+    catalog = _catalog(_settings())
+    written = catalog.checkpoints.read()
+    with catalog.session() as session:
+        result = ledger.verify(session, written)
     if as_json:
-        _emit_json({"ok": result.ok, "entries": result.entries, "first_bad_seq": result.first_bad_seq, "reason": result.reason})
+        _emit_json({"ok": result.ok, "entries": result.entries, "first_bad_seq": result.first_bad_seq,
+                    "reason": result.reason, "checkpoints": result.checkpoints, "problems": list(result.problems)})
     elif result.ok:
-        render.stdout_console().print(f"ledger ok: {result.entries} entries, chain intact")
-    if not result.ok:
+        render.stdout_console().print(
+            f"ledger ok: {result.entries} entries, chain intact, {result.checkpoints} checkpoint(s) matched")
+    for problem in result.problems:
+        err_console.print(f"checkpoint problem: {problem}", markup=False)
+    if result.first_bad_seq is not None:
         raise IntegrityError(f"ledger broken at seq {result.first_bad_seq}: {result.reason}")
+    if result.problems:
+        raise IntegrityError(f"{len(result.problems)} checkpoint(s) cannot be trusted: {result.problems[0]}")
 
 
 @app.command()

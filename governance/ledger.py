@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import insert, text
 from sqlmodel import Session, col, or_, select
 
 from governance.catalog.models import LedgerEntry
+from governance.checkpoints import CheckpointFile
 
 GENESIS = "0" * 64
+# session.info keys: (first seq, last seq, last hash) of the entries a transaction appended, and
+# (transaction, last seq, last hash) of the chain's tail as that transaction left it
+APPENDED = "custody.ledger.appended"
+TAIL = "custody.ledger.tail"
 LEDGER_LOCK_ID = 0x637573746F6479  # arbitrary constant naming the ledger's advisory lock
 
 
@@ -52,6 +57,24 @@ def entry_hash(prev_hash: str, entry: LedgerEntry) -> str:
     return hashlib.sha256(f"{prev_hash}\n{body}".encode()).hexdigest()
 
 
+def timestamp(moment: datetime) -> str:
+    """A moment as the ledger writes it: UTC, microseconds, `Z`; such strings sort as time does."""
+    return moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class Event:
+    """One entry to append: who did what, to which asset version, in which run, and how we know who."""
+
+    actor: str
+    action: str
+    asset: str | None = None
+    version: int | None = None
+    run_id: str | None = None
+    details: Mapping[str, Any] | None = None
+    assurance: str | None = None
+
+
 def append(
     session: Session,
     *,
@@ -60,29 +83,54 @@ def append(
     asset: str | None = None,
     version: int | None = None,
     run_id: str | None = None,
-    details: dict[str, Any] | None = None,
+    details: Mapping[str, Any] | None = None,
     assurance: str | None = None,
 ) -> LedgerEntry:
     """Add one entry inside the caller's transaction; it commits or vanishes with it."""
+    return append_many(session, [Event(actor, action, asset, version, run_id, details, assurance)])[0]
+
+
+def append_many(session: Session, events: Sequence[Event]) -> list[LedgerEntry]:
+    """Add entries in order inside the caller's transaction, in one statement.
+
+    The first append of a transaction takes the ledger's write lock (SQLite's, held since BEGIN
+    IMMEDIATE; an advisory lock on PostgreSQL) and reads the chain's tail; later ones continue from
+    the tail this transaction wrote.
+    """
+    if not events:
+        return []
+    seq, prev = _tail(session)
+    ts = timestamp(datetime.now(UTC))
+    entries = []
+    for event in events:
+        seq += 1
+        entry = LedgerEntry(
+            seq=seq, ts=ts, actor=event.actor, action=event.action, asset_key=event.asset, version=event.version,
+            run_id=event.run_id, details=json.dumps(event.details or {}, sort_keys=True, separators=(",", ":"), default=str),
+            prev_hash=prev, hash="", assurance=str(event.assurance) if event.assurance is not None else None,
+        )
+        entry.hash = prev = entry_hash(entry.prev_hash, entry)
+        entries.append(entry)
+    session.execute(insert(LedgerEntry), [entry.model_dump() for entry in entries])
+    transaction = id(session.get_transaction())
+    session.info[TAIL] = (transaction, seq, prev)
+    first = session.info.get(APPENDED, (entries[0].seq,))[0]
+    session.info[APPENDED] = (first, seq, prev)
+    return entries
+
+
+def _tail(session: Session) -> tuple[int, str]:
+    cached = session.info.get(TAIL)
+    if cached and cached[0] == id(session.get_transaction()):
+        return cached[1], cached[2]
     if session.get_bind().dialect.name == "postgresql":
         session.exec(text("SELECT pg_advisory_xact_lock(:id)").bindparams(id=LEDGER_LOCK_ID))
-    last = session.exec(select(LedgerEntry).order_by(col(LedgerEntry.seq).desc()).limit(1)).first()
-    entry = LedgerEntry(
-        seq=last.seq + 1 if last else 1,
-        ts=datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z"),
-        actor=actor,
-        action=action,
-        asset_key=asset,
-        version=version,
-        run_id=run_id,
-        details=json.dumps(details or {}, sort_keys=True, separators=(",", ":"), default=str),
-        prev_hash=last.hash if last else GENESIS,
-        hash="",
-        assurance=str(assurance) if assurance is not None else None,
-    )
-    entry.hash = entry_hash(entry.prev_hash, entry)
-    session.add(entry)
-    return entry
+    last = last_entry(session)
+    return (last.seq, last.hash) if last else (0, GENESIS)
+
+
+def last_entry(session: Session) -> LedgerEntry | None:
+    return session.exec(select(LedgerEntry).order_by(col(LedgerEntry.seq).desc()).limit(1)).first()
 
 
 @dataclass(frozen=True)
@@ -92,6 +140,8 @@ class LedgerFilter:
     actor: str | None = None
     action: str | None = None
     run_id: str | None = None
+    since: str | None = None
+    until: str | None = None
     from_seq: int = 1
     limit: int | None = None
 
@@ -106,6 +156,10 @@ def entries(session: Session, where: LedgerFilter = LedgerFilter()) -> list[Ledg
     ):
         if value is not None:
             query = query.where(column == value)
+    if where.since is not None:
+        query = query.where(LedgerEntry.ts >= where.since)
+    if where.until is not None:
+        query = query.where(LedgerEntry.ts < where.until)
     if where.action is not None:
         # `ingestion` means every ingestion.* action, as `read` means the read decisions
         family = where.action.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + ".%"
@@ -121,26 +175,44 @@ class Verification:
     entries: int
     first_bad_seq: int | None = None
     reason: str | None = None
+    checkpoints: int = 0
+    problems: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
-        return self.first_bad_seq is None
+        return self.first_bad_seq is None and not self.problems
 
 
-def verify(session: Session, chunk: int = 10_000) -> Verification:
-    """Recompute the chain from the first entry; name the first entry that does not fit."""
-    expected_seq, prev_hash, count = 1, GENESIS, 0
+def verify(session: Session, checkpoints: CheckpointFile | None = None, chunk: int = 10_000) -> Verification:
+    """Recompute the chain from the first entry and hold it against the checkpoints kept outside the
+    database; name the first entry that does not fit."""
+    pinned = {c.seq: c for c in checkpoints.checkpoints} if checkpoints else {}
+    problems = checkpoints.problems if checkpoints else ()
+    expected_seq, prev_hash, count, matched = 1, GENESIS, 0, 0
+
+    def bad(seq: int, reason: str) -> Verification:
+        return Verification(count, seq, reason, matched, problems)
+
     for entry in _scan(session, chunk):
         count += 1
         if entry.seq != expected_seq:
             missing = "missing" if entry.seq > expected_seq else "out of order"
-            return Verification(count, expected_seq, f"entry {expected_seq} is {missing} (found {entry.seq})")
+            return bad(expected_seq, f"entry {expected_seq} is {missing} (found {entry.seq})")
         if entry.prev_hash != prev_hash:
-            return Verification(count, entry.seq, "does not link to the entry before it")
+            return bad(entry.seq, "does not link to the entry before it")
         if entry_hash(prev_hash, entry) != entry.hash:
-            return Verification(count, entry.seq, "content does not match its hash")
+            return bad(entry.seq, "content does not match its hash")
+        checkpoint = pinned.get(entry.seq)
+        if checkpoint is not None:
+            if checkpoint.hash != entry.hash:
+                return bad(entry.seq, f"its hash differs from the checkpoint of {checkpoint.ts}: "
+                                      "the chain up to here was rewritten")
+            matched += 1
         expected_seq, prev_hash = entry.seq + 1, entry.hash
-    return Verification(count)
+    beyond = [seq for seq in pinned if seq >= expected_seq]
+    if beyond:
+        return bad(expected_seq, f"entries from {expected_seq} on are missing: a checkpoint names entry {max(beyond)}")
+    return Verification(count, checkpoints=matched, problems=problems)
 
 
 def _scan(session: Session, chunk: int) -> Iterator[LedgerEntry]:

@@ -76,7 +76,7 @@ class CustodyResource(dg.ConfigurableResource):
         from governance.catalog import Catalog
 
         if self._catalog is None:
-            self._catalog = Catalog.from_url(self.settings().catalog_url)
+            self._catalog = Catalog.from_settings(self.settings(), os.environ)
         return self._catalog
 
     @property

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import cache
@@ -23,6 +23,8 @@ from governance.catalog.models import (
     VersionRow,
     VersionStatus,
 )
+from governance.checkpoints import Checkpoints
+from governance.config import Settings
 from governance.errors import NotFound
 from governance.spec import Spec
 from governance.zones import AssetKey, VersionRef
@@ -30,6 +32,12 @@ from governance.zones import AssetKey, VersionRef
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def _crosses(appended: tuple[int, int, str], every: int) -> bool:
+    """Whether the entries a transaction appended (first seq, last seq, last hash) reach a multiple of `every`."""
+    first, last, _ = appended
+    return last // every > (first - 1) // every
 
 
 @cache
@@ -41,19 +49,39 @@ def _shared_engine(url: str) -> Engine:
 class Catalog:
     """Everything Custody knows about assets and their versions."""
 
-    def __init__(self, engine: Engine):
+    def __init__(self, engine: Engine, checkpoints: Checkpoints | None = None):
         self.engine = engine
+        self.checkpoints = checkpoints
 
     @classmethod
-    def from_url(cls, url: str) -> Catalog:
-        """The catalog at `url`; one engine (and its connection pool) per URL and process."""
-        return cls(_shared_engine(url))
+    def from_url(cls, url: str, checkpoints: Checkpoints | None = None) -> Catalog:
+        """The catalog at `url`; one engine (and its connection pool) per URL and process. With
+        `checkpoints`, the ledger is checkpointed there every `checkpoints.every` entries."""
+        return cls(_shared_engine(url), checkpoints)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, environ: Mapping[str, str]) -> Catalog:
+        """The catalog the settings name, its ledger checkpointed under CUSTODY_HOME."""
+        return cls.from_url(settings.catalog_url, Checkpoints.under(settings.home, environ))
 
     @contextmanager
     def session(self) -> Iterator[Session]:
         """One transaction: committed when the block ends, rolled back if it raises."""
-        with Session(self.engine, expire_on_commit=False) as session, session.begin():
-            yield session
+        with Session(self.engine, expire_on_commit=False) as session:
+            with session.begin():
+                yield session
+            appended = session.info.get(ledger.APPENDED)
+        if appended and self.checkpoints and _crosses(appended, self.checkpoints.every):
+            self.checkpoints.write(*appended[1:])
+
+    def checkpoint(self) -> None:
+        """Checkpoint the ledger's newest entry now: at the end of a run, whatever its length."""
+        if self.checkpoints is None:
+            return
+        with self.session() as session:
+            last = ledger.last_entry(session)
+        if last is not None:
+            self.checkpoints.write(last.seq, last.hash)
 
     def register_spec(self, session: Session, spec: Spec, actor: str, run_id: str | None = None,
                       assurance: str | None = None) -> None:

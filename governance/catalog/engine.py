@@ -26,7 +26,7 @@ def make_engine(url: str) -> Engine:
 
 
 def _add_new_columns(engine: Engine) -> None:
-    """Bring a catalog made by an earlier release up to date: add the columns it lacks.
+    """Bring a catalog made by an earlier release up to date: add the columns and indexes it lacks.
 
     Only additions happen this way, and every column added since the first release is nullable or
     has a server default, so existing rows stay valid.
@@ -42,7 +42,7 @@ def _add_new_columns(engine: Engine) -> None:
                 # IF NOT EXISTS: two PostgreSQL processes may upgrade the same catalog at once.
                 guard = " IF NOT EXISTS" if engine.dialect.name == "postgresql" else ""
                 connection.exec_driver_sql(f'ALTER TABLE {table.name} ADD COLUMN{guard} "{column.name}" {kind}{default}')
-            for index in table.indexes if missing else ():
+            for index in table.indexes:
                 index.create(connection, checkfirst=True)
 
 

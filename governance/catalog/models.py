@@ -175,9 +175,10 @@ class LedgerEntry(SQLModel, table=True):
     """One event of the append-only, hash-chained ledger."""
 
     __tablename__ = "ledger"
+    __table_args__ = (Index("ix_ledger_asset_version", "asset_key", "version"),)
 
     seq: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
-    ts: str
+    ts: str = Field(index=True)
     actor: str = Field(index=True)
     action: str = Field(index=True)
     asset_key: str | None = Field(default=None, index=True)

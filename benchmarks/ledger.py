@@ -1,0 +1,247 @@
+#!/usr/bin/env python
+"""The ledger's write throughput and read latency, against raw SQLite measured in the same run.
+
+1. Appends: --entries entries of about 1 KB each (details padded to --entry-bytes), in batches of 1,
+   100 and 1,000, on SQLite in WAL mode with synchronous FULL and NORMAL:
+
+     custody  Catalog.session() + ledger.append_many(): one transaction per batch, each entry's seq
+              and chain hash computed, the ledger's indexes kept
+     raw      sqlite3.executemany of the same rows (seq and hash computed beforehand, untimed) into a
+              fresh file with the same schema and pragmas, one transaction per batch
+
+   Batches of 1 append --single-entries entries (each is a commit, so an fsync with FULL). Prints
+   entries per second, the ratio custody/raw (goal >= 0.5 at batch 1,000) and how flat the cost per
+   entry stays: the last tenth's cost per entry over the first tenth's (flat is about 1.0).
+
+2. Writers: the same entries appended by one process, then split between two processes appending at
+   once (batches of 100), --repeats times: aggregate throughput of two over one (goal >= 0.8) and
+   every error, "database is locked" included (goal: none); each ledger is then checked gap-free.
+
+3. Reads on --read-entries entries (about 300 B each, batches of 1,000): ledger.entries() for a page
+   of 100 from a random seq, for a random asset (its 100 first entries) and for a random asset and
+   version, each in a fresh session; p50 and p95 in ms over --queries queries (goal p95 <= 20 ms).
+
+    .venv/bin/python -m benchmarks.ledger
+    .venv/bin/python -m benchmarks.ledger --entries 5000 --single-entries 500 --read-entries 20000 --repeats 2   # smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import random
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from sqlalchemy import event
+from sqlmodel import col, select
+
+from governance import ledger
+from governance.catalog import Catalog, make_engine
+from governance.catalog.models import LedgerEntry
+
+ASSETS, VERSIONS, USERS = 200, 50, 20
+ACTIONS = ("read", "ingest", "ingestion.requested", "ingestion.committed", "materialize", "grant")
+GOAL_RAW_RATIO, GOAL_TWO_WRITERS, GOAL_READ_P95_MS = 0.5, 0.8, 20.0
+
+
+def events(count: int, entry_bytes: int, start: int = 0) -> list[ledger.Event]:
+    pad = max(entry_bytes - 300, 0)
+    return [
+        ledger.Event(
+            actor=f"user{i % USERS}", action=ACTIONS[i % len(ACTIONS)], asset=f"bench/asset_{i % ASSETS:03d}",
+            version=i % VERSIONS + 1, run_id=f"run-{i // 100:08d}", assurance="asserted",
+            details={"i": i, "result": "allowed", "reason": "bench is in bench-producers", "note": "x" * pad},
+        )
+        for i in range(start, start + count)
+    ]
+
+
+def catalog_at(path: Path, synchronous: str) -> Catalog:
+    engine = make_engine(f"sqlite:///{path}")
+
+    @event.listens_for(engine, "connect")
+    def _synchronous(dbapi_connection, _record):
+        dbapi_connection.execute(f"PRAGMA synchronous={synchronous}")
+
+    engine.dispose()  # connections made from now on take the pragma
+    return Catalog(engine)
+
+
+def append_all(catalog: Catalog, batches: list[list[ledger.Event]]) -> list[float]:
+    """Seconds per batch."""
+    seconds = []
+    for batch in batches:
+        started = time.perf_counter()
+        with catalog.session() as session:
+            ledger.append_many(session, batch)
+        seconds.append(time.perf_counter() - started)
+    return seconds
+
+
+def raw_rows(batch_events: list[ledger.Event]) -> list[tuple]:
+    """The rows Custody would write for these events, computed as it does, outside any timing."""
+    rows, prev = [], ledger.GENESIS
+    for seq, e in enumerate(batch_events, start=1):
+        entry = LedgerEntry(seq=seq, ts=ledger.timestamp(datetime.now(UTC)), actor=e.actor, action=e.action, asset_key=e.asset,
+                            version=e.version, run_id=e.run_id, details=json.dumps(e.details, sort_keys=True, separators=(",", ":")),
+                            prev_hash=prev, hash="", assurance=e.assurance)
+        entry.hash = prev = ledger.entry_hash(prev, entry)
+        rows.append((entry.seq, entry.ts, entry.actor, entry.action, entry.asset_key, entry.version, entry.run_id,
+                     entry.details, entry.prev_hash, entry.hash, entry.assurance))
+    return rows
+
+
+def raw_append(path: Path, rows: list[tuple], batch: int, synchronous: str) -> list[float]:
+    make_engine(f"sqlite:///{path}").dispose()  # the same schema, indexes included
+    connection = sqlite3.connect(path, isolation_level=None)
+    for pragma in ("journal_mode=WAL", f"synchronous={synchronous}", "busy_timeout=30000"):
+        connection.execute(f"PRAGMA {pragma}")
+    insert = ("INSERT INTO ledger (seq, ts, actor, action, asset_key, version, run_id, details, prev_hash, hash, assurance) "
+              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+    seconds = []
+    for i in range(0, len(rows), batch):
+        started = time.perf_counter()
+        connection.execute("BEGIN IMMEDIATE")
+        connection.executemany(insert, rows[i:i + batch])
+        connection.execute("COMMIT")
+        seconds.append(time.perf_counter() - started)
+    connection.close()
+    return seconds
+
+
+def flatness(seconds: list[float], batch: int) -> float:
+    tenth = max(len(seconds) // 10, 1)
+    return (sum(seconds[-tenth:]) / (tenth * batch)) / (sum(seconds[:tenth]) / (tenth * batch))
+
+
+def appends(args: argparse.Namespace, work: Path) -> list[str]:
+    verdicts = []
+    print(f"1. appends of ~{args.entry_bytes} B entries: entries/s, custody/raw, cost per entry last tenth / first tenth")
+    print(f"{'sync':<8}{'batch':>6}{'entries':>9}{'custody/s':>12}{'raw/s':>12}{'ratio':>8}{'flat custody':>14}{'flat raw':>10}")
+    for synchronous in ("FULL", "NORMAL"):
+        for batch in (1, 100, 1000):
+            count = args.single_entries if batch == 1 else args.entries
+            todo = events(count, args.entry_bytes)
+            batches = [todo[i:i + batch] for i in range(0, count, batch)]
+            ours = append_all(catalog_at(work / f"custody-{synchronous}-{batch}.db", synchronous), batches)
+            theirs = raw_append(work / f"raw-{synchronous}-{batch}.db", raw_rows(todo), batch, synchronous)
+            rate, raw_rate = count / sum(ours), count / sum(theirs)
+            print(f"{synchronous:<8}{batch:>6}{count:>9,}{rate:>12,.0f}{raw_rate:>12,.0f}{rate / raw_rate:>8.2f}"
+                  f"{flatness(ours, batch):>14.2f}{flatness(theirs, batch):>10.2f}")
+            if batch == 1000:
+                verdicts.append(f"custody/raw at batch 1,000 ({synchronous}) {rate / raw_rate:.2f} >= {GOAL_RAW_RATIO}: "
+                                f"{'met' if rate / raw_rate >= GOAL_RAW_RATIO else 'NOT met'}")
+    return verdicts
+
+
+def writer(url: str, start: int, count: int, entry_bytes: int, errors) -> None:
+    catalog = Catalog.from_url(url)
+    todo = events(count, entry_bytes, start)
+    try:
+        append_all(catalog, [todo[i:i + 100] for i in range(0, count, 100)])
+    except Exception as err:  # reported to the parent, which counts every failure
+        errors.put(f"{type(err).__name__}: {err}")
+        raise
+
+
+def writers(args: argparse.Namespace, work: Path) -> list[str]:
+    context = multiprocessing.get_context("spawn")
+    errors = context.Queue()
+    ratios, problems = [], []
+    count = args.entries // 2 * 2
+    for repeat in range(args.repeats):
+        timings = []
+        for processes in (1, 2):
+            path = work / f"writers-{repeat}-{processes}.db"
+            make_engine(f"sqlite:///{path}").dispose()
+            share = count // processes
+            started = time.perf_counter()
+            running = [context.Process(target=writer, args=(f"sqlite:///{path}", p * share, share, args.entry_bytes, errors))
+                       for p in range(processes)]
+            for process in running:
+                process.start()
+            for process in running:
+                process.join()
+            timings.append(time.perf_counter() - started)
+            problems += [f"exit code {p.exitcode}" for p in running if p.exitcode != 0]
+            with Catalog.from_url(f"sqlite:///{path}").session() as session:
+                seqs = list(session.exec(select(LedgerEntry.seq).order_by(col(LedgerEntry.seq))))
+                if seqs != list(range(1, count + 1)) or not ledger.verify(session).ok:
+                    problems.append(f"repeat {repeat}, {processes} writer(s): gaps, duplicates or a broken chain")
+        ratios.append(timings[0] / timings[1])
+    while not errors.empty():
+        problems.append(errors.get())
+    ratio = statistics.median(ratios)
+    print(f"\n2. writers: {count:,} entries in batches of 100, one process vs two at once, {args.repeats} repeats")
+    print(f"aggregate throughput two/one: median {ratio:.2f} (min {min(ratios):.2f}, max {max(ratios):.2f}); "
+          f"errors: {len(problems)}{': ' + problems[0] if problems else ''}")
+    return [f"two writers {ratio:.2f} of one >= {GOAL_TWO_WRITERS}: {'met' if ratio >= GOAL_TWO_WRITERS else 'NOT met'}",
+            f"lock errors over {args.repeats} repeats: {len(problems)} (goal 0): {'met' if not problems else 'NOT met'}"]
+
+
+def reads(args: argparse.Namespace, work: Path) -> list[str]:
+    path = work / "reads.db"
+    catalog = catalog_at(path, "NORMAL")
+    started = time.perf_counter()
+    for start in range(0, args.read_entries, 100_000):
+        chunk = events(min(100_000, args.read_entries - start), 300, start)
+        append_all(catalog, [chunk[i:i + 1000] for i in range(0, len(chunk), 1000)])
+    print(f"\n3. reads on {args.read_entries:,} entries (built in {time.perf_counter() - started:.0f} s, "
+          f"{path.stat().st_size / 1e6:.0f} MB); {args.queries} queries each, a fresh session per query")
+    rng = random.Random(7)
+    shapes = {
+        "page of 100 from a seq": lambda: ledger.LedgerFilter(from_seq=rng.randrange(1, args.read_entries), limit=100),
+        "asset, first 100": lambda: ledger.LedgerFilter(asset=f"bench/asset_{rng.randrange(ASSETS):03d}", limit=100),
+        "asset and version": lambda: ledger.LedgerFilter(asset=f"bench/asset_{rng.randrange(ASSETS):03d}",
+                                                         version=rng.randrange(1, VERSIONS + 1), limit=100),
+    }
+    verdicts = []
+    print(f"{'query':<26}{'p50 ms':>9}{'p95 ms':>9}{'rows':>7}")
+    for label, where in shapes.items():
+        times, rows = [], 0
+        for _ in range(args.queries):
+            query = where()
+            started = time.perf_counter()
+            with catalog.session() as session:
+                rows = len(ledger.entries(session, query))
+            times.append((time.perf_counter() - started) * 1000)
+        p95 = statistics.quantiles(times, n=20)[-1]
+        print(f"{label:<26}{statistics.median(times):>9.2f}{p95:>9.2f}{rows:>7}")
+        verdicts.append(f"{label}: p95 {p95:.1f} ms <= {GOAL_READ_P95_MS:.0f}: {'met' if p95 <= GOAL_READ_P95_MS else 'NOT met'}")
+    return verdicts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--entries", type=int, default=100_000)
+    parser.add_argument("--single-entries", type=int, default=10_000, help="entries appended one per transaction")
+    parser.add_argument("--entry-bytes", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--read-entries", type=int, default=1_000_000)
+    parser.add_argument("--queries", type=int, default=200)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="custody-bench-ledger-"))
+    started = time.perf_counter()
+    try:
+        verdicts = appends(args, work) + writers(args, work) + reads(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print("\ngoals:")
+    for verdict in verdicts:
+        print(f"  {verdict}")
+    print(f"total {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

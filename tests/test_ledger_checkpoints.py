@@ -1,0 +1,232 @@
+"""Ledger checkpoints outside the database: written every N entries and at the end of every run,
+HMAC-signed with CUSTODY_LEDGER_KEY, and together with the hash chain they name the first bad entry
+of any edit, deletion, insertion, reorder, truncation or rewrite. Writers in several processes
+append without gaps, duplicates or lock errors."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import random
+
+import pytest
+from sqlmodel import col, select
+
+from governance import ledger
+from governance.catalog import Catalog, make_engine
+from governance.catalog.models import LedgerEntry
+from governance.checkpoints import Checkpoints
+
+ENTRIES, EVERY = 40, 5
+SEEDS = range(12)
+
+
+@pytest.fixture
+def checkpoints(tmp_path) -> Checkpoints:
+    return Checkpoints(tmp_path / "ledger" / "checkpoints.jsonl", every=EVERY)
+
+
+@pytest.fixture
+def book(settings, checkpoints) -> Catalog:
+    """A catalog whose ledger holds ENTRIES entries, checkpointed every EVERY."""
+    catalog = Catalog(make_engine(settings.catalog_url), checkpoints)
+    for i in range(ENTRIES):
+        append(catalog, i)
+    return catalog
+
+
+def append(catalog: Catalog, i: int) -> None:
+    with catalog.session() as session:
+        ledger.append(session, actor="bob", action="read", asset="t/people", version=i % 3 + 1, details={"i": i})
+
+
+def verify(catalog: Catalog) -> ledger.Verification:
+    with catalog.session() as session:
+        return ledger.verify(session, catalog.checkpoints.read())
+
+
+def execute(catalog: Catalog, *statements: str) -> None:
+    with catalog.session() as session:
+        for statement in statements:
+            session.connection().exec_driver_sql(statement)
+
+
+def test_a_checkpoint_is_written_every_n_entries(book, checkpoints):
+    assert [c.seq for c in checkpoints.read().checkpoints] == list(range(EVERY, ENTRIES + 1, EVERY))
+    assert verify(book).ok and verify(book).checkpoints == ENTRIES // EVERY
+
+
+def test_one_transaction_across_a_multiple_of_n_checkpoints_its_last_entry(settings, checkpoints):
+    catalog = Catalog(make_engine(settings.catalog_url), checkpoints)
+    with catalog.session() as session:
+        for i in range(7):
+            ledger.append(session, actor="bob", action="read", details={"i": i})
+    assert [c.seq for c in checkpoints.read().checkpoints] == [7]
+
+
+def test_a_run_ends_with_a_checkpoint(book, checkpoints):
+    append(book, 99)
+    book.checkpoint()
+    book.checkpoint()
+    assert [c.seq for c in checkpoints.read().checkpoints][-2:] == [ENTRIES, ENTRIES + 1]
+
+
+def rehash_from(catalog: Catalog, seq: int) -> None:
+    """What someone who can write the catalog does to hide an edit: recompute every hash after it."""
+    with catalog.session() as session:
+        rows = list(session.exec(select(LedgerEntry).where(LedgerEntry.seq >= seq - 1).order_by(col(LedgerEntry.seq))))
+        prev = rows[0].hash if seq > 1 else ledger.GENESIS
+        for row in rows[1:] if seq > 1 else rows:
+            row.prev_hash = prev
+            row.hash = prev = ledger.entry_hash(prev, row)
+            session.add(row)
+
+
+def edit(catalog, k):
+    execute(catalog, f"UPDATE ledger SET details = '{{\"i\":-1}}' WHERE seq = {k}")
+    return k
+
+
+def delete(catalog, k):
+    execute(catalog, f"DELETE FROM ledger WHERE seq = {k}")
+    return k
+
+
+def insert(catalog, k):
+    execute(catalog, f"UPDATE ledger SET seq = -seq - 1 WHERE seq >= {k}", "UPDATE ledger SET seq = -seq WHERE seq < 0",
+            f"INSERT INTO ledger (seq, ts, actor, action, details, prev_hash, hash) "
+            f"SELECT {k}, ts, 'mallory', 'read', '{{}}', prev_hash, hash FROM ledger WHERE seq = {k + 1}")
+    return k
+
+
+def reorder(catalog, k):
+    execute(catalog, f"UPDATE ledger SET seq = -1 WHERE seq = {k}", f"UPDATE ledger SET seq = {k} WHERE seq = {k + 1}",
+            f"UPDATE ledger SET seq = {k + 1} WHERE seq = -1")
+    return k
+
+
+def truncate(catalog, k):
+    execute(catalog, f"DELETE FROM ledger WHERE seq >= {k}")
+    return k
+
+
+def rewrite(catalog, k):
+    edit(catalog, k)
+    rehash_from(catalog, k)
+    return -(-k // EVERY) * EVERY  # the first checkpoint at or after the edit is where it shows
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("tamper", [edit, delete, insert, reorder, truncate, rewrite])
+def test_tampering_is_detected_at_its_first_bad_entry(book, tamper, seed):
+    k = random.Random(seed).randrange(1, ENTRIES - EVERY)
+    first_bad = tamper(book, k)
+    result = verify(book)
+    assert not result.ok and result.first_bad_seq == first_bad, (k, result)
+
+
+def test_the_chain_alone_misses_a_rewrite_that_the_checkpoints_catch(book):
+    rewrite(book, 12)
+    with book.session() as session:
+        assert ledger.verify(session).ok
+    result = verify(book)
+    assert result.first_bad_seq == 15 and "differs from the checkpoint" in result.reason
+
+
+def test_a_cut_tail_is_named_from_the_last_checkpoint(book):
+    truncate(book, 33)
+    result = verify(book)
+    assert result.first_bad_seq == 33 and result.reason == "entries from 33 on are missing: a checkpoint names entry 40"
+
+
+def test_signed_checkpoints_cannot_be_forged_without_the_key(settings, tmp_path):
+    path = tmp_path / "signed.jsonl"
+    signed = Checkpoints(path, key=b"k3y", every=EVERY)
+    catalog = Catalog(make_engine(settings.catalog_url), signed)
+    for i in range(10):
+        append(catalog, i)
+    assert verify(catalog).ok and verify(catalog).checkpoints == 2
+    with path.open("a") as out:
+        out.write(json.dumps({"seq": 10, "hash": "f" * 64, "ts": "2026-01-01T00:00:00Z", "mac": "0" * 64}) + "\n")
+        out.write(json.dumps({"seq": 11, "hash": "e" * 64, "ts": "2026-01-01T00:00:00Z"}) + "\n")
+    problems = verify(catalog).problems
+    assert len(problems) == 2 and "signature does not match" in problems[0] and "not signed" in problems[1]
+    assert not verify(Catalog(catalog.engine, Checkpoints(path, key=b"other"))).ok
+
+
+def test_a_torn_last_line_is_reported(book, checkpoints):
+    with checkpoints.path.open("a") as out:
+        out.write('{"seq": 45, "hash"')
+    result = verify(book)
+    assert not result.ok and result.problems and "torn last line" in result.problems[0]
+
+
+def test_the_key_never_shows(checkpoints):
+    assert "s3cret" not in repr(Checkpoints(checkpoints.path, key=b"s3cret"))
+
+
+def write_entries(url: str, writer: int, count: int) -> None:
+    catalog = Catalog.from_url(url)
+    for i in range(count):
+        with catalog.session() as session:
+            ledger.append(session, actor=f"writer{writer}", action="read", details={"i": i})
+
+
+def test_writers_in_several_processes_append_without_gaps_or_lock_errors(settings):
+    make_engine(settings.catalog_url)
+    context = multiprocessing.get_context("spawn")
+    writers = [context.Process(target=write_entries, args=(settings.catalog_url, w, 150)) for w in range(4)]
+    for process in writers:
+        process.start()
+    for process in writers:
+        process.join(timeout=120)
+    assert [p.exitcode for p in writers] == [0, 0, 0, 0]
+    catalog = Catalog.from_url(settings.catalog_url)
+    with catalog.session() as session:
+        seqs = [e.seq for e in ledger.entries(session)]
+        assert ledger.verify(session).ok
+    assert seqs == list(range(1, 601))
+
+
+def test_ledger_show_pages_by_seq_and_filters_a_time_range(cli_env, capsys):
+    from governance.cli import run
+
+    catalog = Catalog.from_url(cli_env.catalog_url)
+    for i in range(6):
+        append(catalog, i)
+    execute(catalog, "UPDATE ledger SET ts = '2026-01-0' || seq || 'T12:00:00.000000Z'")
+    assert run(["ledger", "show", "--since", "2026-01-02", "--until", "2026-01-05T00:00", "--json"]) == 0
+    assert [e["seq"] for e in json.loads(capsys.readouterr().out)] == [2, 3, 4]
+    assert run(["ledger", "show", "--from-seq", "3", "--limit", "2", "--asset", "t/people", "--json"]) == 0
+    assert [e["seq"] for e in json.loads(capsys.readouterr().out)] == [3, 4]
+    assert run(["ledger", "show", "--since", "yesterday"]) == 2
+    assert "not an ISO 8601 date or time" in capsys.readouterr().err
+
+
+def test_verify_uses_the_checkpoints_under_custody_home(cli_env, capsys, monkeypatch):
+    from governance.cli import run
+
+    monkeypatch.setenv("CUSTODY_LEDGER_CHECKPOINT_EVERY", "2")
+    catalog = Catalog.from_settings(cli_env, {"CUSTODY_LEDGER_CHECKPOINT_EVERY": "2"})
+    for i in range(6):
+        append(catalog, i)
+    assert run(["ledger", "verify"]) == 0
+    assert "ledger ok: 6 entries, chain intact, 3 checkpoint(s) matched" in capsys.readouterr().out
+    truncate(catalog, 5)
+    assert run(["ledger", "verify", "--json"]) == 1
+    out, err = capsys.readouterr()
+    assert json.loads(out)["first_bad_seq"] == 5 and "ledger broken at seq 5: entries from 5 on are missing" in err
+
+
+def test_every_run_ends_with_a_checkpoint_of_its_last_entry(cli_env, spark, capsys):
+    from governance.cli import run
+    from governance.demo import drop_demo_batches
+    from governance.zones import Lake
+
+    drop_demo_batches(Lake(cli_env.lake))
+    assert run(["ingest", "sales/products", "--as", "bob"]) == 0
+    assert run(["ingest", "sales/products", "--as", "eve"]) == 3
+    written = Checkpoints.under(cli_env.home, {}).read().checkpoints
+    with Catalog.from_url(cli_env.catalog_url).session() as session:
+        last = ledger.last_entry(session)
+    assert written[-1].seq == last.seq and written[-1].hash == last.hash and len(written) == 2
