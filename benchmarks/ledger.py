@@ -50,7 +50,7 @@ from governance import ledger
 from governance.catalog import Catalog, make_engine
 from governance.catalog.models import LedgerEntry
 
-ASSETS, VERSIONS, USERS = 200, 50, 20
+ASSETS, VERSIONS, USERS = 200, 47, 20  # coprime counts: every asset has every version
 ACTIONS = ("read", "ingest", "ingestion.requested", "ingestion.committed", "materialize", "grant")
 GOAL_RAW_RATIO, GOAL_TWO_WRITERS, GOAL_READ_P95_MS = 0.5, 0.8, 20.0
 
@@ -96,7 +96,7 @@ def raw_rows(batch_events: list[ledger.Event]) -> list[tuple]:
         entry = LedgerEntry(seq=seq, ts=ledger.timestamp(datetime.now(UTC)), actor=e.actor, action=e.action, asset_key=e.asset,
                             version=e.version, run_id=e.run_id, details=json.dumps(e.details, sort_keys=True, separators=(",", ":")),
                             prev_hash=prev, hash="", assurance=e.assurance)
-        entry.hash = prev = ledger.entry_hash(prev, entry)
+        entry.hash = prev = ledger.entry_hash(prev, entry)  # the hash is computed here, untimed
         rows.append((entry.seq, entry.ts, entry.actor, entry.action, entry.asset_key, entry.version, entry.run_id,
                      entry.details, entry.prev_hash, entry.hash, entry.assurance))
     return rows
