@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -516,6 +516,31 @@ def ledger_verify(as_json: JsonOption = False) -> None:
         raise IntegrityError(f"ledger broken at seq {result.first_bad_seq}: {result.reason}")
     if result.problems:
         raise IntegrityError(f"{len(result.problems)} checkpoint(s) cannot be trusted: {result.problems[0]}")
+
+
+@ledger_app.command("rollover")
+def ledger_rollover(
+    older_than: Annotated[float, typer.Option("--older-than", min=0, help="Move entries older than this many days.", metavar="DAYS")] = 30,
+    as_json: JsonOption = False,
+) -> None:
+    """Move old entries out of the hot table into compressed segment files; show and verify still read them.
+
+    Segments are kept in $CUSTODY_HOME/ledger/segments, one per range of sequence numbers. An
+    interrupted rollover is finished or undone first.
+    """
+    from governance.rollover import rollover
+
+    settings = _settings()
+    report = rollover(_catalog(settings), settings.ledger_segments, timedelta(days=older_than), progress=_progress_printer())
+    if as_json:
+        _emit_json(asdict(report))
+        return
+    console = render.stdout_console()
+    for name in report.adopted:
+        console.print(f"finished an interrupted rollover: {name}", markup=False)
+    for name in report.removed:
+        console.print(f"removed what an interrupted rollover left: {name}", markup=False)
+    console.print(f"rolled {report.entries:,} entries into {len(report.segments)} segment(s)", markup=False)
 
 
 @app.command()

@@ -55,5 +55,9 @@ class Settings:
         return self.home / "dagster"
 
     @property
+    def ledger_segments(self) -> Path:
+        return self.home / "ledger" / "segments"
+
+    @property
     def cache_dir(self) -> Path:
         return self.home / "cache"

@@ -8,13 +8,16 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from sqlalchemy import text
 from sqlmodel import Session, col, or_, select
 
-from governance.catalog.models import LedgerEntry
+from governance.catalog.models import ArchivedEntry, LedgerEntry, LedgerSegmentRow
 from governance.checkpoints import CheckpointFile
+from governance.errors import IntegrityError
+from governance.segments import Segment, TornSegment, open_segment
 
 GENESIS = "0" * 64
 # session.info keys: (first seq, last seq, last hash) of the entries a transaction appended, and
@@ -41,8 +44,11 @@ class Action:
     MEMBER_REMOVED = "member.removed"
 
 
+HASHED = ("seq", "ts", "actor", "action", "asset_key", "version", "run_id", "details", "assurance")
+
+
 def entry_hash(prev_hash: str, entry: LedgerEntry) -> str:
-    return row_hash(prev_hash, entry.model_dump())
+    return row_hash(prev_hash, {name: getattr(entry, name) for name in HASHED})
 
 
 def row_hash(prev_hash: str, row: Mapping[str, Any]) -> str:
@@ -151,7 +157,10 @@ def _tail(session: Session) -> tuple[int, str]:
     if session.get_bind().dialect.name == "postgresql":
         session.exec(text("SELECT pg_advisory_xact_lock(:id)").bindparams(id=LEDGER_LOCK_ID))
     last = last_entry(session)
-    return (last.seq, last.hash) if last else (0, GENESIS)
+    if last is not None:
+        return last.seq, last.hash
+    archived = session.exec(select(LedgerSegmentRow).order_by(col(LedgerSegmentRow.last_seq).desc()).limit(1)).first()
+    return (archived.last_seq, archived.last_hash) if archived else (0, GENESIS)
 
 
 def last_entry(session: Session) -> LedgerEntry | None:
@@ -172,27 +181,57 @@ class LedgerFilter:
 
 
 def entries(session: Session, where: LedgerFilter = LedgerFilter()) -> list[LedgerEntry]:
-    query = select(LedgerEntry).where(LedgerEntry.seq >= where.from_seq)
+    """The entries that match, in seq order: those rolled into segments first (found through their
+    searchable columns, read from their files), then those of the hot table."""
+    archived = _archived(session, where)
+    limit = None if where.limit is None else where.limit - len(archived)
+    if limit == 0:
+        return archived
+    query = _filtered(select(LedgerEntry), LedgerEntry, where).order_by(col(LedgerEntry.seq))
+    if limit is not None:
+        query = query.limit(limit)
+    return archived + list(session.exec(query))
+
+
+def _filtered(query, table, where: LedgerFilter):
+    query = query.where(table.seq >= where.from_seq)
     for column, value in (
-        (LedgerEntry.asset_key, where.asset),
-        (LedgerEntry.version, where.version),
-        (LedgerEntry.actor, where.actor),
-        (LedgerEntry.run_id, where.run_id),
+        (table.asset_key, where.asset),
+        (table.version, where.version),
+        (table.actor, where.actor),
+        (table.run_id, where.run_id),
     ):
         if value is not None:
             query = query.where(column == value)
     if where.since is not None:
-        query = query.where(LedgerEntry.ts >= where.since)
+        query = query.where(table.ts >= where.since)
     if where.until is not None:
-        query = query.where(LedgerEntry.ts < where.until)
+        query = query.where(table.ts < where.until)
     if where.action is not None:
         # `ingestion` means every ingestion.* action, as `read` means the read decisions
         family = where.action.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + ".%"
-        query = query.where(or_(LedgerEntry.action == where.action, col(LedgerEntry.action).like(family, escape="\\")))
-    query = query.order_by(col(LedgerEntry.seq))
+        query = query.where(or_(table.action == where.action, col(table.action).like(family, escape="\\")))
+    return query
+
+
+def _archived(session: Session, where: LedgerFilter) -> list[LedgerEntry]:
+    query = _filtered(select(ArchivedEntry.seq), ArchivedEntry, where).order_by(col(ArchivedEntry.seq))
     if where.limit is not None:
         query = query.limit(where.limit)
-    return list(session.exec(query))
+    seqs = list(session.exec(query))
+    if not seqs:
+        return []
+    rows = session.exec(select(LedgerSegmentRow).where(LedgerSegmentRow.last_seq >= seqs[0],
+                                                       LedgerSegmentRow.first_seq <= seqs[-1]))
+    opened = [open_segment(Path(row.path)) for row in sorted(rows, key=lambda r: r.first_seq)]
+    return [LedgerEntry.model_construct(**_holder(opened, seq).entry(seq)) for seq in seqs]
+
+
+def _holder(segments: list[Segment], seq: int) -> Segment:
+    for segment in segments:
+        if segment.first_seq <= seq <= segment.last_seq:
+            return segment
+    raise IntegrityError(f"ledger entry {seq} is indexed as archived, but no segment holds it")
 
 
 @dataclass(frozen=True)
@@ -219,6 +258,8 @@ def verify(session: Session, checkpoints: CheckpointFile | None = None, chunk: i
         return Verification(count, seq, reason, matched, problems)
 
     for entry in _scan(session, chunk):
+        if isinstance(entry, TornSegment):
+            return bad(expected_seq, str(entry))
         count += 1
         if entry.seq != expected_seq:
             missing = "missing" if entry.seq > expected_seq else "out of order"
@@ -240,8 +281,18 @@ def verify(session: Session, checkpoints: CheckpointFile | None = None, chunk: i
     return Verification(count, checkpoints=matched, problems=problems)
 
 
-def _scan(session: Session, chunk: int) -> Iterator[LedgerEntry]:
+def _scan(session: Session, chunk: int) -> Iterator[LedgerEntry | TornSegment]:
+    """Every entry in seq order, the segments' then the hot table's; a torn segment ends the scan
+    with the error that says where."""
     after = 0
+    for row in list(session.exec(select(LedgerSegmentRow).order_by(col(LedgerSegmentRow.first_seq)))):
+        try:
+            for entry in open_segment(Path(row.path)).entries():
+                yield LedgerEntry.model_construct(**entry)
+        except TornSegment as err:
+            yield err
+            return
+        after = row.last_seq
     while True:
         batch = list(
             session.exec(

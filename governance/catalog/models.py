@@ -189,3 +189,33 @@ class LedgerEntry(SQLModel, table=True):
     hash: str
     # How the actor's identity was established: verified, asserted, system (None before it was kept).
     assurance: str | None = None
+
+
+class LedgerSegmentRow(SQLModel, table=True):
+    """A segment file holding entries rolled out of the hot ledger table."""
+
+    __tablename__ = "ledger_segment"
+
+    first_seq: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    last_seq: int = Field(index=True)
+    path: str
+    entries: int
+    bytes: int
+    last_hash: str
+    created_at: datetime
+
+
+class ArchivedEntry(SQLModel, table=True):
+    """The searchable columns of an entry rolled into a segment; the whole entry is in the file."""
+
+    __tablename__ = "ledger_archive"
+    __table_args__ = (Index("ix_ledger_archive_asset_version", "asset_key", "version"),)
+
+    seq: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    ts: str = Field(index=True)
+    actor: str = Field(index=True)
+    action: str = Field(index=True)
+    asset_key: str | None = Field(default=None, index=True)
+    version: int | None = None
+    run_id: str | None = Field(default=None, index=True)
+    assurance: str | None = None

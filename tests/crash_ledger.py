@@ -1,0 +1,36 @@
+"""A ledger writer for the crash tests, killed with SIGKILL by its parent at some moment.
+
+    crash_ledger.py rollover CATALOG_URL SEGMENTS   roll the old entries over, a few per segment
+    crash_ledger.py append CATALOG_URL _            append entries forever, printing each seq once committed
+
+It prints `ready` once imported, so the parent's delay measures the work, not the start-up.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from governance import ledger  # noqa: E402
+from governance.catalog import Catalog  # noqa: E402
+from governance.rollover import rollover  # noqa: E402
+
+
+def main(action: str, url: str, folder: str) -> None:
+    catalog = Catalog.from_url(url)
+    print("ready", flush=True)
+    if action == "rollover":
+        rollover(catalog, Path(folder), timedelta(days=30), per_segment=5)
+        return
+    while True:
+        with catalog.session() as session:
+            appended = ledger.append(session, actor="crash", action="read", details={"pad": "x" * 200})
+        print(appended.seq, flush=True)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])

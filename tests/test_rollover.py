@@ -1,0 +1,183 @@
+"""Rollover: old ledger entries move into segment files; show and verify read across segments and
+the hot table without the user noticing; a rollover or an append killed at any moment is finished
+or undone, with no acknowledged entry lost and no gap."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from sqlmodel import select
+
+from governance import ledger
+from governance.catalog import Catalog, make_engine
+from governance.catalog.models import ArchivedEntry, LedgerEntry, LedgerSegmentRow
+from governance.checkpoints import Checkpoints
+from governance.rollover import recover, rollover
+from governance.segments import write_segment
+from tests.conftest import ROOT
+
+OLD, NEW = 700, 60
+
+
+@pytest.fixture
+def book(settings, tmp_path) -> Catalog:
+    """OLD entries dated 2020, then NEW entries of today."""
+    catalog = Catalog(make_engine(settings.catalog_url))
+    with catalog.session() as session:
+        ledger.append_many(session, [event(i) for i in range(OLD)])
+        session.connection().exec_driver_sql("UPDATE ledger SET ts = '2020-01-01T00:00:00.000000Z'")
+    # The dates were changed after hashing: hash again, as if written in 2020.
+    with catalog.session() as session:
+        prev = ledger.GENESIS
+        for entry in session.exec(select(LedgerEntry).order_by(LedgerEntry.seq)):
+            entry.prev_hash, entry.hash = prev, ledger.entry_hash(prev, entry)
+            prev = entry.hash
+            session.add(entry)
+    catalog = Catalog(catalog.engine, Checkpoints(tmp_path / "checkpoints.jsonl", every=50))
+    catalog.checkpoint()
+    for i in range(OLD, OLD + NEW):
+        with catalog.session() as session:
+            ledger.append_many(session, [event(i)])
+    return catalog
+
+
+def event(i: int) -> ledger.Event:
+    return ledger.Event(actor=f"user{i % 3}", action=("read", "ingestion.committed")[i % 2],
+                        asset=f"t/asset_{i % 5}", version=i % 4 + 1, details={"i": i, "pad": "x" * 50})
+
+
+def everything(catalog: Catalog, where: ledger.LedgerFilter = ledger.LedgerFilter()) -> list[dict]:
+    with catalog.session() as session:
+        return [e.model_dump() for e in ledger.entries(session, where)]
+
+
+def verify(catalog: Catalog) -> ledger.Verification:
+    with catalog.session() as session:
+        return ledger.verify(session, catalog.checkpoints.read())
+
+
+def test_old_entries_move_to_segments_and_read_as_before(book, tmp_path):
+    before = everything(book)
+    report = rollover(book, tmp_path / "segments", timedelta(days=30), per_segment=300)
+    assert report.segments == [f"{1:012d}-{300:012d}.segment", f"{301:012d}-{600:012d}.segment", f"{601:012d}-{700:012d}.segment"]
+    assert report.entries == OLD
+    with book.session() as session:
+        assert len(list(session.exec(select(LedgerEntry)))) == NEW
+        assert len(list(session.exec(select(ArchivedEntry)))) == OLD
+    assert everything(book) == before
+    assert verify(book).ok and verify(book).entries == OLD + NEW
+
+
+@pytest.mark.parametrize("where", [
+    ledger.LedgerFilter(asset="t/asset_2"),
+    ledger.LedgerFilter(asset="t/asset_2", version=3),
+    ledger.LedgerFilter(action="ingestion", actor="user1"),
+    ledger.LedgerFilter(from_seq=650, limit=100),
+    ledger.LedgerFilter(from_seq=10, limit=5),
+    ledger.LedgerFilter(since="2021-01-01T00:00:00.000000Z"),
+    ledger.LedgerFilter(until="2021-01-01T00:00:00.000000Z", asset="t/asset_1", limit=7),
+])
+def test_filters_and_pages_give_the_same_entries_across_segments_and_hot_table(book, tmp_path, where):
+    before = everything(book, where)
+    rollover(book, tmp_path / "segments", timedelta(days=30), per_segment=300)
+    assert everything(book, where) == before and before
+
+
+def test_appends_continue_the_chain_after_everything_rolled(book, tmp_path):
+    rollover(book, tmp_path / "segments", timedelta(days=-1))
+    with book.session() as session:
+        assert list(session.exec(select(LedgerEntry))) == []
+        assert ledger.append(session, actor="bob", action="read").seq == OLD + NEW + 1
+    assert verify(book).ok
+
+
+def test_a_torn_segment_is_named_by_verify(book, tmp_path):
+    rollover(book, tmp_path / "segments", timedelta(days=30), per_segment=300)
+    second = tmp_path / "segments" / f"{301:012d}-{600:012d}.segment"
+    second.write_bytes(second.read_bytes()[:-40])
+    result = verify(book)
+    assert result.first_bad_seq == 301 and "cut short" in result.reason and second.name in result.reason
+
+
+def test_recovery_adopts_a_whole_segment_the_catalog_never_recorded(book, tmp_path):
+    folder = tmp_path / "segments"
+    with book.session() as session:
+        rows = [e.model_dump() for e in session.exec(select(LedgerEntry).where(LedgerEntry.seq <= 100).order_by(LedgerEntry.seq))]
+    write_segment(folder, rows)  # the crash came before the catalog transaction
+    report = recover(book, folder)
+    assert report.adopted == [f"{1:012d}-{100:012d}.segment"]
+    with book.session() as session:
+        assert session.get(LedgerEntry, 1) is None and session.get(ArchivedEntry, 100) is not None
+    assert verify(book).ok
+
+
+def test_recovery_removes_a_torn_or_half_written_segment_and_keeps_the_hot_entries(book, tmp_path):
+    folder = tmp_path / "segments"
+    with book.session() as session:
+        rows = [e.model_dump() for e in session.exec(select(LedgerEntry).where(LedgerEntry.seq <= 100).order_by(LedgerEntry.seq))]
+    torn = write_segment(folder, rows).path
+    torn.write_bytes(torn.read_bytes()[:500])
+    (folder / ".writing-abc.segment").write_bytes(b"partial")
+    report = recover(book, folder)
+    assert sorted(report.removed) == sorted([torn.name, ".writing-abc.segment"]) and report.adopted == []
+    assert list(folder.glob("*.segment")) == [] and verify(book).ok
+
+
+def killed_at(script: str, catalog_url: str, folder: Path, delay: float) -> subprocess.CompletedProcess:
+    """Run `tests/crash_ledger.py script`, SIGKILL it `delay` seconds into its work, return what it printed."""
+    child = subprocess.Popen([sys.executable, str(ROOT / "tests" / "crash_ledger.py"), script, catalog_url, str(folder)],
+                             stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    assert child.stdout.readline().strip() == "ready"
+    time.sleep(delay)
+    child.send_signal(signal.SIGKILL)
+    out, _ = child.communicate(timeout=30)
+    return subprocess.CompletedProcess(child.args, child.returncode, out)
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.15, 0.25, 0.35])  # the whole rollover takes about 0.5 s
+def test_a_rollover_killed_at_any_moment_is_finished_or_undone(book, tmp_path, delay):
+    before = everything(book)
+    folder = tmp_path / "segments"
+    killed = killed_at("rollover", str(book.engine.url), folder, delay)
+    assert killed.returncode == -signal.SIGKILL
+    recover(book, folder)
+    assert everything(book) == before
+    assert verify(book).ok
+    rollover(book, folder, timedelta(days=30), per_segment=100)
+    assert everything(book) == before and verify(book).ok
+
+
+@pytest.mark.parametrize("delay", [0.1, 0.3, 0.6])
+def test_an_append_killed_at_any_moment_loses_no_acknowledged_entry(book, tmp_path, delay):
+    killed = killed_at("append", str(book.engine.url), tmp_path, delay)
+    acknowledged = [int(line) for line in killed.stdout.split()]
+    assert killed.returncode == -signal.SIGKILL and acknowledged
+    with book.session() as session:
+        seqs = [e.seq for e in ledger.entries(session)]
+        assert ledger.append(session, actor="bob", action="after").seq == seqs[-1] + 1
+    assert seqs == list(range(1, len(seqs) + 1)) and set(acknowledged) <= set(seqs)
+    assert verify(book).ok
+
+
+def test_rollover_cli_moves_entries_and_show_reads_across(cli_env, capsys):
+    from governance.cli import run
+
+    catalog = Catalog.from_url(cli_env.catalog_url)
+    with catalog.session() as session:
+        ledger.append_many(session, [event(i) for i in range(20)])
+    assert run(["ledger", "rollover", "--older-than", "0", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["entries"] == 20 and report["segments"] == [f"{1:012d}-{20:012d}.segment"]
+    assert run(["ledger", "show", "--asset", "t/asset_1", "--json"]) == 0
+    assert [e["seq"] for e in json.loads(capsys.readouterr().out)] == [2, 7, 12, 17]
+    assert run(["ledger", "verify"]) == 0
+    with catalog.session() as session:
+        [segment] = session.exec(select(LedgerSegmentRow))
+    assert Path(segment.path).parent == cli_env.home / "ledger" / "segments"
