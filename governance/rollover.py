@@ -21,12 +21,12 @@ from sqlmodel import col, select
 
 from governance import ledger
 from governance.catalog import Catalog, utcnow
-from governance.catalog.models import ArchivedEntry, LedgerEntry, LedgerSegmentRow
+from governance.catalog.models import ArchivedEntry, LedgerEntry, LedgerSegmentRow, SearchableEntry
 from governance.runs import Progress, quiet
 from governance.segments import SUFFIX, Segment, TornSegment, open_segment, write_segment
 
 PER_SEGMENT = 100_000
-SEARCHABLE = ("seq", "ts", "actor", "action", "asset_key", "version", "run_id", "assurance")
+SEARCHABLE = tuple(SearchableEntry.model_fields)
 
 
 @dataclass

@@ -171,11 +171,8 @@ class ColumnLineageRow(SQLModel, table=True):
     masking: bool = False
 
 
-class LedgerEntry(SQLModel, table=True):
-    """One event of the append-only, hash-chained ledger."""
-
-    __tablename__ = "ledger"
-    __table_args__ = (Index("ix_ledger_asset_version", "asset_key", "version"),)
+class SearchableEntry(SQLModel):
+    """The columns a ledger entry is found by, in the hot table and in the archive index alike."""
 
     seq: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
     ts: str = Field(index=True)
@@ -184,11 +181,19 @@ class LedgerEntry(SQLModel, table=True):
     asset_key: str | None = Field(default=None, index=True)
     version: int | None = None
     run_id: str | None = Field(default=None, index=True)
+    # How the actor's identity was established: verified, asserted, system (None before it was kept).
+    assurance: str | None = None
+
+
+class LedgerEntry(SearchableEntry, table=True):
+    """One event of the append-only, hash-chained ledger."""
+
+    __tablename__ = "ledger"
+    __table_args__ = (Index("ix_ledger_asset_version", "asset_key", "version"),)
+
     details: str = Field(sa_column=Column(Text, nullable=False))
     prev_hash: str
     hash: str
-    # How the actor's identity was established: verified, asserted, system (None before it was kept).
-    assurance: str | None = None
 
 
 class LedgerSegmentRow(SQLModel, table=True):
@@ -205,17 +210,8 @@ class LedgerSegmentRow(SQLModel, table=True):
     created_at: datetime
 
 
-class ArchivedEntry(SQLModel, table=True):
+class ArchivedEntry(SearchableEntry, table=True):
     """The searchable columns of an entry rolled into a segment; the whole entry is in the file."""
 
     __tablename__ = "ledger_archive"
     __table_args__ = (Index("ix_ledger_archive_asset_version", "asset_key", "version"),)
-
-    seq: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
-    ts: str = Field(index=True)
-    actor: str = Field(index=True)
-    action: str = Field(index=True)
-    asset_key: str | None = Field(default=None, index=True)
-    version: int | None = None
-    run_id: str | None = Field(default=None, index=True)
-    assurance: str | None = None
