@@ -28,9 +28,12 @@ TAIL_BYTES = 4096
 
 @dataclass(frozen=True)
 class Checkpoint:
+    """A seq and its hash at a moment; `aged_off` marks the last entry deleted by an age-off."""
+
     seq: int
     hash: str
     ts: str
+    aged_off: bool = False
     line: int = field(default=0, compare=False)
 
 
@@ -40,6 +43,11 @@ class CheckpointFile:
 
     checkpoints: tuple[Checkpoint, ...]
     problems: tuple[str, ...]
+
+    @property
+    def horizon(self) -> Checkpoint | None:
+        """The latest age-off: the ledger is verified from the entry after it."""
+        return max((c for c in self.checkpoints if c.aged_off), key=lambda c: c.seq, default=None)
 
 
 @dataclass(frozen=True)
@@ -54,23 +62,26 @@ class Checkpoints:
     def under(cls, home: Path, environ: Mapping[str, str]) -> Checkpoints:
         return cls(Path(home) / "ledger" / "checkpoints.jsonl", _key(environ), _every(environ))
 
-    def write(self, seq: int, entry_hash: str) -> Checkpoint:
-        """Append one checkpoint unless the file already holds this seq or a later one."""
+    def write(self, seq: int, entry_hash: str, *, aged_off: bool = False) -> Checkpoint:
+        """Append one checkpoint unless the file already holds this seq or a later one (an age-off
+        record is always appended: it names an entry older than the last checkpoint)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         ts = datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-        body = {"seq": seq, "hash": entry_hash, "ts": ts}
+        body: dict[str, object] = {"seq": seq, "hash": entry_hash, "ts": ts}
+        if aged_off:
+            body["aged_off"] = True
         if self.key:
-            body["mac"] = self._mac(seq, entry_hash, ts)
+            body["mac"] = self._mac(seq, entry_hash, ts, aged_off)
         # One write of one line to a file opened for appending: lines from processes that checkpoint
         # at once never interleave. The lock orders them, so the file's seqs only grow.
         with open(self.path, "a+b") as out:
             fcntl.flock(out, fcntl.LOCK_EX)
             last = _last_seq(out)
-            if last is None or seq > last:
+            if aged_off or last is None or seq > last:
                 out.write((json.dumps(body, sort_keys=True, separators=(",", ":")) + "\n").encode())
                 out.flush()
                 os.fsync(out.fileno())
-        return Checkpoint(seq, entry_hash, ts)
+        return Checkpoint(seq, entry_hash, ts, aged_off)
 
     def read(self) -> CheckpointFile:
         if not self.path.exists():
@@ -92,19 +103,20 @@ class Checkpoints:
             return None, "a torn last line (the write was interrupted)"
         try:
             body = json.loads(line)
-            checkpoint = Checkpoint(int(body["seq"]), str(body["hash"]), str(body["ts"]), number)
+            checkpoint = Checkpoint(int(body["seq"]), str(body["hash"]), str(body["ts"]), bool(body.get("aged_off")), number)
         except (ValueError, KeyError, TypeError):
             return None, "not a checkpoint"
         if self.key:
             mac = body.get("mac")
             if not mac:
                 return None, "not signed, though CUSTODY_LEDGER_KEY is set"
-            if not hmac.compare_digest(str(mac), self._mac(checkpoint.seq, checkpoint.hash, checkpoint.ts)):
+            if not hmac.compare_digest(str(mac), self._mac(checkpoint.seq, checkpoint.hash, checkpoint.ts, checkpoint.aged_off)):
                 return None, "its signature does not match: edited, or signed with another key"
         return checkpoint, None
 
-    def _mac(self, seq: int, entry_hash: str, ts: str) -> str:
-        return hmac.new(self.key or b"", f"{seq}\n{entry_hash}\n{ts}".encode(), hashlib.sha256).hexdigest()
+    def _mac(self, seq: int, entry_hash: str, ts: str, aged_off: bool) -> str:
+        message = f"{seq}\n{entry_hash}\n{ts}" + ("\naged off" if aged_off else "")
+        return hmac.new(self.key or b"", message.encode(), hashlib.sha256).hexdigest()
 
 
 def _last_seq(handle) -> int | None:
@@ -113,8 +125,10 @@ def _last_seq(handle) -> int | None:
     handle.seek(max(0, size - TAIL_BYTES))
     for line in reversed(handle.read().splitlines()):
         try:
-            return int(json.loads(line)["seq"])
-        except (ValueError, KeyError, TypeError):
+            body = json.loads(line)
+            if not body.get("aged_off"):
+                return int(body["seq"])
+        except (ValueError, KeyError, TypeError, AttributeError):
             continue  # the tail may start mid-line; the line before is whole
     return None
 

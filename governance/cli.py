@@ -543,6 +543,33 @@ def ledger_rollover(
     console.print(f"rolled {report.entries:,} entries into {len(report.segments)} segment(s)", markup=False)
 
 
+@ledger_app.command("age-off")
+def ledger_age_off(
+    older_than: Annotated[float | None, typer.Option("--older-than", min=0, help="Delete segments whose entries are all older than this many days.", metavar="DAYS")] = None,
+    max_bytes: Annotated[int | None, typer.Option("--max-bytes", min=1, help="Keep the segments within this size: beyond it, delete the oldest down to 90 %.", metavar="BYTES")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Delete the oldest ledger segments past the retention age or beyond a size budget; the rest stays verifiable.
+
+    A checkpoint marked aged-off (signed with CUSTODY_LEDGER_KEY when set) records the last entry
+    deleted, and `custody ledger verify` starts after it. Only rolled-over entries are aged off.
+    """
+    if older_than is None and max_bytes is None:
+        raise typer.BadParameter("say how much to keep: --older-than DAYS, --max-bytes BYTES, or both", param_hint="--older-than")
+    from governance.rollover import age_off
+
+    settings = _settings()
+    report = age_off(_catalog(settings), settings.ledger_segments,
+                     older_than=timedelta(days=older_than) if older_than is not None else None, max_bytes=max_bytes,
+                     progress=_progress_printer())
+    if as_json:
+        _emit_json(asdict(report))
+        return
+    where = f"; the ledger now begins after entry {report.horizon}" if report.horizon else ""
+    render.stdout_console().print(
+        f"aged off {len(report.segments)} segment(s), {report.entries:,} entries, {report.bytes:,} B{where}", markup=False)
+
+
 @app.command()
 def repair(
     verify: Annotated[bool, typer.Option("--verify", help="Also re-hash every committed version's files.")] = False,

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import text
 from sqlmodel import Session, col, or_, select
 
-from governance.catalog.models import ArchivedEntry, LedgerEntry, LedgerSegmentRow
+from governance.catalog.models import ArchivedEntry, LedgerEntry, LedgerHorizon, LedgerSegmentRow
 from governance.checkpoints import CheckpointFile
 from governance.errors import IntegrityError
 from governance.segments import Segment, TornSegment, open_segment
@@ -160,7 +160,10 @@ def _tail(session: Session) -> tuple[int, str]:
     if last is not None:
         return last.seq, last.hash
     archived = session.exec(select(LedgerSegmentRow).order_by(col(LedgerSegmentRow.last_seq).desc()).limit(1)).first()
-    return (archived.last_seq, archived.last_hash) if archived else (0, GENESIS)
+    if archived is not None:
+        return archived.last_seq, archived.last_hash
+    horizon = session.exec(select(LedgerHorizon).order_by(col(LedgerHorizon.seq).desc()).limit(1)).first()
+    return (horizon.seq, horizon.hash) if horizon else (0, GENESIS)
 
 
 def last_entry(session: Session) -> LedgerEntry | None:
@@ -250,9 +253,11 @@ class Verification:
 def verify(session: Session, checkpoints: CheckpointFile | None = None, chunk: int = 10_000) -> Verification:
     """Recompute the chain from the first entry and hold it against the checkpoints kept outside the
     database; name the first entry that does not fit."""
-    pinned = {c.seq: c for c in checkpoints.checkpoints} if checkpoints else {}
-    problems = checkpoints.problems if checkpoints else ()
-    expected_seq, prev_hash, count, matched = 1, GENESIS, 0, 0
+    horizon = checkpoints.horizon if checkpoints else None
+    start = horizon.seq if horizon else 0
+    pinned = {c.seq: c for c in checkpoints.checkpoints if c.seq > start and not c.aged_off} if checkpoints else {}
+    problems = (checkpoints.problems if checkpoints else ()) + _horizon_problems(session, horizon)
+    expected_seq, prev_hash, count, matched = start + 1, horizon.hash if horizon else GENESIS, 0, 0
 
     def bad(seq: int, reason: str) -> Verification:
         return Verification(count, seq, reason, matched, problems)
@@ -260,6 +265,8 @@ def verify(session: Session, checkpoints: CheckpointFile | None = None, chunk: i
     for entry in _scan(session, chunk):
         if isinstance(entry, TornSegment):
             return bad(expected_seq, str(entry))
+        if entry.seq <= start:
+            continue  # aged off, its deletion not finished yet
         count += 1
         if entry.seq != expected_seq:
             missing = "missing" if entry.seq > expected_seq else "out of order"
@@ -279,6 +286,14 @@ def verify(session: Session, checkpoints: CheckpointFile | None = None, chunk: i
     if beyond:
         return bad(expected_seq, f"entries from {expected_seq} on are missing: a checkpoint names entry {max(beyond)}")
     return Verification(count, checkpoints=matched, problems=problems)
+
+
+def _horizon_problems(session: Session, horizon) -> tuple[str, ...]:
+    """The catalog and the checkpoint file must agree on where the ledger begins."""
+    recorded = session.exec(select(LedgerHorizon).order_by(col(LedgerHorizon.seq).desc()).limit(1)).first()
+    if recorded is None or (horizon is not None and horizon.seq >= recorded.seq):
+        return ()
+    return (f"the catalog says entries up to {recorded.seq} were aged off, but no checkpoint records it",)
 
 
 def _scan(session: Session, chunk: int) -> Iterator[LedgerEntry | TornSegment]:

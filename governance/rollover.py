@@ -1,10 +1,16 @@
-"""Rollover: ledger entries older than an age move out of the hot table into segment files.
+"""Rollover and age-off: ledger entries older than an age move out of the hot table into segment
+files, and segments past the retention age, or beyond a size budget, are deleted oldest first.
 
 Each rollover writes one immutable segment per run of old entries (at most `per_segment` each),
 then, in one transaction, records the segment, keeps the entries' searchable columns in
 `ledger_archive` and deletes them from the hot table. A crash between the two leaves a segment
 file the catalog does not know: `recover` (run first by every rollover) adopts it when it is whole
 and the hot table still holds exactly its entries, and deletes it otherwise.
+
+Age-off first appends a checkpoint marked `aged_off` naming the last entry it deletes (signed like
+every checkpoint), then records that horizon in the catalog and forgets the segment, then deletes
+the file: `verify` starts after the horizon, so what remains stays verifiable, and a crash at any
+step is completed by the next age-off or rollover.
 """
 
 from __future__ import annotations
@@ -21,7 +27,14 @@ from sqlmodel import col, select
 
 from governance import ledger
 from governance.catalog import Catalog, utcnow
-from governance.catalog.models import ArchivedEntry, LedgerEntry, LedgerSegmentRow, SearchableEntry
+from governance.catalog.models import (
+    ArchivedEntry,
+    LedgerEntry,
+    LedgerHorizon,
+    LedgerSegmentRow,
+    SearchableEntry,
+)
+from governance.errors import InvalidInput
 from governance.runs import Progress, quiet
 from governance.segments import SUFFIX, Segment, TornSegment, open_segment, write_segment
 
@@ -107,10 +120,63 @@ def _adopt(catalog: Catalog, segment: Segment) -> None:
         session.add(LedgerSegmentRow(
             first_seq=segment.first_seq, last_seq=segment.last_seq, path=str(segment.path.absolute()),
             entries=len(archived), bytes=segment.path.stat().st_size, last_hash=segment.last_hash, created_at=utcnow(),
+            last_ts=archived[-1]["ts"],
         ))
         session.execute(insert(ArchivedEntry), archived)
         session.execute(delete(LedgerEntry).where(col(LedgerEntry.seq) >= segment.first_seq,
                                                   col(LedgerEntry.seq) <= segment.last_seq))
+
+
+@dataclass
+class AgeOffReport:
+    segments: list[str] = field(default_factory=list)
+    entries: int = 0
+    bytes: int = 0
+    horizon: int | None = None
+
+
+def age_off(catalog: Catalog, folder: Path, *, older_than: timedelta | None = None, max_bytes: int | None = None,
+            now: datetime | None = None, progress: Progress = quiet) -> AgeOffReport:
+    """Delete the oldest segments: those whose newest entry is older than `older_than`, and then as
+    many more as it takes to bring the segments to 90 % of `max_bytes` when they exceed it."""
+    if catalog.checkpoints is None:
+        raise InvalidInput("age-off records where the ledger now begins in the checkpoint file, and this catalog has none")
+    cutoff = ledger.timestamp((now or utcnow()) - older_than) if older_than is not None else None
+    report = AgeOffReport()
+    with _locked(folder):
+        recover(catalog, folder)
+        with catalog.session() as session:
+            segments = list(session.exec(select(LedgerSegmentRow).order_by(col(LedgerSegmentRow.first_seq))))
+        for row in _expired(segments, cutoff, max_bytes):
+            catalog.checkpoints.write(row.last_seq, row.last_hash, aged_off=True)
+            with catalog.session() as session:
+                session.execute(delete(ArchivedEntry).where(col(ArchivedEntry.seq) >= row.first_seq,
+                                                            col(ArchivedEntry.seq) <= row.last_seq))
+                session.execute(delete(LedgerSegmentRow).where(col(LedgerSegmentRow.first_seq) == row.first_seq))
+                session.add(LedgerHorizon(seq=row.last_seq, hash=row.last_hash, aged_off_at=utcnow()))
+            Path(row.path).unlink(missing_ok=True)
+            progress(f"aged off {Path(row.path).name}: {row.entries:,} entries, {row.bytes:,} B")
+            report.segments.append(Path(row.path).name)
+            report.entries += row.entries
+            report.bytes += row.bytes
+            report.horizon = row.last_seq
+    return report
+
+
+def _expired(segments: list[LedgerSegmentRow], cutoff: str | None, max_bytes: int | None) -> list[LedgerSegmentRow]:
+    """The oldest segments to delete, always a prefix: deleting from the start keeps the rest verifiable."""
+    by_age = 0
+    if cutoff is not None:
+        while by_age < len(segments) and segments[by_age].last_ts is not None and segments[by_age].last_ts < cutoff:
+            by_age += 1
+    by_size = 0
+    if max_bytes is not None:
+        total = sum(row.bytes for row in segments)
+        if total > max_bytes:
+            while by_size < len(segments) and total > max_bytes * 0.9:
+                total -= segments[by_size].bytes
+                by_size += 1
+    return segments[: max(by_age, by_size)]
 
 
 @contextmanager

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -19,7 +19,7 @@ from governance import ledger
 from governance.catalog import Catalog, make_engine
 from governance.catalog.models import ArchivedEntry, LedgerEntry, LedgerSegmentRow
 from governance.checkpoints import Checkpoints
-from governance.rollover import recover, rollover
+from governance.rollover import age_off, recover, rollover
 from governance.segments import write_segment
 from tests.conftest import ROOT
 
@@ -181,3 +181,83 @@ def test_rollover_cli_moves_entries_and_show_reads_across(cli_env, capsys):
     with catalog.session() as session:
         [segment] = session.exec(select(LedgerSegmentRow))
     assert Path(segment.path).parent == cli_env.home / "ledger" / "segments"
+
+
+def rolled(book: Catalog, folder: Path, per_segment: int = 100) -> Path:
+    rollover(book, folder, timedelta(days=30), per_segment=per_segment)
+    return folder
+
+
+def test_age_off_deletes_expired_segments_and_the_rest_stays_verifiable(book, tmp_path):
+    folder = rolled(book, tmp_path / "segments")
+    with book.session() as session:
+        session.connection().exec_driver_sql("UPDATE ledger_segment SET last_ts = '2019-06-01T00:00:00.000000Z' WHERE first_seq <= 201")
+    report = age_off(book, folder, older_than=timedelta(days=30), now=datetime(2019, 12, 1, tzinfo=UTC))
+    assert report.horizon == 300 and report.entries == 300 and len(report.segments) == 3
+    assert len(list(folder.glob("*.segment"))) == 4
+    with book.session() as session:
+        assert [e.seq for e in ledger.entries(session, ledger.LedgerFilter(limit=2))] == [301, 302]
+    result = verify(book)
+    assert result.ok and result.entries == OLD + NEW - 300
+    with book.session() as session:
+        assert ledger.append(session, actor="bob", action="read").seq == OLD + NEW + 1
+
+
+def test_age_off_by_size_deletes_the_oldest_down_to_90_percent_of_the_budget(book, tmp_path):
+    folder = rolled(book, tmp_path / "segments")
+    sizes = [p.stat().st_size for p in sorted(folder.glob("*.segment"))]
+    budget = sum(sizes) - sizes[0] // 2
+    report = age_off(book, folder, max_bytes=budget)
+    kept = sum(p.stat().st_size for p in folder.glob("*.segment"))
+    last_deleted = sizes[len(report.segments) - 1]
+    assert kept <= budget * 0.9 < kept + last_deleted  # no more deleted than needed
+    assert report.bytes == sum(sizes) - kept and verify(book).ok
+
+
+def test_everything_aged_off_still_continues_the_chain(book, tmp_path):
+    folder = tmp_path / "segments"
+    rollover(book, folder, timedelta(days=-1))
+    age_off(book, folder, max_bytes=1)
+    with book.session() as session:
+        assert ledger.entries(session) == []
+        assert ledger.append(session, actor="bob", action="read").seq == OLD + NEW + 1
+    assert verify(book).ok and verify(book).entries == 1
+
+
+def test_deleting_old_entries_without_a_signed_age_off_record_is_detected(settings, tmp_path):
+    signed = Checkpoints(tmp_path / "signed.jsonl", key=b"k3y", every=50)
+    catalog = Catalog(make_engine(settings.catalog_url), signed)
+    with catalog.session() as session:
+        ledger.append_many(session, [event(i) for i in range(120)])
+    folder = tmp_path / "segments"
+    rollover(catalog, folder, timedelta(days=-1), per_segment=60)
+    age_off(catalog, folder, max_bytes=folder.joinpath(f"{61:012d}-{120:012d}.segment").stat().st_size + 1)
+    assert verify(catalog).ok
+    forged = Checkpoints(signed.path, every=50)  # without the key
+    forged.write(120, "f" * 64, aged_off=True)
+    result = verify(catalog)
+    assert not result.ok and any("not signed" in p for p in result.problems)
+
+
+def test_an_age_off_interrupted_after_its_record_is_finished_by_the_next(book, tmp_path):
+    folder = rolled(book, tmp_path / "segments")
+    with book.session() as session:
+        first = session.exec(select(LedgerSegmentRow).order_by(LedgerSegmentRow.first_seq)).first()
+    book.checkpoints.write(first.last_seq, first.last_hash, aged_off=True)  # the crash came right after
+    assert verify(book).ok
+    report = age_off(book, folder, max_bytes=sum(p.stat().st_size for p in folder.glob("*.segment")) - 1)
+    assert report.segments[0] == Path(first.path).name and verify(book).ok
+
+
+def test_age_off_cli_needs_a_limit_and_reports_the_new_start(cli_env, capsys):
+    from governance.cli import run
+
+    catalog = Catalog.from_settings(cli_env, {})
+    with catalog.session() as session:
+        ledger.append_many(session, [event(i) for i in range(30)])
+    assert run(["ledger", "rollover", "--older-than", "0"]) == 0
+    assert run(["ledger", "age-off"]) == 2
+    capsys.readouterr()
+    assert run(["ledger", "age-off", "--max-bytes", "1"]) == 0
+    assert "the ledger now begins after entry 30" in capsys.readouterr().out
+    assert run(["ledger", "verify"]) == 0

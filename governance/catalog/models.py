@@ -208,6 +208,17 @@ class LedgerSegmentRow(SQLModel, table=True):
     bytes: int
     last_hash: str
     created_at: datetime
+    last_ts: str | None = None
+
+
+class LedgerHorizon(SQLModel, table=True):
+    """Where the ledger begins once its oldest segments are aged off: the last entry deleted."""
+
+    __tablename__ = "ledger_horizon"
+
+    seq: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    hash: str
+    aged_off_at: datetime
 
 
 class ArchivedEntry(SearchableEntry, table=True):
