@@ -17,7 +17,7 @@ from sqlmodel import Session, col, or_, select
 from governance.catalog.models import ArchivedEntry, LedgerEntry, LedgerHorizon, LedgerSegmentRow
 from governance.checkpoints import CheckpointFile
 from governance.errors import IntegrityError
-from governance.segments import Segment, TornSegment, open_segment
+from governance.segments import TornSegment, open_segment
 
 GENESIS = "0" * 64
 # session.info keys: (first seq, last seq, last hash) of the entries a transaction appended, and
@@ -226,15 +226,14 @@ def _archived(session: Session, where: LedgerFilter) -> list[LedgerEntry]:
         return []
     rows = session.exec(select(LedgerSegmentRow).where(LedgerSegmentRow.last_seq >= seqs[0],
                                                        LedgerSegmentRow.first_seq <= seqs[-1]))
-    opened = [open_segment(Path(row.path)) for row in sorted(rows, key=lambda r: r.first_seq)]
-    return [LedgerEntry.model_construct(**_holder(opened, seq).entry(seq)) for seq in seqs]
-
-
-def _holder(segments: list[Segment], seq: int) -> Segment:
-    for segment in segments:
-        if segment.first_seq <= seq <= segment.last_seq:
-            return segment
-    raise IntegrityError(f"ledger entry {seq} is indexed as archived, but no segment holds it")
+    found: dict[int, dict[str, Any]] = {}
+    for row in rows:
+        segment = open_segment(Path(row.path))
+        found.update(segment.entries_at(seq for seq in seqs if segment.first_seq <= seq <= segment.last_seq))
+    missing = [seq for seq in seqs if seq not in found]
+    if missing:
+        raise IntegrityError(f"ledger entry {missing[0]} is indexed as archived, but no segment holds it")
+    return [LedgerEntry.model_construct(**found[seq]) for seq in seqs]
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from governance.errors import IntegrityError
 HEADER = b"CUSTODY LEDGER SEGMENT 1\n"
 END = b"\nCUSTODY SEGMENT END\n"
 FOOTER = struct.Struct(">QQ32s")
-BLOCK_ENTRIES = 256
+BLOCK_ENTRIES = 64  # small enough that reading one entry decompresses little
 SUFFIX = ".segment"
 
 
@@ -59,27 +59,46 @@ class Segment:
 
     def entry(self, seq: int) -> dict[str, Any]:
         """One entry, decompressing only the block that holds it."""
-        if not self.first_seq <= seq <= self.last_seq:
-            raise KeyError(seq)
-        block = self.blocks[bisect.bisect_right(self._firsts, seq) - 1]
-        for row in self.read_block(block):
-            if row["seq"] == seq:
-                return row
-        raise TornSegment(f"{self.path}: block {block.first_seq}-{block.last_seq} lacks entry {seq}")
+        return self.entries_at([seq])[seq]
+
+    def entries_at(self, seqs: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """The entries with these seqs, each block that holds some of them decompressed once."""
+        wanted: dict[int, set[int]] = {}
+        for seq in seqs:
+            if not self.first_seq <= seq <= self.last_seq:
+                raise KeyError(seq)
+            wanted.setdefault(bisect.bisect_right(self._firsts, seq) - 1, set()).add(seq)
+        found = {}
+        for index, in_block in wanted.items():
+            block = self.blocks[index]
+            lines = self._lines(block)
+            # A block holds consecutive seqs, one per line: only the lines asked for are parsed.
+            for seq in in_block:
+                row = json.loads(lines[seq - block.first_seq]) if seq - block.first_seq < len(lines) else {}
+                if row.get("seq") != seq:
+                    raise TornSegment(f"{self.path}: block {block.first_seq}-{block.last_seq} lacks entry {seq}")
+                found[seq] = row
+        return found
 
     def entries(self) -> Iterator[dict[str, Any]]:
         for block in self.blocks:
             yield from self.read_block(block)
 
     def read_block(self, block: Block) -> list[dict[str, Any]]:
+        try:
+            return [json.loads(line) for line in self._lines(block)]
+        except ValueError as err:
+            raise TornSegment(f"{self.path}: block {block.first_seq}-{block.last_seq} cannot be read: {err}") from err
+
+    def _lines(self, block: Block) -> list[bytes]:
         with open(self.path, "rb") as handle:
             handle.seek(block.offset)
             data = handle.read(block.length)
         if len(data) != block.length or hashlib.sha256(data).hexdigest() != block.sha256:
             raise TornSegment(f"{self.path}: block {block.first_seq}-{block.last_seq} does not match its checksum")
         try:
-            return [json.loads(line) for line in zlib.decompress(data).splitlines()]
-        except (zlib.error, ValueError) as err:
+            return zlib.decompress(data).splitlines()
+        except zlib.error as err:
             raise TornSegment(f"{self.path}: block {block.first_seq}-{block.last_seq} cannot be read: {err}") from err
 
 

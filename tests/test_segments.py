@@ -76,3 +76,13 @@ def test_rows_with_a_gap_are_refused_and_leave_nothing(tmp_path):
     with pytest.raises(IntegrityError, match="not consecutive"):
         write_segment(tmp_path, rows(1, 5) + rows(7, 3))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_many_entries_are_read_with_each_block_decompressed_once(segment, monkeypatch):
+    reopened = open_segment(segment.path)
+    decompressed = []
+    real = zlib.decompress
+    monkeypatch.setattr(zlib, "decompress", lambda data: decompressed.append(len(data)) or real(data))
+    wanted = range(101 + BLOCK_ENTRIES - 50, 101 + BLOCK_ENTRIES + 50)
+    found = reopened.entries_at(wanted)
+    assert [found[seq]["seq"] for seq in wanted] == list(wanted) and len(decompressed) == 2
