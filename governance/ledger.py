@@ -17,7 +17,7 @@ from sqlmodel import Session, col, or_, select
 from governance.catalog.models import ArchivedEntry, LedgerEntry, LedgerHorizon, LedgerSegmentRow
 from governance.checkpoints import CheckpointFile
 from governance.errors import IntegrityError
-from governance.segments import TornSegment, open_segment
+from governance.segments import TornSegment, open_segment, opened
 
 GENESIS = "0" * 64
 # session.info keys: (first seq, last seq, last hash) of the entries a transaction appended, and
@@ -228,7 +228,7 @@ def _archived(session: Session, where: LedgerFilter) -> list[LedgerEntry]:
                                                        LedgerSegmentRow.first_seq <= seqs[-1]))
     found: dict[int, dict[str, Any]] = {}
     for row in rows:
-        segment = open_segment(Path(row.path))
+        segment = opened(Path(row.path))  # verify re-reads every file; queries may trust the cache
         found.update(segment.entries_at(seq for seq in seqs if segment.first_seq <= seq <= segment.last_seq))
     missing = [seq for seq in seqs if seq not in found]
     if missing:

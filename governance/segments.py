@@ -17,7 +17,7 @@ import tempfile
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -180,6 +180,21 @@ def open_segment(path: Path) -> Segment:
     body = json.loads(table)
     blocks = tuple(Block(**block) for block in body["blocks"])
     return Segment(Path(path), body["first_seq"], body["last_seq"], body["last_hash"], blocks)
+
+
+def opened(path: Path) -> Segment:
+    """`open_segment`, remembered: a segment never changes once written, so its table of contents is
+    read once per process, and again only if the file is replaced or altered (its size or time)."""
+    try:
+        stat = os.stat(path)
+    except OSError as err:
+        raise TornSegment(f"{path}: cannot be read: {err}") from err
+    return _opened(str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino)
+
+
+@lru_cache(maxsize=256)
+def _opened(path: str, _size: int, _mtime_ns: int, _inode: int) -> Segment:
+    return open_segment(Path(path))
 
 
 def _sync_folder(folder: Path) -> None:

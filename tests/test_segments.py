@@ -86,3 +86,12 @@ def test_many_entries_are_read_with_each_block_decompressed_once(segment, monkey
     wanted = range(101 + BLOCK_ENTRIES - 50, 101 + BLOCK_ENTRIES + 50)
     found = reopened.entries_at(wanted)
     assert [found[seq]["seq"] for seq in wanted] == list(wanted) and len(decompressed) == 2
+
+
+def test_an_open_segment_is_remembered_until_its_file_changes(segment, tmp_path):
+    from governance.segments import opened
+
+    assert opened(segment.path) is opened(segment.path)
+    other = write_segment(tmp_path / "other", rows(101, 10))
+    other.path.replace(segment.path)
+    assert opened(segment.path).last_seq == 110
