@@ -34,7 +34,6 @@ class Checkpoint:
     hash: str
     ts: str
     aged_off: bool = False
-    line: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True)
@@ -89,21 +88,21 @@ class Checkpoints:
         found, problems = [], []
         with open(self.path, encoding="utf-8", errors="replace") as lines:
             for number, line in enumerate(lines, start=1):
-                checkpoint, problem = self._parse(number, line)
+                checkpoint, problem = self._parse(line)
                 if problem:
                     problems.append(f"{self.path}:{number}: {problem}")
                 elif checkpoint:
                     found.append(checkpoint)
         return CheckpointFile(tuple(found), tuple(problems))
 
-    def _parse(self, number: int, line: str) -> tuple[Checkpoint | None, str | None]:
+    def _parse(self, line: str) -> tuple[Checkpoint | None, str | None]:
         if not line.strip():
             return None, None
         if not line.endswith("\n"):
             return None, "a torn last line (the write was interrupted)"
         try:
             body = json.loads(line)
-            checkpoint = Checkpoint(int(body["seq"]), str(body["hash"]), str(body["ts"]), bool(body.get("aged_off")), number)
+            checkpoint = Checkpoint(int(body["seq"]), str(body["hash"]), str(body["ts"]), bool(body.get("aged_off")))
         except (ValueError, KeyError, TypeError):
             return None, "not a checkpoint"
         if self.key:

@@ -59,7 +59,7 @@ def rollover(catalog: Catalog, folder: Path, older_than: timedelta, *, now: date
         recover(catalog, folder, report)
         while rows := _oldest(catalog, cutoff, per_segment):
             segment = write_segment(folder, rows)
-            _adopt(catalog, segment)
+            _adopt(catalog, segment, rows)
             report.segments.append(segment.path.name)
             report.entries += len(rows)
             progress(f"{segment.path.name}: {len(rows):,} entries, {segment.path.stat().st_size:,} B")
@@ -113,9 +113,10 @@ def _still_hot(catalog: Catalog, segment: Segment) -> bool:
     return first is not None and last is not None and last.hash == segment.last_hash
 
 
-def _adopt(catalog: Catalog, segment: Segment) -> None:
-    """One transaction: the segment is recorded, its entries indexed and gone from the hot table."""
-    archived = [{name: row[name] for name in SEARCHABLE} for row in segment.entries()]
+def _adopt(catalog: Catalog, segment: Segment, rows: list[dict] | None = None) -> None:
+    """One transaction: the segment is recorded, its entries indexed and gone from the hot table.
+    `rows` are the entries just written, when at hand; else they are read back from the file."""
+    archived = [{name: row[name] for name in SEARCHABLE} for row in (rows if rows is not None else segment.entries())]
     with catalog.session() as session:
         session.add(LedgerSegmentRow(
             first_seq=segment.first_seq, last_seq=segment.last_seq, path=str(segment.path.absolute()),
