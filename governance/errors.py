@@ -108,3 +108,7 @@ class TransientError(CustodyError):
     """A failure worth retrying: I/O hiccups, a busy database, a lost executor."""
 
     retryable = True
+
+
+class CatalogUnavailable(TransientError):
+    """The catalog's database cannot be reached, or stayed busy past the timeout."""

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,7 @@ from governance.spec import SpecSet, load_specs
 from governance.zones import AssetKey, Lake
 from resources import CustodyResource, SparkResource
 from resources.spark import session_conf
+from tests.pg_server import PostgresServer, running_postgres
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
@@ -33,9 +37,35 @@ def spark() -> SparkSession:
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    with running_postgres() as server:
+        yield server
+
+
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return Settings.under(tmp_path / "home", specs=DEMO_SPECS)
+def pg_url(postgres: PostgresServer) -> str:
+    """A fresh, empty PostgreSQL database for this test."""
+    return postgres.create_database(f"t_{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture
+def catalog_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """SQLite in tmp_path; tests marked `both_backends` run once more on a fresh PostgreSQL database."""
+    backend = getattr(request, "param", "sqlite")
+    if backend == "postgresql":
+        return request.getfixturevalue("pg_url")
+    return Settings.under(tmp_path / "home").catalog_url
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.definition.get_closest_marker("both_backends") and "catalog_url" in metafunc.fixturenames:
+        metafunc.parametrize("catalog_url", ["sqlite", "postgresql"], indirect=True)
+
+
+@pytest.fixture
+def settings(tmp_path: Path, catalog_url: str) -> Settings:
+    return replace(Settings.under(tmp_path / "home", specs=DEMO_SPECS), catalog_url=catalog_url)
 
 
 @pytest.fixture
@@ -60,7 +90,8 @@ def test_specs() -> SpecSet:
 
 @pytest.fixture
 def resources(settings: Settings, spark: SparkSession) -> dict:
-    return {"custody": CustodyResource(home=str(settings.home)), "spark": SparkResource()}
+    custody = CustodyResource(home=str(settings.home), catalog_url=settings.catalog_url)
+    return {"custody": custody, "spark": SparkResource()}
 
 
 @pytest.fixture
@@ -69,7 +100,7 @@ def cli_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
     monkeypatch.setenv("CUSTODY_HOME", str(settings.home))
     monkeypatch.setenv("CUSTODY_SPECS", str(settings.specs))
     monkeypatch.delenv("CUSTODY_LAKE", raising=False)
-    monkeypatch.delenv("CUSTODY_CATALOG_URL", raising=False)
+    monkeypatch.setenv("CUSTODY_CATALOG_URL", settings.catalog_url)
     return settings
 
 

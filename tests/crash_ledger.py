@@ -1,13 +1,14 @@
 """A ledger writer for the crash tests, killed with SIGKILL by its parent at some moment.
 
-    crash_ledger.py rollover CATALOG_URL SEGMENTS   roll the old entries over, a few per segment
-    crash_ledger.py append CATALOG_URL _            append entries forever, printing each seq once committed
+    CUSTODY_CATALOG_URL=… crash_ledger.py rollover SEGMENTS   roll the old entries over, a few per segment
+    CUSTODY_CATALOG_URL=… crash_ledger.py append              append entries forever, printing each seq once committed
 
 It prints `ready` once imported, so the parent's delay measures the work, not the start-up.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -20,8 +21,9 @@ from governance.catalog import Catalog  # noqa: E402
 from governance.rollover import rollover  # noqa: E402
 
 
-def main(action: str, url: str, folder: str) -> None:
-    catalog = Catalog.from_url(url)
+def main(action: str, folder: str = "") -> None:
+    # The URL comes through the environment: it may hold a password, which argv would show to `ps`.
+    catalog = Catalog.from_url(os.environ["CUSTODY_CATALOG_URL"])
     print("ready", flush=True)
     if action == "rollover":
         rollover(catalog, Path(folder), timedelta(days=30), per_segment=5)
@@ -33,4 +35,4 @@ def main(action: str, url: str, folder: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:3])

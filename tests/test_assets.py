@@ -64,6 +64,7 @@ def test_every_spec_is_an_asset_with_group_owners_kinds_tags_and_schema():
     assert graph.get(key(NAMES_AND_PRODUCTS)).parent_keys == {key(CLIENTS), key(PRODUCTS)}
 
 
+@pytest.mark.both_backends
 def test_a_materialization_records_version_rows_path_and_data_version(demo_specs, resources, instance, catalog, demo_round):
     result = run(demo_specs, resources, instance, [PRODUCTS], batch_config(PRODUCTS, demo_round.products_batch))
     assert result.success
@@ -86,6 +87,7 @@ def test_the_label_follows_the_reference_input(demo_specs, resources, instance, 
     assert labels == [(1, "15"), (2, "16")]
 
 
+@pytest.mark.both_backends
 def test_inputs_are_pinned_to_the_version_committed_before_the_run_started(spark, demo_specs, resources, instance, catalog, lake, demo_round):
     run(demo_specs, resources, instance, [PRODUCTS], batch_config(PRODUCTS, demo_round.products_batch))
     run(demo_specs, resources, instance, [CLIENTS], batch_config(CLIENTS, demo_round.client_batches[0]))
@@ -123,6 +125,7 @@ def test_a_validation_failure_is_not_retried(demo_specs, resources, instance, ca
     assert "no batch 'no-such-batch' for sales/products" in failures[0].step_failure_data.user_failure_data.description
 
 
+@pytest.mark.both_backends
 def test_provenance_command_is_shown_for_each_version(demo_specs, resources, instance, catalog, demo_round):
     result = run(demo_specs, resources, instance, [PRODUCTS], batch_config(PRODUCTS, demo_round.products_batch))
     event = result.get_asset_materialization_events()[0].materialization

@@ -1,26 +1,35 @@
-"""The catalog's schema: a catalog made by an earlier release is brought up to date when opened."""
+"""The catalog's schema and database: a catalog made by an earlier release is brought up to date
+when opened, writers in several processes number versions without gaps or clashes, and a database
+that cannot be reached is one clear line that never shows its password."""
 
 from __future__ import annotations
 
-import sqlite3
+import multiprocessing
 
+import pytest
 from sqlalchemy import inspect
 
+from governance import ledger
 from governance.catalog import Catalog, make_engine
-from tests.graphs import add_version
+from governance.catalog.models import VersionRow
+from governance.cli import run
+from governance.zones import AssetKey
+from tests.graphs import EPOCH, add_version
+
+WRITERS, VERSIONS_EACH = 4, 15
 
 ADDED_SINCE_FIRST_RELEASE = ("assurance", "label_from", "criticality", "purged_at")
 
 
+@pytest.mark.both_backends
 def test_an_older_catalog_gains_the_new_columns_and_keeps_its_rows(settings):
     catalog = Catalog(make_engine(settings.catalog_url))
     add_version(catalog, "raw/a", 1)
-    catalog.engine.dispose()
-    database = settings.catalog_url.removeprefix("sqlite:///")
-    with sqlite3.connect(database) as old:
-        old.execute("DROP INDEX ix_version_criticality")
+    with catalog.engine.begin() as old:
+        old.exec_driver_sql("DROP INDEX ix_version_criticality")
         for column in ADDED_SINCE_FIRST_RELEASE:
-            old.execute(f"ALTER TABLE version DROP COLUMN {column}")
+            old.exec_driver_sql(f"ALTER TABLE version DROP COLUMN {column}")
+    catalog.engine.dispose()
 
     upgraded = make_engine(settings.catalog_url)
     columns = {c["name"] for c in inspect(upgraded).get_columns("version")}
@@ -29,3 +38,44 @@ def test_an_older_catalog_gains_the_new_columns_and_keeps_its_rows(settings):
     with upgraded.connect() as connection:
         row = connection.exec_driver_sql("SELECT asset_key, assurance, criticality, purged_at FROM version").one()
     assert tuple(row) == ("raw/a", "unknown", "normal", None)
+
+
+def test_an_unreachable_catalog_is_one_line_without_its_password(postgres, cli_env, monkeypatch, capsys):
+    wrong = postgres.url("postgres").replace(postgres.password, "not-the-Pa55word")
+    monkeypatch.setenv("CUSTODY_CATALOG_URL", wrong)
+    assert run(["ledger", "show"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: the catalog at postgresql+psycopg://{postgres.user}:***@{postgres.host}:{postgres.port}/postgres is unavailable:")
+    assert "password authentication failed" in err and len(err.splitlines()) == 1
+    assert "not-the-Pa55word" not in err
+
+
+def number_versions(url: str, writer: int) -> None:
+    catalog = Catalog.from_url(url)
+    key = AssetKey.parse("raw/shared")
+    for i in range(VERSIONS_EACH):
+        with catalog.session() as session:
+            number = catalog.next_number(session, key)
+            session.add(VersionRow(
+                asset_key=str(key), number=number, data_version=f"{writer}-{i}", zone="landing", path=f"/lake/{number}",
+                rows=1, bytes=1, table_schema="{}", code_version="c", spec_hash="s", requested_by=f"w{writer}",
+                attempt_id=f"w{writer}-{i}", created_at=EPOCH,
+            ))
+            ledger.append(session, actor=f"w{writer}", action="ingestion.committed", asset=str(key), version=number)
+
+
+@pytest.mark.both_backends
+def test_writers_in_several_processes_number_versions_without_gaps_or_clashes(settings):
+    make_engine(settings.catalog_url)
+    context = multiprocessing.get_context("spawn")
+    writers = [context.Process(target=number_versions, args=(settings.catalog_url, w)) for w in range(WRITERS)]
+    for process in writers:
+        process.start()
+    for process in writers:
+        process.join(timeout=120)
+    assert [p.exitcode for p in writers] == [0] * WRITERS
+    catalog = Catalog.from_url(settings.catalog_url)
+    numbers = sorted(v.number for v in catalog.versions(AssetKey.parse("raw/shared")))
+    assert numbers == list(range(1, WRITERS * VERSIONS_EACH + 1))
+    with catalog.session() as session:
+        assert [e.version for e in ledger.entries(session)] == list(range(1, WRITERS * VERSIONS_EACH + 1))

@@ -116,6 +116,7 @@ def rewrite(catalog, k):
     return -(-k // EVERY) * EVERY  # the first checkpoint at or after the edit is where it shows
 
 
+@pytest.mark.both_backends
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("tamper", [edit, delete, insert, reorder, truncate, rewrite])
 def test_tampering_is_detected_at_its_first_bad_entry(book, tamper, seed):
@@ -172,6 +173,7 @@ def write_entries(url: str, writer: int, count: int) -> None:
             ledger.append(session, actor=f"writer{writer}", action="read", details={"i": i})
 
 
+@pytest.mark.both_backends
 def test_writers_in_several_processes_append_without_gaps_or_lock_errors(settings):
     make_engine(settings.catalog_url)
     context = multiprocessing.get_context("spawn")

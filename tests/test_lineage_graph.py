@@ -17,6 +17,8 @@ from governance.retention import set_status
 from governance.zones import VersionRef
 from tests.graphs import add_version, bfs, random_dag, reversed_edges
 
+pytestmark = pytest.mark.both_backends
+
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("depth", [None, 0, 1, 3])

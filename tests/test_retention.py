@@ -18,6 +18,8 @@ from governance.spec import Retention
 from governance.zones import AssetKey, VersionRef
 from tests.graphs import EPOCH, add_version
 
+pytestmark = pytest.mark.both_backends
+
 RAW = AssetKey.parse("raw/a")
 KEEP_TWO = {RAW: Retention(keep_versions=2)}
 NOW = EPOCH + timedelta(days=1)

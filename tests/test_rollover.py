@@ -5,6 +5,7 @@ or undone, with no acknowledged entry lost and no gap."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -22,6 +23,8 @@ from governance.checkpoints import Checkpoints
 from governance.rollover import age_off, recover, rollover
 from governance.segments import write_segment
 from tests.conftest import ROOT
+
+pytestmark = pytest.mark.both_backends
 
 OLD, NEW = 700, 60
 
@@ -132,8 +135,8 @@ def test_recovery_removes_a_torn_or_half_written_segment_and_keeps_the_hot_entri
 
 def killed_at(script: str, catalog_url: str, folder: Path, delay: float) -> subprocess.CompletedProcess:
     """Run `tests/crash_ledger.py script`, SIGKILL it `delay` seconds into its work, return what it printed."""
-    child = subprocess.Popen([sys.executable, str(ROOT / "tests" / "crash_ledger.py"), script, catalog_url, str(folder)],
-                             stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    child = subprocess.Popen([sys.executable, str(ROOT / "tests" / "crash_ledger.py"), script, str(folder)],
+                             stdout=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "CUSTODY_CATALOG_URL": catalog_url})
     assert child.stdout.readline().strip() == "ready"
     time.sleep(delay)
     child.send_signal(signal.SIGKILL)
@@ -142,10 +145,10 @@ def killed_at(script: str, catalog_url: str, folder: Path, delay: float) -> subp
 
 
 @pytest.mark.parametrize("delay", [0.05, 0.15, 0.25, 0.35])  # the whole rollover takes about 0.5 s
-def test_a_rollover_killed_at_any_moment_is_finished_or_undone(book, tmp_path, delay):
+def test_a_rollover_killed_at_any_moment_is_finished_or_undone(book, settings, tmp_path, delay):
     before = everything(book)
     folder = tmp_path / "segments"
-    killed = killed_at("rollover", str(book.engine.url), folder, delay)
+    killed = killed_at("rollover", settings.catalog_url, folder, delay)
     assert killed.returncode == -signal.SIGKILL
     recover(book, folder)
     assert everything(book) == before
@@ -155,8 +158,8 @@ def test_a_rollover_killed_at_any_moment_is_finished_or_undone(book, tmp_path, d
 
 
 @pytest.mark.parametrize("delay", [0.1, 0.3, 0.6])
-def test_an_append_killed_at_any_moment_loses_no_acknowledged_entry(book, tmp_path, delay):
-    killed = killed_at("append", str(book.engine.url), tmp_path, delay)
+def test_an_append_killed_at_any_moment_loses_no_acknowledged_entry(book, settings, tmp_path, delay):
+    killed = killed_at("append", settings.catalog_url, tmp_path, delay)
     acknowledged = [int(line) for line in killed.stdout.split()]
     assert killed.returncode == -signal.SIGKILL and acknowledged
     with book.session() as session:

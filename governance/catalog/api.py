@@ -10,10 +10,11 @@ from functools import cache
 
 from sqlalchemy import func, text
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, col, select
 
 from governance import ledger
-from governance.catalog.engine import make_engine
+from governance.catalog.engine import make_engine, unavailable
 from governance.catalog.models import (
     AssetRow,
     Attempt,
@@ -68,8 +69,11 @@ class Catalog:
     def session(self) -> Iterator[Session]:
         """One transaction: committed when the block ends, rolled back if it raises."""
         with Session(self.engine, expire_on_commit=False) as session:
-            with session.begin():
-                yield session
+            try:
+                with session.begin():
+                    yield session
+            except OperationalError as err:
+                raise unavailable(self.engine.url, err) from err
             appended = session.info.get(ledger.APPENDED)
         if appended and self.checkpoints and _crosses(appended, self.checkpoints.every):
             self.checkpoints.write(*appended[1:])

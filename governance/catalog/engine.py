@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from sqlalchemy import event, inspect
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.exc import OperationalError
 from sqlmodel import SQLModel, create_engine
 
 from governance.catalog import models  # noqa: F401  (registers the tables)
+from governance.errors import CatalogUnavailable, error_summary
 
 BUSY_TIMEOUT_SECONDS = 30
 
@@ -20,9 +22,18 @@ def make_engine(url: str) -> Engine:
         engine = _sqlite_engine(url, parsed.database)
     else:
         engine = create_engine(url, pool_pre_ping=True)
-    SQLModel.metadata.create_all(engine)
-    _add_new_columns(engine)
+    try:
+        SQLModel.metadata.create_all(engine)
+        _add_new_columns(engine)
+    except OperationalError as err:
+        raise unavailable(parsed, err) from err
     return engine
+
+
+def unavailable(url: URL, err: OperationalError) -> CatalogUnavailable:
+    """The error to show for a database that cannot be used: its URL without the password, and why."""
+    where = url.render_as_string(hide_password=True)
+    return CatalogUnavailable(f"the catalog at {where} is unavailable: {error_summary(err.orig or err)}")
 
 
 def _add_new_columns(engine: Engine) -> None:
