@@ -10,6 +10,7 @@ from pathlib import Path
 import dagster as dg
 
 from assets.factory import build_assets
+from assets.maintenance import ledger_maintenance, nightly_ledger_maintenance
 from governance.config import Settings
 from governance.spec import SpecSet, load_specs
 from resources import CustodyResource, SparkResource
@@ -25,6 +26,8 @@ def build_definitions(specs_dir: Path, cache_dir: Path | None = None) -> dg.Defi
 def definitions_for(specs: SpecSet) -> dg.Definitions:
     return dg.Definitions(
         assets=build_assets(specs),
+        jobs=[ledger_maintenance],
+        schedules=[nightly_ledger_maintenance],
         # Bound as it is, with no config a run could change: the catalog, the ledger, the directory and
         # the policy come from the code location's environment, never from a Launchpad's run config.
         resources={"custody": dg.ResourceDefinition.hardcoded_resource(CustodyResource(), CUSTODY_DESCRIPTION),

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from governance.errors import InvalidInput
+from governance.config import env_count
 
 KEY_VARIABLE = "CUSTODY_LEDGER_KEY"
 EVERY_VARIABLE = "CUSTODY_LEDGER_CHECKPOINT_EVERY"
@@ -138,9 +138,5 @@ def _key(environ: Mapping[str, str]) -> bytes | None:
 
 
 def _every(environ: Mapping[str, str]) -> int:
-    value = environ.get(EVERY_VARIABLE)
-    if not value:
-        return DEFAULT_EVERY
-    if not value.isdigit() or int(value) < 1:
-        raise InvalidInput(f"{EVERY_VARIABLE}={value!r}: expected a whole number of entries, at least 1")
-    return int(value)
+    every = env_count(environ, EVERY_VARIABLE, "entries")
+    return DEFAULT_EVERY if every is None else every

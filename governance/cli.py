@@ -7,6 +7,7 @@ Query commands read the catalog directly. Commands that produce versions (`inges
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import os
 import sys
@@ -38,6 +39,7 @@ from governance.zones import AssetKey, Lake, VersionRef
 if TYPE_CHECKING:
     from governance.access.policy import Identity
     from governance.api import Custody
+    from governance.rollover import AgeOffReport, RolloverReport
 
 app = typer.Typer(
     name="custody",
@@ -520,7 +522,7 @@ def ledger_verify(as_json: JsonOption = False) -> None:
 
 @ledger_app.command("rollover")
 def ledger_rollover(
-    older_than: Annotated[float, typer.Option("--older-than", min=0, help="Move entries older than this many days.", metavar="DAYS")] = 30,
+    older_than: Annotated[float | None, typer.Option("--older-than", min=0, help="Move entries older than this many days (default: CUSTODY_LEDGER_ROLLOVER_DAYS, else 30).", metavar="DAYS")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Move old entries out of the hot table into compressed segment files; show and verify still read them.
@@ -528,13 +530,75 @@ def ledger_rollover(
     Segments are kept in $CUSTODY_HOME/ledger/segments, one per range of sequence numbers. An
     interrupted rollover is finished or undone first.
     """
+    from governance.maintenance import LedgerRetention
     from governance.rollover import rollover
 
     settings = _settings()
-    report = rollover(_catalog(settings), settings.ledger_segments, timedelta(days=older_than), progress=_progress_printer())
+    after = timedelta(days=older_than) if older_than is not None else LedgerRetention.from_environ(os.environ).rollover_after
+    report = rollover(_catalog(settings), settings.ledger_segments, after, progress=_progress_printer())
     if as_json:
         _emit_json(asdict(report))
         return
+    _print_rollover(report)
+
+
+@ledger_app.command("age-off")
+def ledger_age_off(
+    older_than: Annotated[float | None, typer.Option("--older-than", min=0, help="Delete segments whose entries are all older than this many days (default: CUSTODY_LEDGER_RETENTION_DAYS).", metavar="DAYS")] = None,
+    max_bytes: Annotated[int | None, typer.Option("--max-bytes", min=1, help="Keep the segments within this size: beyond it, delete the oldest down to 90 % (default: CUSTODY_LEDGER_MAX_BYTES).", metavar="BYTES")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Delete the oldest ledger segments past the retention age or beyond a size budget; the rest stays verifiable.
+
+    A checkpoint marked aged-off (signed with CUSTODY_LEDGER_KEY when set) records the last entry
+    deleted, and `custody ledger verify` starts after it. Each deleted segment is a `ledger.aged_off`
+    entry. Only rolled-over entries are aged off.
+    """
+    from governance.maintenance import LedgerRetention
+    from governance.rollover import age_off
+
+    if older_than is None and max_bytes is None:
+        retention = LedgerRetention.from_environ(os.environ)
+        if not retention.ages_off:
+            raise typer.BadParameter("say how much to keep: --older-than DAYS, --max-bytes BYTES, or both "
+                                     "(or set CUSTODY_LEDGER_RETENTION_DAYS, CUSTODY_LEDGER_MAX_BYTES)", param_hint="--older-than")
+        keep_for, max_bytes = retention.keep_for, retention.max_bytes
+    else:
+        keep_for = timedelta(days=older_than) if older_than is not None else None
+    settings = _settings()
+    report = age_off(_catalog(settings), settings.ledger_segments, older_than=keep_for, max_bytes=max_bytes,
+                     progress=_progress_printer())
+    if as_json:
+        _emit_json(asdict(report))
+        return
+    _print_age_off(report)
+
+
+@ledger_app.command("maintain")
+def ledger_maintain(as_json: JsonOption = False) -> None:
+    """Roll over, then age off, as the CUSTODY_LEDGER_* settings say: what the daily schedule runs.
+
+    CUSTODY_LEDGER_ROLLOVER_DAYS (default 30) keeps entries in the hot table; CUSTODY_LEDGER_RETENTION_DAYS
+    and CUSTODY_LEDGER_MAX_BYTES (unset: nothing is deleted) bound the segments.
+    """
+    from governance.maintenance import LedgerRetention, maintain
+
+    retention = LedgerRetention.from_environ(os.environ)
+    settings = _settings()
+    catalog = _catalog(settings)
+    report = maintain(catalog, settings.ledger_segments, retention, progress=_progress_printer())
+    catalog.checkpoint()
+    if as_json:
+        _emit_json(asdict(report))
+        return
+    _print_rollover(report.rollover)
+    if report.age_off is not None:
+        _print_age_off(report.age_off)
+    else:
+        render.stdout_console().print("no age-off: neither CUSTODY_LEDGER_RETENTION_DAYS nor CUSTODY_LEDGER_MAX_BYTES is set", markup=False)
+
+
+def _print_rollover(report: RolloverReport) -> None:
     console = render.stdout_console()
     for name in report.adopted:
         console.print(f"finished an interrupted rollover: {name}", markup=False)
@@ -543,28 +607,7 @@ def ledger_rollover(
     console.print(f"rolled {report.entries:,} entries into {len(report.segments)} segment(s)", markup=False)
 
 
-@ledger_app.command("age-off")
-def ledger_age_off(
-    older_than: Annotated[float | None, typer.Option("--older-than", min=0, help="Delete segments whose entries are all older than this many days.", metavar="DAYS")] = None,
-    max_bytes: Annotated[int | None, typer.Option("--max-bytes", min=1, help="Keep the segments within this size: beyond it, delete the oldest down to 90 %.", metavar="BYTES")] = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Delete the oldest ledger segments past the retention age or beyond a size budget; the rest stays verifiable.
-
-    A checkpoint marked aged-off (signed with CUSTODY_LEDGER_KEY when set) records the last entry
-    deleted, and `custody ledger verify` starts after it. Only rolled-over entries are aged off.
-    """
-    if older_than is None and max_bytes is None:
-        raise typer.BadParameter("say how much to keep: --older-than DAYS, --max-bytes BYTES, or both", param_hint="--older-than")
-    from governance.rollover import age_off
-
-    settings = _settings()
-    report = age_off(_catalog(settings), settings.ledger_segments,
-                     older_than=timedelta(days=older_than) if older_than is not None else None, max_bytes=max_bytes,
-                     progress=_progress_printer())
-    if as_json:
-        _emit_json(asdict(report))
-        return
+def _print_age_off(report: AgeOffReport) -> None:
     where = f"; the ledger now begins after entry {report.horizon}" if report.horizon else ""
     render.stdout_console().print(
         f"aged off {len(report.segments)} segment(s), {report.entries:,} entries, {report.bytes:,} B{where}", markup=False)
@@ -648,6 +691,17 @@ def _demo_reads(custody: Custody, ref: str, console) -> None:
     console.print(f"Reads of {ref} (custody ledger show --action read)", markup=False)
     for line in render.ledger_lines(reads):
         console.print(line, markup=False, soft_wrap=True)
+
+
+def _unwrapped(doc: str) -> str:
+    return "\n\n".join(" ".join(paragraph.split()) for paragraph in doc.split("\n\n"))
+
+
+# Typer's rich help keeps a docstring's line breaks; joined, its paragraphs wrap to the terminal.
+for _typer in (app, specs_app, access_app, ledger_app, lineage_app):
+    for _command in _typer.registered_commands:
+        if _command.help is None and _command.callback is not None and _command.callback.__doc__:
+            _command.help = _unwrapped(inspect.cleandoc(_command.callback.__doc__))
 
 
 def run(args: list[str] | None = None) -> int:

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from governance.errors import InvalidInput
+
 DEFAULT_HOME = ".custody"
 
 
@@ -61,3 +63,27 @@ class Settings:
     @property
     def cache_dir(self) -> Path:
         return self.home / "cache"
+
+
+def env_amount(environ: Mapping[str, str], name: str, unit: str) -> float | None:
+    """A finite amount of `unit`, 0 or more, from the variable `name`; None when it is unset or empty."""
+    value = environ.get(name)
+    if not value:
+        return None
+    try:
+        amount = float(value)
+    except ValueError as err:
+        raise InvalidInput(f"{name}={value!r}: expected a number of {unit}, 0 or more") from err
+    if not 0 <= amount < float("inf"):
+        raise InvalidInput(f"{name}={value!r}: expected a number of {unit}, 0 or more")
+    return amount
+
+
+def env_count(environ: Mapping[str, str], name: str, unit: str) -> int | None:
+    """A whole number of `unit`, at least 1, from the variable `name`; None when it is unset or empty."""
+    value = environ.get(name)
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise InvalidInput(f"{name}={value!r}: expected a whole number of {unit}, at least 1")
+    return int(value)

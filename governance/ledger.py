@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -42,6 +43,7 @@ class Action:
     VERSION_PURGED = "version.purged"
     MEMBER_ADDED = "member.added"
     MEMBER_REMOVED = "member.removed"
+    LEDGER_AGED_OFF = "ledger.aged_off"
 
 
 HASHED = ("seq", "ts", "actor", "action", "asset_key", "version", "run_id", "details", "assurance")
@@ -53,6 +55,38 @@ def entry_hash(prev_hash: str, entry: LedgerEntry) -> str:
 
 def row_hash(prev_hash: str, row: Mapping[str, Any]) -> str:
     """The chain hash of a ledger row (its columns by name) after the entry whose hash is `prev_hash`."""
+    return hashlib.sha256(f"{prev_hash}\n{hashed_body(row)}".encode()).hexdigest()
+
+
+# The canonical JSON: sorted keys, no spaces. One encoder for every entry: building one per call, as
+# json.dumps does for these options, costs more than encoding a short entry.
+CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+DETAILS = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
+_SCALARS = (str, int, type(None))
+
+
+def hashed_body(row: Mapping[str, Any]) -> str:
+    """The hashed columns as canonical JSON. Written out here for the strings, integers and nulls
+    that ledger columns hold, which takes half the time of the general encoder; exactly its output."""
+    assurance = row.get("assurance")
+    values = (row["action"], row["actor"], row["asset_key"], assurance, row["details"], row["run_id"], row["seq"],
+              row["ts"], row["version"])
+    if any(type(value) not in _SCALARS for value in values):
+        return CANONICAL.encode(_hashed_fields(row))
+    # entries written before assurance was kept hash as they did: without it
+    kept = "" if assurance is None else f'"assurance":{_scalar(assurance)},'
+    return (f'{{"action":{_scalar(row["action"])},"actor":{_scalar(row["actor"])},"asset":{_scalar(row["asset_key"])},'
+            f'{kept}"details":{_scalar(row["details"])},"run_id":{_scalar(row["run_id"])},"seq":{_scalar(row["seq"])},'
+            f'"ts":{_scalar(row["ts"])},"version":{_scalar(row["version"])}}}')
+
+
+def _scalar(value: str | int | None) -> str:
+    if value is None:
+        return "null"
+    return encode_basestring_ascii(value) if type(value) is str else int.__repr__(value)
+
+
+def _hashed_fields(row: Mapping[str, Any]) -> dict[str, Any]:
     fields = {
         "seq": row["seq"],
         "ts": row["ts"],
@@ -63,10 +97,9 @@ def row_hash(prev_hash: str, row: Mapping[str, Any]) -> str:
         "run_id": row["run_id"],
         "details": row["details"],
     }
-    if row.get("assurance") is not None:  # entries written before assurance was kept hash as they did
+    if row.get("assurance") is not None:
         fields["assurance"] = row["assurance"]
-    body = json.dumps(fields, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(f"{prev_hash}\n{body}".encode()).hexdigest()
+    return fields
 
 
 def timestamp(moment: datetime) -> str:
@@ -126,7 +159,7 @@ def append_many(session: Session, events: Sequence[Event]) -> list[Appended]:
         row = {
             "seq": seq, "ts": ts, "actor": event.actor, "action": event.action, "asset_key": event.asset,
             "version": event.version, "run_id": event.run_id,
-            "details": json.dumps(event.details or {}, sort_keys=True, separators=(",", ":"), default=str),
+            "details": DETAILS.encode(event.details or {}),
             "prev_hash": prev, "assurance": str(event.assurance) if event.assurance is not None else None,
         }
         row["hash"] = prev = row_hash(row["prev_hash"], row)

@@ -35,10 +35,11 @@ from governance.catalog.models import (
     SearchableEntry,
 )
 from governance.errors import InvalidInput
-from governance.runs import Progress, quiet
+from governance.runs import Assurance, Progress, quiet
 from governance.segments import SUFFIX, Segment, TornSegment, open_segment, write_segment
 
 PER_SEGMENT = 100_000
+MAINTENANCE = "custody-maintenance"
 SEARCHABLE = tuple(SearchableEntry.model_fields)
 
 
@@ -137,9 +138,11 @@ class AgeOffReport:
 
 
 def age_off(catalog: Catalog, folder: Path, *, older_than: timedelta | None = None, max_bytes: int | None = None,
-            now: datetime | None = None, progress: Progress = quiet) -> AgeOffReport:
+            now: datetime | None = None, actor: str = MAINTENANCE, run_id: str | None = None,
+            progress: Progress = quiet) -> AgeOffReport:
     """Delete the oldest segments: those whose newest entry is older than `older_than`, and then as
-    many more as it takes to bring the segments to 90 % of `max_bytes` when they exceed it."""
+    many more as it takes to bring the segments to 90 % of `max_bytes` when they exceed it. Each
+    deletion is a `ledger.aged_off` entry, committed with the new horizon."""
     if catalog.checkpoints is None:
         raise InvalidInput("age-off records where the ledger now begins in the checkpoint file, and this catalog has none")
     cutoff = ledger.timestamp((now or utcnow()) - older_than) if older_than is not None else None
@@ -155,6 +158,13 @@ def age_off(catalog: Catalog, folder: Path, *, older_than: timedelta | None = No
                                                             col(ArchivedEntry.seq) <= row.last_seq))
                 session.execute(delete(LedgerSegmentRow).where(col(LedgerSegmentRow.first_seq) == row.first_seq))
                 session.add(LedgerHorizon(seq=row.last_seq, hash=row.last_hash, aged_off_at=utcnow()))
+                ledger.append(session, actor=actor, action=ledger.Action.LEDGER_AGED_OFF, run_id=run_id,
+                              assurance=Assurance.SYSTEM, details={
+                                  "segment": Path(row.path).name, "first_seq": row.first_seq, "last_seq": row.last_seq,
+                                  "entries": row.entries, "bytes": row.bytes, "last_ts": row.last_ts,
+                                  "older_than_days": older_than.total_seconds() / 86400 if older_than is not None else None,
+                                  "max_bytes": max_bytes,
+                              })
             Path(row.path).unlink(missing_ok=True)
             progress(f"aged off {Path(row.path).name}: {row.entries:,} entries, {row.bytes:,} B")
             report.segments.append(Path(row.path).name)

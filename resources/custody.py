@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from governance.catalog import Catalog
     from governance.lineage.openlineage import Emitter
     from governance.lineage.versioned import ColumnOptions
+    from governance.maintenance import LedgerRetention
 
 OPENLINEAGE_API_KEY = "CUSTODY_OPENLINEAGE_API_KEY"
 
@@ -69,6 +70,12 @@ class CustodyResource(dg.ConfigurableResource):
         """The OpenLineage emitter; an HTTP transport's API key is read from the environment only."""
         settings = self.settings()
         return _emitter(settings.openlineage, settings.home, os.environ.get(OPENLINEAGE_API_KEY))
+
+    def ledger_retention(self) -> LedgerRetention:
+        """How long ledger entries stay hot and how long segments are kept: CUSTODY_LEDGER_* settings."""
+        from governance.maintenance import LedgerRetention
+
+        return LedgerRetention.from_environ(os.environ)
 
     @property
     def catalog(self) -> Catalog:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import random
+
 import pytest
 
 from governance import ledger
 from governance.ledger import LedgerFilter
+from governance.runs import Assurance
 
 
 @pytest.fixture
@@ -65,3 +69,35 @@ def test_filters_select_entries_in_order(ten):
         paged = ledger.entries(session, LedgerFilter(from_seq=4, limit=3))
     assert [e.seq for e in found] == [11]
     assert [e.seq for e in paged] == [4, 5, 6]
+
+
+def reference_body(row: dict) -> str:
+    """The hashed body as the ledger has always defined it: json.dumps of the hashed columns."""
+    fields = {"seq": row["seq"], "ts": row["ts"], "actor": row["actor"], "action": row["action"], "asset": row["asset_key"],
+              "version": row["version"], "run_id": row["run_id"], "details": row["details"]}
+    if row.get("assurance") is not None:
+        fields["assurance"] = row["assurance"]
+    return json.dumps(fields, sort_keys=True, separators=(",", ":"))
+
+
+STRINGS = ["", "bob", "Zoë", "日本語", "emoji 🧾", 'quote " backslash \\ slash /', "tab\tnew\nline\r\x00\x1f\x7f", "\ud800"]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_hashed_body_is_exactly_the_canonical_json(seed):
+    rng = random.Random(seed)
+    for _ in range(200):
+        row = {
+            "seq": rng.choice([1, 2**63 - 1, rng.randrange(10**12)]), "ts": rng.choice(STRINGS), "actor": rng.choice(STRINGS),
+            "action": rng.choice(STRINGS), "asset_key": rng.choice([None, *STRINGS]), "version": rng.choice([None, 0, -1, 10**20]),
+            "run_id": rng.choice([None, *STRINGS]), "assurance": rng.choice([None, *STRINGS]),
+            "details": json.dumps({rng.choice(STRINGS): rng.choice(STRINGS), "n": rng.random()}),
+        }
+        assert ledger.hashed_body(row) == reference_body(row)
+
+
+@pytest.mark.parametrize("odd", [True, 1.5, Assurance.SYSTEM])
+def test_values_of_other_types_hash_as_the_general_encoder_writes_them(odd):
+    row = {"seq": 1, "ts": "t", "actor": "a", "action": "read", "asset_key": None, "version": odd, "run_id": None,
+           "assurance": Assurance.SYSTEM, "details": "{}"}
+    assert ledger.hashed_body(row) == reference_body(row)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -13,13 +14,23 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import dagster as dg
 import pytest
 from sqlmodel import select
 
+from assets.definitions import build_definitions
 from governance import ledger
 from governance.catalog import Catalog, make_engine
 from governance.catalog.models import ArchivedEntry, LedgerEntry, LedgerSegmentRow
 from governance.checkpoints import Checkpoints
+from governance.errors import InvalidInput
+from governance.maintenance import (
+    MAX_BYTES,
+    RETENTION_DAYS,
+    ROLLOVER_DAYS,
+    LedgerRetention,
+    maintain,
+)
 from governance.rollover import age_off, recover, rollover
 from governance.segments import write_segment
 from tests.conftest import ROOT
@@ -200,10 +211,14 @@ def test_age_off_deletes_expired_segments_and_the_rest_stays_verifiable(book, tm
     assert len(list(folder.glob("*.segment"))) == 4
     with book.session() as session:
         assert [e.seq for e in ledger.entries(session, ledger.LedgerFilter(limit=2))] == [301, 302]
+        recorded = ledger.entries(session, ledger.LedgerFilter(action="ledger.aged_off"))
+    assert [json.loads(e.details)["last_seq"] for e in recorded] == [100, 200, 300]
+    assert [e.seq for e in recorded] == [OLD + NEW + 1, OLD + NEW + 2, OLD + NEW + 3]
+    assert {(e.actor, e.assurance) for e in recorded} == {("custody-maintenance", "system")}
     result = verify(book)
-    assert result.ok and result.entries == OLD + NEW - 300
+    assert result.ok and result.entries == OLD + NEW - 300 + 3
     with book.session() as session:
-        assert ledger.append(session, actor="bob", action="read").seq == OLD + NEW + 1
+        assert ledger.append(session, actor="bob", action="read").seq == OLD + NEW + 4
 
 
 def test_age_off_by_size_deletes_the_oldest_down_to_90_percent_of_the_budget(book, tmp_path):
@@ -222,9 +237,9 @@ def test_everything_aged_off_still_continues_the_chain(book, tmp_path):
     rollover(book, folder, timedelta(days=-1))
     age_off(book, folder, max_bytes=1)
     with book.session() as session:
-        assert ledger.entries(session) == []
-        assert ledger.append(session, actor="bob", action="read").seq == OLD + NEW + 1
-    assert verify(book).ok and verify(book).entries == 1
+        assert [e.action for e in ledger.entries(session)] == ["ledger.aged_off"]
+        assert ledger.append(session, actor="bob", action="read").seq == OLD + NEW + 2
+    assert verify(book).ok and verify(book).entries == 2
 
 
 def test_deleting_old_entries_without_a_signed_age_off_record_is_detected(settings, tmp_path):
@@ -264,3 +279,71 @@ def test_age_off_cli_needs_a_limit_and_reports_the_new_start(cli_env, capsys):
     assert run(["ledger", "age-off", "--max-bytes", "1"]) == 0
     assert "the ledger now begins after entry 30" in capsys.readouterr().out
     assert run(["ledger", "verify"]) == 0
+
+
+def test_maintenance_rolls_over_then_ages_off_as_the_retention_says(book, tmp_path):
+    folder = tmp_path / "segments"
+    retention = LedgerRetention.from_environ({ROLLOVER_DAYS: "30", RETENTION_DAYS: "365"})
+    report = maintain(book, folder, retention, run_id="r-nightly")
+    assert report.rollover.entries == OLD and report.age_off.entries == OLD and report.age_off.horizon == OLD
+    with book.session() as session:
+        [recorded] = ledger.entries(session, ledger.LedgerFilter(action="ledger.aged_off"))
+        assert [e.seq for e in ledger.entries(session, ledger.LedgerFilter(limit=1))] == [OLD + 1]
+    assert recorded.run_id == "r-nightly" and json.loads(recorded.details)["older_than_days"] == 365
+    assert verify(book).ok
+
+
+def test_maintenance_deletes_nothing_unless_a_retention_is_set(book, tmp_path):
+    report = maintain(book, tmp_path / "segments", LedgerRetention.from_environ({}))
+    assert report.rollover.entries == OLD and report.age_off is None
+    assert len(everything(book)) == OLD + NEW
+
+
+@pytest.mark.parametrize(("environ", "message"), [
+    ({ROLLOVER_DAYS: "soon"}, "CUSTODY_LEDGER_ROLLOVER_DAYS='soon': expected a number of days, 0 or more"),
+    ({RETENTION_DAYS: "-1"}, "CUSTODY_LEDGER_RETENTION_DAYS='-1': expected a number of days, 0 or more"),
+    ({RETENTION_DAYS: "nan"}, "CUSTODY_LEDGER_RETENTION_DAYS='nan': expected a number of days, 0 or more"),
+    ({MAX_BYTES: "10GB"}, "CUSTODY_LEDGER_MAX_BYTES='10GB': expected a whole number of bytes, at least 1"),
+    ({ROLLOVER_DAYS: "30", RETENTION_DAYS: "7"}, "CUSTODY_LEDGER_RETENTION_DAYS=7 is shorter than CUSTODY_LEDGER_ROLLOVER_DAYS=30"),
+])
+def test_a_bad_retention_setting_is_named(environ, message):
+    with pytest.raises(InvalidInput, match=re.escape(message)):
+        LedgerRetention.from_environ(environ)
+
+
+def test_ledger_maintain_cli_follows_the_settings(cli_env, capsys, monkeypatch):
+    from governance.cli import run
+
+    catalog = Catalog.from_settings(cli_env, {})
+    with catalog.session() as session:
+        ledger.append_many(session, [event(i) for i in range(30)])
+    monkeypatch.setenv(ROLLOVER_DAYS, "0")
+    assert run(["ledger", "maintain"]) == 0
+    out = capsys.readouterr().out
+    assert "rolled 30 entries into 1 segment(s)" in out and "no age-off: neither" in out
+    monkeypatch.setenv(MAX_BYTES, "1")
+    assert run(["ledger", "age-off", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["horizon"] == 30
+    assert run(["ledger", "verify"]) == 0
+
+
+def test_the_nightly_schedule_runs_the_maintenance_job(cli_env, monkeypatch):
+    catalog = Catalog.from_settings(cli_env, {})
+    with catalog.session() as session:
+        ledger.append_many(session, [event(i) for i in range(30)])
+    monkeypatch.setenv(ROLLOVER_DAYS, "0")
+    monkeypatch.setenv(MAX_BYTES, "1")
+    defs = build_definitions(cli_env.specs)
+    schedule = defs.resolve_schedule_def("custody_ledger_maintenance_nightly")
+    assert schedule.cron_schedule == "30 2 * * *" and schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+    with dg.instance_for_test() as instance:
+        [request] = schedule.evaluate_tick(dg.build_schedule_context(instance=instance)).run_requests
+        job = defs.resolve_job_def(schedule.job_name)
+        result = job.execute_in_process(instance=instance, run_config=request.run_config, tags=request.tags)
+    assert result.success
+    [output] = [e for e in result.all_node_events if e.event_type_value == "STEP_OUTPUT"]
+    figures = output.step_output_data.metadata
+    assert figures["rolled_over_entries"].value == 30 and figures["aged_off_entries"].value == 30
+    with catalog.session() as session:
+        [recorded] = ledger.entries(session, ledger.LedgerFilter(action="ledger.aged_off"))
+    assert recorded.run_id == result.run_id

@@ -23,6 +23,7 @@ from typing import Protocol
 
 import yaml
 
+from governance.config import env_amount
 from governance.errors import (
     DirectoryUnavailable,
     InvalidInput,
@@ -479,17 +480,10 @@ def open_directory(setting: str, environ: Mapping[str, str]) -> Directory:
         url=setting, base_dn=environ["CUSTODY_LDAP_BASE_DN"], bind_dn=environ["CUSTODY_LDAP_BIND_DN"],
         password=environ["CUSTODY_LDAP_BIND_PASSWORD"], ca_file=environ.get("CUSTODY_LDAP_CA_FILE") or None,
         starttls=(environ.get("CUSTODY_LDAP_STARTTLS") or "on").lower() not in ("off", "false", "0", "no"),
-        ttl_seconds=_seconds(environ.get("CUSTODY_LDAP_CACHE_SECONDS")),
+        ttl_seconds=_seconds(environ),
     ))
 
 
-def _seconds(value: str | None) -> float:
-    if not value:
-        return DEFAULT_TTL_SECONDS
-    try:
-        seconds = float(value)
-    except ValueError as err:
-        raise InvalidInput(f"CUSTODY_LDAP_CACHE_SECONDS={value!r}: expected a number of seconds") from err
-    if seconds < 0:
-        raise InvalidInput(f"CUSTODY_LDAP_CACHE_SECONDS={value!r}: expected a number of seconds")
-    return seconds
+def _seconds(environ: Mapping[str, str]) -> float:
+    seconds = env_amount(environ, "CUSTODY_LDAP_CACHE_SECONDS", "seconds")
+    return DEFAULT_TTL_SECONDS if seconds is None else seconds

@@ -1,0 +1,45 @@
+"""Ledger housekeeping as a Dagster job, run every night by a schedule."""
+
+# No `from __future__ import annotations` here: Dagster reads the op's annotations at runtime.
+
+from dataclasses import asdict
+
+import dagster as dg
+
+from resources import CustodyResource
+
+NIGHTLY = "30 2 * * *"
+
+
+@dg.op(description="Roll old ledger entries over into segments, then age off what the retention lets go.")
+def maintain_ledger(context: dg.OpExecutionContext, custody: CustodyResource) -> dg.Output[None]:
+    # Imported in the step: loading the code location does not need the catalog's tables.
+    from governance.maintenance import maintain
+
+    report = maintain(custody.catalog, custody.settings().ledger_segments, custody.ledger_retention(),
+                      run_id=context.run_id, progress=context.log.info)
+    custody.catalog.checkpoint()
+    aged = asdict(report.age_off) if report.age_off is not None else {}
+    return dg.Output(None, metadata={
+        "rolled_over_entries": report.rollover.entries,
+        "new_segments": dg.MetadataValue.json(report.rollover.segments),
+        "aged_off_entries": aged.get("entries", 0),
+        "aged_off_segments": dg.MetadataValue.json(aged.get("segments", [])),
+        "ledger_begins_after": aged.get("horizon"),
+    })
+
+
+@dg.job(name="custody_ledger_maintenance", description="Ledger rollover and age-off, as the CUSTODY_LEDGER_* settings say.")
+def ledger_maintenance() -> None:
+    maintain_ledger()
+
+
+nightly_ledger_maintenance = dg.ScheduleDefinition(
+    name="custody_ledger_maintenance_nightly",
+    job=ledger_maintenance,
+    cron_schedule=NIGHTLY,
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="Every night: entries older than CUSTODY_LEDGER_ROLLOVER_DAYS go into segments; segments past "
+                "CUSTODY_LEDGER_RETENTION_DAYS or beyond CUSTODY_LEDGER_MAX_BYTES are aged off.",
+)

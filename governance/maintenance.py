@@ -1,0 +1,68 @@
+"""Ledger housekeeping, run daily by a Dagster schedule or on demand: roll the old entries over into
+segments, then age off the segments the retention lets go.
+
+CUSTODY_LEDGER_ROLLOVER_DAYS (default 30) says how long entries stay in the hot table;
+CUSTODY_LEDGER_RETENTION_DAYS and CUSTODY_LEDGER_MAX_BYTES (both unset by default: nothing is ever
+deleted) how long, and how many bytes of, segments are kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from governance.catalog import Catalog
+from governance.config import env_amount, env_count
+from governance.errors import InvalidInput
+from governance.rollover import MAINTENANCE, AgeOffReport, RolloverReport, age_off, rollover
+from governance.runs import Progress, quiet
+
+ROLLOVER_DAYS = "CUSTODY_LEDGER_ROLLOVER_DAYS"
+RETENTION_DAYS = "CUSTODY_LEDGER_RETENTION_DAYS"
+MAX_BYTES = "CUSTODY_LEDGER_MAX_BYTES"
+DEFAULT_ROLLOVER_DAYS = 30.0
+
+
+@dataclass(frozen=True)
+class LedgerRetention:
+    """How long entries stay hot, and how long and how much of the rolled-over ledger is kept."""
+
+    rollover_after: timedelta = timedelta(days=DEFAULT_ROLLOVER_DAYS)
+    keep_for: timedelta | None = None
+    max_bytes: int | None = None
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> LedgerRetention:
+        rollover_days = env_amount(environ, ROLLOVER_DAYS, "days")
+        retention_days = env_amount(environ, RETENTION_DAYS, "days")
+        if rollover_days is not None and retention_days is not None and retention_days < rollover_days:
+            raise InvalidInput(f"{RETENTION_DAYS}={retention_days:g} is shorter than {ROLLOVER_DAYS}={rollover_days:g}: "
+                               "entries must be rolled over before they can be aged off")
+        return cls(
+            rollover_after=timedelta(days=DEFAULT_ROLLOVER_DAYS if rollover_days is None else rollover_days),
+            keep_for=None if retention_days is None else timedelta(days=retention_days),
+            max_bytes=env_count(environ, MAX_BYTES, "bytes"),
+        )
+
+    @property
+    def ages_off(self) -> bool:
+        return self.keep_for is not None or self.max_bytes is not None
+
+
+@dataclass(frozen=True)
+class MaintenanceReport:
+    rollover: RolloverReport
+    age_off: AgeOffReport | None
+
+
+def maintain(catalog: Catalog, folder: Path, retention: LedgerRetention, *, run_id: str | None = None,
+             progress: Progress = quiet) -> MaintenanceReport:
+    """Roll over, then age off when the retention says to; an age-off is itself a ledger entry."""
+    rolled = rollover(catalog, folder, retention.rollover_after, progress=progress)
+    aged = None
+    if retention.ages_off:
+        aged = age_off(catalog, folder, older_than=retention.keep_for, max_bytes=retention.max_bytes,
+                       actor=MAINTENANCE, run_id=run_id, progress=progress)
+    return MaintenanceReport(rolled, aged)
