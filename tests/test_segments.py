@@ -34,15 +34,30 @@ def test_a_segment_is_named_by_its_seq_range_and_holds_every_entry(segment):
     assert len(reopened.blocks) == 4 and not list(segment.path.parent.glob(".writing-*"))
 
 
-def test_one_entry_is_read_from_its_block_alone(segment, monkeypatch):
+def test_one_entry_is_read_from_its_block_alone_decompressed_no_further_than_it(segment, monkeypatch):
     reopened = open_segment(segment.path)
-    decompressed = []
-    real = zlib.decompress
-    monkeypatch.setattr(zlib, "decompress", lambda data: decompressed.append(len(data)) or real(data))
+    inflaters = []
+    real = zlib.decompressobj
+    monkeypatch.setattr(zlib, "decompressobj", lambda: inflaters.append(real()) or inflaters[-1])
     assert reopened.entry(101 + BLOCK_ENTRIES * 2 + 5) == rows(101)[BLOCK_ENTRIES * 2 + 5]
-    assert len(decompressed) == 1
+    assert len(inflaters) == 1 and inflaters[0].unconsumed_tail  # the block's end stayed compressed
     with pytest.raises(KeyError):
         reopened.entry(100)
+
+
+def test_every_entry_reads_back_alone_or_with_others_of_its_block(segment):
+    reopened = open_segment(segment.path)
+    expected = {row["seq"]: row for row in rows(101)}
+    assert all(reopened.entry(seq) == row for seq, row in expected.items())
+    last_lines = [block.last_seq for block in reopened.blocks]
+    assert reopened.entries_at([101, *last_lines, 102]) == {seq: expected[seq] for seq in [101, 102, *last_lines]}
+
+
+def test_a_segment_written_with_other_block_sizes_reads_the_same(tmp_path, monkeypatch):
+    monkeypatch.setattr("governance.segments.BLOCK_ENTRIES", 64)
+    older = open_segment(write_segment(tmp_path / "older", rows(1)).path)
+    assert {b.last_seq - b.first_seq + 1 for b in older.blocks} >= {64}
+    assert older.entries_at(range(1, COUNT + 1)) == {row["seq"]: row for row in rows(1)}
 
 
 @pytest.mark.parametrize("cut", [1, 30, 200, 5000])
@@ -80,12 +95,12 @@ def test_rows_with_a_gap_are_refused_and_leave_nothing(tmp_path):
 
 def test_many_entries_are_read_with_each_block_decompressed_once(segment, monkeypatch):
     reopened = open_segment(segment.path)
-    decompressed = []
-    real = zlib.decompress
-    monkeypatch.setattr(zlib, "decompress", lambda data: decompressed.append(len(data)) or real(data))
-    wanted = range(101 + BLOCK_ENTRIES - 50, 101 + BLOCK_ENTRIES + 50)
+    inflaters = []
+    real = zlib.decompressobj
+    monkeypatch.setattr(zlib, "decompressobj", lambda: inflaters.append(real()) or inflaters[-1])
+    wanted = range(101 + BLOCK_ENTRIES // 2, 101 + BLOCK_ENTRIES + BLOCK_ENTRIES // 2)
     found = reopened.entries_at(wanted)
-    assert [found[seq]["seq"] for seq in wanted] == list(wanted) and len(decompressed) == 2
+    assert [found[seq]["seq"] for seq in wanted] == list(wanted) and len(inflaters) == 2
 
 
 def test_an_open_segment_is_remembered_until_its_file_changes(segment, tmp_path):
