@@ -138,7 +138,8 @@ def own_flatness(ours: list[float], theirs: list[float]) -> float:
     """How flat Custody's own cost per entry stays: custody minus raw, last tenth over first tenth.
     Both write the same rows into the same indexes, so what SQLite's B-trees cost as they grow cancels out."""
     tenth = max(len(ours) // 10, 1)
-    return (sum(ours[-tenth:]) - sum(theirs[-tenth:])) / (sum(ours[:tenth]) - sum(theirs[:tenth]))
+    first = sum(ours[:tenth]) - sum(theirs[:tenth])
+    return (sum(ours[-tenth:]) - sum(theirs[-tenth:])) / first if first > 0 else float("nan")
 
 
 def appends(args: argparse.Namespace, work: Path) -> list[str]:

@@ -7,6 +7,7 @@ Query commands read the catalog directly. Commands that produce versions (`inges
 from __future__ import annotations
 
 import contextlib
+import getpass
 import inspect
 import json
 import os
@@ -32,6 +33,7 @@ from governance.lineage.graph import impact as impact_of
 from governance.lineage.graph import provenance as provenance_of
 from governance.retention import purge as purge_versions
 from governance.retention import set_status
+from governance.runs import Assurance
 from governance.runtime import require_java
 from governance.spec import Spec, check_specs, load_specs
 from governance.zones import AssetKey, Lake, VersionRef
@@ -530,11 +532,11 @@ def ledger_rollover(
     Segments are kept in $CUSTODY_HOME/ledger/segments, one per range of sequence numbers. An
     interrupted rollover is finished or undone first.
     """
-    from governance.maintenance import LedgerRetention
+    from governance.maintenance import rollover_age
     from governance.rollover import rollover
 
     settings = _settings()
-    after = timedelta(days=older_than) if older_than is not None else LedgerRetention.from_environ(os.environ).rollover_after
+    after = timedelta(days=older_than) if older_than is not None else rollover_age(os.environ)
     report = rollover(_catalog(settings), settings.ledger_segments, after, progress=_progress_printer())
     if as_json:
         _emit_json(asdict(report))
@@ -567,7 +569,7 @@ def ledger_age_off(
         keep_for = timedelta(days=older_than) if older_than is not None else None
     settings = _settings()
     report = age_off(_catalog(settings), settings.ledger_segments, older_than=keep_for, max_bytes=max_bytes,
-                     progress=_progress_printer())
+                     actor=_os_user(), assurance=Assurance.ASSERTED, progress=_progress_printer())
     if as_json:
         _emit_json(asdict(report))
         return
@@ -586,7 +588,8 @@ def ledger_maintain(as_json: JsonOption = False) -> None:
     retention = LedgerRetention.from_environ(os.environ)
     settings = _settings()
     catalog = _catalog(settings)
-    report = maintain(catalog, settings.ledger_segments, retention, progress=_progress_printer())
+    report = maintain(catalog, settings.ledger_segments, retention, actor=_os_user(), assurance=Assurance.ASSERTED,
+                      progress=_progress_printer())
     catalog.checkpoint()
     if as_json:
         _emit_json(asdict(report))
@@ -596,6 +599,14 @@ def ledger_maintain(as_json: JsonOption = False) -> None:
         _print_age_off(report.age_off)
     else:
         render.stdout_console().print("no age-off: neither CUSTODY_LEDGER_RETENTION_DAYS nor CUSTODY_LEDGER_MAX_BYTES is set", markup=False)
+
+
+def _os_user() -> str:
+    """Who runs a housekeeping command, as the operating system names them: the ledger's actor for it."""
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no login name in the environment and no passwd entry
+        return "unknown"
 
 
 def _print_rollover(report: RolloverReport) -> None:
@@ -697,11 +708,15 @@ def _unwrapped(doc: str) -> str:
     return "\n\n".join(" ".join(paragraph.split()) for paragraph in doc.split("\n\n"))
 
 
-# Typer's rich help keeps a docstring's line breaks; joined, its paragraphs wrap to the terminal.
-for _typer in (app, specs_app, access_app, ledger_app, lineage_app):
-    for _command in _typer.registered_commands:
-        if _command.help is None and _command.callback is not None and _command.callback.__doc__:
-            _command.help = _unwrapped(inspect.cleandoc(_command.callback.__doc__))
+def _wrap_help_paragraphs() -> None:
+    """Typer's rich help keeps a docstring's line breaks; joined, its paragraphs wrap to the terminal."""
+    for group in (app, specs_app, access_app, ledger_app, lineage_app):
+        for command in group.registered_commands:
+            if command.help is None and command.callback is not None and command.callback.__doc__:
+                command.help = _unwrapped(inspect.cleandoc(command.callback.__doc__))
+
+
+_wrap_help_paragraphs()
 
 
 def run(args: list[str] | None = None) -> int:

@@ -84,6 +84,10 @@ def env_count(environ: Mapping[str, str], name: str, unit: str) -> int | None:
     value = environ.get(name)
     if not value:
         return None
-    if not value.isdigit() or int(value) < 1:
+    try:
+        count = int(value)
+    except ValueError as err:
+        raise InvalidInput(f"{name}={value!r}: expected a whole number of {unit}, at least 1") from err
+    if count < 1:
         raise InvalidInput(f"{name}={value!r}: expected a whole number of {unit}, at least 1")
-    return int(value)
+    return count

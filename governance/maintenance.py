@@ -17,7 +17,7 @@ from governance.catalog import Catalog
 from governance.config import env_amount, env_count
 from governance.errors import InvalidInput
 from governance.rollover import MAINTENANCE, AgeOffReport, RolloverReport, age_off, rollover
-from governance.runs import Progress, quiet
+from governance.runs import Assurance, Progress, quiet
 
 ROLLOVER_DAYS = "CUSTODY_LEDGER_ROLLOVER_DAYS"
 RETENTION_DAYS = "CUSTODY_LEDGER_RETENTION_DAYS"
@@ -35,13 +35,14 @@ class LedgerRetention:
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> LedgerRetention:
-        rollover_days = env_amount(environ, ROLLOVER_DAYS, "days")
+        rollover_after = rollover_age(environ)
         retention_days = env_amount(environ, RETENTION_DAYS, "days")
-        if rollover_days is not None and retention_days is not None and retention_days < rollover_days:
-            raise InvalidInput(f"{RETENTION_DAYS}={retention_days:g} is shorter than {ROLLOVER_DAYS}={rollover_days:g}: "
-                               "entries must be rolled over before they can be aged off")
+        if retention_days is not None and timedelta(days=retention_days) < rollover_after:
+            raise InvalidInput(f"{RETENTION_DAYS}={retention_days:g} is shorter than the rollover age "
+                               f"({ROLLOVER_DAYS}, {rollover_after.total_seconds() / 86400:g} days): "
+                               "entries are aged off only once they have been rolled over")
         return cls(
-            rollover_after=timedelta(days=DEFAULT_ROLLOVER_DAYS if rollover_days is None else rollover_days),
+            rollover_after=rollover_after,
             keep_for=None if retention_days is None else timedelta(days=retention_days),
             max_bytes=env_count(environ, MAX_BYTES, "bytes"),
         )
@@ -51,18 +52,26 @@ class LedgerRetention:
         return self.keep_for is not None or self.max_bytes is not None
 
 
+def rollover_age(environ: Mapping[str, str]) -> timedelta:
+    """How old entries get before they leave the hot table."""
+    days = env_amount(environ, ROLLOVER_DAYS, "days")
+    return timedelta(days=DEFAULT_ROLLOVER_DAYS if days is None else days)
+
+
 @dataclass(frozen=True)
 class MaintenanceReport:
     rollover: RolloverReport
     age_off: AgeOffReport | None
 
 
-def maintain(catalog: Catalog, folder: Path, retention: LedgerRetention, *, run_id: str | None = None,
+def maintain(catalog: Catalog, folder: Path, retention: LedgerRetention, *, actor: str = MAINTENANCE,
+             assurance: Assurance = Assurance.SYSTEM, run_id: str | None = None,
              progress: Progress = quiet) -> MaintenanceReport:
-    """Roll over, then age off when the retention says to; an age-off is itself a ledger entry."""
+    """Roll over, then age off when the retention says to; each segment aged off is a ledger entry
+    in the name of `actor`."""
     rolled = rollover(catalog, folder, retention.rollover_after, progress=progress)
     aged = None
     if retention.ages_off:
         aged = age_off(catalog, folder, older_than=retention.keep_for, max_bytes=retention.max_bytes,
-                       actor=MAINTENANCE, run_id=run_id, progress=progress)
+                       actor=actor, assurance=assurance, run_id=run_id, progress=progress)
     return MaintenanceReport(rolled, aged)

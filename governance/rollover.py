@@ -138,8 +138,8 @@ class AgeOffReport:
 
 
 def age_off(catalog: Catalog, folder: Path, *, older_than: timedelta | None = None, max_bytes: int | None = None,
-            now: datetime | None = None, actor: str = MAINTENANCE, run_id: str | None = None,
-            progress: Progress = quiet) -> AgeOffReport:
+            now: datetime | None = None, actor: str = MAINTENANCE, assurance: Assurance = Assurance.SYSTEM,
+            run_id: str | None = None, progress: Progress = quiet) -> AgeOffReport:
     """Delete the oldest segments: those whose newest entry is older than `older_than`, and then as
     many more as it takes to bring the segments to 90 % of `max_bytes` when they exceed it. Each
     deletion is a `ledger.aged_off` entry, committed with the new horizon."""
@@ -159,7 +159,7 @@ def age_off(catalog: Catalog, folder: Path, *, older_than: timedelta | None = No
                 session.execute(delete(LedgerSegmentRow).where(col(LedgerSegmentRow.first_seq) == row.first_seq))
                 session.add(LedgerHorizon(seq=row.last_seq, hash=row.last_hash, aged_off_at=utcnow()))
                 ledger.append(session, actor=actor, action=ledger.Action.LEDGER_AGED_OFF, run_id=run_id,
-                              assurance=Assurance.SYSTEM, details={
+                              assurance=assurance, details={
                                   "segment": Path(row.path).name, "first_seq": row.first_seq, "last_seq": row.last_seq,
                                   "entries": row.entries, "bytes": row.bytes, "last_ts": row.last_ts,
                                   "older_than_days": older_than.total_seconds() / 86400 if older_than is not None else None,

@@ -77,7 +77,7 @@ class Segment:
                 lines = self._lines(handle, block, upto=max(in_block) - block.first_seq)
                 # A block holds consecutive seqs, one per line: only the lines asked for are parsed.
                 for seq in in_block:
-                    row = json.loads(lines[seq - block.first_seq]) if seq - block.first_seq < len(lines) else {}
+                    row = self._parsed(block, lines[seq - block.first_seq]) if seq - block.first_seq < len(lines) else {}
                     if row.get("seq") != seq:
                         raise TornSegment(f"{self.path}: block {block.first_seq}-{block.last_seq} lacks entry {seq}")
                     found[seq] = row
@@ -90,8 +90,11 @@ class Segment:
     def read_block(self, block: Block) -> list[dict[str, Any]]:
         with open(self.path, "rb") as handle:
             lines = self._lines(handle, block)
+        return [self._parsed(block, line) for line in lines]
+
+    def _parsed(self, block: Block, line: bytes) -> dict[str, Any]:
         try:
-            return [json.loads(line) for line in lines]
+            return json.loads(line)
         except ValueError as err:
             raise TornSegment(f"{self.path}: block {block.first_seq}-{block.last_seq} cannot be read: {err}") from err
 
@@ -108,9 +111,12 @@ class Segment:
             inflater = zlib.decompressobj()
             chunks = [inflater.decompress(data, INFLATE_STEP)]
             newlines = chunks[0].count(b"\n")
-            while newlines <= upto and inflater.unconsumed_tail:
-                chunks.append(inflater.decompress(inflater.unconsumed_tail, INFLATE_STEP))
-                newlines += chunks[-1].count(b"\n")
+            while newlines <= upto and not inflater.eof:
+                chunk = inflater.decompress(inflater.unconsumed_tail, INFLATE_STEP) if inflater.unconsumed_tail else inflater.flush()
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                newlines += chunk.count(b"\n")
             return b"".join(chunks).splitlines()
         except zlib.error as err:
             raise TornSegment(f"{self.path}: block {block.first_seq}-{block.last_seq} cannot be read: {err}") from err

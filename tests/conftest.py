@@ -44,9 +44,11 @@ def postgres() -> Iterator[PostgresServer]:
 
 
 @pytest.fixture
-def pg_url(postgres: PostgresServer) -> str:
-    """A fresh, empty PostgreSQL database for this test."""
-    return postgres.create_database(f"t_{uuid.uuid4().hex[:12]}")
+def pg_url(postgres: PostgresServer) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for this test, dropped after it."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    yield postgres.create_database(name)
+    postgres.drop_database(name)
 
 
 @pytest.fixture

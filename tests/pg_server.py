@@ -37,12 +37,19 @@ class PostgresServer:
 
     def create_database(self, name: str) -> str:
         """A new empty database; returns its SQLAlchemy URL."""
+        self._administer(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+    def drop_database(self, name: str) -> None:
+        """Drop the database, closing whatever connections the test's engines still keep open."""
+        self._administer(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def _administer(self, statement: str) -> None:
         import psycopg
 
         dsn = f"host={self.host} port={self.port} user={self.user} password={self.password} dbname=postgres"
         with psycopg.connect(dsn, autocommit=True) as connection:
-            connection.execute(f'CREATE DATABASE "{name}"')
-        return self.url(name)
+            connection.execute(statement)
 
 
 def postgres_bin() -> Path:
@@ -77,7 +84,7 @@ def running_postgres() -> Iterator[PostgresServer]:
             str(binaries / "initdb"), "-D", str(data), "-U", SUPERUSER, "--pwfile", str(password_file),
             "-A", "scram-sha-256", "--no-sync", "-E", "UTF8", "--locale", "C",
         ]))
-        options = f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories='' -c fsync=off -c max_connections=60"
+        options = f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories='' -c fsync=off -c max_connections=200"
         _run(_as_server_user([
             str(binaries / "pg_ctl"), "-D", str(data), "-l", str(folder / "server.log"), "-o", options, "-w", "-t", "60", "start",
         ]))
@@ -86,12 +93,13 @@ def running_postgres() -> Iterator[PostgresServer]:
         yield server
     finally:
         if (data / "postmaster.pid").exists():
-            subprocess.run(_as_server_user([str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]), capture_output=True)
+            subprocess.run(_as_server_user([str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
+                           capture_output=True, check=False)
         shutil.rmtree(folder, ignore_errors=True)
 
 
 def _run(command: list[str]) -> None:
-    result = subprocess.run(command, capture_output=True, text=True)
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise RuntimeError(f"{Path(command[0]).name} {' '.join(command[1:4])}… failed: {result.stderr.strip() or result.stdout.strip()}")
 

@@ -8,11 +8,13 @@ import multiprocessing
 
 import pytest
 from sqlalchemy import inspect
+from sqlalchemy.exc import OperationalError
 
 from governance import ledger
 from governance.catalog import Catalog, make_engine
 from governance.catalog.models import VersionRow
 from governance.cli import run
+from governance.errors import CatalogUnavailable
 from governance.zones import AssetKey
 from tests.graphs import EPOCH, add_version
 
@@ -38,6 +40,12 @@ def test_an_older_catalog_gains_the_new_columns_and_keeps_its_rows(settings):
     with upgraded.connect() as connection:
         row = connection.exec_driver_sql("SELECT asset_key, assurance, criticality, purged_at FROM version").one()
     assert tuple(row) == ("raw/a", "unknown", "normal", None)
+
+
+def test_a_statement_the_database_refuses_is_not_called_unavailable(catalog):
+    with pytest.raises(OperationalError, match="no such table") as refused, catalog.session() as session:
+        session.connection().exec_driver_sql("SELECT * FROM no_such_table")
+    assert not isinstance(refused.value, CatalogUnavailable)
 
 
 def test_an_unreachable_catalog_is_one_line_without_its_password(postgres, cli_env, monkeypatch, capsys):

@@ -4,6 +4,7 @@ or undone, with no acknowledged entry lost and no gap."""
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import re
@@ -304,7 +305,10 @@ def test_maintenance_deletes_nothing_unless_a_retention_is_set(book, tmp_path):
     ({RETENTION_DAYS: "-1"}, "CUSTODY_LEDGER_RETENTION_DAYS='-1': expected a number of days, 0 or more"),
     ({RETENTION_DAYS: "nan"}, "CUSTODY_LEDGER_RETENTION_DAYS='nan': expected a number of days, 0 or more"),
     ({MAX_BYTES: "10GB"}, "CUSTODY_LEDGER_MAX_BYTES='10GB': expected a whole number of bytes, at least 1"),
-    ({ROLLOVER_DAYS: "30", RETENTION_DAYS: "7"}, "CUSTODY_LEDGER_RETENTION_DAYS=7 is shorter than CUSTODY_LEDGER_ROLLOVER_DAYS=30"),
+    ({MAX_BYTES: "²"}, "CUSTODY_LEDGER_MAX_BYTES='²': expected a whole number of bytes, at least 1"),
+    ({ROLLOVER_DAYS: "60", RETENTION_DAYS: "45"},
+     "CUSTODY_LEDGER_RETENTION_DAYS=45 is shorter than the rollover age (CUSTODY_LEDGER_ROLLOVER_DAYS, 60 days)"),
+    ({RETENTION_DAYS: "7"}, "CUSTODY_LEDGER_RETENTION_DAYS=7 is shorter than the rollover age (CUSTODY_LEDGER_ROLLOVER_DAYS, 30 days)"),
 ])
 def test_a_bad_retention_setting_is_named(environ, message):
     with pytest.raises(InvalidInput, match=re.escape(message)):
@@ -325,6 +329,9 @@ def test_ledger_maintain_cli_follows_the_settings(cli_env, capsys, monkeypatch):
     assert run(["ledger", "age-off", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["horizon"] == 30
     assert run(["ledger", "verify"]) == 0
+    with catalog.session() as session:
+        [recorded] = ledger.entries(session, ledger.LedgerFilter(action="ledger.aged_off"))
+    assert (recorded.actor, recorded.assurance, recorded.run_id) == (getpass.getuser(), "asserted", None)
 
 
 def test_the_nightly_schedule_runs_the_maintenance_job(cli_env, monkeypatch):

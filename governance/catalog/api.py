@@ -14,7 +14,7 @@ from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, col, select
 
 from governance import ledger
-from governance.catalog.engine import make_engine, unavailable
+from governance.catalog.engine import make_engine, unavailable, unreachable
 from governance.catalog.models import (
     AssetRow,
     Attempt,
@@ -73,6 +73,8 @@ class Catalog:
                 with session.begin():
                     yield session
             except OperationalError as err:
+                if not unreachable(err):
+                    raise
                 raise unavailable(self.engine.url, err) from err
             appended = session.info.get(ledger.APPENDED)
         if appended and self.checkpoints and _crosses(appended, self.checkpoints.every):

@@ -26,8 +26,26 @@ def make_engine(url: str) -> Engine:
         SQLModel.metadata.create_all(engine)
         _add_new_columns(engine)
     except OperationalError as err:
+        if not unreachable(err):
+            raise
         raise unavailable(parsed, err) from err
     return engine
+
+
+# SQLite's words for a database it cannot reach, or that stayed locked past the busy timeout
+SQLITE_UNREACHABLE = ("database is locked", "database is busy", "unable to open database file")
+
+
+def unreachable(err: OperationalError) -> bool:
+    """Whether the database could not be reached or stayed busy, rather than refused the statement."""
+    if err.connection_invalidated:
+        return True
+    state = getattr(err.orig, "sqlstate", "")
+    if state is None:  # psycopg: the connection failed before the server could answer
+        return True
+    if state:
+        return state.startswith(("08", "57P"))  # connection exceptions, operator intervention
+    return any(words in str(err.orig) for words in SQLITE_UNREACHABLE)
 
 
 def unavailable(url: URL, err: OperationalError) -> CatalogUnavailable:
