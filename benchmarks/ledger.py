@@ -19,6 +19,8 @@
 2. Writers: the same entries appended by one process, then split between two processes appending at
    once (batches of 100), --repeats times: aggregate throughput of two over one (goal >= 0.8) and
    every error, "database is locked" included (goal: none); each ledger is then checked gap-free.
+   With --postgres, the same again on a throwaway PostgreSQL server (PostgreSQL's server programs
+   needed; under root it runs as `nobody`).
 
 3. Reads on --read-entries entries (about 300 B each, batches of 1,000): ledger.entries() for a page
    of 100 from a random seq, for a random asset (its 100 first entries) and for a random asset and
@@ -26,6 +28,7 @@
    Then every entry is rolled over into segment files and the same queries are timed again.
 
     .venv/bin/python -m benchmarks.ledger
+    .venv/bin/python -m benchmarks.ledger --postgres       # the writers on PostgreSQL too
     .venv/bin/python -m benchmarks.ledger --entries 5000 --single-entries 500 --read-entries 20000 --repeats 2   # smoke run
 """
 
@@ -41,6 +44,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -181,7 +185,8 @@ def writer(url: str, start: int, count: int, entry_bytes: int, errors) -> None:
         raise
 
 
-def writers(args: argparse.Namespace, work: Path) -> list[str]:
+def writers(args: argparse.Namespace, backend: str, new_database: Callable[[str], str]) -> list[str]:
+    """Two writer processes against one, each run on a new database from `new_database(name)`."""
     context = multiprocessing.get_context("spawn")
     errors = context.Queue()
     ratios, problems = [], []
@@ -189,11 +194,11 @@ def writers(args: argparse.Namespace, work: Path) -> list[str]:
     for repeat in range(args.repeats):
         timings = []
         for processes in (1, 2):
-            path = work / f"writers-{repeat}-{processes}.db"
-            make_engine(f"sqlite:///{path}").dispose()
+            url = new_database(f"writers_{repeat}_{processes}")
+            make_engine(url).dispose()
             share = count // processes
             started = time.perf_counter()
-            running = [context.Process(target=writer, args=(f"sqlite:///{path}", p * share, share, args.entry_bytes, errors))
+            running = [context.Process(target=writer, args=(url, p * share, share, args.entry_bytes, errors))
                        for p in range(processes)]
             for process in running:
                 process.start()
@@ -201,7 +206,7 @@ def writers(args: argparse.Namespace, work: Path) -> list[str]:
                 process.join()
             timings.append(time.perf_counter() - started)
             problems += [f"exit code {p.exitcode}" for p in running if p.exitcode != 0]
-            with Catalog.from_url(f"sqlite:///{path}").session() as session:
+            with Catalog.from_url(url).session() as session:
                 seqs = list(session.exec(select(LedgerEntry.seq).order_by(col(LedgerEntry.seq))))
                 if seqs != list(range(1, count + 1)) or not ledger.verify(session).ok:
                     problems.append(f"repeat {repeat}, {processes} writer(s): gaps, duplicates or a broken chain")
@@ -209,11 +214,19 @@ def writers(args: argparse.Namespace, work: Path) -> list[str]:
     while not errors.empty():
         problems.append(errors.get())
     ratio = statistics.median(ratios)
-    print(f"\n2. writers: {count:,} entries in batches of 100, one process vs two at once, {args.repeats} repeats")
+    print(f"\n2. writers on {backend}: {count:,} entries in batches of 100, one process vs two at once, {args.repeats} repeats")
     print(f"aggregate throughput two/one: median {ratio:.2f} (min {min(ratios):.2f}, max {max(ratios):.2f}); "
           f"errors: {len(problems)}{': ' + problems[0] if problems else ''}")
-    return [f"two writers {ratio:.2f} of one >= {GOAL_TWO_WRITERS}: {'met' if ratio >= GOAL_TWO_WRITERS else 'NOT met'}",
-            f"lock errors over {args.repeats} repeats: {len(problems)} (goal 0): {'met' if not problems else 'NOT met'}"]
+    return [f"two writers on {backend} {ratio:.2f} of one >= {GOAL_TWO_WRITERS}: {'met' if ratio >= GOAL_TWO_WRITERS else 'NOT met'}",
+            f"lock errors on {backend} over {args.repeats} repeats: {len(problems)} (goal 0): {'met' if not problems else 'NOT met'}"]
+
+
+def postgres_writers(args: argparse.Namespace) -> list[str]:
+    """The writers' figures once more on a throwaway PostgreSQL cluster (the one the tests start)."""
+    from tests.pg_server import running_postgres
+
+    with running_postgres() as server:
+        return writers(args, "PostgreSQL", server.create_database)
 
 
 def reads(args: argparse.Namespace, work: Path) -> list[str]:
@@ -267,11 +280,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--read-entries", type=int, default=1_000_000)
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--postgres", action="store_true", help="also time the writers on a throwaway PostgreSQL server")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="custody-bench-ledger-"))
     started = time.perf_counter()
     try:
-        verdicts = appends(args, work) + writers(args, work) + reads(args, work)
+        verdicts = appends(args, work) + writers(args, "SQLite", lambda name: f"sqlite:///{work / name}.db")
+        if args.postgres:
+            verdicts += postgres_writers(args)
+        verdicts += reads(args, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print("\ngoals:")

@@ -504,13 +504,22 @@ def ledger_verify(as_json: JsonOption = False) -> None:
     The checkpoints are kept outside the database, in $CUSTODY_HOME/ledger/checkpoints.jsonl (signed
     with CUSTODY_LEDGER_KEY when it is set): they reveal a rewritten chain or a cut tail.
     """
-    catalog = _catalog(_settings())
+    from governance.rollover import leftovers
+
+    settings = _settings()
+    catalog = _catalog(settings)
     written = catalog.checkpoints.read()
     with catalog.session() as session:
         result = ledger.verify(session, written)
+    unfinished = [path.name for path in leftovers(catalog, settings.ledger_segments)]
+    if unfinished:
+        err_console.print(f"notice: an interrupted rollover left {len(unfinished)} file(s) in {settings.ledger_segments} "
+                          f"({', '.join(unfinished)}); the ledger reads right without them, and the next "
+                          "`custody ledger rollover` or `maintain` finishes or removes them", markup=False)
     if as_json:
         _emit_json({"ok": result.ok, "entries": result.entries, "first_bad_seq": result.first_bad_seq,
-                    "reason": result.reason, "checkpoints": result.checkpoints, "problems": list(result.problems)})
+                    "reason": result.reason, "checkpoints": result.checkpoints, "problems": list(result.problems),
+                    "unfinished_rollover": unfinished})
     elif result.ok:
         render.stdout_console().print(
             f"ledger ok: {result.entries} entries, chain intact, {result.checkpoints} checkpoint(s) matched")

@@ -36,7 +36,7 @@ from governance.catalog.models import (
 )
 from governance.errors import InvalidInput
 from governance.runs import Assurance, Progress, quiet
-from governance.segments import SUFFIX, Segment, TornSegment, open_segment, write_segment
+from governance.segments import PARTIAL, SUFFIX, Segment, TornSegment, open_segment, write_segment
 
 PER_SEGMENT = 100_000
 MAINTENANCE = "custody-maintenance"
@@ -69,18 +69,25 @@ def rollover(catalog: Catalog, folder: Path, older_than: timedelta, *, now: date
     return report
 
 
+def leftovers(catalog: Catalog, folder: Path) -> list[Path]:
+    """Files an interrupted rollover left in `folder`: half-written ones and segments the catalog
+    never recorded. The ledger reads right without them; `recover` finishes or removes them."""
+    if not folder.is_dir():
+        return []
+    with catalog.session() as session:
+        known = {Path(row.path).name for row in session.exec(select(LedgerSegmentRow))}
+    partial = sorted(folder.glob(f"{PARTIAL}*{SUFFIX}"))
+    unrecorded = [path for path in sorted(folder.glob(f"*{SUFFIX}")) if path.name not in known and path not in partial]
+    return partial + unrecorded
+
+
 def recover(catalog: Catalog, folder: Path, report: RolloverReport | None = None) -> RolloverReport:
     """Finish or undo what an interrupted rollover left in `folder`."""
     report = report if report is not None else RolloverReport()
-    if not folder.is_dir():
-        return report
-    for partial in folder.glob(f".writing-*{SUFFIX}"):
-        partial.unlink()
-        report.removed.append(partial.name)
-    with catalog.session() as session:
-        known = {Path(row.path).name for row in session.exec(select(LedgerSegmentRow))}
-    for path in sorted(folder.glob(f"*{SUFFIX}")):
-        if path.name in known:
+    for path in leftovers(catalog, folder):
+        if path.name.startswith(PARTIAL):
+            path.unlink()
+            report.removed.append(path.name)
             continue
         try:
             segment = open_segment(path)

@@ -29,6 +29,7 @@ FOOTER = struct.Struct(">QQ32s")
 BLOCK_ENTRIES = 32  # small enough that reading one entry decompresses little (64: twice the time, 10 % smaller)
 INFLATE_STEP = 4096  # bytes decompressed at a time when only a block's first lines are wanted
 SUFFIX = ".segment"
+PARTIAL = ".writing-"  # the name a segment has until it is whole and on disk
 
 
 class TornSegment(IntegrityError):
@@ -130,7 +131,7 @@ def write_segment(folder: Path, rows: Iterable[Mapping[str, Any]]) -> Segment:
     """Write the rows (whole ledger entries, in seq order, without gaps) as one segment, made
     visible by a rename once it is complete and on disk."""
     folder.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".writing-", suffix=SUFFIX)
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=PARTIAL, suffix=SUFFIX)
     try:
         with os.fdopen(handle, "wb") as out:
             out.write(HEADER)

@@ -354,3 +354,22 @@ def test_the_nightly_schedule_runs_the_maintenance_job(cli_env, monkeypatch):
     with catalog.session() as session:
         [recorded] = ledger.entries(session, ledger.LedgerFilter(action="ledger.aged_off"))
     assert recorded.run_id == result.run_id
+
+
+def test_verify_notices_what_an_interrupted_rollover_left_until_the_next_rollover(cli_env, capsys):
+    from governance.cli import run
+
+    catalog = Catalog.from_settings(cli_env, {})
+    with catalog.session() as session:
+        ledger.append_many(session, [event(i) for i in range(30)])
+        rows = [e.model_dump() for e in session.exec(select(LedgerEntry).where(LedgerEntry.seq <= 10).order_by(LedgerEntry.seq))]
+    unrecorded = write_segment(cli_env.ledger_segments, rows).path  # killed before the catalog recorded it
+    (cli_env.ledger_segments / ".writing-abc.segment").write_bytes(b"partial")
+    assert run(["ledger", "verify", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["unfinished_rollover"] == [".writing-abc.segment", unrecorded.name]
+    assert "notice: an interrupted rollover left 2 file(s)" in captured.err
+    assert run(["ledger", "rollover", "--older-than", "365"]) == 0
+    assert "finished an interrupted rollover: " + unrecorded.name in capsys.readouterr().out
+    assert run(["ledger", "verify"]) == 0
+    assert "notice" not in capsys.readouterr().err
