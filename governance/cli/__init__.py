@@ -1,0 +1,55 @@
+"""The `custody` command: one module per command group.
+
+Query commands read the catalog directly. Commands that produce versions (`ingest`, `materialize`,
+`demo`) hand off to the Dagster code location, the same path a run launched from the UI takes.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+
+import typer
+
+# Imported for their commands, in the order `custody --help` lists them.
+from governance.cli import access, ledger, lineage, queries, retention, runs, specs  # noqa: F401
+from governance.cli.common import State, app, err_console
+from governance.errors import CustodyError
+
+
+def _unwrapped(doc: str) -> str:
+    return "\n\n".join(" ".join(paragraph.split()) for paragraph in doc.split("\n\n"))
+
+
+def _wrap_help_paragraphs() -> None:
+    """Typer's rich help keeps a docstring's line breaks; joined, its paragraphs wrap to the terminal."""
+    groups = [app, *(info.typer_instance for info in app.registered_groups)]
+    for group in groups:
+        for command in group.registered_commands:
+            if command.help is None and command.callback is not None and command.callback.__doc__:
+                command.help = _unwrapped(inspect.cleandoc(command.callback.__doc__))
+
+
+_wrap_help_paragraphs()
+
+
+def run(args: list[str] | None = None) -> int:
+    """Run the CLI and return its exit code: errors become one line on stderr."""
+    try:
+        result = app(args=args, prog_name="custody", standalone_mode=False)
+    except typer.TyperException as err:
+        err.show()
+        return getattr(err, "exit_code", 2)
+    except typer.Abort:
+        err_console.print("aborted")
+        return 1
+    except CustodyError as err:
+        if State["verbose"]:
+            err_console.print_exception()
+        err_console.print(f"error: {err}", markup=False)
+        return err.exit_code
+    return result if isinstance(result, int) else 0
+
+
+def main() -> None:
+    sys.exit(run())

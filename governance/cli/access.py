@@ -1,0 +1,91 @@
+"""`custody access`: who may do what to an asset; explain, grant, revoke."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Annotated
+
+import typer
+
+from governance import render
+from governance.cli.common import (
+    AsUser,
+    ByUser,
+    JsonOption,
+    PasswordStdin,
+    emit_json,
+    group,
+    identify,
+    load_settings,
+    open_custody,
+    show,
+    spec_of,
+)
+from governance.zones import AssetKey
+
+access_app = group("access", "Who may do what to an asset: explain, grant, revoke.")
+
+
+@access_app.command("show")
+def access_show(asset: Annotated[str, typer.Argument(help="DOMAIN/NAME")], as_json: JsonOption = False) -> None:
+    """Each role on the asset: its group, its members (through nested groups too), what it may do."""
+    from governance.access.grants import show as access_view
+
+    custody = open_custody(load_settings())
+    view = access_view(custody.policy, spec_of(custody, AssetKey.parse(asset)))
+    show(asdict(view), as_json, lambda: render.access_table(view))
+
+
+@access_app.command("check")
+def access_check(
+    asset: Annotated[str, typer.Argument(help="DOMAIN/NAME")],
+    as_user: AsUser,
+    password_stdin: PasswordStdin = False,
+    as_json: JsonOption = False,
+) -> None:
+    """What USER may do to the asset, and why. Nothing is changed or recorded, except a password check."""
+    from governance.access.grants import check
+
+    custody = open_custody(load_settings())
+    spec = spec_of(custody, AssetKey.parse(asset))
+    decisions = check(custody.policy, spec, identify(custody, as_user, password_stdin))
+    data = [{"action": d.verb.value, "result": d.result, "reason": d.reason} for d in decisions]
+    show({"asset": str(spec.key), "user": as_user, "decisions": data}, as_json, lambda: render.decisions_table(str(spec.key), as_user, decisions))
+
+
+def _change_role(verb: str, role: str, asset: str, user: str, by: str, password_stdin: bool, as_json: bool) -> None:
+    from governance.access.grants import change_role, parse_role
+    from governance.access.policy import Verb
+
+    custody = open_custody(load_settings())
+    spec = spec_of(custody, AssetKey.parse(asset))
+    change = change_role(custody.catalog, custody.policy, identify(custody, by, password_stdin), Verb(verb),
+                         parse_role(role), spec, user, custody.specs)
+    if as_json:
+        emit_json(asdict(change))
+        return
+    console = render.stdout_console()
+    for line in render.membership_lines(change):
+        console.print(line, markup=False)
+
+
+RoleArgument = Annotated[str, typer.Argument(help="owner, producer or consumer", metavar="ROLE")]
+UserArgument = Annotated[str, typer.Argument(help="The user who gets or loses the role.", metavar="USER")]
+
+
+@access_app.command("grant")
+def access_grant(
+    role: RoleArgument, asset: Annotated[str, typer.Argument(help="DOMAIN/NAME")], user: UserArgument,
+    by: ByUser, password_stdin: PasswordStdin = False, as_json: JsonOption = False,
+) -> None:
+    """Give USER a role on the asset: add them to the role's group in the directory. Needs the owner role."""
+    _change_role("grant", role, asset, user, by, password_stdin, as_json)
+
+
+@access_app.command("revoke")
+def access_revoke(
+    role: RoleArgument, asset: Annotated[str, typer.Argument(help="DOMAIN/NAME")], user: UserArgument,
+    by: ByUser, password_stdin: PasswordStdin = False, as_json: JsonOption = False,
+) -> None:
+    """Take a role away: remove USER from the role's group in the directory. Needs the owner role."""
+    _change_role("revoke", role, asset, user, by, password_stdin, as_json)

@@ -1,0 +1,197 @@
+"""`custody ledger`: read, verify and maintain the audit ledger."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from governance import ledger, render
+from governance.cli.common import (
+    JsonOption,
+    emit_json,
+    err_console,
+    group,
+    load_settings,
+    open_catalog,
+    os_user,
+    progress_printer,
+)
+from governance.errors import IntegrityError
+from governance.runs import Assurance
+from governance.zones import AssetKey
+
+if TYPE_CHECKING:
+    from governance.rollover import AgeOffReport, RolloverReport
+
+ledger_app = group("ledger", "Read and verify the audit ledger.")
+
+
+@ledger_app.command("show")
+def ledger_show(
+    asset: Annotated[str | None, typer.Option(help="Only entries about DOMAIN/NAME.")] = None,
+    version: Annotated[int | None, typer.Option(help="Only entries about this version number.")] = None,
+    actor: Annotated[str | None, typer.Option(help="Only entries by this user.")] = None,
+    action: Annotated[str | None, typer.Option(help="Only this action, or this family: read, ingestion, ingestion.committed…")] = None,
+    run: Annotated[str | None, typer.Option(help="Only entries of this run id.")] = None,
+    since: Annotated[str | None, typer.Option(help="Only entries at or after this time (ISO 8601, UTC unless it says; a date means its midnight).", metavar="TIME")] = None,
+    until: Annotated[str | None, typer.Option(help="Only entries before this time (ISO 8601).", metavar="TIME")] = None,
+    from_seq: Annotated[int, typer.Option(min=1, help="Start at this sequence number.")] = 1,
+    limit: Annotated[int | None, typer.Option(min=1, help="At most this many entries.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Ledger entries in sequence order; page with --from-seq and --limit."""
+    if asset:
+        AssetKey.parse(asset)
+    where = ledger.LedgerFilter(asset=asset, version=version, actor=actor, action=action, run_id=run,
+                                since=_moment(since, "--since"), until=_moment(until, "--until"), from_seq=from_seq, limit=limit)
+    with open_catalog(load_settings()).session() as session:
+        found = ledger.entries(session, where)
+    if as_json:
+        emit_json([{**e.model_dump(), "details": json.loads(e.details)} for e in found])
+    else:
+        console = render.stdout_console()
+        for line in render.ledger_lines(found):
+            console.print(line, markup=False, soft_wrap=True)
+
+
+def _moment(value: str | None, option: str) -> str | None:
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError as err:
+        raise typer.BadParameter(f"{value!r} is not an ISO 8601 date or time, e.g. 2026-11-22 or 2026-11-22T09:30", param_hint=option) from err
+    return ledger.timestamp(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
+
+
+@ledger_app.command("verify")
+def ledger_verify(as_json: JsonOption = False) -> None:
+    """Recompute the hash chain and hold it against the checkpoints; name the first entry that does not fit.
+
+    The checkpoints are kept outside the database, in $CUSTODY_HOME/ledger/checkpoints.jsonl (signed
+    with CUSTODY_LEDGER_KEY when it is set): they reveal a rewritten chain or a cut tail.
+    """
+    from governance.rollover import leftovers
+
+    settings = load_settings()
+    catalog = open_catalog(settings)
+    written = catalog.checkpoints.read()
+    with catalog.session() as session:
+        result = ledger.verify(session, written)
+    unfinished = [path.name for path in leftovers(catalog, settings.ledger_segments)]
+    if unfinished:
+        err_console.print(f"notice: an interrupted rollover left {len(unfinished)} file(s) in {settings.ledger_segments} "
+                          f"({', '.join(unfinished)}); the ledger reads right without them, and the next "
+                          "`custody ledger rollover` or `maintain` finishes or removes them", markup=False)
+    if as_json:
+        emit_json({"ok": result.ok, "entries": result.entries, "first_bad_seq": result.first_bad_seq,
+                    "reason": result.reason, "checkpoints": result.checkpoints, "problems": list(result.problems),
+                    "unfinished_rollover": unfinished})
+    elif result.ok:
+        render.stdout_console().print(
+            f"ledger ok: {result.entries} entries, chain intact, {result.checkpoints} checkpoint(s) matched")
+    for problem in result.problems:
+        err_console.print(f"checkpoint problem: {problem}", markup=False)
+    if result.first_bad_seq is not None:
+        raise IntegrityError(f"ledger broken at seq {result.first_bad_seq}: {result.reason}")
+    if result.problems:
+        raise IntegrityError(f"{len(result.problems)} checkpoint(s) cannot be trusted: {result.problems[0]}")
+
+
+@ledger_app.command("rollover")
+def ledger_rollover(
+    older_than: Annotated[float | None, typer.Option("--older-than", min=0, help="Move entries older than this many days (default: CUSTODY_LEDGER_ROLLOVER_DAYS, else 30).", metavar="DAYS")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Move old entries out of the hot table into compressed segment files; show and verify still read them.
+
+    Segments are kept in $CUSTODY_HOME/ledger/segments, one per range of sequence numbers. An
+    interrupted rollover is finished or undone first.
+    """
+    from governance.maintenance import rollover_age
+    from governance.rollover import rollover
+
+    settings = load_settings()
+    after = timedelta(days=older_than) if older_than is not None else rollover_age(os.environ)
+    report = rollover(open_catalog(settings), settings.ledger_segments, after, progress=progress_printer())
+    if as_json:
+        emit_json(asdict(report))
+        return
+    _print_rollover(report)
+
+
+@ledger_app.command("age-off")
+def ledger_age_off(
+    older_than: Annotated[float | None, typer.Option("--older-than", min=0, help="Delete segments whose entries are all older than this many days (default: CUSTODY_LEDGER_RETENTION_DAYS).", metavar="DAYS")] = None,
+    max_bytes: Annotated[int | None, typer.Option("--max-bytes", min=1, help="Keep the segments within this size: beyond it, delete the oldest down to 90 % (default: CUSTODY_LEDGER_MAX_BYTES).", metavar="BYTES")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Delete the oldest ledger segments past the retention age or beyond a size budget; the rest stays verifiable.
+
+    A checkpoint marked aged-off (signed with CUSTODY_LEDGER_KEY when set) records the last entry
+    deleted, and `custody ledger verify` starts after it. Each deleted segment is a `ledger.aged_off`
+    entry. Only rolled-over entries are aged off.
+    """
+    from governance.maintenance import LedgerRetention
+    from governance.rollover import age_off
+
+    if older_than is None and max_bytes is None:
+        retention = LedgerRetention.from_environ(os.environ)
+        if not retention.ages_off:
+            raise typer.BadParameter("say how much to keep: --older-than DAYS, --max-bytes BYTES, or both "
+                                     "(or set CUSTODY_LEDGER_RETENTION_DAYS, CUSTODY_LEDGER_MAX_BYTES)", param_hint="--older-than")
+        keep_for, max_bytes = retention.keep_for, retention.max_bytes
+    else:
+        keep_for = timedelta(days=older_than) if older_than is not None else None
+    settings = load_settings()
+    report = age_off(open_catalog(settings), settings.ledger_segments, older_than=keep_for, max_bytes=max_bytes,
+                     actor=os_user(), assurance=Assurance.ASSERTED, progress=progress_printer())
+    if as_json:
+        emit_json(asdict(report))
+        return
+    _print_age_off(report)
+
+
+@ledger_app.command("maintain")
+def ledger_maintain(as_json: JsonOption = False) -> None:
+    """Roll over, then age off, as the CUSTODY_LEDGER_* settings say: what the daily schedule runs.
+
+    CUSTODY_LEDGER_ROLLOVER_DAYS (default 30) keeps entries in the hot table; CUSTODY_LEDGER_RETENTION_DAYS
+    and CUSTODY_LEDGER_MAX_BYTES (unset: nothing is deleted) bound the segments.
+    """
+    from governance.maintenance import LedgerRetention, maintain
+
+    retention = LedgerRetention.from_environ(os.environ)
+    settings = load_settings()
+    catalog = open_catalog(settings)
+    report = maintain(catalog, settings.ledger_segments, retention, actor=os_user(), assurance=Assurance.ASSERTED,
+                      progress=progress_printer())
+    catalog.checkpoint()
+    if as_json:
+        emit_json(asdict(report))
+        return
+    _print_rollover(report.rollover)
+    if report.age_off is not None:
+        _print_age_off(report.age_off)
+    else:
+        render.stdout_console().print("no age-off: neither CUSTODY_LEDGER_RETENTION_DAYS nor CUSTODY_LEDGER_MAX_BYTES is set", markup=False)
+
+
+def _print_rollover(report: RolloverReport) -> None:
+    console = render.stdout_console()
+    for name in report.adopted:
+        console.print(f"finished an interrupted rollover: {name}", markup=False)
+    for name in report.removed:
+        console.print(f"removed what an interrupted rollover left: {name}", markup=False)
+    console.print(f"rolled {report.entries:,} entries into {len(report.segments)} segment(s)", markup=False)
+
+
+def _print_age_off(report: AgeOffReport) -> None:
+    where = f"; the ledger now begins after entry {report.horizon}" if report.horizon else ""
+    render.stdout_console().print(
+        f"aged off {len(report.segments)} segment(s), {report.entries:,} entries, {report.bytes:,} B{where}", markup=False)

@@ -1,0 +1,128 @@
+"""Protecting versions, letting expired ones go, and reconciling the lake after a crash."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Annotated
+
+import typer
+
+from governance import render
+from governance.catalog.models import Criticality
+from governance.cli.common import (
+    ByUser,
+    JsonOption,
+    PasswordStdin,
+    app,
+    emit_json,
+    err_console,
+    identify,
+    load_settings,
+    open_catalog,
+    open_custody,
+    progress_printer,
+)
+from governance.retention import purge as purge_versions
+from governance.retention import set_status
+from governance.zones import Lake, VersionRef
+
+
+@app.command()
+def status(
+    version: Annotated[str, typer.Argument(help="DOMAIN/NAME@N")],
+    value: Annotated[str, typer.Argument(help="critical or normal", metavar="critical|normal")],
+    by: ByUser,
+    password_stdin: PasswordStdin = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Mark a version critical (protected from purge, with everything upstream) or normal; needs the owner role."""
+    ref, status_value = VersionRef.parse(version), Criticality.parse(value)
+    custody = open_custody(load_settings())
+    identity = identify(custody, by, password_stdin)
+    from governance.access.guard import authorize
+    from governance.access.policy import Verb
+
+    authorize(custody.catalog, custody.policy, identity, Verb.STATUS, custody.specs.get(ref.key), version=ref.number,
+              details={"to": status_value.value})
+    change = set_status(custody.catalog, ref, status_value, by, identity.assurance)
+    if as_json:
+        emit_json(asdict(change))
+        return
+    console = render.stdout_console()
+    console.print(f"{change.ref}: {change.before} -> {change.after}", markup=False)
+    if change.after == Criticality.CRITICAL:
+        console.print(f"protected: {change.ref} and {change.protected_upstream} version(s) upstream of it", markup=False)
+    if change.purged_upstream:
+        err_console.print(f"warning: already purged upstream, cannot be protected: {', '.join(change.purged_upstream)}", markup=False)
+
+
+@app.command()
+def purge(
+    versions: Annotated[list[str] | None, typer.Argument(help="DOMAIN/NAME@N to purge now (default: what each spec's retention lets go).", show_default=False)] = None,
+    by: Annotated[str | None, typer.Option("--by", help="The user running the purge (recorded in the ledger).", metavar="USER")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be purged; change nothing.")] = False,
+    password_stdin: PasswordStdin = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Apply retention: delete expired versions' files, never a protected one; needs the admin group.
+
+    Retention is each spec's keep_versions and max_age_days; the admin group is CUSTODY_ADMIN_GROUP.
+    """
+    if not dry_run and not by:
+        raise typer.BadParameter("say who runs the purge with --by USER (or use --dry-run)", param_hint="--by")
+    settings = load_settings()
+    refs = [VersionRef.parse(v) for v in versions or []]
+    custody = open_custody(settings)
+    retention = {} if refs else {spec.key: spec.body.retention for spec in custody.specs}
+    assurance = None
+    if by and not dry_run:
+        identity = identify(custody, by, password_stdin)
+        touching = [custody.specs[r.key] for r in refs if custody.specs.get(r.key)] if refs else list(custody.specs)
+        from governance.access.guard import authorize
+        from governance.access.policy import Verb
+
+        authorize(custody.catalog, custody.policy, identity, Verb.PURGE, None, touching=touching,
+                  details={"versions": versions or "by retention"})
+        assurance = identity.assurance
+    report = purge_versions(
+        open_catalog(settings), Lake(settings.lake), retention, by or "dry-run", explicit=refs, dry_run=dry_run,
+        progress=progress_printer(), assurance=assurance,
+    )
+    if as_json:
+        emit_json(asdict(report))
+        return
+    console = render.stdout_console()
+    verb = "would purge" if dry_run else "purged"
+    for candidate in report.purged:
+        console.print(f"{verb} {candidate.ref}: {candidate.reason} ({candidate.bytes:,} B)", markup=False)
+    for ref in report.finished:
+        console.print(f"{'would finish' if dry_run else 'finished'} the interrupted purge of {ref}", markup=False)
+    for ref in report.kept_protected:
+        console.print(f"kept {ref}: expired but protected by critical lineage", markup=False)
+    for ref in report.already_purged:
+        console.print(f"{ref} was purged already", markup=False)
+    if not (report.purged or report.finished or report.kept_protected or report.already_purged):
+        console.print("nothing to purge", markup=False)
+
+
+@app.command()
+def repair(
+    verify: Annotated[bool, typer.Option("--verify", help="Also re-hash every committed version's files.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Roll back interrupted attempts and remove folders no committed version owns."""
+    settings = load_settings()
+    from governance.repair import repair as repair_lake
+
+    report = repair_lake(open_catalog(settings), Lake(settings.lake), actor="custody-repair", thorough=True, verify_files=verify)
+    if as_json:
+        emit_json(asdict(report))
+    else:
+        console = render.stdout_console()
+        for label, items in (("rolled back", report.rolled_back), ("removed", report.removed), ("damaged", report.damaged)):
+            for item in items:
+                console.print(f"{label}: {item}", markup=False)
+        if report.clean:
+            console.print("nothing to repair")
+    if report.damaged:
+        raise typer.Exit(1)
