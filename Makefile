@@ -1,10 +1,11 @@
-# Custody: `make demo` sets up and runs the demo pipeline; `make test` sets up and runs every test.
+# Custody: `make demo` sets up and runs the demo pipeline; `make test` sets up and runs every test,
+# installing the system packages the tests need when missing (or saying the command to run).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 export CUSTODY_HOME ?= $(CURDIR)/.custody
 
-.PHONY: setup demo test ui clean
+.PHONY: setup system-packages demo test ui clean
 
 $(BIN)/custody: pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit("Custody needs Python 3.11 or newer, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
@@ -15,10 +16,13 @@ $(BIN)/custody: pyproject.toml
 
 setup: $(BIN)/custody
 
+system-packages:
+	PYTHON=$(PYTHON) ./scripts/system-packages
+
 demo: setup
 	$(BIN)/custody demo
 
-test: setup
+test: system-packages setup
 	$(BIN)/pytest -q
 
 ui: setup

@@ -1,6 +1,6 @@
 """A real OpenLDAP `slapd` for tests: its own configuration, a generated CA, StartTLS, on a loopback port.
 
-`.ci/run` installs slapd and ldap-utils; without them the fixtures fail, they never skip.
+`make test` installs slapd; without it the fixtures fail, they never skip.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def slapd_executable() -> str:
     for candidate in (shutil.which("slapd"), *SLAPD_CANDIDATES):
         if candidate and Path(candidate).is_file():
             return candidate
-    raise RuntimeError("slapd is not installed: `apt-get install slapd ldap-utils` (.ci/run does it)")
+    raise RuntimeError("slapd is not installed: `apt-get install slapd ldap-utils` (make test installs it)")
 
 
 def free_port() -> int:

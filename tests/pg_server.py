@@ -1,6 +1,6 @@
 """A real PostgreSQL server for tests: its own cluster in a temporary folder, password auth, loopback only.
 
-`.ci/run` installs postgresql; without it the fixtures fail, they never skip. PostgreSQL refuses to run
+`make test` installs postgresql; without it the fixtures fail, they never skip. PostgreSQL refuses to run
 as root, so under root the cluster belongs to `nobody` and its programs run through `runuser`.
 """
 
@@ -58,7 +58,7 @@ def postgres_bin() -> Path:
     for folder in candidates:
         if (Path(folder) / "initdb").is_file() and (Path(folder) / "pg_ctl").is_file():
             return Path(folder)
-    raise RuntimeError("PostgreSQL is not installed: `apt-get install postgresql` (.ci/run does it)")
+    raise RuntimeError("PostgreSQL is not installed: `apt-get install postgresql` (make test installs it)")
 
 
 def _as_server_user(command: list[str]) -> list[str]:
