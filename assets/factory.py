@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from governance.errors import CustodyError
+from governance.errors import CustodyError, error_summary
 from governance.spec import Spec, SpecSet, code_version
 from resources import CustodyResource, SparkResource
 
@@ -30,6 +30,7 @@ REQUESTED_BY_TAG = "custody/requested_by"
 SYSTEM_TAGS = ("dagster/sensor_name", "dagster/schedule_name")
 KINDS = {"spark", "parquet"}
 INGEST_RETRY = dg.RetryPolicy(max_retries=2, delay=2, backoff=dg.Backoff.EXPONENTIAL)
+TRANSIENT = (ConnectionError, TimeoutError)
 # Resources by key and one shared config schema: with typed parameters, Dagster re-inspects every
 # asset function's signature many times, which dominates load time at thousands of specs.
 RESOURCE_KEYS = {"custody", "spark"}
@@ -159,8 +160,10 @@ def run_request(context: dg.AssetExecutionContext, spec: Spec, identity: "Identi
 
 @contextmanager
 def governed(custody: CustodyResource) -> Iterator[None]:
-    """Custody's own errors fail the step with their message, without retries unless transient.
-    Either way the step ends with a ledger checkpoint, so every run ends with one."""
+    """Failures end the step with one line. Only transient ones are retried: Custody's own
+    (`retryable`) and a connection that dropped or timed out. Anything else, bad input or a Spark
+    context that died on it, would fail the same way again. Either way the step ends with a ledger
+    checkpoint, so every run ends with one."""
     try:
         yield
     except CustodyError as err:
@@ -168,6 +171,14 @@ def governed(custody: CustodyResource) -> Iterator[None]:
             description=str(err),
             metadata={"custody/error": type(err).__name__, "custody/exit_code": err.exit_code},
             allow_retries=err.retryable,
+        ) from err
+    except TRANSIENT:
+        raise
+    except Exception as err:
+        raise dg.Failure(
+            description=f"{type(err).__name__}: {error_summary(err)}",
+            metadata={"custody/error": type(err).__name__, "custody/exit_code": 1},
+            allow_retries=False,
         ) from err
     finally:
         custody.catalog.checkpoint()

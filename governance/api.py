@@ -12,9 +12,10 @@ from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from governance.access.guard import authenticate, open_policy
+from governance.access.guard import authenticate
 from governance.access.policy import Identity, Policy
 from governance.access.reads import Target, open_version, read_dataframe, read_table
+from governance.access.settings import open_policy
 from governance.catalog import Catalog
 from governance.catalog.models import VersionRow
 from governance.config import Settings
@@ -48,7 +49,8 @@ class Custody:
 
     @cached_property
     def policy(self) -> Policy:
-        return open_policy(self.settings, self.environ)
+        """Who may do what, as the settings pinned in the catalog say."""
+        return open_policy(self.catalog, self.settings, self.environ)
 
     def identity(self, user: str, password: str | None = None, run_id: str | None = None) -> Identity:
         """`user`, verified by the directory when a password is given (or set in CUSTODY_PASSWORD),

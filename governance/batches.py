@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import hashlib
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from governance.errors import BatchError, InvalidName, NotFound, UnsafePath
+from governance.errors import BatchError, InvalidName, NotFound, UnsafePath, shown
 from governance.versions import CHUNK, BatchRecord, FileEntry
 from governance.zones import AssetKey, Lake, Zone, check_batch_id
 
@@ -20,7 +21,8 @@ READY_MARKER = "_READY"
 BATCH_META = "_batch.yaml"
 SNIFF_BYTES = 8192
 UTF8_BOM = b"\xef\xbb\xbf"
-LF, CR = ord("\n"), ord("\r")
+LF, CR, TAB = ord("\n"), ord("\r"), ord("\t")
+MAX_CONTROLS_SHOWN = 5
 
 
 class BatchMeta(BaseModel):
@@ -33,8 +35,11 @@ class BatchMeta(BaseModel):
 
 @dataclass(frozen=True)
 class DropFile:
+    """A data file of a batch, and what identifies it on disk when it was checked."""
+
     path: Path
     bytes: int
+    identity: tuple[int, int, int, int]  # device, inode, size, mtime in ns
 
 
 @dataclass(frozen=True)
@@ -54,12 +59,26 @@ class Batch:
 
 
 @dataclass(frozen=True)
+class ControlChar:
+    """A control character of a text file and its line, from 1."""
+
+    file: str
+    line: int
+    code: int
+
+    def to_dict(self) -> dict[str, object]:
+        return {"file": self.file, "line": self.line, "character": f"U+{self.code:04X}"}
+
+
+@dataclass(frozen=True)
 class FileScan:
-    """What one pass over a file's bytes tells: its hash and, for text, its lines and encoding."""
+    """What one pass over a file's bytes tells: its hash and, for text, its lines, encoding and the
+    first control characters it holds."""
 
     sha256: str
     valid_utf8: bool = True
     lines: int | None = None
+    controls: tuple[ControlChar, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -77,6 +96,11 @@ class BatchScan:
     @property
     def valid_utf8(self) -> bool:
         return all(f.valid_utf8 for f in self.files)
+
+    @property
+    def controls(self) -> tuple[ControlChar, ...]:
+        """The first control characters of each file (other than tab, CR and LF)."""
+        return tuple(c for f in self.files for c in f.controls)
 
     @property
     def lines(self) -> int | None:
@@ -152,32 +176,67 @@ def _read_meta(folder: Path) -> BatchMeta:
 
 
 def _check_file(lake: Lake, drop_root: Path, entry: Path, fmt: str) -> DropFile:
+    """A data file may be a symlink within the DropZone; it must be one regular file with one name.
+
+    A hard link is refused whatever it points at: its other name may be any file the service can
+    read, outside the DropZone, and nothing in the batch says which. The check and the first bytes
+    use one open handle, so they are of the same file.
+    """
+    if ":" in entry.name or not entry.name.isprintable():
+        raise BatchError(f"{entry.parent / shown(entry.name)}: a file name may not hold ':' or a control character, "
+                         "which Spark cannot read in a path; rename the file")
     try:
         resolved = lake.contain(entry, within=drop_root)
     except UnsafePath as err:
         raise BatchError(f"{entry}: a symlink that points outside the DropZone ({entry.resolve()}) is refused") from err
     if resolved.is_dir():
         raise BatchError(f"{entry}: a batch is a flat folder of files; sub-folders are not ingested")
-    if not resolved.is_file():
-        raise BatchError(f"{entry}: not a regular file")
     try:
-        with open(resolved, "rb") as handle:
+        # Non-blocking, so that a FIFO is refused instead of waited on.
+        with os.fdopen(os.open(resolved, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
+            status = os.fstat(handle.fileno())
+            if not stat.S_ISREG(status.st_mode):
+                raise BatchError(f"{entry}: not a regular file")
+            if status.st_nlink > 1:
+                raise BatchError(f"{entry}: a hard link ({status.st_nlink} names for one file) is refused; "
+                                 "copy the file into the batch instead")
             _sniff(entry, handle.read(SNIFF_BYTES), fmt)
-            size = handle.seek(0, os.SEEK_END)
             if fmt == "parquet":
-                handle.seek(max(0, size - 4))
-                if size < 12 or handle.read(4) != b"PAR1":
+                handle.seek(max(0, status.st_size - 4))
+                if status.st_size < 12 or handle.read(4) != b"PAR1":
                     raise BatchError(f"{entry}: not a Parquet file (no PAR1 footer)")
     except OSError as err:
         raise BatchError(f"{entry}: cannot read: {err.strerror or err}") from err
-    return DropFile(entry, size)
+    return DropFile(entry, status.st_size, _identity(status))
+
+
+def _identity(status: os.stat_result) -> tuple[int, int, int, int]:
+    return status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns
+
+
+def check_unchanged(batch: Batch) -> None:
+    """Raise BatchError if a file of the batch was replaced, relinked or written since it was checked."""
+    for f in batch.files:
+        try:
+            status = os.stat(f.path)
+        except OSError as err:
+            raise BatchError(f"{f.path}: cannot read: {err.strerror or err}") from err
+        _refuse_changed(f, status)
+
+
+def _refuse_changed(file: DropFile, status: os.stat_result) -> None:
+    if _identity(status) == file.identity and status.st_nlink == 1:
+        return
+    how = f"{file.bytes} bytes, then {status.st_size}" if status.st_size != file.bytes else "replaced or rewritten"
+    raise BatchError(f"{file.path}: changed while being ingested ({how}); a batch must not change once marked ready")
 
 
 def _scan_file(file: DropFile, fmt: str) -> FileScan:
-    digest, text = hashlib.sha256(), TextScan() if fmt != "parquet" else None
-    size = 0
+    digest, text = hashlib.sha256(), TextScan(file.path.name) if fmt != "parquet" else None
     try:
         with open(file.path, "rb") as handle:
+            _refuse_changed(file, os.fstat(handle.fileno()))
+            size = 0
             while block := handle.read(CHUNK):
                 digest.update(block)
                 size += len(block)
@@ -189,29 +248,42 @@ def _scan_file(file: DropFile, fmt: str) -> FileScan:
         raise BatchError(f"{file.path}: changed while being ingested ({file.bytes} bytes, then {size}); "
                          "a batch must not change once marked ready")
     if text:
-        return FileScan(digest.hexdigest(), text.valid_utf8, text.lines)
+        return FileScan(digest.hexdigest(), text.valid_utf8, text.lines, text.controls)
     return FileScan(digest.hexdigest())
 
 
 class TextScan:
     """What ingestion needs to know of a text file, learnt in the hashing pass: whether it is valid
-    UTF-8, and how many lines it holds, ended by LF, CR or CRLF as Spark's line reader splits them."""
+    UTF-8, how many lines it holds, ended by LF, CR or CRLF as Spark's line reader splits them, and
+    the lines of its first control characters (any below U+0020 but tab, LF and CR)."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "") -> None:
+        self.name = name
         self._utf8 = Utf8Check()
         self._line_ends = 0
         self._last = b""
+        self.controls: tuple[ControlChar, ...] = ()
 
     def feed(self, block: bytes) -> None:
         self._utf8.feed(block)
         view = np.frombuffer(block, np.uint8)
-        self._line_ends += int(np.count_nonzero(view == LF))
-        if b"\r" in block:
-            cr = view == CR
-            self._line_ends += int(np.count_nonzero(cr)) - int(np.count_nonzero(cr[:-1] & (view[1:] == LF)))
-        if self._last == b"\r" and block[:1] == b"\n":
-            self._line_ends -= 1  # a CRLF split across two blocks
+        before = self._line_ends
+        feeds = int(np.count_nonzero(view == LF))
+        returns = int(np.count_nonzero(view == CR)) if b"\r" in block else 0
+        self._line_ends += _line_ends(view, self._last, feeds, returns)
+        tabs = block.count(b"\t") if b"\t" in block else 0
+        if len(self.controls) < MAX_CONTROLS_SHOWN and int(np.count_nonzero(view < 32)) > feeds + returns + tabs:
+            self._note_controls(view, before)
         self._last = block[-1:]
+
+    def _note_controls(self, view: np.ndarray, line_ends_before: int) -> None:
+        positions = np.flatnonzero((view < 32) & (view != LF) & (view != CR) & (view != TAB))
+        found = list(self.controls)
+        for position in positions[: MAX_CONTROLS_SHOWN - len(found)]:
+            head = view[:position]
+            ends = _line_ends(head, self._last, int(np.count_nonzero(head == LF)), int(np.count_nonzero(head == CR)))
+            found.append(ControlChar(self.name, line_ends_before + ends + 1, int(view[position])))
+        self.controls = tuple(found)
 
     @property
     def valid_utf8(self) -> bool:
@@ -221,6 +293,17 @@ class TextScan:
     def lines(self) -> int:
         unterminated = self._last not in (b"", b"\n", b"\r")
         return self._line_ends + unterminated
+
+
+def _line_ends(view: np.ndarray, last: bytes, feeds: int, returns: int) -> int:
+    """Line ends in `view`, which follows a block ending in `last`: LF, CR, and CRLF counted once."""
+    ends = feeds
+    if returns:
+        cr = view == CR
+        ends += returns - int(np.count_nonzero(cr[:-1] & (view[1:] == LF)))
+    if last == b"\r" and len(view) and view[0] == LF:
+        ends -= 1  # a CRLF split across two blocks
+    return ends
 
 
 class Utf8Check:
@@ -259,14 +342,10 @@ def _sniff(path: Path, head: bytes, fmt: str) -> None:
         if not head.startswith(b"PAR1"):
             raise BatchError(f"{path}: not a Parquet file (no PAR1 header)")
         return
-    nul = head.find(b"\x00")
-    if nul >= 0:
-        raise BatchError(f"{path}: looks binary (NUL byte at offset {nul}), not {fmt.upper()} text")
     if fmt == "json":
         text = head.removeprefix(UTF8_BOM).lstrip()
         if text and text[:1] not in (b"{", b"["):
-            shown = text[:20].decode("utf-8", errors="replace")
-            raise BatchError(f"{path}: not JSON: it starts with {shown!r}; expected JSON objects, one per line")
+            raise BatchError(f"{path}: not JSON: expected JSON objects, one per line, and the file starts with neither '{{' nor '['")
         if not text:
             raise BatchError(f"{path}: holds only whitespace")
 

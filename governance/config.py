@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from governance.errors import InvalidInput
 
 DEFAULT_HOME = ".custody"
+# The policy settings: pinned in the catalog when first used, then changed only by an admin.
+POLICY_VARIABLES = {
+    "directory": "CUSTODY_DIRECTORY",
+    "admin_group": "CUSTODY_ADMIN_GROUP",
+    "auditor_group": "CUSTODY_AUDITOR_GROUP",
+    "require_verified": "CUSTODY_REQUIRE_VERIFIED",
+}
 
 
 @dataclass(frozen=True)
@@ -27,6 +34,9 @@ class Settings:
     column_lineage: str = "on"
     column_lineage_cap: str | None = None
     require_verified: str = "restricted"
+    auditor_group: str = "auditors"
+    # Which policy settings this process was given rather than defaulted: those must agree with the pinned ones.
+    explicit: frozenset[str] = field(default=frozenset())
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -44,6 +54,8 @@ class Settings:
             column_lineage=env.get("CUSTODY_COLUMN_LINEAGE") or "on",
             column_lineage_cap=env.get("CUSTODY_COLUMN_LINEAGE_CAP") or None,
             require_verified=env.get("CUSTODY_REQUIRE_VERIFIED", "restricted"),
+            auditor_group=env.get("CUSTODY_AUDITOR_GROUP") or "auditors",
+            explicit=_explicit(env),
         )
 
     @classmethod
@@ -63,6 +75,12 @@ class Settings:
     @property
     def cache_dir(self) -> Path:
         return self.home / "cache"
+
+
+def _explicit(env: Mapping[str, str]) -> frozenset[str]:
+    """The policy settings `env` sets; an empty value counts only for require_verified, where it means none."""
+    return frozenset(key for key, variable in POLICY_VARIABLES.items()
+                     if env.get(variable) or (key == "require_verified" and variable in env))
 
 
 def env_amount(environ: Mapping[str, str], name: str, unit: str) -> float | None:

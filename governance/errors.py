@@ -12,6 +12,18 @@ def error_summary(err: BaseException) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
+def printable(text: str, keep: str = "") -> str:
+    """`text` with control and other unprintable characters escaped (`\\x1b`), but those in `keep`:
+    what a terminal shows as it is, with no escape sequence of someone else's."""
+    return "".join(ch if ch.isprintable() or ch in keep else ascii(ch)[1:-1] for ch in text)
+
+
+def shown(text: str, limit: int = 64) -> str:
+    """A user- or data-derived string as a message may quote it: printable, cut to `limit` characters."""
+    escaped = printable(text)
+    return escaped if len(escaped) <= limit else escaped[: limit - 1] + "…"
+
+
 class CustodyError(Exception):
     """Base of every error Custody raises on purpose. `exit_code` follows the CLI contract."""
 

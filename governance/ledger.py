@@ -44,6 +44,9 @@ class Action:
     MEMBER_ADDED = "member.added"
     MEMBER_REMOVED = "member.removed"
     LEDGER_AGED_OFF = "ledger.aged_off"
+    SETTINGS_PINNED = "settings.pinned"
+    SETTINGS_CHANGED = "settings.changed"
+    SETTINGS_REFUSED = "settings.refused"
 
 
 HASHED = ("seq", "ts", "actor", "action", "asset_key", "version", "run_id", "details", "assurance")

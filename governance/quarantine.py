@@ -4,17 +4,27 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import json
+import re
 from decimal import Decimal, InvalidOperation
 
 from governance.spec import COLUMN_TYPE, Column
 
 _INT_RANGES = {"byte": 8, "short": 16, "int": 32, "long": 64}
+# Deeper JSON overflows the stack of the JVM that infers its schema; 64 levels is far more than
+# any record flattened into columns needs.
+MAX_JSON_DEPTH = 64
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
+_JSON_TYPES = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean", type(None): "null"}
 
 
 def explain_csv_record(raw: str | None, columns: list[Column], delimiter: str) -> str:
     """Re-parse one malformed CSV record and name the first thing wrong with it."""
     if raw is None:
         return "malformed row"
+    control = _CONTROL.search(raw)
+    if control:
+        return f"holds control character U+{ord(control.group()):04X}"
     try:
         rows = list(csv.reader([raw], delimiter=delimiter, strict=True))
     except csv.Error as err:
@@ -26,7 +36,7 @@ def explain_csv_record(raw: str | None, columns: list[Column], delimiter: str) -
         if value == "":
             continue
         if not _parses(value, column.type):
-            return f"column {column.name}: {value[:60]!r} is not a valid {column.type}"
+            return f"column {column.name} is not a valid {column.type}"
     if '"' in raw:
         return "bad quoting"
     return "malformed row"
@@ -51,3 +61,47 @@ def _parses(value: str, type_name: str) -> bool:
     except (ValueError, InvalidOperation):
         return False
     return True
+
+
+def explain_json_record(raw: str | None, *, whole: bool = True) -> str:
+    """Name what keeps one JSON record from being an object Spark reads, without quoting it. Of a
+    record cut short (not `whole`), only its depth and control characters can be told."""
+    if raw is None:
+        return "not a JSON object"
+    if _depth(raw) > MAX_JSON_DEPTH:
+        return f"not valid JSON: nested deeper than {MAX_JSON_DEPTH} levels"
+    control = _CONTROL.search(raw)
+    if control:
+        return f"not valid JSON: holds control character U+{ord(control.group()):04X}"
+    if not whole:
+        return "not a JSON object"
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as err:
+        return f"not valid JSON: {err.msg.lower()} at character {err.pos + 1}"
+    if not isinstance(value, dict):
+        return f"not a JSON object: {_JSON_TYPES.get(type(value), 'another value')}"
+    return "not a JSON object Spark can read"
+
+
+def _depth(raw: str) -> int:
+    """How deep brackets nest outside strings: counted without parsing, which a deep record would
+    take past Python's recursion limit."""
+    deepest = depth = 0
+    in_string = escaped = False
+    for ch in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest

@@ -6,11 +6,12 @@ import json
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.markup import escape
+from rich.markup import escape as escape_markup
 from rich.table import Table
 from rich.tree import Tree
 
 from governance.catalog.models import Criticality, LedgerEntry, VersionRow, VersionStatus
+from governance.errors import printable
 from governance.lineage.column_trace import Batch, ColumnNode, Ending, Origin, Overview
 from governance.lineage.columns import Edge
 from governance.lineage.graph import Direction, Lineage, VersionNode
@@ -23,6 +24,11 @@ if TYPE_CHECKING:
     from governance.access.policy import Decision
 
 
+def escape(text: str) -> str:
+    """Data or a name for a place that reads markup: shown as it is, unprintable characters escaped."""
+    return escape_markup(printable(text, keep="\n"))
+
+
 def short(value: str | None, width: int = 12) -> str:
     return (value or "")[:width]
 
@@ -33,8 +39,8 @@ def versions_table(asset: str, rows: list[VersionRow]) -> Table:
         table.add_column(column, justify="right" if column in ("version", "rows", "quarantined") else "left")
     for row in rows:
         table.add_row(
-            str(row.number), row.label or "", row.created_at.strftime("%Y-%m-%d %H:%M:%S"), f"{row.rows:,}",
-            f"{row.rows_quarantined:,}", short(row.data_version), row.requested_by, short(row.run_id, 8),
+            str(row.number), escape(row.label or ""), row.created_at.strftime("%Y-%m-%d %H:%M:%S"), f"{row.rows:,}",
+            f"{row.rows_quarantined:,}", short(row.data_version), escape(row.requested_by), short(row.run_id, 8),
             _state(row),
         )
     return table
@@ -110,7 +116,7 @@ def column_overview(overview: Overview) -> Table:
         table.add_row("[italic]every column[/]", *_dep_cells(overview.every_column))
     summary = summary_of(version)
     notes = [f"approximate for {name}" for name in summary.get("fallbacks", [])] + list(summary.get("notes", []))
-    table.caption = "; ".join(notes) or None
+    table.caption = escape("; ".join(notes)) or None
     return table
 
 
@@ -185,7 +191,7 @@ def ledger_lines(entries: list[LedgerEntry]) -> list[str]:
             target += f"@{entry.version}"
         run = f" run {short(entry.run_id, 8)}" if entry.run_id else ""
         who = f"{entry.actor} ({entry.assurance})" if entry.assurance else entry.actor
-        lines.append(f"{entry.seq:>6}  {entry.ts[:19].replace('T', ' ')}  {who:<22} {entry.action:<26} {target}{run}  {_details(entry.details)}")
+        lines.append(printable(f"{entry.seq:>6}  {entry.ts[:19].replace('T', ' ')}  {who:<22} {entry.action:<26} {target}{run}  {_details(entry.details)}"))
     return lines
 
 
@@ -209,17 +215,17 @@ def rows_table(ref: str, table: pa.Table, total: int) -> Table:
 def access_table(view: AccessView) -> Table:
     rules = [view.classification] + (["pii"] if view.pii else []) + (["verified identity required"] if view.needs_verified else [])
     table = Table(title=f"Access to {view.asset} ({', '.join(rules)})", title_justify="left",
-                  caption=f"purge: admin group {view.admin_group} ({', '.join(view.admins) or 'no members'})",
+                  caption=escape(f"purge: admin group {view.admin_group} ({', '.join(view.admins) or 'no members'})"),
                   caption_justify="left")
     for column in ("role", "group", "members", "may"):
         table.add_column(column)
     for role in view.roles:
-        table.add_row(role.role, role.group, ", ".join(role.members) or "-", ", ".join(role.may))
+        table.add_row(role.role, escape(role.group), escape(", ".join(role.members)) or "-", ", ".join(role.may))
     return table
 
 
 def decisions_table(asset: str, user: str, decisions: list[Decision]) -> Table:
-    table = Table(title=f"What {user} may do to {asset}", title_justify="left")
+    table = Table(title=escape(f"What {user} may do to {asset}"), title_justify="left")
     for column in ("action", "result", "why"):
         table.add_column(column)
     for decision in decisions:
@@ -242,4 +248,6 @@ def membership_lines(change: MembershipChange) -> list[str]:
 
 
 def stdout_console() -> Console:
-    return Console(highlight=False, soft_wrap=False)
+    """Standard output for people. Data is printed as it is: no emoji codes (`:x:`) are replaced;
+    markup is only Custody's own, data in it is escaped."""
+    return Console(highlight=False, soft_wrap=False, emoji=False)

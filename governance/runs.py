@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import getpass
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from governance import ledger
 from governance.catalog import Catalog, utcnow
@@ -14,6 +16,14 @@ from governance.errors import CustodyError
 from governance.zones import AssetKey, Lake, Staging, new_attempt_id
 
 Progress = Callable[[str], None]
+
+
+def os_user() -> str:
+    """Who runs this process, as the operating system names them: the actor of housekeeping."""
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no login name in the environment and no passwd entry
+        return "unknown"
 
 
 def quiet(_message: str) -> None:
@@ -55,10 +65,24 @@ def attempt(catalog: Catalog, lake: Lake, key: AssetKey, request: RunRequest, fa
 
 
 def _record_failure(catalog: Catalog, attempt_id: str, key: AssetKey, request: RunRequest, action: str, err: BaseException) -> None:
-    reason = str(err) if isinstance(err, CustodyError) else f"{type(err).__name__}: {err}"
     with catalog.session() as session:
-        catalog.finish_attempt(session, attempt_id, "failed", error=reason)
-        ledger.append(
-            session, actor=request.requested_by, action=action, asset=str(key), run_id=request.run_id,
-            assurance=request.assurance, details={"error": reason[:2000], "error_type": type(err).__name__, "attempt": attempt_id},
-        )
+        catalog.finish_attempt(session, attempt_id, "failed", error=_reason(err))
+        _append_failure(session, key, request, action, err, {"attempt": attempt_id})
+
+
+def record_failure(catalog: Catalog, key: AssetKey, request: RunRequest, action: str, err: BaseException,
+                   details: Mapping[str, Any] | None = None) -> None:
+    """A request that failed before it had an attempt: a ledger entry with its reason."""
+    with catalog.session() as session:
+        _append_failure(session, key, request, action, err, details or {})
+
+
+def _reason(err: BaseException) -> str:
+    return str(err) if isinstance(err, CustodyError) else f"{type(err).__name__}: {err}"
+
+
+def _append_failure(session, key: AssetKey, request: RunRequest, action: str, err: BaseException, details: Mapping[str, Any]) -> None:
+    ledger.append(
+        session, actor=request.requested_by, action=action, asset=str(key), run_id=request.run_id,
+        assurance=request.assurance, details={"error": _reason(err)[:2000], "error_type": type(err).__name__, **details},
+    )

@@ -49,7 +49,7 @@ class CustodyResource(dg.ConfigurableResource):
         if self.column_lineage:
             settings = replace(settings, column_lineage=self.column_lineage)
         if self.directory:
-            settings = replace(settings, directory=self.directory)
+            settings = replace(settings, directory=self.directory, explicit=settings.explicit | {"directory"})
         return settings
 
     def column_options(self) -> ColumnOptions | None:
@@ -60,11 +60,10 @@ class CustodyResource(dg.ConfigurableResource):
         return ColumnOptions.from_settings(settings.column_lineage, settings.column_lineage_cap)
 
     def policy(self) -> Policy:
-        """Who may do what: the directory CUSTODY_DIRECTORY names, the admin group, the assurance rules."""
-        from governance.access.guard import open_policy
+        """Who may do what: the directory, the admin group and the assurance rules pinned in the catalog."""
+        from governance.access.settings import open_policy
 
-        settings = self.settings()
-        return open_policy(settings, os.environ, _directory(settings.directory))
+        return open_policy(self.catalog, self.settings(), os.environ, _directory)
 
     def events(self) -> Emitter:
         """The OpenLineage emitter; an HTTP transport's API key is read from the environment only."""

@@ -233,13 +233,14 @@ def test_access_show_lists_each_role_s_group_members_and_rights(cli_env, capsys)
     assert code == 0 and "sales-producers" in out and "bob" in out
 
 
-def test_access_check_explains_each_answer_and_records_nothing(cli_env, capsys):
+def test_access_check_explains_each_answer_and_records_no_decision(cli_env, capsys):
+    assert cli(capsys, "settings", "show")[0] == 0  # the first use pins the policy settings, which is recorded
     code, out, _ = cli(capsys, "access", "check", "sales/product_summary", "--as", "bob", "--json")
     answers = {d["action"]: (d["result"], d["reason"]) for d in json.loads(out)["decisions"]}
     assert code == 0
     assert answers["materialize"] == ("allowed", "bob is in sales-producers, producer of sales/product_summary")
     assert answers["grant"][0] == "denied" and "ingest" not in answers
-    assert cli(capsys, "ledger", "show", "--json")[1].strip() == "[]"
+    assert [e["action"] for e in json.loads(cli(capsys, "ledger", "show", "--json")[1])] == ["settings.pinned"]
 
 
 def test_specs_check_fails_when_a_consumer_group_is_not_covered(cli_env, tmp_path, monkeypatch, capsys):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 import pytest
+from py4j.protocol import Py4JNetworkError
 
 import governance.ingest
 from assets.definitions import build_definitions
@@ -107,13 +108,32 @@ def test_a_transient_failure_is_retried(demo_specs, resources, instance, catalog
     def flaky(*args, **kwargs):
         calls.append(1)
         if len(calls) == 1:
-            raise OSError("connection reset by peer")
+            raise ConnectionResetError("connection reset by peer")
         return real_ingest(*args, **kwargs)
 
     monkeypatch.setattr(governance.ingest, "ingest", flaky)
     result = run(demo_specs, resources, instance, [PRODUCTS], batch_config(PRODUCTS, demo_round.products_batch))
     assert result.success and len(calls) == 2
     assert [v.number for v in catalog.versions(PRODUCTS)] == [1]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [RuntimeError("unexpected"), Py4JNetworkError("Answer from Java side is empty"), PermissionError("denied by the disk")],
+    ids=["a bug", "a Spark context that died", "a file it may not read"],
+)
+def test_a_failure_that_is_not_transient_is_not_retried(demo_specs, resources, instance, catalog, demo_round, monkeypatch, error):
+    calls = []
+
+    def failing(*_args, **_kwargs):
+        calls.append(1)
+        raise error
+
+    monkeypatch.setattr(governance.ingest, "ingest", failing)
+    result = run(demo_specs, resources, instance, [PRODUCTS], batch_config(PRODUCTS, demo_round.products_batch))
+    assert not result.success and len(calls) == 1
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    assert failure.step_failure_data.user_failure_data.description.startswith(type(error).__name__)
 
 
 def test_a_validation_failure_is_not_retried(demo_specs, resources, instance, catalog, demo_round):

@@ -91,6 +91,21 @@ def test_a_bad_batch_fails_the_run_with_one_clear_line_and_exit_1(cli_env, spark
     assert_nothing_committed_cli(cli_env)
 
 
+def test_errors_and_tables_show_names_and_data_as_they_are(cli_env, spark, capsys, monkeypatch):
+    """No markup is read in what a file or a producer wrote, and no emoji code is replaced."""
+    monkeypatch.setenv("COLUMNS", "250")
+    lake = Lake(cli_env.lake)
+    drop(lake, "sales/products", "b1", {"products.csv": b"product_id,[red]name[/red],:x:,unit_price\n1,a,b,2\n"})
+    code, _, err = cli(capsys, "ingest", "sales/products", "--as", "bob")
+    assert code == 1
+    assert "unexpected [red]name[/red], :x:" in err and "\u274c" not in err
+    products = b"product_id,product_name,category,unit_price\np1,Lamp,home,9.50\n"
+    drop(lake, "sales/products", "b2", {"products.csv": products}, label="[bold]:x:[/bold]")
+    assert cli(capsys, "ingest", "sales/products", "--batch", "b2", "--as", "bob")[0] == 0
+    code, out, _ = cli(capsys, "versions", "sales/products")
+    assert code == 0 and "[bold]:x:[/bold]" in out
+
+
 def assert_nothing_committed_cli(settings):
     assert_nothing_committed(Catalog.from_url(settings.catalog_url), Lake(settings.lake), "sales/products")
 

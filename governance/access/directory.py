@@ -66,6 +66,11 @@ class Directory(Protocol):
         """Whether `password` is `user`'s own, as the directory checks it."""
         ...
 
+    @property
+    def verifies_passwords(self) -> bool:
+        """Whether `authenticate` can establish a verified identity here."""
+        ...
+
 
 @dataclass(frozen=True)
 class _Members:
@@ -135,6 +140,8 @@ class FileDirectory:
 
     def remove_member(self, group: str, user: str) -> bool:
         return self._change(group, user, lambda members: [m for m in members if m != user] if user in members else None)
+
+    verifies_passwords = False
 
     def authenticate(self, user: str, password: str) -> bool:
         raise InvalidInput(f"{self.path} holds no passwords: a verified identity needs an LDAP directory (CUSTODY_DIRECTORY=ldap://… or ldaps://…)")
@@ -207,6 +214,8 @@ class LdapDirectory:
 
     def remove_member(self, group: str, user: str) -> bool:
         return self._change(group, user, add=False)
+
+    verifies_passwords = True
 
     def authenticate(self, user: str, password: str) -> bool:
         """Bind as the user over the same verified TLS; an empty password is refused, since LDAP

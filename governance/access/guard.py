@@ -9,32 +9,15 @@ from typing import Any
 from sqlmodel import col, select
 
 from governance import ledger
-from governance.access.directory import NAME, Directory, open_directory
-from governance.access.policy import (
-    Decision,
-    Identity,
-    Policy,
-    Verb,
-    coverage_problems,
-    parse_classifications,
-)
+from governance.access.directory import NAME, Directory
+from governance.access.policy import Decision, Identity, Policy, Verb, coverage_problems
 from governance.catalog import Catalog
 from governance.catalog.models import LedgerEntry
-from governance.config import Settings
 from governance.errors import AccessDenied, DirectoryUnavailable, InvalidInput, error_summary
 from governance.runs import Assurance
 from governance.spec import Spec
 
 ANONYMOUS = "anonymous"
-
-
-def open_policy(settings: Settings, environ: Mapping[str, str], directory: Directory | None = None) -> Policy:
-    """The policy the settings describe, over `directory` or the one CUSTODY_DIRECTORY names."""
-    return Policy(
-        directory=directory or open_directory(settings.directory, environ),
-        admin_group=settings.admin_group,
-        require_verified=parse_classifications(settings.require_verified),
-    )
 
 
 def ledger_actor(user: str) -> str:
@@ -57,7 +40,8 @@ def record_all(catalog: Catalog, decisions: Sequence[tuple[Decision, Details]], 
             ledger.append(
                 session, actor=ledger_actor(decision.identity.user), action=decision.verb.value, asset=decision.asset,
                 version=decision.version, run_id=run_id, assurance=decision.identity.assurance,
-                details={"result": decision.result, "reason": decision.reason, "role": decision.role, **(details or {})},
+                details={"result": decision.result, "reason": decision.reason, "role": decision.role, **(details or {}),
+                         **({"directory": decision.directory} if decision.directory else {})},
             )
 
 

@@ -33,6 +33,7 @@ class Verb(StrEnum):
     STATUS = "status"
     PURGE = "purge"
     AUTHENTICATE = "authenticate"
+    SETTINGS = "settings"
 
 
 ROLES_FOR: Mapping[Verb, tuple[Role, ...]] = {
@@ -46,7 +47,9 @@ ROLES_FOR: Mapping[Verb, tuple[Role, ...]] = {
 
 
 PHRASES: Mapping[Verb, str] = {Verb.STATUS: "change the status of", Verb.GRANT: "grant roles on",
-                                Verb.REVOKE: "revoke roles on"}
+                                Verb.REVOKE: "revoke roles on", Verb.SETTINGS: "change the policy settings"}
+# What only the admin group may do.
+ADMIN_VERBS = frozenset({Verb.PURGE, Verb.SETTINGS})
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,7 @@ class Decision:
     reason: str
     version: int | None = None
     role: str | None = None
+    directory: str | None = None  # which directory answered, as pinned
 
     @property
     def result(self) -> str:
@@ -80,11 +84,13 @@ class Decision:
 
 @dataclass(frozen=True)
 class Policy:
-    """The directory, the admin group, and which classifications need a verified identity."""
+    """The directory, the admin group, and which classifications need a verified identity; `source`
+    names the directory as the catalog pins it."""
 
     directory: Directory
     admin_group: str = "custody-admins"
     require_verified: frozenset[Classification] = frozenset({Classification.RESTRICTED})
+    source: str = ""
 
     def decide(self, identity: Identity, verb: Verb, spec: Spec | None, version: int | None = None,
                touching: Iterable[Spec] = ()) -> Decision:
@@ -92,7 +98,7 @@ class Policy:
         asset = str(spec.key) if spec else None
 
         def answer(allowed: bool, reason: str, role: str | None = None) -> Decision:
-            return Decision(identity, verb, asset, allowed, reason, version, role)
+            return Decision(identity, verb, asset, allowed, reason, version, role, self.source or None)
 
         try:
             checked_name(identity.user)
@@ -105,8 +111,8 @@ class Policy:
             return answer(False, f"{unverified.key} is {unverified.body.classification}: {verb} needs a verified identity, "
                                  f"which the CLI establishes with --password-stdin or CUSTODY_PASSWORD; "
                                  f"{identity.user}'s is {identity.assurance}")
-        if verb is Verb.PURGE:
-            return self._admin(identity, answer)
+        if verb in ADMIN_VERBS:
+            return self._admin(identity, verb, answer)
         if spec is None:
             return answer(False, "no spec declares the asset, so no one holds a role on it")
         try:
@@ -126,14 +132,14 @@ class Policy:
             return None
         return next((s for s in specs if s.body.classification in self.require_verified), None)
 
-    def _admin(self, identity: Identity, answer) -> Decision:
+    def _admin(self, identity: Identity, verb: Verb, answer) -> Decision:
         try:
             groups = self.directory.groups_of(identity.user)
         except DirectoryUnavailable as err:
             return answer(False, str(err))
         if self.admin_group in groups:
             return answer(True, f"{identity.user} is in {self.admin_group}, the admin group", "admin")
-        return answer(False, f"{identity.user} may not purge: it needs the admin group {self.admin_group}")
+        return answer(False, f"{identity.user} may not {PHRASES.get(verb, verb)}: it needs the admin group {self.admin_group}")
 
 
 def group_of(spec: Spec, role: Role) -> str:

@@ -56,6 +56,18 @@ class SpecSnapshot(SQLModel, table=True):
     recorded_at: datetime
 
 
+class PolicySetting(SQLModel, table=True):
+    """A policy setting pinned in the catalog: decisions take it from here, not from a process's environment."""
+
+    __tablename__ = "policy_setting"
+
+    key: str = Field(primary_key=True)
+    value: str
+    set_by: str
+    assurance: str
+    set_at: datetime
+
+
 class Attempt(SQLModel, table=True):
     """One try at producing a version; `running` rows whose lock is free were interrupted."""
 

@@ -11,10 +11,13 @@ import sys
 
 import typer
 
-# Imported for their commands, in the order `custody --help` lists them.
-from governance.cli import access, ledger, lineage, queries, retention, runs, specs  # noqa: F401
 from governance.cli.common import State, app, err_console
-from governance.errors import CustodyError
+
+# Imported for their commands, in the order `custody --help` lists them.
+# isort: off
+from governance.cli import runs, queries, retention, specs, access, settings, ledger, lineage  # noqa: F401
+# isort: on
+from governance.errors import CustodyError, printable
 
 
 def _unwrapped(doc: str) -> str:
@@ -46,7 +49,7 @@ def run(args: list[str] | None = None) -> int:
     except CustodyError as err:
         if State["verbose"]:
             err_console.print_exception()
-        err_console.print(f"error: {err}", markup=False)
+        err_console.print(printable(f"error: {err}", keep="\n"), markup=False)
         return err.exit_code
     return result if isinstance(result, int) else 0
 

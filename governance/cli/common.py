@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
 import sys
@@ -17,7 +16,7 @@ from rich.text import Text
 from governance import render
 from governance.catalog import Catalog
 from governance.config import Settings
-from governance.errors import InvalidInput, NotFound
+from governance.errors import InvalidInput, NotFound, printable
 from governance.spec import Spec
 from governance.zones import AssetKey
 
@@ -33,7 +32,8 @@ app = typer.Typer(
     add_completion=False,
 )
 
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+# Errors quote names and data as they are: no emoji codes (`:x:`) replaced, no markup read in them.
+err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 State = {"verbose": False}
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
@@ -116,14 +116,6 @@ def progress_printer() -> Callable[[str], None]:
     started = time.monotonic()
 
     def report(message: str) -> None:
-        err_console.print(Text.assemble((f"{time.monotonic() - started:6.1f}s ", "dim"), message))
+        err_console.print(Text.assemble((f"{time.monotonic() - started:6.1f}s ", "dim"), printable(message, keep="\n")))
 
     return report
-
-
-def os_user() -> str:
-    """Who runs a housekeeping command, as the operating system names them: the ledger's actor for it."""
-    try:
-        return getpass.getuser()
-    except (OSError, KeyError):  # no login name in the environment and no passwd entry
-        return "unknown"

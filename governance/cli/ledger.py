@@ -18,11 +18,10 @@ from governance.cli.common import (
     group,
     load_settings,
     open_catalog,
-    os_user,
     progress_printer,
 )
 from governance.errors import IntegrityError
-from governance.runs import Assurance
+from governance.runs import Assurance, os_user
 from governance.zones import AssetKey
 
 if TYPE_CHECKING:

@@ -24,6 +24,7 @@ from governance.cli.common import (
     progress_printer,
 )
 from governance.config import Settings
+from governance.errors import printable
 from governance.lineage.graph import provenance as provenance_of
 from governance.runtime import require_java
 from governance.zones import AssetKey, Lake, VersionRef
@@ -74,10 +75,10 @@ def _run(settings: Settings, selection, requested_by: str, as_json: bool, ingest
         emit_json(asdict(outcome))
     else:
         for version in outcome.versions:
-            render.stdout_console().print(f"committed {version}  (run {outcome.run_id})")
+            render.stdout_console().print(f"committed {version}  (run {outcome.run_id})", markup=False)
     if not outcome.success:
         for failure in outcome.failures:
-            err_console.print(f"error: {failure.asset.replace('__', '/')}: {failure.message}", markup=False)
+            err_console.print(printable(f"error: {failure.asset.replace('__', '/')}: {failure.message}", keep="\n"), markup=False)
         raise typer.Exit(max((f.exit_code for f in outcome.failures), default=1))
 
 

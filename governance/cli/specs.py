@@ -17,7 +17,7 @@ from governance.cli.common import (
     load_settings,
     open_custody,
 )
-from governance.errors import SpecError
+from governance.errors import SpecError, printable
 from governance.spec import check_specs, load_specs
 
 if TYPE_CHECKING:
@@ -40,10 +40,10 @@ def specs_check(
     if as_json:
         emit_json({"ok": not problems, "problems": [asdict(p) for p in problems]})
     elif not problems:
-        render.stdout_console().print(f"specs in {root}: ok")
+        render.stdout_console().print(f"specs in {root}: ok", markup=False)
     if problems:
         if not as_json:
-            err_console.print(str(SpecError(problems)), markup=False)
+            err_console.print(printable(str(SpecError(problems)), keep="\n"), markup=False)
         raise typer.Exit(1)
 
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
+from urllib.parse import quote
 
 from py4j.protocol import Py4JError
 from pyspark.sql import DataFrame
@@ -58,6 +60,7 @@ _TABLE_RELATIONS = frozenset({"DataSourceV2Relation", "DataSourceV2ScanRelation"
 _RDD_RELATIONS = frozenset({"LogicalRDD"})
 _DATA_IN_PLAN = frozenset({"LocalRelation", "Range", "OneRowRelation"})
 _SEMI_JOINS = ("LeftSemi", "LeftAnti")
+_HADOOP_PATH = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):(//[^/]*)?(/.*)")
 
 # A column's dependencies while the plan is read: (relation leaf, column) -> the ways it depends.
 Deps = Mapping[tuple[int, str], frozenset[Edge]]
@@ -615,4 +618,14 @@ def _files_of(relation) -> tuple[tuple[str, ...], str | None]:
     except Py4JError:
         return (), None
     # A HadoopFsRelation's string is its format's short name.
-    return tuple(p for p in paths if p), relation.toString()
+    return tuple(_as_uri(p) for p in paths if p), relation.toString()
+
+
+def _as_uri(hadoop_path: str) -> str:
+    """A Hadoop path's string (`file:/a/c?.csv`, its characters as they are) as the URI it names, so
+    that it reads back as the same path wherever URIs are decoded."""
+    match = _HADOOP_PATH.fullmatch(hadoop_path)
+    if match is None:
+        return hadoop_path
+    scheme, authority, path = match.groups()
+    return f"{scheme}:{authority or ''}{quote(path, safe='/')}"

@@ -1,0 +1,331 @@
+"""How Spark reads a DropZone batch: the rows that land, and the refused ones with the reason for each."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import reduce
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.errors import AnalysisException
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from governance.batches import UTF8_BOM, Batch, BatchScan
+from governance.errors import BatchError, shown
+from governance.quarantine import MAX_JSON_DEPTH, explain_csv_record, explain_json_record
+from governance.sparktypes import arrow_type_name, normalized, spark_schema, spark_type
+from governance.spec import Column, Spec
+
+CORRUPT = "_corrupt_record"
+GLOB_CHARACTERS = frozenset("[]*?{}\\")
+# Control characters a text source may not hold: every one below U+0020 but tab, LF and CR.
+CONTROL = "[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F]"
+MAX_NAMES_SHOWN = 10
+FIRST_LINE_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class RowCount:
+    """Rows read from a batch: exact (Parquet footers, a scan's count) or at most (lines of text)."""
+
+    rows: int
+    exact: bool
+
+
+@dataclass(frozen=True)
+class TextChecks:
+    """Checks of the text only some batches need, as the pass that hashed them found: bytes that
+    are not UTF-8 (Spark decodes them to U+FFFD without a word), and control characters."""
+
+    utf8: bool = False
+    controls: bool = False
+
+    @classmethod
+    def needed_by(cls, scan: BatchScan) -> TextChecks:
+        return cls(utf8=not scan.valid_utf8, controls=bool(scan.controls))
+
+    @property
+    def any(self) -> bool:
+        return self.utf8 or self.controls
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A batch as Spark reads it: the rows that land, and a way to find the rows refused and why.
+
+    `refused` is a function because it may build a Python UDF or a second reader, and only batches
+    that hold refused rows pay for that. Rows read are `known` (Parquet footers), or at most the
+    batch's lines less `headers` (CSV), or else counted by the good rows' scan (JSON).
+
+    `good` may leave the nulls of `nulls_unchecked` in: the written files' statistics tell whether
+    there are any, which costs nothing, and only then are the rows written again from `checked`.
+    """
+
+    good: DataFrame
+    refused: Callable[[], DataFrame]
+    known: RowCount | None = None
+    headers: int | None = None
+    nulls_unchecked: tuple[str, ...] = ()
+    checked: Callable[[], DataFrame] | None = None
+
+
+def read_batch(spark: SparkSession, spec: Spec, batch: Batch, *, text: TextChecks = TextChecks()) -> Parsed:
+    """The batch as Spark reads it, with the text checks `text` asks for."""
+    readers = {"csv": _read_csv, "json": _read_json, "parquet": _read_parquet}
+    return readers[spec.body.source.format](spark, spec, batch, text)
+
+
+def literal_paths(batch: Batch) -> list[str]:
+    """The batch's files as Spark must be given them: Spark expands glob characters in a path, so a
+    file named `a[1].csv` would otherwise read `a1.csv`, or fail."""
+    return ["".join(f"\\{ch}" if ch in GLOB_CHARACTERS else ch for ch in str(f.path)) for f in batch.files]
+
+
+def column_difference(expected: list[str], found: list[str]) -> str:
+    """Name what is missing, unexpected or out of order, in that order of importance. Found names
+    come from a file: shown escaped and cut short, and at most ten of them."""
+    missing = [c for c in expected if c not in found]
+    extra = [c for c in found if c not in expected]
+    parts = ([f"missing {', '.join(missing)}"] if missing else []) + ([f"unexpected {_names(extra)}"] if extra else [])
+    return "; ".join(parts) or f"columns out of order: found {_names(found)}; expected {', '.join(expected)}"
+
+
+def _names(names: list[str]) -> str:
+    listed = ", ".join(shown(name, 32) for name in names[:MAX_NAMES_SHOWN])
+    more = len(names) - MAX_NAMES_SHOWN
+    return listed + (f" and {more} more" if more > 0 else "")
+
+
+def _refused_rows(frame: DataFrame, reason: SparkColumn, raw: SparkColumn, detail: SparkColumn | None = None) -> DataFrame:
+    """Refused rows as the quarantine keeps them. `record` reads every column, which also keeps
+    Spark's CSV column pruning from skipping the parse that flags a malformed row. Spark gives the
+    file as a URI: its path is decoded ('+' is a plain character in a URI's path)."""
+    path = F.regexp_replace(F.col("_metadata.file_path"), "^file:(//)?", "")
+    return frame.filter(reason.isNotNull()).select(
+        F.url_decode(F.regexp_replace(path, "\\+", "%2B")).alias("file"),
+        (reason if detail is None else detail).alias("reason"),
+        raw.alias("record"),
+    )
+
+
+def _read_csv(spark: SparkSession, spec: Spec, batch: Batch, text: TextChecks) -> Parsed:
+    """Good rows come from a reader that drops malformed rows itself, as cheap as a bare read; only
+    when fewer rows land than the batch has lines does a second reader keep them, to say why."""
+    source, columns = spec.body.source, spec.body.columns
+    reader = (
+        spark.read.option("header", source.header)
+        .option("sep", source.delimiter)
+        .option("multiLine", source.multiline)
+        .option("encoding", "UTF-8")
+    )
+    checks = _value_checks(columns, F.col, text)
+    frame = reader.schema(spark_schema(columns)).option("mode", "DROPMALFORMED").csv(literal_paths(batch))
+
+    def checked() -> DataFrame:
+        return frame.filter(_passes(checks)) if checks else frame
+
+    def refused() -> DataFrame:
+        frame = (
+            reader.schema(spark_schema(columns).add(CORRUPT, T.StringType(), True))
+            .option("mode", "PERMISSIVE")
+            .option("columnNameOfCorruptRecord", CORRUPT)
+            .csv(literal_paths(batch))
+        )
+        explain = F.udf(lambda raw: explain_csv_record(raw, columns, source.delimiter), T.StringType())
+        malformed = F.col(CORRUPT).isNotNull()
+        reason = _first_reason([(malformed, F.lit("malformed row")), *checks])
+        raw = F.coalesce(F.col(CORRUPT), F.to_json(F.struct(*[F.col(c.name) for c in columns])))
+        return _refused_rows(frame, reason, raw, F.when(malformed, explain(F.col(CORRUPT))).otherwise(reason))
+
+    headers = len(batch.files) if source.header else 0
+    if text.any:
+        return Parsed(checked(), refused, headers=headers)
+    required = tuple(c.name for c in columns if not c.nullable)
+    return Parsed(frame, refused, headers=headers, nulls_unchecked=required, checked=checked)
+
+
+def _read_json(spark: SparkSession, spec: Spec, batch: Batch, text: TextChecks) -> Parsed:
+    """A line that is not a JSON object, holds a control character or nests deeper than
+    MAX_JSON_DEPTH levels (deeper ones would overflow the JVM's stack) is a corrupt record: refused,
+    with the reason a parse in Python finds."""
+    frame = _json_frame(spark, spec, batch)
+    leaves = _flatten(frame.schema)
+    if not leaves:
+        files = ", ".join(f.path.name for f in batch.files)
+        raise BatchError(f"batch {batch.batch_id!r} of {spec.key}: no line of {files} is a JSON object: "
+                         f"{_why_not_json(batch.files[0].path)}")
+    _refuse_collisions(spec, batch, leaves)
+    found = {name: column for name, (_, column) in leaves.items()}
+    corrupt = F.col(CORRUPT) if CORRUPT in frame.columns else F.lit(None).cast("string")
+    checks: list[tuple[SparkColumn, SparkColumn]] = [(corrupt.isNotNull(), F.lit("not a JSON object"))]
+    if spec.body.columns:
+        _match_columns(spec, batch, list(found))
+        typed = {c.name: found[c.name].try_cast(spark_type(c.type)) for c in spec.body.columns}
+        checks += [
+            (found[c.name].isNotNull() & typed[c.name].isNull(), F.lit(f"column {c.name} is not a valid {c.type}"))
+            for c in spec.body.columns
+        ]
+        checks += _value_checks(spec.body.columns, typed.__getitem__, text)
+        outputs = [typed[c.name].alias(c.name) for c in spec.body.columns]
+    else:
+        outputs = [column.alias(name) for name, column in found.items()]
+    reason = _first_reason(checks)
+    raw = F.coalesce(corrupt, F.to_json(F.struct(*[column.alias(name) for name, column in found.items()])))
+    explain = F.udf(lambda raw: explain_json_record(raw), T.StringType())
+    # Rows read are this scan's own count: its filter must not be pushed into the reader, which
+    # would skip rows before they are counted. A CASE on the corrupt-record column is not pushed.
+    good = frame.filter(reason.isNull()).select(*outputs)
+    return Parsed(good, lambda: _refused_rows(frame, reason, raw, F.when(corrupt.isNotNull(), explain(corrupt)).otherwise(reason)))
+
+
+def _json_frame(spark: SparkSession, spec: Spec, batch: Batch) -> DataFrame:
+    try:
+        return (
+            spark.read.option("mode", "PERMISSIVE")
+            .option("columnNameOfCorruptRecord", CORRUPT)
+            .option("multiLine", spec.body.source.multiline)
+            .option("encoding", "UTF-8")
+            .option("maxNestingDepth", MAX_JSON_DEPTH)
+            .json(literal_paths(batch))
+        )
+    except AnalysisException as err:
+        if err.getCondition() != "COLUMN_ALREADY_EXISTS":
+            raise
+        name = (err.getMessageParameters() or {}).get("columnName", "?").strip("`")
+        files = ", ".join(f.path.name for f in batch.files)
+        raise BatchError(f"{files}: two fields are named {shown(name, 64)} but for case, which Spark cannot tell "
+                         "apart; rename one of them") from err
+
+
+def _why_not_json(path: Path) -> str:
+    """Why the first line of a file is not a JSON object, read from at most its first MiB."""
+    with open(path, "rb") as handle:
+        head = handle.readline(FIRST_LINE_BYTES)
+    whole = len(head) < FIRST_LINE_BYTES or head.endswith(b"\n")
+    return explain_json_record(head.removeprefix(UTF8_BOM).decode("utf-8", errors="replace"), whole=whole)
+
+
+def _flatten(schema: T.StructType, prefix: Sequence[str] = ()) -> dict[str, tuple[list[tuple[str, str]], SparkColumn]]:
+    """Leaf columns of nested structs, named `parent__child`, each with the fields it comes from
+    (`a.b` for a nested field); a name two fields flatten to keeps every field that claims it."""
+    leaves: dict[str, tuple[list[tuple[str, str]], SparkColumn]] = {}
+    for field in schema.fields:
+        if not prefix and field.name == CORRUPT:
+            continue
+        path = [*prefix, field.name]
+        if isinstance(field.dataType, T.StructType):
+            for name, (fields, column) in _flatten(field.dataType, path).items():
+                leaves.setdefault(name, ([], column))[0].extend(fields)
+        else:
+            column = F.col(f"`{path[0]}`")
+            for part in path[1:]:
+                column = column.getField(part)
+            leaves.setdefault("__".join(path), ([], column))[0].append((".".join(path), "__".join(path)))
+    return leaves
+
+
+def _refuse_collisions(spec: Spec, batch: Batch, leaves: dict[str, tuple[list[tuple[str, str]], SparkColumn]]) -> None:
+    """Two fields may not land as one column: one would be lost. Spark matches column names
+    ignoring case, so names that differ only in case collide too."""
+    for name, (fields, _) in leaves.items():
+        if len(fields) > 1:
+            both = " and ".join(shown(field, 64) for field, _ in sorted(fields))
+            raise BatchError(f"batch {batch.batch_id!r} of {spec.key}: fields {both} would both land as column "
+                             f"{shown(name, 64)}; rename one of them")
+    by_case: dict[str, list[str]] = {}
+    for name in leaves:
+        by_case.setdefault(name.lower(), []).append(name)
+    for names in by_case.values():
+        if len(names) > 1:
+            both = " and ".join(shown(name, 64) for name in sorted(names))
+            raise BatchError(f"batch {batch.batch_id!r} of {spec.key}: fields {both} differ only in case, "
+                             "which Spark cannot tell apart; rename one of them")
+
+
+def _match_columns(spec: Spec, batch: Batch, found: list[str]) -> None:
+    declared = [c.name for c in spec.body.columns]
+    if set(declared) != set(found):
+        raise BatchError(f"batch {batch.batch_id!r} of {spec.key}: columns do not match the spec: {column_difference(declared, found)}")
+
+
+def _read_parquet(spark: SparkSession, spec: Spec, batch: Batch, text: TextChecks) -> Parsed:
+    """Rows read come from the footers: a scan's count would miss row groups its filters skip."""
+    expected = [(c.name, normalized(c.type)) for c in spec.body.columns]
+    rows = 0
+    for f in batch.files:
+        footer = _footer(f.path)
+        actual = [(field.name, arrow_type_name(field.type)) for field in footer.schema.to_arrow_schema()]
+        if not expected:
+            expected = actual
+        elif actual != expected:
+            raise BatchError(f"{f.path}: Parquet schema does not match the spec of {spec.key}: {_schema_difference(expected, actual)}")
+        rows += footer.num_rows
+    frame = spark.read.parquet(*literal_paths(batch))
+    outputs = [F.col(f"`{name}`") for name, _ in expected]
+    checks = _value_checks(spec.body.columns, lambda name: F.col(f"`{name}`"), text)
+    reason = _first_reason(checks)
+    return Parsed(
+        frame.filter(_passes(checks)).select(*outputs),
+        lambda: _refused_rows(frame, reason, F.to_json(F.struct(*outputs))),
+        RowCount(rows, exact=True),
+    )
+
+
+def _footer(path: Path) -> pq.FileMetaData:
+    try:
+        return pq.read_metadata(path)
+    except (OSError, pa.ArrowException) as err:
+        raise BatchError(f"{path}: cannot be read as Parquet: its footer is damaged ({shown(str(err).strip(), 120)})") from err
+
+
+def _schema_difference(expected: list[tuple[str, str]], actual: list[tuple[str, str]]) -> str:
+    wanted, got = dict(expected), dict(actual)
+    types = [f"{n} is {got[n]}, expected {t}" for n, t in wanted.items() if n in got and got[n] != t]
+    if list(wanted) == list(got) and types:
+        return "; ".join(types)
+    return column_difference(list(wanted), list(got))
+
+
+def _value_checks(columns: list[Column], value: Callable[[str], SparkColumn], text: TextChecks) -> list[tuple[SparkColumn, SparkColumn]]:
+    """Checks of declared nullability and, where the scan found the need, of the text.
+
+    Columns are built only for the checks due: each costs a call into the JVM."""
+    checks = [
+        (value(c.name).isNull(), F.lit(f"column {c.name} is null but declared not nullable"))
+        for c in columns if not c.nullable
+    ]
+    strings = [c for c in columns if c.type == "string"]
+    if text.utf8:
+        checks += [
+            (F.coalesce(value(c.name).contains("\ufffd"), F.lit(False)), F.lit(f"column {c.name} is not valid UTF-8"))
+            for c in strings
+        ]
+    if text.controls:
+        checks += [
+            (F.coalesce(value(c.name).rlike(CONTROL), F.lit(False)),
+             F.format_string(f"column {c.name} holds control character U+%04X", F.ascii(F.regexp_extract(value(c.name), CONTROL, 0))))
+            for c in strings
+        ]
+    return checks
+
+
+def _passes(checks: list[tuple[SparkColumn, SparkColumn]]) -> SparkColumn:
+    """Rows that fail no check (conditions are never null), as a conjunction Spark can push into
+    the reader: the same split as `_first_reason`, cheaper on the main scan. Pushed filters skip
+    rows before the scan counts them, so only readers that count rows read elsewhere use it."""
+    return reduce(operator.and_, (~condition for condition, _ in checks), F.lit(True))
+
+
+def _first_reason(checks: list[tuple[SparkColumn, SparkColumn]]) -> SparkColumn:
+    if not checks:
+        return F.lit(None).cast("string")
+    reason = F.when(*checks[0])
+    for condition, value in checks[1:]:
+        reason = reason.when(condition, value)
+    return reason

@@ -1,0 +1,169 @@
+"""Policy settings are pinned in the catalog: the directory, the admin and auditor groups and the
+classifications that need a verified identity come from there, change only by an admin's command with a
+ledger entry, and a process whose environment says otherwise is refused, with the setting named."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from assets.factory import build_assets
+from governance.access.settings import SettingDisagrees
+from governance.api import Custody
+from governance.cli import run
+from governance.config import Settings
+from governance.demo import PRODUCTS, drop_demo_batches
+from governance.zones import Lake
+from resources import CustodyResource, SparkResource
+from tests.conftest import ROOT
+
+DEMO_DIRECTORY = ROOT / "assets" / "directory.yaml"
+
+
+def cli(capsys, *args):
+    code = run(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def ledger_of(capsys, action):
+    code, out, _ = cli(capsys, "ledger", "show", "--action", action, "--json")
+    assert code == 0
+    return json.loads(out)
+
+
+def own_directory(tmp_path: Path, groups: str) -> Path:
+    """A directory file of someone's own making: the demo's users, other groups."""
+    users = DEMO_DIRECTORY.read_text().split("groups:")[0]
+    path = tmp_path / "mine.yaml"
+    path.write_text(users + "groups:\n" + "".join(f"  {line}\n" for line in groups.splitlines()))
+    return path
+
+
+@pytest.fixture
+def landed(cli_env, spark, capsys):
+    """The products batch ingested by bob through the CLI, with the settings the environment gives."""
+    drop_demo_batches(Lake(cli_env.lake))
+    assert cli(capsys, "ingest", "sales/products", "--as", "bob")[0] == 0
+    return cli_env
+
+
+def test_the_first_use_pins_the_settings_and_records_it(cli_env, capsys):
+    code, out, _ = cli(capsys, "settings", "show", "--json")
+    pinned = json.loads(out)
+    assert code == 0
+    assert {key: value["value"] for key, value in pinned.items()} == {
+        "directory": f"file:{DEMO_DIRECTORY}", "admin_group": "custody-admins",
+        "auditor_group": "auditors", "require_verified": "restricted",
+    }
+    [entry] = ledger_of(capsys, "settings.pinned")
+    assert entry["details"]["settings"]["directory"] == f"file:{DEMO_DIRECTORY}" and entry["assurance"] == "system"
+
+
+def test_a_directory_of_ones_own_in_the_environment_is_refused_naming_the_setting(landed, capsys, monkeypatch, tmp_path):
+    mine = own_directory(tmp_path, "sales-consumers: [eve]\ncustody-admins: [eve]\n")
+    monkeypatch.setenv("CUSTODY_DIRECTORY", f"file:{mine}")
+    code, out, err = cli(capsys, "read", "sales/products", "--as", "eve")
+    assert (code, out) == (3, "")
+    assert err.startswith(f"error: CUSTODY_DIRECTORY=file:{mine} disagrees with the directory pinned in the catalog")
+    with pytest.raises(SettingDisagrees, match="CUSTODY_DIRECTORY"):
+        Custody.from_env().read("sales/products", as_user="eve")
+    monkeypatch.delenv("CUSTODY_DIRECTORY")
+    refused = ledger_of(capsys, "settings.refused")
+    assert [e["details"]["setting"] for e in refused] == ["directory", "directory"]
+    assert refused[0]["details"]["given"] == f"file:{mine}" and ledger_of(capsys, "read") == []
+
+
+def test_an_admin_group_of_ones_own_in_the_environment_is_refused(landed, capsys, monkeypatch):
+    monkeypatch.setenv("CUSTODY_ADMIN_GROUP", "sales-consumers")
+    code, _, err = cli(capsys, "purge", "sales/products@1", "--by", "carol")
+    assert code == 3 and "CUSTODY_ADMIN_GROUP=sales-consumers disagrees with the admin_group pinned" in err
+    assert Path(landed.lake, "landing/sales/products/v=1").is_dir()
+
+
+def test_an_environment_that_agrees_with_the_pinned_settings_is_fine(landed, capsys, monkeypatch):
+    monkeypatch.setenv("CUSTODY_DIRECTORY", f"file:{Path('assets/directory.yaml')}")
+    monkeypatch.setenv("CUSTODY_REQUIRE_VERIFIED", "restricted")
+    assert cli(capsys, "read", "sales/products", "--as", "carol")[0] == 0
+
+
+def test_each_decision_records_which_directory_answered(landed, capsys):
+    cli(capsys, "read", "sales/products", "--as", "carol")
+    [read] = ledger_of(capsys, "read")
+    assert read["details"]["directory"] == f"file:{DEMO_DIRECTORY}"
+
+
+def test_an_admin_changes_a_setting_and_decisions_follow_it(landed, capsys):
+    assert cli(capsys, "read", "sales/products", "--as", "carol")[0] == 0
+    code, out, _ = cli(capsys, "settings", "set", "require_verified", "restricted,internal", "--by", "alice")
+    assert code == 0 and out.strip() == "require_verified: restricted -> internal,restricted (by alice)"
+    code, _, err = cli(capsys, "read", "sales/products", "--as", "carol")
+    assert code == 3 and "sales/products is internal: read needs a verified identity" in err
+    [change] = ledger_of(capsys, "settings.changed")
+    assert change["actor"] == "alice" and change["details"] == {
+        "setting": "require_verified", "from": "restricted", "to": "internal,restricted"}
+
+
+def test_moving_the_directory_moves_every_decision_there(landed, capsys, tmp_path):
+    moved = own_directory(tmp_path, "sales-consumers: [eve]\nsales-producers: [bob]\nsales-owners: [alice]\ncustody-admins: [alice]\n")
+    assert cli(capsys, "read", "sales/products", "--as", "eve")[0] == 3
+    assert cli(capsys, "settings", "set", "directory", f"file:{moved}", "--by", "alice")[0] == 0
+    code, _, err = cli(capsys, "read", "sales/products", "--as", "eve")
+    assert code == 0, err
+    assert cli(capsys, "read", "sales/products", "--as", "carol")[0] == 3
+
+
+def test_a_user_outside_the_admin_group_may_not_change_a_setting(cli_env, capsys):
+    code, _, err = cli(capsys, "settings", "set", "admin_group", "sales-consumers", "--by", "carol")
+    assert code == 3 and "carol may not change the policy settings: it needs the admin group custody-admins" in err
+    [denied] = [e for e in ledger_of(capsys, "settings") if e["action"] == "settings"]
+    assert denied["details"]["result"] == "denied" and denied["details"]["to"] == "sales-consumers"
+    assert json.loads(cli(capsys, "settings", "show", "--json")[1])["admin_group"]["value"] == "custody-admins"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("admin_group", "sales-consumers"), ("directory", "file:{tmp}/mine.yaml")],
+)
+def test_an_admin_may_not_lock_every_admin_out(cli_env, capsys, tmp_path, key, value):
+    own_directory(tmp_path, "custody-admins: [carol]\n")
+    code, _, err = cli(capsys, "settings", "set", key, value.format(tmp=tmp_path), "--by", "alice")
+    assert code == 3 and "alice is not in the admin group" in err and "could change it back" in err
+    assert json.loads(cli(capsys, "settings", "show", "--json")[1])["admin_group"]["value"] == "custody-admins"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["settings", "set", "owner", "x", "--by", "alice"], "unknown policy setting owner: use one of directory, admin_group, auditor_group, require_verified"),
+        (["settings", "set", "require_verified", "secret", "--by", "alice"], "unknown classification secret"),
+        (["settings", "set", "admin_group", "a b", "--by", "alice"], "invalid group name 'a b'"),
+        (["settings", "set", "directory", "http://x", "--by", "alice"], "use file:PATH, ldap://… or ldaps://…"),
+    ],
+)
+def test_a_bad_setting_is_one_line_and_changes_nothing(cli_env, capsys, args, message):
+    code, _, err = cli(capsys, *args)
+    assert code == 1 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_run_whose_resource_names_another_directory_is_refused_before_spark(settings, catalog, lake, tmp_path, capsys):
+    drop_demo_batches(lake)
+    Custody(settings).policy  # noqa: B018  (the first use pins the demo directory)
+    mine = own_directory(tmp_path, "sales-producers: [eve]\n")
+    custody = CustodyResource(home=str(settings.home), catalog_url=settings.catalog_url, directory=f"file:{mine}")
+    with dg.instance_for_test() as instance:
+        result = dg.materialize(build_assets(Custody(settings).specs), resources={"custody": custody, "spark": SparkResource()},
+                                instance=instance, tags={"custody/requested_by": "eve"},
+                                selection=[dg.AssetKey([PRODUCTS.domain, PRODUCTS.name])], raise_on_error=False)
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    assert "disagrees with the directory pinned in the catalog" in failure.step_failure_data.user_failure_data.description
+    assert catalog.versions(PRODUCTS) == []
+
+
+def test_settings_under_a_fresh_home_take_the_defaults(tmp_path):
+    assert Settings.under(tmp_path).explicit == frozenset()
+    assert Settings.from_env({"CUSTODY_REQUIRE_VERIFIED": ""}).explicit == {"require_verified"}
