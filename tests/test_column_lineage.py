@@ -181,6 +181,50 @@ def test_a_struct_field_read_as_is_names_the_nested_field(orders):
     assert columns == {"city": {("orders.address.city", D, IDENTITY)}, "zip": {("orders.address.zip", D, TRANSFORMATION)}}
 
 
+def test_a_struct_built_in_a_subquery_gives_each_field_read_back_only_its_own_columns(spark, orders):
+    orders.createOrReplaceTempView("orders_v")
+    frame = spark.sql(
+        "SELECT s.x AS x, s.y AS y, s AS s "
+        "FROM (SELECT named_struct('x', qty, 'y', price * 2) AS s FROM orders_v)"
+    )
+    _, columns, _ = traced(frame)
+    assert columns == {
+        "x": {("orders.qty", D, IDENTITY)},
+        "y": {("orders.price", D, TRANSFORMATION)},
+        "s": {("orders.qty", D, TRANSFORMATION), ("orders.price", D, TRANSFORMATION)},
+    }
+
+
+def test_a_struct_of_renamed_columns_gives_each_field_its_own_column(orders):
+    built = orders.select(F.struct(F.col("qty").alias("units"), "price").alias("s"))
+    _, columns, _ = traced(built.select("s.*"))
+    assert columns == {"units": {("orders.qty", D, IDENTITY)}, "price": {("orders.price", D, IDENTITY)}}
+
+
+def test_a_nested_struct_field_is_followed_down_to_its_own_column(spark, orders):
+    orders.createOrReplaceTempView("orders_v")
+    frame = spark.sql(
+        "SELECT s.inner.x AS x, s.inner AS inner, s.home.city AS city FROM "
+        "(SELECT named_struct('inner', named_struct('x', qty, 'y', price), 'home', address) AS s FROM orders_v)"
+    )
+    _, columns, _ = traced(frame)
+    assert columns == {
+        "x": {("orders.qty", D, IDENTITY)},
+        "inner": {("orders.qty", D, TRANSFORMATION), ("orders.price", D, TRANSFORMATION)},
+        "city": {("orders.address.city", D, IDENTITY)},
+    }
+
+
+def test_a_struct_cast_to_new_field_names_keeps_its_fields_apart(spark, orders):
+    orders.createOrReplaceTempView("orders_v")
+    frame = spark.sql(
+        "SELECT s.units AS units, s.cost AS cost FROM (SELECT CAST(named_struct('x', qty, 'y', price) "
+        "AS STRUCT<units: BIGINT, cost: DOUBLE>) AS s FROM orders_v)"
+    )
+    _, columns, _ = traced(frame)
+    assert columns == {"units": {("orders.qty", D, TRANSFORMATION)}, "cost": {("orders.price", D, TRANSFORMATION)}}
+
+
 def test_in_subquery_filters_by_the_subquery_column(spark, orders, customers):
     orders.createOrReplaceTempView("orders_v")
     customers.createOrReplaceTempView("customers_v")
