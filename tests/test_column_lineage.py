@@ -250,6 +250,28 @@ def test_a_scalar_subquery_brings_its_value(spark, orders, customers):
     assert columns["countries"] == {("customers.country", D, AGGREGATION)}
 
 
+def test_a_correlated_scalar_subquery_matches_rows_by_its_key_and_brings_its_value(spark, orders, customers):
+    orders.createOrReplaceTempView("orders_v")
+    customers.createOrReplaceTempView("customers_v")
+    frame = spark.sql(
+        "SELECT id, (SELECT max(c.name) FROM customers_v c WHERE c.customer = o.customer) AS name FROM orders_v o"
+    )
+    _, columns, _ = traced(frame)
+    assert columns["name"] == {
+        ("customers.name", D, AGGREGATION), ("customers.customer", I, FILTER), ("orders.customer", I, FILTER),
+    }
+
+
+def test_a_correlated_exists_in_a_select_list_only_matches_rows(spark, orders, customers):
+    orders.createOrReplaceTempView("orders_v")
+    customers.createOrReplaceTempView("customers_v")
+    frame = spark.sql(
+        "SELECT EXISTS (SELECT 1 FROM customers_v c WHERE c.customer = o.customer) AS known FROM orders_v o"
+    )
+    _, columns, _ = traced(frame)
+    assert columns["known"] == {("customers.customer", I, FILTER), ("orders.customer", I, FILTER)}
+
+
 def test_a_cte_is_followed_to_its_definition(spark, orders):
     orders.createOrReplaceTempView("orders_v")
     frame = spark.sql(

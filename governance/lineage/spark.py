@@ -501,20 +501,23 @@ class _PlanReader:
         pivot_column, value = kids
         return _merge([_through(pivot_column, CONDITIONAL), _through(value, AGGREGATE)])
 
+    # A subquery expression's children are the outer columns it is correlated on. Each is also read
+    # where the subquery's plan uses it (`WHERE c.k = o.k`: a FILTER), so the children add nothing;
+    # taken as values, they would make a correlation key a DIRECT input.
+
     def scalar_subquery(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
-        return self.subquery(node, kids, columns=1)
+        return self.subquery(node, columns=1)
 
     def exists(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
-        found = self.plan(node["plan"])
-        return _merge([*kids, _through(found.rows, FILTER)])
+        return _through(self.plan(node["plan"]).rows, FILTER)
 
     def list_query(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
-        return self.subquery(node, kids, columns=None)
+        return self.subquery(node, columns=None)
 
-    def subquery(self, node: dict[str, Any], kids: list[Deps], columns: int | None) -> Deps:
+    def subquery(self, node: dict[str, Any], columns: int | None) -> Deps:
         """A subquery's value: its (first `columns`) output columns and what decides its rows."""
         found = self.plan(node["plan"])
-        return _merge([*kids, found.rows, *(self.deps_of(i) for i in found.output[:columns])])
+        return _merge([found.rows, *(self.deps_of(i) for i in found.output[:columns])])
 
 
 _PLAN_RULES = {
