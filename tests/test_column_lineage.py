@@ -147,6 +147,24 @@ def test_a_window_function_depends_on_its_partition_and_order_indirectly(orders)
     assert columns["rank"] == {("orders.customer", I, WINDOW), ("orders.id", I, WINDOW)}
 
 
+@pytest.mark.parametrize("ranking", ["rank()", "dense_rank()", "percent_rank()", "row_number()", "ntile(2)", "cume_dist()"])
+def test_a_ranking_window_function_takes_no_value_from_its_order_column(orders, ranking):
+    spec = Window.partitionBy("customer").orderBy("price")
+    _, columns, _ = traced(orders.select(F.expr(ranking).over(spec).alias("position")))
+    assert columns["position"] == {("orders.customer", I, WINDOW), ("orders.price", I, WINDOW)}
+
+
+@pytest.mark.parametrize(("function", "transformation"), [
+    ("lag(price)", TRANSFORMATION), ("lead(price)", TRANSFORMATION), ("first(price)", AGGREGATION),
+])
+def test_a_window_function_that_reads_its_order_column_takes_its_value(orders, function, transformation):
+    spec = Window.partitionBy("customer").orderBy("price")
+    _, columns, _ = traced(orders.select(F.expr(function).over(spec).alias("price_nearby")))
+    assert columns["price_nearby"] == {
+        ("orders.price", D, transformation), ("orders.customer", I, WINDOW), ("orders.price", I, WINDOW),
+    }
+
+
 def test_union_takes_each_column_from_every_side(orders, customers):
     _, columns, _ = traced(orders.select("customer").union(customers.select("customer")))
     assert columns["customer"] == {("orders.customer", D, IDENTITY), ("customers.customer", D, IDENTITY)}

@@ -58,6 +58,9 @@ _TABLE_RELATIONS = frozenset({"DataSourceV2Relation", "DataSourceV2ScanRelation"
 _RDD_RELATIONS = frozenset({"LogicalRDD"})
 _DATA_IN_PLAN = frozenset({"LocalRelation", "Range", "OneRowRelation"})
 _SEMI_JOINS = ("LeftSemi", "LeftAnti")
+# Window functions whose value is a row's position in its window. Spark gives rank-like ones the
+# window's order columns as arguments, but only to compare rows: none of their values comes through.
+_RANKING = frozenset({"RowNumber", "Rank", "DenseRank", "PercentRank", "CumeDist", "NTile"})
 
 # A column's dependencies while the plan is read: (relation leaf, column) -> the ways it depends.
 Deps = Mapping[tuple[int, str], frozenset[Edge]]
@@ -497,6 +500,9 @@ class _PlanReader:
         function, spec = kids
         return _merge([function, _through(spec, WINDOW)])
 
+    def ranking(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
+        return _through(_merge(kids), WINDOW)
+
     def pivot(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
         pivot_column, value = kids
         return _merge([_through(pivot_column, CONDITIONAL), _through(value, AGGREGATE)])
@@ -549,6 +555,7 @@ _EXPRESSION_RULES = {
     "If": _PlanReader.if_,
     "AggregateExpression": _PlanReader.aggregate_expression,
     "WindowExpression": _PlanReader.window_expression,
+    **dict.fromkeys(_RANKING, _PlanReader.ranking),
     "PivotFirst": _PlanReader.pivot,
     "ScalarSubquery": _PlanReader.scalar_subquery,
     "Exists": _PlanReader.exists,
