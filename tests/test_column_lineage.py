@@ -147,6 +147,24 @@ def test_a_window_function_depends_on_its_partition_and_order_indirectly(orders)
     assert columns["rank"] == {("orders.customer", I, WINDOW), ("orders.id", I, WINDOW)}
 
 
+@pytest.mark.parametrize("ranking", ["rank()", "dense_rank()", "percent_rank()", "row_number()", "ntile(2)", "cume_dist()"])
+def test_a_ranking_window_function_takes_no_value_from_its_order_column(orders, ranking):
+    spec = Window.partitionBy("customer").orderBy("price")
+    _, columns, _ = traced(orders.select(F.expr(ranking).over(spec).alias("position")))
+    assert columns["position"] == {("orders.customer", I, WINDOW), ("orders.price", I, WINDOW)}
+
+
+@pytest.mark.parametrize(("function", "transformation"), [
+    ("lag(price)", TRANSFORMATION), ("lead(price)", TRANSFORMATION), ("first(price)", AGGREGATION),
+])
+def test_a_window_function_that_reads_its_order_column_takes_its_value(orders, function, transformation):
+    spec = Window.partitionBy("customer").orderBy("price")
+    _, columns, _ = traced(orders.select(F.expr(function).over(spec).alias("price_nearby")))
+    assert columns["price_nearby"] == {
+        ("orders.price", D, transformation), ("orders.customer", I, WINDOW), ("orders.price", I, WINDOW),
+    }
+
+
 def test_union_takes_each_column_from_every_side(orders, customers):
     _, columns, _ = traced(orders.select("customer").union(customers.select("customer")))
     assert columns["customer"] == {("orders.customer", D, IDENTITY), ("customers.customer", D, IDENTITY)}
@@ -181,6 +199,50 @@ def test_a_struct_field_read_as_is_names_the_nested_field(orders):
     assert columns == {"city": {("orders.address.city", D, IDENTITY)}, "zip": {("orders.address.zip", D, TRANSFORMATION)}}
 
 
+def test_a_struct_built_in_a_subquery_gives_each_field_read_back_only_its_own_columns(spark, orders):
+    orders.createOrReplaceTempView("orders_v")
+    frame = spark.sql(
+        "SELECT s.x AS x, s.y AS y, s AS s "
+        "FROM (SELECT named_struct('x', qty, 'y', price * 2) AS s FROM orders_v)"
+    )
+    _, columns, _ = traced(frame)
+    assert columns == {
+        "x": {("orders.qty", D, IDENTITY)},
+        "y": {("orders.price", D, TRANSFORMATION)},
+        "s": {("orders.qty", D, TRANSFORMATION), ("orders.price", D, TRANSFORMATION)},
+    }
+
+
+def test_a_struct_of_renamed_columns_gives_each_field_its_own_column(orders):
+    built = orders.select(F.struct(F.col("qty").alias("units"), "price").alias("s"))
+    _, columns, _ = traced(built.select("s.*"))
+    assert columns == {"units": {("orders.qty", D, IDENTITY)}, "price": {("orders.price", D, IDENTITY)}}
+
+
+def test_a_nested_struct_field_is_followed_down_to_its_own_column(spark, orders):
+    orders.createOrReplaceTempView("orders_v")
+    frame = spark.sql(
+        "SELECT s.inner.x AS x, s.inner AS inner, s.home.city AS city FROM "
+        "(SELECT named_struct('inner', named_struct('x', qty, 'y', price), 'home', address) AS s FROM orders_v)"
+    )
+    _, columns, _ = traced(frame)
+    assert columns == {
+        "x": {("orders.qty", D, IDENTITY)},
+        "inner": {("orders.qty", D, TRANSFORMATION), ("orders.price", D, TRANSFORMATION)},
+        "city": {("orders.address.city", D, IDENTITY)},
+    }
+
+
+def test_a_struct_cast_to_new_field_names_keeps_its_fields_apart(spark, orders):
+    orders.createOrReplaceTempView("orders_v")
+    frame = spark.sql(
+        "SELECT s.units AS units, s.cost AS cost FROM (SELECT CAST(named_struct('x', qty, 'y', price) "
+        "AS STRUCT<units: BIGINT, cost: DOUBLE>) AS s FROM orders_v)"
+    )
+    _, columns, _ = traced(frame)
+    assert columns == {"units": {("orders.qty", D, TRANSFORMATION)}, "cost": {("orders.price", D, TRANSFORMATION)}}
+
+
 def test_in_subquery_filters_by_the_subquery_column(spark, orders, customers):
     orders.createOrReplaceTempView("orders_v")
     customers.createOrReplaceTempView("customers_v")
@@ -204,6 +266,28 @@ def test_a_scalar_subquery_brings_its_value(spark, orders, customers):
     frame = spark.sql("SELECT id, (SELECT count(DISTINCT country) FROM customers_v) AS countries FROM orders_v")
     _, columns, _ = traced(frame)
     assert columns["countries"] == {("customers.country", D, AGGREGATION)}
+
+
+def test_a_correlated_scalar_subquery_matches_rows_by_its_key_and_brings_its_value(spark, orders, customers):
+    orders.createOrReplaceTempView("orders_v")
+    customers.createOrReplaceTempView("customers_v")
+    frame = spark.sql(
+        "SELECT id, (SELECT max(c.name) FROM customers_v c WHERE c.customer = o.customer) AS name FROM orders_v o"
+    )
+    _, columns, _ = traced(frame)
+    assert columns["name"] == {
+        ("customers.name", D, AGGREGATION), ("customers.customer", I, FILTER), ("orders.customer", I, FILTER),
+    }
+
+
+def test_a_correlated_exists_in_a_select_list_only_matches_rows(spark, orders, customers):
+    orders.createOrReplaceTempView("orders_v")
+    customers.createOrReplaceTempView("customers_v")
+    frame = spark.sql(
+        "SELECT EXISTS (SELECT 1 FROM customers_v c WHERE c.customer = o.customer) AS known FROM orders_v o"
+    )
+    _, columns, _ = traced(frame)
+    assert columns["known"] == {("customers.customer", I, FILTER), ("orders.customer", I, FILTER)}
 
 
 def test_a_cte_is_followed_to_its_definition(spark, orders):

@@ -12,7 +12,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -61,6 +61,9 @@ _RDD_RELATIONS = frozenset({"LogicalRDD"})
 _DATA_IN_PLAN = frozenset({"LocalRelation", "Range", "OneRowRelation"})
 _SEMI_JOINS = ("LeftSemi", "LeftAnti")
 _HADOOP_PATH = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):(//[^/]*)?(/.*)")
+# Window functions whose value is a row's position in its window. Spark gives rank-like ones the
+# window's order columns as arguments, but only to compare rows: none of their values comes through.
+_RANKING = frozenset({"RowNumber", "Rank", "DenseRank", "PercentRank", "CumeDist", "NTile"})
 
 # A column's dependencies while the plan is read: (relation leaf, column) -> the ways it depends.
 Deps = Mapping[tuple[int, str], frozenset[Edge]]
@@ -212,6 +215,36 @@ def _merge(parts: Iterable[Deps]) -> Deps:
 
 def _through(deps: Deps, outer: Edge) -> Deps:
     return {key: compose_all(outer, edges) for key, edges in deps.items()}
+
+
+@dataclass(frozen=True, eq=False)
+class _Struct(Mapping[tuple[int, str], frozenset[Edge]]):
+    """A struct value: its dependencies as a whole, and each field's own, by ordinal, so that a field
+    read back (`s.x`) depends on what went into that field only. Any operation but a field access or
+    a cast reads it as a plain mapping, the whole."""
+
+    whole: Deps
+    fields: tuple[Deps, ...]
+
+    def __getitem__(self, key: tuple[int, str]) -> frozenset[Edge]:
+        return self.whole[key]
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        return iter(self.whole)
+
+    def __len__(self) -> int:
+        return len(self.whole)
+
+
+def _cast(deps: Deps, data_type: Any) -> Deps:
+    """A cast transforms; a struct cast to a struct (its fields renamed or retyped) keeps its fields
+    apart, since Spark casts them position by position."""
+    whole = _through(deps, TRANSFORM)
+    if isinstance(deps, _Struct) and isinstance(data_type, dict) and data_type.get("type") == "struct":
+        targets = [each["type"] for each in data_type["fields"]]
+        fields = zip(deps.fields, targets, strict=True)
+        return _Struct(whole, tuple(_cast(each, target) for each, target in fields))
+    return whole
 
 
 def _expr_id(node: Mapping[str, Any]) -> int:
@@ -427,14 +460,26 @@ class _PlanReader:
         return self.value(node["e"])
 
     def struct_field(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
-        """`s.x` of a column read as is depends on the nested field `s.x`, not on all of `s`."""
+        """`s.x` of a struct built in the plan depends on what went into `x`; `s.x` of a column read
+        as is depends on the nested field `s.x`; neither on all of `s`."""
         (child,) = kids
+        if isinstance(child, _Struct):
+            return child.fields[node["ordinal"]]
         name = node.get("name")
         if name and len(child) == 1:
             (((leaf, column), edges),) = child.items()
             if edges == frozenset({IDENTITY}):
                 return {(leaf, f"{column}.{name}"): edges}
         return child
+
+    def named_struct(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
+        """`named_struct('x', a, 'y', b)` (also `struct(a, b)`): its children alternate names and values."""
+        values = kids[1::2]
+        return _Struct(_through(_merge(values), TRANSFORM), tuple(values))
+
+    def cast(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
+        (child,) = kids
+        return _cast(child, node.get("dataType"))
 
     def case_when(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
         conditions = range(0, 2 * len(node["branches"]), 2)
@@ -458,24 +503,30 @@ class _PlanReader:
         function, spec = kids
         return _merge([function, _through(spec, WINDOW)])
 
+    def ranking(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
+        return _through(_merge(kids), WINDOW)
+
     def pivot(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
         pivot_column, value = kids
         return _merge([_through(pivot_column, CONDITIONAL), _through(value, AGGREGATE)])
 
+    # A subquery expression's children are the outer columns it is correlated on. Each is also read
+    # where the subquery's plan uses it (`WHERE c.k = o.k`: a FILTER), so the children add nothing;
+    # taken as values, they would make a correlation key a DIRECT input.
+
     def scalar_subquery(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
-        return self.subquery(node, kids, columns=1)
+        return self.subquery(node, columns=1)
 
     def exists(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
-        found = self.plan(node["plan"])
-        return _merge([*kids, _through(found.rows, FILTER)])
+        return _through(self.plan(node["plan"]).rows, FILTER)
 
     def list_query(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
-        return self.subquery(node, kids, columns=None)
+        return self.subquery(node, columns=None)
 
-    def subquery(self, node: dict[str, Any], kids: list[Deps], columns: int | None) -> Deps:
+    def subquery(self, node: dict[str, Any], columns: int | None) -> Deps:
         """A subquery's value: its (first `columns`) output columns and what decides its rows."""
         found = self.plan(node["plan"])
-        return _merge([*kids, found.rows, *(self.deps_of(i) for i in found.output[:columns])])
+        return _merge([found.rows, *(self.deps_of(i) for i in found.output[:columns])])
 
 
 _PLAN_RULES = {
@@ -501,10 +552,13 @@ _PLAN_RULES = {
 _EXPRESSION_RULES = {
     "OuterReference": _PlanReader.outer,
     "GetStructField": _PlanReader.struct_field,
+    "CreateNamedStruct": _PlanReader.named_struct,
+    "Cast": _PlanReader.cast,
     "CaseWhen": _PlanReader.case_when,
     "If": _PlanReader.if_,
     "AggregateExpression": _PlanReader.aggregate_expression,
     "WindowExpression": _PlanReader.window_expression,
+    **dict.fromkeys(_RANKING, _PlanReader.ranking),
     "PivotFirst": _PlanReader.pivot,
     "ScalarSubquery": _PlanReader.scalar_subquery,
     "Exists": _PlanReader.exists,
