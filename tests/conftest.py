@@ -18,6 +18,7 @@ from governance.spec import SpecSet, load_specs
 from governance.zones import AssetKey, Lake
 from resources import CustodyResource, SparkResource
 from resources.spark import session_conf
+from tests.openlineage_spec import read_events
 from tests.pg_server import PostgresServer, running_postgres
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,6 +36,15 @@ def spark() -> SparkSession:
     session = builder.getOrCreate()
     yield session
     session.stop()
+
+
+@pytest.fixture(autouse=True)
+def openlineage_events_follow_the_spec(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every OpenLineage event a test's file transport wrote under its tmp_path is validated after it."""
+    tmp = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    yield
+    for path in tmp.rglob("events.jsonl") if tmp else ():
+        read_events(path)
 
 
 @pytest.fixture(scope="session")

@@ -25,6 +25,7 @@ from governance.lineage.versioned import ColumnOptions
 from governance.runs import RunRequest
 from governance.spec import Spec
 from governance.zones import VersionRef
+from tests.openlineage_spec import read_events
 
 BOB = {"custody/requested_by": "bob"}
 
@@ -150,7 +151,7 @@ def test_a_fallback_is_reported_in_the_dagster_metadata(spark, catalog, lake, de
 def test_openlineage_events_carry_the_column_lineage_facet(spark, catalog, lake, demo_specs, pipeline, tmp_path):
     events = tmp_path / "events.jsonl"
     materialize(spark, catalog, lake, demo_specs[PRODUCT_SUMMARY], bob(), events=Emitter(transport_config(f"file:{events}", tmp_path)))
-    complete = json.loads(events.read_text().splitlines()[-1])
+    complete = read_events(events)[-1]
     facet = complete["outputs"][0]["facets"]["columnLineage"]
     [source] = facet["fields"]["revenue"]["inputFields"]
     assert source["name"] == complete["inputs"][0]["name"] and source["field"] == "amount"

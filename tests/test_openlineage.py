@@ -1,23 +1,30 @@
-"""OpenLineage: every ingestion and materialization emits START, then COMPLETE or FAIL, through the configured transport."""
+"""OpenLineage: every ingestion and materialization emits START, then COMPLETE or FAIL, through the configured transport.
+
+Every event a test emits is validated against the specification's JSON Schema (tests/openlineage_spec.py).
+"""
 
 from __future__ import annotations
 
 import json
+import operator
 import threading
 import uuid
+from functools import reduce
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from governance.demo import CLIENTS, NAMES_AND_PRODUCTS, PRODUCTS, drop_demo_batches
-from governance.errors import InvalidInput, TransformError
+from governance.errors import InvalidInput, TransformError, ValidationFailed
 from governance.ingest import ingest
 from governance.integrate import materialize
 from governance.lineage.openlineage import Emitter, JobRun, transport_config
 from governance.runs import RunRequest
 from governance.spec import Spec
-from governance.zones import Zone
+from governance.zones import AssetKey, Zone
+from tests.conftest import DATA, drop
+from tests.openlineage_spec import read_events, validate_event
 
 DAGSTER_RUN = str(uuid.uuid4())
 
@@ -34,10 +41,6 @@ def events_file(tmp_path) -> Path:
 @pytest.fixture
 def emitter(events_file, tmp_path) -> Emitter:
     return Emitter(transport_config(f"file:{events_file}", tmp_path))
-
-
-def read_events(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 @pytest.fixture
@@ -87,6 +90,29 @@ def test_a_failed_materialization_emits_fail_with_the_error(spark, catalog, lake
     assert fail["outputs"] == []
 
 
+@pytest.mark.parametrize(
+    ("asset", "file"),
+    [("t/people", "csv/wrong_types.csv"), ("t/events", "json/some_bad_lines.json")],
+)
+def test_an_ingestion_with_quarantined_rows_emits_events_that_follow_the_spec(spark, catalog, lake, test_specs, emitter, events_file, asset, file):
+    drop(lake, asset, "b1", {Path(file).name: DATA / "batches" / file})
+    row = ingest(spark, catalog, lake, test_specs[AssetKey.parse(asset)], request(), batch_id="b1", events=emitter)
+    assert row.rows_quarantined > 0
+    start, complete = read_events(events_file)
+    assert (start["eventType"], complete["eventType"]) == ("START", "COMPLETE")
+    assert [d["facets"]["version"]["datasetVersion"] for d in complete["outputs"]] == ["1"]
+
+
+def test_a_failed_ingestion_emits_fail_with_the_error(spark, catalog, lake, test_specs, emitter, events_file):
+    drop(lake, "t/people", "b1", {"t.csv": DATA / "batches" / "csv" / "mostly_bad.csv"})
+    with pytest.raises(ValidationFailed, match="more than max_bad_fraction"):
+        ingest(spark, catalog, lake, test_specs[AssetKey.parse("t/people")], request(), batch_id="b1", events=emitter)
+    start, fail = read_events(events_file)
+    assert (start["eventType"], fail["eventType"]) == ("START", "FAIL")
+    assert "more than max_bad_fraction" in fail["run"]["facets"]["errorMessage"]["message"]
+    assert fail["outputs"] == []
+
+
 class Collector(BaseHTTPRequestHandler):
     received: list[tuple[str, str, dict]] = []
 
@@ -108,6 +134,8 @@ def collector():
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}", Collector.received
     server.shutdown()
+    for _, _, event in Collector.received:
+        validate_event(event)
 
 
 def test_events_go_to_an_http_endpoint_with_the_api_key_from_the_environment(spark, catalog, lake, demo_specs, tmp_path, collector):
@@ -156,3 +184,42 @@ def test_a_run_id_that_is_not_a_uuid_leaves_the_parent_out(emitter, events_file)
     start, complete = read_events(events_file)
     assert (start["eventType"], complete["eventType"]) == ("START", "COMPLETE")
     assert "parent" not in complete["run"]["facets"]
+
+
+def emitted(emitter: Emitter, events_file: Path) -> dict:
+    with emitter.running(JobRun("sales/x", "TRANSFORMATION", request(), [])):
+        pass
+    return read_events(events_file)[-1]
+
+
+def test_a_facet_whose_schema_url_names_no_schema_here_fails_the_check(emitter, events_file):
+    event = emitted(emitter, events_file)
+    event["run"]["facets"]["parent"]["_schemaURL"] = "https://openlineage.io/spec/facets/9-9-9/ParentRunFacet.json#/$defs/ParentRunFacet"
+    with pytest.raises(AssertionError, match=r"run\.facets\.parent: schema URL '.*/9-9-9/ParentRunFacet\.json#.*' names no schema"):
+        validate_event(event)
+
+
+def test_a_facet_in_a_place_of_another_kind_fails_the_check(emitter, events_file):
+    event = emitted(emitter, events_file)
+    event["job"]["facets"]["parent"] = event["run"]["facets"]["parent"]
+    with pytest.raises(AssertionError, match=r"job\.facets\.parent: .*ParentRunFacet does not extend JobFacet"):
+        validate_event(event)
+
+
+@pytest.mark.parametrize(
+    ("place", "value", "message"),
+    [
+        (("run", "runId"), "run-1", r"event at \$\.run\.runId: 'run-1' is not a 'uuid'"),
+        (("eventTime",), "yesterday", r"event at \$\.eventTime: 'yesterday' is not a 'date-time'"),
+        (("producer",), "custody 0.1", r"event at \$\.producer: 'custody 0\.1' is not a 'uri'"),
+        (("run", "facets", "parent", "run", "runId"), "run-1", r"run\.facets\.parent at \$\.run\.runId: 'run-1' is not a 'uuid'"),
+        (("job", "facets", "jobType", "processingType"), None, r"job\.facets\.jobType at \$\.processingType: None is not of type 'string'"),
+    ],
+    ids=["run_id_not_a_uuid", "event_time_not_a_date_time", "producer_not_a_uri", "parent_run_id_not_a_uuid", "facet_field_of_the_wrong_type"],
+)
+def test_an_event_that_breaks_the_spec_fails_the_check_naming_the_place(emitter, events_file, place, value, message):
+    event = emitted(emitter, events_file)
+    *parents, last = place
+    reduce(operator.getitem, parents, event)[last] = value
+    with pytest.raises(AssertionError, match=message):
+        validate_event(event)
