@@ -17,6 +17,7 @@ import dagster as dg
 import pytest
 
 from assets.launch import instance_for
+from assets.runs import locks_dir
 from governance.cli import run
 from governance.demo import CLIENTS, PRODUCTS, drop_demo_batches
 from governance.zones import Lake
@@ -114,7 +115,7 @@ def test_repair_json_lists_only_the_runs_whose_process_is_gone(ingestion, instan
     assert instance.get_run_by_id(reexecuted.run_id).status == dg.DagsterRunStatus.STARTED
 
 
-def test_the_next_launch_marks_failed_the_run_of_a_killed_ingestion(spark, ingestion, instance, batches, capsys):
+def test_the_next_launch_marks_failed_the_run_of_a_killed_ingestion(spark, ingestion, instance, batches, cli_env, capsys):
     ingestion.kill()
 
     code, out, err = cli(capsys, "ingest", str(PRODUCTS), "--batch", batches.products_batch, "--as", "bob")
@@ -122,6 +123,7 @@ def test_the_next_launch_marks_failed_the_run_of_a_killed_ingestion(spark, inges
     assert code == 0 and "committed sales/products@1" in out
     assert f"marked failed: run {ingestion.run_id}" in err
     assert_marked_gone(instance, ingestion.run_id)
+    assert list(locks_dir(cli_env).iterdir()) == []  # neither the killed run's lock nor its own is left
 
 
 def test_repair_leaves_alone_a_run_whose_process_is_alive(ingestion, instance, capsys):
