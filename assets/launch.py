@@ -11,6 +11,7 @@ import dagster as dg
 
 from assets.definitions import build_definitions
 from assets.factory import REQUESTED_BY_TAG
+from assets.runs import fail_runs_of_gone_processes, held_for_run
 from governance.config import Settings
 from governance.errors import InvalidInput, NotFound
 from governance.zones import AssetKey
@@ -80,14 +81,18 @@ def launch(
     ops = {"__".join(asset_key(k).path): {"config": dict(cfg)} for k, cfg in (ingest_config or {}).items()}
     run_config = {**QUIET_CONSOLE, "ops": ops} if ops else QUIET_CONSOLE
     instance = instance_for(settings)
+    for gone in fail_runs_of_gone_processes(settings, instance):
+        on_progress(f"marked failed: {gone}")
     run_id = run_id or str(uuid.uuid4())
     follower = _Follower(instance, run_id, on_progress)
     follower.start()
     try:
-        result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
-            run_config=run_config, instance=instance, asset_selection=keys, run_id=run_id,
-            tags={REQUESTED_BY_TAG: requested_by, "custody/launched_from": "cli"}, raise_on_error=False,
-        )
+        with held_for_run(settings, instance, run_id) as process_tags:
+            result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
+                run_config=run_config, instance=instance, asset_selection=keys, run_id=run_id,
+                tags={REQUESTED_BY_TAG: requested_by, "custody/launched_from": "cli", **process_tags},
+                raise_on_error=False,
+            )
     finally:
         follower.stop()
     return _outcome(result)

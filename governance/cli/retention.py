@@ -110,19 +110,24 @@ def repair(
     verify: Annotated[bool, typer.Option("--verify", help="Also re-hash every committed version's files.")] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Roll back interrupted attempts and remove folders no committed version owns."""
+    """Roll back interrupted attempts, remove folders no committed version owns, fail runs whose process is gone."""
     settings = load_settings()
+    from assets.launch import instance_for
+    from assets.runs import fail_runs_of_gone_processes
     from governance.repair import repair as repair_lake
 
     report = repair_lake(open_catalog(settings), Lake(settings.lake), actor="custody-repair", thorough=True, verify_files=verify)
+    gone_runs = fail_runs_of_gone_processes(settings, instance_for(settings))
     if as_json:
-        emit_json(asdict(report))
+        emit_json({**asdict(report), "failed_runs": [run.run_id for run in gone_runs]})
     else:
         console = render.stdout_console()
         for label, items in (("rolled back", report.rolled_back), ("removed", report.removed), ("damaged", report.damaged)):
             for item in items:
                 console.print(f"{label}: {item}", markup=False)
-        if report.clean:
+        for run in gone_runs:
+            console.print(f"marked failed: {run}", markup=False)
+        if report.clean and not gone_runs:
             console.print("nothing to repair")
     if report.damaged:
         raise typer.Exit(1)

@@ -1,0 +1,27 @@
+"""Run a real `custody ingest` and hold it mid-ingestion until it is killed, for tests/test_abandoned_runs.py.
+
+Usage: run_child.py ASSET BATCH, with CUSTODY_HOME and the other settings in the environment. The
+ingestion stops where it would commit and sleeps; the test kills it or lets it live.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import governance.ingest as ingest_module
+from governance.cli import run
+
+
+def hold(*args, **kwargs) -> None:
+    time.sleep(600)
+
+
+def main() -> None:
+    asset, batch = sys.argv[1], sys.argv[2]
+    ingest_module.commit = hold
+    sys.exit(run(["ingest", asset, "--batch", batch, "--as", "bob"]))
+
+
+if __name__ == "__main__":
+    main()
