@@ -10,6 +10,7 @@ from pathlib import Path
 from governance.errors import InvalidInput
 
 DEFAULT_HOME = ".custody"
+DEFAULT_TRANSFORM_PACKAGES = ("assets.transforms",)
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class Settings:
     column_lineage: str = "on"
     column_lineage_cap: str | None = None
     require_verified: str = "restricted"
+    transform_packages: tuple[str, ...] = DEFAULT_TRANSFORM_PACKAGES
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -44,6 +46,7 @@ class Settings:
             column_lineage=env.get("CUSTODY_COLUMN_LINEAGE") or "on",
             column_lineage_cap=env.get("CUSTODY_COLUMN_LINEAGE_CAP") or None,
             require_verified=env.get("CUSTODY_REQUIRE_VERIFIED", "restricted"),
+            transform_packages=_packages(env, "CUSTODY_TRANSFORM_PACKAGES") or DEFAULT_TRANSFORM_PACKAGES,
         )
 
     @classmethod
@@ -63,6 +66,23 @@ class Settings:
     @property
     def cache_dir(self) -> Path:
         return self.home / "cache"
+
+
+def _packages(environ: Mapping[str, str], name: str) -> tuple[str, ...]:
+    """Comma-separated dotted package names from the variable `name`; empty when it is unset or empty."""
+    value = environ.get(name)
+    if not value:
+        return ()
+    packages = tuple(part.strip() for part in value.split(","))
+    if not all(is_dotted_name(package) for package in packages):
+        raise InvalidInput(f"{name}={value!r}: expected package names separated by commas, "
+                           "such as assets.transforms,acme.transforms")
+    return packages
+
+
+def is_dotted_name(name: str) -> bool:
+    """`a.b.c`, each part a Python identifier: no empty part, no leading dot (a relative name)."""
+    return all(part.isidentifier() for part in name.split("."))
 
 
 def env_amount(environ: Mapping[str, str], name: str, unit: str) -> float | None:
