@@ -12,8 +12,9 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from governance.errors import BatchError, InvalidName, NotFound, UnsafePath
+from governance.errors import BatchError, InvalidName, NotFound, UnsafePath, UnsafeYaml
 from governance.versions import CHUNK, BatchRecord, FileEntry
+from governance.yamlsource import safe_load
 from governance.zones import AssetKey, Lake, Zone, check_batch_id
 
 READY_MARKER = "_READY"
@@ -140,8 +141,10 @@ def _read_meta(folder: Path) -> BatchMeta:
     if not path.exists():
         return BatchMeta()
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = safe_load(path.read_text(encoding="utf-8")) or {}
         return BatchMeta.model_validate(data)
+    except UnsafeYaml as err:
+        raise BatchError(f"{path}: {err}") from err
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
         raise BatchError(f"{path}: cannot read batch metadata: {err}") from err
     except ValidationError as err:

@@ -22,9 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from governance import yamlsource
 from governance.config import is_dotted_name
-from governance.errors import InvalidName, SpecError, SpecProblem
+from governance.errors import InvalidName, SpecError, SpecProblem, UnsafeYaml
 from governance.speccache import SpecCache, cache_file
-from governance.yamlsource import LocatedYaml, load_located
+from governance.yamlsource import LocatedYaml, load_located, read_capped
 from governance.zones import AssetKey, check_name
 
 COLUMN_TYPE = re.compile(
@@ -35,6 +35,7 @@ GROUP_NAME = r"^[a-z][a-z0-9_-]{0,63}$"
 COLUMN_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 TRANSFORM_REF = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
 ASSET_REF = r"^[a-z][a-z0-9_]{0,62}/[a-z][a-z0-9_]{0,62}$"
+MAX_SPEC_BYTES = 256 * 1024
 
 
 class Classification(StrEnum):
@@ -260,9 +261,13 @@ def _load_one(root: Path, file: Path, problems: list[SpecProblem], cache: SpecCa
             problems.append(SpecProblem(shown, "", str(err)))
             key_ok = False
     try:
-        raw = file.read_bytes()
+        raw, size = read_capped(file, MAX_SPEC_BYTES)
     except OSError as err:
         problems.append(SpecProblem(shown, "", f"cannot read: {err}"))
+        return None
+    if size > MAX_SPEC_BYTES:
+        problems.append(SpecProblem(
+            shown, "", f"{size:,} bytes, more than the {MAX_SPEC_BYTES:,} bytes ({MAX_SPEC_BYTES // 1024} KB) a spec file may hold"))
         return None
     digest = hashlib.sha256(raw).hexdigest()
     cached = _from_cache(cache, digest) if key_ok else None
@@ -272,6 +277,9 @@ def _load_one(root: Path, file: Path, problems: list[SpecProblem], cache: SpecCa
         located = load_located(raw.decode("utf-8"))
     except UnicodeDecodeError as err:
         problems.append(SpecProblem(shown, "", f"cannot read: {err}"))
+        return None
+    except UnsafeYaml as err:
+        problems.append(SpecProblem(shown, "", err.reason, err.line))
         return None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
@@ -362,8 +370,9 @@ def _line_in(file: Path, path: str) -> int | None:
     """The line of a field in a spec validated earlier, perhaps from the cache, which keeps no
     lines; None when the file no longer parses."""
     try:
-        return load_located(file.read_text(encoding="utf-8")).line_of(path)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        raw, size = read_capped(file, MAX_SPEC_BYTES)
+        return load_located(raw.decode("utf-8")).line_of(path) if size <= MAX_SPEC_BYTES else None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, UnsafeYaml):
         return None
 
 

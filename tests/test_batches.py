@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 import pytest
 
 from governance.batches import TextScan, drop_batch, open_batch, scan_batch
 from governance.errors import BatchError
-from governance.zones import AssetKey
+from governance.zones import AssetKey, Lake
+from tests.helpers import alias_bomb
+
+PEOPLE = AssetKey("t", "people")
 
 
 def scanned(*blocks: bytes) -> TextScan:
@@ -57,3 +63,20 @@ def test_a_file_that_changes_after_the_batch_is_opened_is_refused(lake):
         handle.write(b"2,bob,2.5\n")
     with pytest.raises(BatchError, match=r"p.csv: changed while being ingested \(24 bytes, then 34\)"):
         scan_batch(batch)
+
+
+def batch_with_meta(lake: Lake, meta: str | bytes) -> Path:
+    """A ready batch of one CSV file whose `_batch.yaml` holds `meta`; the file's path."""
+    folder = drop_batch(lake, PEOPLE, "b1", {"p.csv": b"id,name,score\n1,ann,1.5\n"})
+    path = folder / "_batch.yaml"
+    path.write_bytes(meta.encode() if isinstance(meta, str) else meta)
+    return path
+
+
+def test_a_batch_yaml_with_aliases_is_refused_at_the_first_alias_without_expanding_them(lake):
+    path = batch_with_meta(lake, "note: x\n" + alias_bomb("label"))
+    started = time.perf_counter()
+    with pytest.raises(BatchError) as raised:
+        open_batch(lake, PEOPLE, "b1", "csv")
+    assert time.perf_counter() - started < 0.5
+    assert str(raised.value) == f"{path}: line 4: YAML aliases (*name) are not accepted: write the value out"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from governance.errors import InvalidInput, SpecError
 from governance.spec import check_specs, load_specs
 from governance.zones import AssetKey
 from tests.conftest import DATA, DEMO_SPECS
+from tests.helpers import alias_bomb
 
 BAD = DATA / "bad_specs"
 ALLOWED = DEFAULT_TRANSFORM_PACKAGES
@@ -145,3 +147,32 @@ def test_specs_check_allows_the_packages_the_setting_names(tmp_path, monkeypatch
     assert "outside the allowed transform packages (assets.transforms)" in capsys.readouterr().err
     monkeypatch.setenv("CUSTODY_TRANSFORM_PACKAGES", "assets.transforms,tests.transforms")
     assert run(["specs", "check", str(tmp_path / "specs")]) == 0
+
+
+def test_a_spec_with_yaml_aliases_is_refused_at_the_first_alias_without_expanding_them(tmp_path):
+    (tmp_path / "d").mkdir()
+    spec = tmp_path / "d" / "a.yaml"
+    spec.write_text(LANDING + alias_bomb("tags"))
+    started = time.perf_counter()
+    problems = [str(p) for p in check_specs(tmp_path, transform_packages=ALLOWED)]
+    assert time.perf_counter() - started < 0.5
+    assert problems == [f"{spec}:7: YAML aliases (*name) are not accepted: write the value out"]
+
+
+def test_a_spec_nested_too_deep_is_refused_without_composing_it(tmp_path):
+    (tmp_path / "d").mkdir()
+    spec = tmp_path / "d" / "a.yaml"
+    spec.write_text(LANDING + "columns: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    assert [str(p) for p in check_specs(tmp_path, transform_packages=ALLOWED)] == [
+        f"{spec}:5: YAML nested more than 100 levels deep"
+    ]
+
+
+def test_a_spec_file_over_256_kb_is_refused_with_the_limit_and_its_size(tmp_path):
+    (tmp_path / "d").mkdir()
+    spec = tmp_path / "d" / "a.yaml"
+    spec.write_text(LANDING.replace("description: x", "description: " + "x" * 300_000))
+    size = spec.stat().st_size
+    assert [str(p) for p in check_specs(tmp_path, transform_packages=ALLOWED)] == [
+        f"{spec}: {size:,} bytes, more than the 262,144 bytes (256 KB) a spec file may hold"
+    ]
