@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from governance.errors import UnsafeYaml
+from governance.errors import UnsafeYaml, error_summary
 
 Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 STR_TAG = "tag:yaml.org,2002:str"
@@ -46,6 +46,13 @@ def read_capped(path: Path, cap: int) -> tuple[bytes, int]:
     with path.open("rb") as handle:
         head = handle.read(cap + 1)
         return head, max(os.fstat(handle.fileno()).st_size, len(head))
+
+
+def yaml_problem(err: yaml.YAMLError) -> str:
+    """A YAML error on one line, with its line number: PyYAML's own message spans several."""
+    mark = getattr(err, "problem_mark", None)
+    problem = getattr(err, "problem", None) or error_summary(err)
+    return f"line {mark.line + 1}: {problem}" if mark else problem
 
 
 def safe_load(text: str) -> Any:
