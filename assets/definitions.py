@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -19,7 +19,7 @@ CUSTODY_DESCRIPTION = "Custody's catalog, lake, directory and policy, from the C
 
 
 def build_definitions(
-    specs_dir: Path, cache_dir: Path | None = None, *, transform_packages: Sequence[str]
+    specs_dir: Path, cache_dir: Path | None = None, *, transform_packages: tuple[str, ...]
 ) -> dg.Definitions:
     """Every spec as an asset; a bad spec stops the load with every problem listed."""
     return definitions_for(load_specs(specs_dir, cache_dir, transform_packages=transform_packages))

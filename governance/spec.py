@@ -8,7 +8,7 @@ import inspect
 import json
 import re
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cache, cached_property
@@ -187,24 +187,24 @@ class SpecSet:
         return self.specs.get(key)
 
 
-def load_specs(root: Path, cache_dir: Path | None = None, *, transform_packages: Sequence[str]) -> SpecSet:
+def load_specs(root: Path, cache_dir: Path | None = None, *, transform_packages: tuple[str, ...]) -> SpecSet:
     """Load and validate every spec under `root`; raise SpecError listing every problem.
 
     A transform must be in one of `transform_packages` (or one of their subpackages). With
     `cache_dir`, files whose exact bytes were validated before skip the YAML parse.
     """
-    specs, problems = _collect_cached(Path(root), cache_dir, tuple(transform_packages))
+    specs, problems = _collect_cached(Path(root), cache_dir, transform_packages)
     if problems:
         raise SpecError(problems)
     return SpecSet(Path(root), specs)
 
 
 def check_specs(
-    root: Path, cache_dir: Path | None = None, *, transform_packages: Sequence[str]
+    root: Path, cache_dir: Path | None = None, *, transform_packages: tuple[str, ...]
 ) -> list[SpecProblem]:
     """Every problem of the specs under `root`; each file is validated in full, and with
     `cache_dir` the valid ones are remembered for the next load."""
-    return _collect_cached(Path(root), cache_dir, tuple(transform_packages), trust_cache=False)[1]
+    return _collect_cached(Path(root), cache_dir, transform_packages, trust_cache=False)[1]
 
 
 def _collect_cached(
@@ -266,8 +266,8 @@ def _load_one(root: Path, file: Path, problems: list[SpecProblem], cache: SpecCa
         problems.append(SpecProblem(shown, "", f"cannot read: {err}"))
         return None
     if size > MAX_SPEC_BYTES:
-        problems.append(SpecProblem(
-            shown, "", f"{size:,} bytes, more than the {MAX_SPEC_BYTES:,} bytes ({MAX_SPEC_BYTES // 1024} KB) a spec file may hold"))
+        limit = f"{MAX_SPEC_BYTES:,} bytes ({MAX_SPEC_BYTES // 1024} KB)"
+        problems.append(SpecProblem(shown, "", f"{size:,} bytes, more than the {limit} a spec file may hold"))
         return None
     digest = hashlib.sha256(raw).hexdigest()
     cached = _from_cache(cache, digest) if key_ok else None
@@ -355,7 +355,7 @@ def _cross_checks(
                 yield SpecProblem(file, "transform", f"transform takes no parameter for input(s) {', '.join(missing)}")
 
 
-def _transform_refusal(reference: str, packages: Sequence[str]) -> str | None:
+def _transform_refusal(reference: str, packages: tuple[str, ...]) -> str | None:
     """Why the module of `reference` may not be imported, or None when it is one of `packages` or
     inside one. Decided on the name alone: importing a module runs its code."""
     module = reference.partition(":")[0]

@@ -39,6 +39,7 @@ from governance.yamlsource import safe_load, yaml_problem
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MAX_NESTING = 10
 DEFAULT_TTL_SECONDS = 60.0
+DIRECTORY_SHAPE = "expected `users:` and `groups:` mappings"
 
 
 def checked_name(name: str, what: str = "user") -> str:
@@ -421,9 +422,11 @@ def _parse(path: Path) -> _Members:
         raise InvalidInput(f"{path}: {err}") from err
     except yaml.YAMLError as err:
         raise InvalidInput(f"{path}: not valid YAML: {yaml_problem(err)}") from err
-    users, groups = (data.get("users") or {}, data.get("groups") or {}) if isinstance(data, dict) else (None, None)
+    if not isinstance(data, dict):
+        raise InvalidInput(f"{path}: {DIRECTORY_SHAPE}")
+    users, groups = data.get("users") or {}, data.get("groups") or {}
     if not isinstance(users, dict) or not isinstance(groups, dict):
-        raise InvalidInput(f"{path}: expected `users:` and `groups:` mappings")
+        raise InvalidInput(f"{path}: {DIRECTORY_SHAPE}")
     for group, members in groups.items():
         try:
             checked_name(str(group), "group")
@@ -433,7 +436,8 @@ def _parse(path: Path) -> _Members:
             raise InvalidInput(f"{path}: groups.{group}: expected a list of members")
         for member in members:
             if not isinstance(member, str):
-                raise InvalidInput(f"{path}: groups.{group}: expected names of users and groups, found {member!r}")
+                raise InvalidInput(
+                    f"{path}: groups.{group}: expected names of users and groups, found {member!r}")
             if member not in users and member not in groups:
                 raise InvalidInput(f"{path}: groups.{group}: {member!r} is neither a user nor a group")
     return _Members(frozenset(map(str, users)), {str(g): tuple(m) for g, m in groups.items()})
