@@ -18,9 +18,11 @@ from resources import CustodyResource, SparkResource
 CUSTODY_DESCRIPTION = "Custody's catalog, lake, directory and policy, from the CUSTODY_* environment."
 
 
-def build_definitions(specs_dir: Path, cache_dir: Path | None = None) -> dg.Definitions:
+def build_definitions(
+    specs_dir: Path, cache_dir: Path | None = None, *, transform_packages: tuple[str, ...]
+) -> dg.Definitions:
     """Every spec as an asset; a bad spec stops the load with every problem listed."""
-    return definitions_for(load_specs(specs_dir, cache_dir))
+    return definitions_for(load_specs(specs_dir, cache_dir, transform_packages=transform_packages))
 
 
 def definitions_for(specs: SpecSet) -> dg.Definitions:
@@ -39,7 +41,7 @@ def definitions_for(specs: SpecSet) -> dg.Definitions:
 @dg.definitions
 def defs() -> dg.Definitions:
     settings = Settings.from_env()
-    specs = load_specs(settings.specs, settings.cache_dir)
+    specs = load_specs(settings.specs, settings.cache_dir, transform_packages=settings.transform_packages)
     with _few_collections():
         return definitions_for(specs)
 

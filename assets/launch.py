@@ -71,7 +71,8 @@ def launch(
     run_id: str | None = None,
 ) -> RunOutcome:
     """Run the selected assets in one Dagster run on the shared instance."""
-    defs = build_definitions(settings.specs, settings.cache_dir)
+    defs = build_definitions(settings.specs, settings.cache_dir,
+                             transform_packages=settings.transform_packages)
     if isinstance(selection, str):
         keys = resolve_selection(defs, selection)
     else:

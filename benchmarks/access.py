@@ -49,7 +49,7 @@ from governance.access.policy import Identity, Policy, Verb
 from governance.api import Custody
 from governance.catalog import Catalog, utcnow
 from governance.catalog.models import VersionRow
-from governance.config import Settings
+from governance.config import DEFAULT_TRANSFORM_PACKAGES, Settings
 from governance.spec import load_specs
 from governance.zones import AssetKey, VersionRef
 from tests.ldap_server import password_of, populated_slapd
@@ -103,7 +103,7 @@ def main() -> None:
 
 
 def run(args: argparse.Namespace, work: Path, server) -> None:
-    specs = load_specs(ROOT / "assets" / "specs")
+    specs = load_specs(ROOT / "assets" / "specs", transform_packages=DEFAULT_TRANSFORM_PACKAGES)
     products = specs[PRODUCTS]
     carol = Identity.asserted("carol")
     ldap_settings = LdapSettings(url=server.url, base_dn=server.base_dn, bind_dn=server.bind_dn,

@@ -33,6 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TRANSFORM = "benchmarks.bench_transforms:any_inputs"
+TRANSFORM_PACKAGE = "benchmarks.bench_transforms"
 TYPES = ["string", "int", "long", "double", "boolean", "date", "timestamp", "decimal(10,2)"]
 DOMAINS = 20
 
@@ -99,7 +100,8 @@ def child(kind: str, root: Path) -> dict:
         return {"seconds": time.perf_counter() - started, "cpu": time.process_time() - cpu}
     # Through the entry point Dagster calls, configured as a deployment would be.
     home = root / "home" if kind in ("cached", "profile") else Path(tempfile.mkdtemp(prefix="cold-", dir=root))
-    os.environ.update({"CUSTODY_HOME": str(home), "CUSTODY_SPECS": str(root / "specs")})
+    os.environ.update({"CUSTODY_HOME": str(home), "CUSTODY_SPECS": str(root / "specs"),
+                       "CUSTODY_TRANSFORM_PACKAGES": TRANSFORM_PACKAGE})
     from assets.definitions import defs
 
     if kind in ("cold", "cached"):

@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from governance.catalog import Catalog
+from governance.config import DEFAULT_TRANSFORM_PACKAGES
 from governance.ingest import ingest
 from governance.lineage.versioned import DEFAULT_COLUMNS, ColumnOptions
 from governance.runs import RunRequest
@@ -165,7 +166,7 @@ class Bench:
         self.spark, self.work = spark, work
         (work / "specs" / KEY.domain).mkdir(parents=True)
         (work / "specs" / KEY.domain / f"{KEY.name}.yaml").write_text(spec_yaml(), encoding="utf-8")
-        self.spec = load_specs(work / "specs")[KEY]
+        self.spec = load_specs(work / "specs", transform_packages=DEFAULT_TRANSFORM_PACKAGES)[KEY]
         self.schema = spark_schema(self.spec.body.columns)
         self.lake = Lake(work / "lake")
         self.catalog = Catalog.from_url(f"sqlite:///{work / 'catalog.db'}")

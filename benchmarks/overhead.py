@@ -58,6 +58,7 @@ SOURCE = AssetKey("bench", "source")
 TRIVIAL = AssetKey("bench", "trivial")
 PLAIN = dg.AssetKey(["bench", "trivial_plain"])
 TRANSFORM = "benchmarks.bench_transforms:passthrough"
+TRANSFORM_PACKAGES = ("benchmarks.bench_transforms",)
 TAGS = {REQUESTED_BY_TAG: "bench"}
 # As the CLI launches runs (assets/launch.py): step logs still reach the instance, not the terminal.
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -86,7 +87,7 @@ def write_specs(root: Path) -> SpecSet:
         f"inputs: [{SOURCE}]\ntransform: {TRANSFORM}\n",
         encoding="utf-8",
     )
-    return load_specs(root)
+    return load_specs(root, transform_packages=TRANSFORM_PACKAGES)
 
 
 def csv_rows(rows: int) -> bytes:

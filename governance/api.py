@@ -45,7 +45,8 @@ class Custody:
 
     @cached_property
     def specs(self) -> SpecSet:
-        return load_specs(self.settings.specs, self.settings.cache_dir)
+        settings = self.settings
+        return load_specs(settings.specs, settings.cache_dir, transform_packages=settings.transform_packages)
 
     @cached_property
     def policy(self) -> Policy:

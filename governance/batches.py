@@ -8,13 +8,16 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from governance.errors import BatchError, InvalidName, NotFound, UnsafePath, shown
+from governance.access.directory import NAME as USER_NAME
+from governance.errors import BatchError, InvalidName, NotFound, UnsafePath, UnsafeYaml, shown
 from governance.versions import CHUNK, BatchRecord, FileEntry
+from governance.yamlsource import read_capped, safe_load, yaml_problem
 from governance.zones import AssetKey, Lake, Zone, check_batch_id
 
 READY_MARKER = "_READY"
@@ -23,14 +26,25 @@ SNIFF_BYTES = 8192
 UTF8_BOM = b"\xef\xbb\xbf"
 LF, CR, TAB = ord("\n"), ord("\r"), ord("\t")
 MAX_CONTROLS_SHOWN = 5
+MAX_META_BYTES = 64 * 1024
+MAX_LABEL = 128
+MAX_NOTE = 4096
+
+
+def _user_name(value: str) -> str:
+    if not USER_NAME.fullmatch(value):
+        raise ValueError("not a directory user name: letters, digits, '.', '_' or '-', at most 64")
+    return value
 
 
 class BatchMeta(BaseModel):
+    """What a producer says of a batch; each field is bounded, since it is stored in the catalog."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    requested_by: str | None = None
-    label: str | None = None
-    note: str | None = None
+    requested_by: Annotated[str, AfterValidator(_user_name)] | None = None
+    label: Annotated[str, Field(max_length=MAX_LABEL)] | None = None
+    note: Annotated[str, Field(max_length=MAX_NOTE)] | None = None
 
 
 @dataclass(frozen=True)
@@ -160,19 +174,39 @@ def scan_batch(batch: Batch) -> BatchScan:
 
 
 def _read_meta(folder: Path) -> BatchMeta:
+    """The batch's `_batch.yaml`, its size checked before it is parsed."""
     path = folder / BATCH_META
     if not path.exists():
         return BatchMeta()
+    if not path.is_file():
+        raise BatchError(f"{path}: not a regular file")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        return BatchMeta.model_validate(data)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raw, size = read_capped(path, MAX_META_BYTES)
+    except OSError as err:
         raise BatchError(f"{path}: cannot read batch metadata: {err}") from err
+    if size > MAX_META_BYTES:
+        raise BatchError(f"{path}: {size:,} bytes, more than the {MAX_META_BYTES:,} bytes "
+                         f"({MAX_META_BYTES // 1024} KB) a {BATCH_META} may hold")
+    try:
+        return BatchMeta.model_validate(safe_load(raw.decode("utf-8")) or {})
+    except UnsafeYaml as err:
+        raise BatchError(f"{path}: {err}") from err
+    except UnicodeDecodeError as err:
+        raise BatchError(f"{path}: cannot read batch metadata: {err}") from err
+    except yaml.YAMLError as err:
+        raise BatchError(f"{path}: not valid YAML: {yaml_problem(err)}") from err
     except ValidationError as err:
-        first = err.errors(include_url=False)[0]
-        field = ".".join(str(p) for p in first["loc"]) or "(document)"
-        message = "unknown key" if first["type"] == "extra_forbidden" else first["msg"]
-        raise BatchError(f"{path}: {field}: {message}; allowed keys: requested_by, label, note") from err
+        raise BatchError(f"{path}: {_meta_problem(err)}") from err
+
+
+def _meta_problem(err: ValidationError) -> str:
+    first = err.errors(include_url=False)[0]
+    if not first["loc"]:
+        return "expected a mapping of requested_by, label and note"
+    field = ".".join(str(p) for p in first["loc"])
+    if first["type"] == "extra_forbidden":
+        return f"{field}: unknown key; allowed keys: requested_by, label, note"
+    return f"{field}: {first['msg'].removeprefix('Value error, ')}"
 
 
 def _check_file(lake: Lake, drop_root: Path, entry: Path, fmt: str) -> DropFile:

@@ -17,6 +17,7 @@ POLICY_VARIABLES = {
     "auditor_group": "CUSTODY_AUDITOR_GROUP",
     "require_verified": "CUSTODY_REQUIRE_VERIFIED",
 }
+DEFAULT_TRANSFORM_PACKAGES = ("assets.transforms",)
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class Settings:
     auditor_group: str = "auditors"
     # Which policy settings this process was given rather than defaulted: those must agree with the pinned ones.
     explicit: frozenset[str] = field(default=frozenset())
+    transform_packages: tuple[str, ...] = DEFAULT_TRANSFORM_PACKAGES
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -56,6 +58,7 @@ class Settings:
             require_verified=env.get("CUSTODY_REQUIRE_VERIFIED", "restricted"),
             auditor_group=env.get("CUSTODY_AUDITOR_GROUP") or "auditors",
             explicit=_explicit(env),
+            transform_packages=_packages(env, "CUSTODY_TRANSFORM_PACKAGES") or DEFAULT_TRANSFORM_PACKAGES,
         )
 
     @classmethod
@@ -81,6 +84,21 @@ def _explicit(env: Mapping[str, str]) -> frozenset[str]:
     """The policy settings `env` sets; an empty value counts only for require_verified, where it means none."""
     return frozenset(key for key, variable in POLICY_VARIABLES.items()
                      if env.get(variable) or (key == "require_verified" and variable in env))
+def _packages(environ: Mapping[str, str], name: str) -> tuple[str, ...]:
+    """Comma-separated dotted package names from the variable `name`; empty when it is unset or empty."""
+    value = environ.get(name)
+    if not value:
+        return ()
+    packages = tuple(part.strip() for part in value.split(","))
+    if not all(is_dotted_name(package) for package in packages):
+        raise InvalidInput(f"{name}={value!r}: expected package names separated by commas, "
+                           "such as assets.transforms,acme.transforms")
+    return packages
+
+
+def is_dotted_name(name: str) -> bool:
+    """`a.b.c`, each part a Python identifier: no empty part, no leading dot (a relative name)."""
+    return all(part.isidentifier() for part in name.split("."))
 
 
 def env_amount(environ: Mapping[str, str], name: str, unit: str) -> float | None:

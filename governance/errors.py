@@ -58,6 +58,15 @@ class SpecProblem:
         return f"{where}:{field} {self.message}"
 
 
+class UnsafeYaml(InvalidInput):
+    """Valid YAML that Custody refuses to load: an alias (`*name`), or nesting past a depth.
+    `reason` says which, `line` where."""
+
+    def __init__(self, line: int, reason: str):
+        self.line, self.reason = line, reason
+        super().__init__(f"line {line}: {reason}")
+
+
 class SpecError(InvalidInput):
     """Every problem found in a folder of specs, reported at once."""
 

@@ -21,9 +21,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from governance import yamlsource
-from governance.errors import InvalidName, SpecError, SpecProblem
+from governance.config import is_dotted_name
+from governance.errors import InvalidName, SpecError, SpecProblem, UnsafeYaml
 from governance.speccache import SpecCache, cache_file
-from governance.yamlsource import LocatedYaml, load_located
+from governance.yamlsource import LocatedYaml, load_located, read_capped
 from governance.zones import AssetKey, check_name
 
 COLUMN_TYPE = re.compile(
@@ -34,6 +35,7 @@ GROUP_NAME = r"^[a-z][a-z0-9_-]{0,63}$"
 COLUMN_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 TRANSFORM_REF = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
 ASSET_REF = r"^[a-z][a-z0-9_]{0,62}/[a-z][a-z0-9_]{0,62}$"
+MAX_SPEC_BYTES = 256 * 1024
 
 
 class Classification(StrEnum):
@@ -185,30 +187,33 @@ class SpecSet:
         return self.specs.get(key)
 
 
-def load_specs(root: Path, cache_dir: Path | None = None) -> SpecSet:
+def load_specs(root: Path, cache_dir: Path | None = None, *, transform_packages: tuple[str, ...]) -> SpecSet:
     """Load and validate every spec under `root`; raise SpecError listing every problem.
 
-    With `cache_dir`, files whose exact bytes were validated before skip the YAML parse.
+    A transform must be in one of `transform_packages` (or one of their subpackages). With
+    `cache_dir`, files whose exact bytes were validated before skip the YAML parse.
     """
-    specs, problems = _collect_cached(Path(root), cache_dir)
+    specs, problems = _collect_cached(Path(root), cache_dir, transform_packages)
     if problems:
         raise SpecError(problems)
     return SpecSet(Path(root), specs)
 
 
-def check_specs(root: Path, cache_dir: Path | None = None) -> list[SpecProblem]:
+def check_specs(
+    root: Path, cache_dir: Path | None = None, *, transform_packages: tuple[str, ...]
+) -> list[SpecProblem]:
     """Every problem of the specs under `root`; each file is validated in full, and with
     `cache_dir` the valid ones are remembered for the next load."""
-    return _collect_cached(Path(root), cache_dir, trust_cache=False)[1]
+    return _collect_cached(Path(root), cache_dir, transform_packages, trust_cache=False)[1]
 
 
 def _collect_cached(
-    root: Path, cache_dir: Path | None, *, trust_cache: bool = True
+    root: Path, cache_dir: Path | None, transform_packages: tuple[str, ...], *, trust_cache: bool = True
 ) -> tuple[dict[AssetKey, Spec], list[SpecProblem]]:
     model = _model_fingerprint() if cache_dir else None
     path = cache_file(cache_dir, root) if cache_dir and model else None
     cache = SpecCache.open(path, model or "") if trust_cache else SpecCache(path, model or "")
-    collected = _collect(root, cache)
+    collected = _collect(root, cache, transform_packages)
     cache.save()
     return collected
 
@@ -224,7 +229,9 @@ def _model_fingerprint() -> str | None:
     return hashlib.sha256("\n".join([pydantic.VERSION, *sources]).encode()).hexdigest()
 
 
-def _collect(root: Path, cache: SpecCache) -> tuple[dict[AssetKey, Spec], list[SpecProblem]]:
+def _collect(
+    root: Path, cache: SpecCache, transform_packages: tuple[str, ...]
+) -> tuple[dict[AssetKey, Spec], list[SpecProblem]]:
     if not root.is_dir():
         return {}, [SpecProblem(str(root), "", "spec folder not found")]
     problems: list[SpecProblem] = []
@@ -234,7 +241,7 @@ def _collect(root: Path, cache: SpecCache) -> tuple[dict[AssetKey, Spec], list[S
         spec = _load_one(root, file, problems, cache)
         if spec is not None:
             specs[spec.key] = spec
-    problems.extend(_cross_checks(specs))
+    problems.extend(_cross_checks(specs, transform_packages))
     ordered = _dependency_order(specs, problems)
     return ordered, problems
 
@@ -254,9 +261,13 @@ def _load_one(root: Path, file: Path, problems: list[SpecProblem], cache: SpecCa
             problems.append(SpecProblem(shown, "", str(err)))
             key_ok = False
     try:
-        raw = file.read_bytes()
+        raw, size = read_capped(file, MAX_SPEC_BYTES)
     except OSError as err:
         problems.append(SpecProblem(shown, "", f"cannot read: {err}"))
+        return None
+    if size > MAX_SPEC_BYTES:
+        limit = f"{MAX_SPEC_BYTES:,} bytes ({MAX_SPEC_BYTES // 1024} KB)"
+        problems.append(SpecProblem(shown, "", f"{size:,} bytes, more than the {limit} a spec file may hold"))
         return None
     digest = hashlib.sha256(raw).hexdigest()
     cached = _from_cache(cache, digest) if key_ok else None
@@ -266,6 +277,9 @@ def _load_one(root: Path, file: Path, problems: list[SpecProblem], cache: SpecCa
         located = load_located(raw.decode("utf-8"))
     except UnicodeDecodeError as err:
         problems.append(SpecProblem(shown, "", f"cannot read: {err}"))
+        return None
+    except UnsafeYaml as err:
+        problems.append(SpecProblem(shown, "", err.reason, err.line))
         return None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
@@ -312,7 +326,9 @@ def _from_validation(file: str, err: ValidationError, located: LocatedYaml) -> I
         yield SpecProblem(file, path, message, located.line_of(path))
 
 
-def _cross_checks(specs: dict[AssetKey, Spec]) -> Iterable[SpecProblem]:
+def _cross_checks(
+    specs: dict[AssetKey, Spec], transform_packages: tuple[str, ...]
+) -> Iterable[SpecProblem]:
     for spec in specs.values():
         file = str(spec.file)
         for i, key in enumerate(spec.inputs):
@@ -324,6 +340,11 @@ def _cross_checks(specs: dict[AssetKey, Spec]) -> Iterable[SpecProblem]:
             yield SpecProblem(file, "inputs", f"inputs share the name {', '.join(clashing)}")
         yield from classification_problems(spec, [specs[key] for key in spec.inputs if key in specs])
         if spec.body.transform:
+            # Checked on every load, cached specs included: the setting may have narrowed since.
+            refused = _transform_refusal(spec.body.transform, transform_packages)
+            if refused:
+                yield SpecProblem(file, "transform", refused, _line_in(spec.file, "transform"))
+                continue
             try:
                 accepted = _accepted_keywords(spec.body.transform)
             except TransformNotFound as err:
@@ -332,6 +353,27 @@ def _cross_checks(specs: dict[AssetKey, Spec]) -> Iterable[SpecProblem]:
             missing = [name for name in names if accepted is not None and name not in accepted]
             if missing:
                 yield SpecProblem(file, "transform", f"transform takes no parameter for input(s) {', '.join(missing)}")
+
+
+def _transform_refusal(reference: str, packages: tuple[str, ...]) -> str | None:
+    """Why the module of `reference` may not be imported, or None when it is one of `packages` or
+    inside one. Decided on the name alone: importing a module runs its code."""
+    module = reference.partition(":")[0]
+    if is_dotted_name(module) and any(module == p or module.startswith(f"{p}.") for p in packages):
+        return None
+    allowed = ", ".join(packages)
+    return (f"transform module {module!r} is outside the allowed transform packages ({allowed}); "
+            "CUSTODY_TRANSFORM_PACKAGES names them")
+
+
+def _line_in(file: Path, path: str) -> int | None:
+    """The line of a field in a spec validated earlier, perhaps from the cache, which keeps no
+    lines; None when the file no longer parses."""
+    try:
+        raw, size = read_capped(file, MAX_SPEC_BYTES)
+        return load_located(raw.decode("utf-8")).line_of(path) if size <= MAX_SPEC_BYTES else None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, UnsafeYaml):
+        return None
 
 
 def sensitive_inputs(spec: Spec, inputs: Iterable[Spec]) -> list[Spec]:

@@ -1,15 +1,27 @@
-"""YAML loading that keeps line numbers and refuses duplicate keys, for messages that point at a line."""
+"""YAML loading that keeps line numbers and refuses duplicate keys, for messages that point at a line.
+
+Two things valid YAML allows are refused before a document is composed. Aliases (`*name`): the
+composed document keeps one node for every use of an anchor, but the data expands each use, and
+seven nested levels of nine make 4.8 million strings. Nesting deeper than MAX_DEPTH: composing
+and building recurse once per level, and deep enough nesting crashes the process.
+"""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
 
+from governance.errors import UnsafeYaml, error_summary
+
 Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 STR_TAG = "tag:yaml.org,2002:str"
 SCALAR_TAGS = {f"tag:yaml.org,2002:{name}" for name in ("null", "bool", "int", "float", "timestamp")}
+MAX_DEPTH = 100
+ALIASES = "YAML aliases (*name) are not accepted: write the value out"
 
 
 @dataclass
@@ -28,8 +40,31 @@ class LocatedYaml:
         return self.lines.get("")
 
 
+def read_capped(path: Path, cap: int) -> tuple[bytes, int]:
+    """The bytes of `path` and its size; of a file larger than `cap` (the size says so), no more
+    than cap + 1 bytes are read. A device such as /dev/zero reports no size: what was read counts."""
+    with path.open("rb") as handle:
+        head = handle.read(cap + 1)
+        return head, max(os.fstat(handle.fileno()).st_size, len(head))
+
+
+def yaml_problem(err: yaml.YAMLError) -> str:
+    """A YAML error on one line, with its line number: PyYAML's own message spans several."""
+    mark = getattr(err, "problem_mark", None)
+    problem = getattr(err, "problem", None) or error_summary(err)
+    return f"line {mark.line + 1}: {problem}" if mark else problem
+
+
+def safe_load(text: str) -> Any:
+    """`yaml.safe_load`, refusing aliases and deep nesting (UnsafeYaml)."""
+    _refuse_unsafe(text)
+    return yaml.load(text, Loader=Loader)
+
+
 def load_located(text: str) -> LocatedYaml:
-    """Parse one YAML document; raises yaml.YAMLError with a position on syntax errors."""
+    """Parse one YAML document; raises yaml.YAMLError with a position on syntax errors, and
+    UnsafeYaml at the first alias or past MAX_DEPTH."""
+    _refuse_unsafe(text)
     loader = Loader(text)
     try:
         node = loader.get_single_node()
@@ -39,6 +74,24 @@ def load_located(text: str) -> LocatedYaml:
         return located
     finally:
         loader.dispose()
+
+
+def _refuse_unsafe(text: str) -> None:
+    """Raise UnsafeYaml at the first alias or collection past MAX_DEPTH, from the parser's events,
+    which nest nothing. Every alias starts with `*`, and every collection opens with one of
+    `[{-?:`: text without the first and with few of the others (most specs) is not parsed twice."""
+    if "*" not in text and sum(map(text.count, "[{-?:")) <= MAX_DEPTH:
+        return
+    depth = 0
+    for event in yaml.parse(text, Loader=Loader):
+        if isinstance(event, yaml.AliasEvent):
+            raise UnsafeYaml(event.start_mark.line + 1, ALIASES)
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise UnsafeYaml(event.start_mark.line + 1, f"YAML nested more than {MAX_DEPTH} levels deep")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
 
 
 def _build(loader: Any, node: yaml.Node, path: str, out: LocatedYaml) -> Any:

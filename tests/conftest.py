@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 
 from governance.batches import BatchMeta, drop_batch
 from governance.catalog import Catalog, make_engine
-from governance.config import Settings
+from governance.config import DEFAULT_TRANSFORM_PACKAGES, Settings
 from governance.runtime import require_java
 from governance.spec import SpecSet, load_specs
 from governance.zones import AssetKey, Lake
@@ -92,12 +92,12 @@ def lake(settings: Settings) -> Lake:
 
 @pytest.fixture(scope="session")
 def demo_specs() -> SpecSet:
-    return load_specs(DEMO_SPECS)
+    return load_specs(DEMO_SPECS, transform_packages=DEFAULT_TRANSFORM_PACKAGES)
 
 
 @pytest.fixture(scope="session")
 def test_specs() -> SpecSet:
-    return load_specs(TEST_SPECS)
+    return load_specs(TEST_SPECS, transform_packages=DEFAULT_TRANSFORM_PACKAGES)
 
 
 @pytest.fixture

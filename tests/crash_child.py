@@ -58,7 +58,7 @@ def main() -> None:
     for key, value in session_conf("local[2]").items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spec = load_specs(SPECS)[AssetKey("t", "people")]
+    spec = load_specs(SPECS, transform_packages=settings.transform_packages)[AssetKey("t", "people")]
     ingest_module.ingest(spark, Catalog.from_url(settings.catalog_url), Lake(settings.lake), spec,
                          RunRequest(requested_by="bob", run_id=f"crash-{point}"), batch_id=batch)
 

@@ -1,4 +1,4 @@
-"""Assertions shared by tests."""
+"""Assertions and hostile inputs shared by tests."""
 
 from __future__ import annotations
 
@@ -21,3 +21,12 @@ def assert_nothing_committed(catalog: Catalog, lake: Lake, asset: str) -> None:
 def all_versions(catalog: Catalog) -> list[VersionRow]:
     with catalog.session() as session:
         return list(session.exec(select(VersionRow)))
+
+
+def alias_bomb(key: str = "bomb", levels: int = 7) -> str:
+    """YAML of a few hundred bytes whose nested aliases expand to 9**levels strings, under `key`;
+    its first alias is on its third line."""
+    lines = [f"{key}:", '  - &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for level in range(1, levels + 1):
+        lines.append(f"  - &l{level} [" + ", ".join([f"*l{level - 1}"] * 9) + "]")
+    return "\n".join(lines) + "\n"

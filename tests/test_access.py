@@ -19,6 +19,7 @@ from governance.access.policy import (
     coverage_problems,
     parse_classifications,
 )
+from governance.config import DEFAULT_TRANSFORM_PACKAGES
 from governance.errors import AccessDenied, DirectoryUnavailable, InvalidInput
 from governance.runs import Assurance
 from governance.spec import Classification, Spec, check_specs
@@ -205,7 +206,7 @@ def test_an_integration_asset_classified_below_its_inputs_is_refused_naming_them
     root = copy_specs(tmp_path)
     summary = root / "sales" / "product_summary.yaml"
     summary.write_text(summary.read_text().replace("classification: confidential", "classification: internal"))
-    [problem] = check_specs(root)
+    [problem] = check_specs(root, transform_packages=DEFAULT_TRANSFORM_PACKAGES)
     assert problem.field == "classification" and problem.file.endswith("product_summary.yaml")
     assert problem.message == "internal is below its input(s) sales/names_and_products (confidential): classify it confidential or higher"
 

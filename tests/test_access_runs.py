@@ -96,7 +96,7 @@ def test_run_config_cannot_point_a_run_at_another_directory(catalog, settings, t
 
     permissive = tmp_path / "everyone.yaml"
     permissive.write_text("users: {eve: {}}\ngroups: {sales-producers: [eve]}\n")
-    defs = build_definitions(settings.specs)
+    defs = build_definitions(settings.specs, transform_packages=settings.transform_packages)
     config = {"resources": {"custody": {"config": {"directory": f"file:{permissive}", "home": str(tmp_path / "elsewhere")}}}}
     with pytest.MonkeyPatch.context() as env:
         env.setenv("CUSTODY_HOME", str(settings.home))

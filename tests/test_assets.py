@@ -9,6 +9,7 @@ from py4j.protocol import Py4JNetworkError
 import governance.ingest
 from assets.definitions import build_definitions
 from assets.factory import build_assets
+from governance.config import DEFAULT_TRANSFORM_PACKAGES
 from governance.demo import (
     CLIENTS,
     NAMES_AND_PRODUCTS,
@@ -52,7 +53,7 @@ def demo_round(lake):
 
 
 def test_every_spec_is_an_asset_with_group_owners_kinds_tags_and_schema():
-    graph = build_definitions(DEMO_SPECS).resolve_asset_graph()
+    graph = build_definitions(DEMO_SPECS, transform_packages=DEFAULT_TRANSFORM_PACKAGES).resolve_asset_graph()
     clients = graph.get(key(CLIENTS))
     assert clients.group_name == "sales"
     assert clients.owners == ["team:sales-owners"]

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from governance.access.directory import FileDirectory, LdapDirectory, LdapSettings, open_directory
+from governance.cli import run
 from governance.errors import DirectoryUnavailable, InvalidInput, InvalidName, NotFound
+from tests.helpers import alias_bomb
 from tests.ldap_server import LdapServer, admin, make_ca, password_of, populated_slapd
 
 CANARY = "canary-b1nd-Pa55w0rd"
@@ -125,6 +127,47 @@ def test_a_file_directory_naming_an_unknown_member_is_refused_with_the_file(tmp_
     path.write_text("users: {alice: {}}\ngroups:\n  owners: [alice, mallory]\n")
     with pytest.raises(InvalidInput, match=r"directory.yaml: groups.owners: 'mallory' is neither a user nor a group"):
         open_directory(f"file:{path}", {})
+
+
+NOT_A_DIRECTORY = "expected `users:` and `groups:` mappings"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        pytest.param("root:x:0:0:root:/root:/bin/bash\nbin:x:2:2:bin:/bin:/usr/sbin/nologin\n", NOT_A_DIRECTORY,
+                     id="passwd"),
+        pytest.param("- alice\n- bob\n", NOT_A_DIRECTORY, id="list"),
+        pytest.param("alice\n", NOT_A_DIRECTORY, id="scalar"),
+        pytest.param("users: [alice]\ngroups: {owners: [alice]}\n", NOT_A_DIRECTORY, id="users-list"),
+        pytest.param("users: {alice: {}}\ngroups: [alice]\n", NOT_A_DIRECTORY, id="groups-list"),
+        pytest.param("users: {alice: {}}\ngroups:\n  owners: [alice, {name: bob}]\n",
+                     "groups.owners: expected names of users and groups, found {'name': 'bob'}", id="member-mapping"),
+        pytest.param("users: {alice: {}}\ngroups:\n  owners: [alice, ~]\n",
+                     "groups.owners: expected names of users and groups, found None", id="member-null"),
+        pytest.param("users: {alice: {}}\ngroups:\n  the owners: [alice]\n",
+                     "groups: invalid group name 'the owners': use letters, digits, '.', '_' or '-' (at most 64)",
+                     id="group-name"),
+        pytest.param("users: {alice: {}}\ngroups:\n  owners: [alice\n",
+                     "not valid YAML: line 4: did not find expected ',' or ']'", id="syntax"),
+        pytest.param("users: {alice: {}}\n" + alias_bomb("groups"),
+                     "line 4: YAML aliases (*name) are not accepted: write the value out", id="aliases"),
+        pytest.param("users: {caf\xe9: {}}\n", "cannot read the directory file: 'utf-8' codec can't decode byte "
+                     "0xe9 in position 11: invalid continuation byte", id="not-utf8"),
+    ],
+)
+def test_a_file_that_is_not_a_directory_is_refused_in_one_line_naming_it(tmp_path, content, message):
+    path = tmp_path / "directory.yaml"
+    path.write_text(content, encoding="latin-1")  # the same bytes as UTF-8, but for the one case that is not
+    with pytest.raises(InvalidInput) as raised:
+        open_directory(f"file:{path}", {})
+    assert str(raised.value) == f"{path}: {message}"
+
+
+def test_the_cli_names_a_directory_file_it_cannot_use_in_one_line(cli_env, monkeypatch, capsys):
+    monkeypatch.setenv("CUSTODY_DIRECTORY", "file:/etc/passwd")
+    assert run(["access", "show", "sales/clients"]) == 1
+    assert capsys.readouterr().err == f"error: /etc/passwd: {NOT_A_DIRECTORY}\n"
 
 
 def test_the_demo_directory_loads():

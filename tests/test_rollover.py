@@ -340,7 +340,7 @@ def test_the_nightly_schedule_runs_the_maintenance_job(cli_env, monkeypatch):
         ledger.append_many(session, [event(i) for i in range(30)])
     monkeypatch.setenv(ROLLOVER_DAYS, "0")
     monkeypatch.setenv(MAX_BYTES, "1")
-    defs = build_definitions(cli_env.specs)
+    defs = build_definitions(cli_env.specs, transform_packages=cli_env.transform_packages)
     schedule = defs.resolve_schedule_def("custody_ledger_maintenance_nightly")
     assert schedule.cron_schedule == "30 2 * * *" and schedule.default_status == dg.DefaultScheduleStatus.RUNNING
     with dg.instance_for_test() as instance:

@@ -29,14 +29,17 @@ from governance.errors import (
     InvalidInput,
     InvalidName,
     NotFound,
+    UnsafeYaml,
     error_summary,
 )
+from governance.yamlsource import safe_load, yaml_problem
 
 # Directory user and group names: letters, digits and . _ - only. Anything else (LDAP filter or DN
 # syntax, NUL, non-ASCII, the empty string) is refused before any lookup, so it can never widen one.
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MAX_NESTING = 10
 DEFAULT_TTL_SECONDS = 60.0
+DIRECTORY_SHAPE = "expected `users:` and `groups:` mappings"
 
 
 def checked_name(name: str, what: str = "user") -> str:
@@ -151,7 +154,7 @@ class FileDirectory:
         checked_name(group, "group")
         checked_name(user)
         with _locked(self.path):
-            data = yaml.safe_load(self.path.read_text(encoding="utf-8")) or {}
+            data = safe_load(self.path.read_text(encoding="utf-8")) or {}
             if user not in (data.get("users") or {}):
                 raise NotFound(f"{self.path}: no user {user!r} in the directory")
             groups = data.get("groups") or {}
@@ -419,21 +422,34 @@ class LdapDirectory:
 
 
 def _parse(path: Path) -> _Members:
+    """The file's users and groups; anything else in it is refused in one line naming the file."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as err:
+        data = safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError) as err:
         raise InvalidInput(f"{path}: cannot read the directory file: {error_summary(err)}") from err
+    except UnsafeYaml as err:
+        raise InvalidInput(f"{path}: {err}") from err
+    except yaml.YAMLError as err:
+        raise InvalidInput(f"{path}: not valid YAML: {yaml_problem(err)}") from err
+    if not isinstance(data, dict):
+        raise InvalidInput(f"{path}: {DIRECTORY_SHAPE}")
     users, groups = data.get("users") or {}, data.get("groups") or {}
     if not isinstance(users, dict) or not isinstance(groups, dict):
-        raise InvalidInput(f"{path}: expected `users:` and `groups:` mappings")
+        raise InvalidInput(f"{path}: {DIRECTORY_SHAPE}")
     for group, members in groups.items():
-        checked_name(str(group), "group")
+        try:
+            checked_name(str(group), "group")
+        except InvalidName as err:
+            raise InvalidInput(f"{path}: groups: {err}") from err
         if not isinstance(members, list):
             raise InvalidInput(f"{path}: groups.{group}: expected a list of members")
         for member in members:
-            if str(member) not in users and str(member) not in groups:
+            if not isinstance(member, str):
+                raise InvalidInput(
+                    f"{path}: groups.{group}: expected names of users and groups, found {member!r}")
+            if member not in users and member not in groups:
                 raise InvalidInput(f"{path}: groups.{group}: {member!r} is neither a user nor a group")
-    return _Members(frozenset(map(str, users)), {str(g): tuple(map(str, m)) for g, m in groups.items()})
+    return _Members(frozenset(map(str, users)), {str(g): tuple(m) for g, m in groups.items()})
 
 
 @contextmanager

@@ -34,9 +34,11 @@ def specs_check(
     """Validate every spec; list every problem with its file, line and field."""
     settings = load_settings()
     root = folder or settings.specs
-    problems = check_specs(root, settings.cache_dir)
+    allowed = settings.transform_packages
+    problems = check_specs(root, settings.cache_dir, transform_packages=allowed)
     if not problems:
-        problems = _consumer_coverage(open_custody(settings), load_specs(root, settings.cache_dir))
+        specs = load_specs(root, settings.cache_dir, transform_packages=allowed)
+        problems = _consumer_coverage(open_custody(settings), specs)
     if as_json:
         emit_json({"ok": not problems, "problems": [asdict(p) for p in problems]})
     elif not problems:
