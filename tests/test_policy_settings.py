@@ -167,3 +167,13 @@ def test_a_run_whose_resource_names_another_directory_is_refused_before_spark(se
 def test_settings_under_a_fresh_home_take_the_defaults(tmp_path):
     assert Settings.under(tmp_path).explicit == frozenset()
     assert Settings.from_env({"CUSTODY_REQUIRE_VERIFIED": ""}).explicit == {"require_verified"}
+
+
+def test_a_directory_that_cannot_be_read_is_never_pinned(cli_env, capsys, monkeypatch, tmp_path):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("- not\n- a directory\n")
+    monkeypatch.setenv("CUSTODY_DIRECTORY", f"file:{broken}")
+    code, _, err = cli(capsys, "settings", "show")
+    assert code == 1 and str(broken) in err
+    monkeypatch.delenv("CUSTODY_DIRECTORY")
+    assert json.loads(cli(capsys, "settings", "show", "--json")[1])["directory"]["value"] == f"file:{DEMO_DIRECTORY}"

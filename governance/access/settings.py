@@ -78,13 +78,16 @@ def _directory_value(value: str) -> str:
     raise InvalidInput(f"CUSTODY_DIRECTORY={value!r}: use file:PATH, ldap://… or ldaps://…")
 
 
-def pinned_settings(catalog: Catalog, settings: Settings) -> PolicySettings:
+def pinned_settings(catalog: Catalog, settings: Settings, directories: Callable[[str], Directory]) -> PolicySettings:
     """The pinned policy settings; the first time a key is asked for, the value this process has
-    (given or default) is pinned, with a ledger entry. A value the process was given explicitly
-    that disagrees with the pinned one is refused, and the refusal recorded."""
+    (given or default) is pinned, with a ledger entry, once `directories` opens a directory to pin
+    (a directory that cannot be read pinned would leave no admin to change it). A value the process
+    was given explicitly that disagrees with the pinned one is refused, and the refusal recorded."""
     with catalog.session() as session:
         rows = _rows(session)
     if any(key not in rows for key in KEYS):
+        if "directory" not in rows:
+            directories(normalized("directory", settings.directory))
         rows = _pin_missing(catalog, settings)
     pinned = PolicySettings({key: _pinned(rows[key]) for key in KEYS})
     _refuse_disagreement(catalog, settings, pinned)
@@ -95,8 +98,9 @@ def open_policy(catalog: Catalog, settings: Settings, environ: Mapping[str, str]
                 directories: Callable[[str], Directory] | None = None) -> Policy:
     """The policy the pinned settings describe, over their directory (opened by `directories`, or
     with the CUSTODY_LDAP_* variables of `environ`)."""
-    pinned = pinned_settings(catalog, settings)
-    directory = directories(pinned["directory"]) if directories else open_directory(pinned["directory"], environ)
+    directories = directories or (lambda setting: open_directory(setting, environ))
+    pinned = pinned_settings(catalog, settings, directories)
+    directory = directories(pinned["directory"])
     return Policy(
         directory=directory,
         admin_group=pinned["admin_group"],

@@ -32,10 +32,11 @@ def settings_show(as_json: JsonOption = False) -> None:
     They are pinned in the catalog the first time they are used; a process whose CUSTODY_* variable
     says otherwise is refused until it agrees.
     """
+    from governance.access.directory import open_directory
     from governance.access.settings import pinned_settings
 
     custody = open_custody(load_settings())
-    pinned = pinned_settings(custody.catalog, custody.settings)
+    pinned = pinned_settings(custody.catalog, custody.settings, lambda setting: open_directory(setting, custody.environ))
     if as_json:
         emit_json({key: asdict(value) for key, value in pinned.pinned.items()})
         return
