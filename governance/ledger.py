@@ -13,7 +13,7 @@ from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from sqlalchemy import text
+from sqlalchemy import insert, text, update
 from sqlmodel import Session, col, or_, select
 
 from governance.catalog.models import (
@@ -222,13 +222,18 @@ def _name_ledger(session: Session) -> None:
 
 def head(session: Session) -> Head | None:
     """The catalog's record of the ledger's checkpoint file."""
-    row = session.get(LedgerHead, 1)
-    return None if row is None else Head(row.ledger_id, row.lines, row.last_line, row.mac)
+    columns = (LedgerHead.ledger_id, LedgerHead.lines, LedgerHead.last_line, LedgerHead.mac)
+    row = session.connection().execute(select(*columns).where(LedgerHead.id == 1)).first()
+    return None if row is None else Head(*row)
 
 
 def keep_head(session: Session, kept: Head) -> None:
-    session.merge(LedgerHead(ledger_id=kept.ledger, lines=kept.lines, last_line=kept.last_line, mac=kept.mac,
-                             updated_at=datetime.now(UTC)))
+    """Record the checkpoint file's new head: one statement, as a checkpoint is written often."""
+    values = {"ledger_id": kept.ledger, "lines": kept.lines, "last_line": kept.last_line, "mac": kept.mac,
+              "updated_at": datetime.now(UTC)}
+    connection = session.connection()
+    if connection.execute(update(LedgerHead).where(LedgerHead.id == 1).values(values)).rowcount == 0:
+        connection.execute(insert(LedgerHead).values(id=1, **values))
 
 
 def last_entry(session: Session) -> LedgerEntry | None:
