@@ -5,7 +5,9 @@
    100 and 1,000, on SQLite in WAL mode with synchronous FULL and NORMAL:
 
      custody  Catalog.session() + ledger.append_many(): one transaction per batch, each entry's seq
-              and chain hash computed, the ledger's indexes kept
+              and chain hash computed, the ledger's indexes kept, and checkpoints written as a
+              catalog writes them by default (at a multiple of 1,000 entries or 5 s after the last,
+              signed, each with the catalog's record of the file)
      raw      sqlite3.executemany of the same rows (seq and hash computed beforehand, untimed) into a
               fresh file with the same schema and pragmas, one transaction per batch
 
@@ -17,8 +19,9 @@
    indexes: the growth that remains with them is the B-trees', which Custody's filters need.
 
 2. Writers: the same entries appended by one process, then split between two processes appending at
-   once (batches of 100), --repeats times: aggregate throughput of two over one (goal >= 0.8) and
-   every error, "database is locked" included (goal: none); each ledger is then checked gap-free.
+   once (batches of 100, checkpoints as above, in one file), --repeats times: aggregate throughput
+   of two over one (goal >= 0.8) and every error, "database is locked" included (goal: none); each
+   ledger is then checked gap-free and against its checkpoints.
    With --postgres, the same again on a throwaway PostgreSQL server (PostgreSQL's server programs
    needed; under root it runs as `nobody`).
 
@@ -57,6 +60,7 @@ from sqlmodel import col, select
 from governance import ledger
 from governance.catalog import Catalog, make_engine
 from governance.catalog.models import LedgerEntry
+from governance.checkpoints import Checkpoints
 from governance.rollover import rollover
 
 ASSETS, VERSIONS, USERS = 200, 47, 20  # coprime counts: every asset has every version
@@ -84,7 +88,12 @@ def catalog_at(path: Path, synchronous: str) -> Catalog:
         dbapi_connection.execute(f"PRAGMA synchronous={synchronous}")
 
     engine.dispose()  # connections made from now on take the pragma
-    return Catalog(engine)
+    return Catalog(engine, checkpoints_at(path.with_suffix(".checkpoints.jsonl")))
+
+
+def checkpoints_at(path: Path) -> Checkpoints:
+    """A checkpoint file with the default cadence, signed."""
+    return Checkpoints(path, key=b"benchmark key")
 
 
 def append_all(catalog: Catalog, batches: list[list[ledger.Event]]) -> list[float]:
@@ -175,8 +184,8 @@ def appends(args: argparse.Namespace, work: Path) -> list[str]:
     return verdicts
 
 
-def writer(url: str, start: int, count: int, entry_bytes: int, errors) -> None:
-    catalog = Catalog.from_url(url)
+def writer(url: str, checkpoints: Path, start: int, count: int, entry_bytes: int, errors) -> None:
+    catalog = Catalog.from_url(url, checkpoints_at(checkpoints))
     todo = events(count, entry_bytes, start)
     try:
         append_all(catalog, [todo[i:i + 100] for i in range(0, count, 100)])
@@ -185,8 +194,9 @@ def writer(url: str, start: int, count: int, entry_bytes: int, errors) -> None:
         raise
 
 
-def writers(args: argparse.Namespace, backend: str, new_database: Callable[[str], str]) -> list[str]:
-    """Two writer processes against one, each run on a new database from `new_database(name)`."""
+def writers(args: argparse.Namespace, backend: str, new_database: Callable[[str], str], work: Path) -> list[str]:
+    """Two writer processes against one, each run on a new database from `new_database(name)`, with
+    its checkpoint file in `work`."""
     context = multiprocessing.get_context("spawn")
     errors = context.Queue()
     ratios, problems = [], []
@@ -195,10 +205,11 @@ def writers(args: argparse.Namespace, backend: str, new_database: Callable[[str]
         timings = []
         for processes in (1, 2):
             url = new_database(f"writers_{repeat}_{processes}")
+            checkpoints = work / f"{backend}-writers_{repeat}_{processes}.checkpoints.jsonl"
             make_engine(url).dispose()
             share = count // processes
             started = time.perf_counter()
-            running = [context.Process(target=writer, args=(url, p * share, share, args.entry_bytes, errors))
+            running = [context.Process(target=writer, args=(url, checkpoints, p * share, share, args.entry_bytes, errors))
                        for p in range(processes)]
             for process in running:
                 process.start()
@@ -208,8 +219,8 @@ def writers(args: argparse.Namespace, backend: str, new_database: Callable[[str]
             problems += [f"exit code {p.exitcode}" for p in running if p.exitcode != 0]
             with Catalog.from_url(url).session() as session:
                 seqs = list(session.exec(select(LedgerEntry.seq).order_by(col(LedgerEntry.seq))))
-                if seqs != list(range(1, count + 1)) or not ledger.verify(session).ok:
-                    problems.append(f"repeat {repeat}, {processes} writer(s): gaps, duplicates or a broken chain")
+                if seqs != list(range(1, count + 1)) or not ledger.verify(session, checkpoints_at(checkpoints)).ok:
+                    problems.append(f"repeat {repeat}, {processes} writer(s): gaps, duplicates, a broken chain or checkpoints")
         ratios.append(timings[0] / timings[1])
     while not errors.empty():
         problems.append(errors.get())
@@ -221,12 +232,12 @@ def writers(args: argparse.Namespace, backend: str, new_database: Callable[[str]
             f"lock errors on {backend} over {args.repeats} repeats: {len(problems)} (goal 0): {'met' if not problems else 'NOT met'}"]
 
 
-def postgres_writers(args: argparse.Namespace) -> list[str]:
+def postgres_writers(args: argparse.Namespace, work: Path) -> list[str]:
     """The writers' figures once more on a throwaway PostgreSQL cluster (the one the tests start)."""
     from tests.pg_server import running_postgres
 
     with running_postgres() as server:
-        return writers(args, "PostgreSQL", server.create_database)
+        return writers(args, "PostgreSQL", server.create_database, work)
 
 
 def reads(args: argparse.Namespace, work: Path) -> list[str]:
@@ -285,9 +296,9 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="custody-bench-ledger-"))
     started = time.perf_counter()
     try:
-        verdicts = appends(args, work) + writers(args, "SQLite", lambda name: f"sqlite:///{work / name}.db")
+        verdicts = appends(args, work) + writers(args, "SQLite", lambda name: f"sqlite:///{work / name}.db", work)
         if args.postgres:
-            verdicts += postgres_writers(args)
+            verdicts += postgres_writers(args, work)
         verdicts += reads(args, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)

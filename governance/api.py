@@ -16,7 +16,7 @@ from governance.access.guard import authenticate
 from governance.access.policy import Identity, Policy
 from governance.access.reads import Target, open_version, read_dataframe, read_table
 from governance.access.settings import open_policy
-from governance.catalog import Catalog
+from governance.catalog import Catalog, closing_checkpoint
 from governance.catalog.models import VersionRow
 from governance.config import Settings
 from governance.spec import SpecSet, load_specs
@@ -59,13 +59,16 @@ class Custody:
         password = password if password is not None else self.environ.get(PASSWORD_VARIABLE)
         if password is None:
             return Identity.asserted(user)
-        return authenticate(self.catalog, self.policy.directory, user, password, run_id)
+        with closing_checkpoint():
+            return authenticate(self.catalog, self.policy.directory, user, password, run_id)
 
     def open(self, target: str, *, as_user: str, password: str | None = None) -> VersionRow:
-        """The version `target` names (newest committed without `@N`), once `as_user` may read it."""
+        """The version `target` names (newest committed without `@N`), once `as_user` may read it.
+        The decision is in the ledger, and checkpointed, when this returns or raises."""
         parsed = Target.parse(target)
         identity = self.identity(as_user, password)
-        return open_version(self.catalog, self.policy, self.specs.get(parsed.key), identity, parsed)
+        with closing_checkpoint():
+            return open_version(self.catalog, self.policy, self.specs.get(parsed.key), identity, parsed)
 
     def read(self, target: str, *, as_user: str, password: str | None = None, limit: int | None = None,
              columns: Sequence[str] | None = None) -> pa.Table:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -12,11 +13,17 @@ from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from sqlalchemy import text
+from sqlalchemy import insert, text, update
 from sqlmodel import Session, col, or_, select
 
-from governance.catalog.models import ArchivedEntry, LedgerEntry, LedgerHorizon, LedgerSegmentRow
-from governance.checkpoints import CheckpointFile
+from governance.catalog.models import (
+    ArchivedEntry,
+    LedgerEntry,
+    LedgerHead,
+    LedgerHorizon,
+    LedgerSegmentRow,
+)
+from governance.checkpoints import Checkpoints, Head
 from governance.errors import IntegrityError
 from governance.segments import TornSegment, open_segment, opened
 
@@ -25,6 +32,7 @@ GENESIS = "0" * 64
 # (transaction, last seq, last hash) of the chain's tail as that transaction left it
 APPENDED = "custody.ledger.appended"
 TAIL = "custody.ledger.tail"
+CHECKPOINTS = "custody.ledger.checkpoints"  # the session's checkpoint file, whose key signs a new ledger's head
 LEDGER_LOCK_ID = 0x637573746F6479  # arbitrary constant naming the ledger's advisory lock
 
 
@@ -155,6 +163,8 @@ def append_many(session: Session, events: Sequence[Event]) -> list[Appended]:
     if not events:
         return []
     seq, prev = _tail(session)
+    if seq == 0:
+        _name_ledger(session)
     ts = timestamp(datetime.now(UTC))
     rows = []
     for event in events:
@@ -200,6 +210,33 @@ def _tail(session: Session) -> tuple[int, str]:
         return archived.last_seq, archived.last_hash
     horizon = session.exec(select(LedgerHorizon).order_by(col(LedgerHorizon.seq).desc()).limit(1)).first()
     return (horizon.seq, horizon.hash) if horizon else (0, GENESIS)
+
+
+def _name_ledger(session: Session) -> None:
+    """Give a ledger its name with its first entry: the genesis line of its checkpoint file will
+    carry it. The head, signed from the start, says the file holds no line yet."""
+    if session.get(LedgerHead, 1) is not None:
+        return
+    checkpoints: Checkpoints | None = session.info.get(CHECKPOINTS)
+    name = uuid.uuid4().hex
+    mac = checkpoints.head_mac(name, 0, "") if checkpoints else None
+    session.add(LedgerHead(ledger_id=name, mac=mac, updated_at=datetime.now(UTC)))
+
+
+def head(session: Session) -> Head | None:
+    """The catalog's record of the ledger's checkpoint file."""
+    columns = (LedgerHead.ledger_id, LedgerHead.lines, LedgerHead.last_line, LedgerHead.mac)
+    row = session.connection().execute(select(*columns).where(LedgerHead.id == 1)).first()
+    return None if row is None else Head(*row)
+
+
+def keep_head(session: Session, kept: Head) -> None:
+    """Record the checkpoint file's new head: one statement, as a checkpoint is written often."""
+    values = {"ledger_id": kept.ledger, "lines": kept.lines, "last_line": kept.last_line, "mac": kept.mac,
+              "updated_at": datetime.now(UTC)}
+    connection = session.connection()
+    if connection.execute(update(LedgerHead).where(LedgerHead.id == 1).values(values)).rowcount == 0:
+        connection.execute(insert(LedgerHead).values(id=1, **values))
 
 
 def last_entry(session: Session) -> LedgerEntry | None:
@@ -279,23 +316,29 @@ class Verification:
     reason: str | None = None
     checkpoints: int = 0
     problems: tuple[str, ...] = ()
+    checkpoints_verified: bool = False
 
     @property
     def ok(self) -> bool:
         return self.first_bad_seq is None and not self.problems
 
 
-def verify(session: Session, checkpoints: CheckpointFile | None = None, chunk: int = 10_000) -> Verification:
+def verify(session: Session, checkpoints: Checkpoints | None = None, chunk: int = 10_000) -> Verification:
     """Recompute the chain from the first entry and hold it against the checkpoints kept outside the
-    database; name the first entry that does not fit."""
-    horizon = checkpoints.horizon if checkpoints else None
+    database; name the first entry that does not fit. Without a key, the checkpoints are held to
+    what they say but cannot be told from forgeries: `checkpoints_verified` is then false."""
+    # Read in the reverse of the order of writing (entries, a file line, the head): whatever the head
+    # names is then in the file, and whatever the file names is in the table.
+    written = checkpoints.read(head(session)) if checkpoints else None
+    horizon = written.horizon if written else None
     start = horizon.seq if horizon else 0
-    pinned = {c.seq: c for c in checkpoints.checkpoints if c.seq > start and not c.aged_off} if checkpoints else {}
-    problems = (checkpoints.problems if checkpoints else ()) + _horizon_problems(session, horizon)
+    pinned = {c.seq: c for c in written.checkpoints if c.seq > start and not c.aged_off} if written else {}
+    problems = (written.problems if written else ()) + _horizon_problems(session, horizon)
+    verified = bool(written and written.signed)
     expected_seq, prev_hash, count, matched = start + 1, horizon.hash if horizon else GENESIS, 0, 0
 
     def bad(seq: int, reason: str) -> Verification:
-        return Verification(count, seq, reason, matched, problems)
+        return Verification(count, seq, reason, matched, problems, verified)
 
     for entry in _scan(session, chunk):
         if isinstance(entry, TornSegment):
@@ -320,7 +363,10 @@ def verify(session: Session, checkpoints: CheckpointFile | None = None, chunk: i
     beyond = [seq for seq in pinned if seq >= expected_seq]
     if beyond:
         return bad(expected_seq, f"entries from {expected_seq} on are missing: a checkpoint names entry {max(beyond)}")
-    return Verification(count, checkpoints=matched, problems=problems)
+    if written and count and not written.end.lines and not problems:
+        problems += (f"{written.path} {'is empty' if written.exists else 'is missing'}, but the catalog "
+                     f"holds {count} entries: no checkpoint pins them"),
+    return Verification(count, checkpoints=matched, problems=problems, checkpoints_verified=verified)
 
 
 def _horizon_problems(session: Session, horizon) -> tuple[str, ...]:

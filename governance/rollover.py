@@ -159,7 +159,7 @@ def age_off(catalog: Catalog, folder: Path, *, older_than: timedelta | None = No
         with catalog.session() as session:
             segments = list(session.exec(select(LedgerSegmentRow).order_by(col(LedgerSegmentRow.first_seq))))
         for row in _expired(segments, cutoff, max_bytes):
-            catalog.checkpoints.write(row.last_seq, row.last_hash, aged_off=True)
+            catalog.record_checkpoint(row.last_seq, row.last_hash, aged_off=True)
             with catalog.session() as session:
                 session.execute(delete(ArchivedEntry).where(col(ArchivedEntry.seq) >= row.first_seq,
                                                             col(ArchivedEntry.seq) <= row.last_seq))

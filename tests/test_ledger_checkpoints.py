@@ -1,13 +1,20 @@
-"""Ledger checkpoints outside the database: written every N entries and at the end of every run,
-HMAC-signed with CUSTODY_LEDGER_KEY, and together with the hash chain they name the first bad entry
-of any edit, deletion, insertion, reorder, truncation or rewrite. Writers in several processes
-append without gaps, duplicates or lock errors."""
+"""Ledger checkpoints outside the database: written at a ledger's first append, every N entries,
+once the last is M seconds old, and at the end of every run, command and Python API call that
+appended, HMAC-signed with CUSTODY_LEDGER_KEY; together with the hash chain they name the first bad
+entry of any edit, deletion, insertion, reorder, truncation or rewrite. Writers in several
+processes append without gaps, duplicates or lock errors."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import multiprocessing
+import os
 import random
+import re
+import shutil
+import time
+from pathlib import Path
 
 import pytest
 from sqlmodel import col, select
@@ -16,6 +23,8 @@ from governance import ledger
 from governance.catalog import Catalog, make_engine
 from governance.catalog.models import LedgerEntry
 from governance.checkpoints import Checkpoints
+from governance.errors import AccessDenied, InvalidInput
+from tests.conftest import ROOT
 
 ENTRIES, EVERY = 40, 5
 SEEDS = range(12)
@@ -23,7 +32,7 @@ SEEDS = range(12)
 
 @pytest.fixture
 def checkpoints(tmp_path) -> Checkpoints:
-    return Checkpoints(tmp_path / "ledger" / "checkpoints.jsonl", every=EVERY)
+    return Checkpoints(tmp_path / "ledger" / "checkpoints.jsonl", every=EVERY, seconds=3600)
 
 
 @pytest.fixture
@@ -42,7 +51,7 @@ def append(catalog: Catalog, i: int) -> None:
 
 def verify(catalog: Catalog) -> ledger.Verification:
     with catalog.session() as session:
-        return ledger.verify(session, catalog.checkpoints.read())
+        return ledger.verify(session, catalog.checkpoints)
 
 
 def execute(catalog: Catalog, *statements: str) -> None:
@@ -51,9 +60,26 @@ def execute(catalog: Catalog, *statements: str) -> None:
             session.connection().exec_driver_sql(statement)
 
 
-def test_a_checkpoint_is_written_every_n_entries(book, checkpoints):
-    assert [c.seq for c in checkpoints.read().checkpoints] == list(range(EVERY, ENTRIES + 1, EVERY))
-    assert verify(book).ok and verify(book).checkpoints == ENTRIES // EVERY
+def test_a_checkpoint_is_written_at_the_first_entry_and_every_n_entries(book, checkpoints):
+    assert [c.seq for c in checkpoints.read().checkpoints] == [1, *range(EVERY, ENTRIES + 1, EVERY)]
+    assert verify(book).ok and verify(book).checkpoints == 1 + ENTRIES // EVERY
+
+
+def test_a_checkpoint_is_written_once_the_last_is_older_than_the_interval(settings, tmp_path):
+    path = tmp_path / "ledger" / "checkpoints.jsonl"
+    catalog = Catalog(make_engine(settings.catalog_url), Checkpoints(path, every=1000, seconds=60))
+    for i in range(3):
+        append(catalog, i)
+    an_hour_ago = time.time() - 3600
+    os.utime(path, (an_hour_ago, an_hour_ago))
+    append(catalog, 3)
+    assert [c.seq for c in Checkpoints(path).read().checkpoints] == [1, 4]
+
+
+def test_a_bad_checkpoint_interval_is_named(tmp_path):
+    message = "CUSTODY_LEDGER_CHECKPOINT_SECONDS='soon': expected a number of seconds, 0 or more"
+    with pytest.raises(InvalidInput, match=re.escape(message)):
+        Checkpoints.under(tmp_path, {"CUSTODY_LEDGER_CHECKPOINT_SECONDS": "soon"})
 
 
 def test_one_transaction_across_a_multiple_of_n_checkpoints_its_last_entry(settings, checkpoints):
@@ -113,7 +139,8 @@ def truncate(catalog, k):
 def rewrite(catalog, k):
     edit(catalog, k)
     rehash_from(catalog, k)
-    return -(-k // EVERY) * EVERY  # the first checkpoint at or after the edit is where it shows
+    # the first checkpoint at or after the edit is where it shows
+    return min(c.seq for c in catalog.checkpoints.read().checkpoints if c.seq >= k)
 
 
 @pytest.mark.both_backends
@@ -142,17 +169,24 @@ def test_a_cut_tail_is_named_from_the_last_checkpoint(book):
 
 def test_signed_checkpoints_cannot_be_forged_without_the_key(settings, tmp_path):
     path = tmp_path / "signed.jsonl"
-    signed = Checkpoints(path, key=b"k3y", every=EVERY)
+    signed = Checkpoints(path, key=b"k3y", every=EVERY, seconds=3600)
     catalog = Catalog(make_engine(settings.catalog_url), signed)
     for i in range(10):
         append(catalog, i)
-    assert verify(catalog).ok and verify(catalog).checkpoints == 2
-    with path.open("a") as out:
-        out.write(json.dumps({"seq": 10, "hash": "f" * 64, "ts": "2026-01-01T00:00:00Z", "mac": "0" * 64}) + "\n")
-        out.write(json.dumps({"seq": 11, "hash": "e" * 64, "ts": "2026-01-01T00:00:00Z"}) + "\n")
+    assert verify(catalog).ok and verify(catalog).checkpoints == 3
+    forge_line(path, {"kind": "checkpoint", "seq": 10, "hash": "f" * 64, "mac": "0" * 64})
+    forge_line(path, {"kind": "checkpoint", "seq": 11, "hash": "e" * 64})
     problems = verify(catalog).problems
     assert len(problems) == 2 and "signature does not match" in problems[0] and "not signed" in problems[1]
     assert not verify(Catalog(catalog.engine, Checkpoints(path, key=b"other"))).ok
+
+
+def forge_line(path, body: dict) -> None:
+    """A line numbered and linked as a real one is, its fields chosen by whoever writes it."""
+    before = path.read_bytes().splitlines(keepends=True)
+    line = {"n": len(before) + 1, "prev": hashlib.sha256(before[-1]).hexdigest(), "ts": "2026-01-01T00:00:00.000000Z", **body}
+    with path.open("ab") as out:
+        out.write((json.dumps(line, sort_keys=True, separators=(",", ":")) + "\n").encode())
 
 
 def test_a_torn_last_line_is_reported(book, checkpoints):
@@ -166,28 +200,30 @@ def test_the_key_never_shows(checkpoints):
     assert "s3cret" not in repr(Checkpoints(checkpoints.path, key=b"s3cret"))
 
 
-def write_entries(url: str, writer: int, count: int) -> None:
-    catalog = Catalog.from_url(url)
+def write_entries(url: str, checkpoints: Path, writer: int, count: int) -> None:
+    catalog = Catalog.from_url(url, Checkpoints(checkpoints, key=b"k3y", every=7, seconds=0))
     for i in range(count):
         with catalog.session() as session:
             ledger.append(session, actor=f"writer{writer}", action="read", details={"i": i})
 
 
 @pytest.mark.both_backends
-def test_writers_in_several_processes_append_without_gaps_or_lock_errors(settings):
+def test_writers_in_several_processes_append_and_checkpoint_without_gaps_or_lock_errors(settings, tmp_path):
     make_engine(settings.catalog_url)
+    path = tmp_path / "ledger" / "checkpoints.jsonl"
     context = multiprocessing.get_context("spawn")
-    writers = [context.Process(target=write_entries, args=(settings.catalog_url, w, 150)) for w in range(4)]
+    writers = [context.Process(target=write_entries, args=(settings.catalog_url, path, w, 150)) for w in range(4)]
     for process in writers:
         process.start()
     for process in writers:
-        process.join(timeout=120)
+        process.join(timeout=300)
     assert [p.exitcode for p in writers] == [0, 0, 0, 0]
     catalog = Catalog.from_url(settings.catalog_url)
     with catalog.session() as session:
         seqs = [e.seq for e in ledger.entries(session)]
-        assert ledger.verify(session).ok
+        result = ledger.verify(session, Checkpoints(path, key=b"k3y"))
     assert seqs == list(range(1, 601))
+    assert result.ok and result.checkpoints_verified and result.checkpoints > 0, result
 
 
 def test_ledger_show_pages_by_seq_and_filters_a_time_range(cli_env, capsys):
@@ -208,12 +244,14 @@ def test_ledger_show_pages_by_seq_and_filters_a_time_range(cli_env, capsys):
 def test_verify_uses_the_checkpoints_under_custody_home(cli_env, capsys, monkeypatch):
     from governance.cli import run
 
-    monkeypatch.setenv("CUSTODY_LEDGER_CHECKPOINT_EVERY", "2")
-    catalog = Catalog.from_settings(cli_env, {"CUSTODY_LEDGER_CHECKPOINT_EVERY": "2"})
+    environ = {"CUSTODY_LEDGER_CHECKPOINT_EVERY": "2", "CUSTODY_LEDGER_CHECKPOINT_SECONDS": "3600", "CUSTODY_LEDGER_KEY": "k3y"}
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    catalog = Catalog.from_settings(cli_env, environ)
     for i in range(6):
         append(catalog, i)
     assert run(["ledger", "verify"]) == 0
-    assert "ledger ok: 6 entries, chain intact, 3 checkpoint(s) matched" in capsys.readouterr().out
+    assert "ledger ok: 6 entries, chain intact, 4 checkpoint(s) matched" in capsys.readouterr().out
     truncate(catalog, 5)
     assert run(["ledger", "verify", "--json"]) == 1
     out, err = capsys.readouterr()
@@ -231,4 +269,44 @@ def test_every_run_ends_with_a_checkpoint_of_its_last_entry(cli_env, spark, caps
     written = Checkpoints.under(cli_env.home, {}).read().checkpoints
     with Catalog.from_url(cli_env.catalog_url).session() as session:
         last = ledger.last_entry(session)
-    assert written[-1].seq == last.seq and written[-1].hash == last.hash and len(written) == 2
+    assert written[-1].seq == last.seq and written[-1].hash == last.hash
+
+
+@pytest.fixture
+def quiet_ledger(cli_env, monkeypatch, tmp_path):
+    """One entry, checkpointed; the interval is an hour, so only the end of a command checkpoints again."""
+    directory = tmp_path / "directory.yaml"
+    shutil.copy(ROOT / "assets" / "directory.yaml", directory)
+    monkeypatch.setenv("CUSTODY_DIRECTORY", f"file:{directory}")
+    monkeypatch.setenv("CUSTODY_LEDGER_CHECKPOINT_SECONDS", "3600")
+    append(Catalog.from_settings(cli_env, os.environ), 0)
+    return cli_env
+
+
+def assert_last_entry_checkpointed(settings) -> None:
+    with Catalog.from_url(settings.catalog_url).session() as session:
+        last = ledger.last_entry(session)
+    written = Checkpoints.under(settings.home, {}).read().checkpoints
+    assert last.seq > 1 and (written[-1].seq, written[-1].hash) == (last.seq, last.hash)
+
+
+@pytest.mark.parametrize(("command", "code"), [
+    (["read", "sales/products@9", "--as", "carol"], 4),  # allowed, then there is no such version
+    (["read", "sales/products@9", "--as", "eve"], 3),
+    (["access", "grant", "consumer", "sales/products", "eve", "--by", "alice"], 0),
+    (["status", "sales/products@9", "critical", "--by", "bob"], 3),
+])
+def test_every_command_that_appends_ends_with_a_checkpoint_of_its_last_entry(quiet_ledger, command, code):
+    from governance.cli import run
+
+    assert run(command) == code
+    assert_last_entry_checkpointed(quiet_ledger)
+
+
+def test_the_python_api_ends_with_a_checkpoint_of_its_last_entry(quiet_ledger):
+    from governance.api import Custody
+    from governance.config import Settings
+
+    with pytest.raises(AccessDenied):
+        Custody(Settings.from_env()).open("sales/products@9", as_user="eve")
+    assert_last_entry_checkpointed(quiet_ledger)

@@ -75,7 +75,7 @@ def everything(catalog: Catalog, where: ledger.LedgerFilter = ledger.LedgerFilte
 
 def verify(catalog: Catalog) -> ledger.Verification:
     with catalog.session() as session:
-        return ledger.verify(session, catalog.checkpoints.read())
+        return ledger.verify(session, catalog.checkpoints)
 
 
 def test_old_entries_move_to_segments_and_read_as_before(book, tmp_path):
@@ -184,7 +184,7 @@ def test_an_append_killed_at_any_moment_loses_no_acknowledged_entry(book, settin
 def test_rollover_cli_moves_entries_and_show_reads_across(cli_env, capsys):
     from governance.cli import run
 
-    catalog = Catalog.from_url(cli_env.catalog_url)
+    catalog = Catalog.from_settings(cli_env, {})
     with catalog.session() as session:
         ledger.append_many(session, [event(i) for i in range(20)])
     assert run(["ledger", "rollover", "--older-than", "0", "--json"]) == 0
@@ -192,7 +192,7 @@ def test_rollover_cli_moves_entries_and_show_reads_across(cli_env, capsys):
     assert report["entries"] == 20 and report["segments"] == [f"{1:012d}-{20:012d}.segment"]
     assert run(["ledger", "show", "--asset", "t/asset_1", "--json"]) == 0
     assert [e["seq"] for e in json.loads(capsys.readouterr().out)] == [2, 7, 12, 17]
-    assert run(["ledger", "verify"]) == 0
+    assert run(["ledger", "verify"]) == 5  # chain intact, checkpoints unsigned
     with catalog.session() as session:
         [segment] = session.exec(select(LedgerSegmentRow))
     assert Path(segment.path).parent == cli_env.home / "ledger" / "segments"
@@ -252,8 +252,8 @@ def test_deleting_old_entries_without_a_signed_age_off_record_is_detected(settin
     rollover(catalog, folder, timedelta(days=-1), per_segment=60)
     age_off(catalog, folder, max_bytes=folder.joinpath(f"{61:012d}-{120:012d}.segment").stat().st_size + 1)
     assert verify(catalog).ok
-    forged = Checkpoints(signed.path, every=50)  # without the key
-    forged.write(120, "f" * 64, aged_off=True)
+    forged = Catalog(catalog.engine, Checkpoints(signed.path, every=50))  # without the key
+    forged.record_checkpoint(120, "f" * 64, aged_off=True)
     result = verify(catalog)
     assert not result.ok and any("not signed" in p for p in result.problems)
 
@@ -262,7 +262,7 @@ def test_an_age_off_interrupted_after_its_record_is_finished_by_the_next(book, t
     folder = rolled(book, tmp_path / "segments")
     with book.session() as session:
         first = session.exec(select(LedgerSegmentRow).order_by(LedgerSegmentRow.first_seq)).first()
-    book.checkpoints.write(first.last_seq, first.last_hash, aged_off=True)  # the crash came right after
+    book.record_checkpoint(first.last_seq, first.last_hash, aged_off=True)  # the crash came right after
     assert verify(book).ok
     report = age_off(book, folder, max_bytes=sum(p.stat().st_size for p in folder.glob("*.segment")) - 1)
     assert report.segments[0] == Path(first.path).name and verify(book).ok
@@ -279,7 +279,7 @@ def test_age_off_cli_needs_a_limit_and_reports_the_new_start(cli_env, capsys):
     capsys.readouterr()
     assert run(["ledger", "age-off", "--max-bytes", "1"]) == 0
     assert "the ledger now begins after entry 30" in capsys.readouterr().out
-    assert run(["ledger", "verify"]) == 0
+    assert run(["ledger", "verify"]) == 5  # chain intact, checkpoints unsigned
 
 
 def test_maintenance_rolls_over_then_ages_off_as_the_retention_says(book, tmp_path):
@@ -328,7 +328,7 @@ def test_ledger_maintain_cli_follows_the_settings(cli_env, capsys, monkeypatch):
     monkeypatch.setenv(MAX_BYTES, "1")
     assert run(["ledger", "age-off", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["horizon"] == 30
-    assert run(["ledger", "verify"]) == 0
+    assert run(["ledger", "verify"]) == 5  # chain intact, checkpoints unsigned
     with catalog.session() as session:
         [recorded] = ledger.entries(session, ledger.LedgerFilter(action="ledger.aged_off"))
     assert (recorded.actor, recorded.assurance, recorded.run_id) == (getpass.getuser(), "asserted", None)
@@ -365,11 +365,11 @@ def test_verify_notices_what_an_interrupted_rollover_left_until_the_next_rollove
         rows = [e.model_dump() for e in session.exec(select(LedgerEntry).where(LedgerEntry.seq <= 10).order_by(LedgerEntry.seq))]
     unrecorded = write_segment(cli_env.ledger_segments, rows).path  # killed before the catalog recorded it
     (cli_env.ledger_segments / ".writing-abc.segment").write_bytes(b"partial")
-    assert run(["ledger", "verify", "--json"]) == 0
+    assert run(["ledger", "verify", "--json"]) == 5
     captured = capsys.readouterr()
     assert json.loads(captured.out)["unfinished_rollover"] == [".writing-abc.segment", unrecorded.name]
     assert "notice: an interrupted rollover left 2 file(s)" in captured.err
     assert run(["ledger", "rollover", "--older-than", "365"]) == 0
     assert "finished an interrupted rollover: " + unrecorded.name in capsys.readouterr().out
-    assert run(["ledger", "verify"]) == 0
-    assert "notice" not in capsys.readouterr().err
+    assert run(["ledger", "verify"]) == 5  # chain intact, checkpoints unsigned
+    assert "interrupted rollover" not in capsys.readouterr().err

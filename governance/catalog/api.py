@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from functools import cache
+from pathlib import Path
 
 from sqlalchemy import func, text
 from sqlalchemy.engine import Engine
@@ -35,10 +38,23 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def _crosses(appended: tuple[int, int, str], every: int) -> bool:
-    """Whether the entries a transaction appended (first seq, last seq, last hash) reach a multiple of `every`."""
-    first, last, _ = appended
-    return last // every > (first - 1) // every
+# The newest entry each catalog appended, by checkpoint file, that no checkpoint pins yet: written
+# when the innermost `closing_checkpoint` block ends.
+_owed: ContextVar[dict[Path, tuple[Catalog, int, str]] | None] = ContextVar("custody_checkpoints_owed", default=None)
+
+
+@contextmanager
+def closing_checkpoint() -> Iterator[None]:
+    """Entries appended within the block and not checkpointed yet are checkpointed when it ends,
+    however it ends: a command, or a call of the Python API, leaves none of its entries exposed."""
+    owed: dict[Path, tuple[Catalog, int, str]] = {}
+    token = _owed.set(owed)
+    try:
+        yield
+    finally:
+        _owed.reset(token)
+        for catalog, seq, entry_hash in owed.values():
+            catalog.record_checkpoint(seq, entry_hash)
 
 
 @cache
@@ -67,8 +83,11 @@ class Catalog:
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        """One transaction: committed when the block ends, rolled back if it raises."""
+        """One transaction: committed when the block ends, rolled back if it raises. Entries it
+        appended are checkpointed once committed when the checkpoint file says it is due, else
+        when the enclosing `closing_checkpoint` block ends."""
         with Session(self.engine, expire_on_commit=False) as session:
+            session.info[ledger.CHECKPOINTS] = self.checkpoints
             try:
                 with session.begin():
                     yield session
@@ -77,8 +96,12 @@ class Catalog:
                     raise
                 raise unavailable(self.engine.url, err) from err
             appended = session.info.get(ledger.APPENDED)
-        if appended and self.checkpoints and _crosses(appended, self.checkpoints.every):
-            self.checkpoints.write(*appended[1:])
+        if appended and self.checkpoints:
+            first, last, last_hash = appended
+            if self.checkpoints.due(first, last):
+                self.record_checkpoint(last, last_hash)
+            elif (owed := _owed.get()) is not None:
+                owed[self.checkpoints.path] = (self, last, last_hash)
 
     def checkpoint(self) -> None:
         """Checkpoint the ledger's newest entry now: at the end of a run, whatever its length."""
@@ -87,7 +110,27 @@ class Catalog:
         with self.session() as session:
             last = ledger.last_entry(session)
         if last is not None:
-            self.checkpoints.write(last.seq, last.hash)
+            self.record_checkpoint(last.seq, last.hash)
+
+    def record_checkpoint(self, seq: int, entry_hash: str, *, aged_off: bool = False) -> None:
+        """Append a checkpoint of entry `seq` to the file, then record the file's new head, in the
+        transaction that read the head. A file that does not continue that head is left alone."""
+        checkpoints = self.checkpoints
+        with checkpoints.locked(), self.session() as session:
+            head = ledger.head(session)
+            end = checkpoints.continuing(head)
+            name = head.ledger if head else uuid.uuid4().hex
+            genesis = None
+            if not end.anchored:
+                # A head without lines came with the ledger's first entry: the file pins it from the
+                # start. Without a head, the ledger is older than its file: it pins what is there now.
+                genesis = (name, 0, ledger.GENESIS) if head else (name, seq, entry_hash)
+            kept = checkpoints.head(name, checkpoints.extend(end, seq, entry_hash, aged_off=aged_off, genesis=genesis))
+            if kept != head:
+                ledger.keep_head(session, kept)
+        owed = _owed.get()
+        if owed and checkpoints.path in owed and owed[checkpoints.path][1] <= seq:
+            del owed[checkpoints.path]
 
     def register_spec(self, session: Session, spec: Spec, actor: str, run_id: str | None = None,
                       assurance: str | None = None) -> None:

@@ -233,6 +233,20 @@ class LedgerHorizon(SQLModel, table=True):
     aged_off_at: datetime
 
 
+class LedgerHead(SQLModel, table=True):
+    """The ledger's name, given with its first entry, and the catalog's record of its checkpoint file:
+    how many lines the file holds and the sha256 of the last, signed with CUSTODY_LEDGER_KEY when set."""
+
+    __tablename__ = "ledger_head"
+
+    id: int = Field(default=1, primary_key=True, sa_column_kwargs={"autoincrement": False})
+    ledger_id: str
+    lines: int = 0
+    last_line: str = ""
+    mac: str | None = None
+    updated_at: datetime
+
+
 class ArchivedEntry(SearchableEntry, table=True):
     """The searchable columns of an entry rolled into a segment; the whole entry is in the file."""
 

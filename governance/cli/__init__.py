@@ -11,6 +11,7 @@ import sys
 
 import typer
 
+from governance.catalog import closing_checkpoint
 from governance.cli.common import State, app, err_console
 
 # Imported for their commands, in the order `custody --help` lists them.
@@ -37,9 +38,11 @@ _wrap_help_paragraphs()
 
 
 def run(args: list[str] | None = None) -> int:
-    """Run the CLI and return its exit code: errors become one line on stderr."""
+    """Run the CLI and return its exit code: errors become one line on stderr. A command that
+    appended to the ledger ends with a checkpoint of its last entry, whatever its outcome."""
     try:
-        result = app(args=args, prog_name="custody", standalone_mode=False)
+        with closing_checkpoint():
+            result = app(args=args, prog_name="custody", standalone_mode=False)
     except typer.TyperException as err:
         err.show()
         return getattr(err, "exit_code", 2)

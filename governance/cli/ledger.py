@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from governance import ledger, render
+from governance.checkpoints import KEY_VARIABLE
 from governance.cli.common import (
     JsonOption,
     emit_json,
@@ -68,38 +69,52 @@ def _moment(value: str | None, option: str) -> str | None:
     return ledger.timestamp(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
 
 
+UNVERIFIED = 5  # exit code: the chain is intact, the checkpoints could not be verified
+
+
 @ledger_app.command("verify")
-def ledger_verify(as_json: JsonOption = False) -> None:
+def ledger_verify(as_json: JsonOption = False) -> int:
     """Recompute the hash chain and hold it against the checkpoints; name the first entry that does not fit.
 
-    The checkpoints are kept outside the database, in $CUSTODY_HOME/ledger/checkpoints.jsonl (signed
-    with CUSTODY_LEDGER_KEY when it is set): they reveal a rewritten chain or a cut tail.
+    The checkpoints are kept outside the database, in $CUSTODY_HOME/ledger/checkpoints.jsonl, a file
+    the catalog keeps the head of: they reveal a rewritten chain or a cut tail, and the file's own
+    changes. Only with CUSTODY_LEDGER_KEY set can they be told from forgeries: without it, an intact
+    chain exits with code 5, not 0.
     """
     from governance.rollover import leftovers
 
     settings = load_settings()
     catalog = open_catalog(settings)
-    written = catalog.checkpoints.read()
     with catalog.session() as session:
-        result = ledger.verify(session, written)
+        result = ledger.verify(session, catalog.checkpoints)
     unfinished = [path.name for path in leftovers(catalog, settings.ledger_segments)]
     if unfinished:
         err_console.print(f"notice: an interrupted rollover left {len(unfinished)} file(s) in {settings.ledger_segments} "
                           f"({', '.join(unfinished)}); the ledger reads right without them, and the next "
                           "`custody ledger rollover` or `maintain` finishes or removes them", markup=False)
     if as_json:
-        emit_json({"ok": result.ok, "entries": result.entries, "first_bad_seq": result.first_bad_seq,
-                    "reason": result.reason, "checkpoints": result.checkpoints, "problems": list(result.problems),
-                    "unfinished_rollover": unfinished})
+        emit_json({"ok": result.ok, "checkpoints_verified": result.checkpoints_verified, "entries": result.entries,
+                   "first_bad_seq": result.first_bad_seq, "reason": result.reason, "checkpoints": result.checkpoints,
+                   "problems": list(result.problems), "unfinished_rollover": unfinished})
     elif result.ok:
-        render.stdout_console().print(
-            f"ledger ok: {result.entries} entries, chain intact, {result.checkpoints} checkpoint(s) matched")
-    for problem in result.problems:
-        err_console.print(f"checkpoint problem: {problem}", markup=False)
+        summary = f"{result.entries} entries, chain intact, {result.checkpoints} checkpoint(s) matched"
+        render.stdout_console().print(f"ledger ok: {summary}" if result.checkpoints_verified else summary, markup=False)
+    if not result.checkpoints_verified:
+        err_console.print(f"notice: checkpoints are not verified: {KEY_VARIABLE} is not set", markup=False)
+    if result.problems:
+        raise IntegrityError(_first_problem(result))
     if result.first_bad_seq is not None:
         raise IntegrityError(f"ledger broken at seq {result.first_bad_seq}: {result.reason}")
-    if result.problems:
-        raise IntegrityError(f"{len(result.problems)} checkpoint(s) cannot be trusted: {result.problems[0]}")
+    return 0 if result.checkpoints_verified else UNVERIFIED
+
+
+def _first_problem(result: ledger.Verification) -> str:
+    """The checkpoints' first problem, on one line: whatever the chain does against them follows from it."""
+    more = len(result.problems) - 1
+    also = [f"{more} more problem(s), all in --json"] if more else []
+    if result.first_bad_seq is not None:
+        also.append(f"the chain breaks at seq {result.first_bad_seq}: {result.reason}")
+    return f"checkpoints cannot be trusted: {result.problems[0]}" + (f" ({'; '.join(also)})" if also else "")
 
 
 @ledger_app.command("rollover")
