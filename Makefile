@@ -22,7 +22,8 @@ system-packages:
 demo: setup
 	$(BIN)/custody demo
 
-test: system-packages setup
+test: system-packages
+	@$(MAKE) --no-print-directory setup
 	$(BIN)/pytest -q
 
 ui: setup

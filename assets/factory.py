@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from governance.errors import CustodyError, error_summary
+from governance.errors import CustodyError
 from governance.spec import Spec, SpecSet, code_version
 from resources import CustodyResource, SparkResource
 
@@ -176,7 +176,8 @@ def governed(custody: CustodyResource) -> Iterator[None]:
         raise
     except Exception as err:
         raise dg.Failure(
-            description=f"{type(err).__name__}: {error_summary(err)}",
+            # Its words may quote data (a value that did not convert): the run's log has them.
+            description=f"{type(err).__name__}, unexpected: the run's log has what it said and where",
             metadata={"custody/error": type(err).__name__, "custody/exit_code": 1},
             allow_retries=False,
         ) from err

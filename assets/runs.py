@@ -15,6 +15,7 @@ import fcntl
 import os
 import socket
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,7 +25,9 @@ from urllib.parse import quote
 import dagster as dg
 
 from governance.config import Settings
+from governance.locks import take_if_free
 
+LEFT_AFTER_SECONDS = 60
 HOST_TAG = "custody/host"
 PID_TAG = "custody/pid"
 
@@ -75,7 +78,7 @@ def fail_runs_of_gone_processes(settings: Settings, instance: dg.DagsterInstance
         return []
     marked = []
     for path in sorted(folder.glob("*.lock")):
-        fd = _lock_if_free(path)
+        fd = take_if_free(path)
         if fd is None:
             continue
         try:
@@ -85,21 +88,22 @@ def fail_runs_of_gone_processes(settings: Settings, instance: dg.DagsterInstance
             path.unlink(missing_ok=True)
         finally:
             os.close(fd)
+    for path in folder.glob("*.tmp"):
+        _remove_if_left(path)
     return marked
 
 
-def _lock_if_free(path: Path) -> int | None:
-    """A descriptor holding `path`'s lock; None while a live process holds it, or once it is removed."""
+def _remove_if_left(path: Path) -> None:
+    """A lock file a process created but died before renaming into place. A live process holds its
+    own a moment after creating it, hence the age."""
+    fd = take_if_free(path)
+    if fd is None:
+        return
     try:
-        fd = os.open(path, os.O_RDWR)
-    except FileNotFoundError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+        if time.time() - os.fstat(fd).st_mtime > LEFT_AFTER_SECONDS:
+            path.unlink(missing_ok=True)
+    finally:
         os.close(fd)
-        return None
-    return fd
 
 
 def _unfinished(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRun | None:
@@ -109,6 +113,6 @@ def _unfinished(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRun | No
 
 
 def _mark_failed(instance: dg.DagsterInstance, run: dg.DagsterRun) -> GoneRun:
-    gone = GoneRun(run.run_id, run.tags[HOST_TAG], run.tags[PID_TAG])
+    gone = GoneRun(run.run_id, run.tags.get(HOST_TAG, "?"), run.tags.get(PID_TAG, "?"))
     instance.report_run_failed(run, gone.message)
     return gone

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from governance.access.guard import authenticate
 from governance.access.policy import Identity, Policy
 from governance.access.reads import Target, open_version, read_dataframe, read_table
-from governance.access.settings import open_policy
+from governance.access.settings import pinned_settings, policy_of
 from governance.catalog import Catalog, closing_checkpoint
 from governance.catalog.models import VersionRow
 from governance.config import Settings
@@ -34,6 +34,7 @@ class Custody:
     def __init__(self, settings: Settings, environ: Mapping[str, str] | None = None):
         self.settings = settings
         self.environ = os.environ if environ is None else environ
+        self._policy: tuple[dict[str, str], Policy] | None = None
 
     @classmethod
     def from_env(cls) -> Custody:
@@ -48,10 +49,14 @@ class Custody:
         settings = self.settings
         return load_specs(settings.specs, settings.cache_dir, transform_packages=settings.transform_packages)
 
-    @cached_property
+    @property
     def policy(self) -> Policy:
-        """Who may do what, as the settings pinned in the catalog say."""
-        return open_policy(self.catalog, self.settings, self.environ)
+        """Who may do what, as the settings pinned in the catalog say now: an admin's change counts
+        from the next decision. The directory is kept while they stay the same."""
+        values = pinned_settings(self.catalog, self.settings, self.environ).values()
+        if self._policy is None or self._policy[0] != values:
+            self._policy = (values, policy_of(values, self.environ))
+        return self._policy[1]
 
     def identity(self, user: str, password: str | None = None, run_id: str | None = None) -> Identity:
         """`user`, verified by the directory when a password is given (or set in CUSTODY_PASSWORD),
@@ -60,7 +65,7 @@ class Custody:
         if password is None:
             return Identity.asserted(user)
         with closing_checkpoint():
-            return authenticate(self.catalog, self.policy.directory, user, password, run_id)
+            return authenticate(self.catalog, self.policy, user, password, run_id)
 
     def open(self, target: str, *, as_user: str, password: str | None = None) -> VersionRow:
         """The version `target` names (newest committed without `@N`), once `as_user` may read it.

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import codecs
+import errno
 import hashlib
 import os
+import re
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, BinaryIO
 
 import numpy as np
 import yaml
@@ -17,8 +21,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from governance.access.directory import NAME as USER_NAME
 from governance.errors import BatchError, InvalidName, NotFound, UnsafePath, UnsafeYaml, shown
 from governance.versions import CHUNK, BatchRecord, FileEntry
-from governance.yamlsource import read_capped, safe_load, yaml_problem
-from governance.zones import AssetKey, Lake, Zone, check_batch_id
+from governance.yamlsource import safe_load, yaml_problem
+from governance.zones import AssetKey, Lake, check_batch_id
 
 READY_MARKER = "_READY"
 BATCH_META = "_batch.yaml"
@@ -26,6 +30,10 @@ SNIFF_BYTES = 8192
 UTF8_BOM = b"\xef\xbb\xbf"
 LF, CR, TAB = ord("\n"), ord("\r"), ord("\t")
 MAX_CONTROLS_SHOWN = 5
+# `\u0000` to `\u001f` in JSON text, but tab, LF and CR, and not after an escaped backslash.
+ESCAPED_CONTROL = re.compile(rb"(?<!\\)(?:\\\\)*\\u00(0[0-8bBcCeEfF]|1[0-9a-fA-F])")
+ESCAPE_BYTES = 7
+FIRST_LINE_BYTES = 1 << 20
 MAX_META_BYTES = 64 * 1024
 MAX_LABEL = 128
 MAX_NOTE = 4096
@@ -156,12 +164,11 @@ def open_batch(lake: Lake, key: AssetKey, batch_id: str, fmt: str) -> Batch:
     if not (folder / READY_MARKER).is_file():
         raise BatchError(f"batch {batch_id!r} of {key} is not marked ready: create {folder / READY_MARKER} once every file is in place")
     meta = _read_meta(folder)
-    drop_root = lake.root / Zone.DROP.value
     files = []
     for entry in sorted(folder.iterdir()):
         if entry.name.startswith(("_", ".")):
             continue
-        files.append(_check_file(lake, drop_root, entry, fmt))
+        files.append(_check_file(lake.drop_dir(key), entry, fmt))
     if not files:
         raise BatchError(f"batch {batch_id!r} of {key} is empty: {folder} holds no data file")
     return Batch(key, batch_id, folder, tuple(files), meta, fmt)
@@ -174,18 +181,18 @@ def scan_batch(batch: Batch) -> BatchScan:
 
 
 def _read_meta(folder: Path) -> BatchMeta:
-    """The batch's `_batch.yaml`, its size checked before it is parsed."""
+    """The batch's `_batch.yaml`, read like a data file (one regular file with one name, not a
+    symlink: its content lands in the catalog), its size checked before it is parsed."""
     path = folder / BATCH_META
-    if not path.exists():
+    if not os.path.lexists(path):
         return BatchMeta()
-    if not path.is_file():
-        raise BatchError(f"{path}: not a regular file")
     try:
-        raw, size = read_capped(path, MAX_META_BYTES)
+        with _open_checked(path, follow=False) as (handle, status):
+            raw = handle.read(MAX_META_BYTES + 1)
     except OSError as err:
-        raise BatchError(f"{path}: cannot read batch metadata: {err}") from err
-    if size > MAX_META_BYTES:
-        raise BatchError(f"{path}: {size:,} bytes, more than the {MAX_META_BYTES:,} bytes "
+        raise BatchError(f"{path}: cannot read batch metadata: {err.strerror or err}") from err
+    if len(raw) > MAX_META_BYTES:
+        raise BatchError(f"{path}: {max(status.st_size, len(raw)):,} bytes, more than the {MAX_META_BYTES:,} bytes "
                          f"({MAX_META_BYTES // 1024} KB) a {BATCH_META} may hold")
     try:
         return BatchMeta.model_validate(safe_load(raw.decode("utf-8")) or {})
@@ -203,37 +210,28 @@ def _meta_problem(err: ValidationError) -> str:
     first = err.errors(include_url=False)[0]
     if not first["loc"]:
         return "expected a mapping of requested_by, label and note"
-    field = ".".join(str(p) for p in first["loc"])
+    field = shown(".".join(str(p) for p in first["loc"]), 40)
     if first["type"] == "extra_forbidden":
         return f"{field}: unknown key; allowed keys: requested_by, label, note"
     return f"{field}: {first['msg'].removeprefix('Value error, ')}"
 
 
-def _check_file(lake: Lake, drop_root: Path, entry: Path, fmt: str) -> DropFile:
-    """A data file may be a symlink within the DropZone; it must be one regular file with one name.
+def _check_file(drop: Path, entry: Path, fmt: str) -> DropFile:
+    """A data file may be a symlink within its asset's DropZone folder; it must be one regular file
+    with one name.
 
     A hard link is refused whatever it points at: its other name may be any file the service can
-    read, outside the DropZone, and nothing in the batch says which. The check and the first bytes
-    use one open handle, so they are of the same file.
+    read, outside the DropZone, and nothing in the batch says which. The file is checked through
+    the handle its first bytes are read from, and where that handle leads is checked again, so a
+    link swapped in meanwhile is refused too.
     """
     if ":" in entry.name or not entry.name.isprintable():
-        raise BatchError(f"{entry.parent / shown(entry.name)}: a file name may not hold ':' or a control character, "
-                         "which Spark cannot read in a path; rename the file")
-    try:
-        resolved = lake.contain(entry, within=drop_root)
-    except UnsafePath as err:
-        raise BatchError(f"{entry}: a symlink that points outside the DropZone ({entry.resolve()}) is refused") from err
-    if resolved.is_dir():
+        raise BatchError(f"{entry.parent / shown(entry.name)}: a file name may not hold ':' or an unprintable "
+                         "character, which Spark cannot read in a path; rename the file")
+    if entry.resolve().is_dir():
         raise BatchError(f"{entry}: a batch is a flat folder of files; sub-folders are not ingested")
     try:
-        # Non-blocking, so that a FIFO is refused instead of waited on.
-        with os.fdopen(os.open(resolved, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
-            status = os.fstat(handle.fileno())
-            if not stat.S_ISREG(status.st_mode):
-                raise BatchError(f"{entry}: not a regular file")
-            if status.st_nlink > 1:
-                raise BatchError(f"{entry}: a hard link ({status.st_nlink} names for one file) is refused; "
-                                 "copy the file into the batch instead")
+        with _open_checked(entry, follow=True, within=drop) as (handle, status):
             _sniff(entry, handle.read(SNIFF_BYTES), fmt)
             if fmt == "parquet":
                 handle.seek(max(0, status.st_size - 4))
@@ -242,6 +240,52 @@ def _check_file(lake: Lake, drop_root: Path, entry: Path, fmt: str) -> DropFile:
     except OSError as err:
         raise BatchError(f"{entry}: cannot read: {err.strerror or err}") from err
     return DropFile(entry, status.st_size, _identity(status))
+
+
+@contextmanager
+def _open_checked(path: Path, *, follow: bool, within: Path | None = None) -> Iterator[tuple[BinaryIO, os.stat_result]]:
+    """`path` opened for reading once it is known to be one regular file with one name, and, when
+    `within` is given, one that lies inside that folder. Non-blocking, so that a FIFO is refused
+    instead of waited on; without `follow`, a symlink is refused."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW)
+    try:
+        descriptor = os.open(path, flags)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise BatchError(f"{path}: a symlink is refused here") from err
+        raise
+    with os.fdopen(descriptor, "rb") as handle:
+        status = os.fstat(descriptor)
+        if within is not None:
+            real = _opened_path(descriptor, path)
+            if real != within.resolve() and not real.is_relative_to(within.resolve()):
+                raise BatchError(f"{path}: a symlink that points outside the DropZone folder {within} ({real}) is refused")
+        if not stat.S_ISREG(status.st_mode):
+            raise BatchError(f"{path}: not a regular file")
+        if status.st_nlink > 1:
+            raise BatchError(f"{path}: a hard link ({status.st_nlink} names for one file) is refused; "
+                             "copy the file into the batch instead")
+        yield handle, status
+
+
+def _opened_path(descriptor: int, path: Path) -> Path:
+    """Where an open file really is: what the kernel says of the descriptor, not what the path
+    resolves to now (which may have been swapped since)."""
+    try:
+        return Path(os.readlink(f"/proc/self/fd/{descriptor}"))
+    except OSError:  # no /proc: the path's resolution is all there is
+        return path.resolve()
+
+
+@contextmanager
+def opened(file: DropFile) -> Iterator[BinaryIO]:
+    """A batch file opened again for reading, once it is known to be the very file that was checked."""
+    try:
+        with os.fdopen(os.open(file.path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
+            _refuse_changed(file, os.fstat(handle.fileno()))
+            yield handle
+    except OSError as err:
+        raise BatchError(f"{file.path}: cannot read: {err.strerror or err}") from err
 
 
 def _identity(status: os.stat_result) -> tuple[int, int, int, int]:
@@ -266,18 +310,14 @@ def _refuse_changed(file: DropFile, status: os.stat_result) -> None:
 
 
 def _scan_file(file: DropFile, fmt: str) -> FileScan:
-    digest, text = hashlib.sha256(), TextScan(file.path.name) if fmt != "parquet" else None
-    try:
-        with open(file.path, "rb") as handle:
-            _refuse_changed(file, os.fstat(handle.fileno()))
-            size = 0
-            while block := handle.read(CHUNK):
-                digest.update(block)
-                size += len(block)
-                if text:
-                    text.feed(block)
-    except OSError as err:
-        raise BatchError(f"{file.path}: cannot read: {err.strerror or err}") from err
+    digest, text = hashlib.sha256(), TextScan(file.path.name, escapes=fmt == "json") if fmt != "parquet" else None
+    size = 0
+    with opened(file) as handle:
+        while block := handle.read(CHUNK):
+            digest.update(block)
+            size += len(block)
+            if text:
+                text.feed(block)
     if size != file.bytes:
         raise BatchError(f"{file.path}: changed while being ingested ({file.bytes} bytes, then {size}); "
                          "a batch must not change once marked ready")
@@ -289,13 +329,16 @@ def _scan_file(file: DropFile, fmt: str) -> FileScan:
 class TextScan:
     """What ingestion needs to know of a text file, learnt in the hashing pass: whether it is valid
     UTF-8, how many lines it holds, ended by LF, CR or CRLF as Spark's line reader splits them, and
-    the lines of its first control characters (any below U+0020 but tab, LF and CR)."""
+    the lines of its first control characters (any below U+0020 but tab, LF and CR), as bytes, or,
+    with `escapes` (JSON), also as `\\u0000`-style escapes, which a parser turns into the same."""
 
-    def __init__(self, name: str = "") -> None:
+    def __init__(self, name: str = "", *, escapes: bool = False) -> None:
         self.name = name
+        self.escapes = escapes
         self._utf8 = Utf8Check()
         self._line_ends = 0
         self._last = b""
+        self._tail = b""  # where an escape cut by the block's end begins
         self.controls: tuple[ControlChar, ...] = ()
 
     def feed(self, block: bytes) -> None:
@@ -307,17 +350,22 @@ class TextScan:
         self._line_ends += _line_ends(view, self._last, feeds, returns)
         tabs = block.count(b"\t") if b"\t" in block else 0
         if len(self.controls) < MAX_CONTROLS_SHOWN and int(np.count_nonzero(view < 32)) > feeds + returns + tabs:
-            self._note_controls(view, before)
+            positions = np.flatnonzero((view < 32) & (view != LF) & (view != CR) & (view != TAB))
+            self._note(view, before, [(int(p), int(view[p])) for p in positions[:MAX_CONTROLS_SHOWN]])
+        if self.escapes and len(self.controls) < MAX_CONTROLS_SHOWN and b"\\u00" in self._tail + block:
+            matches = ESCAPED_CONTROL.finditer(self._tail + block)
+            self._note(view, before, [(max(0, m.start() - len(self._tail)), int(m.group(1), 16)) for m in matches])
         self._last = block[-1:]
+        self._tail = block[-ESCAPE_BYTES:]
 
-    def _note_controls(self, view: np.ndarray, line_ends_before: int) -> None:
-        positions = np.flatnonzero((view < 32) & (view != LF) & (view != CR) & (view != TAB))
-        found = list(self.controls)
-        for position in positions[: MAX_CONTROLS_SHOWN - len(found)]:
+    def _note(self, view: np.ndarray, line_ends_before: int, found: list[tuple[int, int]]) -> None:
+        """Add the control characters at `(position, code)` in this block, in order, up to the limit."""
+        controls = list(self.controls)
+        for position, code in found[: MAX_CONTROLS_SHOWN - len(controls)]:
             head = view[:position]
             ends = _line_ends(head, self._last, int(np.count_nonzero(head == LF)), int(np.count_nonzero(head == CR)))
-            found.append(ControlChar(self.name, line_ends_before + ends + 1, int(view[position])))
-        self.controls = tuple(found)
+            controls.append(ControlChar(self.name, line_ends_before + ends + 1, code))
+        self.controls = tuple(controls)
 
     @property
     def valid_utf8(self) -> bool:
@@ -384,11 +432,13 @@ def _sniff(path: Path, head: bytes, fmt: str) -> None:
             raise BatchError(f"{path}: holds only whitespace")
 
 
-def first_line(path: Path) -> str:
-    """The first line of a text file, BOM removed, for header checks."""
-    with open(path, "rb") as handle:
-        raw = handle.readline(1 << 20)
-    return raw.removeprefix(UTF8_BOM).decode("utf-8", errors="replace").rstrip("\r\n")
+def first_line(file: DropFile, limit: int = FIRST_LINE_BYTES) -> tuple[str, bool]:
+    """The first line of a text file, BOM removed, read from at most `limit` bytes; and whether it
+    is whole (not cut at the limit)."""
+    with opened(file) as handle:
+        raw = handle.readline(limit)
+    whole = len(raw) < limit or raw.endswith(b"\n")
+    return raw.removeprefix(UTF8_BOM).decode("utf-8", errors="replace").rstrip("\r\n"), whole
 
 
 def drop_batch(lake: Lake, key: AssetKey, batch_id: str, files: dict[str, bytes], meta: BatchMeta | None = None) -> Path:

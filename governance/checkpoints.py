@@ -17,7 +17,6 @@ keeps its lines; the genesis written after them links to the sha256 of all of th
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import hmac
 import json
@@ -32,6 +31,7 @@ from typing import Any
 
 from governance.config import env_amount, env_count
 from governance.errors import IntegrityError
+from governance.locks import file_lock
 
 KEY_VARIABLE = "CUSTODY_LEDGER_KEY"
 EVERY_VARIABLE = "CUSTODY_LEDGER_CHECKPOINT_EVERY"
@@ -142,9 +142,7 @@ class Checkpoints:
     def locked(self) -> Iterator[None]:
         """Writers of this file, in any process, one at a time. The lock is a file of its own, so
         that taking it never creates the checkpoint file."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path.with_name(self.path.name + ".lock"), "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with file_lock(self.path.with_name(self.path.name + ".lock")):
             yield
 
     def continuing(self, head: Head | None) -> End:

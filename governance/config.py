@@ -10,9 +10,13 @@ from pathlib import Path
 from governance.errors import InvalidInput
 
 DEFAULT_HOME = ".custody"
-# The policy settings: pinned in the catalog when first used, then changed only by an admin.
+# The policy settings: pinned in the catalog when first used, then changed only by an admin. Where
+# an LDAP directory searches and whom it trusts belong to the directory as much as its URL does.
 POLICY_VARIABLES = {
     "directory": "CUSTODY_DIRECTORY",
+    "ldap_base_dn": "CUSTODY_LDAP_BASE_DN",
+    "ldap_ca_file": "CUSTODY_LDAP_CA_FILE",
+    "ldap_starttls": "CUSTODY_LDAP_STARTTLS",
     "admin_group": "CUSTODY_ADMIN_GROUP",
     "auditor_group": "CUSTODY_AUDITOR_GROUP",
     "require_verified": "CUSTODY_REQUIRE_VERIFIED",
@@ -36,6 +40,9 @@ class Settings:
     column_lineage_cap: str | None = None
     require_verified: str = "restricted"
     auditor_group: str = "auditors"
+    ldap_base_dn: str = ""
+    ldap_ca_file: str = ""
+    ldap_starttls: str = "on"
     # Which policy settings this process was given rather than defaulted: those must agree with the pinned ones.
     explicit: frozenset[str] = field(default=frozenset())
     transform_packages: tuple[str, ...] = DEFAULT_TRANSFORM_PACKAGES
@@ -57,6 +64,9 @@ class Settings:
             column_lineage_cap=env.get("CUSTODY_COLUMN_LINEAGE_CAP") or None,
             require_verified=env.get("CUSTODY_REQUIRE_VERIFIED", "restricted"),
             auditor_group=env.get("CUSTODY_AUDITOR_GROUP") or "auditors",
+            ldap_base_dn=env.get("CUSTODY_LDAP_BASE_DN") or "",
+            ldap_ca_file=env.get("CUSTODY_LDAP_CA_FILE") or "",
+            ldap_starttls=env.get("CUSTODY_LDAP_STARTTLS") or "on",
             explicit=_explicit(env),
             transform_packages=_packages(env, "CUSTODY_TRANSFORM_PACKAGES") or DEFAULT_TRANSFORM_PACKAGES,
         )
@@ -84,6 +94,8 @@ def _explicit(env: Mapping[str, str]) -> frozenset[str]:
     """The policy settings `env` sets; an empty value counts only for require_verified, where it means none."""
     return frozenset(key for key, variable in POLICY_VARIABLES.items()
                      if env.get(variable) or (key == "require_verified" and variable in env))
+
+
 def _packages(environ: Mapping[str, str], name: str) -> tuple[str, ...]:
     """Comma-separated dotted package names from the variable `name`; empty when it is unset or empty."""
     value = environ.get(name)

@@ -113,6 +113,10 @@ class AccessDenied(CustodyError):
     exit_code = 3
 
 
+class SettingDisagrees(AccessDenied):
+    """The environment names a policy setting other than the one pinned in the catalog."""
+
+
 class DirectoryUnavailable(AccessDenied):
     """The directory could not be asked: down, refusing, or not trusted. Access fails closed."""
 

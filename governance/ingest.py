@@ -152,7 +152,7 @@ def check_csv_headers(spec: Spec, batch: Batch) -> None:
     """Refuse, before anything is written, any file whose header is not the declared columns in order."""
     declared = [c.name for c in spec.body.columns]
     for f in batch.files:
-        header = next(csv.reader([first_line(f.path)], delimiter=spec.body.source.delimiter), [])
+        header = next(csv.reader([first_line(f)[0]], delimiter=spec.body.source.delimiter), [])
         header = [h.strip() for h in header]
         if header != declared:
             raise BatchError(f"{f.path}: header does not match the spec of {spec.key}: {column_difference(declared, header)}")

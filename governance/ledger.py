@@ -13,7 +13,7 @@ from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from sqlalchemy import insert, text, update
+from sqlalchemy import insert, update
 from sqlmodel import Session, col, or_, select
 
 from governance.catalog.models import (
@@ -25,6 +25,7 @@ from governance.catalog.models import (
 )
 from governance.checkpoints import Checkpoints, Head
 from governance.errors import IntegrityError
+from governance.locks import advisory_lock
 from governance.segments import TornSegment, open_segment, opened
 
 GENESIS = "0" * 64
@@ -33,7 +34,7 @@ GENESIS = "0" * 64
 APPENDED = "custody.ledger.appended"
 TAIL = "custody.ledger.tail"
 CHECKPOINTS = "custody.ledger.checkpoints"  # the session's checkpoint file, whose key signs a new ledger's head
-LEDGER_LOCK_ID = 0x637573746F6479  # arbitrary constant naming the ledger's advisory lock
+LEDGER_LOCK = "custody.ledger"  # the advisory lock appends take
 
 
 class Action:
@@ -200,8 +201,7 @@ def _tail(session: Session) -> tuple[int, str]:
     cached = session.info.get(TAIL)
     if cached and cached[0] == id(session.get_transaction()):
         return cached[1], cached[2]
-    if session.get_bind().dialect.name == "postgresql":
-        session.exec(text("SELECT pg_advisory_xact_lock(:id)").bindparams(id=LEDGER_LOCK_ID))
+    advisory_lock(session, LEDGER_LOCK)
     last = last_entry(session)
     if last is not None:
         return last.seq, last.hash

@@ -14,7 +14,10 @@ _INT_RANGES = {"byte": 8, "short": 16, "int": 32, "long": 64}
 # Deeper JSON overflows the stack of the JVM that infers its schema; 64 levels is far more than
 # any record flattened into columns needs.
 MAX_JSON_DEPTH = 64
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
+# Control characters a text source may not hold: every one below U+0020 but tab, LF and CR. One
+# pattern, for Python here and for Java's regular expressions in Spark.
+CONTROL = "[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F]"
+_CONTROL = re.compile(CONTROL)
 _JSON_TYPES = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean", type(None): "null"}
 
 

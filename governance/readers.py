@@ -6,7 +6,6 @@ import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import reduce
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -16,18 +15,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from governance.batches import UTF8_BOM, Batch, BatchScan
+from governance.batches import Batch, BatchScan, DropFile, first_line, opened
 from governance.errors import BatchError, shown
-from governance.quarantine import MAX_JSON_DEPTH, explain_csv_record, explain_json_record
+from governance.quarantine import CONTROL, MAX_JSON_DEPTH, explain_csv_record, explain_json_record
 from governance.sparktypes import arrow_type_name, normalized, spark_schema, spark_type
 from governance.spec import Column, Spec
 
 CORRUPT = "_corrupt_record"
 GLOB_CHARACTERS = frozenset("[]*?{}\\")
-# Control characters a text source may not hold: every one below U+0020 but tab, LF and CR.
-CONTROL = "[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F]"
 MAX_NAMES_SHOWN = 10
-FIRST_LINE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -159,9 +155,9 @@ def _read_json(spark: SparkSession, spec: Spec, batch: Batch, text: TextChecks) 
     if not leaves:
         files = ", ".join(f.path.name for f in batch.files)
         raise BatchError(f"batch {batch.batch_id!r} of {spec.key}: no line of {files} is a JSON object: "
-                         f"{_why_not_json(batch.files[0].path)}")
-    _refuse_collisions(spec, batch, leaves)
-    found = {name: column for name, (_, column) in leaves.items()}
+                         f"{_why_not_json(batch.files[0])}")
+    _refuse_bad_fields(spec, batch, leaves)
+    found = {name: leaf.column for name, leaf in leaves.items()}
     corrupt = F.col(CORRUPT) if CORRUPT in frame.columns else F.lit(None).cast("string")
     checks: list[tuple[SparkColumn, SparkColumn]] = [(corrupt.isNotNull(), F.lit("not a JSON object"))]
     if spec.body.columns:
@@ -174,6 +170,8 @@ def _read_json(spark: SparkSession, spec: Spec, batch: Batch, text: TextChecks) 
         checks += _value_checks(spec.body.columns, typed.__getitem__, text)
         outputs = [typed[c.name].alias(c.name) for c in spec.body.columns]
     else:
+        strings = [name for name, leaf in leaves.items() if isinstance(leaf.type, T.StringType)]
+        checks += _text_checks(strings, found.__getitem__, text)
         outputs = [column.alias(name) for name, column in found.items()]
     reason = _first_reason(checks)
     raw = F.coalesce(corrupt, F.to_json(F.struct(*[column.alias(name) for name, column in found.items()])))
@@ -203,49 +201,65 @@ def _json_frame(spark: SparkSession, spec: Spec, batch: Batch) -> DataFrame:
                          "apart; rename one of them") from err
 
 
-def _why_not_json(path: Path) -> str:
-    """Why the first line of a file is not a JSON object, read from at most its first MiB."""
-    with open(path, "rb") as handle:
-        head = handle.readline(FIRST_LINE_BYTES)
-    whole = len(head) < FIRST_LINE_BYTES or head.endswith(b"\n")
-    return explain_json_record(head.removeprefix(UTF8_BOM).decode("utf-8", errors="replace"), whole=whole)
+def _why_not_json(file: DropFile) -> str:
+    """Why the first line of a file is not a JSON object."""
+    line, whole = first_line(file)
+    return explain_json_record(line, whole=whole)
 
 
-def _flatten(schema: T.StructType, prefix: Sequence[str] = ()) -> dict[str, tuple[list[tuple[str, str]], SparkColumn]]:
-    """Leaf columns of nested structs, named `parent__child`, each with the fields it comes from
-    (`a.b` for a nested field); a name two fields flatten to keeps every field that claims it."""
-    leaves: dict[str, tuple[list[tuple[str, str]], SparkColumn]] = {}
+@dataclass(frozen=True)
+class _Leaf:
+    """A leaf column of nested JSON, with the fields that flatten to its name (`a.b` for a nested field)."""
+
+    column: SparkColumn
+    type: T.DataType
+    fields: tuple[str, ...]
+
+
+def _flatten(schema: T.StructType, prefix: Sequence[str] = ()) -> dict[str, _Leaf]:
+    """Leaf columns of nested structs, named `parent__child`; a name two fields flatten to keeps
+    every field that claims it."""
+    leaves: dict[str, _Leaf] = {}
     for field in schema.fields:
         if not prefix and field.name == CORRUPT:
             continue
         path = [*prefix, field.name]
         if isinstance(field.dataType, T.StructType):
-            for name, (fields, column) in _flatten(field.dataType, path).items():
-                leaves.setdefault(name, ([], column))[0].extend(fields)
+            found = _flatten(field.dataType, path).items()
         else:
-            column = F.col(f"`{path[0]}`")
+            column = F.col(_quoted(path[0]))
             for part in path[1:]:
                 column = column.getField(part)
-            leaves.setdefault("__".join(path), ([], column))[0].append((".".join(path), "__".join(path)))
+            found = [("__".join(path), _Leaf(column, field.dataType, (".".join(path),)))]
+        for name, leaf in found:
+            known = leaves.get(name)
+            leaves[name] = leaf if known is None else _Leaf(known.column, known.type, known.fields + leaf.fields)
     return leaves
 
 
-def _refuse_collisions(spec: Spec, batch: Batch, leaves: dict[str, tuple[list[tuple[str, str]], SparkColumn]]) -> None:
+def _quoted(name: str) -> str:
+    """A column name as Spark's column syntax takes it, whatever it holds."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _refuse_bad_fields(spec: Spec, batch: Batch, leaves: dict[str, _Leaf]) -> None:
     """Two fields may not land as one column: one would be lost. Spark matches column names
-    ignoring case, so names that differ only in case collide too."""
-    for name, (fields, _) in leaves.items():
-        if len(fields) > 1:
-            both = " and ".join(shown(field, 64) for field, _ in sorted(fields))
-            raise BatchError(f"batch {batch.batch_id!r} of {spec.key}: fields {both} would both land as column "
-                             f"{shown(name, 64)}; rename one of them")
+    ignoring case, so names that differ only in case collide too. A name may hold no control
+    character, which would reach every screen that shows the column."""
+    where = f"batch {batch.batch_id!r} of {spec.key}"
+    for name, leaf in leaves.items():
+        if len(leaf.fields) > 1:
+            both = " and ".join(shown(field, 64) for field in sorted(leaf.fields))
+            raise BatchError(f"{where}: fields {both} would both land as column {shown(name, 64)}; rename one of them")
+        if not name.isprintable():
+            raise BatchError(f"{where}: field {shown(name, 64)} holds a control character; rename it")
     by_case: dict[str, list[str]] = {}
     for name in leaves:
         by_case.setdefault(name.lower(), []).append(name)
     for names in by_case.values():
         if len(names) > 1:
             both = " and ".join(shown(name, 64) for name in sorted(names))
-            raise BatchError(f"batch {batch.batch_id!r} of {spec.key}: fields {both} differ only in case, "
-                             "which Spark cannot tell apart; rename one of them")
+            raise BatchError(f"{where}: fields {both} differ only in case, which Spark cannot tell apart; rename one of them")
 
 
 def _match_columns(spec: Spec, batch: Batch, found: list[str]) -> None:
@@ -259,7 +273,7 @@ def _read_parquet(spark: SparkSession, spec: Spec, batch: Batch, text: TextCheck
     expected = [(c.name, normalized(c.type)) for c in spec.body.columns]
     rows = 0
     for f in batch.files:
-        footer = _footer(f.path)
+        footer = _footer(f)
         actual = [(field.name, arrow_type_name(field.type)) for field in footer.schema.to_arrow_schema()]
         if not expected:
             expected = actual
@@ -267,8 +281,8 @@ def _read_parquet(spark: SparkSession, spec: Spec, batch: Batch, text: TextCheck
             raise BatchError(f"{f.path}: Parquet schema does not match the spec of {spec.key}: {_schema_difference(expected, actual)}")
         rows += footer.num_rows
     frame = spark.read.parquet(*literal_paths(batch))
-    outputs = [F.col(f"`{name}`") for name, _ in expected]
-    checks = _value_checks(spec.body.columns, lambda name: F.col(f"`{name}`"), text)
+    outputs = [F.col(_quoted(name)) for name, _ in expected]
+    checks = _value_checks(spec.body.columns, lambda name: F.col(_quoted(name)), text)
     reason = _first_reason(checks)
     return Parsed(
         frame.filter(_passes(checks)).select(*outputs),
@@ -277,11 +291,13 @@ def _read_parquet(spark: SparkSession, spec: Spec, batch: Batch, text: TextCheck
     )
 
 
-def _footer(path: Path) -> pq.FileMetaData:
-    try:
-        return pq.read_metadata(path)
-    except (OSError, pa.ArrowException) as err:
-        raise BatchError(f"{path}: cannot be read as Parquet: its footer is damaged ({shown(str(err).strip(), 120)})") from err
+def _footer(file: DropFile) -> pq.FileMetaData:
+    with opened(file) as handle:
+        try:
+            return pq.read_metadata(handle)
+        except (OSError, pa.ArrowException) as err:
+            raise BatchError(f"{file.path}: cannot be read as Parquet: its footer is damaged "
+                             f"({shown(str(err).strip(), 120)})") from err
 
 
 def _schema_difference(expected: list[tuple[str, str]], actual: list[tuple[str, str]]) -> str:
@@ -300,17 +316,23 @@ def _value_checks(columns: list[Column], value: Callable[[str], SparkColumn], te
         (value(c.name).isNull(), F.lit(f"column {c.name} is null but declared not nullable"))
         for c in columns if not c.nullable
     ]
-    strings = [c for c in columns if c.type == "string"]
+    return checks + _text_checks([c.name for c in columns if c.type == "string"], value, text)
+
+
+def _text_checks(strings: list[str], value: Callable[[str], SparkColumn], text: TextChecks) -> list[tuple[SparkColumn, SparkColumn]]:
+    """Checks of the string columns' text: bytes that were not UTF-8, and control characters."""
+    checks = []
     if text.utf8:
         checks += [
-            (F.coalesce(value(c.name).contains("\ufffd"), F.lit(False)), F.lit(f"column {c.name} is not valid UTF-8"))
-            for c in strings
+            (F.coalesce(value(name).contains("\ufffd"), F.lit(False)), F.lit(f"column {name} is not valid UTF-8"))
+            for name in strings
         ]
     if text.controls:
         checks += [
-            (F.coalesce(value(c.name).rlike(CONTROL), F.lit(False)),
-             F.format_string(f"column {c.name} holds control character U+%04X", F.ascii(F.regexp_extract(value(c.name), CONTROL, 0))))
-            for c in strings
+            (F.coalesce(value(name).rlike(CONTROL), F.lit(False)),
+             F.concat(F.lit(f"column {name} holds control character U+"),
+                      F.lpad(F.hex(F.ascii(F.regexp_extract(value(name), CONTROL, 0))), 4, "0")))
+            for name in strings
         ]
     return checks
 

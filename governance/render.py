@@ -215,7 +215,8 @@ def rows_table(ref: str, table: pa.Table, total: int) -> Table:
 def access_table(view: AccessView) -> Table:
     rules = [view.classification] + (["pii"] if view.pii else []) + (["verified identity required"] if view.needs_verified else [])
     table = Table(title=f"Access to {view.asset} ({', '.join(rules)})", title_justify="left",
-                  caption=escape(f"purge: admin group {view.admin_group} ({', '.join(view.admins) or 'no members'})"),
+                  caption=escape(f"purge and policy settings: admin group {view.admin_group} ({', '.join(view.admins) or 'no members'}); "
+                                 f"auditors: {view.auditor_group} ({', '.join(view.auditors) or 'no members'})"),
                   caption_justify="left")
     for column in ("role", "group", "members", "may"):
         table.add_column(column)

@@ -15,9 +15,6 @@ step is completed by the next age-off or rollover.
 
 from __future__ import annotations
 
-import fcntl
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -35,6 +32,7 @@ from governance.catalog.models import (
     SearchableEntry,
 )
 from governance.errors import InvalidInput
+from governance.locks import file_lock
 from governance.runs import Assurance, Progress, quiet
 from governance.segments import PARTIAL, SUFFIX, Segment, TornSegment, open_segment, write_segment
 
@@ -56,7 +54,7 @@ def rollover(catalog: Catalog, folder: Path, older_than: timedelta, *, now: date
     """Move the hot table's oldest entries, those older than `older_than`, into segments."""
     cutoff = ledger.timestamp((now or utcnow()) - older_than)
     report = RolloverReport()
-    with _locked(folder):
+    with file_lock(folder / ".rollover.lock"):
         recover(catalog, folder, report)
         while rows := _oldest(catalog, cutoff, per_segment):
             segment = write_segment(folder, rows)
@@ -154,7 +152,7 @@ def age_off(catalog: Catalog, folder: Path, *, older_than: timedelta | None = No
         raise InvalidInput("age-off records where the ledger now begins in the checkpoint file, and this catalog has none")
     cutoff = ledger.timestamp((now or utcnow()) - older_than) if older_than is not None else None
     report = AgeOffReport()
-    with _locked(folder):
+    with file_lock(folder / ".rollover.lock"):
         recover(catalog, folder)
         with catalog.session() as session:
             segments = list(session.exec(select(LedgerSegmentRow).order_by(col(LedgerSegmentRow.first_seq))))
@@ -195,11 +193,3 @@ def _expired(segments: list[LedgerSegmentRow], cutoff: str | None, max_bytes: in
                 total -= segments[by_size].bytes
                 by_size += 1
     return segments[: max(by_age, by_size)]
-
-
-@contextmanager
-def _locked(folder: Path) -> Iterator[None]:
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".rollover.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield

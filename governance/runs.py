@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import getpass
+import os
+import pwd
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,11 +20,12 @@ Progress = Callable[[str], None]
 
 
 def os_user() -> str:
-    """Who runs this process, as the operating system names them: the actor of housekeeping."""
+    """Who runs this process, as the operating system knows its user (not as the environment's
+    LOGNAME or USER say): the actor of housekeeping."""
     try:
-        return getpass.getuser()
-    except (OSError, KeyError):  # no login name in the environment and no passwd entry
-        return "unknown"
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:  # a user id without a passwd entry, as in some containers
+        return f"uid {os.geteuid()}"
 
 
 def quiet(_message: str) -> None:
@@ -60,11 +62,11 @@ def attempt(catalog: Catalog, lake: Lake, key: AssetKey, request: RunRequest, fa
         try:
             yield attempt_id, stage
         except BaseException as err:
-            _record_failure(catalog, attempt_id, key, request, failed_action, err)
+            _fail_attempt(catalog, attempt_id, key, request, failed_action, err)
             raise
 
 
-def _record_failure(catalog: Catalog, attempt_id: str, key: AssetKey, request: RunRequest, action: str, err: BaseException) -> None:
+def _fail_attempt(catalog: Catalog, attempt_id: str, key: AssetKey, request: RunRequest, action: str, err: BaseException) -> None:
     with catalog.session() as session:
         catalog.finish_attempt(session, attempt_id, "failed", error=_reason(err))
         _append_failure(session, key, request, action, err, {"attempt": attempt_id})

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import shutil
@@ -15,6 +14,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from governance.errors import InvalidName, UnsafePath
+from governance.locks import file_lock, take_if_free
 
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,62}")
 BATCH_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
@@ -184,29 +184,20 @@ class Staging:
 
     @contextmanager
     def locked(self) -> Iterator[None]:
-        fd = os.open(self.lock_file, os.O_CREAT | os.O_RDWR, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            self.path.mkdir(parents=True, exist_ok=True)
-            yield
-        finally:
-            self.lock_file.unlink(missing_ok=True)
-            os.close(fd)
+        with file_lock(self.lock_file):
+            try:
+                self.path.mkdir(parents=True, exist_ok=True)
+                yield
+            finally:
+                self.lock_file.unlink(missing_ok=True)
 
     def is_abandoned(self) -> bool:
         """True when no live process holds this attempt's lock."""
-        if not self.lock_file.exists():
-            return True
-        fd = os.open(self.lock_file, os.O_RDWR)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        else:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            return True
-        finally:
-            os.close(fd)
+        descriptor = take_if_free(self.lock_file)
+        if descriptor is None:
+            return not self.lock_file.exists()
+        os.close(descriptor)
+        return True
 
 
 def new_attempt_id() -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
@@ -98,8 +99,8 @@ def _emitter(setting: str, home: Path, api_key: str | None) -> Emitter:
     return Emitter(transport_config(setting, home, api_key))
 
 
-def _directory(setting: str) -> Directory:
-    ldap = {name: value for name, value in os.environ.items() if name.startswith("CUSTODY_LDAP_")}
+def _directory(setting: str, environ: Mapping[str, str]) -> Directory:
+    ldap = {name: value for name, value in environ.items() if name.startswith("CUSTODY_LDAP_")}
     return _shared_directory(setting, str(Path.cwd()), tuple(sorted(ldap.items())))
 
 

@@ -13,11 +13,13 @@ from pyspark.sql import SparkSession
 from governance.batches import BatchMeta, drop_batch
 from governance.catalog import Catalog, make_engine
 from governance.config import DEFAULT_TRANSFORM_PACKAGES, Settings
+from governance.demo import drop_demo_batches
 from governance.runtime import require_java
 from governance.spec import SpecSet, load_specs
 from governance.zones import AssetKey, Lake
 from resources import CustodyResource, SparkResource
 from resources.spark import session_conf
+from tests.helpers import cli
 from tests.openlineage_spec import read_events
 from tests.pg_server import PostgresServer, running_postgres
 
@@ -120,3 +122,11 @@ def drop(lake: Lake, asset: str, batch_id: str, files: dict[str, bytes | Path], 
     """Drop a ready batch; Path values are copied from tests/data."""
     content = {name: value.read_bytes() if isinstance(value, Path) else value for name, value in files.items()}
     return drop_batch(lake, AssetKey.parse(asset), batch_id, content, BatchMeta(**meta) if meta else None)
+
+
+@pytest.fixture
+def landed(cli_env: Settings, spark: SparkSession, capsys: pytest.CaptureFixture[str]) -> Settings:
+    """The demo batches dropped, and the products batch ingested by bob through the CLI."""
+    drop_demo_batches(Lake(cli_env.lake))
+    assert cli(capsys, "ingest", "sales/products", "--as", "bob")[0] == 0
+    return cli_env

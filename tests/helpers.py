@@ -4,9 +4,30 @@ from __future__ import annotations
 
 from sqlmodel import select
 
+from governance import ledger
 from governance.catalog import Catalog
 from governance.catalog.models import VersionRow
+from governance.cli import run
 from governance.zones import AssetKey, Lake, Zone
+
+
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    """Run `custody ARGS`; its exit code, standard output and standard error."""
+    code = run(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def verify_ledger(catalog: Catalog) -> ledger.Verification:
+    with catalog.session() as session:
+        return ledger.verify(session, catalog.checkpoints)
+
+
+def execute(catalog: Catalog, *statements: str) -> None:
+    """Statements run on the catalog's database as they are: what someone who can write it does."""
+    with catalog.session() as session:
+        for statement in statements:
+            session.connection().exec_driver_sql(statement)
 
 
 def assert_nothing_committed(catalog: Catalog, lake: Lake, asset: str) -> None:

@@ -136,7 +136,7 @@ def test_a_refused_name_is_recorded_escaped(catalog, policy, demo_specs):
 
 def test_a_password_the_file_directory_cannot_check_is_denied_and_recorded(catalog, policy):
     with pytest.raises(AccessDenied, match="needs an LDAP directory"):
-        authenticate(catalog, policy.directory, "carol", "secret")
+        authenticate(catalog, policy, "carol", "secret")
     with catalog.session() as session:
         [entry] = ledger.entries(session, ledger.LedgerFilter(action="authenticate"))
     assert (entry.actor, entry.assurance, json.loads(entry.details)["result"]) == ("carol", "none", "denied")

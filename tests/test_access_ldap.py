@@ -147,3 +147,18 @@ def test_a_directory_other_than_the_pinned_one_is_refused(ldap_env, capsys, monk
     monkeypatch.setenv("CUSTODY_DIRECTORY", "file:assets/directory.yaml")
     code, _, err = cli(capsys, monkeypatch, "access", "show", "sales/products")
     assert code == 3 and "disagrees with the directory pinned in the catalog (ldap://" in err
+
+
+def test_an_ldap_base_dn_other_than_the_pinned_one_is_refused(ldap_env, capsys, monkeypatch):
+    """Someone who may create groups in another subtree could otherwise point the search there."""
+    assert cli(capsys, monkeypatch, "access", "show", "sales/products")[0] == 0
+    monkeypatch.setenv("CUSTODY_LDAP_BASE_DN", "ou=theirs,dc=custody,dc=test")
+    code, _, err = cli(capsys, monkeypatch, "access", "show", "sales/products")
+    assert code == 3 and "CUSTODY_LDAP_BASE_DN=ou=theirs,dc=custody,dc=test disagrees with the ldap_base_dn pinned" in err
+
+
+def test_a_password_check_names_the_directory_that_answered(ldap_env, ldap, capsys, monkeypatch):
+    assert cli(capsys, monkeypatch, "access", "check", "sales/products", "--as", "carol", "--password-stdin",
+               stdin=password_of("carol"))[0] == 0
+    [checked] = ledger_json(capsys, monkeypatch, "--action", "authenticate")
+    assert checked["details"]["result"] == "allowed" and checked["details"]["directory"] == ldap.url

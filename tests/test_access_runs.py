@@ -14,16 +14,8 @@ from sqlmodel import select
 from assets.factory import build_assets
 from governance import ledger
 from governance.catalog.models import Attempt
-from governance.cli import run
 from governance.demo import CLIENTS, NAMES_AND_PRODUCTS, PRODUCTS, drop_demo_batches
-from governance.zones import Lake
-from tests.helpers import assert_nothing_committed
-
-
-def cli(capsys, *args):
-    code = run(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
+from tests.helpers import assert_nothing_committed, cli
 
 
 def key(asset):
@@ -115,13 +107,6 @@ def directory_copy(cli_env, tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("CUSTODY_DIRECTORY", f"file:{path}")
     return path
 
-
-@pytest.fixture
-def landed(cli_env, spark, capsys):
-    """The products batch ingested by bob through the CLI."""
-    drop_demo_batches(Lake(cli_env.lake))
-    assert cli(capsys, "ingest", "sales/products", "--as", "bob")[0] == 0
-    return cli_env
 
 
 def test_read_gives_rows_to_a_consumer_and_denies_others_with_exit_3(landed, capsys):

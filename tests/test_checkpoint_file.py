@@ -9,6 +9,7 @@ import hashlib
 import hmac
 import json
 import os
+from pathlib import Path
 
 import pytest
 from sqlmodel import col, select
@@ -19,6 +20,12 @@ from governance.catalog.models import LedgerEntry
 from governance.checkpoints import Checkpoints
 from governance.cli import run
 from governance.errors import IntegrityError
+from governance.ingest import ingest
+from governance.runs import RunRequest
+from governance.versions import read_manifest
+from governance.zones import AssetKey, Lake
+from tests.conftest import DATA, drop
+from tests.helpers import execute, verify_ledger
 
 pytestmark = pytest.mark.both_backends
 
@@ -46,15 +53,6 @@ def append(catalog: Catalog, i: int) -> None:
         ledger.append(session, actor="bob", action="read", asset="t/people", details={"i": i})
 
 
-def verify(catalog: Catalog) -> ledger.Verification:
-    with catalog.session() as session:
-        return ledger.verify(session, catalog.checkpoints)
-
-
-def execute(catalog: Catalog, *statements: str) -> None:
-    with catalog.session() as session:
-        for statement in statements:
-            session.connection().exec_driver_sql(statement)
 
 
 def lines(catalog: Catalog) -> list[bytes]:
@@ -117,14 +115,14 @@ def test_the_file_is_numbered_linked_and_begins_with_the_ledger_it_belongs_to(si
     assert [line["seq"] for line in written[1:]] == [1, 4, 8, 12]
     assert all(line["prev"] == hashlib.sha256(before).hexdigest() for before, line in zip(lines(signed), written[1:], strict=False))
     assert head(signed)[1:3] == (5, hashlib.sha256(lines(signed)[-1]).hexdigest())
-    result = verify(signed)
+    result = verify_ledger(signed)
     assert result.ok and result.checkpoints_verified and result.checkpoints == 4
 
 
 def test_a_deleted_file_with_the_chain_recomputed_after_an_edit_fails(signed):
     edit_and_rehash(signed, 6)
     signed.checkpoints.path.unlink()
-    result = verify(signed)
+    result = verify_ledger(signed)
     assert not result.ok and result.problems[0] == (
         f"{signed.checkpoints.path} is missing: the catalog recorded 5 checkpoint line(s)")
 
@@ -133,18 +131,18 @@ def test_no_checkpoint_is_written_over_a_file_the_catalog_does_not_recognise(sig
     signed.checkpoints.path.unlink()
     with pytest.raises(IntegrityError, match="does not write over a checkpoint file the catalog does not recognise"):
         signed.checkpoint()
-    assert not signed.checkpoints.path.exists() and not verify(signed).ok
+    assert not signed.checkpoints.path.exists() and not verify_ledger(signed).ok
 
 
 def test_an_emptied_file_fails(signed):
     signed.checkpoints.path.write_bytes(b"")
-    result = verify(signed)
+    result = verify_ledger(signed)
     assert not result.ok and result.problems[0] == f"{signed.checkpoints.path} is empty: the catalog recorded 5 checkpoint line(s)"
 
 
 def test_a_file_cut_at_its_tail_is_named_with_the_count_the_catalog_recorded(signed):
     keep_lines(signed, 3)
-    result = verify(signed)
+    result = verify_ledger(signed)
     assert not result.ok and result.problems[0] == (
         f"{signed.checkpoints.path} holds 3 line(s), but the catalog recorded 5: its tail was cut")
 
@@ -152,14 +150,14 @@ def test_a_file_cut_at_its_tail_is_named_with_the_count_the_catalog_recorded(sig
 def test_a_line_removed_from_the_middle_is_named(signed):
     kept = lines(signed)
     signed.checkpoints.path.write_bytes(b"".join(kept[:2] + kept[3:]))
-    problems = verify(signed).problems
+    problems = verify_ledger(signed).problems
     assert problems[0].startswith(f"{signed.checkpoints.path}:3: the checkpoint of entry 8: it says it is line 4")
 
 
 def test_cutting_the_ledger_and_the_file_at_their_tails_together_fails(signed):
     execute(signed, "DELETE FROM ledger WHERE seq > 8")
     keep_lines(signed, 4)  # the genesis and the checkpoints of 1, 4 and 8
-    result = verify(signed)
+    result = verify_ledger(signed)
     assert not result.ok and "holds 4 line(s), but the catalog recorded 5: its tail was cut" in result.problems[0]
 
 
@@ -173,7 +171,7 @@ def test_a_cut_backed_by_a_copy_of_the_head_taken_before_passes_as_the_threat_mo
     execute(catalog, "DELETE FROM ledger WHERE seq > 8")
     keep_lines(catalog, copied[1])
     set_head(catalog, copied)
-    assert verify(catalog).ok
+    assert verify_ledger(catalog).ok
 
 
 def test_a_file_swapped_in_from_another_ledger_is_named(signed, settings, tmp_path):
@@ -182,13 +180,13 @@ def test_a_file_swapped_in_from_another_ledger_is_named(signed, settings, tmp_pa
     for i in range(ENTRIES):
         append(other, i)
     signed.checkpoints.path.write_bytes(other.checkpoints.path.read_bytes())
-    problems = verify(signed).problems
+    problems = verify_ledger(signed).problems
     assert f"{signed.checkpoints.path} belongs to ledger {head(other)[0]}, not to this catalog's ledger {head(signed)[0]}" in problems
 
 
 def test_a_deleted_head_record_is_named(signed):
     execute(signed, "DELETE FROM ledger_head")
-    problems = verify(signed).problems
+    problems = verify_ledger(signed).problems
     assert problems and "the catalog keeps no record of" in problems[0]
 
 
@@ -197,13 +195,13 @@ def test_wiping_the_head_and_the_file_then_letting_custody_write_again_is_named(
     execute(signed, "DELETE FROM ledger_head")
     signed.checkpoints.path.unlink()
     append(signed, 99)  # Custody starts a new file: all it can pin is the chain as it now is
-    problems = verify(signed).problems
+    problems = verify_ledger(signed).problems
     assert problems and f"{signed.checkpoints.path} begins at entry 13, but the ledger began before it" in problems[0]
 
 
 def test_an_unsigned_line_names_the_entry_it_claims(signed):
     forge_line(signed, kind="checkpoint", seq=12, hash=entry_hash(signed, 12))
-    result = verify(signed)
+    result = verify_ledger(signed)
     assert not result.ok and result.problems == (
         f"{signed.checkpoints.path}:6: the checkpoint of entry 12: not signed, though CUSTODY_LEDGER_KEY is set",)
 
@@ -211,7 +209,7 @@ def test_an_unsigned_line_names_the_entry_it_claims(signed):
 def test_an_edited_head_is_named_with_the_key(signed):
     forge_line(signed, kind="checkpoint", seq=12, hash=entry_hash(signed, 12))
     follow_with_head(signed)
-    problems = verify(signed).problems
+    problems = verify_ledger(signed).problems
     assert f"the catalog's record of {signed.checkpoints.path} is not signed, though CUSTODY_LEDGER_KEY is set" in problems
 
 
@@ -220,10 +218,10 @@ def test_a_crash_between_the_file_line_and_the_head_still_verifies(signed):
     for i in range(ENTRIES, ENTRIES + EVERY):
         append(signed, i)  # the last one writes a checkpoint line, then the head
     set_head(signed, before)  # as if the process died between the two
-    assert len(lines(signed)) == before[1] + 1 and verify(signed).ok
+    assert len(lines(signed)) == before[1] + 1 and verify_ledger(signed).ok
     for i in range(ENTRIES + EVERY, ENTRIES + 2 * EVERY):
         append(signed, i)
-    assert head(signed)[1] == before[1] + 2 and verify(signed).ok
+    assert head(signed)[1] == before[1] + 2 and verify_ledger(signed).ok
 
 
 def test_a_file_of_the_earlier_format_still_verifies_and_continues_in_the_new_one(settings):
@@ -235,14 +233,14 @@ def test_a_file_of_the_earlier_format_still_verifies_and_continues_in_the_new_on
     legacy = [legacy_line(seq, entry_hash(catalog, seq)) for seq in (5, 10)]
     catalog.checkpoints.path.parent.mkdir(parents=True)
     catalog.checkpoints.path.write_bytes(b"".join(legacy))
-    assert verify(catalog).ok and verify(catalog).checkpoints == 2
+    assert verify_ledger(catalog).ok and verify_ledger(catalog).checkpoints == 2
     append(catalog, 10)
     catalog.checkpoint()
     written = lines(catalog)
     assert written[:2] == legacy and json.loads(written[2])["prev"] == hashlib.sha256(b"".join(legacy)).hexdigest()
-    assert verify(catalog).ok and verify(catalog).checkpoints == 3
+    assert verify_ledger(catalog).ok and verify_ledger(catalog).checkpoints == 3
     catalog.checkpoints.path.write_bytes(b"".join(written[1:]))
-    assert not verify(catalog).ok
+    assert not verify_ledger(catalog).ok
 
 
 def legacy_line(seq: int, entry: str) -> bytes:
@@ -297,3 +295,19 @@ def test_with_the_key_an_intact_ledger_verifies_with_exit_0(cli_env, monkeypatch
     assert run(["ledger", "verify", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["ok"] and report["checkpoints_verified"] is True
+
+
+def test_a_checkpoint_that_cannot_be_written_never_undoes_what_its_transaction_committed(settings, spark, test_specs):
+    """The ingestion's commit brings the ledger to entry EVERY, so a checkpoint is due; the file was
+    cut, so it cannot be written. The version stays whole in the catalog and the lake, and the
+    failure is raised where the next work begins."""
+    catalog = Catalog(make_engine(settings.catalog_url), keyed(settings))
+    lake = Lake(settings.lake)
+    append(catalog, 0)
+    keep_lines(catalog, 1)
+    drop(lake, "t/people", "b1", {"p.csv": (DATA / "batches/csv/good.csv").read_bytes()})
+    version = ingest(spark, catalog, lake, test_specs[AssetKey.parse("t/people")], RunRequest("bob"), batch_id="b1")
+    assert Path(version.path).is_dir() and read_manifest(Path(version.path))["version"] == 1
+    with pytest.raises(IntegrityError, match="does not write over a checkpoint file the catalog does not recognise"):
+        catalog.versions(AssetKey.parse("t/people"))
+    assert [v.number for v in Catalog(catalog.engine).versions(AssetKey.parse("t/people"))] == [1]

@@ -59,6 +59,31 @@ def test_a_hard_link_to_a_file_outside_the_dropzone_is_refused_before_it_is_read
     assert_nothing_committed(catalog, lake, "t/people")
 
 
+def test_a_symlink_to_another_assets_dropzone_folder_is_refused(spark, catalog, lake, test_specs):
+    other = drop(lake, "t/events", "theirs", {"e.csv": GOOD_CSV})
+    folder = drop(lake, "t/people", "b1", {})
+    (folder / "borrowed.csv").symlink_to(other / "e.csv")
+    with pytest.raises(BatchError, match=r"borrowed\.csv: a symlink that points outside the DropZone folder .*/drop/t/people"):
+        ingest_batch(spark, catalog, lake, test_specs, "t/people", "b1")
+    assert_nothing_committed(catalog, lake, "t/people")
+
+
+@pytest.mark.parametrize("link", ["symlink", "hard link"])
+def test_a_batch_yaml_that_is_a_link_is_refused_before_it_is_read(spark, catalog, lake, test_specs, tmp_path, link):
+    secret = tmp_path / "secret.yaml"
+    secret.write_text("label: TOP-SECRET-VALUE\n")
+    folder = drop(lake, "t/people", "b1", {"p.csv": GOOD_CSV})
+    if link == "symlink":
+        (folder / "_batch.yaml").symlink_to(secret)
+    else:
+        os.link(secret, folder / "_batch.yaml")
+    with pytest.raises(BatchError, match=r"_batch\.yaml: a (symlink is refused here|hard link)") as raised:
+        ingest_batch(spark, catalog, lake, test_specs, "t/people", "b1")
+    assert "TOP-SECRET" not in str(raised.value)
+    assert_nothing_committed(catalog, lake, "t/people")
+    assert "TOP-SECRET" not in json.dumps(ledger_actions(catalog, "t/people"))
+
+
 def test_two_names_for_one_file_inside_a_batch_are_refused_too(spark, catalog, lake, test_specs):
     folder = drop(lake, "t/people", "b1", {"a.csv": GOOD_CSV})
     os.link(folder / "a.csv", folder / "b.csv")
@@ -201,6 +226,21 @@ def test_control_characters_in_json_quarantine_their_row(spark, catalog, lake, t
     version = land(spark, catalog, lake, test_specs, "t/events_inferred", "b1", {"e.json": ("\n".join(lines) + "\n").encode()})
     assert [r["reason"] for r in quarantined(version)] == ["not valid JSON: holds control character U+0001"]
     assert committed_details(catalog, "t/events_inferred")["control_characters"] == [{"file": "e.json", "line": 2, "character": "U+0001"}]
+
+
+def test_control_characters_written_as_json_escapes_quarantine_their_row(spark, catalog, lake, test_specs):
+    lines = ['{"id": 1, "kind": "a\\tb"}', '{"id": 2, "kind": "\\u001b[31mred"}', *(f'{{"id": {i}, "kind": "c"}}' for i in range(3, 201))]
+    version = land(spark, catalog, lake, test_specs, "t/events_inferred", "b1", {"e.json": ("\n".join(lines) + "\n").encode()})
+    assert (version.rows, version.rows_quarantined) == (199, 1)
+    assert [r["reason"] for r in quarantined(version)] == ["column kind holds control character U+001B"]
+    assert committed_details(catalog, "t/events_inferred")["control_characters"] == [{"file": "e.json", "line": 2, "character": "U+001B"}]
+
+
+def test_a_json_field_named_with_a_control_character_is_refused(spark, catalog, lake, test_specs):
+    drop(lake, "t/events_inferred", "b1", {"e.json": b'{"id": 1, "k\\u0007ind": "a"}\n'})
+    with pytest.raises(BatchError, match=r"field k\\x07ind holds a control character; rename it"):
+        ingest_batch(spark, catalog, lake, test_specs, "t/events_inferred", "b1")
+    assert_nothing_committed(catalog, lake, "t/events_inferred")
 
 
 def test_tabs_and_line_ends_are_not_control_characters_that_refuse_a_row(spark, catalog, lake, test_specs):

@@ -25,6 +25,7 @@ from governance.catalog.models import LedgerEntry
 from governance.checkpoints import Checkpoints
 from governance.errors import AccessDenied, InvalidInput
 from tests.conftest import ROOT
+from tests.helpers import execute, verify_ledger
 
 ENTRIES, EVERY = 40, 5
 SEEDS = range(12)
@@ -49,20 +50,11 @@ def append(catalog: Catalog, i: int) -> None:
         ledger.append(session, actor="bob", action="read", asset="t/people", version=i % 3 + 1, details={"i": i})
 
 
-def verify(catalog: Catalog) -> ledger.Verification:
-    with catalog.session() as session:
-        return ledger.verify(session, catalog.checkpoints)
-
-
-def execute(catalog: Catalog, *statements: str) -> None:
-    with catalog.session() as session:
-        for statement in statements:
-            session.connection().exec_driver_sql(statement)
 
 
 def test_a_checkpoint_is_written_at_the_first_entry_and_every_n_entries(book, checkpoints):
     assert [c.seq for c in checkpoints.read().checkpoints] == [1, *range(EVERY, ENTRIES + 1, EVERY)]
-    assert verify(book).ok and verify(book).checkpoints == 1 + ENTRIES // EVERY
+    assert verify_ledger(book).ok and verify_ledger(book).checkpoints == 1 + ENTRIES // EVERY
 
 
 def test_a_checkpoint_is_written_once_the_last_is_older_than_the_interval(settings, tmp_path):
@@ -149,7 +141,7 @@ def rewrite(catalog, k):
 def test_tampering_is_detected_at_its_first_bad_entry(book, tamper, seed):
     k = random.Random(seed).randrange(1, ENTRIES - EVERY)
     first_bad = tamper(book, k)
-    result = verify(book)
+    result = verify_ledger(book)
     assert not result.ok and result.first_bad_seq == first_bad, (k, result)
 
 
@@ -157,13 +149,13 @@ def test_the_chain_alone_misses_a_rewrite_that_the_checkpoints_catch(book):
     rewrite(book, 12)
     with book.session() as session:
         assert ledger.verify(session).ok
-    result = verify(book)
+    result = verify_ledger(book)
     assert result.first_bad_seq == 15 and "differs from the checkpoint" in result.reason
 
 
 def test_a_cut_tail_is_named_from_the_last_checkpoint(book):
     truncate(book, 33)
-    result = verify(book)
+    result = verify_ledger(book)
     assert result.first_bad_seq == 33 and result.reason == "entries from 33 on are missing: a checkpoint names entry 40"
 
 
@@ -173,12 +165,12 @@ def test_signed_checkpoints_cannot_be_forged_without_the_key(settings, tmp_path)
     catalog = Catalog(make_engine(settings.catalog_url), signed)
     for i in range(10):
         append(catalog, i)
-    assert verify(catalog).ok and verify(catalog).checkpoints == 3
+    assert verify_ledger(catalog).ok and verify_ledger(catalog).checkpoints == 3
     forge_line(path, {"kind": "checkpoint", "seq": 10, "hash": "f" * 64, "mac": "0" * 64})
     forge_line(path, {"kind": "checkpoint", "seq": 11, "hash": "e" * 64})
-    problems = verify(catalog).problems
+    problems = verify_ledger(catalog).problems
     assert len(problems) == 2 and "signature does not match" in problems[0] and "not signed" in problems[1]
-    assert not verify(Catalog(catalog.engine, Checkpoints(path, key=b"other"))).ok
+    assert not verify_ledger(Catalog(catalog.engine, Checkpoints(path, key=b"other"))).ok
 
 
 def forge_line(path, body: dict) -> None:
@@ -192,7 +184,7 @@ def forge_line(path, body: dict) -> None:
 def test_a_torn_last_line_is_reported(book, checkpoints):
     with checkpoints.path.open("a") as out:
         out.write('{"seq": 45, "hash"')
-    result = verify(book)
+    result = verify_ledger(book)
     assert not result.ok and result.problems and "torn last line" in result.problems[0]
 
 

@@ -13,20 +13,14 @@ import pytest
 from assets.factory import build_assets
 from governance.access.settings import SettingDisagrees
 from governance.api import Custody
-from governance.cli import run
 from governance.config import Settings
 from governance.demo import PRODUCTS, drop_demo_batches
-from governance.zones import Lake
 from resources import CustodyResource, SparkResource
 from tests.conftest import ROOT
+from tests.helpers import cli
 
 DEMO_DIRECTORY = ROOT / "assets" / "directory.yaml"
 
-
-def cli(capsys, *args):
-    code = run(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def ledger_of(capsys, action):
@@ -43,21 +37,14 @@ def own_directory(tmp_path: Path, groups: str) -> Path:
     return path
 
 
-@pytest.fixture
-def landed(cli_env, spark, capsys):
-    """The products batch ingested by bob through the CLI, with the settings the environment gives."""
-    drop_demo_batches(Lake(cli_env.lake))
-    assert cli(capsys, "ingest", "sales/products", "--as", "bob")[0] == 0
-    return cli_env
-
 
 def test_the_first_use_pins_the_settings_and_records_it(cli_env, capsys):
     code, out, _ = cli(capsys, "settings", "show", "--json")
-    pinned = json.loads(out)
+    pinned = json.loads(out)["settings"]
     assert code == 0
     assert {key: value["value"] for key, value in pinned.items()} == {
-        "directory": f"file:{DEMO_DIRECTORY}", "admin_group": "custody-admins",
-        "auditor_group": "auditors", "require_verified": "restricted",
+        "directory": f"file:{DEMO_DIRECTORY}", "ldap_base_dn": "", "ldap_ca_file": "", "ldap_starttls": "on",
+        "admin_group": "custody-admins", "auditor_group": "auditors", "require_verified": "restricted",
     }
     [entry] = ledger_of(capsys, "settings.pinned")
     assert entry["details"]["settings"]["directory"] == f"file:{DEMO_DIRECTORY}" and entry["assurance"] == "system"
@@ -121,7 +108,7 @@ def test_a_user_outside_the_admin_group_may_not_change_a_setting(cli_env, capsys
     assert code == 3 and "carol may not change the policy settings: it needs the admin group custody-admins" in err
     [denied] = [e for e in ledger_of(capsys, "settings") if e["action"] == "settings"]
     assert denied["details"]["result"] == "denied" and denied["details"]["to"] == "sales-consumers"
-    assert json.loads(cli(capsys, "settings", "show", "--json")[1])["admin_group"]["value"] == "custody-admins"
+    assert json.loads(cli(capsys, "settings", "show", "--json")[1])["settings"]["admin_group"]["value"] == "custody-admins"
 
 
 @pytest.mark.parametrize(
@@ -132,13 +119,13 @@ def test_an_admin_may_not_lock_every_admin_out(cli_env, capsys, tmp_path, key, v
     own_directory(tmp_path, "custody-admins: [carol]\n")
     code, _, err = cli(capsys, "settings", "set", key, value.format(tmp=tmp_path), "--by", "alice")
     assert code == 3 and "alice is not in the admin group" in err and "could change it back" in err
-    assert json.loads(cli(capsys, "settings", "show", "--json")[1])["admin_group"]["value"] == "custody-admins"
+    assert json.loads(cli(capsys, "settings", "show", "--json")[1])["settings"]["admin_group"]["value"] == "custody-admins"
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["settings", "set", "owner", "x", "--by", "alice"], "unknown policy setting owner: use one of directory, admin_group, auditor_group, require_verified"),
+        (["settings", "set", "owner", "x", "--by", "alice"], "unknown policy setting owner: use one of directory, ldap_base_dn, ldap_ca_file, ldap_starttls, admin_group, auditor_group, require_verified"),
         (["settings", "set", "require_verified", "secret", "--by", "alice"], "unknown classification secret"),
         (["settings", "set", "admin_group", "a b", "--by", "alice"], "invalid group name 'a b'"),
         (["settings", "set", "directory", "http://x", "--by", "alice"], "use file:PATH, ldap://… or ldaps://…"),
@@ -176,4 +163,18 @@ def test_a_directory_that_cannot_be_read_is_never_pinned(cli_env, capsys, monkey
     code, _, err = cli(capsys, "settings", "show")
     assert code == 1 and str(broken) in err
     monkeypatch.delenv("CUSTODY_DIRECTORY")
-    assert json.loads(cli(capsys, "settings", "show", "--json")[1])["directory"]["value"] == f"file:{DEMO_DIRECTORY}"
+    assert json.loads(cli(capsys, "settings", "show", "--json")[1])["settings"]["directory"]["value"] == f"file:{DEMO_DIRECTORY}"
+
+
+def test_settings_show_shows_the_pinned_values_even_when_the_environment_disagrees(cli_env, capsys, monkeypatch):
+    assert cli(capsys, "settings", "show")[0] == 0
+    monkeypatch.setenv("CUSTODY_ADMIN_GROUP", "sales-consumers")
+    code, out, err = cli(capsys, "settings", "show")
+    assert code == 0 and "custody-admins" in out
+    assert "warning: CUSTODY_ADMIN_GROUP says sales-consumers, not the pinned custody-admins" in err
+
+
+def test_setting_a_value_it_has_already_changes_nothing(cli_env, capsys):
+    code, out, _ = cli(capsys, "settings", "set", "admin_group", "custody-admins", "--by", "alice")
+    assert code == 0 and out.strip() == "admin_group is custody-admins already: nothing changed"
+    assert ledger_of(capsys, "settings.changed") == []

@@ -12,7 +12,7 @@ from pathlib import Path
 from tests.conftest import ROOT
 
 SCRIPT = ROOT / "scripts" / "system-packages"
-TOOLS = ("bash", "sed", "awk", "head", "id", "env", "apt-get")
+TOOLS = ("bash", "sed", "awk", "head", "id", "env")
 
 
 def test_the_packages_the_tests_need_are_here():
@@ -26,6 +26,10 @@ def test_missing_packages_a_user_may_not_install_stop_with_the_command_to_run():
         bin_dir.mkdir()
         for tool in TOOLS:
             (bin_dir / tool).symlink_to(shutil.which(tool))
+        # apt-get is there, as on Debian, but never gets to run: the user may not install.
+        apt_get = bin_dir / "apt-get"
+        apt_get.write_text("#!/bin/sh\nexit 99\n")
+        apt_get.chmod(0o755)
         Path(folder).chmod(0o755)
         # No java, no sudo on this PATH; as root, the script runs as an unprivileged user.
         command = ["env", "-i", f"PATH={bin_dir}", "bash", str(SCRIPT)]

@@ -155,7 +155,7 @@ def test_a_spec_with_yaml_aliases_is_refused_at_the_first_alias_without_expandin
     spec.write_text(LANDING + alias_bomb("tags"))
     started = time.perf_counter()
     problems = [str(p) for p in check_specs(tmp_path, transform_packages=ALLOWED)]
-    assert time.perf_counter() - started < 0.5
+    assert time.perf_counter() - started < 5  # the bomb took over 100 s to expand
     assert problems == [f"{spec}:7: YAML aliases (*name) are not accepted: write the value out"]
 
 

@@ -8,7 +8,6 @@ every access decision built on it fails closed.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
 import ssl
@@ -16,7 +15,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -31,7 +29,9 @@ from governance.errors import (
     NotFound,
     UnsafeYaml,
     error_summary,
+    shown,
 )
+from governance.locks import file_lock
 from governance.yamlsource import safe_load, yaml_problem
 
 # Directory user and group names: letters, digits and . _ - only. Anything else (LDAP filter or DN
@@ -87,6 +87,8 @@ class FileDirectory:
     The file is read again whenever it changes, so a grant or revoke made by another process (or
     by this one) counts from the next question on.
     """
+
+    verifies_passwords = False
 
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -144,8 +146,6 @@ class FileDirectory:
     def remove_member(self, group: str, user: str) -> bool:
         return self._change(group, user, lambda members: [m for m in members if m != user] if user in members else None)
 
-    verifies_passwords = False
-
     def authenticate(self, user: str, password: str) -> bool:
         raise InvalidInput(f"{self.path} holds no passwords: a verified identity needs an LDAP directory (CUSTODY_DIRECTORY=ldap://… or ldaps://…)")
 
@@ -153,7 +153,7 @@ class FileDirectory:
         """Edit one group's member list in the file, under a lock, written whole or not at all."""
         checked_name(group, "group")
         checked_name(user)
-        with _locked(self.path):
+        with file_lock(self.path.with_name(self.path.name + ".lock")):
             data = safe_load(self.path.read_text(encoding="utf-8")) or {}
             if user not in (data.get("users") or {}):
                 raise NotFound(f"{self.path}: no user {user!r} in the directory")
@@ -189,6 +189,8 @@ class LdapDirectory:
     """Group membership from LDAP: users are `inetOrgPerson` entries found by `uid`, groups are
     `groupOfNames` whose `member` names users or other groups. Answers are cached for `ttl_seconds`."""
 
+    verifies_passwords = True
+
     def __init__(self, settings: LdapSettings):
         if settings.url.startswith("ldap://") and not settings.starttls:
             raise InvalidInput(f"{settings.url}: cleartext LDAP is refused; use ldaps:// or StartTLS")
@@ -217,8 +219,6 @@ class LdapDirectory:
 
     def remove_member(self, group: str, user: str) -> bool:
         return self._change(group, user, add=False)
-
-    verifies_passwords = True
 
     def authenticate(self, user: str, password: str) -> bool:
         """Bind as the user over the same verified TLS; an empty password is refused, since LDAP
@@ -446,17 +446,10 @@ def _parse(path: Path) -> _Members:
         for member in members:
             if not isinstance(member, str):
                 raise InvalidInput(
-                    f"{path}: groups.{group}: expected names of users and groups, found {member!r}")
+                    f"{path}: groups.{group}: expected names of users and groups, found {shown(repr(member), 80)}")
             if member not in users and member not in groups:
-                raise InvalidInput(f"{path}: groups.{group}: {member!r} is neither a user nor a group")
+                raise InvalidInput(f"{path}: groups.{group}: {shown(repr(member), 80)} is neither a user nor a group")
     return _Members(frozenset(map(str, users)), {str(g): tuple(m) for g, m in groups.items()})
-
-
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with open(path.with_name(path.name + ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
 
 
 def _write_keeping_header(path: Path, data: dict) -> None:

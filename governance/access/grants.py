@@ -108,6 +108,8 @@ class AccessView:
     roles: tuple[RoleView, ...]
     admin_group: str
     admins: tuple[str, ...]
+    auditor_group: str
+    auditors: tuple[str, ...]
 
 
 def show(policy: Policy, spec: Spec) -> AccessView:
@@ -120,7 +122,8 @@ def show(policy: Policy, spec: Spec) -> AccessView:
     )
     return AccessView(str(spec.key), spec.body.classification.value, spec.body.pii,
                       spec.body.classification in policy.require_verified, roles, policy.admin_group,
-                      tuple(sorted(directory.members_of(policy.admin_group))))
+                      tuple(sorted(directory.members_of(policy.admin_group))), policy.auditor_group,
+                      tuple(sorted(directory.members_of(policy.auditor_group))))
 
 
 def check(policy: Policy, spec: Spec, identity: Identity) -> list[Decision]:

@@ -9,7 +9,7 @@ from typing import Any
 from sqlmodel import col, select
 
 from governance import ledger
-from governance.access.directory import NAME, Directory
+from governance.access.directory import NAME
 from governance.access.policy import Decision, Identity, Policy, Verb, coverage_problems
 from governance.catalog import Catalog
 from governance.catalog.models import LedgerEntry
@@ -82,21 +82,21 @@ def authorize_materialization(
             problems = [error_summary(err)]
         if problems:
             reason = "; ".join(getattr(p, "message", str(p)) for p in problems)
-            decision = Decision(identity, Verb.MATERIALIZE, str(spec.key), False, reason)
+            decision = Decision(identity, Verb.MATERIALIZE, str(spec.key), False, reason, directory=policy.source or None)
     reads = [(policy.decide(identity, Verb.READ, source, (versions or {}).get(str(source.key))), {"for": str(spec.key)})
              for source in inputs]
     return enforce_all(catalog, [(decision, None), *reads], run_id)
 
 
-def authenticate(catalog: Catalog, directory: Directory, user: str, password: str, run_id: str | None = None) -> Identity:
-    """Check the password with the directory; the attempt is a ledger entry either way."""
+def authenticate(catalog: Catalog, policy: Policy, user: str, password: str, run_id: str | None = None) -> Identity:
+    """Check the password with the policy's directory; the attempt is a ledger entry either way."""
     try:
-        verified = directory.authenticate(user, password)
+        verified = policy.directory.authenticate(user, password)
         reason = f"{ledger_actor(user)}: " + ("password checked by the directory" if verified else "unknown user or wrong password")
     except (DirectoryUnavailable, InvalidInput) as err:  # a bad name, or a directory that holds no passwords
         verified, reason = False, error_summary(err)
     identity = Identity(user, Assurance.VERIFIED if verified else Assurance.NONE)
-    enforce(catalog, Decision(identity, Verb.AUTHENTICATE, None, verified, reason), run_id)
+    enforce(catalog, Decision(identity, Verb.AUTHENTICATE, None, verified, reason, directory=policy.source or None), run_id)
     return identity
 
 

@@ -84,13 +84,14 @@ class Decision:
 
 @dataclass(frozen=True)
 class Policy:
-    """The directory, the admin group, and which classifications need a verified identity; `source`
-    names the directory as the catalog pins it."""
+    """The directory, the admin and auditor groups, and which classifications need a verified
+    identity; `source` names the directory as the catalog pins it."""
 
     directory: Directory
     admin_group: str = "custody-admins"
     require_verified: frozenset[Classification] = frozenset({Classification.RESTRICTED})
     source: str = ""
+    auditor_group: str = "auditors"
 
     def decide(self, identity: Identity, verb: Verb, spec: Spec | None, version: int | None = None,
                touching: Iterable[Spec] = ()) -> Decision:

@@ -1,10 +1,11 @@
 """Policy settings pinned in the catalog.
 
-The directory, the admin and auditor groups and the classifications that need a verified identity
-decide who may do what. Taken from each process's environment, anyone could point them at a YAML
-file or a group of their own and make themselves an admin. So they are pinned in the catalog the
-first time they are used, decisions take them from there, an admin changes them with a ledger entry,
-and a process whose environment says otherwise is refused, with the setting named.
+The directory (and, for LDAP, where it searches and whom it trusts), the admin and auditor groups
+and the classifications that need a verified identity decide who may do what. Taken from each
+process's environment, anyone could point them at a YAML file, a subtree or a group of their own
+and make themselves an admin. So they are pinned in the catalog the first time they are used,
+decisions take them from there, an admin changes them with a ledger entry, and a process whose
+environment says otherwise is refused, with the setting named.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import text
 from sqlmodel import Session, select
 
 from governance import ledger
@@ -23,15 +23,23 @@ from governance.access.policy import Decision, Identity, Policy, Verb, parse_cla
 from governance.catalog import Catalog, utcnow
 from governance.catalog.models import PolicySetting
 from governance.config import POLICY_VARIABLES, Settings
-from governance.errors import AccessDenied, InvalidInput, InvalidName, shown
+from governance.errors import (
+    DirectoryUnavailable,
+    InvalidInput,
+    InvalidName,
+    SettingDisagrees,
+    error_summary,
+    shown,
+)
+from governance.locks import advisory_lock
 from governance.runs import Assurance, os_user
 
-SETTINGS_LOCK_ID = 0x637573746F6470  # arbitrary constant naming the settings' advisory lock
 KEYS = tuple(POLICY_VARIABLES)
-
-
-class SettingDisagrees(AccessDenied):
-    """The environment names a policy setting other than the one pinned in the catalog."""
+# What the directory is: an admin moving any of them could lose their admin group.
+DIRECTORY_KEYS = ("directory", "ldap_base_dn", "ldap_ca_file", "ldap_starttls")
+# Opens a directory: its setting, and the environment to take the rest from (secrets included).
+Opener = Callable[[str, Mapping[str, str]], Directory]
+ON, OFF = ("on", "true", "1", "yes"), ("off", "false", "0", "no")
 
 
 @dataclass(frozen=True)
@@ -52,60 +60,99 @@ class PolicySettings:
     def __getitem__(self, key: str) -> str:
         return self.pinned[key].value
 
+    def values(self) -> dict[str, str]:
+        return {key: setting.value for key, setting in self.pinned.items()}
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """A policy setting this process was given that is not the pinned one."""
+
+    key: str
+    given: str
+    pinned: str
+
 
 def normalized(key: str, value: str) -> str:
     """The one spelling a setting is pinned and compared in; InvalidInput names the setting."""
-    where = f"{POLICY_VARIABLES[key]}={value!r}" if key in POLICY_VARIABLES else repr(key)
+    if key not in POLICY_VARIABLES:
+        raise InvalidInput(f"unknown policy setting {shown(key)}: use one of {', '.join(KEYS)}")
+    value = value.strip()
+    where = f"{POLICY_VARIABLES[key]}={shown(value, 200)!r}"
     try:
         if key == "directory":
-            return _directory_value(value)
+            return _directory_value(value, where)
         if key in ("admin_group", "auditor_group"):
-            return checked_name(value.strip(), "group")
+            return checked_name(value, "group")
         if key == "require_verified":
-            names = sorted(c.value for c in parse_classifications(value, POLICY_VARIABLES[key]))
-            return ",".join(names) or "none"
+            return ",".join(sorted(c.value for c in parse_classifications(value, POLICY_VARIABLES[key]))) or "none"
+        if key == "ldap_ca_file":
+            return str(Path(value).resolve()) if value else ""
+        if key == "ldap_starttls":
+            return _switch(value.lower(), where)
     except InvalidName as err:
         raise InvalidInput(f"{where}: {err}") from err
-    raise InvalidInput(f"unknown policy setting {shown(key)}: use one of {', '.join(KEYS)}")
+    return value  # ldap_base_dn: a DN, taken as it is written
 
 
-def _directory_value(value: str) -> str:
-    value = value.strip()
+def _directory_value(value: str, where: str) -> str:
     if value.startswith("file:"):
         return f"file:{Path(value.removeprefix('file:')).resolve()}"
     if value.startswith(("ldap://", "ldaps://")):
         return value.rstrip("/")
-    raise InvalidInput(f"CUSTODY_DIRECTORY={value!r}: use file:PATH, ldap://… or ldaps://…")
+    raise InvalidInput(f"{where}: use file:PATH, ldap://… or ldaps://…")
 
 
-def pinned_settings(catalog: Catalog, settings: Settings, directories: Callable[[str], Directory]) -> PolicySettings:
-    """The pinned policy settings; the first time a key is asked for, the value this process has
-    (given or default) is pinned, with a ledger entry, once `directories` opens a directory to pin
-    (a directory that cannot be read pinned would leave no admin to change it). A value the process
-    was given explicitly that disagrees with the pinned one is refused, and the refusal recorded."""
+def _switch(value: str, where: str) -> str:
+    if value in ON:
+        return "on"
+    if value in OFF:
+        return "off"
+    raise InvalidInput(f"{where}: use on or off")
+
+
+def directory_environ(values: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` with the directory's pinned settings in place of its own: only the service
+    account and its password still come from the environment."""
+    return {**environ, **{POLICY_VARIABLES[key]: values[key] for key in DIRECTORY_KEYS if key != "directory"}}
+
+
+def pinned_settings(catalog: Catalog, settings: Settings, environ: Mapping[str, str], *,
+                    directories: Opener = open_directory, refuse: bool = True) -> PolicySettings:
+    """The pinned policy settings. The first time a key is asked for, the value this process has
+    (given or default) is pinned, with a ledger entry, once the directory it describes opens (a
+    directory that cannot be read, pinned, would leave no admin to change it). With `refuse`, a
+    value the process was given that disagrees with the pinned one is refused, and recorded."""
     with catalog.session() as session:
         rows = _rows(session)
     if any(key not in rows for key in KEYS):
-        if "directory" not in rows:
-            directories(normalized("directory", settings.directory))
-        rows = _pin_missing(catalog, settings)
+        values = {key: normalized(key, getattr(settings, key)) for key in KEYS}
+        if any(key not in rows for key in DIRECTORY_KEYS):
+            directories(values["directory"], directory_environ(values, environ))
+        rows = _pin_missing(catalog, values)
     pinned = PolicySettings({key: _pinned(rows[key]) for key in KEYS})
-    _refuse_disagreement(catalog, settings, pinned)
+    if refuse:
+        _refuse_disagreement(catalog, settings, pinned)
     return pinned
 
 
-def open_policy(catalog: Catalog, settings: Settings, environ: Mapping[str, str],
-                directories: Callable[[str], Directory] | None = None) -> Policy:
-    """The policy the pinned settings describe, over their directory (opened by `directories`, or
-    with the CUSTODY_LDAP_* variables of `environ`)."""
-    directories = directories or (lambda setting: open_directory(setting, environ))
-    pinned = pinned_settings(catalog, settings, directories)
-    directory = directories(pinned["directory"])
+def disagreements(settings: Settings, pinned: PolicySettings) -> list[Disagreement]:
+    given = {key: normalized(key, getattr(settings, key)) for key in sorted(settings.explicit)}
+    return [Disagreement(key, value, pinned[key]) for key, value in given.items() if value != pinned[key]]
+
+
+def open_policy(catalog: Catalog, settings: Settings, environ: Mapping[str, str], directories: Opener = open_directory) -> Policy:
+    """The policy the pinned settings describe, over their directory."""
+    return policy_of(pinned_settings(catalog, settings, environ, directories=directories).values(), environ, directories)
+
+
+def policy_of(values: Mapping[str, str], environ: Mapping[str, str], directories: Opener = open_directory) -> Policy:
     return Policy(
-        directory=directory,
-        admin_group=pinned["admin_group"],
-        require_verified=parse_classifications(pinned["require_verified"]),
-        source=pinned["directory"],
+        directory=directories(values["directory"], directory_environ(values, environ)),
+        admin_group=values["admin_group"],
+        require_verified=parse_classifications(values["require_verified"]),
+        source=values["directory"],
+        auditor_group=values["auditor_group"],
     )
 
 
@@ -117,11 +164,10 @@ def _pinned(row: PolicySetting) -> PinnedSetting:
     return PinnedSetting(row.key, row.value, row.set_by, row.assurance, row.set_at.isoformat(timespec="seconds"))
 
 
-def _pin_missing(catalog: Catalog, settings: Settings) -> dict[str, PolicySetting]:
-    values = {key: normalized(key, getattr(settings, key)) for key in KEYS}
+def _pin_missing(catalog: Catalog, values: Mapping[str, str]) -> dict[str, PolicySetting]:
     actor = os_user()
     with catalog.session() as session:
-        _lock(session)
+        advisory_lock(session, "custody.settings")
         rows = _rows(session)  # again, under the lock: another process may have pinned them
         added = {key: values[key] for key in KEYS if key not in rows}
         for key, value in added.items():
@@ -133,26 +179,20 @@ def _pin_missing(catalog: Catalog, settings: Settings) -> dict[str, PolicySettin
     return rows
 
 
-def _lock(session: Session) -> None:
-    """SQLite transactions already begin with the write lock; PostgreSQL takes an advisory lock."""
-    if session.get_bind().dialect.name == "postgresql":
-        session.exec(text("SELECT pg_advisory_xact_lock(:id)").bindparams(id=SETTINGS_LOCK_ID))
-
-
 def _refuse_disagreement(catalog: Catalog, settings: Settings, pinned: PolicySettings) -> None:
-    for key in sorted(settings.explicit):
-        given = normalized(key, getattr(settings, key))
-        if given == pinned[key]:
-            continue
-        with catalog.session() as session:
-            ledger.append(session, actor=ledger_actor(os_user()), action=ledger.Action.SETTINGS_REFUSED,
-                          assurance=Assurance.ASSERTED,
-                          details={"setting": key, "given": given, "pinned": pinned[key]})
-        raise SettingDisagrees(
-            f"{POLICY_VARIABLES[key]}={getattr(settings, key)} disagrees with the {key} pinned in the catalog "
-            f"({pinned[key]}), so no decision is made: unset it, or have an admin change the pinned one with "
-            f"`custody settings set {key} VALUE --by ADMIN`"
-        )
+    found = disagreements(settings, pinned)
+    if not found:
+        return
+    first = found[0]
+    with catalog.session() as session:
+        ledger.append(session, actor=ledger_actor(os_user()), action=ledger.Action.SETTINGS_REFUSED,
+                      assurance=Assurance.ASSERTED,
+                      details={"setting": first.key, "given": first.given, "pinned": first.pinned})
+    raise SettingDisagrees(
+        f"{POLICY_VARIABLES[first.key]}={shown(getattr(settings, first.key), 200)} disagrees with the {first.key} "
+        f"pinned in the catalog ({first.pinned}), so no decision is made: unset it, or have an admin change "
+        f"the pinned one with `custody settings set {first.key} VALUE --by ADMIN`"
+    )
 
 
 @dataclass(frozen=True)
@@ -162,46 +202,61 @@ class SettingChange:
     after: str
     by: str
 
+    @property
+    def changed(self) -> bool:
+        return self.before != self.after
+
 
 def change_setting(
-    catalog: Catalog, policy: Policy, identity: Identity, key: str, value: str,
-    directories: Callable[[str], Directory],
+    catalog: Catalog, settings: Settings, environ: Mapping[str, str], identity: Identity, key: str, value: str,
+    directories: Opener = open_directory,
 ) -> SettingChange:
     """Pin a new value for `key` if `identity` is an admin (verified, when the directory can check
-    passwords), and the change would not lock them out; the decision and the change are recorded."""
-    if key not in KEYS:
-        raise InvalidInput(f"unknown policy setting {shown(key)}: use one of {', '.join(KEYS)}")
+    passwords) and the change would not lock every admin out; the decision, and the change, are
+    recorded. Settings changed by someone else meanwhile refuse the change rather than override."""
     after = normalized(key, value)
+    current = pinned_settings(catalog, settings, environ, directories=directories).values()
+    policy = policy_of(current, environ, directories)
     decision = policy.decide(identity, Verb.SETTINGS, None)
     if decision.allowed and policy.directory.verifies_passwords and identity.assurance is not Assurance.VERIFIED:
-        decision = Decision(identity, Verb.SETTINGS, None, False,
-                            f"changing a policy setting needs a verified identity (--password-stdin or CUSTODY_PASSWORD); "
-                            f"{identity.user}'s is {identity.assurance}", directory=policy.source)
+        decision = _denied(decision, policy, "changing a policy setting needs a verified identity (--password-stdin "
+                                             f"or CUSTODY_PASSWORD); {identity.user}'s is {identity.assurance}")
     if decision.allowed:
-        decision = _refuse_lockout(decision, policy, key, after, directories)
+        decision = _refuse_lockout(decision, policy, current, {**current, key: after}, environ, directories)
     enforce(catalog, decision, details={"setting": key, "to": after})
     with catalog.session() as session:
-        _lock(session)
-        row = session.get(PolicySetting, key)
-        before = row.value
-        row.value, row.set_by, row.assurance, row.set_at = after, identity.user, identity.assurance.value, utcnow()
-        session.add(row)
-        ledger.append(session, actor=identity.user, action=ledger.Action.SETTINGS_CHANGED, assurance=identity.assurance,
-                      details={"setting": key, "from": before, "to": after})
-    return SettingChange(key, before, after, identity.user)
+        advisory_lock(session, "custody.settings")
+        rows = _rows(session)
+        if {k: row.value for k, row in rows.items()} != current:
+            raise InvalidInput(f"the policy settings changed while {key} was being changed; run the command again")
+        change = SettingChange(key, rows[key].value, after, identity.user)
+        if change.changed:
+            row = rows[key]
+            row.value, row.set_by, row.assurance, row.set_at = after, identity.user, identity.assurance.value, utcnow()
+            session.add(row)
+            ledger.append(session, actor=identity.user, action=ledger.Action.SETTINGS_CHANGED, assurance=identity.assurance,
+                          details={"setting": key, "from": change.before, "to": after})
+    return change
 
 
-def _refuse_lockout(decision: Decision, policy: Policy, key: str, after: str, directories: Callable[[str], Directory]) -> Decision:
-    """An admin may not change the directory or the admin group to one in which they are no admin:
-    nobody might be left who could change it back."""
-    if key not in ("directory", "admin_group"):
-        return decision
-    directory = directories(after) if key == "directory" else policy.directory
-    group = after if key == "admin_group" else policy.admin_group
+def _denied(decision: Decision, policy: Policy, reason: str) -> Decision:
+    return Decision(decision.identity, Verb.SETTINGS, None, False, reason, directory=policy.source)
+
+
+def _refuse_lockout(decision: Decision, policy: Policy, current: Mapping[str, str], after: Mapping[str, str],
+                    environ: Mapping[str, str], directories: Opener) -> Decision:
+    """An admin may not move the directory or the admin group to one in which they are no admin:
+    no one might be left who could change it back. A directory that cannot be asked denies."""
     user = decision.identity.user
-    if group in directory.groups_of(user):
+    try:
+        directory = policy.directory
+        if any(after[key] != current[key] for key in DIRECTORY_KEYS):
+            directory = directories(after["directory"], directory_environ(after, environ))
+        groups = directory.groups_of(user)
+    except (DirectoryUnavailable, InvalidInput) as err:
+        return _denied(decision, policy, f"the directory after this change cannot be asked: {error_summary(err)}")
+    if after["admin_group"] in groups:
         return decision
-    where = f"the directory {after}" if key == "directory" else "the directory"
-    return Decision(decision.identity, Verb.SETTINGS, None, False,
-                    f"{user} is not in the admin group {group} of {where}: after this change no one "
-                    "known to be an admin could change it back", directory=policy.source)
+    return _denied(decision, policy, f"{user} is not in the admin group {after['admin_group']} of the directory "
+                                     f"{after['directory']}: after this change no one known to be an admin could "
+                                     "change it back")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -11,9 +12,9 @@ from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 
-from sqlalchemy import func, text
+from sqlalchemy import func
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlmodel import Session, col, select
 
 from governance import ledger
@@ -29,7 +30,8 @@ from governance.catalog.models import (
 )
 from governance.checkpoints import Checkpoints
 from governance.config import Settings
-from governance.errors import NotFound
+from governance.errors import CustodyError, NotFound
+from governance.locks import advisory_lock
 from governance.spec import Spec
 from governance.zones import AssetKey, VersionRef
 
@@ -41,20 +43,32 @@ def utcnow() -> datetime:
 # The newest entry each catalog appended, by checkpoint file, that no checkpoint pins yet: written
 # when the innermost `closing_checkpoint` block ends.
 _owed: ContextVar[dict[Path, tuple[Catalog, int, str]] | None] = ContextVar("custody_checkpoints_owed", default=None)
+# Checkpoints that were due when a transaction committed but could not be written then, by file:
+# written, or their failure raised, where the next work begins.
+_failed: dict[Path, tuple[Catalog, int, str]] = {}
+_failed_lock = threading.Lock()
+CHECKPOINT_FAILURES = (CustodyError, OSError, SQLAlchemyError)
 
 
 @contextmanager
 def closing_checkpoint() -> Iterator[None]:
     """Entries appended within the block and not checkpointed yet are checkpointed when it ends,
-    however it ends: a command, or a call of the Python API, leaves none of its entries exposed."""
+    however it ends: a command, or a call of the Python API, leaves none of its entries exposed.
+    A checkpoint that cannot be written fails the block, unless it is failing already."""
     owed: dict[Path, tuple[Catalog, int, str]] = {}
     token = _owed.set(owed)
     try:
         yield
     finally:
         _owed.reset(token)
-        for catalog, seq, entry_hash in owed.values():
+        pending = {**owed, **_take_failed(owed)}
+        for catalog, seq, entry_hash in pending.values():
             catalog.record_checkpoint(seq, entry_hash)
+
+
+def _take_failed(paths) -> dict[Path, tuple[Catalog, int, str]]:
+    with _failed_lock:
+        return {path: _failed.pop(path) for path in list(paths) if path in _failed}
 
 
 @cache
@@ -85,7 +99,26 @@ class Catalog:
     def session(self) -> Iterator[Session]:
         """One transaction: committed when the block ends, rolled back if it raises. Entries it
         appended are checkpointed once committed when the checkpoint file says it is due, else
-        when the enclosing `closing_checkpoint` block ends."""
+        when the enclosing `closing_checkpoint` block ends.
+
+        A due checkpoint that cannot be written does not make the transaction look failed: it has
+        committed, and a caller that undid its own work on an error (moved a published version
+        back) would leave the catalog and the lake disagreeing. The checkpoint is written, or its
+        failure raised, where the next work begins: the next session, or the end of the command or
+        run."""
+        self._retry_failed_checkpoint()
+        with self._transaction() as session:
+            yield session
+        appended = session.info.get(ledger.APPENDED)
+        if appended and self.checkpoints:
+            first, last, last_hash = appended
+            if self.checkpoints.due(first, last):
+                self._checkpoint_committed(last, last_hash)
+            elif (owed := _owed.get()) is not None:
+                owed[self.checkpoints.path] = (self, last, last_hash)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Session]:
         with Session(self.engine, expire_on_commit=False) as session:
             session.info[ledger.CHECKPOINTS] = self.checkpoints
             try:
@@ -95,13 +128,18 @@ class Catalog:
                 if not unreachable(err):
                     raise
                 raise unavailable(self.engine.url, err) from err
-            appended = session.info.get(ledger.APPENDED)
-        if appended and self.checkpoints:
-            first, last, last_hash = appended
-            if self.checkpoints.due(first, last):
-                self.record_checkpoint(last, last_hash)
-            elif (owed := _owed.get()) is not None:
-                owed[self.checkpoints.path] = (self, last, last_hash)
+
+    def _checkpoint_committed(self, seq: int, entry_hash: str) -> None:
+        try:
+            self.record_checkpoint(seq, entry_hash)
+        except CHECKPOINT_FAILURES:
+            with _failed_lock:
+                _failed[self.checkpoints.path] = (self, seq, entry_hash)
+
+    def _retry_failed_checkpoint(self) -> None:
+        if self.checkpoints is not None:
+            for catalog, seq, entry_hash in _take_failed([self.checkpoints.path]).values():
+                catalog.record_checkpoint(seq, entry_hash)
 
     def checkpoint(self) -> None:
         """Checkpoint the ledger's newest entry now: at the end of a run, whatever its length."""
@@ -116,7 +154,7 @@ class Catalog:
         """Append a checkpoint of entry `seq` to the file, then record the file's new head, in the
         transaction that read the head. A file that does not continue that head is left alone."""
         checkpoints = self.checkpoints
-        with checkpoints.locked(), self.session() as session:
+        with checkpoints.locked(), self._transaction() as session:
             head = ledger.head(session)
             end = checkpoints.continuing(head)
             name = head.ledger if head else uuid.uuid4().hex
@@ -175,8 +213,7 @@ class Catalog:
 
         SQLite transactions already begin with the write lock; PostgreSQL takes a per-asset advisory lock.
         """
-        if session.get_bind().dialect.name == "postgresql":
-            session.exec(text("SELECT pg_advisory_xact_lock(hashtext(:key))").bindparams(key=str(key)))
+        advisory_lock(session, str(key))
         top = session.exec(select(func.max(VersionRow.number)).where(VersionRow.asset_key == str(key))).one()
         return (top or 0) + 1
 
@@ -185,8 +222,7 @@ class Catalog:
 
         SQLite transactions already begin with the write lock; PostgreSQL takes an advisory lock.
         """
-        if session.get_bind().dialect.name == "postgresql":
-            session.exec(text("SELECT pg_advisory_xact_lock(hashtext('custody.protection'))"))
+        advisory_lock(session, "custody.protection")
 
     def versions(self, key: AssetKey) -> list[VersionRow]:
         with self.session() as session:

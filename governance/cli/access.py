@@ -43,7 +43,7 @@ def access_check(
     password_stdin: PasswordStdin = False,
     as_json: JsonOption = False,
 ) -> None:
-    """What USER may do to the asset, and why. Nothing is changed or recorded, except a password check."""
+    """What USER may do to the asset, and why. Nothing is changed, and no decision recorded (a password check is)."""
     from governance.access.grants import check
 
     custody = open_custody(load_settings())

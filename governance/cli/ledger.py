@@ -185,7 +185,6 @@ def ledger_maintain(as_json: JsonOption = False) -> None:
     catalog = open_catalog(settings)
     report = maintain(catalog, settings.ledger_segments, retention, actor=os_user(), assurance=Assurance.ASSERTED,
                       progress=progress_printer())
-    catalog.checkpoint()
     if as_json:
         emit_json(asdict(report))
         return

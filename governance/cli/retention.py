@@ -66,7 +66,8 @@ def purge(
 ) -> None:
     """Apply retention: delete expired versions' files, never a protected one; needs the admin group.
 
-    Retention is each spec's keep_versions and max_age_days; the admin group is CUSTODY_ADMIN_GROUP.
+    Retention is each spec's keep_versions and max_age_days; the admin group is the one pinned in the
+    catalog (`custody settings show`).
     """
     if not dry_run and not by:
         raise typer.BadParameter("say who runs the purge with --by USER (or use --dry-run)", param_hint="--by")

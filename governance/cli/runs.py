@@ -82,7 +82,6 @@ def _run(settings: Settings, selection, requested_by: str, as_json: bool, ingest
         raise typer.Exit(max((f.exit_code for f in outcome.failures), default=1))
 
 
-
 @app.command()
 def demo(as_user: Annotated[str, typer.Option("--as", help="Requester of the demo runs.", metavar="USER")] = "bob") -> None:
     """Drop sample batches, run the whole pipeline through Dagster, show the summary's provenance.

@@ -14,12 +14,14 @@ from governance.cli.common import (
     JsonOption,
     PasswordStdin,
     emit_json,
+    err_console,
     group,
     identify,
     load_settings,
     open_custody,
 )
 from governance.config import POLICY_VARIABLES
+from governance.errors import printable
 from governance.render import escape
 
 settings_app = group("settings", "The policy settings pinned in the catalog: show them, change one (admins).")
@@ -27,18 +29,20 @@ settings_app = group("settings", "The policy settings pinned in the catalog: sho
 
 @settings_app.command("show")
 def settings_show(as_json: JsonOption = False) -> None:
-    """The pinned directory, admin group, auditor group and classifications that need a verified identity.
+    """The pinned directory (and its LDAP base DN, CA and StartTLS), admin group, auditor group and
+    classifications that need a verified identity.
 
     They are pinned in the catalog the first time they are used; a process whose CUSTODY_* variable
-    says otherwise is refused until it agrees.
+    says otherwise is refused until it agrees. This command shows them even then, and says which.
     """
-    from governance.access.directory import open_directory
-    from governance.access.settings import pinned_settings
+    from governance.access.settings import disagreements, pinned_settings
 
     custody = open_custody(load_settings())
-    pinned = pinned_settings(custody.catalog, custody.settings, lambda setting: open_directory(setting, custody.environ))
+    pinned = pinned_settings(custody.catalog, custody.settings, custody.environ, refuse=False)
+    differ = disagreements(custody.settings, pinned)
     if as_json:
-        emit_json({key: asdict(value) for key, value in pinned.pinned.items()})
+        emit_json({"settings": {key: asdict(value) for key, value in pinned.pinned.items()},
+                   "disagreements": [asdict(d) for d in differ]})
         return
     table = Table(title="Policy settings pinned in the catalog", title_justify="left")
     table.add_column("setting", no_wrap=True)
@@ -46,8 +50,11 @@ def settings_show(as_json: JsonOption = False) -> None:
     table.add_column("set by")
     table.add_column("at (UTC)", no_wrap=True)
     for key, value in pinned.pinned.items():
-        table.add_row(key, escape(value.value), f"{escape(value.set_by)} ({value.assurance})", value.set_at[:19].replace("T", " "))
+        table.add_row(key, escape(value.value or "-"), f"{escape(value.set_by)} ({value.assurance})", value.set_at[:19].replace("T", " "))
     render.stdout_console().print(table)
+    for found in differ:
+        err_console.print(printable(f"warning: {POLICY_VARIABLES[found.key]} says {found.given}, not the pinned "
+                                    f"{found.pinned}: commands in this environment are refused"), markup=False)
 
 
 @settings_app.command("set")
@@ -64,13 +71,14 @@ def settings_set(
     which they are no admin. Processes whose CUSTODY_* variable still says the old value are refused
     until it is changed or unset.
     """
-    from governance.access.directory import open_directory
     from governance.access.settings import change_setting
 
     custody = open_custody(load_settings())
-    change = change_setting(custody.catalog, custody.policy, identify(custody, by, password_stdin), key, value,
-                            lambda setting: open_directory(setting, custody.environ))
+    change = change_setting(custody.catalog, custody.settings, custody.environ, identify(custody, by, password_stdin),
+                            key, value)
     if as_json:
-        emit_json(asdict(change))
+        emit_json({**asdict(change), "changed": change.changed})
         return
-    render.stdout_console().print(f"{change.key}: {change.before} -> {change.after} (by {change.by})", markup=False)
+    said = (f"{change.key}: {change.before or '-'} -> {change.after or '-'} (by {change.by})" if change.changed
+            else f"{change.key} is {change.after or '-'} already: nothing changed")
+    render.stdout_console().print(printable(said), markup=False)
