@@ -191,12 +191,17 @@ class Bench:
         batch_id = f"b{self.batches:03d}"
         folder = self.lake.drop_dir(KEY) / batch_id
         folder.mkdir(parents=True)
-        os.link(csv, folder / csv.name)  # same filesystem: no copy, and not a symlink
+        # Moved in and back out: on the same filesystem that copies nothing, and the file keeps one
+        # name (a hard link would be refused).
+        os.rename(csv, folder / csv.name)
         (folder / "_READY").touch()
-        cpu, started = self.jvm_cpu(), time.perf_counter()
-        row = ingest(self.spark, self.catalog, self.lake, self.spec, RunRequest(requested_by="bench"),
-                     batch_id=batch_id, force=True, column_lineage=columns)
-        elapsed, cpu = time.perf_counter() - started, self.jvm_cpu() - cpu
+        try:
+            cpu, started = self.jvm_cpu(), time.perf_counter()
+            row = ingest(self.spark, self.catalog, self.lake, self.spec, RunRequest(requested_by="bench"),
+                         batch_id=batch_id, force=True, column_lineage=columns)
+            elapsed, cpu = time.perf_counter() - started, self.jvm_cpu() - cpu
+        finally:
+            os.rename(folder / csv.name, csv)
         if row.rows != rows or row.rows_quarantined:
             raise SystemExit(f"governed run landed {row.rows} rows, quarantined {row.rows_quarantined}; "
                              f"expected {rows}")
