@@ -126,7 +126,7 @@ def pinned_settings(catalog: Catalog, settings: Settings, environ: Mapping[str, 
     with catalog.session() as session:
         rows = _rows(session)
     if any(key not in rows for key in KEYS):
-        values = {key: normalized(key, getattr(settings, key)) for key in KEYS}
+        values = {key: rows[key].value if key in rows else normalized(key, getattr(settings, key)) for key in KEYS}
         if any(key not in rows for key in DIRECTORY_KEYS):
             directories(values["directory"], directory_environ(values, environ))
         rows = _pin_missing(catalog, values)
