@@ -197,8 +197,9 @@ def ledger_lines(entries: list[LedgerEntry]) -> list[str]:
 
 def _details(raw: str, width: int = 120) -> str:
     data = json.loads(raw)
-    if "result" in data:  # a decision: its answer first, then why
-        data = {"result": data.pop("result"), **data}
+    if "result" in data:  # a decision: its answer first, then why; which directory answered last
+        data = {"result": data.pop("result"), "reason": data.pop("reason", None), **data}
+        data["directory"] = data.pop("directory", None)
     text = ", ".join(f"{k}={v}" for k, v in data.items() if v not in (None, "", [], {}))
     return text if len(text) <= width else text[: width - 1] + "…"
 

@@ -81,6 +81,8 @@ def test_each_decision_records_which_directory_answered(landed, capsys):
     cli(capsys, "read", "sales/products", "--as", "carol")
     [read] = ledger_of(capsys, "read")
     assert read["details"]["directory"] == f"file:{DEMO_DIRECTORY}"
+    line = cli(capsys, "ledger", "show", "--action", "read")[1]
+    assert "result=allowed, reason=carol is in sales-consumers" in line  # the answer and why come first
 
 
 def test_an_admin_changes_a_setting_and_decisions_follow_it(landed, capsys):
