@@ -78,9 +78,9 @@ def load_located(text: str) -> LocatedYaml:
 
 def _refuse_unsafe(text: str) -> None:
     """Raise UnsafeYaml at the first alias or collection past MAX_DEPTH, from the parser's events,
-    which nest nothing. Every alias starts with `*`, and every collection opens with one of
-    `[{-?:`: text without the first and with few of the others (most specs) is not parsed twice."""
-    if "*" not in text and sum(map(text.count, "[{-?:")) <= MAX_DEPTH:
+    which nest nothing. Every alias starts with `*`: text without one that cannot nest past
+    MAX_DEPTH (most specs) is not parsed twice."""
+    if "*" not in text and _depth_bound(text) <= MAX_DEPTH:
         return
     depth = 0
     for event in yaml.parse(text, Loader=Loader):
@@ -92,6 +92,14 @@ def _refuse_unsafe(text: str) -> None:
                 raise UnsafeYaml(event.start_mark.line + 1, f"YAML nested more than {MAX_DEPTH} levels deep")
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
+
+
+def _depth_bound(text: str) -> int:
+    """How deep `text` can nest at most. A flow collection opens with `[` or `{`, and each counts
+    (a running depth could be fooled by brackets in quoted strings). A block collection nests in
+    the one before it by more indentation, or on the same line after a `-`, `?` or `:`."""
+    block = max((len(line) - len(line.lstrip(" ")) + sum(map(line.count, "-?:")) for line in text.splitlines()), default=0)
+    return text.count("[") + text.count("{") + block
 
 
 def _build(loader: Any, node: yaml.Node, path: str, out: LocatedYaml) -> Any:

@@ -15,7 +15,7 @@ import pytest
 from sqlmodel import col, select
 
 from governance import ledger
-from governance.catalog import Catalog, make_engine
+from governance.catalog import Catalog, closing_checkpoint, make_engine
 from governance.catalog.models import LedgerEntry
 from governance.checkpoints import Checkpoints
 from governance.cli import run
@@ -311,3 +311,13 @@ def test_a_checkpoint_that_cannot_be_written_never_undoes_what_its_transaction_c
     with pytest.raises(IntegrityError, match="does not write over a checkpoint file the catalog does not recognise"):
         catalog.versions(AssetKey.parse("t/people"))
     assert [v.number for v in Catalog(catalog.engine).versions(AssetKey.parse("t/people"))] == [1]
+
+
+def test_a_checkpoint_that_could_not_be_written_fails_the_command_that_made_it_due(settings):
+    catalog = Catalog(make_engine(settings.catalog_url), keyed(settings))
+    for i in range(EVERY - 1):
+        append(catalog, i)
+    keep_lines(catalog, 1)
+    with pytest.raises(IntegrityError, match="does not write over a checkpoint file the catalog does not recognise"):
+        with closing_checkpoint():
+            append(catalog, EVERY)  # the ledger's entry EVERY: a checkpoint is due, and cannot be written

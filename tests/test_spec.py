@@ -168,6 +168,20 @@ def test_a_spec_nested_too_deep_is_refused_without_composing_it(tmp_path):
     ]
 
 
+@pytest.mark.parametrize(
+    "nesting",
+    ["".join(f"{'  ' * level}a:\n" for level in range(150)) + "  " * 150 + "b\n",
+     "- " * 150 + "x\n"],
+    ids=["by indentation", "on one line"],
+)
+def test_block_nesting_too_deep_is_refused_too(tmp_path, nesting):
+    (tmp_path / "d").mkdir()
+    spec = tmp_path / "d" / "a.yaml"
+    spec.write_text(LANDING + "tags:\n" + "".join(f"  {line}\n" for line in nesting.splitlines()))
+    problems = [str(p) for p in check_specs(tmp_path, transform_packages=ALLOWED)]
+    assert len(problems) == 1 and "YAML nested more than 100 levels deep" in problems[0]
+
+
 def test_a_spec_file_over_256_kb_is_refused_with_the_limit_and_its_size(tmp_path):
     (tmp_path / "d").mkdir()
     spec = tmp_path / "d" / "a.yaml"

@@ -135,9 +135,11 @@ class Catalog:
         except CHECKPOINT_FAILURES:
             with _failed_lock:
                 _failed[self.checkpoints.path] = (self, seq, entry_hash)
+            if (owed := _owed.get()) is not None:  # so that the enclosing command fails with it
+                owed[self.checkpoints.path] = (self, seq, entry_hash)
 
     def _retry_failed_checkpoint(self) -> None:
-        if self.checkpoints is not None:
+        if _failed and self.checkpoints is not None:
             for catalog, seq, entry_hash in _take_failed([self.checkpoints.path]).values():
                 catalog.record_checkpoint(seq, entry_hash)
 
