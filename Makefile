@@ -27,8 +27,7 @@ test: system-packages
 	$(BIN)/pytest -q
 
 ui: setup
-	mkdir -p $(CUSTODY_HOME)/dagster
-	test -f $(CUSTODY_HOME)/dagster/dagster.yaml || printf 'telemetry:\n  enabled: false\n' > $(CUSTODY_HOME)/dagster/dagster.yaml
+	$(BIN)/python -m assets.launch
 	DAGSTER_HOME=$(CUSTODY_HOME)/dagster $(BIN)/dagster dev -w workspace.yaml
 
 clean:

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import dagster as dg
 
+from assets.checks import build_checks
 from assets.factory import build_assets
 from assets.maintenance import ledger_maintenance, nightly_ledger_maintenance
+from assets.sensors import dropzone_sensor
 from governance.config import Settings
 from governance.spec import SpecSet, load_specs
 from resources import CustodyResource, SparkResource
@@ -25,11 +27,14 @@ def build_definitions(
     return definitions_for(load_specs(specs_dir, cache_dir, transform_packages=transform_packages))
 
 
-def definitions_for(specs: SpecSet) -> dg.Definitions:
+def definitions_for(specs: SpecSet, *, sensor_running: bool = True) -> dg.Definitions:
+    sensor = dropzone_sensor(specs, running=sensor_running)
     return dg.Definitions(
         assets=build_assets(specs),
+        asset_checks=[build_checks(specs)] if len(specs) else [],
         jobs=[ledger_maintenance],
         schedules=[nightly_ledger_maintenance],
+        sensors=[sensor] if sensor else [],
         # Bound as it is, with no config a run could change: the catalog, the ledger, the directory and
         # the policy come from the code location's environment, never from a Launchpad's run config.
         resources={"custody": dg.ResourceDefinition.hardcoded_resource(CustodyResource(), CUSTODY_DESCRIPTION),
@@ -43,7 +48,7 @@ def defs() -> dg.Definitions:
     settings = Settings.from_env()
     specs = load_specs(settings.specs, settings.cache_dir, transform_packages=settings.transform_packages)
     with _few_collections():
-        return definitions_for(specs)
+        return definitions_for(specs, sensor_running=settings.dropzone_sensor)
 
 
 @contextmanager

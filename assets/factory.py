@@ -8,7 +8,7 @@
 # up front cost about a third more load time at thousands of specs.
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -26,8 +26,10 @@ if TYPE_CHECKING:
     from governance.runs import RunRequest
 
 REQUESTED_BY_TAG = "custody/requested_by"
-# Runs a sensor or a schedule launched: their requester is established by the system.
-SYSTEM_TAGS = ("dagster/sensor_name", "dagster/schedule_name")
+# Runs a schedule launched: their requester is established by the system. A sensor's runs are for
+# the user a batch names, which is asserted: the sensor is the channel the ledger records.
+SYSTEM_TAGS = ("dagster/schedule_name",)
+SENSOR_TAG = "dagster/sensor_name"
 KINDS = {"spark", "parquet"}
 INGEST_RETRY = dg.RetryPolicy(max_retries=2, delay=2, backoff=dg.Backoff.EXPONENTIAL)
 TRANSIENT = (ConnectionError, TimeoutError)
@@ -94,7 +96,7 @@ def landing_asset(spec: Spec) -> dg.AssetsDefinition:
                 batch_id=config.batch, force=config.force, progress=context.log.info, events=custody.events(),
                 column_lineage=custody.column_options(),
             )
-        return materialize_result(row)
+        return materialize_result(row, lineage_table=lineage_table(custody, row))
 
     return _landing
 
@@ -116,7 +118,8 @@ def integration_asset(spec: Spec, specs: SpecSet) -> dg.AssetsDefinition:
                 spark.session(context.log.info), custody.catalog, custody.lake, spec, request,
                 progress=context.log.info, events=custody.events(), column_lineage=custody.column_options(),
             )
-        return materialize_result(done.version, done.inputs, done.observation.unread, done.columns)
+        return materialize_result(done.version, done.inputs, done.observation.unread, done.columns,
+                                  lineage_table(custody, done.version))
 
     return _integration
 
@@ -135,11 +138,17 @@ def checked_request(
                             system=any(tag in tags for tag in SYSTEM_TAGS))
     request = run_request(context, spec, identity)
     if inputs is None:
-        authorize(custody.catalog, custody.policy(), identity, Verb.INGEST, spec, run_id=context.run_id)
+        authorize(custody.catalog, custody.policy(), identity, Verb.INGEST, spec, run_id=context.run_id,
+                  details=channel(tags))
     else:
         authorize_materialization(custody.catalog, custody.policy(), identity, spec, inputs, context.run_id,
                                   pinned_numbers(custody.catalog, spec, request))
     return request
+
+
+def channel(tags: "Mapping[str, str]") -> dict[str, str]:
+    """How a run reached us, for the ledger: named only when a sensor launched it."""
+    return {"via": f"sensor {tags[SENSOR_TAG]}"} if SENSOR_TAG in tags else {}
 
 
 def run_request(context: dg.AssetExecutionContext, spec: Spec, identity: "Identity") -> "RunRequest":
@@ -185,11 +194,21 @@ def governed(custody: CustodyResource) -> Iterator[None]:
         custody.catalog.checkpoint()
 
 
+def lineage_table(custody: CustodyResource, row: "VersionRow") -> str:
+    """The committed version's column lineage as Markdown, as the catalog recorded it."""
+    from governance.lineage.column_trace import overview
+    from governance.render import column_markdown
+    from governance.zones import VersionRef
+
+    return column_markdown(overview(custody.catalog, VersionRef.parse(row.ref)))
+
+
 def materialize_result(
     row: "VersionRow",
     inputs: "tuple[VersionRow, ...] | None" = None,
     unread: tuple[str, ...] = (),
     columns: "VersionColumns | None" = None,
+    lineage_table: str = "",
 ) -> dg.MaterializeResult:
     metadata: dict[str, object] = {
         "custody/version": row.ref,
@@ -206,6 +225,9 @@ def materialize_result(
         "provenance": dg.MetadataValue.md(f"`custody provenance {row.ref}`"),
         "dagster/column_schema": column_schema_from_spark(row.table_schema),
     }
+    if lineage_table:
+        metadata["custody/column_lineage"] = dg.MetadataValue.md(
+            f"{lineage_table}\n\nEvery column back to the DropZone: `custody lineage columns {row.ref} COLUMN`")
     if row.quarantine_path:
         metadata["quarantine_path"] = dg.MetadataValue.path(row.quarantine_path)
     if row.label_from:
@@ -218,14 +240,14 @@ def materialize_result(
             "**Warning:** declared but not read by the transform: " + ", ".join(f"`{ref}`" for ref in unread)
         )
     if columns is not None:
-        metadata.update(column_lineage_metadata(row.ref, columns))
+        metadata.update(column_lineage_metadata(columns))
     return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(row.data_version))
 
 
-def column_lineage_metadata(ref: str, columns: "VersionColumns") -> dict[str, object]:
+def column_lineage_metadata(columns: "VersionColumns") -> dict[str, object]:
     """Dagster's own column lineage (each column's input assets' columns; a landing asset's come from
     DropZone files, which Dagster does not know), and what the extraction approximated."""
-    metadata: dict[str, object] = {"custody/column_lineage": dg.MetadataValue.md(f"`custody lineage columns {ref} COLUMN`")}
+    metadata: dict[str, object] = {}
     by_column = columns.by_column()
     if by_column:
         metadata["dagster/column_lineage"] = dg.TableColumnLineage(

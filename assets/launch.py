@@ -6,18 +6,27 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import dagster as dg
+from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
+from dagster._core.events import DagsterEvent
 
-from assets.definitions import build_definitions
+from assets.coordinator import admitted, start_when_free
 from assets.factory import REQUESTED_BY_TAG
+from assets.definitions import build_definitions
+from assets.origin import plan_run
 from assets.runs import fail_runs_of_gone_processes, held_for_run
 from governance.config import Settings
 from governance.errors import InvalidInput, NotFound
 from governance.zones import AssetKey
 
-INSTANCE_YAML = "telemetry:\n  enabled: false\n"
-QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+INSTANCE_YAML = Path(__file__).with_name("dagster.yaml")
+# What homes made before Custody had its coordinator hold: replaced, as nobody chose it.
+EARLIER_INSTANCE_YAML = "telemetry:\n  enabled: false\n"
+# Dagster's own console lines only with --verbose: a failure's one clean message is the CLI's.
+QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+VERBOSE_CONSOLE = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 POLL_SECONDS = 0.5
 
 
@@ -41,17 +50,20 @@ def instance_for(settings: Settings) -> dg.DagsterInstance:
     home = settings.dagster_home
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
-    if not config.exists():
-        config.write_text(INSTANCE_YAML, encoding="utf-8")
+    if not config.exists() or config.read_text(encoding="utf-8") == EARLIER_INSTANCE_YAML:
+        config.write_text(INSTANCE_YAML.read_text(encoding="utf-8"), encoding="utf-8")
     return dg.DagsterInstance.from_config(str(home))
+
+
+if __name__ == "__main__":
+    instance_for(Settings.from_env())
 
 
 def asset_key(key: AssetKey) -> dg.AssetKey:
     return dg.AssetKey([key.domain, key.name])
 
 
-def resolve_selection(defs: dg.Definitions, selection: str) -> list[dg.AssetKey]:
-    graph = defs.resolve_asset_graph()
+def resolve_selection(graph: AssetGraph, selection: str) -> list[dg.AssetKey]:
     try:
         keys = dg.AssetSelection.from_string(selection).resolve(graph)
     except (dg.DagsterError, ValueError) as err:
@@ -69,66 +81,72 @@ def launch(
     ingest_config: Mapping[AssetKey, Mapping[str, object]] | None = None,
     on_progress: Callable[[str], None] = lambda _: None,
     run_id: str | None = None,
+    verbose: bool = False,
 ) -> RunOutcome:
-    """Run the selected assets in one Dagster run on the shared instance."""
-    defs = build_definitions(settings.specs, settings.cache_dir,
-                             transform_packages=settings.transform_packages)
+    """Run the selected assets in one Dagster run of the code location, on the shared instance: decided
+    by the instance's run coordinator as the UI's runs are, then executed in this process."""
+    defs = build_definitions(settings.specs, settings.cache_dir, transform_packages=settings.transform_packages)
+    graph = defs.resolve_asset_graph()
     if isinstance(selection, str):
-        keys = resolve_selection(defs, selection)
+        keys = resolve_selection(graph, selection)
     else:
         keys = [asset_key(k) for k in selection]
-        _check_known(defs, keys)
-    _check_ingestible(defs, ingest_config or {})
+        _check_known(graph, keys)
+    _check_ingestible(graph, ingest_config or {})
     ops = {"__".join(asset_key(k).path): {"config": dict(cfg)} for k, cfg in (ingest_config or {}).items()}
-    run_config = {**QUIET_CONSOLE, "ops": ops} if ops else QUIET_CONSOLE
+    console = VERBOSE_CONSOLE if verbose else QUIET_CONSOLE
+    run_config = {**console, "ops": ops} if ops else console
     instance = instance_for(settings)
     for gone in fail_runs_of_gone_processes(settings, instance):
         on_progress(f"marked failed: {gone}")
     run_id = run_id or str(uuid.uuid4())
-    follower = _Follower(instance, run_id, on_progress)
-    follower.start()
-    try:
-        with held_for_run(settings, instance, run_id) as process_tags:
-            result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
-                run_config=run_config, instance=instance, asset_selection=keys, run_id=run_id,
-                tags={REQUESTED_BY_TAG: requested_by, "custody/launched_from": "cli", **process_tags},
-                raise_on_error=False,
-            )
-    finally:
-        follower.stop()
-    return _outcome(result)
+    with held_for_run(settings, instance, run_id) as process_tags:
+        tags = {REQUESTED_BY_TAG: requested_by, "custody/launched_from": "cli", **process_tags}
+        planned = plan_run(instance, defs, keys, run_config, tags, run_id)
+        start_when_free(instance, admitted(instance, planned.run), on_progress)
+        follower = _Follower(instance, run_id, on_progress)
+        follower.start()
+        try:
+            planned.execute(instance)
+        finally:
+            follower.stop()
+    return _outcome(instance, run_id)
 
 
-def _check_known(defs: dg.Definitions, keys: Sequence[dg.AssetKey]) -> None:
-    known = defs.resolve_asset_graph().get_all_asset_keys()
+def _check_known(graph: AssetGraph, keys: Sequence[dg.AssetKey]) -> None:
+    known = graph.get_all_asset_keys()
     for key in keys:
         if key not in known:
             raise NotFound(f"unknown asset {key.to_user_string()}: no spec declares it")
 
 
-def _check_ingestible(defs: dg.Definitions, ingest_config: Mapping[AssetKey, object]) -> None:
-    graph = defs.resolve_asset_graph()
+def _check_ingestible(graph: AssetGraph, ingest_config: Mapping[AssetKey, object]) -> None:
     for key in ingest_config:
         if graph.get(asset_key(key)).tags.get("custody/zone") != "landing":
             raise InvalidInput(f"{key} is an integration asset: it is built from its inputs, not ingested; use `custody materialize`")
 
 
-def _outcome(result: dg.ExecuteInProcessResult) -> RunOutcome:
-    versions = tuple(
-        str(event.materialization.metadata["custody/version"].value)
-        for event in result.get_asset_materialization_events()
-    )
-    failures = []
-    for event in result.all_events:
-        if not event.is_step_failure:
+def _outcome(instance: dg.DagsterInstance, run_id: str) -> RunOutcome:
+    versions, failures = [], []
+    for entry in instance.all_logs(run_id):
+        event = entry.dagster_event
+        if event is None:
             continue
-        data = event.step_failure_data
-        user = data.user_failure_data
-        metadata = user.metadata if user else {}
-        code = metadata.get("custody/exit_code")
-        message = user.description if user and user.description else data.error.message.strip() if data.error else "failed"
-        failures.append(StepFailure(event.step_key or "?", message, int(code.value) if code else 1))
-    return RunOutcome(result.run_id, result.success, versions, tuple(failures))
+        if event.is_step_materialization:
+            versions.append(str(event.step_materialization_data.materialization.metadata["custody/version"].value))
+        elif event.is_step_failure:
+            failures.append(_failure(event))
+    run = instance.get_run_by_id(run_id)
+    return RunOutcome(run_id, bool(run and run.is_success), tuple(versions), tuple(failures))
+
+
+def _failure(event: DagsterEvent) -> StepFailure:
+    data = event.step_failure_data
+    user = data.user_failure_data
+    metadata = user.metadata if user else {}
+    code = metadata.get("custody/exit_code")
+    message = user.description if user and user.description else data.error.message.strip() if data.error else "failed"
+    return StepFailure(event.step_key or "?", message, int(code.value) if code else 1)
 
 
 class _Follower(threading.Thread):

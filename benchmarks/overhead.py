@@ -15,8 +15,13 @@ Spark session (local[2]), read the same landing version of --rows rows and apply
             sends OpenLineage START and COMPLETE events to a JSONL file (--column-lineage off
             leaves the column lineage out, to measure what it adds)
 
-Each measurement is one whole `dg.materialize` call, so Dagster's own cost per run is in both. After
---warmup rounds, --rounds rounds interleave the two kinds, alternating which goes first. Prints each
+  checked:  the same, as a run submitted to Custody's instance is: first decided by its run coordinator
+            (the policy's decisions at submission, with their ledger entries, and the tags of its
+            concurrency limits), then materialized with Custody's asset checks of the new version
+            (the check op reads the catalog, the ledger and each file of the version's manifest)
+
+Each measurement is one whole `dg.materialize` call, so Dagster's own cost per run is in each. After
+--warmup rounds, --rounds rounds interleave the kinds, rotating which goes first. Prints each
 time, the medians, the ratio custody/plain and the milliseconds Custody adds; then checks that the
 OpenLineage file holds a START and a COMPLETE for every Custody materialization and counts the
 versions committed. Unless --no-profile, ends with a cProfile of one more Custody materialization:
@@ -38,6 +43,7 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -47,6 +53,8 @@ sys.path.insert(0, str(ROOT))
 
 import dagster as dg
 
+from assets.checks import build_checks
+from assets.coordinator import CustodyRunCoordinator
 from assets.factory import REQUESTED_BY_TAG, integration_asset, landing_asset
 from benchmarks.bench_transforms import passthrough
 from governance.batches import drop_batch
@@ -122,6 +130,10 @@ class Bench:
         self.spark = SparkResource(master="local[2]")
         self.plain_out = work / "plain"
         self.custody_asset = integration_asset(self.specs[TRIVIAL], self.specs)
+        self.checks = build_checks(self.specs)
+        self.trivial_checks = [dg.AssetCheckKey(dg.AssetKey([TRIVIAL.domain, TRIVIAL.name]), check)
+                               for check in ("inputs_as_declared", "files_intact")]
+        self.coordinator = coordinator(work, self.custody)
         self.landing = self._ingest(rows)
         self.plain_asset = plain_asset(self.landing, self.plain_out)
 
@@ -159,6 +171,20 @@ class Bench:
             raise SystemExit("the Custody materialization failed")
         return elapsed
 
+    def checked(self) -> float:
+        started = time.perf_counter()
+        run = dg.DagsterRun(job_name="__ASSET_JOB", run_id=str(uuid.uuid4()), tags=TAGS,
+                            asset_selection=frozenset({dg.AssetKey([TRIVIAL.domain, TRIVIAL.name])}))
+        self.coordinator.decide(run)
+        selection = dg.AssetSelection.assets(self.custody_asset) | dg.AssetSelection.checks(*self.trivial_checks)
+        result = dg.materialize([self.custody_asset, self.checks], selection=selection, resources=self._resources(),
+                                instance=self.instance, tags=TAGS, run_config=QUIET)
+        elapsed = time.perf_counter() - started
+        evaluations = result.get_asset_check_evaluations()
+        if not result.success or len(evaluations) != 2 or not all(e.passed for e in evaluations):
+            raise SystemExit(f"the checked Custody materialization failed: {evaluations}")
+        return elapsed
+
     def events(self) -> Counter[str]:
         """START/COMPLETE/FAIL events the OpenLineage file holds for the measured asset."""
         path = Path(self.custody.settings().home) / "openlineage" / "events.jsonl"
@@ -188,6 +214,13 @@ class Bench:
                 + direct_callees(stats, "integrate.py", "materialize", 10)
                 + "\n\nand the asset's step function around it (assets/factory.py, top 6):\n"
                 + direct_callees(stats, "factory.py", "_integration", 6))
+
+
+def coordinator(work: Path, custody: CustodyResource) -> CustodyRunCoordinator:
+    """Custody's run coordinator, reading the benchmark's specs and directory as a deployment's reads its own."""
+    os.environ.update({"CUSTODY_HOME": custody.home, "CUSTODY_SPECS": str(work / "specs"),
+                       "CUSTODY_DIRECTORY": custody.directory, "CUSTODY_TRANSFORM_PACKAGES": TRANSFORM_PACKAGES[0]})
+    return CustodyRunCoordinator()
 
 
 def direct_callees(stats, filename: str, function: str, top: int) -> str:
@@ -220,7 +253,7 @@ def main() -> None:
     warnings.filterwarnings("ignore")  # Dagster's preview/beta notices, once per process
 
     started_all = time.perf_counter()
-    runs: dict[str, list[float]] = {"plain": [], "custody": []}
+    runs: dict[str, list[float]] = {"plain": [], "custody": [], "checked": []}
     with tempfile.TemporaryDirectory(prefix="overhead-") as tmp:
         work = Path(tmp)
         (work / "dagster").mkdir()
@@ -229,37 +262,35 @@ def main() -> None:
             setup = time.perf_counter()
             bench = Bench(work, args.rows, instance, args.column_lineage)
             print(f"setup (Spark start, landing {args.rows:,} rows): {time.perf_counter() - setup:.1f}s", flush=True)
-            measure = {"plain": bench.plain, "custody": bench.governed}
+            measure = {"plain": bench.plain, "custody": bench.governed, "checked": bench.checked}
             for i in range(args.warmup):
                 warm = {kind: run() for kind, run in measure.items()}
-                print(f"warm-up {i + 1}  plain {warm['plain'] * 1000:6.0f} ms  "
-                      f"custody {warm['custody'] * 1000:6.0f} ms", flush=True)
-            for i in range(args.rounds):  # interleaved, alternating which kind goes first
-                order = ("plain", "custody") if i % 2 == 0 else ("custody", "plain")
-                for kind in order:
+                print(f"warm-up {i + 1}  " + "  ".join(f"{k} {t * 1000:6.0f} ms" for k, t in warm.items()), flush=True)
+            kinds = list(measure)
+            for i in range(args.rounds):  # interleaved, rotating which kind goes first
+                for kind in kinds[i % 3:] + kinds[:i % 3]:
                     runs[kind].append(measure[kind]())
-                print(f"round {i + 1:>2}  plain {runs['plain'][-1] * 1000:6.0f} ms  custody "
-                      f"{runs['custody'][-1] * 1000:6.0f} ms  (load {os.getloadavg()[0]:.1f})", flush=True)
+                print(f"round {i + 1:>2}  " + "  ".join(f"{k} {runs[k][-1] * 1000:6.0f} ms" for k in kinds)
+                      + f"  (load {os.getloadavg()[0]:.1f})", flush=True)
             profile = bench.profile(args.top) if args.profile else None
             events = bench.events()
             versions = len(bench.custody.catalog.versions(TRIVIAL))
     total = time.perf_counter() - started_all
 
     median = {kind: statistics.median(times) for kind, times in runs.items()}
-    ratio, added = median["custody"] / median["plain"], (median["custody"] - median["plain"]) * 1000
-    paired = statistics.median((c - p) * 1000 for c, p in zip(runs["custody"], runs["plain"]))
     print(f"\ninput: {args.rows:,} rows, transform {TRANSFORM}; local[2], {args.rounds} rounds after "
           f"{args.warmup} warm-up")
     print(f"{'kind':<9}{'median ms':>10}{'min ms':>8}{'max ms':>8}")
     for kind, times in runs.items():
         print(f"{kind:<9}{median[kind] * 1000:>10.0f}{min(times) * 1000:>8.0f}{max(times) * 1000:>8.0f}")
-    print(f"ratio custody/plain (medians): {ratio:.2f}  goal <= {GOAL_RATIO}  "
-          f"({'met' if ratio <= GOAL_RATIO else 'MISSED'})")
-    print(f"Custody adds per materialization: {added:.0f} ms (difference of medians; median of per-round "
-          f"differences {paired:.0f} ms)  goal <= {GOAL_ADDED_MS:.0f} ms  "
-          f"({'met' if added <= GOAL_ADDED_MS else 'MISSED'})")
+    for kind, what in (("custody", "without checks or coordinator"), ("checked", "with coordinator and checks")):
+        ratio, added = median[kind] / median["plain"], (median[kind] - median["plain"]) * 1000
+        paired = statistics.median((c - p) * 1000 for c, p in zip(runs[kind], runs["plain"]))
+        print(f"{kind}/plain, {what}: ratio {ratio:.2f} (goal <= {GOAL_RATIO}, {'met' if ratio <= GOAL_RATIO else 'MISSED'}); "
+              f"adds {added:.0f} ms (per-round median {paired:.0f} ms; goal <= {GOAL_ADDED_MS:.0f} ms, "
+              f"{'met' if added <= GOAL_ADDED_MS else 'MISSED'})")
 
-    expected = args.warmup + args.rounds + (1 if args.profile else 0)
+    expected = 2 * (args.warmup + args.rounds) + (1 if args.profile else 0)
     print(f"OpenLineage events for {TRIVIAL}: {sum(events.values())} "
           f"({', '.join(f'{n} {state}' for state, n in sorted(events.items()))}); "
           f"{expected} Custody materializations")

@@ -174,6 +174,45 @@ def open_batch(lake: Lake, key: AssetKey, batch_id: str, fmt: str) -> Batch:
     return Batch(key, batch_id, folder, tuple(files), meta, fmt)
 
 
+def batch_stamp(lake: Lake, key: AssetKey, batch_id: str) -> str:
+    """Changes whenever the batch's `_READY` or `_batch.yaml` does: a producer's fix shows in it,
+    however soon it follows."""
+    try:
+        folder = lake.batch_dir(key, batch_id)
+        ready = (folder / READY_MARKER).stat().st_mtime_ns
+        return f"{ready}.{_meta_digest(folder / BATCH_META)}"
+    except (InvalidName, UnsafePath) as err:
+        raise BatchError(f"batch {batch_id!r} of {key}: {err}") from err
+    except FileNotFoundError as err:
+        raise NotFound(f"batch {batch_id!r} of {key} is gone from the DropZone") from err
+
+
+def _meta_digest(path: Path) -> str:
+    """A digest of what the file holds; of its name's status when it is no regular file (the refusal
+    names that), without blocking on a FIFO or following a link."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return "none"
+    except OSError:
+        status = os.lstat(path)
+        return f"{status.st_mtime_ns}.{status.st_size}"
+    with os.fdopen(descriptor, "rb") as handle:
+        status = os.fstat(handle.fileno())
+        if not stat.S_ISREG(status.st_mode):
+            return f"{status.st_mtime_ns}.{status.st_size}"
+        return hashlib.sha256(handle.read(MAX_META_BYTES + 1)).hexdigest()[:16]
+
+
+def batch_meta(lake: Lake, key: AssetKey, batch_id: str) -> BatchMeta:
+    """What a batch's `_batch.yaml` says; BatchError when it cannot be read or breaks its rules."""
+    try:
+        folder = lake.batch_dir(key, batch_id)
+    except (InvalidName, UnsafePath) as err:
+        raise BatchError(f"batch {batch_id!r} of {key}: {err}") from err
+    return _read_meta(folder)
+
+
 def scan_batch(batch: Batch) -> BatchScan:
     """Read every byte of the batch once; raise BatchError naming a file that cannot be read or
     that changed since the batch was opened."""

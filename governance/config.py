@@ -45,6 +45,7 @@ class Settings:
     ldap_starttls: str = "on"
     # Which policy settings this process was given rather than defaulted: those must agree with the pinned ones.
     explicit: frozenset[str] = field(default=frozenset())
+    dropzone_sensor: bool = True
     transform_packages: tuple[str, ...] = DEFAULT_TRANSFORM_PACKAGES
 
     @classmethod
@@ -68,6 +69,7 @@ class Settings:
             ldap_ca_file=env.get("CUSTODY_LDAP_CA_FILE") or "",
             ldap_starttls=env.get("CUSTODY_LDAP_STARTTLS") or "on",
             explicit=_explicit(env),
+            dropzone_sensor=_on_off(env, "CUSTODY_DROPZONE_SENSOR", default=True),
             transform_packages=_packages(env, "CUSTODY_TRANSFORM_PACKAGES") or DEFAULT_TRANSFORM_PACKAGES,
         )
 
@@ -106,6 +108,15 @@ def _packages(environ: Mapping[str, str], name: str) -> tuple[str, ...]:
         raise InvalidInput(f"{name}={value!r}: expected package names separated by commas, "
                            "such as assets.transforms,acme.transforms")
     return packages
+
+
+def _on_off(environ: Mapping[str, str], name: str, *, default: bool) -> bool:
+    value = environ.get(name)
+    if not value:
+        return default
+    if value not in ("on", "off"):
+        raise InvalidInput(f"{name}={value!r}: expected on or off")
+    return value == "on"
 
 
 def is_dotted_name(name: str) -> bool:

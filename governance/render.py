@@ -120,6 +120,37 @@ def column_overview(overview: Overview) -> Table:
     return table
 
 
+def column_markdown(overview: Overview) -> str:
+    """Each column of a version and what it derives from, as a Markdown table: for places that show
+    Markdown but draw no column lineage, such as Dagster's UI."""
+    version = overview.version
+    if not recorded(version):
+        return NOT_RECORDED
+    lines = ["| column | derives from | how |", "|---|---|---|"]
+    cells = [(_md_code(name), deps) for name, deps in overview.columns.items()]
+    if overview.every_column:
+        cells.append(("*every column*", overview.every_column))
+    for cell, deps in cells:
+        if not deps:
+            lines.append(f"| {cell} | {NO_INPUT} | |")
+        for dep in deps:
+            source = f"{dep.source.ref if dep.source else 'DropZone'}.{dep.input_column}"
+            lines.append(f"| {cell} | {_md_code(source)} | {dep.edge.label} |")
+    summary = summary_of(version)
+    notes = [f"approximate for {name}" for name in summary.get("fallbacks", [])] + list(summary.get("notes", []))
+    lines.extend(f"\n{_md_text(note)}" for note in notes)
+    return "\n".join(lines)
+
+
+def _md_code(text: str) -> str:
+    """A name in a Markdown table cell: a pipe would end the cell, a backtick the code span."""
+    return "`" + printable(text).replace("`", "\u02cb").replace("|", "\\|") + "`"
+
+
+def _md_text(text: str) -> str:
+    return printable(text).replace("|", "\\|")
+
+
 def _dep_cells(deps: list[ColumnDep]) -> tuple[str, str]:
     if not deps:
         return f"[dim]{NO_INPUT}[/]", ""

@@ -109,6 +109,8 @@ class AssetSpec(_Strict):
     bad_rows: Literal["quarantine", "fail"] = "quarantine"
     max_bad_fraction: Annotated[float, Field(ge=0.0, le=1.0)] = 0.01
     retention: Retention = Retention()
+    # Runs of this asset in progress at once; the queue holds the others back.
+    max_concurrent_runs: Annotated[int, Field(ge=1, le=100)] = 1
 
     @model_validator(mode="after")
     def _zone_fields(self) -> AssetSpec:

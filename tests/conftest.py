@@ -23,6 +23,8 @@ from tests.helpers import cli
 from tests.openlineage_spec import read_events
 from tests.pg_server import PostgresServer, running_postgres
 
+pytest_plugins = ["tests.dagster_servers"]
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
 DEMO_SPECS = ROOT / "assets" / "specs"

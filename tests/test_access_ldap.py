@@ -53,9 +53,11 @@ def test_a_password_checked_by_ldap_makes_a_verified_run(ldap_env, spark, capsys
     code, _, err = cli(capsys, monkeypatch, "ingest", "sales/products", "--as", "bob", "--password-stdin", stdin=password_of("bob") + "\n")
     assert code == 0, err
     [login] = ledger_json(capsys, monkeypatch, "--action", "authenticate")
-    [decision] = ledger_json(capsys, monkeypatch, "--action", "ingest")
+    at_submission, at_start = ledger_json(capsys, monkeypatch, "--action", "ingest")
     assert (login["actor"], login["assurance"], login["details"]["result"]) == ("bob", "verified", "allowed")
-    assert (decision["assurance"], decision["details"]["result"], decision["run_id"]) == ("verified", "allowed", login["run_id"])
+    assert at_submission["details"]["at"] == "submission" and "at" not in at_start["details"]
+    for decision in (at_submission, at_start):
+        assert (decision["assurance"], decision["details"]["result"], decision["run_id"]) == ("verified", "allowed", login["run_id"])
     code, out, _ = cli(capsys, monkeypatch, "versions", "sales/products", "--json")
     assert json.loads(out)[0]["assurance"] == "verified"
 
@@ -99,7 +101,8 @@ def test_a_directory_that_is_down_denies_reads_and_runs(ldap_env, spark, capsys,
     code, _, err = cli(capsys, monkeypatch, "read", "sales/products", "--as", "carol")
     assert code == 3 and "could not be asked, so access is denied" in err
     code, _, err = cli(capsys, monkeypatch, "ingest", "sales/products", "--as", "bob")
-    assert code == 3 and "error: sales/products: denied: directory ldap://localhost:" in err
+    assert code == 3 and "error: denied: directory ldap://localhost:" in err
+    assert instance_for(ldap_env).get_runs() == []
     decided = [e for e in ledger_json(capsys, monkeypatch) if e["action"] in ("read", "ingest")]
     assert [e["details"]["result"] for e in decided] == ["denied", "denied"]
 
@@ -124,9 +127,9 @@ def test_no_password_reaches_logs_run_config_catalog_or_ledger(ldap_env, ldap, s
     runs = instance_for(ldap_env).get_runs()
     text += "".join(json.dumps(r.run_config) + json.dumps(r.tags) for r in runs)
     stored = b"".join(path.read_bytes() for path in Path(ldap_env.home).rglob("*") if path.is_file())
-    # The search covers what was written: the ledger's denial and the failed run's event log are in it.
+    # The search covers what was written: the ledger's denials are in it.
     assert b"unknown user or wrong password" in stored and b"could not be asked, so access is denied" in stored
-    assert len(runs) == 2  # the wrong user password stopped its run before launch
+    assert len(runs) == 1  # the wrong user password stopped its run before launch, the directory's refusal at submission
     for secret in secrets:
         assert secret not in text
         assert secret.encode() not in stored

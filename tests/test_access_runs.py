@@ -64,11 +64,20 @@ def test_a_run_that_names_no_requester_is_denied(catalog, lake, demo_specs, reso
     assert decisions(catalog, "ingest") == [("anonymous", "sales/products", "denied", "none")]
 
 
-def test_a_sensor_run_is_recorded_as_established_by_the_system(catalog, demo_specs, resources, dropped):
-    result = launch(demo_specs, resources, [PRODUCTS], {"custody/requested_by": "bob", "dagster/sensor_name": "dropzone"})
+def test_a_scheduled_run_is_recorded_as_established_by_the_system(catalog, demo_specs, resources, dropped):
+    result = launch(demo_specs, resources, [PRODUCTS], {"custody/requested_by": "bob", "dagster/schedule_name": "nightly"})
     assert result.success
     assert decisions(catalog, "ingest") == [("bob", "sales/products", "allowed", "system")]
     assert catalog.latest(PRODUCTS).assurance == "system"
+
+
+def test_a_sensor_run_is_asserted_for_its_batch_s_requester_and_names_the_sensor(catalog, demo_specs, resources, dropped):
+    result = launch(demo_specs, resources, [PRODUCTS], {"custody/requested_by": "bob", "dagster/sensor_name": "custody_dropzone"})
+    assert result.success
+    assert decisions(catalog, "ingest") == [("bob", "sales/products", "allowed", "asserted")]
+    with catalog.session() as session:
+        [entry] = ledger.entries(session, ledger.LedgerFilter(action="ingest"))
+    assert json.loads(entry.details)["via"] == "sensor custody_dropzone"
 
 
 def test_materializing_reads_each_input_and_records_each_read(catalog, demo_specs, resources, dropped):

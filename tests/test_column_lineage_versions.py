@@ -136,6 +136,19 @@ def test_dagster_shows_each_integration_column_s_input_columns(spark, catalog, l
     assert lineage.deps_by_column["product_id"] == [dg.TableColumnDep(asset_key=joined, column_name="product_id")]
 
 
+def test_the_ui_shows_each_column_s_sources_and_how_as_a_table_after_the_version(
+        spark, catalog, lake, demo_specs, resources, pipeline):
+    with dg.instance_for_test() as instance:
+        result = dg.materialize([integration_asset(demo_specs[PRODUCT_SUMMARY], demo_specs)], resources=resources, instance=instance, tags=BOB)
+    metadata = result.get_asset_materialization_events()[0].materialization.metadata
+    assert next(iter(metadata)) == "custody/version"
+    table = metadata["custody/column_lineage"].value.splitlines()
+    assert table[:2] == ["| column | derives from | how |", "|---|---|---|"]
+    assert "| `revenue` | `sales/names_and_products@1.amount` | DIRECT AGGREGATION |" in table
+    assert "| `product_id` | `sales/names_and_products@1.product_id` | DIRECT IDENTITY |" in table
+    assert table[-1] == "Every column back to the DropZone: `custody lineage columns sales/product_summary@2 COLUMN`"
+
+
 def test_a_fallback_is_reported_in_the_dagster_metadata(spark, catalog, lake, demo_specs, resources, pipeline):
     spec = demo_specs[PRODUCT_SUMMARY]
     spec = Spec(spec.key, spec.file, spec.body.model_copy(update={"transform": "tests.transforms:through_pandas"}))

@@ -3,68 +3,25 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
 import subprocess
-import sys
 import time
+import urllib.error
 import urllib.request
-from pathlib import Path
 
-import pytest
+import dagster as dg
 
 from assets.launch import instance_for
 from governance.cli import run
 from governance.demo import drop_demo_batches
 from governance.zones import Lake
-from tests.conftest import ROOT
+from tests.conftest import drop
+from tests.dagster_servers import finished, graphql, start_daemon, stop
 
-WEBSERVER = Path(sys.executable).with_name("dagster-webserver")
 ASSETS_QUERY = """{ assetNodes { assetKey { path } groupName description kinds
   owners { ... on TeamAssetOwner { team } } tags { key value }
   assetMaterializations(limit: 1) { runId metadataEntries { label
     ... on IntMetadataEntry { intValue } ... on TextMetadataEntry { text } ... on PathMetadataEntry { path } } } } }"""
 RUNS_QUERY = "{ runsOrError { ... on Runs { results { runId status tags { key value } } } } }"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def graphql(port: int, query: str) -> dict:
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.load(response)["data"]
-
-
-@pytest.fixture
-def webserver(cli_env):
-    instance_for(cli_env)
-    port = free_port()
-    env = {**os.environ, "DAGSTER_HOME": str(cli_env.dagster_home)}
-    server = subprocess.Popen(
-        [str(WEBSERVER), "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
-        cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2)
-            break
-        except OSError:
-            if server.poll() is not None:
-                raise AssertionError(f"webserver exited: {server.stderr.read()[-2000:]}") from None
-            assert time.monotonic() < deadline, "webserver did not start in 120 s"
-            time.sleep(0.5)
-    yield port
-    os.killpg(server.pid, signal.SIGTERM)
-    server.wait(timeout=30)
 
 
 def test_the_ui_shows_specs_as_assets_and_cli_runs_with_their_versions(cli_env, spark, capsys, webserver):
@@ -92,8 +49,8 @@ LAUNCH = """mutation($params: ExecutionParams!) { launchRun(executionParams: $pa
   ... on RunConfigValidationInvalid { errors { message } } } }"""
 
 
-def launch_from_ui(port: int, asset: list[str], config: dict, tags: dict[str, str]) -> str:
-    """Launch a run as the UI's Launchpad does: the GraphQL launchRun mutation."""
+def launch_answer(port: int, asset: list[str], config: dict, tags: dict[str, str]) -> dict:
+    """What the UI's Launchpad gets back from the GraphQL launchRun mutation."""
     params = {
         "selector": {"repositoryLocationName": "custody", "repositoryName": "__repository__",
                      "jobName": "__ASSET_JOB", "assetSelection": [{"path": asset}]},
@@ -104,41 +61,148 @@ def launch_from_ui(port: int, asset: list[str], config: dict, tags: dict[str, st
         f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": LAUNCH, "variables": {"params": params}}).encode(),
         headers={"Content-Type": "application/json"},
     )
-    with urllib.request.urlopen(request, timeout=60) as response:
-        answer = json.load(response)["data"]["launchRun"]
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return json.load(response)["data"]["launchRun"]
+    except urllib.error.HTTPError as err:  # the webserver answers an error with HTTP 500, and the error
+        return json.load(err)["data"]["launchRun"]
+
+
+def launch_from_ui(port: int, asset: list[str], config: dict, tags: dict[str, str]) -> str:
+    answer = launch_answer(port, asset, config, tags)
     assert answer["__typename"] == "LaunchRunSuccess", answer
     return answer["run"]["runId"]
 
 
-@pytest.fixture
-def daemon(cli_env):
-    """Dagster's daemon, as `make ui` (dagster dev) starts it: it takes runs off the UI's queue."""
-    env = {**os.environ, "DAGSTER_HOME": str(cli_env.dagster_home)}
-    process = subprocess.Popen(
-        [str(WEBSERVER.with_name("dagster-daemon")), "run", "-w", "workspace.yaml"],
-        cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    yield process
-    os.killpg(process.pid, signal.SIGTERM)
-    process.wait(timeout=30)
+PRODUCERS_ONLY = "it needs producer (sales-producers) or owner (sales-owners)"
+REFUSED = {
+    "": "the request names no user: say who asks (custody/requested_by run tag, --as or --by)",
+    "eve": f"eve may not ingest sales/products: {PRODUCERS_ONLY}",
+    "mallory": f"mallory may not ingest sales/products: {PRODUCERS_ONLY}",
+    "bob'); DROP TABLE runs;--": "user",
+}
 
 
-def test_a_ui_run_without_the_role_fails_with_the_reason_before_spark_starts(cli_env, capsys, webserver, daemon):
+def test_a_refused_ui_launch_shows_its_reason_and_leaves_no_run(cli_env, capsys, webserver):
     dropped = drop_demo_batches(Lake(cli_env.lake))
     config = {"ops": {"sales__products": {"config": {"batch": dropped.products_batch}}}}
-    run_id = launch_from_ui(webserver, ["sales", "products"], config, {"custody/requested_by": "eve"})
+    for requester, reason in REFUSED.items():
+        tags = {"custody/requested_by": requester} if requester else {}
+        answer = launch_answer(webserver, ["sales", "products"], config, tags)
+        assert answer["__typename"] == "PythonError", answer
+        assert answer["message"].startswith("Custody refused this run: ")
+        assert reason in answer["message"] and "\n" not in answer["message"]
     instance = instance_for(cli_env)
-    deadline = time.monotonic() + 180
-    while not instance.get_run_by_id(run_id).is_finished:
-        assert daemon.poll() is None, "the Dagster daemon exited"
-        assert time.monotonic() < deadline, f"the run did not finish in 180 s: {instance.get_run_by_id(run_id).status}"
-        time.sleep(0.5)
-    assert instance.get_run_by_id(run_id).is_failure
-    failures = [e.dagster_event.step_failure_data for e in instance.all_logs(run_id) if e.dagster_event and e.dagster_event.is_step_failure]
-    assert failures[0].user_failure_data.description == (
-        "denied: eve may not ingest sales/products: it needs producer (sales-producers) or owner (sales-owners)")
-    messages = " ".join(e.user_message for e in instance.all_logs(run_id))
-    assert "starting Spark" not in messages and "SparkSession" not in messages
+    assert instance.get_runs() == []
+    assert not instance.get_latest_materialization_event(dg.AssetKey(["sales", "products"]))
     assert run(["ledger", "show", "--action", "ingest", "--json"]) == 0
-    [decision] = json.loads(capsys.readouterr().out)
-    assert (decision["actor"], decision["run_id"], decision["details"]["result"]) == ("eve", run_id, "denied")
+    decisions = json.loads(capsys.readouterr().out)
+    assert [d["details"]["result"] for d in decisions] == ["denied"] * len(REFUSED)
+    assert {d["details"]["at"] for d in decisions} == {"submission"}
+    assert [d["actor"] for d in decisions[1:3]] == ["eve", "mallory"]
+
+
+def test_an_allowed_ui_launch_queues_and_runs_as_its_requester(cli_env, capsys, webserver, queue_only):
+    dropped = drop_demo_batches(Lake(cli_env.lake))
+    config = {"ops": {"sales__products": {"config": {"batch": dropped.products_batch}}}}
+    run_id = launch_from_ui(webserver, ["sales", "products"], config, {"custody/requested_by": "bob"})
+    done = finished(instance_for(cli_env), run_id, queue_only)
+    assert done.is_success
+    assert done.tags["custody/writes/sales/products"] == "1" and done.tags["custody/domain/sales"] == "1"
+    assert run(["ledger", "show", "--action", "ingest", "--json"]) == 0
+    decisions = json.loads(capsys.readouterr().out)
+    assert [(d["actor"], d["run_id"], d["details"]["result"], d["details"].get("at")) for d in decisions] == [
+        ("bob", run_id, "allowed", "submission"), ("bob", run_id, "allowed", None)]
+
+
+def test_two_runs_of_one_asset_run_one_after_the_other(cli_env, webserver, queue_only):
+    lake = Lake(cli_env.lake)
+    batches = [drop_demo_batches(lake).products_batch for _ in range(2)]
+    run_ids = [
+        launch_from_ui(webserver, ["sales", "products"], {"ops": {"sales__products": {"config": {"batch": batch}}}},
+                       {"custody/requested_by": "bob"})
+        for batch in batches
+    ]
+    instance = instance_for(cli_env)
+    assert all(finished(instance, run_id, queue_only).is_success for run_id in run_ids)
+    first, second = sorted((instance.get_run_record_by_id(run_id) for run_id in run_ids), key=lambda r: r.start_time)
+    assert second.start_time >= first.end_time
+
+
+SENSOR_TICKS = """{ sensorOrError(sensorSelector: {repositoryLocationName: "custody", repositoryName: "__repository__",
+  sensorName: "custody_dropzone"}) { ... on Sensor { sensorState { status ticks(limit: 50) { status } } } } }"""
+
+
+def sensor_ticks(port: int) -> int:
+    state = graphql(port, SENSOR_TICKS)["sensorOrError"]["sensorState"]
+    assert state["status"] == "RUNNING"
+    return sum(1 for tick in state["ticks"] if tick["status"] in ("SUCCESS", "SKIPPED"))
+
+
+def test_the_dropzone_sensor_ingests_each_ready_batch_once_and_refuses_once_across_restarts(
+        cli_env, capsys, webserver, daemon):
+    lake = Lake(cli_env.lake)
+    dropped = drop_demo_batches(lake)
+    drop(lake, "sales/products", "from-eve", {"products.csv": b"product_id,product_name,category,unit_price\nP9,Cup,home,2.00\n"},
+         requested_by="eve")
+    instance = instance_for(cli_env)
+    deadline = time.monotonic() + 240
+    while len([r for r in instance.get_runs() if r.is_finished]) < 3:
+        assert daemon.poll() is None, "the Dagster daemon exited"
+        assert time.monotonic() < deadline, f"3 runs did not finish in 240 s: {[r.status for r in instance.get_runs()]}"
+        time.sleep(1)
+    runs = instance.get_runs()
+    assert all(r.is_success for r in runs)
+    assert sorted(r.tags["dagster/run_key"] for r in runs) == sorted(
+        [f"sales/products/{dropped.products_batch}", *(f"sales/clients/{b}" for b in dropped.client_batches)])
+    assert {r.tags["custody/requested_by"] for r in runs} == {"bob"}
+    ticks = sensor_ticks(webserver)
+    stop(daemon)
+    again = start_daemon(cli_env)
+    try:
+        deadline = time.monotonic() + 120
+        while sensor_ticks(webserver) <= ticks:
+            assert time.monotonic() < deadline, "the sensor did not tick again within 120 s of the restart"
+            time.sleep(1)
+        assert len(instance.get_runs()) == 3
+    finally:
+        stop(again)
+    assert run(["ledger", "show", "--action", "ingest", "--json"]) == 0
+    refused = [d for d in json.loads(capsys.readouterr().out) if d["details"]["result"] == "denied"]
+    assert [(d["actor"], d["details"]["batch"], d["details"]["via"]) for d in refused] == [
+        ("eve", "from-eve", "sensor custody_dropzone")]
+
+
+def runs_launched(instance, count: int, daemon: subprocess.Popen, seconds: float = 120) -> list[dg.DagsterRun]:
+    deadline = time.monotonic() + seconds
+    while len(runs := instance.get_runs()) < count:
+        assert daemon.poll() is None, "the Dagster daemon exited"
+        assert time.monotonic() < deadline, f"{count} runs were not launched in {seconds:g} s"
+        time.sleep(0.5)
+    return runs
+
+
+REEXECUTE = """mutation($parent: String!) { launchPipelineReexecution(reexecutionParams: {parentRunId: $parent, strategy: ALL_STEPS}) {
+  __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }"""
+
+
+def test_a_run_the_cli_launched_is_re_executed_from_the_ui_for_the_same_requester(cli_env, capsys, webserver, daemon):
+    drop_demo_batches(Lake(cli_env.lake))
+    instance = instance_for(cli_env)
+    ingested_by_the_sensor = [finished(instance, r.run_id, daemon) for r in runs_launched(instance, 3, daemon)]
+    assert all(r.is_success for r in ingested_by_the_sensor)
+    assert run(["materialize", "key:sales/names_and_products", "--as", "bob"]) == 0
+    parent = next(r for r in instance.get_runs() if r.asset_selection == {dg.AssetKey(["sales", "names_and_products"])})
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{webserver}/graphql", headers={"Content-Type": "application/json"},
+        data=json.dumps({"query": REEXECUTE, "variables": {"parent": parent.run_id}}).encode(),
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        answer = json.load(response)["data"]["launchPipelineReexecution"]
+    assert answer["__typename"] == "LaunchRunSuccess", answer
+    child = finished(instance, answer["run"]["runId"], daemon)
+    assert child.is_success and child.parent_run_id == parent.run_id
+    assert child.tags["custody/requested_by"] == "bob"
+    capsys.readouterr()
+    assert run(["versions", "sales/names_and_products", "--json"]) == 0
+    assert [v["number"] for v in json.loads(capsys.readouterr().out)] == [1, 2]

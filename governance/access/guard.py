@@ -15,9 +15,10 @@ from governance.catalog import Catalog
 from governance.catalog.models import LedgerEntry
 from governance.errors import AccessDenied, DirectoryUnavailable, InvalidInput, error_summary
 from governance.runs import Assurance
-from governance.spec import Spec
+from governance.spec import Spec, SpecSet
 
 ANONYMOUS = "anonymous"
+CHECKS_ONLY = "asset checks only: they read counts, schemas and file hashes, never a row"
 
 
 def ledger_actor(user: str) -> str:
@@ -74,6 +75,13 @@ def authorize_materialization(
 ) -> Decision:
     """Producer or owner of the output, a reader of every input (of the `versions` pinned, by asset),
     and an output whose consumers may all read each of its pii or higher inputs."""
+    return enforce_all(catalog, materialization_decisions(policy, identity, spec, inputs, versions), run_id)
+
+
+def materialization_decisions(
+    policy: Policy, identity: Identity, spec: Spec, inputs: Sequence[Spec], versions: Mapping[str, int] | None = None,
+    details: Details = None,
+) -> list[tuple[Decision, Details]]:
     decision = policy.decide(identity, Verb.MATERIALIZE, spec)
     if decision.allowed:
         try:
@@ -83,9 +91,32 @@ def authorize_materialization(
         if problems:
             reason = "; ".join(getattr(p, "message", str(p)) for p in problems)
             decision = Decision(identity, Verb.MATERIALIZE, str(spec.key), False, reason, directory=policy.source or None)
-    reads = [(policy.decide(identity, Verb.READ, source, (versions or {}).get(str(source.key))), {"for": str(spec.key)})
+    reads = [(policy.decide(identity, Verb.READ, source, (versions or {}).get(str(source.key))),
+              {"for": str(spec.key), **(details or {})})
              for source in inputs]
-    return enforce_all(catalog, [(decision, None), *reads], run_id)
+    return [(decision, details), *reads]
+
+
+def authorize_run(
+    catalog: Catalog, policy: Policy, identity: Identity, specs: SpecSet, writes: Sequence[Spec],
+    checks: Sequence[Spec], run_id: str, details: Details = None,
+) -> None:
+    """A run as it is submitted, all its assets at once: each landing asset it `writes` ingested,
+    each integration asset materialized from its inputs. A run that only `checks` assets is an audit
+    anyone may ask for: the checks read counts, schemas and file hashes, never a row. Recorded up to
+    the first denial, which raises AccessDenied."""
+    details = {"at": "submission", **(details or {})}
+    decisions: list[tuple[Decision, Details]] = []
+    for spec in writes:
+        if spec.is_landing:
+            decisions.append((policy.decide(identity, Verb.INGEST, spec), details))
+        else:
+            inputs = [specs[key] for key in spec.inputs]
+            decisions.extend(materialization_decisions(policy, identity, spec, inputs, details=details))
+    decisions.extend((Decision(identity, Verb.READ, str(spec.key), True, CHECKS_ONLY, directory=policy.source or None), details)
+                     for spec in checks)
+    if decisions:
+        enforce_all(catalog, decisions, run_id)
 
 
 def authenticate(catalog: Catalog, policy: Policy, user: str, password: str, run_id: str | None = None) -> Identity:
@@ -102,7 +133,7 @@ def authenticate(catalog: Catalog, policy: Policy, user: str, password: str, run
 
 def run_identity(catalog: Catalog, run_id: str | None, requested_by: str | None, *, system: bool = False) -> Identity:
     """Who a run is for, and how we know: verified when the CLI checked their password for this very
-    run (an `authenticate` entry with its run id), system for a sensor, asserted for a run tag."""
+    run (an `authenticate` entry with its run id), system for a schedule, asserted for a run tag."""
     if not requested_by:
         return Identity(ANONYMOUS, Assurance.NONE)
     if run_id and _verified_for_run(catalog, run_id, requested_by):

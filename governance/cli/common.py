@@ -48,7 +48,7 @@ DepthOption = Annotated[int | None, typer.Option(min=0, help="How many levels to
 
 
 @app.callback()
-def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show full tracebacks on errors.")] = False) -> None:
+def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show full tracebacks on errors, and Dagster's own log lines of a run.")] = False) -> None:
     State["verbose"] = verbose
 
 

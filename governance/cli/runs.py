@@ -14,6 +14,7 @@ from governance.cli.common import (
     AsUser,
     JsonOption,
     PasswordStdin,
+    State,
     app,
     emit_json,
     err_console,
@@ -70,7 +71,8 @@ def _run(settings: Settings, selection, requested_by: str, as_json: bool, ingest
     run_id = str(uuid.uuid4())
     # A verified identity is established here, for this run id; the run's own access check finds it.
     identify(open_custody(settings), requested_by, password_stdin, run_id)
-    outcome = launch(settings, selection, requested_by, ingest_config=ingest_config, on_progress=progress_printer(), run_id=run_id)
+    outcome = launch(settings, selection, requested_by, ingest_config=ingest_config, on_progress=progress_printer(),
+                     run_id=run_id, verbose=State["verbose"])
     if as_json:
         emit_json(asdict(outcome))
     else:

@@ -1,0 +1,207 @@
+"""Custody's run coordinator: the policy decides every run as it is submitted, and the queue holds a
+run back while an asset it writes, or its domain, has as many runs in progress as its limit allows.
+
+Dagster creates a run before it submits it; a refused run is deleted again before the refusal is
+raised, so the UI shows the reason at launch and no failed run or red asset is left behind. The
+decision is recorded in the ledger as the one each step makes again when it starts.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+from dagster._core.events import DagsterEvent, DagsterEventType
+from dagster._core.run_coordinator.queued_run_coordinator import RunQueueConfig
+from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES, RunsFilter
+from dagster._serdes import ConfigurableClassData
+from dagster._utils.error import SerializableErrorInfo
+from dagster._utils.tags import TagConcurrencyLimitsCounter
+from dagster_graphql.implementation.utils import UserFacingGraphQLError
+from dagster_graphql.schema.errors import GraphenePythonError
+
+from assets.factory import REQUESTED_BY_TAG, SYSTEM_TAGS, channel
+from governance.errors import CustodyError
+from governance.locks import file_lock
+from governance.spec import Spec, SpecSet, load_specs
+from governance.zones import AssetKey
+from resources import CustodyResource
+
+ASSET_JOB = "__ASSET_JOB"
+# One tag per asset a run writes and per domain it touches: a run of several assets counts against
+# each of their limits, which one tag with several values could not.
+WRITES_TAG = "custody/writes/"
+DOMAIN_TAG = "custody/domain/"
+DOMAIN_LIMITS = "domain_max_concurrent_runs"
+QUEUE_LOCK = "custody-queue.lock"
+WAIT_SECONDS = 1.0
+
+
+class RunRefused(UserFacingGraphQLError):
+    """The policy refused a run at submission. Raised in the webserver, the Launchpad's error dialog
+    shows the decision's reason alone: no stack of the webserver's own frames under it."""
+
+    def __init__(self, reason: str):
+        self.message = f"Custody refused this run: {reason.removeprefix('denied: ')}"
+        super().__init__(GraphenePythonError(SerializableErrorInfo(self.message, stack=[], cls_name=None)))
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class CustodyRunCoordinator(dg.QueuedRunCoordinator):
+    """Dagster's queued coordinator, with Custody's decision at submission and concurrency limits
+    from the specs (`max_concurrent_runs`, 1 by default) and by domain (`domain_max_concurrent_runs`)."""
+
+    def __init__(self, domain_max_concurrent_runs: Mapping[str, int] | None = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self._domain_limits = dict(domain_max_concurrent_runs or {})
+        self._limits_for: tuple[tuple[str, int], ...] | None = None
+        self._limits: list[dict[str, Any]] = []
+
+    @classmethod
+    def config_type(cls) -> dict[str, dg.Field]:
+        return {
+            **super().config_type(),
+            DOMAIN_LIMITS: dg.Field(
+                dg.Map(str, int), is_required=False,
+                description="Runs in progress at once that write assets of a domain, by domain: its share of the cluster.",
+            ),
+        }
+
+    @classmethod
+    def from_config_value(cls, inst_data: ConfigurableClassData, config_value: Mapping[str, Any]) -> CustodyRunCoordinator:
+        queued = {key: value for key, value in config_value.items() if key != DOMAIN_LIMITS}
+        coordinator = super().from_config_value(inst_data, queued)
+        coordinator._domain_limits = dict(config_value.get(DOMAIN_LIMITS) or {})
+        return coordinator
+
+    @cached_property
+    def custody(self) -> CustodyResource:
+        """The catalog and policy of the process's CUSTODY_* environment, opened on first use."""
+        return CustodyResource()
+
+    def submit_run(self, context: dg.SubmitRunContext) -> dg.DagsterRun:
+        if context.dagster_run.status == dg.DagsterRunStatus.NOT_STARTED:
+            try:
+                self.admit(context.dagster_run)
+            except CustodyError as err:
+                raise RunRefused(str(err)) from err
+        return super().submit_run(context)
+
+    def admit(self, run: dg.DagsterRun) -> dg.DagsterRun:
+        """The run, decided and tagged for its limits; a refused run is deleted and the refusal raised."""
+        try:
+            tags = self.decide(run)
+        except CustodyError:
+            self._instance.delete_run(run.run_id)
+            raise
+        self._instance.add_run_tags(run.run_id, tags)
+        return self._instance.get_run_by_id(run.run_id)
+
+    def decide(self, run: dg.DagsterRun) -> dict[str, str]:
+        """Decide the run and record the decisions; the tags that count it against its limits."""
+        from governance.access.guard import authorize_run, run_identity
+
+        specs = self.specs()
+        writes = written(run, specs)
+        checked = [spec for spec in checked_only(run, specs) if spec not in writes]
+        catalog = self.custody.catalog
+        try:
+            identity = run_identity(catalog, run.run_id, run.tags.get(REQUESTED_BY_TAG),
+                                    system=any(tag in run.tags for tag in SYSTEM_TAGS))
+            authorize_run(catalog, self.custody.policy(), identity, specs, writes, checked, run.run_id, channel(run.tags))
+        finally:
+            catalog.checkpoint()
+        return concurrency_tags(writes)
+
+    def specs(self) -> SpecSet:
+        settings = self.custody.settings()
+        return load_specs(settings.specs, settings.cache_dir, transform_packages=settings.transform_packages)
+
+    def get_run_queue_config(self) -> RunQueueConfig:
+        base = super().get_run_queue_config()
+        return RunQueueConfig(**{**base._asdict(), "tag_concurrency_limits": [*base.tag_concurrency_limits, *self.limits()]})
+
+    def limits(self) -> list[dict[str, Any]]:
+        """A limit for every asset and for each domain given one. Asked for at every dequeue: the specs
+        are read again only when a spec file changed."""
+        settings = self.custody.settings()
+        stamp = _stamp(settings.specs)
+        if stamp != self._limits_for:
+            specs = load_specs(settings.specs, settings.cache_dir, transform_packages=settings.transform_packages)
+            self._limits = [
+                *({"key": WRITES_TAG + str(spec.key), "limit": spec.body.max_concurrent_runs} for spec in specs),
+                *({"key": DOMAIN_TAG + domain, "limit": limit} for domain, limit in sorted(self._domain_limits.items())),
+            ]
+            self._limits_for = stamp
+        return self._limits
+
+
+def admitted(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dg.DagsterRun:
+    """A run created outside the webserver, decided as one submitted to the instance would be."""
+    coordinator = instance.run_coordinator
+    return coordinator.admit(run) if isinstance(coordinator, CustodyRunCoordinator) else run
+
+
+def start_when_free(instance: dg.DagsterInstance, run: dg.DagsterRun, report: Callable[[str], None]) -> None:
+    """For a run this process executes instead of the daemon: wait while the instance's limits hold
+    it back, as the queue would, then mark it starting so the queue counts it. The check and the mark
+    are made under one lock, so two processes never both take the last free place."""
+    coordinator = instance.run_coordinator
+    if not isinstance(coordinator, CustodyRunCoordinator):
+        return
+    config = coordinator.get_run_queue_config()
+    waited = False
+    while True:
+        with file_lock(Path(instance.root_directory) / QUEUE_LOCK):
+            in_progress = instance.get_runs(filters=RunsFilter(statuses=IN_PROGRESS_RUN_STATUSES))
+            full = 0 <= config.max_concurrent_runs <= len(in_progress)
+            if not full and not TagConcurrencyLimitsCounter(config.tag_concurrency_limits, in_progress).is_blocked(run):
+                starting = DagsterEvent(event_type_value=DagsterEventType.PIPELINE_STARTING.value, job_name=run.job_name)
+                instance.report_dagster_event(starting, run_id=run.run_id)
+                return
+        if not waited:
+            report(f"queued: {len(in_progress)} run(s) in progress hold it back (an asset's or domain's limit)")
+            waited = True
+        time.sleep(WAIT_SECONDS)
+
+
+def written(run: dg.DagsterRun, specs: SpecSet) -> list[Spec]:
+    """The specs of the assets a run materializes: its selection, or every asset of a whole asset job."""
+    if run.asset_selection is not None:
+        return _known(run.asset_selection, specs)
+    if run.job_name == ASSET_JOB and run.asset_check_selection is None:
+        return list(specs)
+    return []
+
+
+def checked_only(run: dg.DagsterRun, specs: SpecSet) -> list[Spec]:
+    return _known((check.asset_key for check in run.asset_check_selection or ()), specs)
+
+
+def _known(keys: Any, specs: SpecSet) -> list[Spec]:
+    found = (specs.get(AssetKey(*key.path)) for key in keys if len(key.path) == 2)
+    return [spec for spec in found if spec is not None]
+
+
+def concurrency_tags(writes: Sequence[Spec]) -> dict[str, str]:
+    return {
+        **{WRITES_TAG + str(spec.key): "1" for spec in writes},
+        **{DOMAIN_TAG + spec.key.domain: "1" for spec in writes},
+    }
+
+
+def _stamp(root: Path) -> tuple[tuple[str, int], ...]:
+    """What changes when any spec file does: names, sizes and modification times."""
+    found = []
+    for folder, _, files in os.walk(root):
+        for name in files:
+            stat = os.stat(os.path.join(folder, name))
+            found.append((os.path.join(folder, name), stat.st_mtime_ns ^ stat.st_size))
+    return tuple(sorted(found))

@@ -1,0 +1,166 @@
+"""What a committed version is checked for, against its spec, the catalog and its files on disk:
+shown as asset checks with every materialization, and run again on demand to audit old versions."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from sqlmodel import col, select
+
+from governance import ledger
+from governance.catalog import Catalog
+from governance.catalog.models import LineageEdge, VersionRow, VersionStatus
+from governance.errors import NotFound
+from governance.spec import Spec
+from governance.versions import read_manifest, sha256_file
+
+
+class Check(StrEnum):
+    ROWS_ADD_UP = "rows_add_up"
+    QUARANTINE_WITHIN_LIMIT = "quarantine_within_limit"
+    SCHEMA_MATCHES_SPEC = "schema_matches_spec"
+    INPUTS_AS_DECLARED = "inputs_as_declared"
+    FILES_INTACT = "files_intact"
+
+
+DESCRIPTIONS = {
+    Check.ROWS_ADD_UP: "Rows read from the batch = rows landed + rows quarantined.",
+    Check.QUARANTINE_WITHIN_LIMIT: "Rows quarantined are within the spec's max_bad_fraction of the rows read.",
+    Check.SCHEMA_MATCHES_SPEC: "The columns written, with their types, are the spec's columns.",
+    Check.INPUTS_AS_DECLARED: "The input versions the version was made from are the spec's declared inputs.",
+    Check.FILES_INTACT: "Every file of the version's manifest is on disk with its sha256 (run it on demand to audit a version).",
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: Check
+    passed: bool
+    description: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def checks_for(spec: Spec) -> tuple[Check, ...]:
+    schema = (Check.SCHEMA_MATCHES_SPEC,) if spec.body.columns else ()
+    if spec.is_landing:
+        return Check.ROWS_ADD_UP, Check.QUARANTINE_WITHIN_LIMIT, *schema, Check.FILES_INTACT
+    return *schema, Check.INPUTS_AS_DECLARED, Check.FILES_INTACT
+
+
+def version_to_audit(catalog: Catalog, spec: Spec, run_id: str | None, number: int | None = None) -> VersionRow:
+    """The version `number`; else the one `run_id` committed; else the newest committed."""
+    with catalog.session() as session:
+        query = select(VersionRow).where(VersionRow.asset_key == str(spec.key),
+                                         VersionRow.status == VersionStatus.COMMITTED.value)
+        if number is not None:
+            query = query.where(VersionRow.number == number)
+        else:
+            made = session.exec(query.where(VersionRow.run_id == run_id).order_by(col(VersionRow.number).desc())).first()
+            if made is not None:
+                return made
+        found = session.exec(query.order_by(col(VersionRow.number).desc())).first()
+    if found is None:
+        raise NotFound(f"{spec.key} has no committed version {number}" if number is not None
+                       else f"{spec.key} has no committed version to audit")
+    return found
+
+
+def audit(catalog: Catalog, spec: Spec, version: VersionRow, checks: tuple[Check, ...]) -> list[Finding]:
+    return [_RUNNERS[check](catalog, spec, version) for check in checks]
+
+
+def _committed_counts(catalog: Catalog, version: VersionRow) -> dict[str, Any]:
+    where = ledger.LedgerFilter(asset=version.asset_key, version=version.number,
+                                action=ledger.Action.INGESTION_COMMITTED, limit=1)
+    with catalog.session() as session:
+        found = ledger.entries(session, where)
+    return json.loads(found[0].details) if found else {}
+
+
+def _rows_add_up(catalog: Catalog, spec: Spec, version: VersionRow) -> Finding:
+    read = _committed_counts(catalog, version).get("rows_read")
+    counts = {"rows_read": read, "rows_landed": version.rows, "rows_quarantined": version.rows_quarantined}
+    if read is None:
+        return Finding(Check.ROWS_ADD_UP, False, f"{version.ref}: its commit in the ledger records no rows read", counts)
+    passed = read == version.rows + version.rows_quarantined
+    sign = "=" if passed else "≠"
+    return Finding(Check.ROWS_ADD_UP, passed,
+                   f"{version.ref}: read {read} {sign} landed {version.rows} + quarantined {version.rows_quarantined}", counts)
+
+
+def _quarantine_within_limit(catalog: Catalog, spec: Spec, version: VersionRow) -> Finding:
+    read = _committed_counts(catalog, version).get("rows_read") or version.rows + version.rows_quarantined
+    fraction = version.rows_quarantined / read if read else 0.0
+    limit = spec.body.max_bad_fraction
+    passed = fraction <= limit
+    return Finding(Check.QUARANTINE_WITHIN_LIMIT, passed,
+                   f"{version.ref}: {version.rows_quarantined} of {read} rows quarantined ({fraction:.2%}), "
+                   f"{'within' if passed else 'over'} max_bad_fraction {limit:g}",
+                   {"quarantined_fraction": fraction, "max_bad_fraction": limit})
+
+
+def _schema_matches_spec(catalog: Catalog, spec: Spec, version: VersionRow) -> Finding:
+    from governance.sparktypes import spark_type
+
+    written = {f["name"]: _type_name(f["type"]) for f in json.loads(version.table_schema).get("fields", [])}
+    declared = {c.name: _type_name(spark_type(c.type).jsonValue()) for c in spec.body.columns}
+    problems = [f"missing {name}" for name in declared if name not in written]
+    problems += [f"undeclared {name}" for name in written if name not in declared]
+    problems += [f"{name} is {written[name]}, the spec says {kind}"
+                 for name, kind in declared.items() if name in written and written[name] != kind]
+    if problems:
+        return Finding(Check.SCHEMA_MATCHES_SPEC, False, f"{version.ref}: " + "; ".join(problems), {"problems": problems})
+    return Finding(Check.SCHEMA_MATCHES_SPEC, True, f"{version.ref}: {len(written)} columns as the spec declares them")
+
+
+def _type_name(kind: Any) -> str:
+    return kind if isinstance(kind, str) else str(kind.get("type", "struct"))
+
+
+def _inputs_as_declared(catalog: Catalog, spec: Spec, version: VersionRow) -> Finding:
+    with catalog.session() as session:
+        used = list(session.exec(
+            select(VersionRow).join(LineageEdge, col(LineageEdge.input_version_id) == col(VersionRow.id))
+            .where(LineageEdge.output_version_id == version.id)
+        ))
+    declared = {str(key) for key in spec.inputs}
+    made_from = {row.asset_key for row in used}
+    refs = sorted(row.ref for row in used)
+    if made_from == declared:
+        return Finding(Check.INPUTS_AS_DECLARED, True, f"{version.ref} was made from {', '.join(refs)}", {"inputs": refs})
+    problems = [f"{key} declared but not used" for key in sorted(declared - made_from)]
+    problems += [f"{key} used but not declared" for key in sorted(made_from - declared)]
+    return Finding(Check.INPUTS_AS_DECLARED, False, f"{version.ref}: " + "; ".join(problems), {"inputs": refs})
+
+
+def _files_intact(catalog: Catalog, spec: Spec, version: VersionRow) -> Finding:
+    folder = Path(version.path)
+    manifest = read_manifest(folder)
+    if manifest is None:
+        return Finding(Check.FILES_INTACT, False, f"{version.ref}: no readable manifest in {folder}")
+    problems = []
+    for entry in manifest["files"]:
+        path = folder / entry["path"]
+        if not path.is_file():
+            problems.append(f"missing {path}")
+        elif sha256_file(path) != entry["sha256"]:
+            problems.append(f"{path} does not match its sha256")
+    if manifest.get("data_version") != version.data_version:
+        problems.append("the manifest's data_version differs from the catalog's")
+    if problems:
+        return Finding(Check.FILES_INTACT, False, f"{version.ref}: " + "; ".join(problems), {"problems": problems})
+    return Finding(Check.FILES_INTACT, True, f"{version.ref}: {len(manifest['files'])} files match the manifest",
+                   {"files": len(manifest["files"])})
+
+
+_RUNNERS = {
+    Check.ROWS_ADD_UP: _rows_add_up,
+    Check.QUARANTINE_WITHIN_LIMIT: _quarantine_within_limit,
+    Check.SCHEMA_MATCHES_SPEC: _schema_matches_spec,
+    Check.INPUTS_AS_DECLARED: _inputs_as_declared,
+    Check.FILES_INTACT: _files_intact,
+}

@@ -1,0 +1,84 @@
+"""Watching the DropZone: which ready batches to ingest, as whom, and which to report as refused."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from governance.access.guard import ANONYMOUS, record
+from governance.access.policy import Decision, Identity, Policy, Verb
+from governance.batches import batch_meta, batch_stamp, ready_batches
+from governance.catalog import Catalog
+from governance.errors import BatchError, NotFound
+from governance.runs import Assurance
+from governance.spec import Spec
+from governance.zones import Lake
+
+
+@dataclass(frozen=True)
+class ReadyBatch:
+    """A batch to ingest, for the requester its `_batch.yaml` names."""
+
+    spec: Spec
+    batch_id: str
+    requested_by: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.spec.key}/{self.batch_id}"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A batch that cannot be ingested as it stands, and why."""
+
+    key: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Watch:
+    ready: tuple[ReadyBatch, ...]
+    refused: tuple[Refusal, ...]
+    # The refused batches, each with the stamp it had: reported once, again only once it changes.
+    reported: frozenset[str]
+
+
+def watch(catalog: Catalog, lake: Lake, policy: Policy, specs: Iterable[Spec], reported: frozenset[str], via: str) -> Watch:
+    """Every ready batch of the landing `specs` not yet ingested. A batch whose `_batch.yaml` cannot be
+    read, names nobody, or names a user who may not ingest it is refused, and the refusal goes to the
+    ledger, unless `reported` holds it as it stands. A batch that disappears meanwhile is left out."""
+    ready: list[ReadyBatch] = []
+    refused: list[Refusal] = []
+    still: set[str] = set()
+    for spec in (s for s in specs if s.is_landing):
+        done = catalog.ingested_batch_ids(spec.key)
+        for batch_id in ready_batches(lake, spec.key):
+            if batch_id in done:
+                continue
+            try:
+                stamp = f"{spec.key}/{batch_id}@{batch_stamp(lake, spec.key, batch_id)}"
+            except NotFound:
+                continue
+            if stamp in reported:
+                still.add(stamp)
+                continue
+            decision = _decide(lake, policy, spec, batch_id)
+            if decision.allowed:
+                ready.append(ReadyBatch(spec, batch_id, decision.identity.user))
+                continue
+            record(catalog, decision, details={"batch": batch_id, "via": via})
+            refused.append(Refusal(f"{spec.key}/{batch_id}", decision.reason))
+            still.add(stamp)
+    return Watch(tuple(ready), tuple(refused), frozenset(still))
+
+
+def _decide(lake: Lake, policy: Policy, spec: Spec, batch_id: str) -> Decision:
+    """May the user the batch names ingest it? Whoever a `_batch.yaml` names is asserted, not proven."""
+    try:
+        meta = batch_meta(lake, spec.key, batch_id)
+    except BatchError as err:
+        return Decision(Identity(ANONYMOUS, Assurance.NONE), Verb.INGEST, str(spec.key), False, str(err),
+                        directory=policy.source or None)
+    named = meta.requested_by
+    return policy.decide(Identity(named or ANONYMOUS, Assurance.ASSERTED if named else Assurance.NONE), Verb.INGEST, spec)

@@ -1,0 +1,118 @@
+"""The DropZone sensor: one ingestion run per ready batch, as the user its `_batch.yaml` names; refusals recorded once."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import dagster as dg
+import pytest
+
+import governance.dropzone
+from assets.definitions import definitions_for
+from assets.sensors import SENSOR
+from governance import ledger
+from governance.batches import READY_MARKER
+from governance.demo import PRODUCTS, drop_demo_batches
+from tests.conftest import drop
+
+CSV = b"product_id,product_name,category,unit_price\nP1,Pen,office,1.50\n"
+
+
+@pytest.fixture
+def evaluate(demo_specs, resources):
+    """One tick of the sensor with the cursor the last tick left; returns its run requests and skip reason."""
+    definitions = definitions_for(demo_specs)
+    sensor = definitions.resolve_sensor_def(SENSOR)
+    cursor: list[str | None] = [None]
+
+    def tick() -> tuple[list[dg.RunRequest], str | None]:
+        with dg.instance_for_test() as instance:
+            context = dg.build_sensor_context(instance=instance, cursor=cursor[0], resources=resources,
+                                              definitions=definitions)
+            result = sensor.evaluate_tick(context)
+        cursor[0] = result.cursor
+        return list(result.run_requests or []), result.skip_message
+
+    return tick
+
+
+def refusals(catalog) -> list[tuple[str, str, str]]:
+    with catalog.session() as session:
+        found = ledger.entries(session, ledger.LedgerFilter(action="ingest"))
+    return [(e.actor, json.loads(e.details)["batch"], json.loads(e.details)["reason"]) for e in found]
+
+
+def test_each_ready_batch_is_one_run_request_keyed_by_the_batch_for_its_requester(lake, evaluate):
+    dropped = drop_demo_batches(lake)
+    requests, _ = evaluate()
+    by_key = {r.run_key: r for r in requests}
+    assert set(by_key) == {f"sales/products/{dropped.products_batch}",
+                           *(f"sales/clients/{batch}" for batch in dropped.client_batches)}
+    products = by_key[f"sales/products/{dropped.products_batch}"]
+    assert products.tags["custody/requested_by"] == "bob"
+    assert products.asset_selection == [dg.AssetKey(["sales", "products"])]
+    assert products.run_config == {"ops": {"sales__products": {"config": {"batch": dropped.products_batch}}}}
+
+
+def test_a_batch_without_ready_marker_or_already_ingested_is_not_requested(spark, catalog, lake, demo_specs, evaluate):
+    from governance.ingest import ingest
+    from governance.runs import RunRequest
+
+    dropped = drop_demo_batches(lake)
+    ingest(spark, catalog, lake, demo_specs[PRODUCTS], RunRequest(requested_by="bob"), batch_id=dropped.products_batch)
+    folder = drop(lake, "sales/products", "half-written", {"products.csv": CSV}, requested_by="bob")
+    (folder / READY_MARKER).unlink()
+    requests, _ = evaluate()
+    assert not [r for r in requests if r.run_key.startswith("sales/products/")]
+
+
+def test_a_requester_who_may_not_ingest_is_refused_in_the_ledger_once(catalog, lake, evaluate):
+    drop(lake, "sales/products", "from-eve", {"products.csv": CSV}, requested_by="eve")
+    requests, skip = evaluate()
+    assert requests == [] and skip == "no new ready batch; 1 refused batch(es) wait for a fix"
+    reason = "eve may not ingest sales/products: it needs producer (sales-producers) or owner (sales-owners)"
+    assert refusals(catalog) == [("eve", "from-eve", reason)]
+    assert evaluate()[0] == []
+    assert len(refusals(catalog)) == 1
+    with catalog.session() as session:
+        [entry] = ledger.entries(session, ledger.LedgerFilter(action="ingest"))
+    assert (entry.assurance, json.loads(entry.details)["via"]) == ("asserted", f"sensor {SENSOR}")
+
+
+def test_a_refused_batch_the_producer_fixes_is_requested_at_the_next_tick(catalog, lake, evaluate):
+    folder = drop(lake, "sales/products", "fixed", {"products.csv": CSV}, requested_by="eve")
+    assert evaluate()[0] == []
+    (folder / "_batch.yaml").write_text("requested_by: bob\n")
+    (folder / READY_MARKER).touch()
+    [request] = evaluate()[0]
+    assert (request.run_key, request.tags["custody/requested_by"]) == ("sales/products/fixed", "bob")
+
+
+@pytest.mark.parametrize("meta, reason", [
+    (None, "the request names no user: say who asks (custody/requested_by run tag, --as or --by)"),
+    ("requested_by: [bob]\n", "requested_by: "),
+    ("requested_by: \"bob'; DROP TABLE version;--\"\n", "not a directory user name"),
+])
+def test_a_batch_that_names_nobody_or_names_badly_is_refused_with_the_reason(catalog, lake, evaluate, meta, reason):
+    folder = drop(lake, "sales/products", "b1", {"products.csv": CSV})
+    if meta is not None:
+        (folder / "_batch.yaml").write_text(meta)
+    assert evaluate()[0] == []
+    [(actor, batch, said)] = refusals(catalog)
+    assert (actor, batch) == ("anonymous", "b1") and reason in said
+
+
+def test_a_batch_that_disappears_during_a_tick_is_left_out(lake, evaluate, monkeypatch):
+    folder = drop(lake, "sales/products", "vanishing", {"products.csv": CSV}, requested_by="bob")
+    listed = governance.dropzone.ready_batches
+
+    def listed_then_removed(lake_, key):
+        found = listed(lake_, key)
+        if found:
+            shutil.rmtree(folder)
+        return found
+
+    monkeypatch.setattr(governance.dropzone, "ready_batches", listed_then_removed)
+    requests, _ = evaluate()
+    assert not [r for r in requests if "vanishing" in r.run_key]
