@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import dagster as dg
 
-from governance.audit import DESCRIPTIONS, Check, checks_for
+from governance.checks import DESCRIPTIONS, Check, checks_for
 from governance.errors import NotFound
 from governance.spec import SpecSet
 from governance.zones import AssetKey

@@ -19,6 +19,8 @@ import dagster as dg
 from dagster._core.events import DagsterEvent, DagsterEventType
 from dagster._core.run_coordinator.queued_run_coordinator import RunQueueConfig
 from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES, RunsFilter
+from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
+from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
 from dagster._serdes import ConfigurableClassData
 from dagster._utils.error import SerializableErrorInfo
 from dagster._utils.tags import TagConcurrencyLimitsCounter
@@ -61,7 +63,7 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
     def __init__(self, domain_max_concurrent_runs: Mapping[str, int] | None = None, **kwargs: Any):
         super().__init__(**kwargs)
         self._domain_limits = dict(domain_max_concurrent_runs or {})
-        self._limits_for: tuple[tuple[str, int], ...] | None = None
+        self._limits_for: tuple[tuple[str, int, int], ...] | None = None
         self._limits: list[dict[str, Any]] = []
 
     @classmethod
@@ -99,7 +101,7 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
         try:
             tags = self.decide(run)
         except CustodyError:
-            self._instance.delete_run(run.run_id)
+            forget(self._instance, run.run_id)
             raise
         self._instance.add_run_tags(run.run_id, tags)
         return self._instance.get_run_by_id(run.run_id)
@@ -141,6 +143,17 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
             ]
             self._limits_for = stamp
         return self._limits
+
+
+def forget(instance: dg.DagsterInstance, run_id: str) -> None:
+    """Delete a run and what its creation planned. Dagster plans a run's asset checks when it creates
+    the run, in a table `delete_run` leaves alone: left there, a refused run would show its checks as
+    skipped on the assets' pages."""
+    instance.delete_run(run_id)
+    storage = instance.event_log_storage
+    if isinstance(storage, SqlEventLogStorage):
+        with storage.index_connection() as connection:
+            connection.execute(AssetCheckExecutionsTable.delete().where(AssetCheckExecutionsTable.c.run_id == run_id))
 
 
 def admitted(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dg.DagsterRun:
@@ -197,11 +210,11 @@ def concurrency_tags(writes: Sequence[Spec]) -> dict[str, str]:
     }
 
 
-def _stamp(root: Path) -> tuple[tuple[str, int], ...]:
-    """What changes when any spec file does: names, sizes and modification times."""
+def _stamp(root: Path) -> tuple[tuple[str, int, int], ...]:
+    """What changes when any spec file does: names, modification times and sizes."""
     found = []
     for folder, _, files in os.walk(root):
         for name in files:
-            stat = os.stat(os.path.join(folder, name))
-            found.append((os.path.join(folder, name), stat.st_mtime_ns ^ stat.st_size))
+            status = os.stat(os.path.join(folder, name))
+            found.append((os.path.join(folder, name), status.st_mtime_ns, status.st_size))
     return tuple(sorted(found))

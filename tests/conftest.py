@@ -13,7 +13,8 @@ from pyspark.sql import SparkSession
 from governance.batches import BatchMeta, drop_batch
 from governance.catalog import Catalog, make_engine
 from governance.config import DEFAULT_TRANSFORM_PACKAGES, Settings
-from governance.demo import drop_demo_batches
+from governance.demo import CLIENTS, NAMES_AND_PRODUCTS, PRODUCT_SUMMARY, PRODUCTS, DemoRound, drop_demo_batches
+from governance.runs import RunRequest
 from governance.runtime import require_java
 from governance.spec import SpecSet, load_specs
 from governance.zones import AssetKey, Lake
@@ -29,6 +30,14 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
 DEMO_SPECS = ROOT / "assets" / "specs"
 TEST_SPECS = DATA / "specs"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """Each phase's report on its test (`rep_setup`, `rep_call`), for fixtures that keep evidence of a failure."""
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
 
 
 @pytest.fixture(scope="session")
@@ -102,6 +111,23 @@ def demo_specs() -> SpecSet:
 @pytest.fixture(scope="session")
 def test_specs() -> SpecSet:
     return load_specs(TEST_SPECS, transform_packages=DEFAULT_TRANSFORM_PACKAGES)
+
+
+@pytest.fixture
+def pipeline(spark: SparkSession, catalog: Catalog, lake: Lake, demo_specs: SpecSet) -> DemoRound:
+    """products@1, clients@1, names_and_products@1 and product_summary@1, each with its column lineage, made for bob."""
+    from governance.ingest import ingest
+    from governance.integrate import materialize
+
+    def bob() -> RunRequest:  # a request of its own for each step: a run pins the versions there are when it starts
+        return RunRequest(requested_by="bob")
+
+    dropped = drop_demo_batches(lake)
+    ingest(spark, catalog, lake, demo_specs[PRODUCTS], bob(), batch_id=dropped.products_batch)
+    ingest(spark, catalog, lake, demo_specs[CLIENTS], bob(), batch_id=dropped.client_batches[0])
+    materialize(spark, catalog, lake, demo_specs[NAMES_AND_PRODUCTS], bob())
+    materialize(spark, catalog, lake, demo_specs[PRODUCT_SUMMARY], bob())
+    return dropped
 
 
 @pytest.fixture

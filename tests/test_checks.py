@@ -9,11 +9,11 @@ import pytest
 from sqlalchemy import text
 
 from assets.checks import build_checks
-from governance.audit import Check, audit, checks_for, version_to_audit
-from governance.demo import CLIENTS, NAMES_AND_PRODUCTS, PRODUCT_SUMMARY, PRODUCTS, drop_demo_batches
+from governance.audit import audit, version_to_audit
+from governance.checks import Check, checks_for
+from governance.demo import CLIENTS, NAMES_AND_PRODUCTS, PRODUCT_SUMMARY, PRODUCTS
 from governance.errors import NotFound
 from governance.ingest import ingest
-from governance.integrate import materialize
 from governance.runs import RunRequest
 from governance.spec import Spec
 from tests.conftest import drop
@@ -21,16 +21,6 @@ from tests.conftest import drop
 
 def bob() -> RunRequest:
     return RunRequest(requested_by="bob")
-
-
-@pytest.fixture
-def pipeline(spark, catalog, lake, demo_specs):
-    """products@1, clients@1, names_and_products@1 and product_summary@1."""
-    dropped = drop_demo_batches(lake)
-    ingest(spark, catalog, lake, demo_specs[PRODUCTS], bob(), batch_id=dropped.products_batch)
-    ingest(spark, catalog, lake, demo_specs[CLIENTS], bob(), batch_id=dropped.client_batches[0])
-    materialize(spark, catalog, lake, demo_specs[NAMES_AND_PRODUCTS], bob())
-    materialize(spark, catalog, lake, demo_specs[PRODUCT_SUMMARY], bob())
 
 
 def with_body(spec: Spec, **changes) -> Spec:

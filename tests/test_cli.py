@@ -106,6 +106,17 @@ def test_errors_and_tables_show_names_and_data_as_they_are(cli_env, spark, capsy
     assert code == 0 and "[bold]:x:[/bold]" in out
 
 
+def test_a_refused_batch_prints_one_clean_error_and_dagster_s_own_lines_only_with_verbose(cli_env, spark, capsys):
+    drop(Lake(cli_env.lake), "sales/products", "b1", {"products.csv": b"product_id,name\n1,a\n"})
+    code, _, err = cli(capsys, "ingest", "sales/products", "--as", "bob")
+    assert code == 1
+    [error] = [line for line in err.splitlines() if "error" in line.lower()]
+    assert error.startswith("error: sales/products: ") and "header" in error
+    assert "Traceback" not in err and "Stack Trace" not in err and "dagster - " not in err
+    code, _, err = cli(capsys, "--verbose", "ingest", "sales/products", "--as", "bob")
+    assert code == 1 and "dagster - ERROR" in err and "STEP_FAILURE" in err
+
+
 def assert_nothing_committed_cli(settings):
     assert_nothing_committed(Catalog.from_url(settings.catalog_url), Lake(settings.lake), "sales/products")
 

@@ -38,17 +38,6 @@ def deps(found: list) -> set[tuple[str, str, str, str]]:
     return {(d.source.ref if d.source else "dropzone", d.input_column, d.edge.kind.value, d.edge.transformation.value) for d in found}
 
 
-@pytest.fixture
-def pipeline(spark, catalog, lake, demo_specs):
-    """products@1, clients@1, names_and_products@1 and product_summary@1, each with its column lineage."""
-    dropped = drop_demo_batches(lake)
-    ingest(spark, catalog, lake, demo_specs[PRODUCTS], bob(), batch_id=dropped.products_batch)
-    ingest(spark, catalog, lake, demo_specs[CLIENTS], bob(), batch_id=dropped.client_batches[0])
-    materialize(spark, catalog, lake, demo_specs[NAMES_AND_PRODUCTS], bob())
-    materialize(spark, catalog, lake, demo_specs[PRODUCT_SUMMARY], bob())
-    return dropped
-
-
 def test_a_landing_column_comes_from_a_field_of_its_dropzone_batch(catalog, pipeline):
     found = overview(catalog, VersionRef(CLIENTS, 1))
     assert deps(found.columns["order__product_id"]) == {("dropzone", "order.product_id", "DIRECT", "TRANSFORMATION")}

@@ -74,6 +74,8 @@ def launch_from_ui(port: int, asset: list[str], config: dict, tags: dict[str, st
     return answer["run"]["runId"]
 
 
+CHECK_EXECUTIONS = """{ assetCheckExecutions(assetKey: {path: ["sales", "products"]}, checkName: "files_intact", limit: 5) {
+  runId status } }"""
 PRODUCERS_ONLY = "it needs producer (sales-producers) or owner (sales-owners)"
 REFUSED = {
     "": "the request names no user: say who asks (custody/requested_by run tag, --as or --by)",
@@ -95,6 +97,7 @@ def test_a_refused_ui_launch_shows_its_reason_and_leaves_no_run(cli_env, capsys,
     instance = instance_for(cli_env)
     assert instance.get_runs() == []
     assert not instance.get_latest_materialization_event(dg.AssetKey(["sales", "products"]))
+    assert graphql(webserver, CHECK_EXECUTIONS)["assetCheckExecutions"] == []
     assert run(["ledger", "show", "--action", "ingest", "--json"]) == 0
     decisions = json.loads(capsys.readouterr().out)
     assert [d["details"]["result"] for d in decisions] == ["denied"] * len(REFUSED)
@@ -102,20 +105,8 @@ def test_a_refused_ui_launch_shows_its_reason_and_leaves_no_run(cli_env, capsys,
     assert [d["actor"] for d in decisions[1:3]] == ["eve", "mallory"]
 
 
-def test_an_allowed_ui_launch_queues_and_runs_as_its_requester(cli_env, capsys, webserver, queue_only):
-    dropped = drop_demo_batches(Lake(cli_env.lake))
-    config = {"ops": {"sales__products": {"config": {"batch": dropped.products_batch}}}}
-    run_id = launch_from_ui(webserver, ["sales", "products"], config, {"custody/requested_by": "bob"})
-    done = finished(instance_for(cli_env), run_id, queue_only)
-    assert done.is_success
-    assert done.tags["custody/writes/sales/products"] == "1" and done.tags["custody/domain/sales"] == "1"
-    assert run(["ledger", "show", "--action", "ingest", "--json"]) == 0
-    decisions = json.loads(capsys.readouterr().out)
-    assert [(d["actor"], d["run_id"], d["details"]["result"], d["details"].get("at")) for d in decisions] == [
-        ("bob", run_id, "allowed", "submission"), ("bob", run_id, "allowed", None)]
-
-
-def test_two_runs_of_one_asset_run_one_after_the_other(cli_env, webserver, queue_only):
+def test_allowed_ui_launches_queue_and_two_runs_of_one_asset_run_one_after_the_other(
+        cli_env, capsys, webserver, queue_only):
     lake = Lake(cli_env.lake)
     batches = [drop_demo_batches(lake).products_batch for _ in range(2)]
     run_ids = [
@@ -124,11 +115,28 @@ def test_two_runs_of_one_asset_run_one_after_the_other(cli_env, webserver, queue
         for batch in batches
     ]
     instance = instance_for(cli_env)
-    assert all(finished(instance, run_id, queue_only).is_success for run_id in run_ids)
+    done = [finished(instance, run_id, queue_only) for run_id in run_ids]
+    assert all(r.is_success for r in done)
+    assert all(r.tags["custody/writes/sales/products"] == "1" and r.tags["custody/domain/sales"] == "1" for r in done)
     first, second = sorted((instance.get_run_record_by_id(run_id) for run_id in run_ids), key=lambda r: r.start_time)
     assert second.start_time >= first.end_time
+    assert run(["ledger", "show", "--action", "ingest", "--json"]) == 0
+    decisions = json.loads(capsys.readouterr().out)
+    assert sorted((d["run_id"], d["details"].get("at", "start")) for d in decisions) == sorted(
+        (run_id, at) for run_id in run_ids for at in ("submission", "start"))
+    assert {(d["actor"], d["details"]["result"]) for d in decisions} == {("bob", "allowed")}
 
 
+def runs_launched(instance, count: int, daemon: subprocess.Popen, seconds: float = 120) -> list[dg.DagsterRun]:
+    deadline = time.monotonic() + seconds
+    while len(runs := instance.get_runs()) < count:
+        assert daemon.poll() is None, "the Dagster daemon exited"
+        assert time.monotonic() < deadline, f"{count} runs were not launched in {seconds:g} s"
+        time.sleep(0.5)
+    return runs
+
+
+PRODUCTS_CSV = b"product_id,product_name,category,unit_price\nP9,Cup,home,2.00\n"
 SENSOR_TICKS = """{ sensorOrError(sensorSelector: {repositoryLocationName: "custody", repositoryName: "__repository__",
   sensorName: "custody_dropzone"}) { ... on Sensor { sensorState { status ticks(limit: 50) { status } } } } }"""
 
@@ -142,20 +150,14 @@ def sensor_ticks(port: int) -> int:
 def test_the_dropzone_sensor_ingests_each_ready_batch_once_and_refuses_once_across_restarts(
         cli_env, capsys, webserver, daemon):
     lake = Lake(cli_env.lake)
-    dropped = drop_demo_batches(lake)
-    drop(lake, "sales/products", "from-eve", {"products.csv": b"product_id,product_name,category,unit_price\nP9,Cup,home,2.00\n"},
-         requested_by="eve")
+    drop(lake, "sales/products", "from-bob", {"products.csv": PRODUCTS_CSV}, requested_by="bob")
+    drop(lake, "sales/products", "from-eve", {"products.csv": PRODUCTS_CSV}, requested_by="eve")
+    folder = drop(lake, "sales/products", "half-written", {"products.csv": PRODUCTS_CSV}, requested_by="bob")
+    (folder / "_READY").unlink()
     instance = instance_for(cli_env)
-    deadline = time.monotonic() + 240
-    while len([r for r in instance.get_runs() if r.is_finished]) < 3:
-        assert daemon.poll() is None, "the Dagster daemon exited"
-        assert time.monotonic() < deadline, f"3 runs did not finish in 240 s: {[r.status for r in instance.get_runs()]}"
-        time.sleep(1)
-    runs = instance.get_runs()
-    assert all(r.is_success for r in runs)
-    assert sorted(r.tags["dagster/run_key"] for r in runs) == sorted(
-        [f"sales/products/{dropped.products_batch}", *(f"sales/clients/{b}" for b in dropped.client_batches)])
-    assert {r.tags["custody/requested_by"] for r in runs} == {"bob"}
+    [launched] = runs_launched(instance, 1, daemon)
+    assert finished(instance, launched.run_id, daemon).is_success
+    assert (launched.tags["dagster/run_key"], launched.tags["custody/requested_by"]) == ("sales/products/from-bob", "bob")
     ticks = sensor_ticks(webserver)
     stop(daemon)
     again = start_daemon(cli_env)
@@ -164,7 +166,7 @@ def test_the_dropzone_sensor_ingests_each_ready_batch_once_and_refuses_once_acro
         while sensor_ticks(webserver) <= ticks:
             assert time.monotonic() < deadline, "the sensor did not tick again within 120 s of the restart"
             time.sleep(1)
-        assert len(instance.get_runs()) == 3
+        assert len(instance.get_runs()) == 1
     finally:
         stop(again)
     assert run(["ledger", "show", "--action", "ingest", "--json"]) == 0
@@ -173,34 +175,40 @@ def test_the_dropzone_sensor_ingests_each_ready_batch_once_and_refuses_once_acro
         ("eve", "from-eve", "sensor custody_dropzone")]
 
 
-def runs_launched(instance, count: int, daemon: subprocess.Popen, seconds: float = 120) -> list[dg.DagsterRun]:
-    deadline = time.monotonic() + seconds
-    while len(runs := instance.get_runs()) < count:
-        assert daemon.poll() is None, "the Dagster daemon exited"
-        assert time.monotonic() < deadline, f"{count} runs were not launched in {seconds:g} s"
-        time.sleep(0.5)
-    return runs
-
-
-REEXECUTE = """mutation($parent: String!) { launchPipelineReexecution(reexecutionParams: {parentRunId: $parent, strategy: ALL_STEPS}) {
+REEXECUTE = """mutation($parent: String!, $tags: [ExecutionTag!]) { launchPipelineReexecution(
+  reexecutionParams: {parentRunId: $parent, strategy: ALL_STEPS, extraTags: $tags}) {
   __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }"""
 
 
-def test_a_run_the_cli_launched_is_re_executed_from_the_ui_for_the_same_requester(cli_env, capsys, webserver, daemon):
+def reexecute(port: int, parent: str, tags: dict[str, str] | None = None) -> dict:
+    variables = {"parent": parent, "tags": [{"key": k, "value": v} for k, v in (tags or {}).items()]}
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql", headers={"Content-Type": "application/json"},
+        data=json.dumps({"query": REEXECUTE, "variables": variables}).encode(),
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return json.load(response)["data"]["launchPipelineReexecution"]
+    except urllib.error.HTTPError as err:
+        return json.load(err)["data"]["launchPipelineReexecution"]
+
+
+def test_a_run_the_cli_launched_is_re_executed_from_the_ui_for_the_same_requester(
+        cli_env, spark, capsys, webserver, queue_only):
     drop_demo_batches(Lake(cli_env.lake))
     instance = instance_for(cli_env)
-    ingested_by_the_sensor = [finished(instance, r.run_id, daemon) for r in runs_launched(instance, 3, daemon)]
-    assert all(r.is_success for r in ingested_by_the_sensor)
-    assert run(["materialize", "key:sales/names_and_products", "--as", "bob"]) == 0
+    for args in (["ingest", "sales/products"], ["ingest", "sales/clients"], ["materialize", "key:sales/names_and_products"]):
+        assert run([*args, "--as", "bob"]) == 0
     parent = next(r for r in instance.get_runs() if r.asset_selection == {dg.AssetKey(["sales", "names_and_products"])})
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{webserver}/graphql", headers={"Content-Type": "application/json"},
-        data=json.dumps({"query": REEXECUTE, "variables": {"parent": parent.run_id}}).encode(),
-    )
-    with urllib.request.urlopen(request, timeout=60) as response:
-        answer = json.load(response)["data"]["launchPipelineReexecution"]
+    runs = len(instance.get_runs())
+    as_eve = reexecute(webserver, parent.run_id, {"custody/requested_by": "eve"})
+    assert as_eve == {"__typename": "PythonError", "message": (
+        "Custody refused this run: eve may not materialize sales/names_and_products: "
+        "it needs producer (sales-producers) or owner (sales-owners)")}
+    assert len(instance.get_runs()) == runs
+    answer = reexecute(webserver, parent.run_id)
     assert answer["__typename"] == "LaunchRunSuccess", answer
-    child = finished(instance, answer["run"]["runId"], daemon)
+    child = finished(instance, answer["run"]["runId"], queue_only)
     assert child.is_success and child.parent_run_id == parent.run_id
     assert child.tags["custody/requested_by"] == "bob"
     capsys.readouterr()

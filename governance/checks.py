@@ -1,0 +1,32 @@
+"""The checks Custody makes of every version, by name: what the code location declares for each asset
+without loading the catalog; `governance.audit` makes them."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from governance.spec import Spec
+
+
+class Check(StrEnum):
+    ROWS_ADD_UP = "rows_add_up"
+    QUARANTINE_WITHIN_LIMIT = "quarantine_within_limit"
+    SCHEMA_MATCHES_SPEC = "schema_matches_spec"
+    INPUTS_AS_DECLARED = "inputs_as_declared"
+    FILES_INTACT = "files_intact"
+
+
+DESCRIPTIONS = {
+    Check.ROWS_ADD_UP: "Rows read from the batch = rows landed + rows quarantined.",
+    Check.QUARANTINE_WITHIN_LIMIT: "Rows quarantined are within the spec's max_bad_fraction of the rows read.",
+    Check.SCHEMA_MATCHES_SPEC: "The columns written, with their types, are the spec's columns.",
+    Check.INPUTS_AS_DECLARED: "The input versions the version was made from are the spec's declared inputs.",
+    Check.FILES_INTACT: "Every file of the version's manifest is on disk with its sha256 (run it on demand to audit a version).",
+}
+
+
+def checks_for(spec: Spec) -> tuple[Check, ...]:
+    schema = (Check.SCHEMA_MATCHES_SPEC,) if spec.body.columns else ()
+    if spec.is_landing:
+        return Check.ROWS_ADD_UP, Check.QUARANTINE_WITHIN_LIMIT, *schema, Check.FILES_INTACT
+    return *schema, Check.INPUTS_AS_DECLARED, Check.FILES_INTACT

@@ -1,0 +1,167 @@
+"""What a person sees and does in the Dagster UI, in a real browser: Debian's Chromium, driven by Selenium.
+
+A failed test leaves a screenshot of the page it was on in `.test-artifacts/` at the root of the checkout.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable, Iterator
+
+import dagster as dg
+import pytest
+from selenium import webdriver
+from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support import expected_conditions as ready
+from selenium.webdriver.support.ui import WebDriverWait
+
+from assets.launch import instance_for
+from governance.cli import run
+from governance.demo import drop_demo_batches
+from governance.zones import Lake
+from tests.conftest import ROOT
+from tests.dagster_servers import finished
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+ARTIFACTS = ROOT / ".test-artifacts"
+# Headless, and quiet on the network: this machine reaches no host but its own.
+FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--window-size=1600,2400")
+WAIT_SECONDS = 60
+
+
+class Page:
+    """The browser on the UI of one webserver, with waits for what React renders late."""
+
+    def __init__(self, driver: WebDriver, port: int):
+        self.driver, self.port = driver, port
+        self.wait = WebDriverWait(driver, WAIT_SECONDS)
+
+    def open(self, path: str) -> None:
+        self.driver.get(f"http://127.0.0.1:{self.port}{path}")
+        self.wait.until(lambda d: d.find_elements(By.XPATH, "//button[normalize-space()='Materialize']"))
+        self._dismiss_newsletter()
+
+    def _dismiss_newsletter(self) -> None:
+        """Dagster asks a new browser once to join its community; the question covers the page."""
+        try:
+            WebDriverWait(self.driver, 5).until(
+                ready.element_to_be_clickable((By.XPATH, "//button[normalize-space()='Skip']"))).click()
+        except TimeoutException:
+            return
+
+    def click(self, xpath: str) -> None:
+        self.wait.until(ready.element_to_be_clickable((By.XPATH, xpath))).click()
+
+    def text(self) -> str:
+        return self.driver.find_element(By.TAG_NAME, "body").text
+
+    def shows(self, *texts: str) -> str:
+        """Wait until the page shows every one of `texts`; the page's text."""
+        try:
+            self.wait.until(lambda _: all(text in self.text() for text in texts))
+        except TimeoutException:
+            missing = [text for text in texts if text not in self.text()]
+            raise AssertionError(f"the page does not show {missing}") from None
+        return self.text()
+
+    def dialog(self) -> str:
+        return self.wait.until(ready.visibility_of_element_located((By.CSS_SELECTOR, "[role=dialog]"))).text
+
+
+@pytest.fixture
+def browser(request: pytest.FixtureRequest) -> Iterator[WebDriver]:
+    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not shutil.which(path)]
+    if missing:
+        pytest.fail(f"the browser tests need {' and '.join(missing)}: apt-get install chromium chromium-driver "
+                    "(scripts/system-packages installs them)")
+    options = Options()
+    options.binary_location = CHROMIUM
+    for flag in FLAGS:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    yield driver
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        ARTIFACTS.mkdir(exist_ok=True)
+        shot = ARTIFACTS / f"{request.node.name}.png"
+        driver.save_screenshot(str(shot))
+        print(f"screenshot of the page at failure: {shot}")
+    driver.quit()
+
+
+@pytest.fixture
+def ui(browser: WebDriver, webserver: int) -> Page:
+    return Page(browser, webserver)
+
+
+@pytest.fixture
+def joined(cli_env, spark, capsys) -> None:
+    """products@1 and clients@1 ingested, names_and_products@1 materialized, by bob through the CLI."""
+    drop_demo_batches(Lake(cli_env.lake))
+    for args in (["ingest", "sales/products"], ["ingest", "sales/clients"], ["materialize", "key:sales/names_and_products"]):
+        assert run([*args, "--as", "bob"]) == 0
+    capsys.readouterr()
+
+
+def until(condition: Callable[[], object], what: str, seconds: float = 120) -> object:
+    deadline = time.monotonic() + seconds
+    while not (found := condition()):
+        assert time.monotonic() < deadline, f"{what} did not happen in {seconds:g} s"
+        time.sleep(0.5)
+    return found
+
+
+def test_an_asset_page_shows_its_governance_columns_and_column_lineage(ui, joined):
+    ui.open("/assets/sales/names_and_products")
+    page = ui.shows("sales-owners", "Parquet", "Spark", "custody/zone: integration", "custody/classification: confidential",
+                    "Columns", "product_name", "unit_price", "custody/version", "sales/names_and_products@1")
+    assert "Each client order joined with the product it names." in page
+    ui.shows("custody/column_lineage", "derives from", "sales/products@1.unit_price", "DIRECT IDENTITY",
+             "sales/clients@1.order__product_id")
+
+
+def test_materialize_without_a_requester_is_refused_and_the_launchpad_with_one_runs(ui, joined, cli_env, queue_only):
+    ui.open("/assets/sales/names_and_products")
+    ui.click("//button[normalize-space()='Materialize']")
+    refusal = ui.dialog()
+    assert "Custody refused this run: the request names no user" in refusal
+    assert "File \"" not in refusal  # the reason alone, no stack
+    ui.click("//div[@role='dialog']//button[normalize-space()='OK']")
+    instance = instance_for(cli_env)
+    before = {r.run_id for r in instance.get_runs()}
+
+    ui.click("//button[.//div[@aria-label='arrow_drop_down']]")
+    ui.click("//*[normalize-space()='Open launchpad']")
+    ui.click("//button[normalize-space()='Edit tags']")
+    ui.wait.until(ready.visibility_of_element_located((By.XPATH, "//input[@placeholder='Tag Key']"))).send_keys(
+        "custody/requested_by")
+    ui.driver.find_element(By.XPATH, "//input[@placeholder='Tag Value']").send_keys("bob")
+    ui.click("//button[normalize-space()='Apply']")
+    ui.click("//div[contains(@class, 'dagster-dialog')]//button[normalize-space()='Materialize']")
+    [launched] = until(lambda: [r for r in instance.get_runs() if r.run_id not in before], "a launch from the Launchpad")
+    assert launched.tags["custody/requested_by"] == "bob"
+    assert finished(instance, launched.run_id, queue_only).is_success
+    ui.open("/assets/sales/names_and_products")
+    ui.shows("sales/names_and_products@2")
+
+
+def test_a_check_runs_on_demand_from_the_asset_s_checks_tab(ui, joined, cli_env, queue_only):
+    instance = instance_for(cli_env)
+    before = {r.run_id for r in instance.get_runs()}
+    ui.open("/assets/sales/names_and_products?view=checks")
+    ui.shows("files_intact", "inputs_as_declared")
+    ui.click("//button[normalize-space()='Execute']")
+    [audit] = until(lambda: [r for r in instance.get_runs() if r.run_id not in before], "a check launched from the UI")
+    assert audit.asset_selection == frozenset() or audit.asset_selection is None
+    assert audit.asset_check_selection and {key.asset_key for key in audit.asset_check_selection} == {
+        dg.AssetKey(["sales", "names_and_products"])}
+    assert finished(instance, audit.run_id, queue_only).is_success
+    ui.open("/assets/sales/names_and_products?view=checks")
+    ui.shows("Passed")
+
