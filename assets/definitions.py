@@ -9,7 +9,6 @@ from pathlib import Path
 
 import dagster as dg
 
-from assets.checks import build_checks
 from assets.factory import build_assets
 from assets.maintenance import ledger_maintenance, nightly_ledger_maintenance
 from assets.sensors import dropzone_sensor
@@ -31,7 +30,6 @@ def definitions_for(specs: SpecSet, *, sensor_running: bool = True) -> dg.Defini
     sensor = dropzone_sensor(specs, running=sensor_running)
     return dg.Definitions(
         assets=build_assets(specs),
-        asset_checks=[build_checks(specs)] if len(specs) else [],
         jobs=[ledger_maintenance],
         schedules=[nightly_ledger_maintenance],
         sensors=[sensor] if sensor else [],

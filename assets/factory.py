@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from governance.errors import CustodyError
+from governance.checks import DESCRIPTIONS, Check, checks_for
+from governance.errors import CustodyError, NotFound
 from governance.spec import Spec, SpecSet, code_version
 from resources import CustodyResource, SparkResource
 
@@ -38,21 +39,26 @@ TRANSIENT = (ConnectionError, TimeoutError)
 RESOURCE_KEYS = {"custody", "spark"}
 
 
-class IngestConfig(dg.Config):
-    """Which DropZone batch to ingest."""
-
-    batch: str | None = None
-    force: bool = False
-
-
-INGEST_CONFIG_SCHEMA = IngestConfig.to_config_schema()
+AUDIT_VERSION = dg.Field(dg.Noneable(int), default_value=None,
+                         description="When only the asset's checks run: the version they audit (default: the newest).")
+AUDIT_CONFIG_SCHEMA = {"audit_version": AUDIT_VERSION}
+INGEST_CONFIG_SCHEMA = {
+    "batch": dg.Field(dg.Noneable(str), default_value=None,
+                      description="Which DropZone batch to ingest (default: the oldest ready one)."),
+    "force": dg.Field(bool, default_value=False, description="Ingest a batch again even if its content was ingested before."),
+    "audit_version": AUDIT_VERSION,
+}
 
 
 def build_assets(specs: SpecSet) -> list[dg.AssetsDefinition]:
     return [landing_asset(spec) if spec.is_landing else integration_asset(spec, specs) for spec in specs]
 
 
-def _asset_args(spec: Spec) -> dict:
+def asset_key(spec: Spec) -> dg.AssetKey:
+    return dg.AssetKey([spec.key.domain, spec.key.name])
+
+
+def _asset_spec(spec: Spec, deps: "list[dg.AssetKey] | None" = None) -> dg.AssetSpec:
     tags = {
         "custody/zone": spec.body.zone,
         "custody/classification": spec.body.classification.value,
@@ -62,8 +68,9 @@ def _asset_args(spec: Spec) -> dict:
     metadata = {"custody/spec": dg.MetadataValue.path(str(spec.file))}
     if spec.body.columns:
         metadata["dagster/column_schema"] = column_schema_from_spec(spec)
-    return dict(
-        key=dg.AssetKey([spec.key.domain, spec.key.name]),
+    return dg.AssetSpec(
+        key=asset_key(spec),
+        deps=deps or (),
         group_name=spec.key.domain,
         owners=[f"team:{spec.body.roles.owner}"],
         kinds=KINDS,
@@ -74,43 +81,62 @@ def _asset_args(spec: Spec) -> dict:
     )
 
 
+def _check_specs(spec: Spec) -> list[dg.AssetCheckSpec]:
+    return [dg.AssetCheckSpec(check.value, asset=asset_key(spec), description=DESCRIPTIONS[check]) for check in checks_for(spec)]
+
+
+def _asset_args(spec: Spec, deps: "list[dg.AssetKey] | None" = None) -> dict:
+    """One asset, its checks in the same step (run with each materialization, or alone on demand)."""
+    return dict(
+        specs=[_asset_spec(spec, deps)], check_specs=_check_specs(spec), can_subset=True,
+        name=f"{spec.key.domain}__{spec.key.name}", required_resource_keys=RESOURCE_KEYS, retry_policy=INGEST_RETRY,
+    )
+
+
 # The asset functions have no docstring: Dagster parses an op's docstring for every asset it builds,
 # a measurable share of load time at thousands of specs, and the description shown is the spec's.
 # The factories say what each asset does.
 
 
 def landing_asset(spec: Spec) -> dg.AssetsDefinition:
-    """Ingest one ready DropZone batch as the asset's next version."""
+    """Ingest one ready DropZone batch as the asset's next version, then check it."""
 
-    @dg.asset(**_asset_args(spec), config_schema=INGEST_CONFIG_SCHEMA, required_resource_keys=RESOURCE_KEYS, retry_policy=INGEST_RETRY)
-    def _landing(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    @dg.multi_asset(**_asset_args(spec), config_schema=INGEST_CONFIG_SCHEMA)
+    def _landing(context: dg.AssetExecutionContext) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
+        config = context.op_config
+        custody: CustodyResource = context.resources.custody
+        if not context.selected_asset_keys:
+            yield from audited(context, custody, spec, config["audit_version"])
+            return
         from governance.ingest import ingest
 
-        config = IngestConfig(**context.op_config)
-        custody: CustodyResource = context.resources.custody
         spark: SparkResource = context.resources.spark
         with governed(custody):
             request = checked_request(context, custody, spec)
             row = ingest(
                 spark.session(context.log.info), custody.catalog, custody.lake, spec, request,
-                batch_id=config.batch, force=config.force, progress=context.log.info, events=custody.events(),
+                batch_id=config["batch"], force=config["force"], progress=context.log.info, events=custody.events(),
                 column_lineage=custody.column_options(),
             )
-        return materialize_result(row, lineage_table=lineage_table(custody, row))
+        yield materialize_result(row, lineage_table=lineage_table(custody, row),
+                                 checks=check_results(context, custody, spec, row, thorough=False))
 
     return _landing
 
 
 def integration_asset(spec: Spec, specs: SpecSet) -> dg.AssetsDefinition:
-    """Run the spec's transform on input versions pinned when the run starts."""
+    """Run the spec's transform on input versions pinned when the run starts, then check the result."""
     deps = [dg.AssetKey([key.domain, key.name]) for key in spec.inputs]
     inputs = tuple(specs[key] for key in spec.inputs)
 
-    @dg.asset(**_asset_args(spec), deps=deps, required_resource_keys=RESOURCE_KEYS, retry_policy=INGEST_RETRY)
-    def _integration(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    @dg.multi_asset(**_asset_args(spec, deps), config_schema=AUDIT_CONFIG_SCHEMA)
+    def _integration(context: dg.AssetExecutionContext) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
+        custody: CustodyResource = context.resources.custody
+        if not context.selected_asset_keys:
+            yield from audited(context, custody, spec, context.op_config["audit_version"])
+            return
         from governance.integrate import materialize
 
-        custody: CustodyResource = context.resources.custody
         spark: SparkResource = context.resources.spark
         with governed(custody):
             request = checked_request(context, custody, spec, inputs)
@@ -118,10 +144,43 @@ def integration_asset(spec: Spec, specs: SpecSet) -> dg.AssetsDefinition:
                 spark.session(context.log.info), custody.catalog, custody.lake, spec, request,
                 progress=context.log.info, events=custody.events(), column_lineage=custody.column_options(),
             )
-        return materialize_result(done.version, done.inputs, done.observation.unread, done.columns,
-                                  lineage_table(custody, done.version))
+        yield materialize_result(done.version, done.inputs, done.observation.unread, done.columns,
+                                 lineage_table(custody, done.version),
+                                 check_results(context, custody, spec, done.version, thorough=False))
 
     return _integration
+
+
+def audited(
+    context: dg.AssetExecutionContext, custody: CustodyResource, spec: Spec, number: int | None
+) -> Iterator[dg.AssetCheckResult]:
+    """The asset's selected checks, run alone on a committed version: its files are hashed again."""
+    from governance.audit import version_to_audit
+
+    try:
+        version = version_to_audit(custody.catalog, spec, number)
+    except NotFound as err:
+        for key in context.selected_asset_check_keys:
+            yield dg.AssetCheckResult(asset_key=key.asset_key, check_name=key.name, passed=False, description=str(err))
+        return
+    yield from check_results(context, custody, spec, version, thorough=True)
+
+
+def check_results(
+    context: dg.AssetExecutionContext, custody: CustodyResource, spec: Spec, version: "VersionRow", *, thorough: bool
+) -> list[dg.AssetCheckResult]:
+    from governance.audit import audit
+
+    selected = tuple(Check(key.name) for key in sorted(context.selected_asset_check_keys, key=lambda k: k.name))
+    findings = audit(custody.catalog, spec, version, selected, thorough=thorough)
+    for finding in findings:
+        if not finding.passed:
+            context.log.warning(f"check {finding.check} failed: {finding.description}")
+    return [
+        dg.AssetCheckResult(asset_key=asset_key(spec), check_name=finding.check.value, passed=finding.passed,
+                            description=finding.description, metadata={"custody/version": version.ref, **finding.metadata})
+        for finding in findings
+    ]
 
 
 def checked_request(
@@ -209,6 +268,7 @@ def materialize_result(
     unread: tuple[str, ...] = (),
     columns: "VersionColumns | None" = None,
     lineage_table: str = "",
+    checks: "list[dg.AssetCheckResult] | None" = None,
 ) -> dg.MaterializeResult:
     metadata: dict[str, object] = {
         "custody/version": row.ref,
@@ -241,7 +301,7 @@ def materialize_result(
         )
     if columns is not None:
         metadata.update(column_lineage_metadata(columns))
-    return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(row.data_version))
+    return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(row.data_version), check_results=checks or [])
 
 
 def column_lineage_metadata(columns: "VersionColumns") -> dict[str, object]:

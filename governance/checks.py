@@ -21,7 +21,8 @@ DESCRIPTIONS = {
     Check.QUARANTINE_WITHIN_LIMIT: "Rows quarantined are within the spec's max_bad_fraction of the rows read.",
     Check.SCHEMA_MATCHES_SPEC: "The columns written, with their types, are the spec's columns.",
     Check.INPUTS_AS_DECLARED: "The input versions the version was made from are the spec's declared inputs.",
-    Check.FILES_INTACT: "Every file of the version's manifest is on disk with its sha256 (run it on demand to audit a version).",
+    Check.FILES_INTACT: "Every file of the version's manifest is on disk with its size; run on demand, with its sha256 "
+                        "too: an audit of the newest version, or of the one the run config names.",
 }
 
 

@@ -8,10 +8,10 @@ import dagster as dg
 import pytest
 from sqlalchemy import text
 
-from assets.checks import build_checks
+from assets.factory import landing_asset
 from governance.audit import audit, version_to_audit
 from governance.checks import Check, checks_for
-from governance.demo import CLIENTS, NAMES_AND_PRODUCTS, PRODUCT_SUMMARY, PRODUCTS
+from governance.demo import CLIENTS, NAMES_AND_PRODUCTS, PRODUCT_SUMMARY, PRODUCTS, drop_demo_batches
 from governance.errors import NotFound
 from governance.ingest import ingest
 from governance.runs import RunRequest
@@ -28,7 +28,7 @@ def with_body(spec: Spec, **changes) -> Spec:
 
 
 def finding(catalog, spec: Spec, check: Check, number: int = 1):
-    [found] = audit(catalog, spec, version_to_audit(catalog, spec, None, number), (check,))
+    [found] = audit(catalog, spec, version_to_audit(catalog, spec, number), (check,))
     return found
 
 
@@ -41,7 +41,7 @@ def test_each_asset_has_the_checks_that_apply_to_its_zone(demo_specs):
 def test_a_sound_version_passes_every_check(catalog, demo_specs, pipeline):
     for key in (PRODUCTS, CLIENTS, NAMES_AND_PRODUCTS, PRODUCT_SUMMARY):
         spec = demo_specs[key]
-        found = audit(catalog, spec, version_to_audit(catalog, spec, None), checks_for(spec))
+        found = audit(catalog, spec, version_to_audit(catalog, spec), checks_for(spec))
         assert [(f.check, f.passed) for f in found] == [(check, True) for check in checks_for(spec)], found
     assert finding(catalog, demo_specs[PRODUCTS], Check.ROWS_ADD_UP).description == (
         "sales/products@1: read 4 = landed 4 + quarantined 0")
@@ -83,7 +83,7 @@ def test_inputs_other_than_the_declared_ones_fail(catalog, demo_specs, pipeline)
 
 def test_a_file_altered_on_disk_fails_the_integrity_check_naming_it(catalog, demo_specs, pipeline):
     spec = demo_specs[PRODUCTS]
-    version = version_to_audit(catalog, spec, None)
+    version = version_to_audit(catalog, spec)
     [data_file] = [p for p in Path(version.path).glob("*.parquet")]
     data_file.write_bytes(data_file.read_bytes()[:-1] + b"\0")
     found = finding(catalog, spec, Check.FILES_INTACT)
@@ -91,20 +91,44 @@ def test_a_file_altered_on_disk_fails_the_integrity_check_naming_it(catalog, dem
     assert found.description == f"sales/products@1: {data_file} does not match its sha256"
 
 
+def test_right_after_a_commit_the_files_are_found_with_their_sizes_and_not_hashed_again(catalog, demo_specs, pipeline):
+    spec = demo_specs[PRODUCTS]
+    version = version_to_audit(catalog, spec)
+    [data_file] = list(Path(version.path).glob("*.parquet"))
+    data_file.write_bytes(data_file.read_bytes()[:-1] + b"\0")
+    [quick] = audit(catalog, spec, version, (Check.FILES_INTACT,), thorough=False)
+    assert quick.passed and "with their sizes" in quick.description
+    data_file.write_bytes(data_file.read_bytes()[:-1])
+    [quick] = audit(catalog, spec, version, (Check.FILES_INTACT,), thorough=False)
+    assert not quick.passed and quick.description == f"sales/products@1: {data_file} is not the size its manifest says"
+
+
+def test_every_materialization_runs_its_checks_in_its_own_step(lake, demo_specs, resources):
+    drop_demo_batches(lake)
+    with dg.instance_for_test() as instance:
+        result = dg.materialize([landing_asset(demo_specs[PRODUCTS])], resources=resources, instance=instance,
+                                tags={"custody/requested_by": "bob"})
+    evaluations = result.get_asset_check_evaluations()
+    assert sorted((e.check_name, e.passed) for e in evaluations) == [
+        ("files_intact", True), ("quarantine_within_limit", True), ("rows_add_up", True), ("schema_matches_spec", True)]
+    assert {e.metadata["custody/version"].value for e in evaluations} == {"sales/products@1"}
+    assert {event.step_key for event in result.all_events if event.step_key} == {"sales__products"}
+
+
 def test_an_asset_never_materialized_has_nothing_to_audit(catalog, demo_specs):
     with pytest.raises(NotFound, match="sales/products has no committed version to audit"):
-        version_to_audit(catalog, demo_specs[PRODUCTS], None)
+        version_to_audit(catalog, demo_specs[PRODUCTS])
 
 
 def test_a_check_runs_on_demand_against_the_version_asked_for(catalog, lake, demo_specs, resources, pipeline):
     spec = demo_specs[PRODUCTS]
-    version = version_to_audit(catalog, spec, None)
+    version = version_to_audit(catalog, spec)
     [data_file] = list(Path(version.path).glob("*.parquet"))
     data_file.unlink()
     check = dg.AssetCheckKey(dg.AssetKey(["sales", "products"]), "files_intact")
     with dg.instance_for_test() as instance:
-        result = dg.materialize([build_checks(demo_specs)], selection=dg.AssetSelection.checks(check), resources=resources,
-                                instance=instance, run_config={"ops": {"custody_checks": {"config": {"version": 1}}}})
+        result = dg.materialize([landing_asset(spec)], selection=dg.AssetSelection.checks(check), resources=resources,
+                                instance=instance, run_config={"ops": {"sales__products": {"config": {"audit_version": 1}}}})
     [evaluation] = result.get_asset_check_evaluations()
     assert (evaluation.check_name, evaluation.passed) == ("files_intact", False)
     assert evaluation.description == f"sales/products@1: missing {data_file}"
