@@ -13,8 +13,8 @@ from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
 from dagster._core.events import DagsterEvent
 
 from assets.coordinator import admitted, start_when_free
-from assets.factory import REQUESTED_BY_TAG
 from assets.definitions import build_definitions
+from assets.factory import REQUESTED_BY_TAG
 from assets.origin import plan_run
 from assets.runs import fail_runs_of_gone_processes, held_for_run
 from governance.config import Settings
