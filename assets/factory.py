@@ -37,8 +37,6 @@ TRANSIENT = (ConnectionError, TimeoutError)
 # Resources by key and one shared config schema: with typed parameters, Dagster re-inspects every
 # asset function's signature many times, which dominates load time at thousands of specs.
 RESOURCE_KEYS = {"custody", "spark"}
-
-
 AUDIT_VERSION = dg.Field(dg.Noneable(int), default_value=None,
                          description="When only the asset's checks run: the version they audit (default: the newest).")
 AUDIT_CONFIG_SCHEMA = {"audit_version": AUDIT_VERSION}
