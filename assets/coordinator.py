@@ -30,7 +30,7 @@ from dagster_graphql.schema.errors import GraphenePythonError
 from assets.factory import REQUESTED_BY_TAG, SYSTEM_TAGS, channel
 from governance.errors import CustodyError
 from governance.locks import file_lock
-from governance.spec import Spec, SpecSet, load_specs
+from governance.spec import Spec, SpecSet, load_valid_specs
 from governance.zones import AssetKey
 from resources import CustodyResource
 
@@ -123,8 +123,9 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
         return concurrency_tags(writes)
 
     def specs(self) -> SpecSet:
+        """The valid specs: the code location shows a broken one as an asset no run can select."""
         settings = self.custody.settings()
-        return load_specs(settings.specs, settings.cache_dir, transform_packages=settings.transform_packages)
+        return load_valid_specs(settings.specs, settings.cache_dir, transform_packages=settings.transform_packages).specs
 
     def get_run_queue_config(self) -> RunQueueConfig:
         base = super().get_run_queue_config()
@@ -136,7 +137,7 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
         settings = self.custody.settings()
         stamp = _stamp(settings.specs)
         if stamp != self._limits_for:
-            specs = load_specs(settings.specs, settings.cache_dir, transform_packages=settings.transform_packages)
+            specs = self.specs()
             self._limits = [
                 *({"key": WRITES_TAG + str(spec.key), "limit": spec.body.max_concurrent_runs} for spec in specs),
                 *({"key": DOMAIN_TAG + domain, "limit": limit} for domain, limit in sorted(self._domain_limits.items())),

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
 
-from assets.factory import build_assets
+from assets.factory import broken_asset, build_assets
 from assets.maintenance import ledger_maintenance, nightly_ledger_maintenance
 from assets.sensors import dropzone_sensor
 from governance.config import Settings
-from governance.spec import SpecSet, load_specs
+from governance.errors import SpecProblem
+from governance.spec import SpecSet, load_valid_specs
+from governance.zones import AssetKey
 from resources import CustodyResource, SparkResource
 
 CUSTODY_DESCRIPTION = "Custody's catalog, lake, directory and policy, from the CUSTODY_* environment."
@@ -22,14 +24,18 @@ CUSTODY_DESCRIPTION = "Custody's catalog, lake, directory and policy, from the C
 def build_definitions(
     specs_dir: Path, cache_dir: Path | None = None, *, transform_packages: tuple[str, ...]
 ) -> dg.Definitions:
-    """Every spec as an asset; a bad spec stops the load with every problem listed."""
-    return definitions_for(load_specs(specs_dir, cache_dir, transform_packages=transform_packages))
+    """Every valid spec as an asset; each broken one as an asset that cannot run, saying why."""
+    loaded = load_valid_specs(specs_dir, cache_dir, transform_packages=transform_packages)
+    return definitions_for(loaded.specs, broken=loaded.broken)
 
 
-def definitions_for(specs: SpecSet, *, sensor_running: bool = True) -> dg.Definitions:
+def definitions_for(
+    specs: SpecSet, *, sensor_running: bool = True, pending: Mapping[AssetKey, str] | None = None,
+    broken: Mapping[AssetKey, tuple[SpecProblem, ...]] | None = None,
+) -> dg.Definitions:
     sensor = dropzone_sensor(specs, running=sensor_running)
     return dg.Definitions(
-        assets=build_assets(specs),
+        assets=[*build_assets(specs, pending), *(broken_asset(key, problems) for key, problems in (broken or {}).items())],
         jobs=[ledger_maintenance],
         schedules=[nightly_ledger_maintenance],
         sensors=[sensor] if sensor else [],
@@ -44,9 +50,17 @@ def definitions_for(specs: SpecSet, *, sensor_running: bool = True) -> dg.Defini
 @dg.definitions
 def defs() -> dg.Definitions:
     settings = Settings.from_env()
-    specs = load_specs(settings.specs, settings.cache_dir, transform_packages=settings.transform_packages)
+    loaded = load_valid_specs(settings.specs, settings.cache_dir, transform_packages=settings.transform_packages)
+    pending = awaiting_approval(settings, loaded.specs)  # before the collector is told to skip what is loaded by now
     with _few_collections():
-        return definitions_for(specs, sensor_running=settings.dropzone_sensor)
+        return definitions_for(loaded.specs, sensor_running=settings.dropzone_sensor, pending=pending, broken=loaded.broken)
+
+
+def awaiting_approval(settings: Settings, specs: SpecSet) -> dict[AssetKey, str]:
+    """The assets whose spec file an owner has yet to apply, with the reason their runs are refused."""
+    from governance.inforce import awaiting
+
+    return awaiting(settings.catalog_url, specs, settings.specs_approval)
 
 
 @contextmanager

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from governance.checks import DESCRIPTIONS, Check, checks_for
-from governance.errors import CustodyError, NotFound
+from governance.errors import CustodyError, NotFound, SpecProblem
 from governance.spec import Spec, SpecSet, code_version
 from resources import CustodyResource, SparkResource
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from governance.catalog.models import VersionRow
     from governance.lineage.versioned import VersionColumns
     from governance.runs import RunRequest
+    from governance.zones import AssetKey
 
 REQUESTED_BY_TAG = "custody/requested_by"
 # Runs a schedule launched: their requester is established by the system. A sensor's runs are for
@@ -48,21 +49,39 @@ INGEST_CONFIG_SCHEMA = {
 }
 
 
-def build_assets(specs: SpecSet) -> list[dg.AssetsDefinition]:
-    return [landing_asset(spec) if spec.is_landing else integration_asset(spec, specs) for spec in specs]
+PENDING_TAG = "custody/approval"
+INVALID_TAG = "custody/spec"
+
+
+def build_assets(specs: SpecSet, pending: "Mapping[AssetKey, str] | None" = None) -> list[dg.AssetsDefinition]:
+    """Every spec as an asset; those `pending` an owner's approval say why in their description."""
+    pending = pending or {}
+    return [landing_asset(spec, pending.get(spec.key)) if spec.is_landing else integration_asset(spec, specs, pending.get(spec.key))
+            for spec in specs]
+
+
+def broken_asset(key: "AssetKey", problems: "tuple[SpecProblem, ...]") -> dg.AssetSpec:
+    """An asset whose spec cannot be loaded: shown with its problems, never run."""
+    listed = "\n".join(f"- `{problem}`" for problem in problems)
+    return dg.AssetSpec(
+        key=dg.AssetKey([key.domain, key.name]), group_name=key.domain, tags={INVALID_TAG: "invalid"},
+        description=f"**Invalid spec:** this asset cannot run until its owner fixes it (`custody specs check`).\n\n{listed}",
+    )
 
 
 def asset_key(spec: Spec) -> dg.AssetKey:
     return dg.AssetKey([spec.key.domain, spec.key.name])
 
 
-def _asset_spec(spec: Spec, deps: "list[dg.AssetKey] | None" = None) -> dg.AssetSpec:
+def _asset_spec(spec: Spec, deps: "list[dg.AssetKey] | None" = None, pending: str | None = None) -> dg.AssetSpec:
     tags = {
         "custody/zone": spec.body.zone,
         "custody/classification": spec.body.classification.value,
         "custody/pii": str(spec.body.pii).lower(),
         **spec.body.tags,
+        **({PENDING_TAG: "pending"} if pending else {}),
     }
+    description = f"**Pending approval:** {pending}\n\n{spec.body.description}" if pending else spec.body.description
     metadata = {"custody/spec": dg.MetadataValue.path(str(spec.file))}
     if spec.body.columns:
         metadata["dagster/column_schema"] = column_schema_from_spec(spec)
@@ -73,7 +92,7 @@ def _asset_spec(spec: Spec, deps: "list[dg.AssetKey] | None" = None) -> dg.Asset
         owners=[f"team:{spec.body.roles.owner}"],
         kinds=KINDS,
         tags=tags,
-        description=spec.body.description,
+        description=description,
         code_version=code_version(spec),
         metadata=metadata,
     )
@@ -83,10 +102,10 @@ def _check_specs(spec: Spec) -> list[dg.AssetCheckSpec]:
     return [dg.AssetCheckSpec(check.value, asset=asset_key(spec), description=DESCRIPTIONS[check]) for check in checks_for(spec)]
 
 
-def _asset_args(spec: Spec, deps: "list[dg.AssetKey] | None" = None) -> dict:
+def _asset_args(spec: Spec, deps: "list[dg.AssetKey] | None" = None, pending: str | None = None) -> dict:
     """One asset, its checks in the same step (run with each materialization, or alone on demand)."""
     return dict(
-        specs=[_asset_spec(spec, deps)], check_specs=_check_specs(spec), can_subset=True,
+        specs=[_asset_spec(spec, deps, pending)], check_specs=_check_specs(spec), can_subset=True,
         name=f"{spec.key.domain}__{spec.key.name}", required_resource_keys=RESOURCE_KEYS, retry_policy=INGEST_RETRY,
     )
 
@@ -97,10 +116,10 @@ def _asset_args(spec: Spec, deps: "list[dg.AssetKey] | None" = None) -> dict:
 # a type for each output that annotation covers, the asset's and each check's (a third more load time).
 
 
-def landing_asset(spec: Spec) -> dg.AssetsDefinition:
+def landing_asset(spec: Spec, pending: str | None = None) -> dg.AssetsDefinition:
     """Ingest one ready DropZone batch as the asset's next version, then check it."""
 
-    @dg.multi_asset(**_asset_args(spec), config_schema=INGEST_CONFIG_SCHEMA)
+    @dg.multi_asset(**_asset_args(spec, pending=pending), config_schema=INGEST_CONFIG_SCHEMA)
     def _landing(context: dg.AssetExecutionContext):
         config = context.op_config
         custody: CustodyResource = context.resources.custody
@@ -123,12 +142,12 @@ def landing_asset(spec: Spec) -> dg.AssetsDefinition:
     return _landing
 
 
-def integration_asset(spec: Spec, specs: SpecSet) -> dg.AssetsDefinition:
+def integration_asset(spec: Spec, specs: SpecSet, pending: str | None = None) -> dg.AssetsDefinition:
     """Run the spec's transform on input versions pinned when the run starts, then check the result."""
     deps = [dg.AssetKey([key.domain, key.name]) for key in spec.inputs]
     inputs = tuple(specs[key] for key in spec.inputs)
 
-    @dg.multi_asset(**_asset_args(spec, deps), config_schema=AUDIT_CONFIG_SCHEMA)
+    @dg.multi_asset(**_asset_args(spec, deps, pending), config_schema=AUDIT_CONFIG_SCHEMA)
     def _integration(context: dg.AssetExecutionContext):
         custody: CustodyResource = context.resources.custody
         if not context.selected_asset_keys:
@@ -187,7 +206,12 @@ def checked_request(
 ) -> "RunRequest":
     """Who the run is for, allowed to ingest (or materialize, reading `inputs`) before any Spark
     work starts; the decision is in the ledger either way."""
-    from governance.access.guard import authorize, authorize_materialization, run_identity
+    from governance.access.guard import (
+        authorize,
+        authorize_definition,
+        authorize_materialization,
+        run_identity,
+    )
     from governance.access.policy import Verb
     from governance.integrate import pinned_numbers
 
@@ -195,12 +219,13 @@ def checked_request(
     identity = run_identity(custody.catalog, context.run_id, tags.get(REQUESTED_BY_TAG),
                             system=any(tag in tags for tag in SYSTEM_TAGS))
     request = run_request(context, spec, identity)
+    policy = custody.policy()
     if inputs is None:
-        authorize(custody.catalog, custody.policy(), identity, Verb.INGEST, spec, run_id=context.run_id,
-                  details=channel(tags))
+        authorize(custody.catalog, policy, identity, Verb.INGEST, spec, run_id=context.run_id, details=channel(tags))
     else:
-        authorize_materialization(custody.catalog, custody.policy(), identity, spec, inputs, context.run_id,
+        authorize_materialization(custody.catalog, policy, identity, spec, inputs, context.run_id,
                                   pinned_numbers(custody.catalog, spec, request))
+    authorize_definition(custody.catalog, policy, identity, spec, context.run_id)
     return request
 
 

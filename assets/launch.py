@@ -13,12 +13,13 @@ from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
 from dagster._core.events import DagsterEvent
 
 from assets.coordinator import admitted, start_when_free
-from assets.definitions import build_definitions
+from assets.definitions import definitions_for
 from assets.factory import REQUESTED_BY_TAG
 from assets.origin import plan_run
 from assets.runs import fail_runs_of_gone_processes, held_for_run
 from governance.config import Settings
-from governance.errors import InvalidInput, NotFound
+from governance.errors import InvalidInput, NotFound, SpecError, SpecProblem
+from governance.spec import load_valid_specs
 from governance.zones import AssetKey
 
 INSTANCE_YAML = Path(__file__).with_name("dagster.yaml")
@@ -85,13 +86,15 @@ def launch(
 ) -> RunOutcome:
     """Run the selected assets in one Dagster run of the code location, on the shared instance: decided
     by the instance's run coordinator as the UI's runs are, then executed in this process."""
-    defs = build_definitions(settings.specs, settings.cache_dir, transform_packages=settings.transform_packages)
+    loaded = load_valid_specs(settings.specs, settings.cache_dir, transform_packages=settings.transform_packages)
+    defs = definitions_for(loaded.specs, broken=loaded.broken)
     graph = defs.resolve_asset_graph()
     if isinstance(selection, str):
         keys = resolve_selection(graph, selection)
     else:
         keys = [asset_key(k) for k in selection]
         _check_known(graph, keys)
+    _check_loadable(loaded.broken, keys)
     _check_ingestible(graph, ingest_config or {})
     ops = {"__".join(asset_key(k).path): {"config": dict(cfg)} for k, cfg in (ingest_config or {}).items()}
     console = VERBOSE_CONSOLE if verbose else QUIET_CONSOLE
@@ -118,6 +121,13 @@ def _check_known(graph: AssetGraph, keys: Sequence[dg.AssetKey]) -> None:
     for key in keys:
         if key not in known:
             raise NotFound(f"unknown asset {key.to_user_string()}: no spec declares it")
+
+
+def _check_loadable(broken: Mapping[AssetKey, tuple[SpecProblem, ...]], keys: Sequence[dg.AssetKey]) -> None:
+    """A selected asset whose spec is broken stops the launch with its problems."""
+    problems = [problem for key in keys if len(key.path) == 2 for problem in broken.get(AssetKey(*key.path), ())]
+    if problems:
+        raise SpecError(problems)
 
 
 def _check_ingestible(graph: AssetGraph, ingest_config: Mapping[AssetKey, object]) -> None:

@@ -11,6 +11,9 @@ assets) in a temp folder, then times, each in a fresh subprocess after its impor
   plain:    N `@dg.asset`s (same keys, groups, deps, descriptions) in dg.Definitions + the same
   plain_checked: the same with bare Dagster checks of the names Custody declares for each asset
             (`governance.checks.checks_for`): what Dagster itself costs for that many checks
+  broken:   `cached` on a copy of the folder where one spec (the last, an integration asset) has an
+            unknown key: the code location loads the others, and shows that one as an asset that
+            cannot run
 
 Prints the medians, the ratios to plain and plain_checked, and t(3000)/t(1000). With --profile, also prints the top
 functions of a cProfile of a cached load of the largest N.
@@ -25,6 +28,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -67,6 +71,17 @@ def generate(root: Path, n: int) -> list[dict]:
     add_checks(root, graph)
     (root / "graph.json").write_text(json.dumps(graph), encoding="utf-8")
     return graph
+
+
+def with_one_broken(root: Path, graph: list[dict]) -> Path:
+    """A copy of the specs beside `root`, the last one given a key no spec has."""
+    copy = root.with_name(root.name + "-broken")
+    shutil.copytree(root / "specs", copy / "specs")
+    shutil.copy(root / "graph.json", copy / "graph.json")
+    domain, name = graph[-1]["key"]
+    with (copy / "specs" / domain / f"{name}.yaml").open("a", encoding="utf-8") as spec:
+        spec.write("colour: blue\n")
+    return copy
 
 
 def add_checks(root: Path, graph: list[dict]) -> None:
@@ -175,11 +190,13 @@ def main() -> None:
             root = Path(tmp) / f"n{n}"
             graph = generate(root, n)
             landing = sum(1 for node in graph if not node["deps"])
-            runs: dict[str, list[dict]] = {"cold": [], "cached": [], "plain": [], "plain_checked": []}
+            broken = with_one_broken(root, graph)
+            runs: dict[str, list[dict]] = {"cold": [], "cached": [], "plain": [], "plain_checked": [], "broken": []}
             measure("cached", root)  # fills the cache
+            measure("cached", broken)
             for _ in range(args.repeat):  # interleaved
                 for kind, measured in runs.items():
-                    measured.append(measure(kind, root))
+                    measured.append(measure("cached", broken) if kind == "broken" else measure(kind, root))
             results[n] = {f"{kind} {what}": statistics.median(r[what] for r in measured)
                           for kind, measured in runs.items() for what in ("seconds", "cpu")}
             shown = {kind: " ".join(f"{r['seconds']:.3f}" for r in measured) for kind, measured in runs.items()}
@@ -195,6 +212,9 @@ def main() -> None:
         like = r["cached seconds"] / r["plain_checked seconds"]
         print(f"{n:>6}{r['cold seconds']:>9.3f}{r['cached seconds']:>10.3f}{r['plain seconds']:>9.3f}"
               f"{r['plain_checked seconds']:>11.3f}{verdict(cold):>14}{verdict(cached):>14}{verdict(like):>22}")
+    for n, r in results.items():
+        print(f"N={n}: one broken spec, cached load {r['broken seconds']:.3f}s vs {r['cached seconds']:.3f}s all valid "
+              f"({r['broken seconds'] / r['cached seconds']:.2f}x)")
     if 1000 in results and 3000 in results:
         for kind in ("cold", "cached"):
             growth = results[3000][f"{kind} seconds"] / results[1000][f"{kind} seconds"]

@@ -59,6 +59,8 @@ import dagster as dg
 from assets.coordinator import CustodyRunCoordinator
 from assets.factory import REQUESTED_BY_TAG, integration_asset, landing_asset
 from benchmarks.bench_transforms import passthrough
+from governance.access.policy import Identity
+from governance.approval import apply
 from governance.batches import drop_batch
 from governance.checks import checks_for
 from governance.spec import SpecSet, load_specs
@@ -132,6 +134,8 @@ class Bench:
         (work / "directory.yaml").write_text(DIRECTORY, encoding="utf-8")
         self.custody = CustodyResource(home=str(work / "home"), column_lineage=column_lineage,
                                        directory=f"file:{work / 'directory.yaml'}")
+        # The owner puts the specs in force, so each Custody run also checks it runs what is in force.
+        apply(self.custody.catalog, self.custody.policy(), Identity.asserted("bench"), self.specs)
         self.spark = SparkResource(master="local[2]")
         self.plain_out = work / "plain"
         self.custody_asset = integration_asset(self.specs[TRIVIAL], self.specs)

@@ -29,10 +29,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from assets.launch import instance_for
+from governance.access.policy import Identity
+from governance.api import Custody
+from governance.approval import apply
 from governance.batches import BatchMeta, drop_batch
 from governance.catalog import Catalog
 from governance.config import Settings
-from governance.demo import PRODUCTS
+from governance.demo import OWNER, PRODUCTS
 from governance.zones import Lake
 
 DAEMON = Path(sys.executable).with_name("dagster-daemon")
@@ -72,6 +75,8 @@ def main() -> None:
         os.environ.update(env)
         instance = instance_for(settings)
         catalog = Catalog.from_settings(settings, os.environ)
+        custody = Custody(settings)
+        apply(catalog, custody.policy, Identity.asserted(OWNER), custody.specs)  # as `make demo` does
         daemon = subprocess.Popen([str(DAEMON), "run", "-w", "workspace.yaml"], cwd=ROOT, env=env,
                                   start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         rows = []

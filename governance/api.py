@@ -3,6 +3,7 @@
     custody = Custody.from_env()
     table = custody.read("sales/product_summary", as_user="carol")          # pyarrow.Table
     frame = custody.read_spark(spark, "sales/clients@2", as_user="carol")   # pyspark DataFrame
+    custody.apply_specs(["sales/products"], as_user="alice")                 # an owner puts an edit in force
 """
 
 from __future__ import annotations
@@ -20,10 +21,13 @@ from governance.catalog import Catalog, closing_checkpoint
 from governance.catalog.models import VersionRow
 from governance.config import Settings
 from governance.spec import SpecSet, load_specs
+from governance.zones import AssetKey
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
+
+    from governance.approval import Applied, Edit, HistoryEntry
 
 PASSWORD_VARIABLE = "CUSTODY_PASSWORD"
 
@@ -83,3 +87,36 @@ class Custody:
     def read_spark(self, spark: SparkSession, target: str, *, as_user: str, password: str | None = None) -> DataFrame:
         """The version as a Spark DataFrame."""
         return read_dataframe(spark, self.open(target, as_user=as_user, password=password))
+
+    def spec_edits(self, assets: Sequence[str] = ()) -> list[Edit]:
+        """What the spec files change against the definitions in force (of `assets`, else all)."""
+        from governance.approval import edits
+
+        return edits(self.catalog, self.specs, self.policy.directory, [AssetKey.parse(a) for a in assets])
+
+    def apply_specs(self, assets: Sequence[str] = (), *, as_user: str, password: str | None = None) -> list[Applied]:
+        """Put the edited specs in force, all or none, as `as_user`: an owner of each. Recorded."""
+        from governance.approval import apply
+
+        identity = self.identity(as_user, password)
+        with closing_checkpoint():
+            return apply(self.catalog, self.policy, identity, self.specs, [AssetKey.parse(a) for a in assets])
+
+    def spec_history(self, asset: str) -> list[HistoryEntry]:
+        """Each spec of `asset` put in force, oldest first, with who applied it and what it changed."""
+        from governance.approval import history
+
+        return history(self.catalog, AssetKey.parse(asset))
+
+    def spec(self, target: str) -> dict:
+        """The spec body an asset had, by `ASSET@HASH` (at least 6 hex digits of the hash)."""
+        from governance.approval import snapshot
+
+        asset, _, prefix = target.partition("@")
+        return snapshot(self.catalog, AssetKey.parse(asset), prefix)[1]
+
+    def spec_diff(self, asset: str, old: str, new: str) -> list[str]:
+        """The changes between two recorded specs of `asset`, by hash prefix, one line each."""
+        from governance.approval import compare
+
+        return [change.line() for change in compare(self.catalog, AssetKey.parse(asset), old, new)[2]]

@@ -20,8 +20,11 @@ POLICY_VARIABLES = {
     "admin_group": "CUSTODY_ADMIN_GROUP",
     "auditor_group": "CUSTODY_AUDITOR_GROUP",
     "require_verified": "CUSTODY_REQUIRE_VERIFIED",
+    "specs_approval": "CUSTODY_SPECS_APPROVAL",
 }
 DEFAULT_TRANSFORM_PACKAGES = ("assets.transforms",)
+# How a policy switch may be spelled; it is pinned as on or off.
+ON, OFF = ("on", "true", "1", "yes"), ("off", "false", "0", "no")
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,8 @@ class Settings:
     ldap_base_dn: str = ""
     ldap_ca_file: str = ""
     ldap_starttls: str = "on"
+    # on: runs use only the specs an owner applied; off: the files as they are.
+    specs_approval: str = "on"
     # Which policy settings this process was given rather than defaulted: those must agree with the pinned ones.
     explicit: frozenset[str] = field(default=frozenset())
     dropzone_sensor: bool = True
@@ -68,6 +73,7 @@ class Settings:
             ldap_base_dn=env.get("CUSTODY_LDAP_BASE_DN") or "",
             ldap_ca_file=env.get("CUSTODY_LDAP_CA_FILE") or "",
             ldap_starttls=env.get("CUSTODY_LDAP_STARTTLS") or "on",
+            specs_approval=env.get("CUSTODY_SPECS_APPROVAL") or "on",
             explicit=_explicit(env),
             dropzone_sensor=_on_off(env, "CUSTODY_DROPZONE_SENSOR", default=True),
             transform_packages=_packages(env, "CUSTODY_TRANSFORM_PACKAGES") or DEFAULT_TRANSFORM_PACKAGES,

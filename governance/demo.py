@@ -14,6 +14,7 @@ NAMES_AND_PRODUCTS = AssetKey("sales", "names_and_products")
 PRODUCT_SUMMARY = AssetKey("sales", "product_summary")
 FIRST_LABEL = 15
 PRODUCER = "bob"
+OWNER = "alice"
 
 _PEOPLE = [("Mike", "Bike"), ("Kevin", "Poll"), ("Ada", "Stone"), ("Lin", "Park"), ("Omar", "Reyes"), ("Zoe", "Brandt")]
 _PRODUCTS = [("B12", "Bicycle", "outdoor", 249.0), ("R23", "Rain jacket", "clothing", 89.5),

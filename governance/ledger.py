@@ -48,6 +48,8 @@ class Action:
     ATTEMPT_ROLLED_BACK = "attempt.rolled_back"
     SPEC_REGISTERED = "spec.registered"
     SPEC_CHANGED = "spec.changed"
+    SPEC_APPLIED = "spec.applied"
+    SPEC_RETIRED = "spec.retired"
     STATUS_CHANGED = "version.status_changed"
     VERSION_PURGED = "version.purged"
     MEMBER_ADDED = "member.added"

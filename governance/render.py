@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape as escape_markup
 from rich.table import Table
+from rich.text import Text
 from rich.tree import Tree
 
 from governance.catalog.models import Criticality, LedgerEntry, VersionRow, VersionStatus
@@ -278,6 +279,66 @@ def membership_lines(change: MembershipChange) -> list[str]:
     if change.still_member:
         lines.append(f"{change.user} is still in {change.group} through a nested group: revoke it there")
     return lines
+
+
+def spec_edits(edits: list[dict]) -> Text:
+    if not edits:
+        return Text("the spec files are the definitions in force: nothing to apply")
+    text = Text()
+    for edit in edits:
+        if edit["retired"]:
+            where = f"file gone, in force {short(edit['old_hash'])}"
+        else:
+            hashes = f"new, {short(edit['new_hash'])}" if edit["new"] else f"{short(edit['old_hash'])} -> {short(edit['new_hash'])}"
+            where = f"{edit['file']}, {hashes}"
+        text.append(printable(f"{edit['asset']}  ({where})"), style="bold")
+        text.append("".join(f"\n  {printable(line)}" for line in edit["changes"]))
+        text.append("".join(f"\n  => {printable(line)}" for line in edit["implications"]), style="dim")
+        text.append("\n")
+    return text
+
+
+def spec_comparison(data: dict) -> Text:
+    text = Text(f"{data['asset']}  {short(data['from'])} -> {short(data['to'])}", style="bold")
+    text.append("".join(f"\n  {printable(line)}" for line in data["changes"]) or "\n  the same spec")
+    return text
+
+
+def spec_applications(applied: list[dict]) -> Text:
+    if not applied:
+        return Text("the spec files are the definitions in force: nothing to apply")
+    text = Text()
+    for done in applied:
+        git = done["git"]
+        commit = f", commit {short(str(git['commit']))} by {git['author']}" if "commit" in git else ""
+        edited = " (file edited since that commit)" if git.get("uncommitted") and commit else ""
+        if done["new_hash"] is None:
+            what = f"retired {done['asset']} (was {short(done['old_hash'])})"
+        else:
+            was = f"{short(done['old_hash'])} -> " if done["old_hash"] else "new, "
+            what = f"applied {done['asset']} ({was}{short(done['new_hash'])})"
+        text.append(printable(f"{what} as {done['by']} ({done['assurance']}){commit}{edited}"))
+        text.append("".join(f"\n  {printable(line)}" for line in done["changes"]))
+        text.append("\n")
+    return text
+
+
+def spec_history(entries: list[dict]) -> Table:
+    table = Table(title=escape(f"Specs of {entries[0]['asset']} put in force"), title_justify="left")
+    for column in ("applied at", "by", "identity", "hash", "changes", "git commit"):
+        table.add_column(column)
+    for entry in entries:
+        changes = "\n".join(entry["changes"][:10]) + (f"\n… {len(entry['changes']) - 10} more" if len(entry["changes"]) > 10 else "")
+        commit = f"{short(entry['git_commit'])} {entry['git_author']}" if entry["git_commit"] else "-"
+        table.add_row(entry["applied_at"], escape(entry["applied_by"]), entry["assurance"], short(entry["spec_hash"]) or "retired",
+                      escape(changes), escape(commit))
+    return table
+
+
+def spec_yaml(asset: str, spec_hash: str, body: dict) -> str:
+    import yaml
+
+    return f"# {asset}, spec {spec_hash}\n" + yaml.safe_dump(body, sort_keys=False, allow_unicode=True)
 
 
 def stdout_console() -> Console:

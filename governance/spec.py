@@ -24,6 +24,7 @@ from governance import yamlsource
 from governance.config import is_dotted_name
 from governance.errors import InvalidName, SpecError, SpecProblem, UnsafeYaml
 from governance.speccache import SpecCache, cache_file
+from governance.specmessages import field_path, owner_message
 from governance.yamlsource import LocatedYaml, load_located, read_capped
 from governance.zones import AssetKey, check_name
 
@@ -201,6 +202,56 @@ def load_specs(root: Path, cache_dir: Path | None = None, *, transform_packages:
     return SpecSet(Path(root), specs)
 
 
+@dataclass(frozen=True)
+class LoadedSpecs:
+    """What a folder holds that can run, and what cannot: the specs valid with every spec upstream of
+    them, and the problems of each other asset (its own, or an input's)."""
+
+    specs: SpecSet
+    broken: Mapping[AssetKey, tuple[SpecProblem, ...]]
+    # Problems of files that name no asset: a misplaced file, a name that breaks the rules.
+    unplaced: tuple[SpecProblem, ...] = ()
+
+
+def load_valid_specs(root: Path, cache_dir: Path | None = None, *, transform_packages: tuple[str, ...]) -> LoadedSpecs:
+    """Like `load_specs`, but one broken spec takes down only its own asset and those downstream."""
+    root = Path(root)
+    specs, problems = _collect_cached(root, cache_dir, transform_packages)
+    by_key: dict[AssetKey, list[SpecProblem]] = {}
+    unplaced = []
+    for problem in problems:
+        key = _key_of(root, Path(problem.file))
+        if key is None:
+            unplaced.append(problem)
+        else:
+            by_key.setdefault(key, []).append(problem)
+    valid: dict[AssetKey, Spec] = {}
+    for key, spec in specs.items():  # inputs first
+        if key in by_key:
+            continue
+        blocked = [source for source in spec.inputs if source not in valid]
+        if blocked:
+            by_key[key] = [SpecProblem(str(spec.file), "inputs", f"input {source} cannot be loaded: its spec or one upstream is invalid")
+                           for source in blocked]
+            continue
+        valid[key] = spec
+    return LoadedSpecs(SpecSet(root, valid), {key: tuple(found) for key, found in by_key.items()}, tuple(unplaced))
+
+
+def _key_of(root: Path, file: Path) -> AssetKey | None:
+    """The asset a spec file declares, when its place and name say one."""
+    try:
+        relative = file.relative_to(root)
+    except ValueError:
+        return None
+    if len(relative.parts) != 2 or file.suffix not in (".yaml", ".yml"):
+        return None
+    try:
+        return AssetKey(check_name(relative.parts[0], "domain"), check_name(relative.stem, "asset name"))
+    except InvalidName:
+        return None
+
+
 def check_specs(
     root: Path, cache_dir: Path | None = None, *, transform_packages: tuple[str, ...]
 ) -> list[SpecProblem]:
@@ -239,11 +290,19 @@ def _collect(
     problems: list[SpecProblem] = []
     specs: dict[AssetKey, Spec] = {}
     files = sorted(root.rglob("*.yaml"), key=str) + sorted(root.rglob("*.yml"), key=str)
+    declared: dict[AssetKey, Path] = {}
     for file in files:
+        key = _key_of(root, file)
+        if key in declared:
+            problems.append(SpecProblem(str(file), "", f"{key} is declared twice: by {declared[key].name} and {file.name}; keep one"))
+            specs.pop(key, None)
+            continue
+        if key is not None:
+            declared[key] = file
         spec = _load_one(root, file, problems, cache)
         if spec is not None:
             specs[spec.key] = spec
-    problems.extend(_cross_checks(specs, transform_packages))
+    problems.extend(_cross_checks(specs, transform_packages, declared))
     ordered = _dependency_order(specs, problems)
     return ordered, problems
 
@@ -317,24 +376,19 @@ def _from_cache(cache: SpecCache, digest: str) -> tuple[AssetSpec, str] | None:
 
 def _from_validation(file: str, err: ValidationError, located: LocatedYaml) -> Iterable[SpecProblem]:
     for detail in err.errors(include_url=False):
-        path = ".".join(str(part) for part in detail["loc"])
-        kind = detail["type"]
-        if kind == "extra_forbidden":
-            message = "unknown key"
-        elif kind == "missing":
-            message = "missing required field"
-        else:
-            message = detail["msg"].removeprefix("Value error, ")
-        yield SpecProblem(file, path, message, located.line_of(path))
+        path = field_path(detail["loc"])
+        yield SpecProblem(file, path, owner_message(detail), located.line_of(path))
 
 
 def _cross_checks(
-    specs: dict[AssetKey, Spec], transform_packages: tuple[str, ...]
+    specs: dict[AssetKey, Spec], transform_packages: tuple[str, ...], declared: Mapping[AssetKey, Path]
 ) -> Iterable[SpecProblem]:
     for spec in specs.values():
         file = str(spec.file)
         for i, key in enumerate(spec.inputs):
-            if key not in specs:
+            if key in declared and key not in specs:
+                yield SpecProblem(file, f"inputs.{i}", f"input {str(key)!r} has an invalid spec, {declared[key]}: fix it first")
+            elif key not in specs:
                 yield SpecProblem(file, f"inputs.{i}", f"unknown input {str(key)!r}: no spec declares it")
         names = [key.name for key in spec.inputs]
         clashing = sorted({n for n in names if names.count(n) > 1})
@@ -461,9 +515,18 @@ def _module_source_hash(module_name: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
 
 
+# What a spec says that changes the data a run makes. Its description, roles, classification, tags,
+# retention, limits and column descriptions change the spec's hash, not the code version.
+DATA_FIELDS = frozenset({"zone", "source", "inputs", "transform", "bad_rows", "max_bad_fraction"})
+
+
 def code_version(spec: Spec) -> str:
-    """Hash of the spec and of the transform's module source: changes when either changes."""
-    parts = [spec.hash]
+    """Hash of what makes the asset's data: the transform's module source and the spec's inputs,
+    columns and types, source format and parsing options, and quarantine rules."""
+    body = json.loads(spec.as_json)  # cached with the spec: cheaper than dumping the model again
+    data = {name: body.get(name) for name in sorted(DATA_FIELDS)}
+    data["columns"] = [[column["name"], column["type"], column["nullable"]] for column in body.get("columns", [])]
+    parts = [json.dumps(data, separators=(",", ":"))]
     if spec.body.transform:
         parts.append(_module_source_hash(spec.body.transform.partition(":")[0]))
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]

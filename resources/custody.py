@@ -27,8 +27,8 @@ OPENLINEAGE_API_KEY = "CUSTODY_OPENLINEAGE_API_KEY"
 
 
 class CustodyResource(dg.ConfigurableResource):
-    """Custody's catalog, lake, directory, OpenLineage transport and column lineage switch (on or
-    off); unset fields fall back to the CUSTODY_* environment."""
+    """Custody's catalog, lake, directory, OpenLineage transport, column lineage switch (on or off)
+    and spec approval (on or off); unset fields fall back to the CUSTODY_* environment."""
 
     home: str | None = None
     lake_root: str | None = None
@@ -36,6 +36,7 @@ class CustodyResource(dg.ConfigurableResource):
     openlineage: str | None = None
     column_lineage: str | None = None
     directory: str | None = None
+    specs_approval: str | None = None
 
     _catalog: Any = PrivateAttr(default=None)
 
@@ -51,6 +52,8 @@ class CustodyResource(dg.ConfigurableResource):
             settings = replace(settings, column_lineage=self.column_lineage)
         if self.directory:
             settings = replace(settings, directory=self.directory, explicit=settings.explicit | {"directory"})
+        if self.specs_approval:
+            settings = replace(settings, specs_approval=self.specs_approval, explicit=settings.explicit | {"specs_approval"})
         return settings
 
     def column_options(self) -> ColumnOptions | None:

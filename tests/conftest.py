@@ -13,7 +13,14 @@ from pyspark.sql import SparkSession
 from governance.batches import BatchMeta, drop_batch
 from governance.catalog import Catalog, make_engine
 from governance.config import DEFAULT_TRANSFORM_PACKAGES, Settings
-from governance.demo import CLIENTS, NAMES_AND_PRODUCTS, PRODUCT_SUMMARY, PRODUCTS, DemoRound, drop_demo_batches
+from governance.demo import (
+    CLIENTS,
+    NAMES_AND_PRODUCTS,
+    PRODUCT_SUMMARY,
+    PRODUCTS,
+    DemoRound,
+    drop_demo_batches,
+)
 from governance.runs import RunRequest
 from governance.runtime import require_java
 from governance.spec import SpecSet, load_specs
@@ -49,6 +56,13 @@ def spark() -> SparkSession:
     session = builder.getOrCreate()
     yield session
     session.stop()
+
+
+@pytest.fixture(autouse=True)
+def specs_taken_as_they_are(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests of other features run on spec files without an owner applying them first; the tests of
+    approval (test_specs_approval.py) turn it on."""
+    monkeypatch.setenv("CUSTODY_SPECS_APPROVAL", "off")
 
 
 @pytest.fixture(autouse=True)
@@ -90,7 +104,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture
 def settings(tmp_path: Path, catalog_url: str) -> Settings:
-    return replace(Settings.under(tmp_path / "home", specs=DEMO_SPECS), catalog_url=catalog_url)
+    return without_approval(replace(Settings.under(tmp_path / "home", specs=DEMO_SPECS), catalog_url=catalog_url))
+
+
+def without_approval(settings: Settings) -> Settings:
+    return replace(settings, specs_approval="off", explicit=settings.explicit | {"specs_approval"})
 
 
 @pytest.fixture
@@ -132,7 +150,7 @@ def pipeline(spark: SparkSession, catalog: Catalog, lake: Lake, demo_specs: Spec
 
 @pytest.fixture
 def resources(settings: Settings, spark: SparkSession) -> dict:
-    custody = CustodyResource(home=str(settings.home), catalog_url=settings.catalog_url)
+    custody = CustodyResource(home=str(settings.home), catalog_url=settings.catalog_url, specs_approval=settings.specs_approval)
     return {"custody": custody, "spark": SparkResource()}
 
 

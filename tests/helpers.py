@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from sqlmodel import select
 
 from governance import ledger
@@ -51,3 +53,12 @@ def alias_bomb(key: str = "bomb", levels: int = 7) -> str:
     for level in range(1, levels + 1):
         lines.append(f"  - &l{level} [" + ", ".join([f"*l{level - 1}"] * 9) + "]")
     return "\n".join(lines) + "\n"
+
+
+def edit_spec(specs: Path, asset: str, old: str, new: str) -> Path:
+    """Replace `old` with `new` in the spec file of `asset` (DOMAIN/NAME) under `specs`."""
+    path = specs / f"{asset}.yaml"
+    text = path.read_text(encoding="utf-8")
+    assert old in text, f"{old!r} is not in {path}"
+    path.write_text(text.replace(old, new), encoding="utf-8")
+    return path

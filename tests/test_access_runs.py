@@ -221,7 +221,7 @@ def test_access_show_lists_each_role_s_group_members_and_rights(cli_env, capsys)
     assert code == 0 and (view["classification"], view["pii"], view["needs_verified"]) == ("confidential", True, False)
     roles = {r["role"]: r for r in view["roles"]}
     assert roles["consumer"]["members"] == ["carol"] and roles["consumer"]["may"] == ["read"]
-    assert roles["owner"]["may"] == ["read", "ingest", "grant", "revoke", "status"]
+    assert roles["owner"]["may"] == ["read", "ingest", "grant", "revoke", "status", "spec.apply"]
     assert view["admins"] == ["alice"]
     code, out, _ = cli(capsys, "access", "show", "sales/clients")
     assert code == 0 and "sales-producers" in out and "bob" in out

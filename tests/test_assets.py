@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import dagster as dg
 import pytest
 from py4j.protocol import Py4JNetworkError
@@ -20,6 +22,7 @@ from governance.demo import (
 from governance.integrate import materialize
 from governance.lineage.graph import provenance
 from governance.runs import RunRequest
+from governance.spec import load_specs
 from governance.zones import VersionRef
 from tests.conftest import DEMO_SPECS
 
@@ -173,3 +176,29 @@ def test_dagster_input_data_versions_agree_with_the_pinned_versions(demo_specs, 
     assert event.metadata["input_versions"].value == {"sales/clients": 2, "sales/products": 1}
     assert event.metadata["label_from"].value == "sales/clients@2"
     assert "custody provenance sales/names_and_products@1" in event.metadata["provenance"].value
+
+
+def staleness(instance, specs_dir):
+    from dagster._core.definitions.data_version import CachingStaleStatusResolver
+    from dagster._core.loader import LoadingContextForTest
+
+    graph = build_definitions(specs_dir, transform_packages=DEFAULT_TRANSFORM_PACKAGES).resolve_asset_graph()
+    resolver = CachingStaleStatusResolver(instance, graph, LoadingContextForTest(instance))
+    return resolver.get_status(key(PRODUCTS)).value
+
+
+def test_a_description_edit_leaves_the_asset_fresh_and_a_column_change_makes_it_stale(
+        tmp_path, resources, instance, demo_round):
+    specs_dir = tmp_path / "specs"
+    shutil.copytree(DEMO_SPECS, specs_dir)
+    specs = load_specs(specs_dir, transform_packages=DEFAULT_TRANSFORM_PACKAGES)
+    assert run(specs, resources, instance, [PRODUCTS], batch_config(PRODUCTS, demo_round.products_batch)).success
+    assert staleness(instance, specs_dir) == "FRESH"
+    spec_file = specs_dir / "sales" / "products.yaml"
+    cosmetic = spec_file.read_text(encoding="utf-8").replace("delivered as CSV.", "delivered as CSV files.")
+    cosmetic = cosmetic.replace("classification: internal", "classification: confidential\ntags: {team: catalogue}")
+    spec_file.write_text(cosmetic + "retention: {keep_versions: 5}\n", encoding="utf-8")
+    assert staleness(instance, specs_dir) == "FRESH"
+    spec_file.write_text(cosmetic.replace("{name: category, type: string}", "{name: category, type: string, nullable: false}"),
+                         encoding="utf-8")
+    assert staleness(instance, specs_dir) == "STALE"

@@ -26,6 +26,7 @@ from governance.demo import drop_demo_batches
 from governance.zones import Lake
 from tests.conftest import ROOT
 from tests.dagster_servers import finished
+from tests.helpers import edit_spec
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 ARTIFACTS = ROOT / ".test-artifacts"
@@ -43,8 +44,12 @@ class Page:
         self.wait = WebDriverWait(driver, WAIT_SECONDS)
 
     def open(self, path: str) -> None:
+        """An asset page, once its Materialize button is there."""
+        self.visit(path, lambda d: d.find_elements(By.XPATH, "//button[normalize-space()='Materialize']"))
+
+    def visit(self, path: str, loaded: Callable[[WebDriver], object]) -> None:
         self.driver.get(f"http://127.0.0.1:{self.port}{path}")
-        self.wait.until(lambda d: d.find_elements(By.XPATH, "//button[normalize-space()='Materialize']"))
+        self.wait.until(loaded)
         self._dismiss_newsletter()
 
     def _dismiss_newsletter(self) -> None:
@@ -165,3 +170,23 @@ def test_a_check_runs_on_demand_from_the_asset_s_checks_tab(ui, joined, cli_env,
     ui.open("/assets/sales/names_and_products?view=checks")
     ui.shows("Passed")
 
+
+
+@pytest.fixture
+def owners_edits(cli_env, monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """Approval on, no spec applied yet, and sales/product_summary broken by a key no spec has."""
+    specs = tmp_path / "specs"
+    shutil.copytree(ROOT / "assets" / "specs", specs)
+    edit_spec(specs, "sales/product_summary", "zone: integration", "zone: integration\ncolour: blue")
+    monkeypatch.setenv("CUSTODY_SPECS", str(specs))
+    monkeypatch.setenv("CUSTODY_SPECS_APPROVAL", "on")
+
+
+def test_owners_see_a_spec_waiting_for_approval_and_a_broken_one_with_its_problems(owners_edits, ui):
+    ui.open("/assets/sales/products")
+    ui.shows("Pending approval:", "has no definition in force yet", "custody specs apply sales/products --as OWNER",
+             "custody/approval: pending")
+    ui.visit("/assets/sales/product_summary", lambda d: "Invalid spec:" in d.find_element(By.TAG_NAME, "body").text)
+    ui.shows("External Asset", "this asset cannot run until its owner fixes it", "colour: unknown key",
+             "custody/spec: invalid")
+    assert not ui.driver.find_element(By.XPATH, "//button[normalize-space()='Materialize']").is_enabled()

@@ -45,6 +45,7 @@ def test_the_first_use_pins_the_settings_and_records_it(cli_env, capsys):
     assert {key: value["value"] for key, value in pinned.items()} == {
         "directory": f"file:{DEMO_DIRECTORY}", "ldap_base_dn": "", "ldap_ca_file": "", "ldap_starttls": "on",
         "admin_group": "custody-admins", "auditor_group": "auditors", "require_verified": "restricted",
+        "specs_approval": "off",  # as the tests' environment says
     }
     [entry] = ledger_of(capsys, "settings.pinned")
     assert entry["details"]["settings"]["directory"] == f"file:{DEMO_DIRECTORY}" and entry["assurance"] == "system"

@@ -113,10 +113,33 @@ def authorize_run(
         else:
             inputs = [specs[key] for key in spec.inputs]
             decisions.extend(materialization_decisions(policy, identity, spec, inputs, details=details))
+    decisions.extend(in_force_denials(catalog, policy, identity, writes, details))
     decisions.extend((Decision(identity, Verb.READ, str(spec.key), True, CHECKS_ONLY, directory=policy.source or None), details)
                      for spec in checks)
     if decisions:
         enforce_all(catalog, decisions, run_id)
+
+
+def authorize_definition(catalog: Catalog, policy: Policy, identity: Identity, spec: Spec, run_id: str | None) -> None:
+    """Raise AccessDenied, recorded, when approval is on and the spec file is not the definition in force."""
+    denials = in_force_denials(catalog, policy, identity, [spec])
+    if denials:
+        enforce_all(catalog, denials, run_id)
+
+
+def in_force_denials(
+    catalog: Catalog, policy: Policy, identity: Identity, writes: Sequence[Spec], details: Details = None
+) -> list[tuple[Decision, Details]]:
+    """With approval on, a denial for each spec to be written whose file is not the definition in force."""
+    if not policy.specs_approval or not writes:
+        return []
+    from governance.approval import in_force, not_in_force
+    from governance.inforce import pending_reason
+
+    pending = not_in_force(writes, in_force(catalog, [spec.key for spec in writes]))
+    return [(Decision(identity, Verb.INGEST if spec.is_landing else Verb.MATERIALIZE, str(spec.key), False,
+                      pending_reason(spec.key, pending[spec.key]), directory=policy.source or None), details)
+            for spec in writes if spec.key in pending]
 
 
 def authenticate(catalog: Catalog, policy: Policy, user: str, password: str, run_id: str | None = None) -> Identity:

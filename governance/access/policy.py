@@ -7,7 +7,7 @@ directory that cannot be asked denies. Every decision says why, in words an audi
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from governance.access.directory import Directory, checked_name
@@ -34,6 +34,7 @@ class Verb(StrEnum):
     PURGE = "purge"
     AUTHENTICATE = "authenticate"
     SETTINGS = "settings"
+    APPLY = "spec.apply"
 
 
 ROLES_FOR: Mapping[Verb, tuple[Role, ...]] = {
@@ -43,11 +44,13 @@ ROLES_FOR: Mapping[Verb, tuple[Role, ...]] = {
     Verb.GRANT: (Role.OWNER,),
     Verb.REVOKE: (Role.OWNER,),
     Verb.STATUS: (Role.OWNER,),
+    Verb.APPLY: (Role.OWNER,),
 }
 
 
 PHRASES: Mapping[Verb, str] = {Verb.STATUS: "change the status of", Verb.GRANT: "grant roles on",
-                                Verb.REVOKE: "revoke roles on", Verb.SETTINGS: "change the policy settings"}
+                                Verb.REVOKE: "revoke roles on", Verb.SETTINGS: "change the policy settings",
+                                Verb.APPLY: "apply the spec of"}
 # What only the admin group may do.
 ADMIN_VERBS = frozenset({Verb.PURGE, Verb.SETTINGS})
 
@@ -92,6 +95,8 @@ class Policy:
     require_verified: frozenset[Classification] = frozenset({Classification.RESTRICTED})
     source: str = ""
     auditor_group: str = "auditors"
+    # Runs use only the specs an owner applied.
+    specs_approval: bool = True
 
     def decide(self, identity: Identity, verb: Verb, spec: Spec | None, version: int | None = None,
                touching: Iterable[Spec] = ()) -> Decision:
@@ -126,6 +131,17 @@ class Policy:
                 return answer(True, f"{identity.user} is in {group_of(spec, role)}, {role} of {asset}", role.value)
         needed = " or ".join(f"{role} ({group_of(spec, role)})" for role in ROLES_FOR[verb])
         return answer(False, f"{identity.user} may not {PHRASES.get(verb, verb)} {asset}: it needs {needed}")
+
+    def decide_apply(self, identity: Identity, in_force: Spec | None, spec: Spec) -> Decision:
+        """Whether `identity` may put `spec` in force: an owner of the definition in force, or for a
+        new asset, an owner it names or an admin."""
+        decision = self.decide(identity, Verb.APPLY, in_force or spec)
+        if decision.allowed or in_force is not None or self._needs_verified(identity, [spec]):
+            return decision
+        admin = self.decide(identity, Verb.SETTINGS, None)
+        if not admin.allowed:
+            return replace(decision, reason=f"{decision.reason}, or for a new asset the admin group {self.admin_group}")
+        return replace(decision, verb=Verb.APPLY, allowed=True, reason=f"{admin.reason}, and {spec.key} is new", role="admin")
 
     def _needs_verified(self, identity: Identity, specs: Iterable[Spec]) -> Spec | None:
         """The first asset whose classification asks for a verified identity that this one lacks."""

@@ -22,7 +22,7 @@ from governance.access.guard import enforce, ledger_actor
 from governance.access.policy import Decision, Identity, Policy, Verb, parse_classifications
 from governance.catalog import Catalog, utcnow
 from governance.catalog.models import PolicySetting
-from governance.config import POLICY_VARIABLES, Settings
+from governance.config import OFF, ON, POLICY_VARIABLES, Settings
 from governance.errors import (
     DirectoryUnavailable,
     InvalidInput,
@@ -39,7 +39,6 @@ KEYS = tuple(POLICY_VARIABLES)
 DIRECTORY_KEYS = ("directory", "ldap_base_dn", "ldap_ca_file", "ldap_starttls")
 # Opens a directory: its setting, and the environment to take the rest from (secrets included).
 Opener = Callable[[str, Mapping[str, str]], Directory]
-ON, OFF = ("on", "true", "1", "yes"), ("off", "false", "0", "no")
 
 
 @dataclass(frozen=True)
@@ -88,7 +87,7 @@ def normalized(key: str, value: str) -> str:
             return ",".join(sorted(c.value for c in parse_classifications(value, POLICY_VARIABLES[key]))) or "none"
         if key == "ldap_ca_file":
             return str(Path(value).resolve()) if value else ""
-        if key == "ldap_starttls":
+        if key in ("ldap_starttls", "specs_approval"):
             return _switch(value.lower(), where)
     except InvalidName as err:
         raise InvalidInput(f"{where}: {err}") from err
@@ -153,6 +152,7 @@ def policy_of(values: Mapping[str, str], environ: Mapping[str, str], directories
         require_verified=parse_classifications(values["require_verified"]),
         source=values["directory"],
         auditor_group=values["auditor_group"],
+        specs_approval=values["specs_approval"] == "on",
     )
 
 

@@ -56,6 +56,25 @@ class SpecSnapshot(SQLModel, table=True):
     recorded_at: datetime
 
 
+class SpecApplication(SQLModel, table=True):
+    """An owner putting a spec in force: the definition runs use until the next one. `asset.spec_hash`
+    is the newest; this keeps each one, with who applied it and what it changed."""
+
+    __tablename__ = "spec_application"
+
+    id: int | None = Field(default=None, primary_key=True)
+    asset_key: str = Field(index=True)
+    spec_hash: str | None = None  # None: the asset was retired
+    previous_hash: str | None = None
+    applied_by: str
+    assurance: str
+    applied_at: datetime
+    # JSON: the changes against the previous definition, one line each.
+    summary: str = Field(sa_column=Column(Text, nullable=False))
+    git_commit: str | None = None
+    git_author: str | None = None
+
+
 class PolicySetting(SQLModel, table=True):
     """A policy setting pinned in the catalog: decisions take it from here, not from a process's environment."""
 

@@ -100,6 +100,7 @@ def demo(as_user: Annotated[str, typer.Option("--as", help="Requester of the dem
     )
 
     require_java()
+    _apply_demo_specs(open_custody(settings))
     dropped = drop_demo_batches(Lake(settings.lake))
     integration = [NAMES_AND_PRODUCTS, PRODUCT_SUMMARY]
     steps = [
@@ -123,6 +124,17 @@ def demo(as_user: Annotated[str, typer.Option("--as", help="Requester of the dem
     console.print(render.origins_tree(latest.ref, "revenue", revenue))
     console.print()
     _demo_reads(open_custody(settings), latest.ref, console)
+
+
+def _apply_demo_specs(custody: Custody) -> None:
+    """The demo's owner puts its specs in force, as an owner does before the first runs."""
+    from governance.access.policy import Identity
+    from governance.approval import apply
+    from governance.demo import OWNER
+
+    applied = apply(custody.catalog, custody.policy, Identity.asserted(OWNER), custody.specs)
+    if applied:
+        progress_printer()(f"{OWNER} applied the specs of {', '.join(str(done.key) for done in applied)}")
 
 
 def _demo_reads(custody: Custody, ref: str, console) -> None:

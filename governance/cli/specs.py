@@ -10,20 +10,26 @@ import typer
 
 from governance import render
 from governance.cli.common import (
+    AsUser,
     JsonOption,
+    PasswordStdin,
     emit_json,
     err_console,
     group,
+    identify,
     load_settings,
     open_custody,
+    show,
 )
 from governance.errors import SpecError, printable
 from governance.spec import check_specs, load_specs
+from governance.zones import AssetKey
 
 if TYPE_CHECKING:
     from governance.api import Custody
 
-specs_app = group("specs", "Validate asset specs.")
+specs_app = group("specs", "The owners' asset definitions: validate, compare, apply, and their history.")
+AssetsArgument = Annotated[list[str] | None, typer.Argument(help="DOMAIN/NAME of each asset (default: all).", metavar="[ASSET]...")]
 
 
 @specs_app.command("check")
@@ -61,3 +67,78 @@ def _consumer_coverage(custody: Custody, specs) -> list:
     for spec, inputs in gated:  # only these need the directory
         problems.extend(coverage_problems(spec, inputs, custody.policy.directory))
     return problems
+
+
+@specs_app.command("diff")
+def specs_diff(
+    assets: AssetsArgument = None,
+    from_hash: Annotated[str | None, typer.Option("--from", help="Compare two recorded specs of one ASSET: the older hash.", metavar="HASH")] = None,
+    to_hash: Annotated[str | None, typer.Option("--to", help="The newer hash (with --from).", metavar="HASH")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """What the spec files change against the definitions in force, asset by asset: each field added,
+    removed or changed, and what follows from it (a new code version, a classification change, who
+    gains or loses read access, the dependents affected). With --from and --to, two recorded specs of
+    one asset instead."""
+    from governance.approval import compare, edits
+
+    custody = open_custody(load_settings())
+    keys = [AssetKey.parse(asset) for asset in assets or []]
+    if from_hash or to_hash:
+        if len(keys) != 1 or not (from_hash and to_hash):
+            raise typer.BadParameter("--from and --to compare two specs of one ASSET: name it, and give both hashes")
+        old, new, found = compare(custody.catalog, keys[0], from_hash, to_hash)
+        data = {"asset": str(keys[0]), "from": old, "to": new, "changes": [change.line() for change in found]}
+        show(data, as_json, lambda: render.spec_comparison(data))
+        return
+    found = edits(custody.catalog, custody.specs, custody.policy.directory, keys)
+    show([edit.as_dict() for edit in found], as_json, lambda: render.spec_edits([edit.as_dict() for edit in found]))
+
+
+@specs_app.command("apply")
+def specs_apply(
+    as_user: AsUser,
+    assets: AssetsArgument = None,
+    password_stdin: PasswordStdin = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Put the edited specs in force, all or none: the folder must be valid as a whole, and USER an
+    owner of each changed asset (of a new one: in the owner group it names, or an admin). Lowering a
+    classification or changing the consumers must also leave every reader allowed to read what the
+    asset reads. Each application is a ledger entry (spec.applied) with the diff, and the git commit
+    and author of the file where the specs folder is a git checkout."""
+    from governance.approval import apply
+
+    custody = open_custody(load_settings())
+    identity = identify(custody, as_user, password_stdin)
+    done = apply(custody.catalog, custody.policy, identity, custody.specs, [AssetKey.parse(asset) for asset in assets or []])
+    data = [{"asset": str(a.key), "old_hash": a.old_hash, "new_hash": a.new_hash, "by": a.by,
+             "assurance": a.assurance, "changes": list(a.lines), "git": a.git} for a in done]
+    show(data, as_json, lambda: render.spec_applications(data))
+
+
+@specs_app.command("history")
+def specs_history(asset: Annotated[str, typer.Argument(help="DOMAIN/NAME")], as_json: JsonOption = False) -> None:
+    """Each spec of the asset put in force, oldest first: who applied it, when, its hash and what it changed."""
+    from governance.approval import history
+
+    custody = open_custody(load_settings())
+    entries = [asdict(entry) for entry in history(custody.catalog, AssetKey.parse(asset))]
+    show(entries, as_json, lambda: render.spec_history(entries))
+
+
+@specs_app.command("show")
+def specs_show(target: Annotated[str, typer.Argument(help="DOMAIN/NAME@HASH: at least 6 hex digits of the hash.", metavar="ASSET@HASH")],
+               as_json: JsonOption = False) -> None:
+    """A spec the asset had, by its hash (custody specs history lists them), as YAML."""
+    from governance.approval import snapshot
+
+    asset, at, prefix = target.partition("@")
+    if not at:
+        raise typer.BadParameter(f"{target!r}: expected ASSET@HASH, such as sales/products@3f2a9c")
+    custody = open_custody(load_settings())
+    spec_hash, body = snapshot(custody.catalog, AssetKey.parse(asset), prefix)
+    if as_json:
+        emit_json({"asset": asset, "spec_hash": spec_hash, "spec": body})
+        return
+    typer.echo(render.spec_yaml(asset, spec_hash, body), nl=False)

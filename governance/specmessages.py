@@ -1,0 +1,88 @@
+"""Validation errors of a spec in its owner's words: what the field must be, and what it holds."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+SHOWN_CHARS = 60
+
+# What a field with a naming rule must hold, by the last part of its path that is not an index.
+NAMED = {
+    "owner": "a group name: lowercase letters, digits, _ and -, starting with a letter, at most 64 characters",
+    "producer": "a group name: lowercase letters, digits, _ and -, starting with a letter, at most 64 characters",
+    "consumer": "a group name: lowercase letters, digits, _ and -, starting with a letter, at most 64 characters",
+    "tags": "a tag name: lowercase letters, digits, _, . and -, starting with a letter, at most 63 characters",
+    "name": "a column name: letters, digits and _, not starting with a digit, at most 128 characters",
+    "inputs": "an asset as DOMAIN/NAME, such as sales/clients",
+    "transform": "a function as module:function, such as assets.transforms.sales:summary",
+}
+ONE_OF = {"owner": "one group name", "producer": "one group name", "consumer": "one group name"}
+
+
+def field_path(location: tuple[int | str, ...]) -> str:
+    """The dotted path of a field (a tag's own name stands for the tag)."""
+    return ".".join(str(part) for part in location if part != "[key]")
+
+
+def owner_message(detail: Mapping[str, Any]) -> str:
+    """One of pydantic's error details as the owner of the spec reads it."""
+    kind, context = detail["type"], detail.get("ctx") or {}
+    found = _found(detail.get("input"))
+    named = _name_of(detail["loc"])
+    if kind == "extra_forbidden":
+        return "unknown key"
+    if kind == "missing":
+        return "missing required field"
+    if kind == "value_error":
+        return str(detail["msg"]).removeprefix("Value error, ")
+    if kind == "string_type":
+        return f"must be {ONE_OF.get(named, 'text')}, found {found}"
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return f"must be a mapping of fields, found {found}"
+    if kind == "list_type":
+        return f"must be a list, found {found}"
+    if kind in ("literal_error", "enum"):
+        return f"must be {context.get('expected', 'one of the allowed values')}, found {found}"
+    if kind in ("bool_parsing", "bool_type"):
+        return f"must be true or false, found {found}"
+    if kind in ("int_parsing", "int_type", "int_from_float"):
+        return f"must be a whole number, found {found}"
+    if kind in ("float_parsing", "float_type"):
+        return f"must be a number, found {found}"
+    bounds = {"greater_than_equal": ("at least", "ge"), "less_than_equal": ("at most", "le"),
+              "greater_than": ("more than", "gt"), "less_than": ("less than", "lt")}
+    if kind in bounds:
+        words, key = bounds[kind]
+        return f"must be {words} {context.get(key)}, found {found}"
+    if kind == "string_too_short":
+        limit = context.get("min_length", 1)
+        return "must not be empty" if limit == 1 else f"must have at least {limit} characters"
+    if kind == "string_too_long":
+        limit = context.get("max_length")
+        return f"must have at most {limit} character{'' if limit == 1 else 's'}, found {found}"
+    if kind == "string_pattern_mismatch":
+        return f"must be {NAMED.get(named, 'in the documented form')}, found {found}"
+    return str(detail["msg"])
+
+
+def _name_of(location: tuple[int | str, ...]) -> str:
+    names = [str(part) for part in location if not isinstance(part, int) and part != "[key]"]
+    if len(location) > 1 and location[-1] == "[key]":
+        return str(location[0])  # a key of a mapping: tags
+    return names[-1] if names else ""
+
+
+def _found(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "nothing"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, str):
+        shown = value if len(value) <= SHOWN_CHARS else value[: SHOWN_CHARS - 1] + "…"
+        return repr(shown) if value else "an empty value"
+    return str(value)
