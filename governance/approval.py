@@ -209,7 +209,8 @@ def apply(catalog: Catalog, policy: Policy, identity: Identity, specs: SpecSet, 
     decisions = [(_decision(policy, identity, edit, rows.get(edit.key), specs), {"spec_hash": edit.new_hash})
                  for edit in found]
     enforce_all(catalog, decisions)
-    applied = [_applied(edit, identity, {} if edit.retires else git_of(specs.root, specs[edit.key].file)) for edit in found]
+    git = git_of(specs.root, [specs[edit.key].file for edit in found if not edit.retires])
+    applied = [_applied(edit, identity, {} if edit.retires else git.get(specs[edit.key].file, {})) for edit in found]
     with catalog.session() as session:
         for done in applied:
             if done.new_hash is None:
@@ -299,18 +300,24 @@ def _record_retired(session: Session, done: Applied) -> None:
                   details={"previous_hash": done.old_hash})
 
 
-def git_of(root: Path, file: Path) -> dict[str, str | bool]:
-    """The newest commit of `file` and its author, where the specs folder is a git checkout; with
-    `uncommitted` when the file differs from it. Empty where git cannot tell."""
+def git_of(root: Path, files: Sequence[Path]) -> dict[Path, dict[str, str | bool]]:
+    """For each of `files` under the specs folder `root`, where it is a git checkout: the newest
+    commit of the file and its author, with `uncommitted` when the file differs from it. Empty
+    where git cannot tell: one question first, so a folder outside git costs one process, not one
+    per file."""
     try:
-        log = _git(root, "log", "-1", "--format=%H%n%an <%ae>", "--", str(file))
-        status = _git(root, "status", "--porcelain", "--", str(file))
-    except (OSError, subprocess.CalledProcessError):
+        if _git(root, "rev-parse", "--is-inside-work-tree") != "true":
+            return {}
+        relative = [str(file.relative_to(root)) for file in files]
+        edited = set(_git(root, "ls-files", "--modified", "--others", "--exclude-standard", "--", *relative).splitlines())
+        facts = {}
+        for file, name in zip(files, relative, strict=True):
+            log = _git(root, "log", "-1", "--format=%H%n%an <%ae>", "--", name)
+            found: dict[str, str | bool] = dict(zip(("commit", "author"), log.splitlines(), strict=True)) if log else {}
+            facts[file] = {**found, **({"uncommitted": True} if name in edited else {})}
+        return facts
+    except (OSError, ValueError, subprocess.CalledProcessError):
         return {}
-    if not log:
-        return {"uncommitted": True} if status else {}
-    commit, author = log.splitlines()
-    return {"commit": commit, "author": author, **({"uncommitted": True} if status else {})}
 
 
 def _git(root: Path, *args: str) -> str:
