@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from governance.api import Custody
 
 specs_app = group("specs", "The owners' asset definitions: validate, compare, apply, and their history.")
-AssetsArgument = Annotated[list[str] | None, typer.Argument(help="DOMAIN/NAME of each asset (default: all).", metavar="[ASSET]...")]
+AssetsArgument = Annotated[list[str] | None, typer.Argument(help="DOMAIN/NAME of each asset (default: all).", metavar="ASSET")]
 
 
 @specs_app.command("check")
