@@ -70,6 +70,7 @@ class Edit:
     changes: tuple[Change, ...]
     implications: Implications
     outline: str = ""  # of a new asset
+    previous: Spec | None = field(default=None, compare=False, repr=False)  # the definition in force
 
     @property
     def is_new(self) -> bool:
@@ -144,8 +145,9 @@ def edits(catalog: Catalog, specs: SpecSet, directory: Directory | None, keys: S
                        "and no spec of it is in force")
     candidates = [spec for spec in specs if not chosen or spec.key in chosen]
     pending = not_in_force(candidates, rows)
-    retired = [Edit(key, "", row.spec_hash, None, (), Implications(False)) for key, row in sorted(rows.items())
-               if specs.get(key) is None]
+    retired = [Edit(key, "", row.spec_hash, None, (), Implications(False),
+                    previous=spec_in_force(row, specs.root / row.domain / f"{row.name}.yaml"))
+               for key, row in sorted(rows.items()) if specs.get(key) is None]
     return [_edit(spec, rows.get(spec.key), specs, directory) for spec in candidates if spec.key in pending] + retired
 
 
@@ -156,7 +158,7 @@ def _edit(spec: Spec, row: AssetRow | None, specs: SpecSet, directory: Directory
         return Edit(spec.key, file, None, spec.hash, (), Implications(False, dependents=dependents), _outline(spec))
     old = spec_in_force(row, spec.file)
     found = changes(json.loads(old.as_json), json.loads(spec.as_json))
-    return Edit(spec.key, file, row.spec_hash, spec.hash, found, _implications(old, spec, directory, dependents))
+    return Edit(spec.key, file, row.spec_hash, spec.hash, found, _implications(old, spec, directory, dependents), previous=old)
 
 
 def _outline(spec: Spec) -> str:
@@ -205,9 +207,7 @@ def apply(catalog: Catalog, policy: Policy, identity: Identity, specs: SpecSet, 
     found = edits(catalog, specs, policy.directory, keys)
     if not found:
         return []
-    rows = in_force(catalog, [edit.key for edit in found])
-    decisions = [(_decision(policy, identity, edit, rows.get(edit.key), specs), {"spec_hash": edit.new_hash})
-                 for edit in found]
+    decisions = [(_decision(policy, identity, edit, specs), {"spec_hash": edit.new_hash}) for edit in found]
     enforce_all(catalog, decisions)
     git = git_of(specs.root, [specs[edit.key].file for edit in found if not edit.retires])
     applied = [_applied(edit, identity, {} if edit.retires else git.get(specs[edit.key].file, {})) for edit in found]
@@ -220,11 +220,11 @@ def apply(catalog: Catalog, policy: Policy, identity: Identity, specs: SpecSet, 
     return applied
 
 
-def _decision(policy: Policy, identity: Identity, edit: Edit, row: AssetRow | None, specs: SpecSet) -> Decision:
-    if edit.retires and row is not None:
-        return policy.decide(identity, Verb.APPLY, spec_in_force(row, specs.root / row.domain / f"{row.name}.yaml"))
+def _decision(policy: Policy, identity: Identity, edit: Edit, specs: SpecSet) -> Decision:
+    if edit.retires:
+        return policy.decide(identity, Verb.APPLY, edit.previous)
     spec = specs[edit.key]
-    decision = policy.decide_apply(identity, spec_in_force(row, spec.file) if row else None, spec)
+    decision = policy.decide_apply(identity, edit.previous, spec)
     if not decision.allowed or not _widens(edit):
         return decision
     problems = _gate_problems(spec, specs, policy.directory)
