@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 import dagster as dg
 import pytest
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -76,7 +76,10 @@ class Page:
         return self.text()
 
     def dialog(self) -> str:
-        return self.wait.until(ready.visibility_of_element_located((By.CSS_SELECTOR, "[role=dialog]"))).text
+        """The open dialog's text, read again if React redraws the dialog between finding and reading it."""
+        wait = WebDriverWait(self.driver, WAIT_SECONDS, ignored_exceptions=(StaleElementReferenceException,))
+        shown = ready.visibility_of_element_located((By.CSS_SELECTOR, "[role=dialog]"))
+        return wait.until(lambda driver: (dialog := shown(driver)) and dialog.text)
 
 
 @pytest.fixture
