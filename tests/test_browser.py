@@ -42,6 +42,8 @@ class Page:
     def __init__(self, driver: WebDriver, port: int):
         self.driver, self.port = driver, port
         self.wait = WebDriverWait(driver, WAIT_SECONDS)
+        # For what React may redraw between finding an element and using it: find it again.
+        self.redrawn = WebDriverWait(driver, WAIT_SECONDS, ignored_exceptions=(StaleElementReferenceException,))
 
     def open(self, path: str) -> None:
         """An asset page, once its Materialize button is there."""
@@ -61,7 +63,17 @@ class Page:
             return
 
     def click(self, xpath: str) -> None:
-        self.wait.until(ready.element_to_be_clickable((By.XPATH, xpath))).click()
+        """Click once the element is clickable; again if React redrew it between finding and clicking."""
+        clickable = ready.element_to_be_clickable((By.XPATH, xpath))
+
+        def clicked(driver: WebDriver) -> bool:
+            element = clickable(driver)
+            if not element:
+                return False
+            element.click()
+            return True
+
+        self.redrawn.until(clicked)
 
     def text(self) -> str:
         return self.driver.find_element(By.TAG_NAME, "body").text
@@ -77,9 +89,8 @@ class Page:
 
     def dialog(self) -> str:
         """The open dialog's text, read again if React redraws the dialog between finding and reading it."""
-        wait = WebDriverWait(self.driver, WAIT_SECONDS, ignored_exceptions=(StaleElementReferenceException,))
         shown = ready.visibility_of_element_located((By.CSS_SELECTOR, "[role=dialog]"))
-        return wait.until(lambda driver: (dialog := shown(driver)) and dialog.text)
+        return self.redrawn.until(lambda driver: (dialog := shown(driver)) and dialog.text)
 
 
 @pytest.fixture
