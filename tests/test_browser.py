@@ -34,6 +34,7 @@ ARTIFACTS = ROOT / ".test-artifacts"
 FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync", "--window-size=1600,2400")
 WAIT_SECONDS = 60
+MENU_SECONDS = 5
 
 
 class Page:
@@ -74,6 +75,23 @@ class Page:
             return True
 
         self.redrawn.until(clicked)
+
+    def choose(self, opener: str, item: str) -> None:
+        """Open a menu and click one of its items; open it again if a redraw closed it first."""
+        def chosen(driver: WebDriver) -> bool:
+            self.click(opener)
+            try:
+                WebDriverWait(driver, MENU_SECONDS).until(ready.element_to_be_clickable((By.XPATH, item))).click()
+            except (TimeoutException, StaleElementReferenceException):
+                return False
+            return True
+
+        self.wait.until(chosen)
+
+    def close_dialog(self, button: str) -> None:
+        """Press one of the open dialog's buttons, and wait until the dialog no longer covers the page."""
+        self.click(f"//div[@role='dialog']//button[normalize-space()='{button}']")
+        self.wait.until(ready.invisibility_of_element_located((By.CSS_SELECTOR, "[role=dialog]")))
 
     def text(self) -> str:
         return self.driver.find_element(By.TAG_NAME, "body").text
@@ -151,12 +169,11 @@ def test_materialize_without_a_requester_is_refused_and_the_launchpad_with_one_r
     refusal = ui.dialog()
     assert "Custody refused this run: the request names no user" in refusal
     assert "File \"" not in refusal  # the reason alone, no stack
-    ui.click("//div[@role='dialog']//button[normalize-space()='OK']")
+    ui.close_dialog("OK")
     instance = instance_for(cli_env)
     before = {r.run_id for r in instance.get_runs()}
 
-    ui.click("//button[.//div[@aria-label='arrow_drop_down']]")
-    ui.click("//*[normalize-space()='Open launchpad']")
+    ui.choose("//button[.//div[@aria-label='arrow_drop_down']]", "//*[normalize-space()='Open launchpad']")
     ui.click("//button[normalize-space()='Edit tags']")
     ui.wait.until(ready.visibility_of_element_located((By.XPATH, "//input[@placeholder='Tag Key']"))).send_keys(
         "custody/requested_by")
