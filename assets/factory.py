@@ -130,7 +130,7 @@ def landing_asset(spec: Spec, pending: str | None = None) -> dg.AssetsDefinition
 
         spark: SparkResource = context.resources.spark
         with governed(custody):
-            request = checked_request(context, custody, spec)
+            request, _ = checked_request(context, custody, spec)
             row = ingest(
                 spark.session(context.log.info), custody.catalog, custody.lake, spec, request,
                 batch_id=config["batch"], force=config["force"], progress=context.log.info, events=custody.events(),
@@ -157,9 +157,9 @@ def integration_asset(spec: Spec, specs: SpecSet, pending: str | None = None) ->
 
         spark: SparkResource = context.resources.spark
         with governed(custody):
-            request = checked_request(context, custody, spec, inputs)
+            request, pins = checked_request(context, custody, spec, inputs)
             done = materialize(
-                spark.session(context.log.info), custody.catalog, custody.lake, spec, request,
+                spark.session(context.log.info), custody.catalog, custody.lake, spec, request, pins,
                 progress=context.log.info, events=custody.events(), column_lineage=custody.column_options(),
             )
         yield materialize_result(done.version, done.inputs, done.observation.unread, done.columns,
@@ -203,30 +203,20 @@ def check_results(
 
 def checked_request(
     context: dg.AssetExecutionContext, custody: CustodyResource, spec: Spec, inputs: "tuple[Spec, ...] | None" = None
-) -> "RunRequest":
+) -> "tuple[RunRequest, dict[AssetKey, VersionRow]]":
     """Who the run is for, allowed to ingest (or materialize, reading `inputs`) before any Spark
-    work starts; the decision is in the ledger either way."""
-    from governance.access.guard import (
-        authorize,
-        authorize_definition,
-        authorize_materialization,
-        run_identity,
-    )
-    from governance.access.policy import Verb
-    from governance.integrate import pinned_numbers
+    work starts, and the input versions it reads; the decision is in the ledger either way."""
+    from governance.access.guard import authorize_step, run_identity
+    from governance.integrate import pinnable
 
     tags = context.run.tags
     identity = run_identity(custody.catalog, context.run_id, tags.get(REQUESTED_BY_TAG),
                             system=any(tag in tags for tag in SYSTEM_TAGS))
     request = run_request(context, spec, identity)
-    policy = custody.policy()
-    if inputs is None:
-        authorize(custody.catalog, policy, identity, Verb.INGEST, spec, run_id=context.run_id, details=channel(tags))
-    else:
-        authorize_materialization(custody.catalog, policy, identity, spec, inputs, context.run_id,
-                                  pinned_numbers(custody.catalog, spec, request))
-    authorize_definition(custody.catalog, policy, identity, spec, context.run_id)
-    return request
+    pins = pinnable(custody.catalog, spec, request) if inputs is not None else {}
+    authorize_step(custody.catalog, custody.policy(), identity, spec, inputs, context.run_id,
+                   {str(key): row.number for key, row in pins.items()}, channel(tags))
+    return request, pins
 
 
 def channel(tags: "Mapping[str, str]") -> dict[str, str]:

@@ -257,8 +257,9 @@ def direct_callees(stats, filename: str, function: str, top: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000, help="rows of the landing version both kinds read")
-    parser.add_argument("--rounds", type=int, default=25, help="timed rounds, one materialization of each kind")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed rounds first")
+    parser.add_argument("--rounds", type=int, default=40, help="timed rounds, one materialization of each kind")
+    # Spark's JIT keeps making each kind faster for several rounds; timing them would measure that.
+    parser.add_argument("--warmup", type=int, default=8, help="untimed rounds first")
     parser.add_argument("--profile", action=argparse.BooleanOptionalAction, default=True,
                         help="end with a cProfile of one Custody materialization")
     parser.add_argument("--top", type=int, default=15, help="functions the profile shows")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
@@ -22,7 +25,7 @@ from governance.lineage.versioned import (
 )
 from governance.runs import Progress, RunRequest, attempt, quiet
 from governance.spec import Spec, resolve_transform
-from governance.versions import Draft, commit, seal
+from governance.versions import Draft, Sealed, commit, seal
 from governance.zones import AssetKey, Lake, Zone
 
 
@@ -36,21 +39,23 @@ class Materialized:
     columns: VersionColumns | None = None
 
 
-def pin_inputs(catalog: Catalog, spec: Spec, request: RunRequest) -> dict[AssetKey, VersionRow]:
-    """The exact version of each input this run reads."""
-    return {key: catalog.pinned(key, request.run_id, request.started_at) for key in spec.inputs}
+def pin_inputs(catalog: Catalog, spec: Spec, request: RunRequest,
+               pinned: Mapping[AssetKey, VersionRow] | None = None) -> dict[AssetKey, VersionRow]:
+    """The exact version of each input this run reads: those already `pinned`, and the others'."""
+    pinned = pinned or {}
+    return {key: pinned.get(key) or catalog.pinned(key, request.run_id, request.started_at) for key in spec.inputs}
 
 
-def pinned_numbers(catalog: Catalog, spec: Spec, request: RunRequest) -> dict[str, int]:
-    """The version number each input would be pinned to, by asset; an input without one is left out
-    (pinning it fails later, once access is decided)."""
-    numbers = {}
+def pinnable(catalog: Catalog, spec: Spec, request: RunRequest) -> dict[AssetKey, VersionRow]:
+    """The version each input would be pinned to; an input without one is left out (pinning it
+    fails later, once access is decided)."""
+    pins = {}
     for key in spec.inputs:
         try:
-            numbers[str(key)] = catalog.pinned(key, request.run_id, request.started_at).number
+            pins[key] = catalog.pinned(key, request.run_id, request.started_at)
         except NotFound:
             continue
-    return numbers
+    return pins
 
 
 def materialize(
@@ -59,15 +64,17 @@ def materialize(
     lake: Lake,
     spec: Spec,
     request: RunRequest,
+    pinned: Mapping[AssetKey, VersionRow] | None = None,
     *,
     progress: Progress = quiet,
     events: Emitter | None = None,
     column_lineage: ColumnOptions | None = DEFAULT_COLUMNS,
 ) -> Materialized:
-    """Run the spec's transform on its pinned inputs, check what it read, and commit the next version
-    with its column lineage (unless `column_lineage` is None)."""
+    """Run the spec's transform on its inputs (at the versions already `pinned`, the others pinned
+    now), check what it read, and commit the next version with its column lineage (unless
+    `column_lineage` is None)."""
     events = events or Emitter.off()
-    pins = pin_inputs(catalog, spec, request)
+    pins = pin_inputs(catalog, spec, request, pinned)
     with catalog.session() as session:
         catalog.register_spec(session, spec, request.requested_by, request.run_id, request.assurance)
         ledger.append(
@@ -78,15 +85,11 @@ def materialize(
     inputs = _input_datasets(catalog, lake, pins) if events.enabled else {}
     job = JobRun(str(spec.key), "TRANSFORMATION", request, list(inputs.values()))
     with events.running(job, progress) as outputs, attempt(catalog, lake, spec.key, request, ledger.Action.MATERIALIZATION_FAILED) as (attempt_id, stage):
-        progress(f"running {spec.body.transform} on {', '.join(v.ref for v in pins.values())}")
         result = _run_transform(spark, spec, pins)
-        observation = observe(result, lake, spec.key, pins)
+        data, observation, columns = _written(result, stage.data, lake, spec.key, pins, column_lineage)
         for ref in observation.unread:
             progress(f"warning: declared input {ref} was not read by {spec.body.transform}")
-        columns = integration_columns(result, column_lineage, lake, pins) if column_lineage else None
         warn_about(columns, progress)
-        result.write.mode("errorifexists").parquet(str(stage.data))
-        data = seal(stage.data, ".parquet")
         label_from = AssetKey.parse(spec.body.version_label_from) if spec.body.version_label_from else None
         draft = Draft(
             key=spec.key, zone=Zone.INTEGRATION, attempt_id=attempt_id, run_id=request.run_id,
@@ -102,6 +105,22 @@ def materialize(
         row = commit(catalog, lake, stage, draft)
         outputs.add(dataset_of(lake, row, spec.body.roles.model_dump(), column_inputs(columns, inputs)))
     return Materialized(row, tuple(pins.values()), observation, columns)
+
+
+def _written(
+    result: DataFrame, folder: Path, lake: Lake, key: AssetKey, pins: dict[AssetKey, VersionRow],
+    column_lineage: ColumnOptions | None,
+) -> tuple[Sealed, Observation, VersionColumns | None]:
+    """Write the result to the attempt's own staging folder and seal it, once its plan is known to
+    read only the pinned inputs. The plan is read by threads while the driver waits on Spark's
+    write, for what it reads and for its column lineage: a staging folder is published only by
+    the commit that follows, so a plan that fails the check leaves nothing behind."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        observed = pool.submit(observe, result, lake, key, pins)
+        columns = pool.submit(integration_columns, result, column_lineage, lake, pins) if column_lineage else None
+        result.write.mode("errorifexists").parquet(str(folder))
+        observation = observed.result()
+        return seal(folder, ".parquet"), observation, columns.result() if columns else None
 
 
 def _input_datasets(catalog: Catalog, lake: Lake, pins: dict[AssetKey, VersionRow]) -> dict[int | None, Dataset]:

@@ -69,13 +69,18 @@ def authorize(
     return enforce(catalog, policy.decide(identity, verb, spec, version, touching), run_id, details)
 
 
-def authorize_materialization(
-    catalog: Catalog, policy: Policy, identity: Identity, spec: Spec, inputs: Sequence[Spec], run_id: str | None,
-    versions: Mapping[str, int] | None = None,
-) -> Decision:
-    """Producer or owner of the output, a reader of every input (of the `versions` pinned, by asset),
-    and an output whose consumers may all read each of its pii or higher inputs."""
-    return enforce_all(catalog, materialization_decisions(policy, identity, spec, inputs, versions), run_id)
+def authorize_step(
+    catalog: Catalog, policy: Policy, identity: Identity, spec: Spec, inputs: Sequence[Spec] | None, run_id: str | None,
+    versions: Mapping[str, int] | None = None, details: Details = None,
+) -> None:
+    """A run's step as it starts, in one transaction: ingesting `spec` (no `inputs`) or
+    materializing it from `inputs` at their pinned `versions` (by asset), and only as its
+    definition in force. Recorded up to the first denial, which raises AccessDenied."""
+    if inputs is None:
+        decisions = [(policy.decide(identity, Verb.INGEST, spec), details)]
+    else:
+        decisions = materialization_decisions(policy, identity, spec, inputs, versions, details)
+    enforce_all(catalog, [*decisions, *in_force_denials(catalog, policy, identity, [spec], details)], run_id)
 
 
 def materialization_decisions(
@@ -118,13 +123,6 @@ def authorize_run(
                      for spec in checks)
     if decisions:
         enforce_all(catalog, decisions, run_id)
-
-
-def authorize_definition(catalog: Catalog, policy: Policy, identity: Identity, spec: Spec, run_id: str | None) -> None:
-    """Raise AccessDenied, recorded, when approval is on and the spec file is not the definition in force."""
-    denials = in_force_denials(catalog, policy, identity, [spec])
-    if denials:
-        enforce_all(catalog, denials, run_id)
 
 
 def in_force_denials(
