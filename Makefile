@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export CUSTODY_HOME ?= $(CURDIR)/.custody
 
-.PHONY: setup system-packages demo test ui clean
+.PHONY: setup system-packages demo test ui notebook clean
 
 $(BIN)/custody: pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit("Custody needs Python 3.11 or newer, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
@@ -29,6 +29,12 @@ test: system-packages
 ui: setup
 	$(BIN)/python -m assets.launch
 	DAGSTER_HOME=$(CUSTODY_HOME)/dagster $(BIN)/dagster dev -w workspace.yaml
+
+$(BIN)/jupyter-lab: $(BIN)/custody
+	$(BIN)/pip install --quiet -e ".[notebook]"
+
+notebook: $(BIN)/jupyter-lab
+	CUSTODY_SPECS="$${CUSTODY_SPECS:-$(CURDIR)/assets/specs}" $(BIN)/jupyter lab --notebook-dir=notebooks auditor.ipynb
 
 clean:
 	rm -rf $(CUSTODY_HOME)

@@ -114,7 +114,7 @@ def run(args: argparse.Namespace, work: Path, server) -> None:
     settings = Settings.under(work / "home", specs=ROOT / "assets" / "specs")
     fake_version(settings, args.rows)
     custody = Custody(settings, {})
-    catalog = custody.catalog
+    catalog = custody.store
     row = catalog.version(VersionRef(PRODUCTS, 1))
     decision = file_policy.decide(carol, Verb.READ, products, 1)
     assert decision.allowed and cached.decide(carol, Verb.READ, products).allowed

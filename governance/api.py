@@ -1,9 +1,14 @@
-"""Custody from Python: governed reads as a named user, each one decided by policy and recorded.
+"""Custody from Python: the catalog for auditors, and governed reads as a named user.
 
     custody = Custody.from_env()
+    custody.catalog(search="revenue")                                         # pandas DataFrame, one row per asset
+    custody.provenance("sales/product_summary@2")                             # a graph Jupyter draws; .to_frame()
+    custody.ledger(action="read")                                             # who read what, allowed or denied
     table = custody.read("sales/product_summary", as_user="carol")          # pyarrow.Table
     frame = custody.read_spark(spark, "sales/clients@2", as_user="carol")   # pyspark DataFrame
     custody.apply_specs(["sales/products"], as_user="alice")                 # an owner puts an edit in force
+
+Answers about the catalog are read, never recorded; reads of data are decided by policy and recorded.
 """
 
 from __future__ import annotations
@@ -11,7 +16,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from governance.access.guard import authenticate
 from governance.access.policy import Identity, Policy
@@ -20,14 +26,18 @@ from governance.access.settings import pinned_settings, policy_of
 from governance.catalog import Catalog, closing_checkpoint
 from governance.catalog.models import VersionRow
 from governance.config import Settings
+from governance.errors import NotFound
 from governance.spec import SpecSet, load_specs
-from governance.zones import AssetKey
+from governance.zones import AssetKey, VersionRef
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
     from governance.approval import Applied, Edit, HistoryEntry
+    from governance.frames import AssetCard, Frame
+    from governance.ledger import Verification
+    from governance.lineage.pictures import LineageGraph
 
 PASSWORD_VARIABLE = "CUSTODY_PASSWORD"
 
@@ -45,7 +55,8 @@ class Custody:
         return cls(Settings.from_env())
 
     @cached_property
-    def catalog(self) -> Catalog:
+    def store(self) -> Catalog:
+        """The catalog's database: versions, lineage, specs in force, the ledger."""
         return Catalog.from_settings(self.settings, self.environ)
 
     @cached_property
@@ -57,7 +68,7 @@ class Custody:
     def policy(self) -> Policy:
         """Who may do what, as the settings pinned in the catalog say now: an admin's change counts
         from the next decision. The directory is kept while they stay the same."""
-        values = pinned_settings(self.catalog, self.settings, self.environ).values()
+        values = pinned_settings(self.store, self.settings, self.environ).values()
         if self._policy is None or self._policy[0] != values:
             self._policy = (values, policy_of(values, self.environ))
         return self._policy[1]
@@ -69,7 +80,7 @@ class Custody:
         if password is None:
             return Identity.asserted(user)
         with closing_checkpoint():
-            return authenticate(self.catalog, self.policy, user, password, run_id)
+            return authenticate(self.store, self.policy, user, password, run_id)
 
     def open(self, target: str, *, as_user: str, password: str | None = None) -> VersionRow:
         """The version `target` names (newest committed without `@N`), once `as_user` may read it.
@@ -77,7 +88,7 @@ class Custody:
         parsed = Target.parse(target)
         identity = self.identity(as_user, password)
         with closing_checkpoint():
-            return open_version(self.catalog, self.policy, self.specs.get(parsed.key), identity, parsed)
+            return open_version(self.store, self.policy, self.specs.get(parsed.key), identity, parsed)
 
     def read(self, target: str, *, as_user: str, password: str | None = None, limit: int | None = None,
              columns: Sequence[str] | None = None) -> pa.Table:
@@ -92,7 +103,7 @@ class Custody:
         """What the spec files change against the definitions in force (of `assets`, else all)."""
         from governance.approval import edits
 
-        return edits(self.catalog, self.specs, self.policy.directory, [AssetKey.parse(a) for a in assets])
+        return edits(self.store, self.specs, self.policy.directory, [AssetKey.parse(a) for a in assets])
 
     def apply_specs(self, assets: Sequence[str] = (), *, as_user: str, password: str | None = None) -> list[Applied]:
         """Put the edited specs in force, all or none, as `as_user`: an owner of each. Recorded."""
@@ -100,23 +111,97 @@ class Custody:
 
         identity = self.identity(as_user, password)
         with closing_checkpoint():
-            return apply(self.catalog, self.policy, identity, self.specs, [AssetKey.parse(a) for a in assets])
+            return apply(self.store, self.policy, identity, self.specs, [AssetKey.parse(a) for a in assets])
 
     def spec_history(self, asset: str) -> list[HistoryEntry]:
         """Each spec of `asset` put in force, oldest first, with who applied it and what it changed."""
         from governance.approval import history
 
-        return history(self.catalog, AssetKey.parse(asset))
+        return history(self.store, AssetKey.parse(asset))
 
     def spec(self, target: str) -> dict:
         """The spec body an asset had, by `ASSET@HASH` (at least 6 hex digits of the hash)."""
         from governance.approval import snapshot
 
         asset, _, prefix = target.partition("@")
-        return snapshot(self.catalog, AssetKey.parse(asset), prefix)[1]
+        return snapshot(self.store, AssetKey.parse(asset), prefix)[1]
 
     def spec_diff(self, asset: str, old: str, new: str) -> list[str]:
         """The changes between two recorded specs of `asset`, by hash prefix, one line each."""
         from governance.approval import compare
 
-        return [change.line() for change in compare(self.catalog, AssetKey.parse(asset), old, new)[2]]
+        return [change.line() for change in compare(self.store, AssetKey.parse(asset), old, new)[2]]
+
+    def catalog(self, search: str | None = None, *, domain: str | None = None, classification: str | None = None,
+                owner: str | None = None) -> Frame:
+        """Every asset with its roles, classification and newest version; narrowed as `custody catalog` narrows it."""
+        from governance.catalog.listing import Filters, listing
+        from governance.frames import catalog_frame
+
+        return catalog_frame(listing(self.store, Filters(search, domain, classification, owner)))
+
+    def asset(self, key: str) -> AssetCard:
+        """One asset whole: its spec, columns, versions, inputs and dependents."""
+        from governance.catalog.listing import detail
+        from governance.frames import AssetCard
+
+        return AssetCard(detail(self.store, AssetKey.parse(key)))
+
+    def versions(self, key: str) -> Frame:
+        """Every version of the asset, purged ones too, oldest first."""
+        from governance.frames import versions_frame
+
+        asset = AssetKey.parse(key)
+        rows = self.store.versions(asset)
+        if not rows and not self.store.has_asset(asset):
+            raise NotFound(f"unknown asset {asset}: the catalog has no spec and no version of it (custody catalog lists them)")
+        return versions_frame(rows)
+
+    def provenance(self, ref: str, depth: int | None = None) -> LineageGraph:
+        """Everything `ref` (DOMAIN/NAME@N) was built from, down to its DropZone files, as a graph."""
+        return self._graph(ref, depth=depth)
+
+    def impact(self, ref: str, depth: int | None = None) -> LineageGraph:
+        """Every version built from `ref`, transitively: what a bad input version touched."""
+        return self._graph(ref, impact=True, depth=depth)
+
+    def columns(self, ref: str, column: str) -> LineageGraph:
+        """Where `column` of `ref` comes from, column by column, back to the DropZone fields."""
+        return self._graph(ref, column=column)
+
+    def _graph(self, ref: str, **how: Any) -> LineageGraph:
+        from governance.lineage.pictures import lineage_graph
+
+        return lineage_graph(self.store, VersionRef.parse(ref), **how)
+
+    def ledger(self, *, asset: str | None = None, version: int | None = None, actor: str | None = None,
+               action: str | None = None, run_id: str | None = None, since: str | None = None,
+               until: str | None = None, limit: int | None = 1_000) -> Frame:
+        """Ledger entries, oldest first, that match every filter given (`since`/`until`: ISO times)."""
+        from governance import ledger
+        from governance.frames import ledger_frame
+
+        where = ledger.LedgerFilter(asset=asset, version=version, actor=actor, action=action, run_id=run_id,
+                                    since=since, until=until, limit=limit)
+        with self.store.session() as session:
+            return ledger_frame(ledger.entries(session, where))
+
+    def access(self, key: str) -> Frame:
+        """Each role on the asset, as its definition in force names them: its group, its members as the
+        directory says now, and what it may do."""
+        from governance.access.grants import show
+        from governance.approval import in_force, spec_in_force
+        from governance.frames import access_frame
+
+        asset = AssetKey.parse(key)
+        found = in_force(self.store, [asset]).get(asset)
+        if found is None:
+            raise NotFound(f"unknown asset {asset}: no definition of it is in force (custody catalog lists the assets)")
+        return access_frame(show(self.policy, spec_in_force(found, Path(f"{asset}.yaml"))))
+
+    def verify(self) -> Verification:
+        """Recompute the ledger's hash chain and hold it against its checkpoints."""
+        from governance import ledger
+
+        with self.store.session() as session:
+            return ledger.verify(session, self.store.checkpoints)

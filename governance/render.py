@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.markup import escape as escape_markup
 from rich.table import Table
 from rich.text import Text
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from governance.access.grants import AccessView, MembershipChange
     from governance.access.policy import Decision
+    from governance.catalog.listing import AssetDetail, AssetEntry
 
 
 def escape(text: str) -> str:
@@ -339,6 +340,53 @@ def spec_yaml(asset: str, spec_hash: str, body: dict) -> str:
     import yaml
 
     return f"# {asset}, spec {spec_hash}\n" + yaml.safe_dump(body, sort_keys=False, allow_unicode=True)
+
+
+def catalog_listing(entries: list[AssetEntry]) -> Group:
+    """Each asset as a short block that wraps at any width: what it is, who holds it, its newest version."""
+    blocks: list[Text] = [Text(f"Catalog: {len(entries):,} asset{'s' if len(entries) != 1 else ''}\n", style="bold")]
+    for entry in entries:
+        marks = [mark for mark, on in (("retired", entry.retired), ("critical version", entry.critical)) if on]
+        facts = [entry.zone, entry.classification + (", pii" if entry.pii else ""),
+                 f"{entry.versions:,} version{'s' if entry.versions != 1 else ''}", *marks]
+        block = Text.assemble((printable(entry.key), "bold"), "  ", (" · ".join(facts), "dim"), "\n")
+        block.append(f"  {printable(entry.description)}\n")
+        block.append(f"  owner {printable(entry.owner)} · producer {printable(entry.producer)} · consumer {printable(entry.consumer)}\n")
+        block.append(f"  newest {_newest(entry)}\n")
+        blocks.append(block)
+    return Group(*blocks)
+
+
+def _newest(entry: AssetEntry) -> str:
+    newest = entry.newest
+    if newest is None:
+        return "version: none committed"
+    label = f" label {printable(newest.label)}" if newest.label else ""
+    return (f"@{newest.number}{label}: {newest.rows:,} rows, {newest.created_at.strftime('%Y-%m-%d %H:%M')}, "
+            f"for {printable(newest.requested_by)}")
+
+
+def asset_detail(found: AssetDetail) -> Group:
+    entry = found.entry
+    state = "retired: its last spec" if entry.retired else "spec in force"
+    said = f"""{entry.description}
+owner {entry.owner}, producer {entry.producer}, consumer {entry.consumer}
+inputs: {', '.join(found.inputs) or 'none (a landing asset)'}
+built from it: {', '.join(found.dependents) or 'nothing in force'}
+"""
+    head = Text.assemble((printable(entry.key), "bold"), f"  {entry.zone}, {entry.classification}" + (", pii" if entry.pii else ""),
+                         "\n", printable(said, keep="\n"), (f"{state} {entry.spec_hash}", "dim"))
+    columns = Table(title="Columns", title_justify="left")
+    for column in ("name", "type", "nullable", "description"):
+        columns.add_column(column)
+    for column in found.columns:
+        columns.add_row(escape(column["name"]), escape(column["type"]), "yes" if column.get("nullable", True) else "no",
+                        escape(column.get("description", "")))
+    if not found.spec.get("columns"):
+        columns.title = "Columns (as the newest version was written; the spec declares none)"
+    parts = [head, columns] if found.columns else [head]
+    parts.append(versions_table(entry.key, list(found.versions)) if found.versions else Text("no version yet"))
+    return Group(*parts)
 
 
 def stdout_console() -> Console:

@@ -160,7 +160,7 @@ def test_the_python_read_api_enforces_and_records_too(landed, spark):
     assert custody.read_spark(spark, "sales/products@1", as_user="alice").count() == 4
     with pytest.raises(AccessDenied):
         custody.read("sales/products", as_user="eve")
-    assert [(a, r) for a, _, r, _ in decisions(custody.catalog, "read")] == [("carol", "allowed"), ("alice", "allowed"), ("eve", "denied")]
+    assert [(a, r) for a, _, r, _ in decisions(custody.store, "read")] == [("carol", "allowed"), ("alice", "allowed"), ("eve", "denied")]
 
 
 def test_status_needs_the_owner(landed, capsys):

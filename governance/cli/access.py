@@ -59,7 +59,7 @@ def _change_role(verb: str, role: str, asset: str, user: str, by: str, password_
 
     custody = open_custody(load_settings())
     spec = spec_of(custody, AssetKey.parse(asset))
-    change = change_role(custody.catalog, custody.policy, identify(custody, by, password_stdin), Verb(verb),
+    change = change_role(custody.store, custody.policy, identify(custody, by, password_stdin), Verb(verb),
                          parse_role(role), spec, user, custody.specs)
     if as_json:
         emit_json(asdict(change))

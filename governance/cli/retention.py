@@ -42,9 +42,9 @@ def status(
     from governance.access.guard import authorize
     from governance.access.policy import Verb
 
-    authorize(custody.catalog, custody.policy, identity, Verb.STATUS, custody.specs.get(ref.key), version=ref.number,
+    authorize(custody.store, custody.policy, identity, Verb.STATUS, custody.specs.get(ref.key), version=ref.number,
               details={"to": status_value.value})
-    change = set_status(custody.catalog, ref, status_value, by, identity.assurance)
+    change = set_status(custody.store, ref, status_value, by, identity.assurance)
     if as_json:
         emit_json(asdict(change))
         return
@@ -82,7 +82,7 @@ def purge(
         from governance.access.guard import authorize
         from governance.access.policy import Verb
 
-        authorize(custody.catalog, custody.policy, identity, Verb.PURGE, None, touching=touching,
+        authorize(custody.store, custody.policy, identity, Verb.PURGE, None, touching=touching,
                   details={"versions": versions or "by retention"})
         assurance = identity.assurance
     report = purge_versions(

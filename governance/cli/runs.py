@@ -132,7 +132,7 @@ def _apply_demo_specs(custody: Custody) -> None:
     from governance.approval import apply
     from governance.demo import OWNER
 
-    applied = apply(custody.catalog, custody.policy, Identity.asserted(OWNER), custody.specs)
+    applied = apply(custody.store, custody.policy, Identity.asserted(OWNER), custody.specs)
     if applied:
         progress_printer()(f"{OWNER} applied the specs of {', '.join(str(done.key) for done in applied)}")
 
@@ -146,7 +146,7 @@ def _demo_reads(custody: Custody, ref: str, console) -> None:
         custody.read(ref, as_user="eve", limit=3)
     asset, _, number = ref.partition("@")
     where = ledger.LedgerFilter(asset=asset, version=int(number), action="read")
-    with custody.catalog.session() as session:
+    with custody.store.session() as session:
         reads = ledger.entries(session, where)
     console.print(f"Reads of {ref} (custody ledger show --action read)", markup=False)
     for line in render.ledger_lines(reads):

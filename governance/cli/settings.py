@@ -38,7 +38,7 @@ def settings_show(as_json: JsonOption = False) -> None:
     from governance.access.settings import disagreements, pinned_settings
 
     custody = open_custody(load_settings())
-    pinned = pinned_settings(custody.catalog, custody.settings, custody.environ, refuse=False)
+    pinned = pinned_settings(custody.store, custody.settings, custody.environ, refuse=False)
     differ = disagreements(custody.settings, pinned)
     if as_json:
         emit_json({"settings": {key: asdict(value) for key, value in pinned.pinned.items()},
@@ -74,7 +74,7 @@ def settings_set(
     from governance.access.settings import change_setting
 
     custody = open_custody(load_settings())
-    change = change_setting(custody.catalog, custody.settings, custody.environ, identify(custody, by, password_stdin),
+    change = change_setting(custody.store, custody.settings, custody.environ, identify(custody, by, password_stdin),
                             key, value)
     if as_json:
         emit_json({**asdict(change), "changed": change.changed})

@@ -87,11 +87,11 @@ def specs_diff(
     if from_hash or to_hash:
         if len(keys) != 1 or not (from_hash and to_hash):
             raise typer.BadParameter("--from and --to compare two specs of one ASSET: name it, and give both hashes")
-        old, new, found = compare(custody.catalog, keys[0], from_hash, to_hash)
+        old, new, found = compare(custody.store, keys[0], from_hash, to_hash)
         data = {"asset": str(keys[0]), "from": old, "to": new, "changes": [change.line() for change in found]}
         show(data, as_json, lambda: render.spec_comparison(data))
         return
-    found = edits(custody.catalog, custody.specs, custody.policy.directory, keys)
+    found = edits(custody.store, custody.specs, custody.policy.directory, keys)
     show([edit.as_dict() for edit in found], as_json, lambda: render.spec_edits([edit.as_dict() for edit in found]))
 
 
@@ -111,7 +111,7 @@ def specs_apply(
 
     custody = open_custody(load_settings())
     identity = identify(custody, as_user, password_stdin)
-    done = apply(custody.catalog, custody.policy, identity, custody.specs, [AssetKey.parse(asset) for asset in assets or []])
+    done = apply(custody.store, custody.policy, identity, custody.specs, [AssetKey.parse(asset) for asset in assets or []])
     data = [{"asset": str(a.key), "old_hash": a.old_hash, "new_hash": a.new_hash, "by": a.by,
              "assurance": a.assurance, "changes": list(a.lines), "git": a.git} for a in done]
     show(data, as_json, lambda: render.spec_applications(data))
@@ -123,7 +123,7 @@ def specs_history(asset: Annotated[str, typer.Argument(help="DOMAIN/NAME")], as_
     from governance.approval import history
 
     custody = open_custody(load_settings())
-    entries = [asdict(entry) for entry in history(custody.catalog, AssetKey.parse(asset))]
+    entries = [asdict(entry) for entry in history(custody.store, AssetKey.parse(asset))]
     show(entries, as_json, lambda: render.spec_history(entries))
 
 
@@ -137,7 +137,7 @@ def specs_show(target: Annotated[str, typer.Argument(help="DOMAIN/NAME@HASH: at 
     if not at:
         raise typer.BadParameter(f"{target!r}: expected ASSET@HASH, such as sales/products@3f2a9c")
     custody = open_custody(load_settings())
-    spec_hash, body = snapshot(custody.catalog, AssetKey.parse(asset), prefix)
+    spec_hash, body = snapshot(custody.store, AssetKey.parse(asset), prefix)
     if as_json:
         emit_json({"asset": asset, "spec_hash": spec_hash, "spec": body})
         return

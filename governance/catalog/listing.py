@@ -1,0 +1,222 @@
+"""The catalog as an auditor browses it: every asset with its roles, classification and newest
+version, found by text or filtered by domain, classification or owner.
+
+A few statements whatever the catalog's size: the definitions in force; the versions counted by
+asset and status, and each asset's newest committed one, from one index; the assets with a critical
+version; and the last recorded spec of the assets that were retired.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, func, select
+from sqlmodel import Session, col
+
+from governance.catalog import Catalog
+from governance.catalog.models import AssetRow, Criticality, SpecSnapshot, VersionRow, VersionStatus
+from governance.errors import NotFound
+from governance.zones import AssetKey
+
+
+@dataclass(frozen=True)
+class NewestVersion:
+    """The newest committed version of an asset."""
+
+    number: int
+    label: str | None
+    rows: int
+    created_at: datetime
+    requested_by: str
+
+
+@dataclass(frozen=True)
+class AssetEntry:
+    """One asset as the catalog lists it. A retired asset (its spec file was deleted and the
+    deletion applied) is listed from the last spec it had, with its versions."""
+
+    key: str
+    zone: str
+    description: str
+    owner: str
+    producer: str
+    consumer: str
+    classification: str
+    pii: bool
+    tags: dict[str, str]
+    columns: tuple[str, ...]
+    spec_hash: str
+    retired: bool
+    versions: int
+    purged: int
+    critical: bool
+    newest: NewestVersion | None
+
+    @property
+    def domain(self) -> str:
+        return self.key.partition("/")[0]
+
+    def matches(self, text: str) -> bool:
+        """Whether `text` occurs, ignoring case, in the asset's name, description, a column name
+        or a tag (its name or value)."""
+        needle = text.casefold()
+        haystack = [self.key, self.description, *self.columns, *self.tags, *self.tags.values()]
+        return any(needle in each.casefold() for each in haystack)
+
+    def to_dict(self) -> dict[str, Any]:
+        # Field by field: dataclasses.asdict copies recursively, a third of `custody catalog --json`'s time.
+        newest = self.newest
+        return {
+            "key": self.key, "domain": self.domain, "zone": self.zone, "description": self.description,
+            "owner": self.owner, "producer": self.producer, "consumer": self.consumer,
+            "classification": self.classification, "pii": self.pii, "tags": self.tags, "columns": list(self.columns),
+            "spec_hash": self.spec_hash, "retired": self.retired, "versions": self.versions, "purged": self.purged,
+            "critical": self.critical,
+            "newest": None if newest is None else {
+                "number": newest.number, "label": newest.label, "rows": newest.rows,
+                "created_at": newest.created_at.isoformat(), "requested_by": newest.requested_by,
+            },
+        }
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What `custody catalog` narrows the list to; each one given must hold."""
+
+    search: str | None = None
+    domain: str | None = None
+    classification: str | None = None
+    owner: str | None = None
+
+    def keep(self, entry: AssetEntry) -> bool:
+        return ((self.search is None or entry.matches(self.search))
+                and (self.domain is None or entry.domain == self.domain)
+                and (self.classification is None or entry.classification == self.classification)
+                and (self.owner is None or entry.owner == self.owner))
+
+
+@dataclass(frozen=True)
+class AssetDetail:
+    """One asset whole: its entry, the spec in force (or last recorded, once retired), every version,
+    its declared inputs and the assets in force that declare it as theirs."""
+
+    entry: AssetEntry
+    spec: dict[str, Any]
+    versions: tuple[VersionRow, ...]
+    dependents: tuple[str, ...]
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return tuple(self.spec.get("inputs", []))
+
+    @property
+    def columns(self) -> list[dict[str, Any]]:
+        """The columns the spec declares (name, type, nullable, description); for a spec that declares
+        none, those its newest committed version was written with."""
+        declared = self.spec.get("columns", [])
+        if declared or self.entry.newest is None:
+            return declared
+        newest = next(v for v in self.versions if v.number == self.entry.newest.number)
+        return [{"name": f["name"], "type": f["type"] if isinstance(f["type"], str) else f["type"].get("type", "struct"),
+                 "nullable": f.get("nullable", True), "description": ""}
+                for f in json.loads(newest.table_schema).get("fields", [])]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.entry.to_dict(), "spec": self.spec, "inputs": list(self.inputs), "dependents": list(self.dependents),
+                "columns": self.columns,
+                "versions": [row.model_dump(mode="json", exclude={"table_schema", "column_lineage"}) for row in self.versions]}
+
+
+def listing(catalog: Catalog, filters: Filters | None = None) -> list[AssetEntry]:
+    """Every asset the catalog knows, in force or retired, sorted by key, that `filters` keep."""
+    filters = filters or Filters()
+    with catalog.session() as session:
+        specs = {key: (spec_hash, json.loads(body), False) for key, spec_hash, body in
+                 session.connection().execute(select(AssetRow.key, AssetRow.spec_hash, AssetRow.spec_json))}
+        stats = _version_stats(session)
+        retired = [key for key in stats if key not in specs]
+        specs.update(_last_specs(session, retired))
+    entries = [_entry(key, *specs[key], stats.get(key)) for key in sorted(specs)]
+    return [entry for entry in entries if filters.keep(entry)]
+
+
+def _version_stats(session: Session) -> dict[str, tuple[int, int, bool, NewestVersion | None]]:
+    connection = session.connection()
+    counts: dict[str, dict[str, int]] = {}
+    for key, status, count in connection.execute(
+        select(VersionRow.asset_key, VersionRow.status, func.count()).group_by(VersionRow.asset_key, VersionRow.status)
+    ):
+        counts.setdefault(key, {})[status] = count
+    critical = set(connection.execute(
+        select(VersionRow.asset_key).where(VersionRow.criticality == Criticality.CRITICAL.value).distinct()).scalars())
+    top = (
+        select(VersionRow.asset_key, func.max(VersionRow.number).label("number"))
+        .where(VersionRow.status == VersionStatus.COMMITTED.value)
+        .group_by(VersionRow.asset_key)
+        .subquery()
+    )
+    newest = {
+        row.asset_key: NewestVersion(row.number, row.label, row.rows, row.created_at, row.requested_by)
+        for row in connection.execute(
+            select(VersionRow.asset_key, VersionRow.number, VersionRow.label, VersionRow.rows, VersionRow.created_at,
+                   VersionRow.requested_by)
+            .join(top, and_(VersionRow.asset_key == top.c.asset_key, VersionRow.number == top.c.number))
+        )
+    }
+    return {key: (sum(by_status.values()), by_status.get(VersionStatus.PURGED.value, 0), key in critical, newest.get(key))
+            for key, by_status in counts.items()}
+
+
+def _last_specs(session: Session, keys: list[str]) -> dict[str, tuple[str, dict[str, Any], bool]]:
+    """The newest spec recorded for each of `keys`: what a retired asset was (nothing, for versions
+    older than the catalog's spec records)."""
+    found: dict[str, tuple[str, dict[str, Any], bool]] = dict.fromkeys(keys, ("", {}, True))
+    if keys:
+        rows = session.scalars(
+            select(SpecSnapshot).where(col(SpecSnapshot.asset_key).in_(keys)).order_by(col(SpecSnapshot.id))
+        )
+        found.update((row.asset_key, (row.spec_hash, json.loads(row.spec_json), True)) for row in rows)
+    return found
+
+
+def _entry(key: str, spec_hash: str, body: dict[str, Any], retired: bool,
+           stats: tuple[int, int, bool, NewestVersion | None] | None) -> AssetEntry:
+    versions, purged, critical, newest = stats or (0, 0, False, None)
+    roles = body.get("roles", {})
+    return AssetEntry(
+        key=key, zone=body.get("zone", ""), description=body.get("description", ""),
+        owner=roles.get("owner", ""), producer=roles.get("producer", ""), consumer=roles.get("consumer", ""),
+        classification=body.get("classification", ""), pii=bool(body.get("pii", False)),
+        tags=dict(body.get("tags", {})), columns=tuple(c["name"] for c in body.get("columns", [])),
+        spec_hash=spec_hash, retired=retired, versions=versions, purged=purged, critical=critical, newest=newest,
+    )
+
+
+def _versions(session: Session, key: AssetKey) -> tuple[VersionRow, ...]:
+    return tuple(session.scalars(select(VersionRow).where(VersionRow.asset_key == str(key)).order_by(col(VersionRow.number))))
+
+
+def detail(catalog: Catalog, key: AssetKey) -> AssetDetail:
+    """The asset `key` whole; NotFound names the assets to choose from when the catalog has no such asset."""
+    with catalog.session() as session:
+        row = session.get(AssetRow, str(key))
+        versions = _versions(session, key)
+        if row is not None:
+            spec_hash, body, retired = row.spec_hash, json.loads(row.spec_json), False
+        elif versions:
+            spec_hash, body, retired = _last_specs(session, [str(key)])[str(key)]
+        else:
+            raise NotFound(f"unknown asset {key}: the catalog has no spec and no version of it (custody catalog lists them)")
+        dependents = tuple(sorted(
+            other for other, spec_json in session.connection().execute(select(AssetRow.key, AssetRow.spec_json))
+            if str(key) in json.loads(spec_json).get("inputs", [])
+        ))
+    committed = [v for v in versions if v.status == VersionStatus.COMMITTED.value]
+    top = committed[-1] if committed else None
+    stats = (len(versions), sum(v.status == VersionStatus.PURGED.value for v in versions),
+             any(v.criticality == Criticality.CRITICAL.value for v in versions),
+             NewestVersion(top.number, top.label, top.rows, top.created_at, top.requested_by) if top else None)
+    return AssetDetail(_entry(str(key), spec_hash, body, retired, stats), body, versions, dependents)

@@ -1,0 +1,45 @@
+"""`custody catalog`: every asset with its roles, classification and newest version; one asset whole."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from governance import render
+from governance.catalog.listing import Filters, detail, listing
+from governance.cli.common import JsonOption, app, emit_json, load_settings, open_catalog
+from governance.spec import Classification
+from governance.zones import AssetKey
+
+
+@app.command()
+def catalog(
+    asset: Annotated[str | None, typer.Argument(help="Show this asset whole instead of the list.", metavar="ASSET")] = None,
+    search: Annotated[str | None, typer.Option(help="Only assets whose name, description, a column name or a tag contains TEXT (any case).", metavar="TEXT")] = None,
+    domain: Annotated[str | None, typer.Option(help="Only the assets of this domain.")] = None,
+    classification: Annotated[Classification | None, typer.Option(help="Only assets of this classification.", case_sensitive=False)] = None,
+    owner: Annotated[str | None, typer.Option(help="Only assets this group owns.", metavar="GROUP")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List the catalog's assets: zone, owner, producer and consumer groups, classification, newest version.
+
+    Retired assets are listed too, with their versions. With ASSET, that asset whole: the spec in
+    force with its hash, its columns, every version, its inputs and the assets built from it.
+    """
+    store = open_catalog(load_settings())
+    if asset is not None:
+        if search or domain or classification or owner:
+            raise typer.BadParameter("--search, --domain, --classification and --owner narrow the list: give no ASSET with them",
+                                     param_hint="ASSET")
+        found = detail(store, AssetKey.parse(asset))
+        if as_json:
+            emit_json(found.to_dict())
+        else:
+            render.stdout_console().print(render.asset_detail(found))
+        return
+    entries = listing(store, Filters(search, domain, classification.value if classification else None, owner))
+    if as_json:
+        emit_json([entry.to_dict() for entry in entries])
+    else:
+        render.stdout_console().print(render.catalog_listing(entries))

@@ -1,0 +1,154 @@
+"""The catalog's answers as pandas DataFrames with typed columns, shown in Jupyter as readable tables:
+times in ISO form, long hashes cut short (the whole value is in the frame, and in the cell's tooltip)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+
+from governance.access.grants import AccessView
+from governance.catalog.listing import AssetDetail, AssetEntry
+from governance.catalog.models import LedgerEntry, VersionRow
+
+HASHES = frozenset({"data_version", "code_version", "spec_hash", "run_id", "run", "sha256", "hash", "prev_hash", "attempt_id"})
+SHOWN = 12
+
+
+class Frame(pd.DataFrame):
+    """A DataFrame that Jupyter shows with ISO times and shortened hashes."""
+
+    @property
+    def _constructor(self):
+        return Frame
+
+    def _repr_html_(self) -> str:
+        hashes = [name for name in self.columns if name in HASHES]
+        times = [name for name in self.columns if _is_time(self[name])]
+        styler = self.style.format(na_rep="")
+        if times:
+            styler = styler.format(_iso, subset=times, na_rep="")
+        if hashes:
+            styler = styler.format(_short, subset=hashes, na_rep="")
+            tips = pd.DataFrame("", index=self.index, columns=self.columns)
+            for name in hashes:
+                tips[name] = self[name].astype("string").fillna("")
+            styler = styler.set_tooltips(tips)
+        return styler.hide(axis="index")._repr_html_()
+
+
+def _is_time(column: pd.Series) -> bool:
+    return pd.api.types.is_datetime64_any_dtype(column)
+
+
+def _iso(value: Any) -> str:
+    return value.isoformat() if isinstance(value, datetime | pd.Timestamp) else "" if value is None else str(value)
+
+
+def _short(value: Any) -> str:
+    text = "" if value is None or value is pd.NA else str(value)
+    return text if len(text) <= SHOWN else text[:SHOWN] + "…"
+
+
+def typed(records: Iterable[Mapping[str, Any]], times: Iterable[str] = (), columns: list[str] | None = None) -> Frame:
+    """Records as a Frame: pandas' nullable dtypes (string, Int64, boolean), `times` as UTC datetimes."""
+    frame = pd.DataFrame.from_records(list(records), columns=columns).convert_dtypes()
+    for name in times:
+        frame[name] = pd.to_datetime(frame[name], utc=True, format="ISO8601")
+    return Frame(frame)
+
+
+CATALOG_COLUMNS = ["key", "domain", "zone", "description", "owner", "producer", "consumer", "classification", "pii",
+                   "newest", "newest_label", "rows", "created_at", "requested_by", "versions", "purged", "critical",
+                   "retired", "spec_hash", "tags", "columns"]
+
+
+def catalog_frame(entries: list[AssetEntry]) -> Frame:
+    """One row per asset; `newest` and what follows it describe its newest committed version."""
+    records = []
+    for entry in entries:
+        newest = entry.newest
+        records.append({
+            "key": entry.key, "domain": entry.domain, "zone": entry.zone, "description": entry.description,
+            "owner": entry.owner, "producer": entry.producer, "consumer": entry.consumer,
+            "classification": entry.classification, "pii": entry.pii,
+            "newest": newest.number if newest else None, "newest_label": newest.label if newest else None,
+            "rows": newest.rows if newest else None, "created_at": newest.created_at.isoformat() if newest else None,
+            "requested_by": newest.requested_by if newest else None, "versions": entry.versions, "purged": entry.purged,
+            "critical": entry.critical, "retired": entry.retired, "spec_hash": entry.spec_hash,
+            "tags": entry.tags, "columns": list(entry.columns),
+        })
+    return typed(records, times=["created_at"], columns=CATALOG_COLUMNS)
+
+
+VERSION_COLUMNS = ["asset_key", "number", "label", "status", "criticality", "zone", "rows", "rows_quarantined", "bytes",
+                   "created_at", "requested_by", "assurance", "run_id", "code_version", "spec_hash", "data_version",
+                   "label_from", "purged_at", "path"]
+
+
+def versions_frame(rows: Iterable[VersionRow]) -> Frame:
+    records = [{name: _when(getattr(row, name)) for name in VERSION_COLUMNS} for row in rows]
+    return typed(records, times=["created_at", "purged_at"], columns=VERSION_COLUMNS)
+
+
+LEDGER_COLUMNS = ["seq", "ts", "actor", "action", "result", "asset_key", "version", "run_id", "assurance", "reason", "details"]
+
+
+def ledger_frame(entries: Iterable[LedgerEntry]) -> Frame:
+    """One row per entry; a decision's result and reason get columns of their own, the rest stays in `details`."""
+    records = []
+    for entry in entries:
+        details = json.loads(entry.details)
+        records.append({"seq": entry.seq, "ts": entry.ts, "actor": entry.actor, "action": entry.action,
+                        "result": details.get("result"), "asset_key": entry.asset_key, "version": entry.version,
+                        "run_id": entry.run_id, "assurance": entry.assurance, "reason": details.get("reason"),
+                        "details": details})
+    return typed(records, times=["ts"], columns=LEDGER_COLUMNS)
+
+
+def access_frame(view: AccessView) -> Frame:
+    """One row per role: its group, the members the directory gives it, and what it may do."""
+    return typed([{"asset": view.asset, "role": role.role, "group": role.group, "members": list(role.members),
+                   "may": list(role.may)} for role in view.roles], columns=["asset", "role", "group", "members", "may"])
+
+
+def _when(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+@dataclass(frozen=True)
+class AssetCard:
+    """One asset whole, as Jupyter shows it: what it is, its columns and its versions."""
+
+    detail: AssetDetail
+
+    @property
+    def columns(self) -> Frame:
+        return typed(self.detail.columns, columns=["name", "type", "nullable", "description"])
+
+    @property
+    def versions(self) -> Frame:
+        return versions_frame(self.detail.versions)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.detail.to_dict()
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        entry = self.detail.entry
+        facts = {
+            "zone": entry.zone, "classification": entry.classification + (", pii" if entry.pii else ""),
+            "owner / producer / consumer": f"{entry.owner} / {entry.producer} / {entry.consumer}",
+            "inputs": ", ".join(self.detail.inputs) or "none (a landing asset)",
+            "built from it": ", ".join(self.detail.dependents) or "nothing in force",
+            "spec": f"{'retired, last spec' if entry.retired else 'in force'} {entry.spec_hash}",
+        }
+        rows = "".join(f"<tr><th style='text-align:left'>{escape(k)}</th><td style='text-align:left'>{escape(v)}</td></tr>"
+                       for k, v in facts.items())
+        return (f"<h4>{escape(entry.key)}</h4><p>{escape(entry.description)}</p><table>{rows}</table>"
+                f"<h5>Columns</h5>{self.columns._repr_html_()}<h5>Versions</h5>{self.versions._repr_html_()}")

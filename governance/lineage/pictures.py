@@ -1,0 +1,279 @@
+"""Lineage as a graph to look at or to hand to graph tools: versions (or columns) as nodes with what
+an auditor asks about them, edges with the run and code that made the output.
+
+Graphviz lays out the pictures (its `dot` program draws them); networkx writes GraphML, which yEd,
+Gephi and Cytoscape read. DOT, GraphML and JSON need no program outside Python.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from governance.catalog import Catalog
+from governance.errors import EnvironmentProblem, InvalidInput
+from governance.lineage import graph
+from governance.lineage.column_trace import ColumnNode, column_tree
+from governance.lineage.graph import Direction, Lineage, VersionNode
+from governance.zones import VersionRef
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+    from governance.frames import Frame
+
+PICTURES = ("svg", "png")
+FORMATS = (*PICTURES, "dot", "graphml", "json")
+INSTALL_DOT = "drawing lineage needs Graphviz's dot program: apt-get install graphviz (or your system's graphviz package)"
+ZONE_FILL = {"landing": "#dbeafe", "integration": "#dcfce7", "quarantine": "#fef3c7"}
+PURGED_FILL = "#e5e7eb"
+HASH_SHOWN = 12
+LEGEND = (
+    '<<table border="0" cellborder="1" cellspacing="0" cellpadding="3">'
+    f'<tr><td bgcolor="{ZONE_FILL["landing"]}">landing</td><td bgcolor="{ZONE_FILL["integration"]}">integration</td>'
+    f'<td bgcolor="{PURGED_FILL}">purged</td><td color="#b91c1c">critical</td><td color="#b45309">protected</td></tr>'
+    '</table>>'
+)
+
+
+@dataclass(frozen=True)
+class LineageGraph:
+    """Nodes by id with their attributes, and edges (source, target, attributes) in the direction data flows."""
+
+    title: str
+    nodes: dict[str, dict[str, Any]]
+    edges: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"title": self.title,
+                "nodes": [{"id": node_id, **attributes} for node_id, attributes in self.nodes.items()],
+                "edges": [{"source": source, "target": target, **attributes} for source, target, attributes in self.edges]}
+
+    def to_frame(self) -> Frame:
+        """One row per node, its id first; the attributes a node kind lacks are empty."""
+        from governance.frames import typed
+
+        return typed(({"id": node_id, **attributes} for node_id, attributes in self.nodes.items()),
+                     times=["created_at"] if any("created_at" in a for a in self.nodes.values()) else [])
+
+    def edges_frame(self) -> Frame:
+        from governance.frames import typed
+
+        return typed({"source": s, "target": t, **attributes} for s, t, attributes in self.edges)
+
+    def to_networkx(self) -> nx.DiGraph:
+        """A networkx DiGraph; attributes without a value are left out, as GraphML has no null."""
+        import networkx as nx
+
+        graph = nx.DiGraph(name=self.title)
+        graph.add_nodes_from((node_id, _present(attributes)) for node_id, attributes in self.nodes.items())
+        graph.add_edges_from((source, target, _present(attributes)) for source, target, attributes in self.edges)
+        return graph
+
+    def to_graphml(self, path: str | Path) -> None:
+        import networkx as nx
+
+        nx.write_graphml(self.to_networkx(), str(path))
+
+    def to_dot(self) -> str:
+        return self._digraph().source
+
+    def render(self, kind: str) -> bytes:
+        """The picture as `svg` or `png` bytes, laid out by Graphviz's dot."""
+        if kind not in PICTURES:
+            raise ValueError(f"a picture is one of {', '.join(PICTURES)}, not {kind}")
+        if shutil.which("dot") is None:
+            raise EnvironmentProblem(INSTALL_DOT)
+        return self._digraph().pipe(format=kind)
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
+        """Jupyter shows the picture, or says how to get one when Graphviz is missing."""
+        text = f"{self.title}: {len(self.nodes)} nodes, {len(self.edges)} edges"
+        if shutil.which("dot") is None:
+            return {"text/plain": f"{text} ({INSTALL_DOT})"}
+        return {"image/svg+xml": self.render("svg").decode(), "text/plain": text}
+
+    def _digraph(self):
+        import graphviz
+
+        picture = graphviz.Digraph(name="lineage", graph_attr={"rankdir": "LR", "label": self.title, "labelloc": "t",
+                                                               "fontname": "Helvetica", "fontsize": "14"},
+                                   node_attr={"fontname": "Helvetica", "fontsize": "10"},
+                                   edge_attr={"fontname": "Helvetica", "fontsize": "8", "color": "#6b7280"})
+        # DOT reads a colon in a node's name as a port: the picture names its nodes n0, n1, …
+        names = {node_id: f"n{index}" for index, node_id in enumerate(self.nodes)}
+        for node_id, attributes in self.nodes.items():
+            picture.node(names[node_id], **_look(attributes))
+        if any(attributes["kind"] in ("version", "column") for attributes in self.nodes.values()):
+            picture.node("legend", label=LEGEND, shape="plaintext", fontsize="9")
+        for source, target, attributes in self.edges:
+            # INDIRECT dependencies (filters, joins, groupings) are dashed: the values flow along solid edges.
+            indirect = attributes.get("direct") is False
+            picture.edge(names[source], names[target], label=attributes.get("how", ""), tooltip=_edge_tooltip(attributes),
+                         style="dashed" if indirect else "solid")
+        return picture
+
+
+def lineage_graph(catalog: Catalog, ref: VersionRef, *, impact: bool = False, column: str | None = None,
+                  depth: int | None = None) -> LineageGraph:
+    """The provenance of `ref` (or its impact), or with `column` the lineage of that column back to
+    the DropZone; `depth` cuts a version graph that many hops from `ref`."""
+    if column is not None:
+        if impact or depth is not None:
+            raise InvalidInput("a column's lineage is drawn whole, back to its DropZone fields: --columns takes neither --impact nor --depth")
+        return column_graph(column_tree(catalog, ref, column))
+    return version_graph((graph.impact if impact else graph.provenance)(catalog, ref, depth))
+
+
+def save(drawn: LineageGraph, path: Path, kind: str, *, force: bool = False) -> int:
+    """Write the graph to `path` as `kind` (one of FORMATS), all or nothing; the bytes written.
+    An existing file is replaced only with `force`."""
+    if kind not in FORMATS:
+        raise InvalidInput(f"unknown format {kind!r}: use one of {', '.join(FORMATS)}")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise InvalidInput(f"cannot write {path}: {folder} is not a writable folder")
+    if path.exists() and not force:
+        raise InvalidInput(f"{path} exists: give --force to replace it")
+    content = _content(drawn, kind)
+    # Opened by name, not by mkstemp: the file gets the permissions the umask gives, as any other would.
+    temporary = folder / f".{path.name}.{uuid.uuid4().hex}.tmp"
+    try:
+        with open(temporary, "xb") as out:
+            out.write(content)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    return len(content)
+
+
+def _content(drawn: LineageGraph, kind: str) -> bytes:
+    if kind in PICTURES:
+        return drawn.render(kind)
+    if kind == "dot":
+        return drawn.to_dot().encode()
+    if kind == "json":
+        return json.dumps(drawn.to_dict(), indent=2).encode()
+    import networkx as nx
+
+    return "\n".join(nx.generate_graphml(drawn.to_networkx())).encode()
+
+
+def version_graph(lineage: Lineage) -> LineageGraph:
+    """Provenance or impact as a graph; a provenance's landing versions lead back to their DropZone files."""
+    nodes: dict[str, dict[str, Any]] = {}
+    edges: dict[tuple[str, str], dict[str, Any]] = {}
+    upstream = lineage.direction is Direction.UPSTREAM
+    for node in lineage.root.walk():
+        nodes.setdefault(node.ref, _version_attributes(node))
+        if node.truncated:
+            nodes[node.ref]["truncated"] = True
+        for link in node.links:
+            source, target = (link, node) if upstream else (node, link)
+            edges[(source.ref, target.ref)] = _made_by(target)
+        if upstream and node.zone == "landing" and not node.expanded_elsewhere:
+            for source_file in node.sources:
+                file_id = f"file:{source_file.sha256}"
+                nodes.setdefault(file_id, {"kind": "file", "path": source_file.path, "bytes": source_file.bytes,
+                                           "sha256": source_file.sha256, "batch": node.batch or ""})
+                edges[(file_id, node.ref)] = _made_by(node)
+    what = "provenance" if upstream else "impact"
+    return LineageGraph(f"{what} of {lineage.root.ref}", nodes, [(s, t, a) for (s, t), a in edges.items()])
+
+
+def column_graph(root: ColumnNode) -> LineageGraph:
+    """A column's lineage back to the DropZone fields, one node per column of a version."""
+    nodes: dict[str, dict[str, Any]] = {}
+    edges: list[tuple[str, str, dict[str, Any]]] = []
+
+    def visit(node: ColumnNode) -> str:
+        node_id = f"{node.version.ref}.{node.column}"
+        version = node.version
+        nodes.setdefault(node_id, {
+            "kind": "column", "asset": version.asset_key, "version": version.number, "column": node.column,
+            "zone": version.zone, "data_version": version.data_version, "requested_by": version.requested_by,
+            "status": version.status, "criticality": version.criticality, "recorded": node.recorded,
+        })
+        if node.expanded_elsewhere:
+            return node_id
+        for child in node.inputs:
+            edges.append((visit(child), node_id, {**_how(child.edges), "run": version.run_id or "",
+                                                  "code_version": version.code_version}))
+        for dropped in node.fields:
+            batch = dropped.batch.batch_id if dropped.batch else ""
+            field_id = f"dropzone:{version.asset_key}:{batch}:{dropped.field}"
+            nodes.setdefault(field_id, {"kind": "dropzone_field", "field": dropped.field, "batch": batch,
+                                        "files": ", ".join(f.path for f in dropped.batch.files) if dropped.batch else ""})
+            edges.append((field_id, node_id, {**_how(dropped.edges), "run": version.run_id or "",
+                                              "code_version": version.code_version}))
+        return node_id
+
+    top = visit(root)
+    return LineageGraph(f"column lineage of {top}", nodes, edges)
+
+
+def _version_attributes(node: VersionNode) -> dict[str, Any]:
+    return {
+        "kind": "version", "asset": node.asset, "version": node.version, "label": node.label or "", "zone": node.zone,
+        "data_version": node.data_version, "requested_by": node.requested_by, "assurance": node.assurance,
+        "status": node.status, "criticality": node.criticality, "protected": node.protected, "rows": node.rows,
+        "created_at": node.created_at, "run": node.run_id or "", "code_version": node.code_version,
+    }
+
+
+def _made_by(output: VersionNode) -> dict[str, Any]:
+    return {"run": output.run_id or "", "code_version": output.code_version}
+
+
+def _how(edges) -> dict[str, Any]:
+    return {"how": ", ".join(edge.label for edge in edges), "direct": any(edge.kind.value == "DIRECT" for edge in edges)}
+
+
+def _present(attributes: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in attributes.items() if value is not None}
+
+
+def _look(attributes: dict[str, Any]) -> dict[str, str]:
+    kind = attributes["kind"]
+    if kind == "file":
+        return {"shape": "note", "style": "filled", "fillcolor": "#f9fafb",
+                "label": f"{Path(attributes['path']).name}\nsha256 {attributes['sha256'][:HASH_SHOWN]}",
+                "tooltip": attributes["path"]}
+    if kind == "dropzone_field":
+        return {"shape": "note", "style": "filled", "fillcolor": "#f9fafb",
+                "label": f"DropZone field {attributes['field']}\nbatch {attributes['batch']}", "tooltip": attributes["files"]}
+    purged = attributes["status"] != "committed"
+    ref = f"{attributes['asset']}@{attributes['version']}"
+    if kind == "column":
+        label = f"{ref}\n{attributes['column']}"
+    else:
+        label = ref + (f" ({attributes['label']})" if attributes["label"] else "")
+        rows = attributes["rows"]
+        label += f"\n{rows:,} row{'' if rows == 1 else 's'}, for {attributes['requested_by']}\ndata {attributes['data_version'][:HASH_SHOWN]}"
+    if purged:
+        label += f"\n{attributes['status']}"
+    if attributes["criticality"] == "critical":
+        label += "\ncritical"
+    look = {"shape": "box", "style": "rounded,filled" + (",dashed" if purged else ""), "label": label,
+            "fillcolor": PURGED_FILL if purged else ZONE_FILL.get(attributes["zone"], "#ffffff"),
+            "fontcolor": "#6b7280" if purged else "#111827", "tooltip": ref}
+    if attributes["criticality"] == "critical":
+        look.update(color="#b91c1c", penwidth="2.5")
+    elif attributes.get("protected"):
+        look.update(color="#b45309", peripheries="2")
+    if attributes.get("truncated"):
+        look["label"] += "\n… more beyond --depth"
+    return look
+
+
+def _edge_tooltip(attributes: dict[str, Any]) -> str:
+    return f"run {attributes.get('run') or '-'}, code {attributes.get('code_version', '')[:HASH_SHOWN]}"

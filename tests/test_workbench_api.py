@@ -1,0 +1,92 @@
+"""The catalog from Python, as a notebook uses it: typed DataFrames, graphs Jupyter draws, readable tables."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from governance.api import Custody
+from governance.catalog.models import Criticality
+from governance.errors import NotFound
+from governance.frames import Frame
+from governance.lineage.pictures import LineageGraph
+from governance.retention import set_status
+from governance.zones import VersionRef
+from tests.graphs import add_version
+
+PRODUCTS, JOINED = "sales/products", "sales/names_and_products"
+
+
+@pytest.fixture
+def custody(settings, demo_specs) -> Custody:
+    """The demo's specs registered by alice; products@1 and @2, and names_and_products@1 built from products@2."""
+    api = Custody(settings, {})
+    with api.store.session() as session:
+        for spec in demo_specs:
+            api.store.register_spec(session, spec, "alice")
+    first = add_version(api.store, PRODUCTS, 1, zone="landing")
+    second = add_version(api.store, PRODUCTS, 2, zone="landing")
+    add_version(api.store, JOINED, 1, inputs=(first, second))
+    set_status(api.store, VersionRef.parse(f"{PRODUCTS}@1"), Criticality.CRITICAL, "alice")
+    return api
+
+
+def test_the_catalog_is_a_dataframe_with_typed_columns(custody):
+    frame = custody.catalog()
+    assert isinstance(frame, pd.DataFrame) and len(frame) == 4
+    assert str(frame["created_at"].dtype) == "datetime64[ns, UTC]"
+    assert str(frame["versions"].dtype) == "Int64" and str(frame["critical"].dtype) == "boolean"
+    products = frame.set_index("key").loc[PRODUCTS]
+    assert (products["newest"], products["versions"], bool(products["critical"])) == (2, 2, True)
+    assert list(custody.catalog(search="names")["key"]) == [JOINED]
+
+
+def test_one_asset_shows_whole_and_gives_its_columns_and_versions_as_frames(custody):
+    card = custody.asset(PRODUCTS)
+    assert list(card.versions["number"]) == [1, 2] and "unit_price" in list(card.columns["name"])
+    html = card._repr_html_()
+    assert "built from it" in html and JOINED in html and "<table" in html
+
+
+def test_versions_of_an_unknown_asset_are_not_found(custody):
+    assert list(custody.versions(PRODUCTS)["number"]) == [1, 2]
+    with pytest.raises(NotFound, match="unknown asset sales/nope"):
+        custody.versions("sales/nope")
+
+
+def test_provenance_impact_and_columns_are_graphs_jupyter_draws(custody):
+    graph = custody.provenance(f"{JOINED}@1")
+    assert isinstance(graph, LineageGraph) and set(graph.nodes) == {f"{JOINED}@1", f"{PRODUCTS}@1", f"{PRODUCTS}@2"}
+    assert "image/svg+xml" in graph._repr_mimebundle_()
+    assert set(custody.impact(f"{PRODUCTS}@2").nodes) == {f"{PRODUCTS}@2", f"{JOINED}@1"}
+    assert graph.to_networkx().number_of_edges() == 2
+    nodes = graph.to_frame()
+    assert isinstance(nodes, Frame) and str(nodes["created_at"].dtype) == "datetime64[ns, UTC]"
+
+
+def test_tables_show_iso_times_and_shortened_hashes_with_the_whole_value_kept(custody):
+    frame = custody.versions(PRODUCTS)
+    full = frame["data_version"].iloc[0]
+    html = frame._repr_html_()
+    assert f">{full[:12]}…<" in html and full in html  # the whole value is the cell's tooltip
+    assert "2026-01-01T00:00:00+00:00" in html and frame["data_version"].iloc[0] == full
+
+
+def test_the_ledger_is_a_frame_of_entries_filtered_as_the_cli_filters_them(custody):
+    ledger = custody.ledger()
+    assert list(ledger["seq"]) == sorted(ledger["seq"]) and str(ledger["ts"].dtype) == "datetime64[ns, UTC]"
+    changed = custody.ledger(action="version.status_changed")
+    assert list(changed["actor"]) == ["alice"] and list(changed["asset_key"]) == [PRODUCTS]
+    assert custody.ledger(actor="nobody").empty
+
+
+def test_access_lists_each_role_from_the_definition_in_force(custody):
+    roles = custody.access(PRODUCTS).set_index("role")
+    assert roles.loc["owner", "group"] == "sales-owners" and "alice" in roles.loc["owner", "members"]
+    with pytest.raises(NotFound, match="no definition of it is in force"):
+        custody.access("sales/nope")
+
+
+def test_verify_holds_the_ledger_against_its_checkpoints(custody):
+    verification = custody.verify()
+    assert verification.ok and verification.entries == len(custody.ledger(limit=None))
