@@ -152,7 +152,7 @@ def main() -> None:
     parser.add_argument("--graph-versions", type=int, default=20_000, help="versions of the stress catalog for the pictures")
     parser.add_argument("--impact-sizes", type=int, nargs="+", default=[300, 3_000], help="impact graphs to draw, by node count")
     parser.add_argument("--sample", type=int, default=400, help="versions whose impact size is measured to pick from")
-    parser.add_argument("--runs", type=int, default=3, help="end-to-end runs of each command")
+    parser.add_argument("--runs", type=int, default=5, help="end-to-end runs of each command")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep", help="keep the pictures in this folder, to look at them")
     args = parser.parse_args()

@@ -7,7 +7,6 @@ Query commands read the catalog directly. Commands that produce versions (`inges
 from __future__ import annotations
 
 import inspect
-import sys
 
 import typer
 
@@ -55,7 +54,3 @@ def run(args: list[str] | None = None) -> int:
         err_console.print(printable(f"error: {err}", keep="\n"), markup=False)
         return err.exit_code
     return result if isinstance(result, int) else 0
-
-
-def main() -> None:
-    sys.exit(run())
