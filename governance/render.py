@@ -386,6 +386,7 @@ built from it: {', '.join(found.dependents) or 'nothing in force'}
         columns.title = "Columns (as the newest version was written; the spec declares none)"
     parts = [head, columns] if found.columns else [head]
     parts.append(versions_table(entry.key, list(found.versions)) if found.versions else Text("no version yet"))
+    parts.append(Text(printable(spec_yaml(entry.key, entry.spec_hash, found.spec), keep="\n")))
     return Group(*parts)
 
 

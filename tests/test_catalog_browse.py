@@ -103,6 +103,7 @@ def test_the_cli_shows_the_list_and_one_asset_to_people(registered, cli_env, cap
     code, out, _ = cli(capsys, "catalog", PRODUCTS)
     assert code == 0
     assert "unit_price" in out and f"built from it: {JOINED}" in out and "Versions of sales/products" in out
+    assert "# sales/products, spec " in out and "max_bad_fraction:" in out  # the spec in force, as YAML
 
 
 def test_the_cli_names_an_unknown_asset_and_refuses_filters_with_one(registered, cli_env, capsys):
