@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -175,14 +176,16 @@ class Custody:
         return lineage_graph(self.store, VersionRef.parse(ref), **how)
 
     def ledger(self, *, asset: str | None = None, version: int | None = None, actor: str | None = None,
-               action: str | None = None, run_id: str | None = None, since: str | None = None,
-               until: str | None = None, limit: int | None = 1_000) -> Frame:
-        """Ledger entries, oldest first, that match every filter given (`since`/`until`: ISO times)."""
+               action: str | None = None, run_id: str | None = None, since: str | datetime | None = None,
+               until: str | datetime | None = None, limit: int | None = None) -> Frame:
+        """Ledger entries, oldest first, that match every filter given: `since` and `until` are ISO
+        dates or times (UTC unless they say otherwise) or datetimes; `limit` keeps the oldest."""
         from governance import ledger
         from governance.frames import ledger_frame
 
         where = ledger.LedgerFilter(asset=asset, version=version, actor=actor, action=action, run_id=run_id,
-                                    since=since, until=until, limit=limit)
+                                    since=None if since is None else ledger.moment(since),
+                                    until=None if until is None else ledger.moment(until), limit=limit)
         with self.store.session() as session:
             return ledger_frame(ledger.entries(session, where))
 

@@ -27,18 +27,31 @@ class Frame(pd.DataFrame):
         return Frame
 
     def _repr_html_(self) -> str:
-        hashes = [name for name in self.columns if name in HASHES]
-        times = [name for name in self.columns if _is_time(self[name])]
-        styler = self.style.format(na_rep="")
-        if times:
-            styler = styler.format(_iso, subset=times, na_rep="")
-        if hashes:
-            styler = styler.format(_short, subset=hashes, na_rep="")
-            tips = pd.DataFrame("", index=self.index, columns=self.columns)
-            for name in hashes:
-                tips[name] = self[name].astype("string").fillna("")
-            styler = styler.set_tooltips(tips)
+        # As pandas does, a long frame shows its first and last rows (display.max_rows): styling
+        # every row of a whole ledger would put megabytes into the notebook.
+        limit = pd.get_option("display.max_rows") or len(self)
+        half = max(limit // 2, 1)
+        shown = self if len(self) <= limit else pd.DataFrame(pd.concat([self.head(half), self.tail(half)]))
+        styler = _styled(shown)
+        if len(shown) < len(self):
+            styler = styler.set_caption(f"{len(self):,} rows: the first and last {half:,} shown")
         return styler.hide(axis="index")._repr_html_()
+
+
+def _styled(frame: pd.DataFrame):
+    """ISO times, and hashes cut short with the whole value as the cell's tooltip."""
+    hashes = [name for name in frame.columns if name in HASHES]
+    times = [name for name in frame.columns if _is_time(frame[name])]
+    styler = frame.style.format(na_rep="")
+    if times:
+        styler = styler.format(_iso, subset=times, na_rep="")
+    if hashes:
+        styler = styler.format(_short, subset=hashes, na_rep="")
+        tips = pd.DataFrame("", index=frame.index, columns=frame.columns)
+        for name in hashes:
+            tips[name] = frame[name].astype("string").fillna("")
+        styler = styler.set_tooltips(tips)
+    return styler
 
 
 def _is_time(column: pd.Series) -> bool:
@@ -54,17 +67,30 @@ def _short(value: Any) -> str:
     return text if len(text) <= SHOWN else text[:SHOWN] + "…"
 
 
-def typed(records: Iterable[Mapping[str, Any]], times: Iterable[str] = (), columns: list[str] | None = None) -> Frame:
-    """Records as a Frame: pandas' nullable dtypes (string, Int64, boolean), `times` as UTC datetimes."""
+def typed(records: Iterable[Mapping[str, Any]], times: Iterable[str] = (), columns: list[str] | None = None,
+          dtypes: Mapping[str, str] | None = None) -> Frame:
+    """Records as a Frame: pandas' nullable dtypes (string, Int64, boolean), `times` as UTC datetimes.
+    `dtypes` fixes the columns whose type must not depend on the rows, empty or all missing."""
     frame = pd.DataFrame.from_records(list(records), columns=columns).convert_dtypes()
+    if dtypes:
+        frame = frame.astype(dict(dtypes))
     for name in times:
         frame[name] = pd.to_datetime(frame[name], utc=True, format="ISO8601")
     return Frame(frame)
 
 
+def _kinds(strings: str = "", ints: str = "", flags: str = "") -> dict[str, str]:
+    return {**dict.fromkeys(strings.split(), "string"), **dict.fromkeys(ints.split(), "Int64"),
+            **dict.fromkeys(flags.split(), "boolean")}
+
+
 CATALOG_COLUMNS = ["key", "domain", "zone", "description", "owner", "producer", "consumer", "classification", "pii",
                    "newest", "newest_label", "rows", "created_at", "requested_by", "versions", "purged", "critical",
                    "retired", "spec_hash", "tags", "columns"]
+
+
+CATALOG_TYPES = _kinds("key domain zone description owner producer consumer classification newest_label requested_by spec_hash",
+                       "newest rows versions purged", "pii critical retired")
 
 
 def catalog_frame(entries: list[AssetEntry]) -> Frame:
@@ -82,7 +108,7 @@ def catalog_frame(entries: list[AssetEntry]) -> Frame:
             "critical": entry.critical, "retired": entry.retired, "spec_hash": entry.spec_hash,
             "tags": entry.tags, "columns": list(entry.columns),
         })
-    return typed(records, times=["created_at"], columns=CATALOG_COLUMNS)
+    return typed(records, times=["created_at"], columns=CATALOG_COLUMNS, dtypes=CATALOG_TYPES)
 
 
 VERSION_COLUMNS = ["asset_key", "number", "label", "status", "criticality", "zone", "rows", "rows_quarantined", "bytes",
@@ -90,12 +116,19 @@ VERSION_COLUMNS = ["asset_key", "number", "label", "status", "criticality", "zon
                    "label_from", "purged_at", "path"]
 
 
+VERSION_TYPES = _kinds("asset_key label status criticality zone requested_by assurance run_id code_version spec_hash "
+                       "data_version label_from path", "number rows rows_quarantined bytes")
+
+
 def versions_frame(rows: Iterable[VersionRow]) -> Frame:
     records = [{name: _when(getattr(row, name)) for name in VERSION_COLUMNS} for row in rows]
-    return typed(records, times=["created_at", "purged_at"], columns=VERSION_COLUMNS)
+    return typed(records, times=["created_at", "purged_at"], columns=VERSION_COLUMNS, dtypes=VERSION_TYPES)
 
 
 LEDGER_COLUMNS = ["seq", "ts", "actor", "action", "result", "asset_key", "version", "run_id", "assurance", "reason", "details"]
+
+
+LEDGER_TYPES = _kinds("actor action result asset_key run_id assurance reason", "seq version")
 
 
 def ledger_frame(entries: Iterable[LedgerEntry]) -> Frame:
@@ -107,7 +140,7 @@ def ledger_frame(entries: Iterable[LedgerEntry]) -> Frame:
                         "result": details.get("result"), "asset_key": entry.asset_key, "version": entry.version,
                         "run_id": entry.run_id, "assurance": entry.assurance, "reason": details.get("reason"),
                         "details": details})
-    return typed(records, times=["ts"], columns=LEDGER_COLUMNS)
+    return typed(records, times=["ts"], columns=LEDGER_COLUMNS, dtypes=LEDGER_TYPES)
 
 
 def access_frame(view: AccessView) -> Frame:

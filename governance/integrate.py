@@ -86,9 +86,10 @@ def materialize(
     job = JobRun(str(spec.key), "TRANSFORMATION", request, list(inputs.values()))
     with events.running(job, progress) as outputs, attempt(catalog, lake, spec.key, request, ledger.Action.MATERIALIZATION_FAILED) as (attempt_id, stage):
         result = _run_transform(spark, spec, pins)
-        data, observation, columns = _written(result, stage.data, lake, spec.key, pins, column_lineage)
+        observation = observe(result, lake, spec.key, pins)
         for ref in observation.unread:
             progress(f"warning: declared input {ref} was not read by {spec.body.transform}")
+        data, columns = _written(result, stage.data, lake, pins, column_lineage)
         warn_about(columns, progress)
         label_from = AssetKey.parse(spec.body.version_label_from) if spec.body.version_label_from else None
         draft = Draft(
@@ -108,19 +109,14 @@ def materialize(
 
 
 def _written(
-    result: DataFrame, folder: Path, lake: Lake, key: AssetKey, pins: dict[AssetKey, VersionRow],
-    column_lineage: ColumnOptions | None,
-) -> tuple[Sealed, Observation, VersionColumns | None]:
-    """Write the result to the attempt's own staging folder and seal it, once its plan is known to
-    read only the pinned inputs. The plan is read by threads while the driver waits on Spark's
-    write, for what it reads and for its column lineage: a staging folder is published only by
-    the commit that follows, so a plan that fails the check leaves nothing behind."""
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        observed = pool.submit(observe, result, lake, key, pins)
+    result: DataFrame, folder: Path, lake: Lake, pins: dict[AssetKey, VersionRow], column_lineage: ColumnOptions | None,
+) -> tuple[Sealed, VersionColumns | None]:
+    """Write the result and seal it. Its column lineage only reads the plan, so a thread extracts it
+    while the driver waits on Spark's write."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
         columns = pool.submit(integration_columns, result, column_lineage, lake, pins) if column_lineage else None
         result.write.mode("errorifexists").parquet(str(folder))
-        observation = observed.result()
-        return seal(folder, ".parquet"), observation, columns.result() if columns else None
+        return seal(folder, ".parquet"), columns.result() if columns else None
 
 
 def _input_datasets(catalog: Catalog, lake: Lake, pins: dict[AssetKey, VersionRow]) -> dict[int | None, Dataset]:

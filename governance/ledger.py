@@ -24,7 +24,7 @@ from governance.catalog.models import (
     LedgerSegmentRow,
 )
 from governance.checkpoints import Checkpoints, Head
-from governance.errors import IntegrityError
+from governance.errors import IntegrityError, InvalidInput
 from governance.locks import advisory_lock
 from governance.segments import TornSegment, open_segment, opened
 
@@ -119,6 +119,17 @@ def _hashed_fields(row: Mapping[str, Any]) -> dict[str, Any]:
 def timestamp(moment: datetime) -> str:
     """A moment as the ledger writes it: UTC, microseconds, `Z`; such strings sort as time does."""
     return moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def moment(value: str | datetime) -> str:
+    """A time a filter names, as the ledger writes times: an ISO 8601 date or time (UTC unless it
+    says otherwise), or a datetime."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError as err:
+            raise InvalidInput(f"{value!r} is not an ISO 8601 date or time, e.g. 2026-11-22 or 2026-11-22T09:30") from err
+    return timestamp(value if value.tzinfo else value.replace(tzinfo=UTC))
 
 
 class Appended(NamedTuple):

@@ -147,3 +147,12 @@ def test_an_unknown_column_is_not_found_and_named_with_the_columns_there_are(cat
     code, _, err = cli(capsys, "lineage", "graph", "sales/product_summary@1", "--columns", "nope", "-o", str(tmp_path / "c.svg"))
     assert code == 4 and "has no column 'nope'" in err and "revenue" in err
     assert not (tmp_path / "c.svg").exists()
+
+
+def test_a_backslash_in_the_data_is_drawn_as_it_is(catalog, tmp_path):
+    add_version(catalog, "raw/a", 1, zone="landing", folder=tmp_path / "x")
+    with catalog.session() as session:
+        session.connection().exec_driver_sql("UPDATE version SET requested_by = 'dom\\ain\\', label = '\\N'")
+    drawn = lineage_graph(catalog, VersionRef.parse("raw/a@1"))
+    svg = drawn.render("svg").decode()
+    assert "dom\\ain\\" in svg and "\\N" in svg

@@ -253,6 +253,23 @@ def test_a_description_edit_is_no_new_code_version(specs, capsys):
     assert found["implications"] == ["dependents affected: sales/names_and_products, sales/product_summary"]
 
 
+def test_the_catalog_lists_a_retired_asset_as_it_was_when_retired_even_without_versions(specs, capsys):
+    summary = "sales/product_summary"
+    apply(capsys, "--as", "alice")
+    edit_spec(specs, summary, "distinct buyers", "buyers")
+    apply(capsys, summary, "--as", "alice")
+    edit_spec(specs, summary, "buyers", "distinct buyers")  # back to the first spec: its snapshot is the older one
+    apply(capsys, summary, "--as", "alice")
+    (specs / f"{summary}.yaml").unlink()
+    apply(capsys, summary, "--as", "alice")
+    code, out, _ = cli(capsys, "catalog", "--json", "--search", "summary")
+    [listed] = json.loads(out)
+    assert code == 0 and listed["retired"] and listed["versions"] == 0
+    assert "distinct buyers" in listed["description"]
+    code, out, _ = cli(capsys, "catalog", summary, "--json")
+    assert code == 0 and json.loads(out)["retired"]
+
+
 def test_a_deleted_spec_file_retires_the_asset_once_an_owner_applies_it_and_its_versions_stay(specs, cli_env, capsys, spark):
     dropped = drop_demo_batches(Lake(cli_env.lake))
     apply(capsys, "--as", "alice")

@@ -7,7 +7,7 @@ import pytest
 
 from governance.api import Custody
 from governance.catalog.models import Criticality
-from governance.errors import NotFound
+from governance.errors import InvalidInput, NotFound
 from governance.frames import Frame
 from governance.lineage.pictures import LineageGraph
 from governance.retention import set_status
@@ -90,3 +90,25 @@ def test_access_lists_each_role_from_the_definition_in_force(custody):
 def test_verify_holds_the_ledger_against_its_checkpoints(custody):
     verification = custody.verify()
     assert verification.ok and verification.entries == len(custody.ledger(limit=None))
+
+
+def test_a_long_frame_shows_its_first_and_last_rows_only(custody):
+    ledger = custody.ledger()
+    with pd.option_context("display.max_rows", 4):
+        html = ledger._repr_html_()
+    assert f"{len(ledger):,} rows: the first and last 2 shown" in html
+    assert html.count("<tr>") <= 1 + 4 + 1
+
+
+def test_an_empty_answer_keeps_its_column_types(custody):
+    empty = custody.catalog(search="no such thing")
+    assert empty.empty and str(empty["newest"].dtype) == "Int64" and str(empty["critical"].dtype) == "boolean"
+
+
+def test_ledger_times_are_read_as_iso_dates_or_datetimes(custody):
+    from datetime import UTC, datetime
+
+    assert len(custody.ledger(since="2000-01-01")) == len(custody.ledger())
+    assert custody.ledger(until=datetime(2000, 1, 1, tzinfo=UTC)).empty
+    with pytest.raises(InvalidInput, match="not an ISO 8601 date"):
+        custody.ledger(since="yesterday")

@@ -17,7 +17,14 @@ from sqlalchemy import and_, func, select
 from sqlmodel import Session, col
 
 from governance.catalog import Catalog
-from governance.catalog.models import AssetRow, Criticality, SpecSnapshot, VersionRow, VersionStatus
+from governance.catalog.models import (
+    AssetRow,
+    Criticality,
+    SpecApplication,
+    SpecSnapshot,
+    VersionRow,
+    VersionStatus,
+)
 from governance.errors import NotFound
 from governance.zones import AssetKey
 
@@ -137,7 +144,7 @@ def listing(catalog: Catalog, filters: Filters | None = None) -> list[AssetEntry
         specs = {key: (spec_hash, json.loads(body), False) for key, spec_hash, body in
                  session.connection().execute(select(AssetRow.key, AssetRow.spec_hash, AssetRow.spec_json))}
         stats = _version_stats(session)
-        retired = [key for key in stats if key not in specs]
+        retired = [key for key in sorted({*stats, *_retirements(session)}) if key not in specs]
         specs.update(_last_specs(session, retired))
     entries = [_entry(key, *specs[key], stats.get(key)) for key in sorted(specs)]
     return [entry for entry in entries if filters.keep(entry)]
@@ -170,15 +177,26 @@ def _version_stats(session: Session) -> dict[str, tuple[int, int, bool, NewestVe
             for key, by_status in counts.items()}
 
 
+def _retirements(session: Session) -> dict[str, str | None]:
+    """The spec each retired asset had when its owner retired it, by asset (the latest retirement)."""
+    rows = session.connection().execute(
+        select(SpecApplication.asset_key, SpecApplication.previous_hash)
+        .where(col(SpecApplication.spec_hash).is_(None)).order_by(col(SpecApplication.id)))
+    return {key: previous for key, previous in rows}
+
+
 def _last_specs(session: Session, keys: list[str]) -> dict[str, tuple[str, dict[str, Any], bool]]:
-    """The newest spec recorded for each of `keys`: what a retired asset was (nothing, for versions
-    older than the catalog's spec records)."""
+    """What each of `keys`, retired, was: the spec in force when it was retired, else the newest
+    recorded (nothing, for versions older than the catalog's spec records)."""
     found: dict[str, tuple[str, dict[str, Any], bool]] = dict.fromkeys(keys, ("", {}, True))
-    if keys:
-        rows = session.scalars(
-            select(SpecSnapshot).where(col(SpecSnapshot.asset_key).in_(keys)).order_by(col(SpecSnapshot.id))
-        )
-        found.update((row.asset_key, (row.spec_hash, json.loads(row.spec_json), True)) for row in rows)
+    if not keys:
+        return found
+    last = _retirements(session)
+    snapshots = session.scalars(
+        select(SpecSnapshot).where(col(SpecSnapshot.asset_key).in_(keys)).order_by(col(SpecSnapshot.id)))
+    for row in snapshots:
+        if found[row.asset_key][0] != last.get(row.asset_key):  # once it is the retired one, it stays
+            found[row.asset_key] = (row.spec_hash, json.loads(row.spec_json), True)
     return found
 
 
@@ -206,7 +224,7 @@ def detail(catalog: Catalog, key: AssetKey) -> AssetDetail:
         versions = _versions(session, key)
         if row is not None:
             spec_hash, body, retired = row.spec_hash, json.loads(row.spec_json), False
-        elif versions:
+        elif versions or str(key) in _retirements(session):
             spec_hash, body, retired = _last_specs(session, [str(key)])[str(key)]
         else:
             raise NotFound(f"unknown asset {key}: the catalog has no spec and no version of it (custody catalog lists them)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -21,7 +21,7 @@ from governance.cli.common import (
     open_catalog,
     progress_printer,
 )
-from governance.errors import IntegrityError
+from governance.errors import IntegrityError, InvalidInput
 from governance.runs import Assurance, os_user
 from governance.zones import AssetKey
 
@@ -63,10 +63,9 @@ def _moment(value: str | None, option: str) -> str | None:
     if value is None:
         return None
     try:
-        moment = datetime.fromisoformat(value)
-    except ValueError as err:
-        raise typer.BadParameter(f"{value!r} is not an ISO 8601 date or time, e.g. 2026-11-22 or 2026-11-22T09:30", param_hint=option) from err
-    return ledger.timestamp(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
+        return ledger.moment(value)
+    except InvalidInput as err:
+        raise typer.BadParameter(str(err), param_hint=option) from err
 
 
 UNVERIFIED = 5  # exit code: the chain is intact, the checkpoints could not be verified

@@ -111,13 +111,17 @@ class LineageGraph:
         # DOT reads a colon in a node's name as a port: the picture names its nodes n0, n1, …
         names = {node_id: f"n{index}" for index, node_id in enumerate(self.nodes)}
         for node_id, attributes in self.nodes.items():
-            picture.node(names[node_id], **_look(attributes))
+            look = _look(attributes)
+            # Names and paths come from the data: a backslash in them is a character, not DOT's escape.
+            look.update(label=graphviz.escape(look["label"]), tooltip=graphviz.escape(look["tooltip"]))
+            picture.node(names[node_id], **look)
         if any(attributes["kind"] in ("version", "column") for attributes in self.nodes.values()):
             picture.node("legend", label=LEGEND, shape="plaintext", fontsize="9")
         for source, target, attributes in self.edges:
             # INDIRECT dependencies (filters, joins, groupings) are dashed: the values flow along solid edges.
             indirect = attributes.get("direct") is False
-            picture.edge(names[source], names[target], label=attributes.get("how", ""), tooltip=_edge_tooltip(attributes),
+            picture.edge(names[source], names[target], label=attributes.get("how", ""),
+                         tooltip=graphviz.escape(_edge_tooltip(attributes)),
                          style="dashed" if indirect else "solid")
         return picture
 
