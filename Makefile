@@ -32,9 +32,10 @@ ui: setup
 
 $(BIN)/jupyter-lab: $(BIN)/custody
 	$(BIN)/pip install --quiet -e ".[notebook]"
+	touch $@
 
 notebook: $(BIN)/jupyter-lab
-	CUSTODY_SPECS="$${CUSTODY_SPECS:-$(CURDIR)/assets/specs}" $(BIN)/jupyter lab --notebook-dir=notebooks auditor.ipynb
+	CUSTODY_SPECS="$${CUSTODY_SPECS:-$(CURDIR)/assets/specs}" $(BIN)/jupyter lab --notebook-dir=notebooks notebooks/auditor.ipynb
 
 clean:
 	rm -rf $(CUSTODY_HOME)

@@ -94,21 +94,16 @@ CATALOG_TYPES = _kinds("key domain zone description owner producer consumer clas
 
 
 def catalog_frame(entries: list[AssetEntry]) -> Frame:
-    """One row per asset; `newest` and what follows it describe its newest committed version."""
-    records = []
-    for entry in entries:
-        newest = entry.newest
-        records.append({
-            "key": entry.key, "domain": entry.domain, "zone": entry.zone, "description": entry.description,
-            "owner": entry.owner, "producer": entry.producer, "consumer": entry.consumer,
-            "classification": entry.classification, "pii": entry.pii,
-            "newest": newest.number if newest else None, "newest_label": newest.label if newest else None,
-            "rows": newest.rows if newest else None, "created_at": newest.created_at.isoformat() if newest else None,
-            "requested_by": newest.requested_by if newest else None, "versions": entry.versions, "purged": entry.purged,
-            "critical": entry.critical, "retired": entry.retired, "spec_hash": entry.spec_hash,
-            "tags": entry.tags, "columns": list(entry.columns),
-        })
-    return typed(records, times=["created_at"], columns=CATALOG_COLUMNS, dtypes=CATALOG_TYPES)
+    """One row per asset, as `custody catalog --json` gives it, its newest committed version spread
+    over `newest`, `newest_label`, `rows`, `created_at` and `requested_by`."""
+    return typed((_flat(entry.to_dict()) for entry in entries), times=["created_at"], columns=CATALOG_COLUMNS,
+                 dtypes=CATALOG_TYPES)
+
+
+def _flat(record: dict[str, Any]) -> dict[str, Any]:
+    newest = record.pop("newest") or {}
+    return {**record, "newest": newest.get("number"), "newest_label": newest.get("label"), "rows": newest.get("rows"),
+            "created_at": newest.get("created_at"), "requested_by": newest.get("requested_by")}
 
 
 VERSION_COLUMNS = ["asset_key", "number", "label", "status", "criticality", "zone", "rows", "rows_quarantined", "bytes",
@@ -174,14 +169,7 @@ class AssetCard:
         from html import escape
 
         entry = self.detail.entry
-        facts = {
-            "zone": entry.zone, "classification": entry.classification + (", pii" if entry.pii else ""),
-            "owner / producer / consumer": f"{entry.owner} / {entry.producer} / {entry.consumer}",
-            "inputs": ", ".join(self.detail.inputs) or "none (a landing asset)",
-            "built from it": ", ".join(self.detail.dependents) or "nothing in force",
-            "spec": f"{'retired, last spec' if entry.retired else 'in force'} {entry.spec_hash}",
-        }
         rows = "".join(f"<tr><th style='text-align:left'>{escape(k)}</th><td style='text-align:left'>{escape(v)}</td></tr>"
-                       for k, v in facts.items())
+                       for k, v in self.detail.facts().items())
         return (f"<h4>{escape(entry.key)}</h4><p>{escape(entry.description)}</p><table>{rows}</table>"
                 f"<h5>Columns</h5>{self.columns._repr_html_()}<h5>Versions</h5>{self.versions._repr_html_()}")

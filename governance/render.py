@@ -368,14 +368,8 @@ def _newest(entry: AssetEntry) -> str:
 
 def asset_detail(found: AssetDetail) -> Group:
     entry = found.entry
-    state = "retired: its last spec" if entry.retired else "spec in force"
-    said = f"""{entry.description}
-owner {entry.owner}, producer {entry.producer}, consumer {entry.consumer}
-inputs: {', '.join(found.inputs) or 'none (a landing asset)'}
-built from it: {', '.join(found.dependents) or 'nothing in force'}
-"""
-    head = Text.assemble((printable(entry.key), "bold"), f"  {entry.zone}, {entry.classification}" + (", pii" if entry.pii else ""),
-                         "\n", printable(said, keep="\n"), (f"{state} {entry.spec_hash}", "dim"))
+    facts = "".join(f"{name}: {value}\n" for name, value in found.facts().items())
+    head = Text.assemble((printable(entry.key), "bold"), "\n", printable(f"{entry.description}\n{facts}", keep="\n"))
     columns = Table(title="Columns", title_justify="left")
     for column in ("name", "type", "nullable", "description"):
         columns.add_column(column)

@@ -119,6 +119,17 @@ class AssetDetail:
     def inputs(self) -> tuple[str, ...]:
         return tuple(self.spec.get("inputs", []))
 
+    def facts(self) -> dict[str, str]:
+        """What the asset is, in words, as the CLI and Jupyter show it above its columns and versions."""
+        entry = self.entry
+        return {
+            "zone": entry.zone, "classification": entry.classification + (", pii" if entry.pii else ""),
+            "owner / producer / consumer": f"{entry.owner} / {entry.producer} / {entry.consumer}",
+            "inputs": ", ".join(self.inputs) or "none (a landing asset)",
+            "built from it": ", ".join(self.dependents) or "nothing in force",
+            "spec": f"{'retired, last spec' if entry.retired else 'in force'} {entry.spec_hash}",
+        }
+
     @property
     def columns(self) -> list[dict[str, Any]]:
         """The columns the spec declares (name, type, nullable, description); for a spec that declares

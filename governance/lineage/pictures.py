@@ -64,11 +64,6 @@ class LineageGraph:
         return typed(({"id": node_id, **attributes} for node_id, attributes in self.nodes.items()),
                      times=["created_at"] if any("created_at" in a for a in self.nodes.values()) else [])
 
-    def edges_frame(self) -> Frame:
-        from governance.frames import typed
-
-        return typed({"source": s, "target": t, **attributes} for s, t, attributes in self.edges)
-
     def to_networkx(self) -> nx.DiGraph:
         """A networkx DiGraph; attributes without a value are left out, as GraphML has no null."""
         import networkx as nx
@@ -79,9 +74,8 @@ class LineageGraph:
         return graph
 
     def to_graphml(self, path: str | Path) -> None:
-        import networkx as nx
-
-        nx.write_graphml(self.to_networkx(), str(path))
+        """Write GraphML to `path`, replacing the file if there is one."""
+        save(self, Path(path), "graphml", force=True)
 
     def to_dot(self) -> str:
         return self._digraph().source
