@@ -39,6 +39,7 @@ SECONDS_VARIABLE = "CUSTODY_LEDGER_CHECKPOINT_SECONDS"
 DEFAULT_EVERY = 1000
 DEFAULT_SECONDS = 5.0
 TAIL_BYTES = 4096
+FILE_NAME = "checkpoints.jsonl"
 GENESIS, CHECKPOINT, AGED_OFF = "genesis", "checkpoint", "aged_off"
 NO_LINES = hashlib.sha256(b"").hexdigest()  # what the first line of an empty file links to
 LINE_MESSAGE = "custody checkpoint line\n"
@@ -123,9 +124,10 @@ class Checkpoints:
     seconds: float = DEFAULT_SECONDS
 
     @classmethod
-    def under(cls, home: Path, environ: Mapping[str, str]) -> Checkpoints:
+    def under(cls, folder: Path, environ: Mapping[str, str]) -> Checkpoints:
+        """The checkpoint file in `folder` (CUSTODY_LEDGER_CHECKPOINTS, else $CUSTODY_HOME/ledger)."""
         seconds = env_amount(environ, SECONDS_VARIABLE, "seconds")
-        return cls(Path(home) / "ledger" / "checkpoints.jsonl", _key(environ), _every(environ),
+        return cls(Path(folder) / FILE_NAME, _key(environ), _every(environ),
                    DEFAULT_SECONDS if seconds is None else seconds)
 
     def due(self, first: int, last: int) -> bool:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from governance.errors import InvalidInput
+from governance.errors import InvalidInput, shown
 
 DEFAULT_HOME = ".custody"
 # The policy settings: pinned in the catalog when first used, then changed only by an admin. Where
@@ -23,6 +24,7 @@ POLICY_VARIABLES = {
     "specs_approval": "CUSTODY_SPECS_APPROVAL",
 }
 DEFAULT_TRANSFORM_PACKAGES = ("assets.transforms",)
+URI = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://(.*)")
 # How a policy switch may be spelled; it is pinned as on or off.
 ON, OFF = ("on", "true", "1", "yes"), ("off", "false", "0", "no")
 
@@ -52,6 +54,11 @@ class Settings:
     explicit: frozenset[str] = field(default=frozenset())
     dropzone_sensor: bool = True
     transform_packages: tuple[str, ...] = DEFAULT_TRANSFORM_PACKAGES
+    # CUSTODY_SPARK_CONF as given: a file's path or KEY=VALUE pairs, read when Spark starts.
+    spark_conf: str = ""
+    # Where the ledger's checkpoint file and segments live: places every writer and verifier share.
+    ledger_checkpoints: Path | None = None
+    ledger_segments_at: Path | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -59,7 +66,7 @@ class Settings:
         home = Path(env.get("CUSTODY_HOME") or DEFAULT_HOME).absolute()
         return cls(
             home=home,
-            lake=Path(env.get("CUSTODY_LAKE") or home / "lake").absolute(),
+            lake=posix_path(env["CUSTODY_LAKE"], "CUSTODY_LAKE") if env.get("CUSTODY_LAKE") else home / "lake",
             catalog_url=env.get("CUSTODY_CATALOG_URL") or f"sqlite:///{home / 'catalog.db'}",
             specs=Path(env.get("CUSTODY_SPECS") or "assets/specs").absolute(),
             spark_master=env.get("CUSTODY_SPARK_MASTER") or "local[2]",
@@ -77,6 +84,9 @@ class Settings:
             explicit=_explicit(env),
             dropzone_sensor=_on_off(env, "CUSTODY_DROPZONE_SENSOR", default=True),
             transform_packages=_packages(env, "CUSTODY_TRANSFORM_PACKAGES") or DEFAULT_TRANSFORM_PACKAGES,
+            spark_conf=env.get("CUSTODY_SPARK_CONF") or "",
+            ledger_checkpoints=_folder(env, "CUSTODY_LEDGER_CHECKPOINTS"),
+            ledger_segments_at=_folder(env, "CUSTODY_LEDGER_SEGMENTS"),
         )
 
     @classmethod
@@ -91,11 +101,38 @@ class Settings:
 
     @property
     def ledger_segments(self) -> Path:
-        return self.home / "ledger" / "segments"
+        return self.ledger_segments_at or self.home / "ledger" / "segments"
+
+    @property
+    def checkpoint_folder(self) -> Path:
+        return self.ledger_checkpoints or self.home / "ledger"
 
     @property
     def cache_dir(self) -> Path:
         return self.home / "cache"
+
+
+def _folder(env: Mapping[str, str], name: str) -> Path | None:
+    return posix_path(env[name], name) if env.get(name) else None
+
+
+def posix_path(value: str, name: str) -> Path:
+    """A folder given as a path or a file:// URI. The lake and the ledger's files are renamed into,
+    flushed to disk and locked with POSIX calls, so they must be on a file system mounted at the
+    same place on every host (and, for the lake, every Spark executor); an object store's URI is
+    refused rather than taken for a folder's name."""
+    found = URI.fullmatch(value)
+    if found is None:
+        return Path(value).absolute()
+    scheme, rest = found.groups()
+    if scheme.lower() == "file":
+        if rest.startswith("/"):
+            return Path(rest)
+        raise InvalidInput(f"{name}={shown(value)}: a file URI names an absolute path on this host, as file:///srv/lake")
+    raise InvalidInput(
+        f"{name}={shown(value)}: the scheme {scheme}:// is not supported; give a POSIX path, mounted at the "
+        "same place on every host that uses it (the README's deployment section says why)"
+    )
 
 
 def _explicit(env: Mapping[str, str]) -> frozenset[str]:

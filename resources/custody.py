@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import dagster as dg
 from pydantic import PrivateAttr
 
-from governance.config import Settings
+from governance.config import Settings, posix_path
 from governance.zones import Lake
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ class CustodyResource(dg.ConfigurableResource):
     def settings(self) -> Settings:
         settings = Settings.under(Path(self.home)) if self.home else Settings.from_env()
         if self.lake_root:
-            settings = replace(settings, lake=Path(self.lake_root))
+            settings = replace(settings, lake=posix_path(self.lake_root, "lake_root"))
         if self.catalog_url:
             settings = replace(settings, catalog_url=self.catalog_url)
         if self.openlineage:

@@ -1,4 +1,5 @@
-"""A lazily started SparkSession, built on dagster-pyspark, with the master from CUSTODY_SPARK_MASTER."""
+"""A lazily started SparkSession, built on dagster-pyspark, with the master from CUSTODY_SPARK_MASTER
+and a deployment's settings from CUSTODY_SPARK_CONF."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pyspark.sql import SparkSession
 
 from governance.config import Settings
 from governance.runtime import require_java
+from governance.sparkconf import code_archive, spark_conf
 
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 DEFAULT_CONF = {
@@ -26,13 +28,19 @@ DEFAULT_CONF = {
 }
 
 
-def session_conf(master: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Spark settings for Custody; on a local master, Python workers run this interpreter."""
-    if master.startswith("local"):
-        # PySpark reads the worker interpreter from the environment only; without this, UDF
-        # workers start whatever `python3` is on PATH, outside this virtual environment.
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    return {**DEFAULT_CONF, "spark.master": master, **(extra or {})}
+def session_conf(master: str, extra: dict[str, Any] | None = None, deployment: dict[str, str] | None = None) -> dict[str, Any]:
+    """Spark settings for Custody: ours, then the `deployment`'s (CUSTODY_SPARK_CONF), then `extra`.
+    Python workers run this interpreter unless PYSPARK_PYTHON or the deployment names another."""
+    settings = {**DEFAULT_CONF, **(deployment or {}), "spark.master": master, **(extra or {})}
+    # PySpark takes the workers' interpreter from the environment only, local or on a cluster's
+    # executors (at the same path on every host); without it they start whatever `python3` is on
+    # their PATH, outside this virtual environment.
+    os.environ.setdefault("PYSPARK_PYTHON", settings.get("spark.pyspark.python") or sys.executable)
+    return settings
+
+
+def is_local(master: str) -> bool:
+    return master.startswith("local")
 
 
 class SparkResource(LazyPySparkResource):
@@ -51,5 +59,18 @@ class SparkResource(LazyPySparkResource):
     def _init_session(self) -> None:
         if self._spark_session is None:
             require_java()
-            master = self.master or Settings.from_env().spark_master
-            self._spark_session = spark_session_from_config(session_conf(master, self.spark_config))
+            settings = Settings.from_env()
+            master = self.master or settings.spark_master
+            session = spark_session_from_config(session_conf(master, self.spark_config, spark_conf(settings.spark_conf)))
+            if not is_local(master):
+                ship_code(session, settings)
+            self._spark_session = session
+
+
+def ship_code(session: SparkSession, settings: Settings) -> None:
+    """Put the project's packages on the executors' Python path, once per application: the
+    quarantine's explanations and transforms' UDFs import them there."""
+    archive = code_archive(settings.cache_dir / "spark", ("governance", *settings.transform_packages))
+    context = session.sparkContext
+    if archive.name not in context._python_includes:  # the archives addPyFile has shipped
+        context.addPyFile(str(archive))

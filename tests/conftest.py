@@ -30,6 +30,7 @@ from resources.spark import session_conf
 from tests.helpers import cli
 from tests.openlineage_spec import read_events
 from tests.pg_server import PostgresServer, running_postgres
+from tests.spark_cluster import SparkCluster, running_cluster
 
 pytest_plugins = ["tests.dagster_servers"]
 
@@ -78,6 +79,13 @@ def openlineage_events_follow_the_spec(request: pytest.FixtureRequest) -> Iterat
 def postgres() -> Iterator[PostgresServer]:
     with running_postgres() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def spark_cluster() -> Iterator[SparkCluster]:
+    """A standalone master and two workers, started once for the tests that need a cluster."""
+    with running_cluster() as cluster:
+        yield cluster
 
 
 @pytest.fixture

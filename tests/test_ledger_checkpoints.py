@@ -258,7 +258,7 @@ def test_every_run_ends_with_a_checkpoint_of_its_last_entry(cli_env, spark, caps
     drop_demo_batches(Lake(cli_env.lake))
     assert run(["ingest", "sales/products", "--as", "bob"]) == 0
     assert run(["ingest", "sales/products", "--as", "eve"]) == 3
-    written = Checkpoints.under(cli_env.home, {}).read().checkpoints
+    written = Checkpoints.under(cli_env.checkpoint_folder, {}).read().checkpoints
     with Catalog.from_url(cli_env.catalog_url).session() as session:
         last = ledger.last_entry(session)
     assert written[-1].seq == last.seq and written[-1].hash == last.hash
@@ -278,7 +278,7 @@ def quiet_ledger(cli_env, monkeypatch, tmp_path):
 def assert_last_entry_checkpointed(settings) -> None:
     with Catalog.from_url(settings.catalog_url).session() as session:
         last = ledger.last_entry(session)
-    written = Checkpoints.under(settings.home, {}).read().checkpoints
+    written = Checkpoints.under(settings.checkpoint_folder, {}).read().checkpoints
     assert last.seq > 1 and (written[-1].seq, written[-1].hash) == (last.seq, last.hash)
 
 

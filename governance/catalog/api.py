@@ -92,8 +92,8 @@ class Catalog:
 
     @classmethod
     def from_settings(cls, settings: Settings, environ: Mapping[str, str]) -> Catalog:
-        """The catalog the settings name, its ledger checkpointed under CUSTODY_HOME."""
-        return cls.from_url(settings.catalog_url, Checkpoints.under(settings.home, environ))
+        """The catalog the settings name, its ledger checkpointed where they say."""
+        return cls.from_url(settings.catalog_url, Checkpoints.under(settings.checkpoint_folder, environ))
 
     @contextmanager
     def session(self) -> Iterator[Session]:

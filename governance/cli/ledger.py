@@ -75,9 +75,10 @@ UNVERIFIED = 5  # exit code: the chain is intact, the checkpoints could not be v
 def ledger_verify(as_json: JsonOption = False) -> int:
     """Recompute the hash chain and hold it against the checkpoints; name the first entry that does not fit.
 
-    The checkpoints are kept outside the database, in $CUSTODY_HOME/ledger/checkpoints.jsonl, a file
-    the catalog keeps the head of: they reveal a rewritten chain or a cut tail, and the file's own
-    changes. Only with CUSTODY_LEDGER_KEY set can they be told from forgeries: without it, an intact
+    The checkpoints are kept outside the database, in checkpoints.jsonl in CUSTODY_LEDGER_CHECKPOINTS
+    (default $CUSTODY_HOME/ledger), a file the catalog keeps the head of: they reveal a rewritten
+    chain or a cut tail, and the file's own changes. Every host that writes or verifies must share
+    that folder; the file used is named in the output. Only with CUSTODY_LEDGER_KEY set can they be told from forgeries: without it, an intact
     chain exits with code 5, not 0.
     """
     from governance.rollover import leftovers
@@ -92,11 +93,13 @@ def ledger_verify(as_json: JsonOption = False) -> int:
                           f"({', '.join(unfinished)}); the ledger reads right without them, and the next "
                           "`custody ledger rollover` or `maintain` finishes or removes them", markup=False)
     if as_json:
-        emit_json({"ok": result.ok, "checkpoints_verified": result.checkpoints_verified, "entries": result.entries,
+        emit_json({"ok": result.ok, "checkpoint_file": str(catalog.checkpoints.path),
+                   "checkpoints_verified": result.checkpoints_verified, "entries": result.entries,
                    "first_bad_seq": result.first_bad_seq, "reason": result.reason, "checkpoints": result.checkpoints,
                    "problems": list(result.problems), "unfinished_rollover": unfinished})
     elif result.ok:
-        summary = f"{result.entries} entries, chain intact, {result.checkpoints} checkpoint(s) matched"
+        summary = (f"{result.entries} entries, chain intact, {result.checkpoints} checkpoint(s) matched "
+                   f"in {catalog.checkpoints.path}")
         render.stdout_console().print(f"ledger ok: {summary}" if result.checkpoints_verified else summary, markup=False)
     if not result.checkpoints_verified:
         err_console.print(f"notice: checkpoints are not verified: {KEY_VARIABLE} is not set", markup=False)

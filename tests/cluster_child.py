@@ -1,0 +1,67 @@
+"""Governed work on a Spark cluster, in a process of its own (a process has one SparkContext), for
+tests/test_spark_cluster.py. Prints what happened as one JSON object.
+
+Usage: cluster_child.py, with CUSTODY_HOME, CUSTODY_SPARK_MASTER and the other settings in the environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from pyspark.sql import functions as F
+
+from governance.batches import drop_batch
+from governance.catalog import Catalog
+from governance.config import Settings
+from governance.demo import CLIENTS, NAMES_AND_PRODUCTS, PRODUCTS, drop_demo_batches
+from governance.errors import UndeclaredRead
+from governance.ingest import ingest
+from governance.integrate import materialize
+from governance.runs import RunRequest
+from governance.spec import Spec, load_specs
+from governance.zones import Lake
+from resources.spark import SparkResource
+from tests import transforms
+
+GOOD = {"name": "Ada", "surname": "Byron", "order": {"product_id": "P1", "quantity": 2}, "version": "9"}
+# Not JSON: the quarantine explains it in a Python UDF, on an executor.
+MALFORMED = "this line is not JSON\n"
+
+
+def main() -> None:
+    settings = Settings.from_env()
+    spark = SparkResource(master=settings.spark_master).session(print)
+    catalog, lake = Catalog.from_settings(settings, os.environ), Lake(settings.lake)
+    specs = load_specs(settings.specs, transform_packages=settings.transform_packages)
+    bob = RunRequest(requested_by="bob")
+    dropped = drop_demo_batches(lake)
+    ingest(spark, catalog, lake, specs[PRODUCTS], bob, batch_id=dropped.products_batch)
+    drop_batch(lake, CLIENTS, "with-bad-rows", {"clients.json": (json.dumps(GOOD) + "\n").encode() * 20 + MALFORMED.encode()})
+    bad = ingest(spark, catalog, lake, specs[CLIENTS], bob, batch_id="with-bad-rows")
+    joined = materialize(spark, catalog, lake, specs[NAMES_AND_PRODUCTS], RunRequest(requested_by="bob"))
+    transforms.EXTRA_PATH["path"] = bad.path
+    join = specs[NAMES_AND_PRODUCTS]
+    undeclared = Spec(join.key, join.file, join.body.model_copy(update={
+        "transform": "tests.transforms:joins_an_extra_path", "inputs": [str(PRODUCTS)]}))
+    try:
+        materialize(spark, catalog, lake, undeclared, RunRequest(requested_by="bob"))
+        refusal = None
+    except UndeclaredRead as err:
+        refusal = str(err)
+    where = F.udf(lambda _: __import__("governance").__file__)
+    print(json.dumps({
+        "app_id": spark.sparkContext.applicationId,
+        "master": spark.sparkContext.master,
+        "bad": {"rows": bad.rows, "quarantined": bad.rows_quarantined, "ref": bad.ref},
+        "joined": {"ref": joined.version.ref, "columns": {column: sorted(f"{row.ref}.{name}" for row, name in deps)
+                                                             for column, deps in joined.columns.by_column().items()}},
+        "refusal": refusal,
+        "executor_code": spark.range(1).select(where("id")).first()[0],
+        "executor_python": spark.range(1).select(F.udf(lambda _: sys.executable)("id")).first()[0],
+    }))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""Custody on a Spark standalone cluster: the executors run the work, with the project's code and Python."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CUSTODY = Path(sys.executable).with_name("custody")
+# The README's example: a run takes both workers' cores and half their memory.
+CONF = "spark.cores.max=2,spark.executor.memory=512m"
+
+
+def on_cluster(home: Path, cluster, **extra: str) -> dict[str, str]:
+    env = {name: value for name, value in os.environ.items() if not name.startswith("CUSTODY_")}
+    return {**env, "CUSTODY_HOME": str(home), "CUSTODY_SPARK_MASTER": cluster.master, "CUSTODY_SPARK_CONF": CONF,
+            "CUSTODY_SPECS": str(ROOT / "assets" / "specs"), "CUSTODY_SPECS_APPROVAL": "off", **extra}
+
+
+@pytest.fixture(scope="module")
+def child_report(spark_cluster, tmp_path_factory) -> dict:
+    """Ingestion with bad rows, a join with column lineage and an undeclared read, in one application."""
+    home = tmp_path_factory.mktemp("cluster-child")
+    env = on_cluster(home, spark_cluster, CUSTODY_TRANSFORM_PACKAGES="assets.transforms,tests.transforms")
+    done = subprocess.run([sys.executable, "-m", "tests.cluster_child"], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_demo_runs_on_the_cluster(spark_cluster, tmp_path):
+    before = {app["id"] for app in spark_cluster.applications()}
+    done = subprocess.run([str(CUSTODY), "demo"], capture_output=True, text=True, env=on_cluster(tmp_path, spark_cluster),
+                          cwd=ROOT, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "Origins of sales/product_summary@2.revenue" in done.stdout
+    new = [app for app in spark_cluster.applications() if app["id"] not in before]
+    assert [app["name"] for app in new] == ["custody"]
+    assert new[0]["cores"] == 2
+
+
+def test_the_master_lists_the_application_that_did_the_work(spark_cluster, child_report):
+    assert child_report["master"] == spark_cluster.master
+    assert child_report["app_id"] in {app["id"] for app in spark_cluster.applications()}
+
+
+def test_bad_rows_are_explained_and_quarantined_by_python_on_the_executors(child_report):
+    assert child_report["bad"] == {"rows": 20, "quarantined": 1, "ref": "sales/clients@1"}
+
+
+def test_executors_import_the_shipped_code_with_the_drivers_python(child_report):
+    assert "custody-code-" in child_report["executor_code"]
+    assert child_report["executor_code"].endswith("governance/__init__.py")
+    assert child_report["executor_python"] == sys.executable
+
+
+def test_column_lineage_is_recorded_for_work_done_on_the_cluster(child_report):
+    columns = child_report["joined"]["columns"]
+    assert columns["amount"] == ["sales/clients@1.order__quantity", "sales/products@1.unit_price"]
+    assert columns["product_name"] == ["sales/products@1.product_name"]
+
+
+def test_an_undeclared_read_is_refused_on_the_cluster(child_report):
+    assert child_report["refusal"] == (
+        "the transform of sales/names_and_products read sales/clients@1, which is not a declared input "
+        "(declared inputs: sales/products); add it to the spec's inputs"
+    )
