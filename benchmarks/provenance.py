@@ -331,7 +331,7 @@ def time_cli(catalog_path: Path, home: Path, graph: Graph, cases: list[tuple[str
           f"median {statistics.median(startup):.2f}")
     for command, vid, size in cases:
         asset, number = graph.names[vid]
-        args = [command, f"{asset}@{number}", "--json"]
+        args = [command, f"{asset}@{number}", "--all", "--json"]  # the whole tree, not its summary
         measured = [run_cli(args, env) for _ in range(runs)]
         root = json.loads(measured[0][1])
         if (root["asset"], root["version"]) != (asset, number):

@@ -15,7 +15,7 @@ from governance.catalog.models import Criticality, LedgerEntry, VersionRow, Vers
 from governance.errors import printable
 from governance.lineage.column_trace import Batch, ColumnNode, Ending, Origin, Overview
 from governance.lineage.columns import Edge
-from governance.lineage.graph import Direction, Lineage, VersionNode
+from governance.lineage.graph import Direction, Lineage, LineageSummary, VersionNode
 from governance.lineage.versioned import ColumnDep, recorded, summary_of
 
 if TYPE_CHECKING:
@@ -35,8 +35,10 @@ def short(value: str | None, width: int = 12) -> str:
     return (value or "")[:width]
 
 
-def versions_table(asset: str, rows: list[VersionRow]) -> Table:
-    table = Table(title=f"Versions of {asset}", title_justify="left")
+def versions_table(asset: str, rows: list[VersionRow], total: int | None = None) -> Table:
+    """A page of versions; its caption says which of `total` they are and how to see older ones."""
+    table = Table(title=f"Versions of {asset}", title_justify="left", caption=_page_caption(rows, total),
+                  caption_justify="left")
     for column in ("version", "label", "created (UTC)", "rows", "quarantined", "data_version", "requested by", "run", "state"):
         table.add_column(column, justify="right" if column in ("version", "rows", "quarantined") else "left")
     for row in rows:
@@ -48,11 +50,33 @@ def versions_table(asset: str, rows: list[VersionRow]) -> Table:
     return table
 
 
+def _page_caption(rows: list[VersionRow], total: int | None) -> str | None:
+    if total is None or len(rows) == total:
+        return None
+    if not rows:
+        return f"no versions on this page, of {total:,}"
+    first = rows[0].number
+    older = f"; older: --before {first}" if first > 1 else ""
+    return f"versions {first}-{rows[-1].number}, {len(rows):,} of {total:,}{older}"
+
+
 def _state(row: VersionRow) -> str:
     parts = [] if row.status == VersionStatus.COMMITTED else [row.status]
     if row.criticality == Criticality.CRITICAL:
         parts.append(Criticality.CRITICAL.value)
     return ", ".join(parts)
+
+
+def lineage_summary(summary: LineageSummary) -> Table:
+    """Versions per asset and depth, for a lineage too large to read as a tree."""
+    what = "Provenance" if summary.direction is Direction.UPSTREAM else "Impact"
+    table = Table(title=f"{what} of {summary.root}: {summary.versions:,} versions", title_justify="left",
+                  caption="too many to show as a tree: --all shows it whole, --depth K a part", caption_justify="left")
+    for column in ("depth", "asset", "versions"):
+        table.add_column(column, justify="left" if column == "asset" else "right")
+    for asset, depth, count in summary.counts:
+        table.add_row(str(depth), escape(asset), f"{count:,}")
+    return table
 
 
 def lineage_tree(lineage: Lineage) -> Tree:

@@ -30,6 +30,22 @@ def add_version(catalog: Catalog, asset: str, number: int, *, inputs: tuple[int,
         return row.id
 
 
+def add_versions(catalog: Catalog, asset: str, count: int, *, inputs: tuple[int, ...] = ()) -> list[int]:
+    """Versions 1..count of an asset, each built from `inputs`, in one transaction; their ids."""
+    with catalog.session() as session:
+        rows = [
+            VersionRow(asset_key=asset, number=number, data_version=f"{asset}@{number}".encode().hex()[:64],
+                       zone="integration", path=f"/lake/integration/{asset}/v={number}", rows=number, bytes=10,
+                       table_schema='{"type":"struct","fields":[]}', created_at=EPOCH + timedelta(minutes=number),
+                       code_version="c1", spec_hash="s1", requested_by="bob", attempt_id=f"a-{asset}-{number}")
+            for number in range(1, count + 1)
+        ]
+        session.add_all(rows)
+        session.flush()
+        session.add_all(LineageEdge(output_version_id=row.id, input_version_id=source) for row in rows for source in inputs)
+        return [row.id for row in rows]
+
+
 def random_dag(catalog: Catalog, seed: int, layers: int = 8, width: int = 6) -> dict[int, list[int]]:
     """A layered DAG with shared inputs and skipped layers; returns version id -> input ids."""
     rng = random.Random(seed)

@@ -231,6 +231,24 @@ class Catalog:
             query = select(VersionRow).where(VersionRow.asset_key == str(key)).order_by(col(VersionRow.number))
             return list(session.exec(query))
 
+    def versions_page(self, key: AssetKey, limit: int, before: int | None = None) -> list[VersionRow]:
+        """The newest `limit` versions numbered below `before` (any, without it), oldest first."""
+        with self.session() as session:
+            query = select(VersionRow).where(VersionRow.asset_key == str(key))
+            if before is not None:
+                query = query.where(VersionRow.number < before)
+            return list(reversed(session.exec(query.order_by(col(VersionRow.number).desc()).limit(limit)).all()))
+
+    def iter_versions(self, key: AssetKey) -> Iterator[VersionRow]:
+        """Every version, oldest first, read a thousand at a time: for lists too long to hold."""
+        with self.session() as session:
+            query = select(VersionRow).where(VersionRow.asset_key == str(key)).order_by(col(VersionRow.number))
+            yield from session.exec(query.execution_options(yield_per=1000))
+
+    def version_count(self, key: AssetKey) -> int:
+        with self.session() as session:
+            return session.exec(select(func.count()).select_from(VersionRow).where(VersionRow.asset_key == str(key))).one()
+
     def committed_numbers(self, key: AssetKey) -> set[int]:
         with self.session() as session:
             query = select(VersionRow.number).where(VersionRow.asset_key == str(key))

@@ -6,7 +6,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -101,6 +101,16 @@ def emit_json(data: Any) -> None:
     # (indenting takes the pure-Python one, ten times slower on a large provenance tree).
     indent = 2 if sys.stdout.isatty() else None
     typer.echo(json.dumps(data, indent=indent, default=str))
+
+
+def stream_json(items: Iterable[Any]) -> None:
+    """A JSON array written an item at a time, so a long list is never held whole."""
+    out = sys.stdout
+    out.write("[")
+    for number, item in enumerate(items):
+        out.write(("," if number else "") + "\n" + json.dumps(item, default=str))
+    out.write("\n]\n")
+    out.flush()
 
 
 def show(data: Any, as_json: bool, shown: Callable[[], Any]) -> None:

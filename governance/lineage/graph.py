@@ -25,6 +25,8 @@ from governance.zones import VersionRef
 
 MAX_DEPTH = 100
 CHUNK = 5_000
+# Past this many versions a tree is no longer read by a person: the CLI shows a summary instead.
+SUMMARY_OVER = 10_000
 
 
 class Direction(StrEnum):
@@ -211,6 +213,20 @@ class Lineage:
         return self.root.to_dict(self.direction.children_key)
 
 
+@dataclass(frozen=True)
+class LineageSummary:
+    """What a lineage too large to show holds: how many versions of each asset, at each depth."""
+
+    root: str
+    direction: Direction
+    versions: int
+    counts: tuple[tuple[str, int, int], ...]  # asset, depth, versions
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"root": self.root, "direction": self.direction.value, "versions": self.versions, "complete": False,
+                "summary": [{"asset": asset, "depth": depth, "versions": count} for asset, depth, count in self.counts]}
+
+
 def provenance(catalog: Catalog, ref: VersionRef, depth: int | None = None) -> Lineage:
     """The version and everything upstream of it, down to the DropZone files (all of it by default)."""
     return lineage(catalog, ref, Direction.UPSTREAM, depth)
@@ -225,13 +241,29 @@ def lineage(catalog: Catalog, ref: VersionRef, direction: Direction, depth: int 
     root_row = catalog.version(ref)
     with catalog.session() as session:
         found = closure(session, [root_row.id], direction, depth)
+    return _lineage(catalog, root_row.id, direction, found)
+
+
+def explore(catalog: Catalog, ref: VersionRef, direction: Direction, depth: int | None = None,
+            summary_over: int = SUMMARY_OVER) -> Lineage | LineageSummary:
+    """The lineage of `ref`; only its summary when it holds more than `summary_over` versions."""
+    root_row = catalog.version(ref)
+    with catalog.session() as session:
+        found = closure(session, [root_row.id], direction, depth)
+        if len(found.depth_of) > summary_over:
+            return _summary(session, root_row.ref, direction, found)
+    return _lineage(catalog, root_row.id, direction, found)
+
+
+def _lineage(catalog: Catalog, root: int, direction: Direction, found: Closure) -> Lineage:
+    with catalog.session() as session:
         rows = _rows(session, list(found.depth_of))
         protected = protected_ids(session)
     nodes = {vid: _node(row, found.depth_of[vid], vid in protected) for vid, row in rows.items()}
     _attach_sources(catalog, nodes)
     for vid, node in nodes.items():
         node.truncated = found.beyond_cap(vid)
-    return Lineage(_tree(root_row.id, nodes, found), direction, len(nodes))
+    return Lineage(_tree(root, nodes, found), direction, len(nodes))
 
 
 def _tree(root: int, nodes: dict[int, VersionNode], found: Closure) -> VersionNode:
@@ -251,6 +283,16 @@ def _tree(root: int, nodes: dict[int, VersionNode], found: Closure) -> VersionNo
                 node.links.append(nodes[neighbour])
                 queue.append(neighbour)
     return nodes[root]
+
+
+def _summary(session: Session, root: str, direction: Direction, found: Closure) -> LineageSummary:
+    counts: dict[tuple[str, int], int] = {}
+    for chunk in _chunks(list(found.depth_of)):
+        for vid, asset in session.exec(select(VersionRow.id, VersionRow.asset_key).where(col(VersionRow.id).in_(chunk))):
+            at = (asset, found.depth_of[vid])
+            counts[at] = counts.get(at, 0) + 1
+    ordered = sorted(counts.items(), key=lambda item: (item[0][1], item[0][0]))
+    return LineageSummary(root, direction, len(found.depth_of), tuple((asset, depth, n) for (asset, depth), n in ordered))
 
 
 def _rows(session: Session, ids: list[int]) -> dict[int, VersionRow]:
