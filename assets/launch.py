@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
+import yaml
 from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
 from dagster._core.events import DagsterEvent
 
@@ -19,6 +21,7 @@ from assets.origin import plan_run
 from assets.runs import fail_runs_of_gone_processes, held_for_run
 from governance.config import Settings
 from governance.errors import InvalidInput, NotFound, SpecError, SpecProblem
+from governance.locks import file_lock
 from governance.spec import load_valid_specs
 from governance.zones import AssetKey
 
@@ -29,6 +32,40 @@ EARLIER_INSTANCE_YAML = "telemetry:\n  enabled: false\n"
 QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 VERBOSE_CONSOLE = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 POLL_SECONDS = 0.5
+# Made once the instance's storage exists; until then its first opener holds CREATING_LOCK.
+CREATED = ".custody-created"
+CREATING_LOCK = ".custody-creating.lock"
+PSYCOPG2 = "postgresql+psycopg2"
+
+
+def require_psycopg2(config: Path) -> None:
+    """Dagster's PostgreSQL storage speaks psycopg2 only, and SQLAlchemy 2.1 takes a bare
+    postgresql:// for psycopg 3: such an instance would start, then fail at its first NOTIFY with a
+    driver's traceback. Say so before anything runs."""
+    if not config.exists():
+        return
+    try:
+        storage = (yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get("storage") or {}
+        postgres = storage.get("postgres")
+    except (yaml.YAMLError, AttributeError) as err:
+        raise InvalidInput(f"{config}: not a Dagster instance's settings: {err}") from err
+    if not isinstance(postgres, dict):
+        return
+    if "postgres_url" in postgres:
+        scheme = _resolved(postgres["postgres_url"]).partition("://")[0]
+    else:
+        scheme = _resolved((postgres.get("postgres_db") or {}).get("scheme")) or "postgresql"
+    if scheme != PSYCOPG2:
+        raise InvalidInput(f"{config}: storage.postgres names {scheme}://, but Dagster's PostgreSQL storage runs on "
+                           f"psycopg2 only: write {PSYCOPG2}:// in postgres_url, or scheme: {PSYCOPG2} under "
+                           "postgres_db, as deploy/dagster.yaml does")
+
+
+def _resolved(value: object) -> str:
+    """A setting as Dagster reads it: given, or from the environment variable `{env: NAME}` names."""
+    if isinstance(value, dict):
+        return os.environ.get(str(value.get("env")), "")
+    return str(value or "")
 
 
 @dataclass(frozen=True)
@@ -47,13 +84,22 @@ class RunOutcome:
 
 
 def instance_for(settings: Settings) -> dg.DagsterInstance:
-    """The Dagster instance under CUSTODY_HOME that `make ui` shows too."""
+    """The Dagster instance in DAGSTER_HOME (else under CUSTODY_HOME) that `make ui` shows too.
+    The first process to open it writes its settings and creates its storage while the others
+    wait: commands started at once on a fresh home would otherwise create the same tables together."""
     home = settings.dagster_home
-    home.mkdir(parents=True, exist_ok=True)
-    config = home / "dagster.yaml"
-    if not config.exists() or config.read_text(encoding="utf-8") == EARLIER_INSTANCE_YAML:
-        config.write_text(INSTANCE_YAML.read_text(encoding="utf-8"), encoding="utf-8")
-    return dg.DagsterInstance.from_config(str(home))
+    require_psycopg2(home / "dagster.yaml")
+    if (home / CREATED).exists():
+        return dg.DagsterInstance.from_config(str(home))
+    with file_lock(home / CREATING_LOCK):
+        config = home / "dagster.yaml"
+        if not config.exists() or config.read_text(encoding="utf-8") == EARLIER_INSTANCE_YAML:
+            temporary = config.with_name(config.name + ".tmp")
+            temporary.write_text(INSTANCE_YAML.read_text(encoding="utf-8"), encoding="utf-8")
+            os.replace(temporary, config)  # the webserver or daemon may be reading it
+        instance = dg.DagsterInstance.from_config(str(home))
+        (home / CREATED).touch()
+        return instance
 
 
 if __name__ == "__main__":

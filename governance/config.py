@@ -59,6 +59,8 @@ class Settings:
     # Where the ledger's checkpoint file and segments live: places every writer and verifier share.
     ledger_checkpoints: Path | None = None
     ledger_segments_at: Path | None = None
+    # Dagster's own DAGSTER_HOME, when a deployment points its webserver and daemon elsewhere.
+    dagster_home_at: Path | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -87,6 +89,7 @@ class Settings:
             spark_conf=env.get("CUSTODY_SPARK_CONF") or "",
             ledger_checkpoints=_folder(env, "CUSTODY_LEDGER_CHECKPOINTS"),
             ledger_segments_at=_folder(env, "CUSTODY_LEDGER_SEGMENTS"),
+            dagster_home_at=Path(env["DAGSTER_HOME"]).absolute() if env.get("DAGSTER_HOME") else None,
         )
 
     @classmethod
@@ -97,7 +100,7 @@ class Settings:
 
     @property
     def dagster_home(self) -> Path:
-        return self.home / "dagster"
+        return self.dagster_home_at or self.home / "dagster"
 
     @property
     def ledger_segments(self) -> Path:
