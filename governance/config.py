@@ -57,7 +57,7 @@ class Settings:
     # CUSTODY_SPARK_CONF as given: a file's path or KEY=VALUE pairs, read when Spark starts.
     spark_conf: str = ""
     # Where the ledger's checkpoint file and segments live: places every writer and verifier share.
-    ledger_checkpoints: Path | None = None
+    ledger_checkpoints_at: Path | None = None
     ledger_segments_at: Path | None = None
     # Dagster's own DAGSTER_HOME, when a deployment points its webserver and daemon elsewhere.
     dagster_home_at: Path | None = None
@@ -87,7 +87,7 @@ class Settings:
             dropzone_sensor=_on_off(env, "CUSTODY_DROPZONE_SENSOR", default=True),
             transform_packages=_packages(env, "CUSTODY_TRANSFORM_PACKAGES") or DEFAULT_TRANSFORM_PACKAGES,
             spark_conf=env.get("CUSTODY_SPARK_CONF") or "",
-            ledger_checkpoints=_folder(env, "CUSTODY_LEDGER_CHECKPOINTS"),
+            ledger_checkpoints_at=_folder(env, "CUSTODY_LEDGER_CHECKPOINTS"),
             ledger_segments_at=_folder(env, "CUSTODY_LEDGER_SEGMENTS"),
             dagster_home_at=Path(env["DAGSTER_HOME"]).absolute() if env.get("DAGSTER_HOME") else None,
         )
@@ -108,7 +108,7 @@ class Settings:
 
     @property
     def checkpoint_folder(self) -> Path:
-        return self.ledger_checkpoints or self.home / "ledger"
+        return self.ledger_checkpoints_at or self.home / "ledger"
 
     @property
     def cache_dir(self) -> Path:
@@ -131,9 +131,10 @@ def posix_path(value: str, name: str) -> Path:
     if scheme.lower() == "file":
         if rest.startswith("/"):
             return Path(rest)
-        raise InvalidInput(f"{name}={shown(value)}: a file URI names an absolute path on this host, as file:///srv/lake")
+        raise InvalidInput(f"{name}: a file URI names an absolute path on this host, as file:///srv/lake")
+    # The value is not quoted: a URI may carry credentials.
     raise InvalidInput(
-        f"{name}={shown(value)}: the scheme {scheme}:// is not supported; give a POSIX path, mounted at the "
+        f"{name}: the scheme {shown(scheme)}:// is not supported; give a POSIX path, mounted at the "
         "same place on every host that uses it (the README's deployment section says why)"
     )
 

@@ -1,5 +1,7 @@
-"""Governed work on a Spark cluster, in a process of its own (a process has one SparkContext), for
-tests/test_spark_cluster.py. Prints what happened as one JSON object.
+"""Governed work on a Spark cluster, in one application of a process of its own (a process has one
+SparkContext), for tests/test_spark_cluster.py: `custody demo` as the CLI runs it, then a batch with
+a malformed row, a join with its column lineage and an undeclared read. Prints what happened as one
+JSON object on its last line.
 
 Usage: cluster_child.py, with CUSTODY_HOME, CUSTODY_SPARK_MASTER and the other settings in the environment.
 """
@@ -14,6 +16,7 @@ from pyspark.sql import functions as F
 
 from governance.batches import drop_batch
 from governance.catalog import Catalog
+from governance.cli import run
 from governance.config import Settings
 from governance.demo import CLIENTS, NAMES_AND_PRODUCTS, PRODUCTS, drop_demo_batches
 from governance.errors import UndeclaredRead
@@ -31,13 +34,14 @@ MALFORMED = "this line is not JSON\n"
 
 
 def main() -> None:
+    demo = run(["demo"])
     settings = Settings.from_env()
     spark = SparkResource(master=settings.spark_master).session(print)
     catalog, lake = Catalog.from_settings(settings, os.environ), Lake(settings.lake)
     specs = load_specs(settings.specs, transform_packages=settings.transform_packages)
     bob = RunRequest(requested_by="bob")
     dropped = drop_demo_batches(lake)
-    ingest(spark, catalog, lake, specs[PRODUCTS], bob, batch_id=dropped.products_batch)
+    products = ingest(spark, catalog, lake, specs[PRODUCTS], bob, batch_id=dropped.products_batch)
     drop_batch(lake, CLIENTS, "with-bad-rows", {"clients.json": (json.dumps(GOOD) + "\n").encode() * 20 + MALFORMED.encode()})
     bad = ingest(spark, catalog, lake, specs[CLIENTS], bob, batch_id="with-bad-rows")
     joined = materialize(spark, catalog, lake, specs[NAMES_AND_PRODUCTS], RunRequest(requested_by="bob"))
@@ -52,8 +56,10 @@ def main() -> None:
         refusal = str(err)
     where = F.udf(lambda _: __import__("governance").__file__)
     print(json.dumps({
+        "demo": demo,
         "app_id": spark.sparkContext.applicationId,
         "master": spark.sparkContext.master,
+        "products": products.ref,
         "bad": {"rows": bad.rows, "quarantined": bad.rows_quarantined, "ref": bad.ref},
         "joined": {"ref": joined.version.ref, "columns": {column: sorted(f"{row.ref}.{name}" for row, name in deps)
                                                              for column, deps in joined.columns.by_column().items()}},

@@ -15,7 +15,7 @@ from governance.config import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 CUSTODY = Path(sys.executable).with_name("custody")
-AT_ONCE = 6
+AT_ONCE = 4
 
 
 def test_commands_started_at_once_on_a_fresh_home_all_succeed(tmp_path):

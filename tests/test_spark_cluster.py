@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CUSTODY = Path(sys.executable).with_name("custody")
 # The README's example: a run takes both workers' cores and half their memory.
 CONF = "spark.cores.max=2,spark.executor.memory=512m"
 
@@ -23,25 +22,29 @@ def on_cluster(home: Path, cluster, **extra: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def child_report(spark_cluster, tmp_path_factory) -> dict:
-    """Ingestion with bad rows, a join with column lineage and an undeclared read, in one application."""
+def child(spark_cluster, tmp_path_factory) -> tuple[dict, str, list[dict]]:
+    """The demo, then ingestion with bad rows, a join with column lineage and an undeclared read, in
+    one application; its report, everything it printed, and the applications it added to the master."""
+    before = {app["id"] for app in spark_cluster.applications()}
     home = tmp_path_factory.mktemp("cluster-child")
     env = on_cluster(home, spark_cluster, CUSTODY_TRANSFORM_PACKAGES="assets.transforms,tests.transforms")
     done = subprocess.run([sys.executable, "-m", "tests.cluster_child"], capture_output=True, text=True,
                           env=env, cwd=ROOT, timeout=600, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    added = [app for app in spark_cluster.applications() if app["id"] not in before]
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stdout, added
 
 
-def test_the_demo_runs_on_the_cluster(spark_cluster, tmp_path):
-    before = {app["id"] for app in spark_cluster.applications()}
-    done = subprocess.run([str(CUSTODY), "demo"], capture_output=True, text=True, env=on_cluster(tmp_path, spark_cluster),
-                          cwd=ROOT, timeout=600, check=False)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "Origins of sales/product_summary@2.revenue" in done.stdout
-    new = [app for app in spark_cluster.applications() if app["id"] not in before]
-    assert [app["name"] for app in new] == ["custody"]
-    assert new[0]["cores"] == 2
+@pytest.fixture(scope="module")
+def child_report(child) -> dict:
+    return child[0]
+
+
+def test_the_demo_runs_on_the_cluster(child):
+    report, printed, added = child
+    assert report["demo"] == 0
+    assert "Origins of sales/product_summary@2.revenue" in printed
+    assert [(app["name"], app["cores"]) for app in added] == [("custody", 2)]
 
 
 def test_the_master_lists_the_application_that_did_the_work(spark_cluster, child_report):
@@ -50,7 +53,7 @@ def test_the_master_lists_the_application_that_did_the_work(spark_cluster, child
 
 
 def test_bad_rows_are_explained_and_quarantined_by_python_on_the_executors(child_report):
-    assert child_report["bad"] == {"rows": 20, "quarantined": 1, "ref": "sales/clients@1"}
+    assert (child_report["bad"]["rows"], child_report["bad"]["quarantined"]) == (20, 1)
 
 
 def test_executors_import_the_shipped_code_with_the_drivers_python(child_report):
@@ -60,13 +63,13 @@ def test_executors_import_the_shipped_code_with_the_drivers_python(child_report)
 
 
 def test_column_lineage_is_recorded_for_work_done_on_the_cluster(child_report):
-    columns = child_report["joined"]["columns"]
-    assert columns["amount"] == ["sales/clients@1.order__quantity", "sales/products@1.unit_price"]
-    assert columns["product_name"] == ["sales/products@1.product_name"]
+    columns, clients, products = child_report["joined"]["columns"], child_report["bad"]["ref"], child_report["products"]
+    assert columns["amount"] == [f"{clients}.order__quantity", f"{products}.unit_price"]
+    assert columns["product_name"] == [f"{products}.product_name"]
 
 
 def test_an_undeclared_read_is_refused_on_the_cluster(child_report):
     assert child_report["refusal"] == (
-        "the transform of sales/names_and_products read sales/clients@1, which is not a declared input "
-        "(declared inputs: sales/products); add it to the spec's inputs"
+        f"the transform of sales/names_and_products read {child_report['bad']['ref']}, which is not a declared "
+        "input (declared inputs: sales/products); add it to the spec's inputs"
     )
