@@ -78,8 +78,8 @@ def ledger_verify(as_json: JsonOption = False) -> int:
     The checkpoints are kept outside the database, in checkpoints.jsonl in CUSTODY_LEDGER_CHECKPOINTS
     (default $CUSTODY_HOME/ledger), a file the catalog keeps the head of: they reveal a rewritten
     chain or a cut tail, and the file's own changes. Every host that writes or verifies must share
-    that folder; the file used is named in the output. Only with CUSTODY_LEDGER_KEY set can they be told from forgeries: without it, an intact
-    chain exits with code 5, not 0.
+    that folder; the file used is named in the output. Only with CUSTODY_LEDGER_KEY set can they be
+    told from forgeries: without it, an intact chain exits with code 5, not 0.
     """
     from governance.rollover import leftovers
 
