@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -54,6 +55,7 @@ def running_cluster() -> Iterator[SparkCluster]:
     env.pop("PYSPARK_PYTHON", None)
     env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if ".venv" not in p)
     with ExitStack() as stack:
+        stack.callback(shutil.rmtree, folder, ignore_errors=True)  # runs last, once every process is stopped
         start = _starter(stack, home, env, folder)
         start("master", "org.apache.spark.deploy.master.Master",
               "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(web_port))
@@ -100,5 +102,7 @@ def _wait_for_workers(cluster: SparkCluster) -> None:
         if alive == WORKERS:
             return
         time.sleep(0.5)
+    logs = "\n".join(f"--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-20:])
+                     for log in sorted(cluster.logs.glob("*.log")))
     raise RuntimeError(f"the Spark master has {alive} of {WORKERS} workers alive after {START_SECONDS}s; "
-                       f"see the logs in {cluster.logs}")
+                       f"the ends of their logs:\n{logs}")
