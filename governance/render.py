@@ -67,16 +67,17 @@ def _state(row: VersionRow) -> str:
     return ", ".join(parts)
 
 
-def lineage_summary(summary: LineageSummary) -> Table:
-    """Versions per asset and depth, for a lineage too large to read as a tree."""
+def lineage_summary(summary: LineageSummary) -> Group:
+    """Versions per asset and depth, for a lineage too large to read as a tree. The lines around the
+    table are its own, not its title and caption: those would wrap at the narrow table's width."""
     what = "Provenance" if summary.direction is Direction.UPSTREAM else "Impact"
-    table = Table(title=f"{what} of {summary.root}: {summary.versions:,} versions", title_justify="left",
-                  caption="too many to show as a tree: --all shows it whole, --depth K a part", caption_justify="left")
+    table = Table()
     for column in ("depth", "asset", "versions"):
         table.add_column(column, justify="left" if column == "asset" else "right")
     for asset, depth, count in summary.counts:
         table.add_row(str(depth), escape(asset), f"{count:,}")
-    return table
+    return Group(Text(f"{what} of {summary.root}: {summary.versions:,} versions"), table,
+                 Text("too many to show as a tree: --all shows it whole, --depth K a part"))
 
 
 def lineage_tree(lineage: Lineage) -> Tree:
