@@ -17,6 +17,7 @@ import dagster as dg
 
 from governance.checks import DESCRIPTIONS, Check, checks_for
 from governance.errors import CustodyError, NotFound, SpecProblem
+from governance.sources import Place
 from governance.spec import Spec, SpecSet, code_version
 from resources import CustodyResource, SparkResource
 
@@ -83,6 +84,9 @@ def _asset_spec(spec: Spec, deps: "list[dg.AssetKey] | None" = None, pending: st
     }
     description = f"**Pending approval:** {pending}\n\n{spec.body.description}" if pending else spec.body.description
     metadata = {"custody/spec": dg.MetadataValue.path(str(spec.file))}
+    if spec.reads_database:
+        place = Place.of(spec.body.source)
+        metadata["custody/source"] = dg.MetadataValue.text(f"{place.namespace} {place.name}")
     if spec.body.columns:
         metadata["dagster/column_schema"] = column_schema_from_spec(spec)
     return dg.AssetSpec(
@@ -90,7 +94,7 @@ def _asset_spec(spec: Spec, deps: "list[dg.AssetKey] | None" = None, pending: st
         deps=deps or (),
         group_name=spec.key.domain,
         owners=[f"team:{spec.body.roles.owner}"],
-        kinds=KINDS,
+        kinds=KINDS | {"postgres"} if spec.reads_database else KINDS,
         tags=tags,
         description=description,
         code_version=code_version(spec),
@@ -117,7 +121,7 @@ def _asset_args(spec: Spec, deps: "list[dg.AssetKey] | None" = None, pending: st
 
 
 def landing_asset(spec: Spec, pending: str | None = None) -> dg.AssetsDefinition:
-    """Ingest one ready DropZone batch as the asset's next version, then check it."""
+    """Ingest one ready DropZone batch (or read its database table) as the asset's next version, then check it."""
 
     @dg.multi_asset(**_asset_args(spec, pending=pending), config_schema=INGEST_CONFIG_SCHEMA)
     def _landing(context: dg.AssetExecutionContext):

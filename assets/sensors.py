@@ -19,7 +19,7 @@ EVERY_SECONDS = 30
 def dropzone_sensor(specs: SpecSet, *, running: bool = True) -> dg.SensorDefinition | None:
     """None when no spec is a landing asset: there is no DropZone to watch. `running` is its state
     until someone starts or stops it in the UI (CUSTODY_DROPZONE_SENSOR=off: stopped)."""
-    landing = [spec for spec in specs if spec.is_landing]
+    landing = [spec for spec in specs if spec.takes_batches]
     if not landing:
         return None
 

@@ -24,6 +24,8 @@ POLICY_VARIABLES = {
     "specs_approval": "CUSTODY_SPECS_APPROVAL",
 }
 DEFAULT_TRANSFORM_PACKAGES = ("assets.transforms",)
+# Where Debian's libpostgresql-jdbc-java puts the PostgreSQL JDBC driver.
+DEFAULT_JDBC_DRIVER = Path("/usr/share/java/postgresql.jar")
 URI = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://(.*)")
 # How a policy switch may be spelled; it is pinned as on or off.
 ON, OFF = ("on", "true", "1", "yes"), ("off", "false", "0", "no")
@@ -61,6 +63,8 @@ class Settings:
     ledger_segments_at: Path | None = None
     # Dagster's own DAGSTER_HOME, when a deployment points its webserver and daemon elsewhere.
     dagster_home_at: Path | None = None
+    # The JDBC driver's jar Spark loads for database sources; None: Debian's, where it is installed.
+    jdbc_driver_at: Path | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -90,6 +94,7 @@ class Settings:
             ledger_checkpoints_at=_folder(env, "CUSTODY_LEDGER_CHECKPOINTS"),
             ledger_segments_at=_folder(env, "CUSTODY_LEDGER_SEGMENTS"),
             dagster_home_at=Path(env["DAGSTER_HOME"]).absolute() if env.get("DAGSTER_HOME") else None,
+            jdbc_driver_at=Path(env["CUSTODY_JDBC_DRIVER"]).absolute() if env.get("CUSTODY_JDBC_DRIVER") else None,
         )
 
     @classmethod
@@ -113,6 +118,16 @@ class Settings:
     @property
     def cache_dir(self) -> Path:
         return self.home / "cache"
+
+    def spark_jars(self) -> tuple[str, ...]:
+        """The jars Spark starts with: the JDBC driver named by CUSTODY_JDBC_DRIVER, which must
+        exist, or else Debian's when it is installed."""
+        if self.jdbc_driver_at is None:
+            return (str(DEFAULT_JDBC_DRIVER),) if DEFAULT_JDBC_DRIVER.is_file() else ()
+        if not self.jdbc_driver_at.is_file():
+            raise InvalidInput(f"CUSTODY_JDBC_DRIVER: {self.jdbc_driver_at} is not a file; name the PostgreSQL JDBC "
+                               "driver's jar (Debian's libpostgresql-jdbc-java installs /usr/share/java/postgresql.jar)")
+        return (str(self.jdbc_driver_at),)
 
 
 def _folder(env: Mapping[str, str], name: str) -> Path | None:

@@ -51,7 +51,7 @@ def watch(catalog: Catalog, lake: Lake, policy: Policy, specs: Iterable[Spec], r
     ready: list[ReadyBatch] = []
     refused: list[Refusal] = []
     still: set[str] = set()
-    for spec in (s for s in specs if s.is_landing):
+    for spec in (s for s in specs if s.takes_batches):
         done = catalog.ingested_batch_ids(spec.key)
         for batch_id in ready_batches(lake, spec.key):
             if batch_id in done:

@@ -97,6 +97,10 @@ class UndeclaredRead(TransformError):
     """A transform read data its spec does not declare, or another version than the pinned one."""
 
 
+class SourceRefused(InvalidInput):
+    """A database source that refuses the read: wrong credentials, an unknown table, a query it cannot run."""
+
+
 class Protected(InvalidInput):
     """A version that critical lineage depends on cannot be purged."""
 
@@ -133,6 +137,10 @@ class TransientError(CustodyError):
     """A failure worth retrying: I/O hiccups, a busy database, a lost executor."""
 
     retryable = True
+
+
+class SourceUnavailable(TransientError):
+    """A database source that cannot be reached now."""
 
 
 class CatalogUnavailable(TransientError):

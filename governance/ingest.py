@@ -32,6 +32,7 @@ from governance.errors import (
     CustodyError,
     DuplicateBatch,
     IntegrityError,
+    InvalidInput,
     NotFound,
     ValidationFailed,
 )
@@ -63,7 +64,15 @@ def ingest(
     column_lineage: ColumnOptions | None = DEFAULT_COLUMNS,
 ) -> VersionRow:
     """Land one ready batch of a landing asset as its next version, with the DropZone field each
-    column comes from unless `column_lineage` is None."""
+    column comes from unless `column_lineage` is None. An asset read from a database has no
+    batches: its table or query is read instead."""
+    if spec.reads_database:
+        if batch_id is not None or force:
+            raise InvalidInput(f"{spec.key} is read from a database, not from DropZone batches: "
+                               "it takes no batch and no --force")
+        from governance.ingest_relational import ingest_table
+
+        return ingest_table(spark, catalog, lake, spec, request, progress=progress, events=events, column_lineage=column_lineage)
     events = events or Emitter.off()
     repair(catalog, lake)
     batch = _checked_batch(catalog, lake, spec, request, batch_id, force, progress)
@@ -192,19 +201,20 @@ def write_while_scanning(
         parsed = read_batch(spark, spec, batch)
         try:
             if not stopped.is_set():
-                _write_good(spark, parsed, stage, tag)
+                write_good(spark, parsed, stage, tag)
         except (Py4JError, PySparkException):
             if not stopped.is_set():
                 raise
     return Written(parsed, pending.result(), complete=not stopped.is_set())
 
 
-def _write_good(spark: SparkSession, parsed: Parsed, stage: Staging, tag: str | None = None, mode: str = "errorifexists") -> None:
-    with described(spark, _main_query(stage), tag):
+def write_good(spark: SparkSession, parsed: Parsed, stage: Staging, tag: str | None = None, mode: str = "errorifexists") -> None:
+    """Write the rows that land to staging, under the description their scan's metrics are found by."""
+    with described(spark, main_query(stage), tag):
         parsed.good.write.mode(mode).parquet(str(stage.data))
 
 
-def _main_query(stage: Staging) -> str:
+def main_query(stage: Staging) -> str:
     return f"custody ingest {stage.path.name}"
 
 
@@ -220,24 +230,29 @@ class Landed:
 
 
 def land(spark: SparkSession, spec: Spec, written: Written, stage: Staging) -> Landed:
-    """Finish the good rows (written again, checking the text, if the scan stopped the first write);
-    quarantine the rest; check that the counts add up.
-
-    Three counts come from three places: rows landed from the Parquet footers, rows quarantined from
-    the quarantine pass, and rows read from the batch's own footers or lines, or else from a scan's
-    metrics. The quarantine pass runs only when rows landed fall short of the rows the batch may hold.
-    """
+    """Finish the good rows (written again, checking the text, if the scan stopped the first write),
+    then settle the batch's counts."""
     batch, scan, parsed = written.scan.batch, written.scan, written.parsed
     if not written.complete:
         # Overwrite: the tasks of a cancelled write may still be removing their files.
         parsed = read_batch(spark, spec, batch, text=TextChecks.needed_by(scan))
-        _write_good(spark, parsed, stage, mode="overwrite")
+        write_good(spark, parsed, stage, mode="overwrite")
+    return settle(spark, spec, parsed, stage, f"batch {batch.batch_id!r}", lines=scan.lines)
+
+
+def settle(spark: SparkSession, spec: Spec, parsed: Parsed, stage: Staging, what: str, *, lines: int | None = None) -> Landed:
+    """Seal the good rows written to staging; quarantine the rest; check that the counts add up.
+
+    Three counts come from three places: rows landed from the Parquet footers, rows quarantined from
+    the quarantine pass, and rows read from the source's own footers or `lines`, or else from a
+    scan's metrics. The quarantine pass runs only when rows landed fall short of the rows read.
+    """
     data = seal(stage.data, ".parquet")
     if parsed.checked and holds_nulls(stage.data, data, parsed.nulls_unchecked):
         parsed = replace(parsed, good=parsed.checked(), nulls_unchecked=())
-        _write_good(spark, parsed, stage, mode="overwrite")
+        write_good(spark, parsed, stage, mode="overwrite")
         data = seal(stage.data, ".parquet")
-    known = _rows_known(spark, parsed, scan, stage)
+    known = _rows_known(spark, parsed, lines, stage)
     rows_read, quarantined = known.rows, None
     if data.rows != known.rows:
         side = f"custody quarantine {stage.path.name}"
@@ -247,15 +262,15 @@ def land(spark: SparkSession, spec: Spec, written: Written, stage: Staging) -> L
         if not known.exact:
             rows_read = rows_scanned(spark, side)
     if rows_read == 0:
-        raise BatchError(f"batch {batch.batch_id!r} of {spec.key} holds no rows")
+        raise BatchError(f"{what} of {spec.key} holds no rows")
     refused = quarantined.rows if quarantined else 0
     if data.rows + refused != rows_read:
         raise IntegrityError(
-            f"batch {batch.batch_id!r} of {spec.key}: counts do not add up: read {rows_read}, "
+            f"{what} of {spec.key}: counts do not add up: read {rows_read}, "
             f"landed {data.rows}, quarantined {refused}"
         )
     if refused:
-        _enforce_bad_rows(spec, batch, stage, rows_read, refused)
+        _enforce_bad_rows(spec, what, stage, rows_read, refused)
     return Landed(data, quarantined if refused else None, rows_read, parsed.good)
 
 
@@ -275,15 +290,15 @@ def holds_nulls(folder: Path, sealed: Sealed, columns: tuple[str, ...]) -> bool:
     return False
 
 
-def _rows_known(spark: SparkSession, parsed: Parsed, scan: BatchScan, stage: Staging) -> RowCount:
+def _rows_known(spark: SparkSession, parsed: Parsed, lines: int | None, stage: Staging) -> RowCount:
     if parsed.known is not None:
         return parsed.known
-    if parsed.headers is not None and scan.lines is not None:
-        return RowCount(scan.lines - parsed.headers, exact=False)
-    return RowCount(rows_scanned(spark, _main_query(stage)), exact=True)
+    if parsed.headers is not None and lines is not None:
+        return RowCount(lines - parsed.headers, exact=False)
+    return RowCount(rows_scanned(spark, main_query(stage)), exact=True)
 
 
-def _enforce_bad_rows(spec: Spec, batch: Batch, stage: Staging, rows_read: int, bad: int) -> None:
+def _enforce_bad_rows(spec: Spec, what: str, stage: Staging, rows_read: int, bad: int) -> None:
     fraction = bad / rows_read
     if spec.body.bad_rows == "fail":
         rule = "the spec says bad_rows: fail"
@@ -293,7 +308,7 @@ def _enforce_bad_rows(spec: Spec, batch: Batch, stage: Staging, rows_read: int, 
         return
     first = "; ".join(f"{Path(r['file']).name}: {r['reason']}" for r in _first_refused(stage, SAMPLE_SIZE))
     raise ValidationFailed(
-        f"batch {batch.batch_id!r} of {spec.key}: {bad} of {rows_read} rows ({fraction:.1%}) break the spec, "
+        f"{what} of {spec.key}: {bad} of {rows_read} rows ({fraction:.1%}) break the spec, "
         f"{rule}; nothing was written. First: {first}"
     )
 

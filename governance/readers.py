@@ -120,7 +120,7 @@ def _read_csv(spark: SparkSession, spec: Spec, batch: Batch, text: TextChecks) -
         .option("multiLine", source.multiline)
         .option("encoding", "UTF-8")
     )
-    checks = _value_checks(columns, F.col, text)
+    checks = value_checks(columns, F.col, text)
     frame = reader.schema(spark_schema(columns)).option("mode", "DROPMALFORMED").csv(literal_paths(batch))
 
     def checked() -> DataFrame:
@@ -135,7 +135,7 @@ def _read_csv(spark: SparkSession, spec: Spec, batch: Batch, text: TextChecks) -
         )
         explain = F.udf(lambda raw: explain_csv_record(raw, columns, source.delimiter), T.StringType())
         malformed = F.col(CORRUPT).isNotNull()
-        reason = _first_reason([(malformed, F.lit("malformed row")), *checks])
+        reason = first_reason([(malformed, F.lit("malformed row")), *checks])
         raw = F.coalesce(F.col(CORRUPT), F.to_json(F.struct(*[F.col(c.name) for c in columns])))
         return _refused_rows(frame, reason, raw, F.when(malformed, explain(F.col(CORRUPT))).otherwise(reason))
 
@@ -167,13 +167,13 @@ def _read_json(spark: SparkSession, spec: Spec, batch: Batch, text: TextChecks) 
             (found[c.name].isNotNull() & typed[c.name].isNull(), F.lit(f"column {c.name} is not a valid {c.type}"))
             for c in spec.body.columns
         ]
-        checks += _value_checks(spec.body.columns, typed.__getitem__, text)
+        checks += value_checks(spec.body.columns, typed.__getitem__, text)
         outputs = [typed[c.name].alias(c.name) for c in spec.body.columns]
     else:
         strings = [name for name, leaf in leaves.items() if isinstance(leaf.type, T.StringType)]
         checks += _text_checks(strings, found.__getitem__, text)
         outputs = [column.alias(name) for name, column in found.items()]
-    reason = _first_reason(checks)
+    reason = first_reason(checks)
     raw = F.coalesce(corrupt, F.to_json(F.struct(*[column.alias(name) for name, column in found.items()])))
     explain = F.udf(lambda raw: explain_json_record(raw), T.StringType())
     # Rows read are this scan's own count: its filter must not be pushed into the reader, which
@@ -282,8 +282,8 @@ def _read_parquet(spark: SparkSession, spec: Spec, batch: Batch, text: TextCheck
         rows += footer.num_rows
     frame = spark.read.parquet(*literal_paths(batch))
     outputs = [F.col(_quoted(name)) for name, _ in expected]
-    checks = _value_checks(spec.body.columns, lambda name: F.col(_quoted(name)), text)
-    reason = _first_reason(checks)
+    checks = value_checks(spec.body.columns, lambda name: F.col(_quoted(name)), text)
+    reason = first_reason(checks)
     return Parsed(
         frame.filter(_passes(checks)).select(*outputs),
         lambda: _refused_rows(frame, reason, F.to_json(F.struct(*outputs))),
@@ -308,7 +308,7 @@ def _schema_difference(expected: list[tuple[str, str]], actual: list[tuple[str, 
     return column_difference(list(wanted), list(got))
 
 
-def _value_checks(columns: list[Column], value: Callable[[str], SparkColumn], text: TextChecks) -> list[tuple[SparkColumn, SparkColumn]]:
+def value_checks(columns: list[Column], value: Callable[[str], SparkColumn], text: TextChecks) -> list[tuple[SparkColumn, SparkColumn]]:
     """Checks of declared nullability and, where the scan found the need, of the text.
 
     Columns are built only for the checks due: each costs a call into the JVM."""
@@ -339,12 +339,12 @@ def _text_checks(strings: list[str], value: Callable[[str], SparkColumn], text: 
 
 def _passes(checks: list[tuple[SparkColumn, SparkColumn]]) -> SparkColumn:
     """Rows that fail no check (conditions are never null), as a conjunction Spark can push into
-    the reader: the same split as `_first_reason`, cheaper on the main scan. Pushed filters skip
+    the reader: the same split as `first_reason`, cheaper on the main scan. Pushed filters skip
     rows before the scan counts them, so only readers that count rows read elsewhere use it."""
     return reduce(operator.and_, (~condition for condition, _ in checks), F.lit(True))
 
 
-def _first_reason(checks: list[tuple[SparkColumn, SparkColumn]]) -> SparkColumn:
+def first_reason(checks: list[tuple[SparkColumn, SparkColumn]]) -> SparkColumn:
     if not checks:
         return F.lit(None).cast("string")
     reason = F.when(*checks[0])

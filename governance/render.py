@@ -13,7 +13,7 @@ from rich.tree import Tree
 
 from governance.catalog.models import Criticality, LedgerEntry, VersionRow, VersionStatus
 from governance.errors import printable
-from governance.lineage.column_trace import Batch, ColumnNode, Ending, Origin, Overview
+from governance.lineage.column_trace import Batch, ColumnNode, Ending, Origin, Overview, SourceTable
 from governance.lineage.columns import Edge
 from governance.lineage.graph import Direction, Lineage, LineageSummary, VersionNode
 from governance.lineage.versioned import ColumnDep, recorded, summary_of
@@ -88,6 +88,8 @@ def lineage_tree(lineage: Lineage) -> Tree:
 
 
 def _grow(branch: Tree, node: VersionNode, direction: Direction) -> None:
+    if node.read:
+        branch.add(_read_label(node.read))
     for source in node.sources:
         branch.add(f"[dim]file[/] {escape(source.path)}  [dim]{source.bytes:,} B  sha256 {short(source.sha256, 16)}[/]")
     for child in node.links:
@@ -98,6 +100,16 @@ def _grow(branch: Tree, node: VersionNode, direction: Direction) -> None:
     if node.truncated:
         more = "inputs" if direction is Direction.UPSTREAM else "dependents"
         branch.add(f"[dim]… deeper {more} not shown (raise --depth)[/]")
+
+
+def _read_label(read: dict) -> str:
+    marks = ""
+    if read["incremental_column"]:
+        start = f"after {read['high_water_from']} " if read["high_water_from"] else ""
+        marks = f", {escape(read['incremental_column'])} {escape(start)}up to {escape(read['high_water_to'] or '')}"
+    query = f"\n[dim]query[/] {escape(read['query'])}" if read["query"] else ""
+    return (f"[dim]table[/] {escape(read['name'])}  [dim]{escape(read['namespace'])} as of "
+            f"{read['snapshot_at'][:19]}{marks}[/]{query}")
 
 
 def _node_label(node: VersionNode) -> str:
@@ -138,9 +150,9 @@ def column_overview(overview: Overview) -> Table:
         table.caption = NOT_RECORDED
         return table
     for name, deps in overview.columns.items():
-        table.add_row(escape(name), *_dep_cells(deps))
+        table.add_row(escape(name), *_dep_cells(overview, deps))
     if overview.every_column:
-        table.add_row("[italic]every column[/]", *_dep_cells(overview.every_column))
+        table.add_row("[italic]every column[/]", *_dep_cells(overview, overview.every_column))
     summary = summary_of(version)
     notes = [f"approximate for {name}" for name in summary.get("fallbacks", [])] + list(summary.get("notes", []))
     table.caption = escape("; ".join(notes)) or None
@@ -161,8 +173,7 @@ def column_markdown(overview: Overview) -> str:
         if not deps:
             lines.append(f"| {cell} | {NO_INPUT} | |")
         for dep in deps:
-            source = f"{dep.source.ref if dep.source else 'DropZone'}.{dep.input_column}"
-            lines.append(f"| {cell} | {_md_code(source)} | {dep.edge.label} |")
+            lines.append(f"| {cell} | {_md_code(overview.source_of(dep))} | {dep.edge.label} |")
     summary = summary_of(version)
     notes = [f"approximate for {name}" for name in summary.get("fallbacks", [])] + list(summary.get("notes", []))
     lines.extend(f"\n{_md_text(note)}" for note in notes)
@@ -178,10 +189,10 @@ def _md_text(text: str) -> str:
     return printable(text).replace("|", "\\|")
 
 
-def _dep_cells(deps: list[ColumnDep]) -> tuple[str, str]:
+def _dep_cells(overview: Overview, deps: list[ColumnDep]) -> tuple[str, str]:
     if not deps:
         return f"[dim]{NO_INPUT}[/]", ""
-    sources = [escape(f"{d.source.ref if d.source else 'DropZone'}.{d.input_column}") for d in deps]
+    sources = [escape(overview.source_of(d)) for d in deps]
     return "\n".join(sources), "\n".join(_edge(d.edge) for d in deps)
 
 
@@ -208,7 +219,7 @@ def _grow_column(branch: Tree, node: ColumnNode) -> None:
     if not node.fields and not node.inputs:
         branch.add(f"[dim]{NO_INPUT}[/]")
     for field in node.fields:
-        leaf = branch.add(f"{_edges(field.edges)}  DropZone field [bold]{escape(field.field)}[/]{_batch_label(field.batch)}")
+        leaf = branch.add(f"{_edges(field.edges)}  {_field_label(field.field, field.batch, field.table)}")
         _add_files(leaf, field.batch)
     for child in node.inputs:
         label = f"{_edges(child.edges)}  [bold]{escape(child.version.ref)}.{escape(child.column)}[/]"
@@ -218,8 +229,11 @@ def _grow_column(branch: Tree, node: ColumnNode) -> None:
             _grow_column(branch.add(label), child)
 
 
-def _batch_label(batch: Batch | None) -> str:
-    return f" [dim]of batch {escape(batch.batch_id)}[/]" if batch else ""
+def _field_label(name: str, batch: Batch | None, table: SourceTable | None) -> str:
+    """A field of a DropZone batch, or a column of a database table, named with where it was read."""
+    if table is not None:
+        return f"column [bold]{escape(name)}[/] [dim]of {escape(table.namespace)} {escape(table.name)} as of {table.snapshot_at[:19]}[/]"
+    return f"DropZone field [bold]{escape(name)}[/]" + (f" [dim]of batch {escape(batch.batch_id)}[/]" if batch else "")
 
 
 def _add_files(branch: Tree, batch: Batch | None) -> None:
@@ -232,7 +246,7 @@ def origins_tree(ref: str, column: str, found: list[Origin]) -> Tree:
     tree = Tree(f"Origins of [bold]{escape(ref)}.{escape(column)}[/]")
     for origin in found:
         if origin.ending is Ending.DROPZONE:
-            label = f"[bold]{escape(origin.version.ref)}[/] DropZone field [bold]{escape(origin.field)}[/]{_batch_label(origin.batch)}"
+            label = f"[bold]{escape(origin.version.ref)}[/] {_field_label(origin.field, origin.batch, origin.table)}"
             _add_files(tree.add(f"{label}\n{_edges(origin.edges)}"), origin.batch)
         else:
             why = NOT_RECORDED if origin.ending is Ending.NOT_RECORDED else NO_INPUT

@@ -24,7 +24,7 @@ from governance import yamlsource
 from governance.config import is_dotted_name
 from governance.errors import InvalidName, SpecError, SpecProblem, UnsafeYaml
 from governance.speccache import SpecCache, cache_file
-from governance.specmessages import field_path, owner_message
+from governance.specmessages import error_path, owner_message
 from governance.yamlsource import LocatedYaml, load_located, read_capped
 from governance.zones import AssetKey, check_name
 
@@ -36,6 +36,13 @@ GROUP_NAME = r"^[a-z][a-z0-9_-]{0,63}$"
 COLUMN_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 TRANSFORM_REF = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
 ASSET_REF = r"^[a-z][a-z0-9_]{0,62}/[a-z][a-z0-9_]{0,62}$"
+# A PostgreSQL JDBC URL names its host and database; its user and password come from the environment.
+JDBC_URL = r"^jdbc:postgresql://[A-Za-z0-9.\-]+(:[0-9]{1,5})?/[A-Za-z0-9_\-]+(\?[^#\s]*)?$"
+TABLE_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$"
+ENV_NAME = r"^[A-Z_][A-Z0-9_]{0,127}$"
+CREDENTIAL_PARAMETERS = ("user", "password", "sslpassword")
+INTEGRAL = frozenset({"byte", "short", "int", "long"})
+MARK_TYPES = INTEGRAL | {"date", "timestamp"}
 MAX_SPEC_BYTES = 256 * 1024
 
 
@@ -81,11 +88,62 @@ class Roles(_Strict):
     consumer: GroupName
 
 
-class Source(_Strict):
+class FileSource(_Strict):
+    """Files a producer drops in the DropZone."""
+
     format: Literal["csv", "json", "parquet"]
     header: bool = True
     delimiter: Annotated[str, Field(min_length=1, max_length=1)] = ","
     multiline: bool = False
+
+
+class Incremental(_Strict):
+    column: Annotated[str, Field(pattern=COLUMN_NAME)]
+
+
+class JdbcSource(_Strict):
+    """A table or query of a PostgreSQL database, read through Spark's JDBC reader."""
+
+    format: Literal["jdbc"]
+    url: Annotated[str, Field(pattern=JDBC_URL)]
+    user_env: Annotated[str, Field(pattern=ENV_NAME)]
+    password_env: Annotated[str, Field(pattern=ENV_NAME)]
+    table: Annotated[str, Field(pattern=TABLE_NAME)] | None = None
+    query: Annotated[str, Field(min_length=1, max_length=100_000)] | None = None
+    partition_column: Annotated[str, Field(pattern=COLUMN_NAME)] | None = None
+    lower_bound: int | None = None
+    upper_bound: int | None = None
+    num_partitions: Annotated[int, Field(ge=1, le=1000)] | None = None
+    fetch_size: Annotated[int, Field(ge=1, le=1_000_000)] = 10_000
+    incremental: Incremental | None = None
+
+    @model_validator(mode="after")
+    def _one_reading(self) -> JdbcSource:
+        problems = []
+        if (self.table is None) == (self.query is None):
+            problems.append("give a table or a query, not both")
+        if self.query is not None and ";" in self.query.rstrip().rstrip(";"):
+            problems.append("a query is one SELECT statement, without ;")
+        if (self.lower_bound is None) != (self.upper_bound is None):
+            problems.append("give lower_bound and upper_bound together, or neither to take them from the data")
+        elif self.lower_bound is not None and self.lower_bound >= self.upper_bound:
+            problems.append("lower_bound must be below upper_bound")
+        if self.partition_column is None and (self.lower_bound is not None or self.num_partitions is not None):
+            problems.append("bounds and num_partitions split the read on a partition_column; name one")
+        parameters = self.url.partition("?")[2].split("&")
+        if any(p.partition("=")[0].lower() in CREDENTIAL_PARAMETERS for p in parameters):
+            problems.append("the url holds credentials; name the variables that hold them in user_env and password_env")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @property
+    def statement(self) -> str:
+        """The query without the semicolon an owner may end it with."""
+        return (self.query or "").rstrip().rstrip(";").rstrip()
+
+
+Source = Annotated[FileSource | JdbcSource, Field(discriminator="format")]
 
 
 class Retention(_Strict):
@@ -121,8 +179,10 @@ class AssetSpec(_Strict):
                 problems.append("a landing asset needs a source")
             if self.inputs or self.transform or self.version_label_from:
                 problems.append("a landing asset takes no inputs, transform or version_label_from")
-            if self.source and self.source.format == "csv" and not self.columns:
-                problems.append("a CSV source needs its columns declared")
+            if self.source and self.source.format in ("csv", "jdbc") and not self.columns:
+                problems.append(f"a {self.source.format.upper()} source needs its columns declared")
+            if isinstance(self.source, JdbcSource):
+                problems += _jdbc_column_problems(self.source, self.columns)
         else:
             if self.source is not None:
                 problems.append("an integration asset has no source; it reads its inputs")
@@ -141,6 +201,21 @@ class AssetSpec(_Strict):
         return self
 
 
+def _jdbc_column_problems(source: JdbcSource, columns: list[Column]) -> list[str]:
+    declared = {column.name: column for column in columns}
+    problems = []
+    split = declared.get(source.partition_column or "")
+    if source.partition_column and columns and (split is None or split.type not in INTEGRAL):
+        problems.append(f"partition_column {source.partition_column!r} must be a declared column of type "
+                        "int, long, short or byte")
+    if source.incremental:
+        mark = declared.get(source.incremental.column)
+        if columns and (mark is None or mark.type not in MARK_TYPES or mark.nullable):
+            problems.append(f"incremental column {source.incremental.column!r} must be a declared column, "
+                            "nullable: false, of type int, long, short, byte, date or timestamp")
+    return problems
+
+
 @dataclass(frozen=True)
 class Spec:
     """A validated spec with its key, file and content hash."""
@@ -153,6 +228,16 @@ class Spec:
     @property
     def is_landing(self) -> bool:
         return self.body.zone == "landing"
+
+    @property
+    def reads_database(self) -> bool:
+        """A landing asset read from a database: it has no DropZone batches."""
+        return isinstance(self.body.source, JdbcSource)
+
+    @property
+    def takes_batches(self) -> bool:
+        """A landing asset its producers drop batches for."""
+        return self.is_landing and not self.reads_database
 
     @cached_property
     def inputs(self) -> tuple[AssetKey, ...]:
@@ -376,7 +461,7 @@ def _from_cache(cache: SpecCache, digest: str) -> tuple[AssetSpec, str] | None:
 
 def _from_validation(file: str, err: ValidationError, located: LocatedYaml) -> Iterable[SpecProblem]:
     for detail in err.errors(include_url=False):
-        path = field_path(detail["loc"])
+        path = error_path(detail)
         yield SpecProblem(file, path, owner_message(detail), located.line_of(path))
 
 

@@ -16,13 +16,35 @@ NAMED = {
     "name": "a column name: letters, digits and _, not starting with a digit, at most 128 characters",
     "inputs": "an asset as DOMAIN/NAME, such as sales/clients",
     "transform": "a function as module:function, such as assets.transforms.sales:summary",
+    "url": "a JDBC URL as jdbc:postgresql://host:port/database, without user or password",
+    "user_env": "the name of an environment variable, such as SHOP_DB_USER",
+    "password_env": "the name of an environment variable, such as SHOP_DB_PASSWORD",
+    "table": "a table as table or schema.table",
+    "partition_column": "a column name: letters, digits and _, not starting with a digit, at most 128 characters",
+    "column": "a column name: letters, digits and _, not starting with a digit, at most 128 characters",
 }
 ONE_OF = {"owner": "one group name", "producer": "one group name", "consumer": "one group name"}
 
 
+# A source's format chooses its kind of fields; pydantic names the format in an error's location.
+SOURCE_FORMATS = frozenset({"csv", "json", "parquet", "jdbc"})
+
+
 def field_path(location: tuple[int | str, ...]) -> str:
     """The dotted path of a field (a tag's own name stands for the tag)."""
-    return ".".join(str(part) for part in location if part != "[key]")
+    return ".".join(str(part) for part in _without_format(location) if part != "[key]")
+
+
+def error_path(detail: Mapping[str, Any]) -> str:
+    """The dotted path of the field an error is about: a source's format when it chooses no kind."""
+    path = field_path(detail["loc"])
+    return f"{path}.format" if detail["type"] in ("union_tag_invalid", "union_tag_not_found") else path
+
+
+def _without_format(location: tuple[int | str, ...]) -> tuple[int | str, ...]:
+    if len(location) > 1 and location[0] == "source" and location[1] in SOURCE_FORMATS:
+        return (location[0], *location[2:])
+    return location
 
 
 def owner_message(detail: Mapping[str, Any]) -> str:
@@ -32,6 +54,11 @@ def owner_message(detail: Mapping[str, Any]) -> str:
     named = _name_of(detail["loc"])
     if kind == "extra_forbidden":
         return "unknown key"
+    if kind == "union_tag_invalid":
+        expected = " or ".join(str(context.get("expected_tags", "")).rsplit(", ", 1))
+        return f"must be {expected}, found {_found(context.get('tag'))}"
+    if kind == "union_tag_not_found":
+        return "missing required field"
     if kind == "missing":
         return "missing required field"
     if kind == "value_error":

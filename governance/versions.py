@@ -14,7 +14,14 @@ import pyarrow as pa
 
 from governance import ledger
 from governance.catalog import Catalog, utcnow
-from governance.catalog.models import BatchRow, LineageEdge, SourceFile, VersionRow
+from governance.catalog.models import (
+    BatchRow,
+    LineageEdge,
+    RelationalRead,
+    SourceFile,
+    VersionRow,
+    described_read,
+)
 from governance.content import TableDigest
 from governance.lineage.versioned import VersionColumns
 from governance.lineage.versioned import record as record_columns
@@ -121,6 +128,8 @@ class Draft:
     label_from: str | None = None
     assurance: str = "asserted"
     batch: BatchRecord | None = None
+    # The database read a landing version comes from, recorded with it (its version id set then).
+    read: RelationalRead | None = None
     inputs: Sequence[VersionRow] = ()
     details: dict[str, Any] = field(default_factory=dict)
     columns: VersionColumns | None = None
@@ -188,6 +197,9 @@ def _record(session, catalog: Catalog, draft: Draft, number: int, created_at, ta
         session.flush()
         for f in draft.batch.files:
             session.add(SourceFile(batch_pk=batch.id, path=f.path, bytes=f.bytes, sha256=f.sha256))
+    if draft.read:
+        session.add(RelationalRead(**draft.read.model_dump(exclude={"id", "version_id", "asset_key"}),
+                                   version_id=row.id, asset_key=str(draft.key)))
     catalog.finish_attempt(session, draft.attempt_id, "committed", version=number)
     details = {
         "data_version": row.data_version, "rows": row.rows, "rows_read": draft.rows_read,
@@ -197,6 +209,8 @@ def _record(session, catalog: Catalog, draft: Draft, number: int, created_at, ta
     }
     if draft.batch:
         details["batch"] = draft.batch.batch_id
+    if draft.read:
+        details["source"] = described_read(draft.read)
     if draft.columns is not None:
         details["column_lineage"] = draft.columns.summary
     ledger.append(session, actor=draft.requested_by, action=draft.committed_action, asset=str(draft.key),

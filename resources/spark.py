@@ -28,10 +28,16 @@ DEFAULT_CONF = {
 }
 
 
-def session_conf(master: str, extra: dict[str, Any] | None = None, deployment: dict[str, str] | None = None) -> dict[str, Any]:
+def session_conf(
+    master: str, extra: dict[str, Any] | None = None, deployment: dict[str, str] | None = None, jars: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """Spark settings for Custody: ours, then the `deployment`'s (CUSTODY_SPARK_CONF), then `extra`.
+    `jars` (the JDBC driver) join any the deployment names; Spark ships them to the executors.
     Python workers run this interpreter unless PYSPARK_PYTHON or the deployment names another."""
     settings = {**DEFAULT_CONF, **(deployment or {}), "spark.master": master, **(extra or {})}
+    named = [jar for jar in str(settings.get("spark.jars") or "").split(",") if jar]
+    if jars:
+        settings["spark.jars"] = ",".join(dict.fromkeys([*named, *jars]))
     # PySpark takes the workers' interpreter from the environment only, local or on a cluster's
     # executors (at the same path on every host); without it they start whatever `python3` is on
     # their PATH, outside this virtual environment.
@@ -61,7 +67,8 @@ class SparkResource(LazyPySparkResource):
             require_java()
             settings = Settings.from_env()
             master = self.master or settings.spark_master
-            session = spark_session_from_config(session_conf(master, self.spark_config, spark_conf(settings.spark_conf)))
+            conf = session_conf(master, self.spark_config, spark_conf(settings.spark_conf), settings.spark_jars())
+            session = spark_session_from_config(conf)
             if not is_local(master):
                 ship_code(session, settings)
             self._spark_session = session

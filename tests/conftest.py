@@ -52,7 +52,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
 def spark() -> SparkSession:
     require_java()
     builder = SparkSession.builder
-    for key, value in session_conf("local[2]").items():
+    for key, value in session_conf("local[2]", jars=Settings.from_env({}).spark_jars()).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     yield session

@@ -23,6 +23,7 @@ from governance.catalog.models import (
     AssetRow,
     Attempt,
     BatchRow,
+    RelationalRead,
     SourceFile,
     SpecSnapshot,
     VersionRow,
@@ -338,3 +339,20 @@ class Catalog:
         for f in files:
             by_batch.setdefault(f.batch_pk, []).append(f)
         return {b.version_id: (b, by_batch.get(b.id, [])) for b in batches}
+
+    def last_mark(self, key: AssetKey) -> str | None:
+        """The high-water mark of the newest version read from a database, where its next read starts."""
+        with self.session() as session:
+            return session.exec(
+                select(RelationalRead.high_water_to)
+                .join(VersionRow, col(VersionRow.id) == col(RelationalRead.version_id))
+                .where(RelationalRead.asset_key == str(key))
+                .order_by(col(VersionRow.number).desc())
+                .limit(1)
+            ).first()
+
+    def reads_of(self, version_ids: list[int]) -> dict[int, RelationalRead]:
+        """The database reads the versions `version_ids` were ingested from, by version id."""
+        with self.session() as session:
+            reads = session.exec(select(RelationalRead).where(col(RelationalRead.version_id).in_(version_ids)))
+            return {read.version_id: read for read in reads}

@@ -126,6 +126,7 @@ class AssetDetail:
             "zone": entry.zone, "classification": entry.classification + (", pii" if entry.pii else ""),
             "owner / producer / consumer": f"{entry.owner} / {entry.producer} / {entry.consumer}",
             "inputs": ", ".join(self.inputs) or "none (a landing asset)",
+            **({"source": _source_words(self.spec["source"])} if self.spec.get("source") else {}),
             "built from it": ", ".join(self.dependents) or "nothing in force",
             "spec": f"{'retired, last spec' if entry.retired else 'in force'} {entry.spec_hash}",
         }
@@ -146,6 +147,15 @@ class AssetDetail:
         return {**self.entry.to_dict(), "spec": self.spec, "inputs": list(self.inputs), "dependents": list(self.dependents),
                 "columns": self.columns,
                 "versions": [row.model_dump(mode="json", exclude={"table_schema", "column_lineage"}) for row in self.versions]}
+
+
+def _source_words(source: dict[str, Any]) -> str:
+    """Where a landing asset's rows come from, in words."""
+    if source["format"] != "jdbc":
+        return f"DropZone batches ({source['format']})"
+    what = f"table {source['table']}" if source.get("table") else "a query"
+    marks = f", incremental on {source['incremental']['column']}" if source.get("incremental") else ""
+    return f"{what} of {source['url']}{marks}"
 
 
 def listing(catalog: Catalog, filters: Filters | None = None) -> list[AssetEntry]:

@@ -170,6 +170,36 @@ class SourceFile(SQLModel, table=True):
     sha256: str
 
 
+class RelationalRead(SQLModel, table=True):
+    """The database read a landing version was ingested from: where, what, which rows, as of when."""
+
+    __tablename__ = "relational_read"
+
+    id: int | None = Field(default=None, primary_key=True)
+    version_id: int = Field(foreign_key="version.id", index=True)
+    asset_key: str = Field(index=True)
+    # The dataset as OpenLineage names it: `postgres://host:port` and `database.schema.table`.
+    namespace: str
+    name: str
+    url: str
+    table_name: str | None = None
+    query: str | None = Field(default=None, sa_column=Column(Text))
+    snapshot_at: datetime
+    incremental_column: str | None = None
+    # The marks as text (ISO for dates and times): rows past `high_water_from` up to `high_water_to`.
+    high_water_from: str | None = None
+    high_water_to: str | None = None
+    # Rows the source held without a mark, which an incremental read never reaches.
+    rows_without_mark: int = 0
+    partition_column: str | None = None
+    partitions: int = 1
+
+
+def described_read(read: RelationalRead) -> dict[str, object]:
+    """A database read as the ledger and provenance show it."""
+    return read.model_dump(mode="json", exclude={"id", "version_id", "asset_key"})
+
+
 class LineageEdge(SQLModel, table=True):
     """`output version <- run -> input version`, indexed both ways."""
 

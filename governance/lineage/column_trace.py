@@ -1,4 +1,5 @@
-"""Following a column of a version back, version by version, to the DropZone fields it came from."""
+"""Following a column of a version back, version by version, to the DropZone fields (or database
+columns) it came from."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 from sqlmodel import Session, col, select
 
 from governance.catalog import Catalog
-from governance.catalog.models import BatchRow, SourceFile, VersionRow
+from governance.catalog.models import BatchRow, RelationalRead, SourceFile, VersionRow
 from governance.errors import NotFound
 from governance.lineage.columns import IDENTITY, Edge, compose
 from governance.lineage.versioned import (
@@ -35,12 +36,28 @@ class Batch:
 
 
 @dataclass(frozen=True)
+class SourceTable:
+    """The database table or query a landing version was read from, as of its snapshot."""
+
+    namespace: str
+    name: str
+    snapshot_at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"table": {"namespace": self.namespace, "name": self.name, "snapshot_at": self.snapshot_at}}
+
+
+@dataclass(frozen=True)
 class DropZoneField:
-    """A field of the DropZone batch a landing column was read from."""
+    """A field of the DropZone batch a landing column was read from, or a column of the `table`."""
 
     field: str
     edges: tuple[Edge, ...]
     batch: Batch | None
+    table: SourceTable | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"field": self.field, **_edges_dict(self.edges), **_landed_from(self.batch, self.table)}
 
 
 @dataclass
@@ -66,16 +83,14 @@ class ColumnNode:
             return {**data, "recorded": False}
         data["inputs"] = [node.to_dict() for node in self.inputs]
         if self.fields:
-            data["dropzone"] = [
-                {"field": f.field, **_edges_dict(f.edges), **(f.batch.to_dict() if f.batch else {})} for f in self.fields
-            ]
+            data["dropzone"] = [f.to_dict() for f in self.fields]
         return data
 
 
 class Ending(StrEnum):
     """Where following a column back stops."""
 
-    DROPZONE = "dropzone"  # a field of the DropZone batch a landing version was read from
+    DROPZONE = "dropzone"  # a field of the DropZone batch (or a database column) a landing version was read from
     NOT_RECORDED = "not recorded"  # a version committed without column lineage
     NO_INPUT = "no input"  # a column that reads nothing: a literal or generated value, or one left out (see its notes)
 
@@ -89,10 +104,15 @@ class Origin:
     edges: tuple[Edge, ...]
     batch: Batch | None
     ending: Ending = Ending.DROPZONE
+    table: SourceTable | None = None
 
     def to_dict(self) -> dict[str, Any]:
         where = {"dropzone_field": self.field} if self.ending is Ending.DROPZONE else {"column": self.field, "ends": self.ending.value}
-        return {"version": self.version.ref, **where, **_edges_dict(self.edges), **(self.batch.to_dict() if self.batch else {})}
+        return {"version": self.version.ref, **where, **_edges_dict(self.edges), **_landed_from(self.batch, self.table)}
+
+
+def _landed_from(batch: Batch | None, table: SourceTable | None) -> dict[str, Any]:
+    return {**(batch.to_dict() if batch else {}), **(table.to_dict() if table else {})}
 
 
 @dataclass(frozen=True)
@@ -102,13 +122,18 @@ class Overview:
     version: VersionRow
     columns: dict[str, list[ColumnDep]]
     every_column: list[ColumnDep]
+    # The database table a landing version's columns were read from; None: the DropZone.
+    table: str | None = None
+
+    def source_of(self, dep: ColumnDep) -> str:
+        return f"{dep.source.ref if dep.source else self.table or 'DropZone'}.{dep.input_column}"
 
     def to_dict(self) -> dict[str, Any]:
         summary = summary_of(self.version)
         return {
             "version": self.version.ref, "recorded": recorded(self.version),
-            "columns": {name: [_dep_dict(d) for d in deps] for name, deps in self.columns.items()},
-            "every_column": [_dep_dict(d) for d in self.every_column],
+            "columns": {name: [_dep_dict(d, self.table) for d in deps] for name, deps in self.columns.items()},
+            "every_column": [_dep_dict(d, self.table) for d in self.every_column],
             "fallbacks": summary.get("fallbacks", []), "notes": summary.get("notes", []),
         }
 
@@ -117,11 +142,12 @@ def overview(catalog: Catalog, ref: VersionRef) -> Overview:
     with catalog.session() as session:
         version = _version(catalog, session, ref)
         deps = RecordedColumns(session).of(version)
+        table = _Batches(session).table(version)
     columns: dict[str, list[ColumnDep]] = {name: [] for name in column_names(version)}
     for dep in deps:
         if dep.column is not None:
             columns.setdefault(dep.column, []).append(dep)
-    return Overview(version, columns, [d for d in deps if d.column is None])
+    return Overview(version, columns, [d for d in deps if d.column is None], table.name if table else None)
 
 
 def column_tree(catalog: Catalog, ref: VersionRef, column: str, *, direct_only: bool = False) -> ColumnNode:
@@ -138,7 +164,7 @@ def column_tree(catalog: Catalog, ref: VersionRef, column: str, *, direct_only: 
             seen.add((node.version.id, node.column))
             for (source_id, name), edges in sorted(graph.feeding(node.version, node.column, direct_only=direct_only).items(), key=_by_input):
                 if source_id is None:
-                    node.fields.append(DropZoneField(name, tuple(sorted(edges)), batches.of(node.version)))
+                    node.fields.append(DropZoneField(name, tuple(sorted(edges)), batches.of(node.version), batches.table(node.version)))
                 else:
                     node.inputs.append(grow(ColumnNode(graph.version(source_id), name, tuple(sorted(edges)))))
             return node
@@ -173,7 +199,8 @@ def origins(catalog: Catalog, ref: VersionRef, column: str, *, direct_only: bool
                     known.update(composed)
                     queue.append((source_id, input_column))
         return [
-            Origin(graph.version(version_id), name, tuple(sorted(edges)), batches.of(graph.version(version_id)), ending)
+            Origin(graph.version(version_id), name, tuple(sorted(edges)), batches.of(graph.version(version_id)), ending,
+                   batches.table(graph.version(version_id)))
             for (version_id, name, ending), edges in sorted(found.items(), key=lambda item: (graph.version(item[0][0]).ref, item[0][1]))
         ]
 
@@ -197,9 +224,18 @@ def _require_column(version: VersionRow, column: str) -> None:
 
 
 class _Batches:
+    """What landing versions were read from, looked up once per version."""
+
     def __init__(self, session: Session):
         self.session = session
         self._found: dict[int, Batch | None] = {}
+        self._tables: dict[int, SourceTable | None] = {}
+
+    def table(self, version: VersionRow) -> SourceTable | None:
+        if version.id not in self._tables:
+            read = self.session.exec(select(RelationalRead).where(RelationalRead.version_id == version.id)).first()
+            self._tables[version.id] = SourceTable(read.namespace, read.name, read.snapshot_at.isoformat()) if read else None
+        return self._tables[version.id]
 
     def of(self, version: VersionRow) -> Batch | None:
         if version.id not in self._found:
@@ -217,8 +253,8 @@ def _edges_dict(edges: tuple[Edge, ...]) -> dict[str, Any]:
     return {"dependencies": [{"kind": e.kind.value, "transformation": e.transformation.value, "masking": e.masking} for e in edges]}
 
 
-def _dep_dict(dep: ColumnDep) -> dict[str, Any]:
+def _dep_dict(dep: ColumnDep, table: str | None) -> dict[str, Any]:
     return {
-        "input": dep.source.ref if dep.source else "dropzone", "column": dep.input_column,
+        "input": dep.source.ref if dep.source else table or "dropzone", "column": dep.input_column,
         "kind": dep.edge.kind.value, "transformation": dep.edge.transformation.value, "masking": dep.edge.masking,
     }

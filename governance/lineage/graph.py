@@ -20,7 +20,7 @@ from sqlalchemy import text
 from sqlmodel import Session, col, select
 
 from governance.catalog import Catalog
-from governance.catalog.models import VersionRow
+from governance.catalog.models import VersionRow, described_read
 from governance.zones import VersionRef
 
 MAX_DEPTH = 100
@@ -178,6 +178,8 @@ class VersionNode:
     protected: bool
     depth: int
     batch: str | None = None
+    # The database read a landing version was ingested from (see `RelationalRead`), instead of a batch.
+    read: dict[str, Any] | None = None
     sources: list[Source] = field(default_factory=list)
     links: list[VersionNode] = field(default_factory=list)
     truncated: bool = False
@@ -308,6 +310,8 @@ def _attach_sources(catalog: Catalog, nodes: dict[int, VersionNode]) -> None:
         for version_id, (batch, files) in catalog.sources_of(chunk).items():
             nodes[version_id].batch = batch.batch_id
             nodes[version_id].sources = [Source(f.path, f.bytes, f.sha256) for f in files]
+        for version_id, read in catalog.reads_of(chunk).items():
+            nodes[version_id].read = described_read(read)
 
 
 def _chunks(ids: list[int]) -> Iterator[list[int]]:

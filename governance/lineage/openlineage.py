@@ -71,17 +71,19 @@ class ColumnInput:
     path: str
     field: str
     edge: Edge
+    namespace: str = DATASET_NAMESPACE
 
 
 @dataclass(frozen=True)
 class Dataset:
-    """A dataset as OpenLineage sees it: a lake folder at one version."""
+    """A dataset as OpenLineage sees it: a lake folder at one version, or a database's table."""
 
     path: str
     version: str
     schema_json: str | None = None
     roles: dict[str, str] = field(default_factory=dict)
     columns: tuple[ColumnInput, ...] = ()
+    namespace: str = DATASET_NAMESPACE
 
 
 def dataset_of(lake: Lake, row: VersionRow, roles: dict[str, str], columns: tuple[ColumnInput, ...] = ()) -> Dataset:
@@ -95,7 +97,7 @@ def column_inputs(columns: VersionColumns | None, inputs: Mapping[int | None, Da
     if columns is None:
         return ()
     return tuple(
-        ColumnInput(dep.column, inputs[key].path, dep.input_column, dep.edge)
+        ColumnInput(dep.column, inputs[key].path, dep.input_column, dep.edge, inputs[key].namespace)
         for dep in columns.deps
         if (key := dep.source.id if dep.source is not None else None) in inputs
     )
@@ -201,8 +203,8 @@ def _event(state: str, run_id: str, job: JobRun, outputs: Sequence[Dataset], err
         run=Run(runId=run_id, facets=run_facets),
         job=Job(namespace=NAMESPACE, name=job.asset, facets={"jobType": job_type}),
         producer=made_by,
-        inputs=[InputDataset(namespace=DATASET_NAMESPACE, name=d.path, facets=_facets(d, made_by)) for d in job.inputs],
-        outputs=[OutputDataset(namespace=DATASET_NAMESPACE, name=d.path, facets=_facets(d, made_by)) for d in outputs],
+        inputs=[InputDataset(namespace=d.namespace, name=d.path, facets=_facets(d, made_by)) for d in job.inputs],
+        outputs=[OutputDataset(namespace=d.namespace, name=d.path, facets=_facets(d, made_by)) for d in outputs],
     )
 
 
@@ -235,16 +237,16 @@ def _facets(dataset: Dataset, made_by: str) -> dict[str, Any]:
 def _column_lineage(columns: tuple[ColumnInput, ...], made_by: str):
     from openlineage.client.facet_v2 import column_lineage_dataset as facet
 
-    fields: dict[str, dict[tuple[str, str], list]] = {}
-    every: dict[tuple[str, str], list] = {}
+    fields: dict[str, dict[tuple[str, str, str], list]] = {}
+    every: dict[tuple[str, str, str], list] = {}
     for each in columns:
         target = every if each.column is None else fields.setdefault(each.column, {})
-        target.setdefault((each.path, each.field), []).append(_transformation(each.edge))
+        target.setdefault((each.namespace, each.path, each.field), []).append(_transformation(each.edge))
 
-    def inputs(found: dict[tuple[str, str], list]) -> list:
+    def inputs(found: dict[tuple[str, str, str], list]) -> list:
         return [
-            facet.InputField(namespace=DATASET_NAMESPACE, name=path, field=name, transformations=transformations)
-            for (path, name), transformations in found.items()
+            facet.InputField(namespace=namespace, name=path, field=name, transformations=transformations)
+            for (namespace, path, name), transformations in found.items()
         ]
 
     return facet.ColumnLineageDatasetFacet(

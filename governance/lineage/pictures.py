@@ -178,6 +178,11 @@ def version_graph(lineage: Lineage) -> LineageGraph:
         for link in node.links:
             source, target = (link, node) if upstream else (node, link)
             edges[(source.ref, target.ref)] = _made_by(target)
+        if upstream and node.read and not node.expanded_elsewhere:
+            table_id = f"table:{node.read['namespace']}/{node.read['name']}@{node.read['snapshot_at']}"
+            nodes.setdefault(table_id, {"kind": "table", "namespace": node.read["namespace"], "name": node.read["name"],
+                                        "snapshot_at": node.read["snapshot_at"]})
+            edges[(table_id, node.ref)] = _made_by(node)
         if upstream and node.zone == "landing" and not node.expanded_elsewhere:
             for source_file in node.sources:
                 file_id = f"file:{source_file.sha256}"
@@ -207,6 +212,14 @@ def column_graph(root: ColumnNode) -> LineageGraph:
             edges.append((visit(child), node_id, {**_how(child.edges), "run": version.run_id or "",
                                                   "code_version": version.code_version}))
         for dropped in node.fields:
+            if dropped.table is not None:
+                table = dropped.table
+                field_id = f"table:{table.namespace}/{table.name}@{table.snapshot_at}:{dropped.field}"
+                nodes.setdefault(field_id, {"kind": "table_column", "field": dropped.field, "namespace": table.namespace,
+                                            "name": table.name, "snapshot_at": table.snapshot_at})
+                edges.append((field_id, node_id, {**_how(dropped.edges), "run": version.run_id or "",
+                                                  "code_version": version.code_version}))
+                continue
             batch = dropped.batch.batch_id if dropped.batch else ""
             field_id = f"dropzone:{version.asset_key}:{batch}:{dropped.field}"
             nodes.setdefault(field_id, {"kind": "dropzone_field", "field": dropped.field, "batch": batch,
@@ -246,6 +259,11 @@ def _look(attributes: dict[str, Any]) -> dict[str, str]:
         return {"shape": "note", "style": "filled", "fillcolor": "#f9fafb",
                 "label": f"{Path(attributes['path']).name}\nsha256 {attributes['sha256'][:HASH_SHOWN]}",
                 "tooltip": attributes["path"]}
+    if kind in ("table", "table_column"):
+        column = f"\ncolumn {attributes['field']}" if kind == "table_column" else ""
+        return {"shape": "cylinder", "style": "filled", "fillcolor": "#f9fafb",
+                "label": f"{attributes['name']}{column}\nas of {attributes['snapshot_at'][:19]}",
+                "tooltip": f"{attributes['namespace']}/{attributes['name']}"}
     if kind == "dropzone_field":
         return {"shape": "note", "style": "filled", "fillcolor": "#f9fafb",
                 "label": f"DropZone field {attributes['field']}\nbatch {attributes['batch']}", "tooltip": attributes["files"]}

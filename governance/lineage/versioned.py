@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from governance.lineage.spark import PlanLineage, Relation
 
 OFF = "off"
+# How the plan names the relation Spark's JDBC reader makes (see `lineage.spark.Relation`).
+JDBC_RELATION = "JDBCRelation"
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,15 @@ def landing_columns(frame: DataFrame, options: ColumnOptions, batch_files: list[
         }
 
     return _traced(frame, options, sources, "is not a file of the DropZone batch")
+
+
+def relational_columns(frame: DataFrame, options: ColumnOptions) -> VersionColumns:
+    """The column lineage of a landing version over the columns of the database table or query it read."""
+
+    def sources(lineage: PlanLineage) -> dict[int, VersionRow | None]:
+        return {index: None for index, relation in enumerate(lineage.inputs) if relation.name.startswith(JDBC_RELATION)}
+
+    return _traced(frame, options, sources, "is not the database source")
 
 
 def _traced(
