@@ -61,7 +61,7 @@ def ingest_table(
     events = events or Emitter.off()
     place = Place.of(source)
     repair(catalog, lake)
-    since = catalog.last_mark(spec.key) if source.incremental else None
+    since = catalog.last_mark(spec.key, source.incremental.column, place.name) if source.incremental else None
     with catalog.session() as session:
         catalog.register_spec(session, spec, request.requested_by, request.run_id, request.assurance)
         ledger.append(

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from py4j.java_gateway import JavaClass
 from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.errors import PySparkException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -39,6 +39,8 @@ from governance.spec import JdbcSource, Spec
 DRIVER = "org.postgresql.Driver"
 # What PostgreSQL prints for a number, a date or a time: nothing else is ever put into SQL.
 MARK = re.compile(r"-?[0-9][0-9 :.+\-T]*")
+# The types whose order is their values' order, as PostgreSQL names them.
+MARKABLE = frozenset({"int2", "int4", "int8", "date", "timestamp", "timestamptz"})
 SNAPSHOT_ID = re.compile(r"[0-9A-F]+-[0-9A-F]+(-[0-9]+)?")
 # SQLSTATE class 08 is a connection exception: worth another try later.
 UNREACHABLE = "08"
@@ -76,6 +78,14 @@ class Snapshot:
     def row(self, sql: str) -> tuple[str | None, ...]:
         return _row(self.connection, sql)
 
+    def type_of(self, column: str, relation: str) -> str:
+        """The database's name for the type of `column` of `relation` (int8, timestamptz, text…)."""
+        statement = self.connection.createStatement()
+        try:
+            return str(statement.executeQuery(f"SELECT {column} FROM {relation} WHERE false").getMetaData().getColumnTypeName(1))
+        finally:
+            statement.close()
+
 
 def _row(connection, sql: str) -> tuple[str | None, ...]:
     """The first row of a query's answer, each value as text."""
@@ -100,6 +110,9 @@ def snapshot(spark: SparkSession, place: Place, login: Credentials, where: str) 
             statement = connection.createStatement()
             statement.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             statement.execute("SET LOCAL TIME ZONE 'UTC'")
+            # This connection waits, idle in its transaction, while Spark reads: a server's idle
+            # timeout would end it, and the snapshot with it.
+            statement.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
             statement.close()
             snapshot_id, at = _row(connection, "SELECT pg_export_snapshot(), to_char(now(), 'YYYY-MM-DD\"T\"HH24:MI:SS.US')")
         if not snapshot_id or not SNAPSHOT_ID.fullmatch(snapshot_id):
@@ -110,6 +123,7 @@ def snapshot(spark: SparkSession, place: Place, login: Credentials, where: str) 
         # must not hide what happened inside the block.
         with suppress(Py4JError):
             connection.rollback()
+        with suppress(Py4JError):
             connection.close()
 
 
@@ -179,6 +193,10 @@ def plan_read(snap: Snapshot, source: JdbcSource, since: str | None, name: str) 
     until, without = None, 0
     if source.incremental:
         column = quoted(source.incremental.column)
+        kind = snap.type_of(column, relation(source))
+        if kind not in MARKABLE:
+            raise SourceRefused(f"{name}: column {source.incremental.column} is {kind} in the database; an incremental "
+                                "read needs an integer, date or timestamp column, whose order is the values' order")
         after = f" WHERE {column} > {literal(since)}" if since else ""
         until, nulls = snap.row(
             f"SELECT (SELECT max({column})::text FROM {relation(source)}{after}), "
@@ -196,14 +214,19 @@ def plan_read(snap: Snapshot, source: JdbcSource, since: str | None, name: str) 
         return ReadPlan(since, until, without, (source.lower_bound, source.upper_bound), partitions)
     column = quoted(source.partition_column)
     low, high = snap.row(f"SELECT min({column})::text, max({column})::text FROM {relation(source)}{marked(source, plan)}")
-    if low is None or high is None:
+    if low is None or high is None or low == high:
         return plan
-    return ReadPlan(since, until, without, (int(low), int(high)), partitions)
+    try:
+        return ReadPlan(since, until, without, (int(low), int(high)), partitions)
+    except ValueError as err:
+        raise SourceRefused(f"{name}: partition_column {source.partition_column} holds {shown(low)}, not a whole "
+                            "number; split the read on an integer column") from err
 
 
 def relation(source: JdbcSource) -> str:
     """The source as a relation SQL can select from."""
-    return source.table if source.table else f"({source.statement}) AS custody_query"
+    # The query on lines of its own: a comment on its last line must not swallow what follows.
+    return source.table if source.table else f"(\n{source.statement}\n) AS custody_query"
 
 
 def marked(source: JdbcSource, plan: ReadPlan) -> str:
@@ -270,10 +293,8 @@ def parse(frame: DataFrame, spec: Spec, place: Place) -> Parsed:
             raise SourceRefused(f"{place.name}: column {column.name} is {have.simpleString()} in the database; "
                                 f"the spec of {spec.key} declares {column.type}, which it cannot be converted to")
         cast = value.try_cast(want)
-        lost = value.isNotNull() & cast.isNull()
-        if not isinstance(have, T.StringType) and not isinstance(want, T.StringType):
-            lost = lost | (cast.isNotNull() & (cast.cast(have) != value))  # a fraction or a time of day dropped
         typed[column.name] = cast
+        lost = (value.isNotNull() & cast.isNull()) | _changed(value, cast, have, want)
         checks.append((lost, F.lit(f"column {column.name} is not a valid {column.type}")))
     converting = bool(checks)
     checks += value_checks(spec.body.columns, typed.__getitem__, TextChecks())
@@ -293,6 +314,38 @@ def parse(frame: DataFrame, spec: Spec, place: Place) -> Parsed:
     # a null, which costs nothing; only then are the rows written again, filtered.
     required = tuple(c.name for c in spec.body.columns if not c.nullable)
     return Parsed(frame.select(*outputs), refused, nulls_unchecked=required, checked=checked)
+
+
+def _changed(value: Column, cast: Column, have: T.DataType, want: T.DataType) -> Column:
+    """Where converting a value would change it rather than only retype it: a fraction, a time of
+    day or decimal places dropped, a number too large for the type, text that is not in the form
+    the type is written in."""
+    if isinstance(want, T.StringType):
+        return F.lit(False)
+    if isinstance(want, (T.FloatType, T.DoubleType)):
+        # Approximate types hold most decimals only approximately: only an overflow is a change.
+        infinite = F.abs(cast) == F.lit(float("inf"))
+        given = value.rlike("(?i)inf") if isinstance(have, T.StringType) else F.abs(value) == F.lit(float("inf"))
+        return F.coalesce(infinite & ~given, F.lit(False))
+    if isinstance(have, T.StringType):
+        form = _text_form(want)
+        return F.coalesce(~value.rlike(form), F.lit(False)) if form else F.lit(False)
+    return F.coalesce(cast.cast(have) != value, F.lit(False))
+
+
+def _text_form(want: T.DataType) -> str | None:
+    """The form text must have to be read as `want` whole, where Spark would read more loosely."""
+    if isinstance(want, T.DateType):
+        return r"^\s*[0-9]{4}-[0-9]{2}-[0-9]{2}\s*$"
+    if isinstance(want, (T.TimestampType, T.TimestampNTZType)):
+        return r"^\s*[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?)?(Z|[+-][0-9]{2}(:?[0-9]{2})?)?\s*$"
+    if isinstance(want, T.DecimalType) and want.scale:
+        return rf"^\s*[+-]?([0-9]+(\.[0-9]{{0,{want.scale}}})?|\.[0-9]{{1,{want.scale}}})\s*$"
+    if isinstance(want, (T.DecimalType, T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
+        return r"^\s*[+-]?[0-9]+\s*$"
+    if isinstance(want, T.BooleanType):
+        return r"^\s*(?i:true|false)\s*$"
+    return None
 
 
 def _convertible(have: T.DataType, want: T.DataType) -> bool:

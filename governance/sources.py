@@ -27,8 +27,5 @@ class Place:
         if found is None:  # the spec's pattern admits only URLs this matches
             raise InvalidInput(f"{source.url}: not a PostgreSQL JDBC URL")
         database = found["database"]
-        if source.table:
-            table = source.table if "." in source.table else f"public.{source.table}"
-        else:
-            table = "query_" + hashlib.sha256(source.statement.encode()).hexdigest()[:12]
+        table = source.table or "query_" + hashlib.sha256(source.statement.encode()).hexdigest()[:12]
         return cls(source.url, f"postgres://{found['host']}:{found['port'] or 5432}", f"{database}.{table}")

@@ -38,7 +38,8 @@ TRANSFORM_REF = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
 ASSET_REF = r"^[a-z][a-z0-9_]{0,62}/[a-z][a-z0-9_]{0,62}$"
 # A PostgreSQL JDBC URL names its host and database; its user and password come from the environment.
 JDBC_URL = r"^jdbc:postgresql://[A-Za-z0-9.\-]+(:[0-9]{1,5})?/[A-Za-z0-9_\-]+(\?[^#\s]*)?$"
-TABLE_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$"
+# Schema-qualified: a bare name would be found through the user's search_path, unseen in the catalog.
+TABLE_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,62}\.[A-Za-z_][A-Za-z0-9_]{0,62}$"
 ENV_NAME = r"^[A-Z_][A-Z0-9_]{0,127}$"
 CREDENTIAL_PARAMETERS = ("user", "password", "sslpassword")
 INTEGRAL = frozenset({"byte", "short", "int", "long"})

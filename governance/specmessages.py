@@ -19,7 +19,7 @@ NAMED = {
     "url": "a JDBC URL as jdbc:postgresql://host:port/database, without user or password",
     "user_env": "the name of an environment variable, such as SHOP_DB_USER",
     "password_env": "the name of an environment variable, such as SHOP_DB_PASSWORD",
-    "table": "a table as table or schema.table",
+    "table": "a table as schema.table, such as public.orders",
     "partition_column": "a column name: letters, digits and _, not starting with a digit, at most 128 characters",
     "column": "a column name: letters, digits and _, not starting with a digit, at most 128 characters",
 }

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from governance import ledger
 from governance.catalog import Catalog, utcnow
+from governance.catalog.api import check_mark_unchanged
 from governance.catalog.models import (
     BatchRow,
     LineageEdge,
@@ -152,6 +153,8 @@ def commit(catalog: Catalog, lake: Lake, stage: Staging, draft: Draft) -> Versio
     try:
         with catalog.session() as session:
             number = catalog.next_number(session, draft.key)
+            if draft.read:
+                check_mark_unchanged(session, draft.key, draft.read)
             created_at = utcnow()
             target = lake.version_dir(draft.zone, draft.key, number)
             q_target = lake.version_dir(Zone.QUARANTINE, draft.key, number) if draft.quarantine else None

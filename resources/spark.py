@@ -22,7 +22,9 @@ DEFAULT_CONF = {
     "spark.app.name": "custody",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
-    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG_CONFIG}",
+    # UTC in the JVMs too: the JDBC driver reads a `timestamp without time zone` in the JVM's zone.
+    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG_CONFIG} -Duser.timezone=UTC",
+    "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.shuffle.partitions": "8",
 }

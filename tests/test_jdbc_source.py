@@ -17,7 +17,13 @@ from sqlmodel import select
 from assets.sensors import dropzone_sensor
 from governance.catalog.models import ColumnLineageRow, RelationalRead
 from governance.config import DEFAULT_TRANSFORM_PACKAGES
-from governance.errors import InvalidInput, NotFound, SourceRefused, SourceUnavailable
+from governance.errors import (
+    DuplicateBatch,
+    InvalidInput,
+    NotFound,
+    SourceRefused,
+    SourceUnavailable,
+)
 from governance.ingest import ingest
 from governance.ledger import Action, LedgerFilter, entries
 from governance.lineage.openlineage import Emitter, transport_config
@@ -111,20 +117,20 @@ def read_of(catalog, version) -> RelationalRead:
 
 
 def test_a_table_lands_whole_with_where_and_when_it_was_read(spark, catalog, lake, shop):
-    shop.spec("table: orders")
+    shop.spec("table: public.orders")
     version = ingest(spark, catalog, lake, shop.load(), BOB)
     assert (version.number, version.rows, version.rows_quarantined) == (1, 20, 0)
     assert rows(version)[0] == {"id": 1, "customer": "c1", "amount": 1.5,
                                 "updated_at": rows(version)[0]["updated_at"]}
     read = read_of(catalog, version)
     assert (read.namespace, read.name) == (f"postgres://{shop.server.host}:{shop.server.port}", f"{shop.database}.public.orders")
-    assert read.table_name == "orders" and read.query is None and read.snapshot_at is not None
+    assert read.table_name == "public.orders" and read.query is None and read.snapshot_at is not None
     committed = logged(catalog, Action.INGESTION_COMMITTED)[0]
     assert committed["rows_read"] == 20 and committed["source"]["name"] == read.name
 
 
 def test_landing_columns_come_from_the_table_columns(spark, catalog, lake, shop):
-    shop.spec("table: orders")
+    shop.spec("table: public.orders")
     version = ingest(spark, catalog, lake, shop.load(), BOB)
     with catalog.session() as session:
         deps = session.exec(select(ColumnLineageRow).where(ColumnLineageRow.version_id == version.id)).all()
@@ -133,7 +139,7 @@ def test_landing_columns_come_from_the_table_columns(spark, catalog, lake, shop)
 
 
 def test_openlineage_names_the_table_by_its_server_and_database(spark, catalog, lake, shop, tmp_path):
-    shop.spec("table: orders")
+    shop.spec("table: public.orders")
     events_file = tmp_path / "ol" / "events.jsonl"
     ingest(spark, catalog, lake, shop.load(), BOB, events=Emitter(transport_config(f"file:{events_file}", tmp_path)))
     complete = next(e for e in read_events(events_file) if e["eventType"] == "COMPLETE")
@@ -146,7 +152,7 @@ def test_openlineage_names_the_table_by_its_server_and_database(spark, catalog, 
 
 
 def test_an_incremental_read_takes_only_rows_past_the_last_versions_mark(spark, catalog, lake, shop):
-    shop.spec("table: orders\nincremental: {column: updated_at}")
+    shop.spec("table: public.orders\nincremental: {column: updated_at}")
     first = ingest(spark, catalog, lake, shop.load(), BOB)
     shop.sql("INSERT INTO orders SELECT g, 'late', '1', timestamptz '2026-11-02 00:00:00+00' + g * interval '1 second' "
              "FROM generate_series(21, 25) g")
@@ -158,8 +164,37 @@ def test_an_incremental_read_takes_only_rows_past_the_last_versions_mark(spark, 
     assert (marks[1].high_water_from, marks[1].high_water_to) == ("2026-11-01 00:20:00+00", "2026-11-02 00:00:25+00")
 
 
+def test_a_mark_on_another_column_is_no_mark_for_this_one(spark, catalog, lake, shop):
+    shop.spec("table: public.orders\nincremental: {column: updated_at}")
+    ingest(spark, catalog, lake, shop.load(), BOB)
+    shop.spec("table: public.orders\nincremental: {column: id}")
+    again = ingest(spark, catalog, lake, shop.load(), BOB)
+    assert again.rows == 20 and read_of(catalog, again).high_water_from is None
+
+
+def test_two_reads_from_one_mark_commit_once(spark, catalog, lake, shop):
+    """A run that read from a mark another run has moved past meanwhile would land the same rows twice."""
+    shop.spec("table: public.orders\nincremental: {column: updated_at}")
+    raced = []
+
+    def another_run_commits_first(message: str) -> None:
+        if message.startswith("committing") and not raced:
+            raced.append(ingest(spark, catalog, lake, shop.load(), BOB))
+
+    with pytest.raises(DuplicateBatch, match="another run of shop/orders committed rows of .* up to updated_at"):
+        ingest(spark, catalog, lake, shop.load(), BOB, progress=another_run_commits_first)
+    assert [v.number for v in catalog.versions(ORDERS)] == [raced[0].number] == [1]
+
+
+def test_an_incremental_column_must_be_ordered_as_its_values_are(spark, catalog, lake, shop):
+    shop.sql("ALTER TABLE orders ALTER COLUMN id TYPE text")
+    shop.spec("table: public.orders\nincremental: {column: id}")
+    with pytest.raises(SourceRefused, match="column id is text in the database; an incremental read needs an integer"):
+        ingest(spark, catalog, lake, shop.load(), BOB)
+
+
 def test_an_incremental_read_with_nothing_new_commits_nothing_and_says_so(spark, catalog, lake, shop):
-    shop.spec("table: orders\nincremental: {column: updated_at}")
+    shop.spec("table: public.orders\nincremental: {column: updated_at}")
     ingest(spark, catalog, lake, shop.load(), BOB)
     with pytest.raises(NotFound, match=r"no rows of shop_\w+\.public\.orders past updated_at 2026-11-01 00:20:00"):
         ingest(spark, catalog, lake, shop.load(), BOB)
@@ -179,7 +214,7 @@ def test_a_query_source_lands_its_answer_and_keeps_its_text(spark, catalog, lake
 
 def test_bad_rows_are_quarantined_with_their_reason_and_the_counts_add_up(spark, catalog, lake, shop):
     shop.sql("UPDATE orders SET amount = 'n/a' WHERE id = 7", "UPDATE orders SET customer = NULL WHERE id = 9")
-    shop.spec("table: orders", COLUMNS + "max_bad_fraction: 0.2\n")
+    shop.spec("table: public.orders", COLUMNS + "max_bad_fraction: 0.2\n")
     version = ingest(spark, catalog, lake, shop.load(), BOB)
     assert (version.rows, version.rows_quarantined) == (18, 2)
     refused = sorted(quarantined(version), key=lambda row: json.loads(row["record"])["id"])
@@ -192,16 +227,29 @@ def test_bad_rows_are_quarantined_with_their_reason_and_the_counts_add_up(spark,
 
 def test_a_null_where_none_is_allowed_is_quarantined_when_no_column_needs_converting(spark, catalog, lake, shop):
     shop.sql("UPDATE orders SET customer = NULL WHERE id = 3")
-    shop.spec("table: orders", COLUMNS.replace("{name: amount, type: double}", "{name: amount, type: string}")
+    shop.spec("table: public.orders", COLUMNS.replace("{name: amount, type: double}", "{name: amount, type: string}")
               + "max_bad_fraction: 0.1\n")
     version = ingest(spark, catalog, lake, shop.load(), BOB)
     assert (version.rows, version.rows_quarantined) == (19, 1)
     assert [r["reason"] for r in quarantined(version)] == ["column customer is null but declared not nullable"]
 
 
+def test_text_its_declared_type_would_change_is_quarantined(spark, catalog, lake, shop):
+    shop.sql("CREATE TABLE readings (id bigint, day text, price text, amount text)",
+             "INSERT INTO readings VALUES (1, '2026-11-01', '1.25', '3'), (2, '2026-11-01 10:00', '1.25', '3'), "
+             "(3, '2026-11-01', '1.005', '3'), (4, '2026-11-01', '1.25', '1.5'), (5, '2026', '1.25', '3')")
+    key = shop.spec("table: public.readings", "columns:\n  - {name: id, type: long}\n  - {name: day, type: date}\n"
+                    "  - {name: price, type: \"decimal(12,2)\"}\n  - {name: amount, type: int}\nmax_bad_fraction: 0.9\n", name="readings")
+    version = ingest(spark, catalog, lake, shop.load(key), BOB)
+    assert [row["id"] for row in rows(version)] == [1]
+    assert sorted((json.loads(r["record"])["id"], r["reason"]) for r in quarantined(version)) == [
+        (2, "column day is not a valid date"), (3, "column price is not a valid decimal(12,2)"),
+        (4, "column amount is not a valid int"), (5, "column day is not a valid date")]
+
+
 def test_too_many_bad_rows_commit_nothing(spark, catalog, lake, shop):
     shop.sql("UPDATE orders SET amount = 'n/a' WHERE id <= 5")
-    shop.spec("table: orders")
+    shop.spec("table: public.orders")
     with pytest.raises(InvalidInput, match=r"read of .*orders of shop/orders: 5 of 20 rows \(25.0%\) break the spec"):
         ingest(spark, catalog, lake, shop.load(), BOB)
     assert_nothing_committed(catalog, lake, "shop/orders")
@@ -209,7 +257,7 @@ def test_too_many_bad_rows_commit_nothing(spark, catalog, lake, shop):
 
 def test_a_wrong_password_is_one_line_that_names_the_user_and_never_the_secret(spark, catalog, lake, shop, monkeypatch):
     monkeypatch.setenv("SHOP_PASSWORD", "not-the-password-4711")
-    shop.spec("table: orders")
+    shop.spec("table: public.orders")
     with pytest.raises(SourceRefused) as refused:
         ingest(spark, catalog, lake, shop.load(), BOB)
     message = str(refused.value)
@@ -222,7 +270,7 @@ def test_a_wrong_password_is_one_line_that_names_the_user_and_never_the_secret(s
 
 def test_a_database_that_cannot_be_reached_is_worth_another_try(spark, catalog, lake, shop, tmp_path):
     closed = Shop(replace(shop.server, port=free_port()), shop.database, tmp_path / "elsewhere")
-    closed.spec("table: orders")
+    closed.spec("table: public.orders")
     with pytest.raises(SourceUnavailable, match="Connection to 127.0.0.1:[0-9]+ refused") as unreachable:
         ingest(spark, catalog, lake, closed.load(), BOB)
     assert unreachable.value.retryable
@@ -230,13 +278,13 @@ def test_a_database_that_cannot_be_reached_is_worth_another_try(spark, catalog, 
 
 def test_a_variable_that_is_not_set_is_named(spark, catalog, lake, shop, monkeypatch):
     monkeypatch.delenv("SHOP_PASSWORD")
-    shop.spec("table: orders")
+    shop.spec("table: public.orders")
     with pytest.raises(InvalidInput, match="SHOP_PASSWORD is not set"):
         ingest(spark, catalog, lake, shop.load(), BOB)
 
 
 def test_columns_the_table_lacks_are_named_before_anything_is_written(spark, catalog, lake, shop):
-    shop.spec("table: orders", COLUMNS + "  - {name: region, type: string}\n")
+    shop.spec("table: public.orders", COLUMNS + "  - {name: region, type: string}\n")
     with pytest.raises(SourceRefused, match="does not have the columns of the spec of shop/orders: missing region"):
         ingest(spark, catalog, lake, shop.load(), BOB)
     assert_nothing_committed(catalog, lake, "shop/orders")
@@ -245,7 +293,7 @@ def test_columns_the_table_lacks_are_named_before_anything_is_written(spark, cat
 def test_a_table_that_changes_during_the_read_lands_as_of_the_snapshot(spark, catalog, lake, shop):
     """The consistency rule: every partition, the count and the quarantine pass read one snapshot,
     taken when the read starts; what is committed after it lands in the next version."""
-    shop.spec("table: orders\npartition_column: id\nnum_partitions: 3")
+    shop.spec("table: public.orders\npartition_column: id\nnum_partitions: 3")
 
     def meanwhile(message: str) -> None:
         if message.startswith("reading "):
@@ -260,14 +308,14 @@ def test_a_table_that_changes_during_the_read_lands_as_of_the_snapshot(spark, ca
 
 
 def test_a_database_asset_takes_no_batch(spark, catalog, lake, shop):
-    shop.spec("table: orders")
+    shop.spec("table: public.orders")
     with pytest.raises(InvalidInput, match="read from a database, not from DropZone batches"):
         ingest(spark, catalog, lake, shop.load(), BOB, batch_id="b1")
 
 
 def test_the_cli_ingests_a_table_and_shows_where_each_column_came_from(cli_env, spark, shop, capsys, monkeypatch):
     monkeypatch.setenv("CUSTODY_SPECS", str(shop.specs))
-    shop.spec("table: orders\nincremental: {column: updated_at}")
+    shop.spec("table: public.orders\nincremental: {column: updated_at}")
     code, out, _ = cli(capsys, "ingest", "shop/orders", "--as", "bob")
     assert code == 0 and out.startswith("committed shop/orders@1")
     code, out, _ = cli(capsys, "provenance", "shop/orders@1")
@@ -291,17 +339,17 @@ def write_spec(folder: Path, source: str, columns: str = COLUMNS) -> Path:
 
 
 @pytest.mark.parametrize(("source", "columns", "problem"), [
-    ("url: jdbc:postgresql://db:5432/shop?user=u&password=p\ntable: orders", COLUMNS,
+    ("url: jdbc:postgresql://db:5432/shop?user=u&password=p\ntable: public.orders", COLUMNS,
      "source: the url holds credentials; name the variables that hold them in user_env and password_env"),
-    ("url: jdbc:postgresql://u:p@db/shop\ntable: orders", COLUMNS, "source.url: must be a JDBC URL as jdbc:postgresql://host:port/database"),
-    ("url: jdbc:postgresql://db/shop\ntable: orders\nquery: SELECT 1", COLUMNS, "source: give a table or a query, not both"),
+    ("url: jdbc:postgresql://u:p@db/shop\ntable: public.orders", COLUMNS, "source.url: must be a JDBC URL as jdbc:postgresql://host:port/database"),
+    ("url: jdbc:postgresql://db/shop\ntable: public.orders\nquery: SELECT 1", COLUMNS, "source: give a table or a query, not both"),
     ("url: jdbc:postgresql://db/shop\nquery: SELECT 1; DROP TABLE orders", COLUMNS, "a query is one SELECT statement, without ;"),
-    ("url: jdbc:postgresql://db/shop\ntable: orders\nincremental: {column: amount}", COLUMNS,
+    ("url: jdbc:postgresql://db/shop\ntable: public.orders\nincremental: {column: amount}", COLUMNS,
      "incremental column 'amount' must be a declared column, nullable: false, of type int"),
-    ("url: jdbc:postgresql://db/shop\ntable: orders\npartition_column: customer", COLUMNS,
+    ("url: jdbc:postgresql://db/shop\ntable: public.orders\npartition_column: customer", COLUMNS,
      "partition_column 'customer' must be a declared column of type int, long, short or byte"),
-    ("url: jdbc:postgresql://db/shop\ntable: orders\nnum_partitions: 4", COLUMNS, "bounds and num_partitions split the read on a partition_column"),
-    ("url: jdbc:postgresql://db/shop\ntable: orders", "", "a JDBC source needs its columns declared"),
+    ("url: jdbc:postgresql://db/shop\ntable: public.orders\nnum_partitions: 4", COLUMNS, "bounds and num_partitions split the read on a partition_column"),
+    ("url: jdbc:postgresql://db/shop\ntable: public.orders", "", "a JDBC source needs its columns declared"),
 ])
 def test_a_database_source_is_checked_when_its_spec_is_loaded(tmp_path, source, columns, problem):
     spec = write_spec(tmp_path, source, columns)
@@ -310,7 +358,7 @@ def test_a_database_source_is_checked_when_its_spec_is_loaded(tmp_path, source, 
 
 
 def test_the_dropzone_sensor_leaves_database_assets_alone(tmp_path):
-    write_spec(tmp_path, "url: jdbc:postgresql://db/shop\ntable: orders")
+    write_spec(tmp_path, "url: jdbc:postgresql://db/shop\ntable: public.orders")
     specs = load_specs(tmp_path, transform_packages=DEFAULT_TRANSFORM_PACKAGES)
     assert specs[ORDERS].is_landing and not specs[ORDERS].takes_batches
     assert dropzone_sensor(specs) is None

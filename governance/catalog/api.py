@@ -31,7 +31,7 @@ from governance.catalog.models import (
 )
 from governance.checkpoints import Checkpoints
 from governance.config import Settings
-from governance.errors import CustodyError, NotFound
+from governance.errors import CustodyError, DuplicateBatch, NotFound
 from governance.locks import advisory_lock
 from governance.spec import Spec
 from governance.zones import AssetKey, VersionRef
@@ -340,19 +340,35 @@ class Catalog:
             by_batch.setdefault(f.batch_pk, []).append(f)
         return {b.version_id: (b, by_batch.get(b.id, [])) for b in batches}
 
-    def last_mark(self, key: AssetKey) -> str | None:
-        """The high-water mark of the newest version read from a database, where its next read starts."""
+    def last_mark(self, key: AssetKey, column: str, name: str) -> str | None:
+        """Where the next incremental read of `name` on `column` starts: the high-water mark of the
+        newest version read so. A mark of another column or table is no mark for this one."""
         with self.session() as session:
-            return session.exec(
-                select(RelationalRead.high_water_to)
-                .join(VersionRow, col(VersionRow.id) == col(RelationalRead.version_id))
-                .where(RelationalRead.asset_key == str(key))
-                .order_by(col(VersionRow.number).desc())
-                .limit(1)
-            ).first()
+            return _newest_mark(session, key, column, name)
 
     def reads_of(self, version_ids: list[int]) -> dict[int, RelationalRead]:
         """The database reads the versions `version_ids` were ingested from, by version id."""
         with self.session() as session:
             reads = session.exec(select(RelationalRead).where(col(RelationalRead.version_id).in_(version_ids)))
             return {read.version_id: read for read in reads}
+
+
+def _newest_mark(session: Session, key: AssetKey, column: str, name: str) -> str | None:
+    return session.exec(
+        select(RelationalRead.high_water_to)
+        .join(VersionRow, col(VersionRow.id) == col(RelationalRead.version_id))
+        .where(RelationalRead.asset_key == str(key), RelationalRead.incremental_column == column, RelationalRead.name == name)
+        .order_by(col(VersionRow.number).desc())
+        .limit(1)
+    ).first()
+
+
+def check_mark_unchanged(session: Session, key: AssetKey, read: RelationalRead) -> None:
+    """Refuse to commit an incremental read whose starting mark another version has moved past
+    meanwhile: the two would hold the same rows."""
+    if read.incremental_column is None:
+        return
+    now = _newest_mark(session, key, read.incremental_column, read.name)
+    if now != read.high_water_from:
+        raise DuplicateBatch(f"another run of {key} committed rows of {read.name} up to {read.incremental_column} "
+                             f"{now} while this one read them; ingest again to read past it")
