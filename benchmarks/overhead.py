@@ -44,7 +44,6 @@ import io
 import itertools
 import json
 import os
-import random
 import shutil
 import statistics
 import sys
@@ -63,6 +62,7 @@ import dagster as dg
 from assets.coordinator import CustodyRunCoordinator
 from assets.factory import REQUESTED_BY_TAG, integration_asset, landing_asset
 from benchmarks.bench_transforms import passthrough
+from benchmarks.stats import interval
 from governance.access.policy import Identity
 from governance.approval import apply
 from governance.batches import drop_batch
@@ -84,7 +84,6 @@ ROLES = "roles: {owner: bench-owners, producer: bench-producers, consumer: bench
 # decisions in the ledger, as in production.
 DIRECTORY = "users: {bench: {}}\ngroups: {bench-owners: [bench], bench-producers: [bench], bench-consumers: [bench]}\n"
 GOAL_RATIO, GOAL_ADDED_MS = 1.25, 50.0
-RESAMPLES = 2_000
 
 
 def write_specs(root: Path) -> SpecSet:
@@ -257,25 +256,6 @@ def direct_callees(stats, filename: str, function: str, top: int) -> str:
         return f"{Path(file).parent.name}/{Path(file).name}:{line}({name})" if line else name
 
     return "\n".join(f"{seconds * 1000:8.1f} ms  {calls:>3}x  {short(callee)}" for seconds, calls, callee in rows[:top])
-
-
-def interval(kind: list[float], baseline: list[float]) -> tuple[tuple[float, float], tuple[float, float]]:
-    """90% bootstrap intervals of the ratio of the medians and of their difference in ms, resampling
-    whole rounds so each kind keeps its pairing with the baseline measured beside it."""
-    draw = random.Random(0)
-    rounds = range(len(kind))
-    ratios, added = [], []
-    for _ in range(RESAMPLES):
-        sample = [draw.choice(rounds) for _ in rounds]
-        k, b = statistics.median(kind[i] for i in sample), statistics.median(baseline[i] for i in sample)
-        ratios.append(k / b)
-        added.append((k - b) * 1000)
-    return middle_90(ratios), middle_90(added)
-
-
-def middle_90(values: list[float]) -> tuple[float, float]:
-    cuts = statistics.quantiles(values, n=20)
-    return cuts[0], cuts[-1]
 
 
 def main() -> None:

@@ -282,33 +282,35 @@ def parse(frame: DataFrame, spec: Spec, place: Place) -> Parsed:
     if set(declared) != set(found):
         raise SourceRefused(f"{place.name} does not have the columns of the spec of {spec.key}: "
                             f"{column_difference(declared, list(found))}")
-    typed, checks = {}, []
+    converted: dict[str, Column] = {}
+    conversions = []
     for column in spec.body.columns:
         have, want = found[column.name], spark_type(column.type)
-        value = F.col(column.name)
         if have == want:
-            typed[column.name] = value
             continue
         if not _convertible(have, want):
             raise SourceRefused(f"{place.name}: column {column.name} is {have.simpleString()} in the database; "
                                 f"the spec of {spec.key} declares {column.type}, which it cannot be converted to")
-        cast = value.try_cast(want)
-        typed[column.name] = cast
+        value = F.col(column.name)
+        cast = converted[column.name] = value.try_cast(want)
         lost = (value.isNotNull() & cast.isNull()) | _changed(value, cast, have, want)
-        checks.append((lost, F.lit(f"column {column.name} is not a valid {column.type}")))
-    converting = bool(checks)
-    checks += value_checks(spec.body.columns, typed.__getitem__, TextChecks())
-    outputs = [typed[name].alias(name) for name in declared]
-    reason = first_reason(checks)
-    raw = F.to_json(F.struct(*[F.col("`" + name.replace("`", "``") + "`") for name in found]))
+        conversions.append((lost, F.lit(f"column {column.name} is not a valid {column.type}")))
+    # Names where a column is taken as it is: each Column built costs a call into the JVM.
+    outputs = [converted[name].alias(name) if name in converted else name for name in declared]
+
+    def reason() -> Column:
+        checks = value_checks(spec.body.columns, lambda name: converted.get(name, F.col(name)), TextChecks())
+        return first_reason([*conversions, *checks])
 
     def checked() -> DataFrame:
-        return frame.filter(reason.isNull()).select(*outputs)
+        return frame.filter(reason().isNull()).select(*outputs)
 
     def refused() -> DataFrame:
-        return frame.filter(reason.isNotNull()).select(F.lit(place.name).alias("file"), reason.alias("reason"), raw.alias("record"))
+        raw = F.to_json(F.struct(*[F.col("`" + name.replace("`", "``") + "`") for name in found]))
+        why = reason()
+        return frame.filter(why.isNotNull()).select(F.lit(place.name).alias("file"), why.alias("reason"), raw.alias("record"))
 
-    if converting:
+    if conversions:
         return Parsed(checked(), refused)
     # Only nullability to check: the written files' statistics tell whether a required column holds
     # a null, which costs nothing; only then are the rows written again, filtered.
