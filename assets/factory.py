@@ -140,7 +140,7 @@ def landing_asset(spec: Spec, pending: str | None = None) -> dg.AssetsDefinition
                 batch_id=config["batch"], force=config["force"], progress=context.log.info, events=custody.events(),
                 column_lineage=custody.column_options(),
             )
-        yield materialize_result(row, lineage_table=lineage_table(custody, row),
+        yield materialize_result(row, lineage_table=lineage_table(custody, row), read=database_read(custody, row),
                                  checks=check_results(context, custody, spec, row, thorough=False))
 
     return _landing
@@ -280,6 +280,14 @@ def lineage_table(custody: CustodyResource, row: "VersionRow") -> str:
     return column_markdown(overview(custody.catalog, VersionRef.parse(row.ref)))
 
 
+def database_read(custody: CustodyResource, row: "VersionRow") -> "dict[str, object] | None":
+    """What a landing version read from a database (where, what, the snapshot, the marks), if it did."""
+    from governance.catalog.models import described_read
+
+    read = custody.catalog.reads_of([row.id]).get(row.id)
+    return described_read(read) if read else None
+
+
 def materialize_result(
     row: "VersionRow",
     inputs: "tuple[VersionRow, ...] | None" = None,
@@ -287,6 +295,7 @@ def materialize_result(
     columns: "VersionColumns | None" = None,
     lineage_table: str = "",
     checks: "list[dg.AssetCheckResult] | None" = None,
+    read: "dict[str, object] | None" = None,
 ) -> dg.MaterializeResult:
     metadata: dict[str, object] = {
         "custody/version": row.ref,
@@ -305,7 +314,9 @@ def materialize_result(
     }
     if lineage_table:
         metadata["custody/column_lineage"] = dg.MetadataValue.md(
-            f"{lineage_table}\n\nEvery column back to the DropZone: `custody lineage columns {row.ref} COLUMN`")
+            f"{lineage_table}\n\nEvery column back to where it was read: `custody lineage columns {row.ref} COLUMN`")
+    if read:
+        metadata["custody/read"] = dg.MetadataValue.json(read)
     if row.quarantine_path:
         metadata["quarantine_path"] = dg.MetadataValue.path(row.quarantine_path)
     if row.label_from:

@@ -135,7 +135,7 @@ def test_the_ui_shows_each_column_s_sources_and_how_as_a_table_after_the_version
     assert table[:2] == ["| column | derives from | how |", "|---|---|---|"]
     assert "| `revenue` | `sales/names_and_products@1.amount` | DIRECT AGGREGATION |" in table
     assert "| `product_id` | `sales/names_and_products@1.product_id` | DIRECT IDENTITY |" in table
-    assert table[-1] == "Every column back to the DropZone: `custody lineage columns sales/product_summary@2 COLUMN`"
+    assert table[-1] == "Every column back to where it was read: `custody lineage columns sales/product_summary@2 COLUMN`"
 
 
 def test_a_fallback_is_reported_in_the_dagster_metadata(spark, catalog, lake, demo_specs, resources, pipeline):

@@ -9,11 +9,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import dagster as dg
 import psycopg
 import pyarrow.parquet as pq
 import pytest
 from sqlmodel import select
 
+from assets.factory import REQUESTED_BY_TAG, build_assets
 from assets.sensors import dropzone_sensor
 from governance.catalog.models import ColumnLineageRow, RelationalRead
 from governance.config import DEFAULT_TRANSFORM_PACKAGES
@@ -311,6 +313,21 @@ def test_a_database_asset_takes_no_batch(spark, catalog, lake, shop):
     shop.spec("table: public.orders")
     with pytest.raises(InvalidInput, match="read from a database, not from DropZone batches"):
         ingest(spark, catalog, lake, shop.load(), BOB, batch_id="b1")
+
+
+def test_in_dagster_a_database_asset_shows_its_source_and_each_materialization_its_read(spark, shop, resources):
+    shop.spec("table: public.orders\nincremental: {column: updated_at}")
+    specs = load_specs(shop.specs, transform_packages=DEFAULT_TRANSFORM_PACKAGES)
+    (asset,) = build_assets(specs)
+    spec = asset.specs_by_key[dg.AssetKey(["shop", "orders"])]
+    assert "postgres" in spec.kinds and spec.metadata["custody/source"].value.endswith(f"{shop.database}.public.orders")
+    with dg.instance_for_test() as instance:
+        result = dg.materialize([asset], resources=resources, instance=instance, tags={REQUESTED_BY_TAG: "bob"})
+    (event,) = result.get_asset_materialization_events()
+    metadata = event.materialization.metadata
+    assert metadata["custody/read"].value["name"] == f"{shop.database}.public.orders"
+    assert metadata["custody/read"].value["high_water_to"] == "2026-11-01 00:20:00+00"
+    assert f"{shop.database}.public.orders.amount" in metadata["custody/column_lineage"].value
 
 
 def test_the_cli_ingests_a_table_and_shows_where_each_column_came_from(cli_env, spark, shop, capsys, monkeypatch):
