@@ -1,9 +1,10 @@
 """Governed work on a Spark cluster, in one application of a process of its own (a process has one
 SparkContext), for tests/test_spark_cluster.py: `custody demo` as the CLI runs it, then a batch with
-a malformed row, a join with its column lineage and an undeclared read. Prints what happened as one
-JSON object on its last line.
+a malformed row, a join with its column lineage, an undeclared read, and a database table read in
+two partitions while it changes. Prints what happened as one JSON object on its last line.
 
-Usage: cluster_child.py, with CUSTODY_HOME, CUSTODY_SPARK_MASTER and the other settings in the environment.
+Usage: cluster_child.py, with CUSTODY_HOME, CUSTODY_SPARK_MASTER and the other settings in the
+environment, and the database's SHOP_HOST, SHOP_PORT, SHOP_DB, SHOP_USER and SHOP_PASSWORD.
 """
 
 from __future__ import annotations
@@ -11,26 +12,45 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 
+import psycopg
+import pyarrow.parquet as pq
 from pyspark.sql import functions as F
 
 from governance.batches import drop_batch
 from governance.catalog import Catalog
 from governance.cli import run
-from governance.config import Settings
+from governance.config import DEFAULT_TRANSFORM_PACKAGES, Settings
 from governance.demo import CLIENTS, NAMES_AND_PRODUCTS, PRODUCTS, drop_demo_batches
 from governance.errors import UndeclaredRead
 from governance.ingest import ingest
 from governance.integrate import materialize
 from governance.runs import RunRequest
 from governance.spec import Spec, load_specs
-from governance.zones import Lake
+from governance.zones import AssetKey, Lake
 from resources.spark import SparkResource
 from tests import transforms
 
 GOOD = {"name": "Ada", "surname": "Byron", "order": {"product_id": "P1", "quantity": 2}, "version": "9"}
 # Not JSON: the quarantine explains it in a Python UDF, on an executor.
 MALFORMED = "this line is not JSON\n"
+ORDERS = AssetKey("shop", "orders")
+ORDERS_SPEC = """description: Orders, read by the executors.
+roles: {{owner: sales-owners, producer: sales-producers, consumer: sales-consumers}}
+zone: landing
+source:
+  format: jdbc
+  url: jdbc:postgresql://{host}:{port}/{database}
+  user_env: SHOP_USER
+  password_env: SHOP_PASSWORD
+  table: public.orders
+  partition_column: id
+  num_partitions: 2
+columns:
+  - {{name: id, type: long, nullable: false}}
+  - {{name: amount, type: double}}
+"""
 
 
 def main() -> None:
@@ -54,6 +74,7 @@ def main() -> None:
         refusal = None
     except UndeclaredRead as err:
         refusal = str(err)
+    database = read_while_it_changes(spark, catalog, lake, bob)
     where = F.udf(lambda _: __import__("governance").__file__)
     print(json.dumps({
         "demo": demo,
@@ -64,9 +85,33 @@ def main() -> None:
         "joined": {"ref": joined.version.ref, "columns": {column: sorted(f"{row.ref}.{name}" for row, name in deps)
                                                              for column, deps in joined.columns.by_column().items()}},
         "refusal": refusal,
+        "database": database,
         "executor_code": spark.range(1).select(where("id")).first()[0],
         "executor_python": spark.range(1).select(F.udf(lambda _: sys.executable)("id")).first()[0],
     }))
+
+
+def read_while_it_changes(spark, catalog: Catalog, lake: Lake, bob: RunRequest) -> dict:
+    """The table read in two partitions by the executors, while another connection changes every
+    row: what landed, and whether the change reached it."""
+    env = os.environ
+    folder = Path(env["CUSTODY_HOME"]) / "database-specs"
+    (folder / ORDERS.domain).mkdir(parents=True)
+    (folder / ORDERS.domain / f"{ORDERS.name}.yaml").write_text(
+        ORDERS_SPEC.format(host=env["SHOP_HOST"], port=env["SHOP_PORT"], database=env["SHOP_DB"]))
+    spec = load_specs(folder, transform_packages=DEFAULT_TRANSFORM_PACKAGES)[ORDERS]
+    dsn = (f"host={env['SHOP_HOST']} port={env['SHOP_PORT']} dbname={env['SHOP_DB']} "
+           f"user={env['SHOP_USER']} password={env['SHOP_PASSWORD']}")
+
+    def meanwhile(message: str) -> None:
+        if message.startswith("reading "):
+            with psycopg.connect(dsn, autocommit=True) as connection:
+                connection.execute("UPDATE orders SET amount = 999")
+
+    version = ingest(spark, catalog, lake, spec, bob, progress=meanwhile)
+    amounts = {row["amount"] for row in pq.read_table(version.path).to_pylist()}
+    return {"rows": version.rows, "saw_the_change": 999.0 in amounts,
+            "partitions": catalog.reads_of([version.id])[version.id].partitions}
 
 
 if __name__ == "__main__":

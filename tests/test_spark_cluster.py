@@ -6,8 +6,10 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,12 +25,27 @@ def on_cluster(home: Path, cluster, **extra: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def child(spark_cluster, tmp_path_factory) -> tuple[dict, str, list[dict]]:
-    """The demo, then ingestion with bad rows, a join with column lineage and an undeclared read, in
-    one application; its report, everything it printed, and the applications it added to the master."""
+def shop(postgres) -> Iterator[dict[str, str]]:
+    """A database of the tests' server with 40 orders, as the child finds it in its environment."""
+    database = "cluster_shop"
+    postgres.create_database(database)
+    dsn = f"host={postgres.host} port={postgres.port} user={postgres.user} password={postgres.password} dbname={database}"
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        connection.execute("CREATE TABLE orders (id bigint PRIMARY KEY, amount double precision)")
+        connection.execute("INSERT INTO orders SELECT g, g * 1.5 FROM generate_series(1, 40) g")
+    yield {"SHOP_HOST": postgres.host, "SHOP_PORT": str(postgres.port), "SHOP_DB": database,
+           "SHOP_USER": postgres.user, "SHOP_PASSWORD": postgres.password}
+    postgres.drop_database(database)
+
+
+@pytest.fixture(scope="module")
+def child(spark_cluster, shop, tmp_path_factory) -> tuple[dict, str, list[dict]]:
+    """The demo, then ingestion with bad rows, a join with column lineage, an undeclared read and a
+    database read, in one application; its report, everything it printed, and the applications it
+    added to the master."""
     before = {app["id"] for app in spark_cluster.applications()}
     home = tmp_path_factory.mktemp("cluster-child")
-    env = on_cluster(home, spark_cluster, CUSTODY_TRANSFORM_PACKAGES="assets.transforms,tests.transforms")
+    env = on_cluster(home, spark_cluster, CUSTODY_TRANSFORM_PACKAGES="assets.transforms,tests.transforms", **shop)
     done = subprocess.run([sys.executable, "-m", "tests.cluster_child"], capture_output=True, text=True,
                           env=env, cwd=ROOT, timeout=600, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -74,3 +91,9 @@ def test_an_undeclared_read_is_refused_on_the_cluster(child_report):
         f"the transform of sales/names_and_products read {child_report['bad']['ref']}, which is not a declared "
         "input (declared inputs: sales/products); add it to the spec's inputs"
     )
+
+
+def test_the_executors_read_a_database_in_one_snapshot(child_report):
+    """Both partitions were read by executors that imported the driver's snapshot: an update
+    committed while they read did not reach them."""
+    assert child_report["database"] == {"rows": 40, "saw_the_change": False, "partitions": 2}
