@@ -237,16 +237,19 @@ def test_a_null_where_none_is_allowed_is_quarantined_when_no_column_needs_conver
 
 
 def test_text_its_declared_type_would_change_is_quarantined(spark, catalog, lake, shop):
-    shop.sql("CREATE TABLE readings (id bigint, day text, price text, amount text)",
-             "INSERT INTO readings VALUES (1, '2026-11-01', '1.25', '3'), (2, '2026-11-01 10:00', '1.25', '3'), "
-             "(3, '2026-11-01', '1.005', '3'), (4, '2026-11-01', '1.25', '1.5'), (5, '2026', '1.25', '3')")
+    shop.sql("CREATE TABLE readings (id bigint, day text, price text, amount text, ratio text)",
+             "INSERT INTO readings VALUES (1, '2026-11-01', '1.25', '3', '0.5'), (2, '2026-11-01 10:00', '1.25', '3', '0.5'), "
+             "(3, '2026-11-01', '1.005', '3', '0.5'), (4, '2026-11-01', '1.25', '1.5', '0.5'), (5, '2026', '1.25', '3', '0.5'), "
+             "(6, '2026-11-01', '1.25', '3', '1e400'), (7, '2026-11-01', '1.25', '3', 'Infinity')")
     key = shop.spec("table: public.readings", "columns:\n  - {name: id, type: long}\n  - {name: day, type: date}\n"
-                    "  - {name: price, type: \"decimal(12,2)\"}\n  - {name: amount, type: int}\nmax_bad_fraction: 0.9\n", name="readings")
+                    "  - {name: price, type: \"decimal(12,2)\"}\n  - {name: amount, type: int}\n  - {name: ratio, type: double}\n"
+                    "max_bad_fraction: 0.9\n", name="readings")
     version = ingest(spark, catalog, lake, shop.load(key), BOB)
-    assert [row["id"] for row in rows(version)] == [1]
+    assert [(row["id"], row["ratio"]) for row in rows(version)] == [(1, 0.5), (7, float("inf"))]
     assert sorted((json.loads(r["record"])["id"], r["reason"]) for r in quarantined(version)) == [
         (2, "column day is not a valid date"), (3, "column price is not a valid decimal(12,2)"),
-        (4, "column amount is not a valid int"), (5, "column day is not a valid date")]
+        (4, "column amount is not a valid int"), (5, "column day is not a valid date"),
+        (6, "column ratio is not a valid double")]
 
 
 def test_too_many_bad_rows_commit_nothing(spark, catalog, lake, shop):
