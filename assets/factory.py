@@ -140,7 +140,9 @@ def landing_asset(spec: Spec, pending: str | None = None) -> dg.AssetsDefinition
                 batch_id=config["batch"], force=config["force"], progress=context.log.info, events=custody.events(),
                 column_lineage=custody.column_options(),
             )
-        yield materialize_result(row, lineage_table=lineage_table(custody, row), read=database_read(custody, row),
+        # Only a database asset's versions have a read to show: a batch's would cost a query for nothing.
+        read = database_read(custody, row) if spec.reads_database else None
+        yield materialize_result(row, lineage_table=lineage_table(custody, row), read=read,
                                  checks=check_results(context, custody, spec, row, thorough=False))
 
     return _landing

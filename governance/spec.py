@@ -122,7 +122,7 @@ class JdbcSource(_Strict):
     def _one_reading(self) -> JdbcSource:
         problems = []
         if (self.table is None) == (self.query is None):
-            problems.append("give a table or a query, not both")
+            problems.append("give either a table or a query")
         if self.query is not None and ";" in self.query.rstrip().rstrip(";"):
             problems.append("a query is one SELECT statement, without ;")
         if (self.lower_bound is None) != (self.upper_bound is None):

@@ -362,7 +362,7 @@ def write_spec(folder: Path, source: str, columns: str = COLUMNS) -> Path:
     ("url: jdbc:postgresql://db:5432/shop?user=u&password=p\ntable: public.orders", COLUMNS,
      "source: the url holds credentials; name the variables that hold them in user_env and password_env"),
     ("url: jdbc:postgresql://u:p@db/shop\ntable: public.orders", COLUMNS, "source.url: must be a JDBC URL as jdbc:postgresql://host:port/database"),
-    ("url: jdbc:postgresql://db/shop\ntable: public.orders\nquery: SELECT 1", COLUMNS, "source: give a table or a query, not both"),
+    ("url: jdbc:postgresql://db/shop\ntable: public.orders\nquery: SELECT 1", COLUMNS, "source: give either a table or a query"),
     ("url: jdbc:postgresql://db/shop\nquery: SELECT 1; DROP TABLE orders", COLUMNS, "a query is one SELECT statement, without ;"),
     ("url: jdbc:postgresql://db/shop\ntable: public.orders\nincremental: {column: amount}", COLUMNS,
      "incremental column 'amount' must be a declared column, nullable: false, of type int"),
