@@ -16,8 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+import os
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -29,6 +33,7 @@ from governance.sparktypes import arrow_type_name
 
 SCHEME = "custody-content-1"
 BATCH_ROWS = 1 << 16
+WORKERS = min(8, os.cpu_count() or 1)
 
 
 @dataclass
@@ -49,41 +54,73 @@ class _Column:
             yield from child.digests()
 
 
-class TableDigest:
-    """Parquet files fed in order; `hexdigest` names the rows they hold together."""
+@dataclass(frozen=True)
+class ParquetContent:
+    """What hashing a table's files found: per file its size, row count and sha256 (of its bytes as
+    they are), and the digest of all their rows in order."""
 
-    def __init__(self) -> None:
-        self._schema: list[dict] | None = None
-        self._columns: list[_Column] = []
-        self._rows = 0
+    sizes: tuple[int, ...]
+    rows: tuple[int, ...]
+    sha256: tuple[str, ...]
+    digest: str
 
-    def add(self, source: pa.NativeFile, name: str) -> int:
-        """Hash the rows of one Parquet file after those of the files before; returns its row count."""
-        parquet = pq.ParquetFile(source, coerce_int96_timestamp_unit="us")
-        columns = _columns(parquet)
-        schema = [_describe(f, c) for f, c in zip(parquet.schema_arrow, columns)]
-        if self._schema is None:
-            self._schema, self._columns = schema, columns
-        elif schema != self._schema:
-            raise IntegrityError(f"{name} has another schema than the files before it")
-        if dictionary := _dictionary_encoded(parquet.metadata):
-            parquet = pq.ParquetFile(
-                source, metadata=parquet.metadata, read_dictionary=dictionary, coerce_int96_timestamp_unit="us"
-            )
-        for batch in parquet.iter_batches(batch_size=BATCH_ROWS):
-            for column, values in zip(self._columns, batch.columns):
-                _feed(column, values)
-            self._rows += batch.num_rows
-        return parquet.metadata.num_rows
 
-    def hexdigest(self) -> str:
-        if self._schema is None:
-            raise IntegrityError("no Parquet file to hash")
-        digest = hashlib.sha256(f"{SCHEME}\n{json.dumps(self._schema)}\n{self._rows}\n".encode())
-        for column in self._columns:
+def digest_parquet(paths: Sequence[Path]) -> ParquetContent:
+    """Hash the rows of Parquet files, taken in order as one table, and each file's bytes.
+
+    A column's streams depend on no other column, so each column is read and hashed on a thread of
+    its own, across all files in order; decoding and hashing release the GIL."""
+    if not paths:
+        raise IntegrityError("no Parquet file to hash")
+    with ExitStack() as stack:
+        buffers = [stack.enter_context(pa.memory_map(str(path))).read_buffer() for path in paths]
+        files = [pq.ParquetFile(pa.BufferReader(b), coerce_int96_timestamp_unit="us") for b in buffers]
+        schema, columns = _common_schema(files, paths)
+        names = files[0].schema_arrow.names
+        dictionaries = [frozenset(_dictionary_encoded(f.metadata)) for f in files]
+        with ThreadPoolExecutor(max_workers=min(WORKERS, len(columns) + len(paths))) as pool:
+            sums = [pool.submit(_sha256, buffer) for buffer in buffers]
+            fed = [pool.submit(_feed_files, column, name, buffers, files, dictionaries) for column, name in zip(columns, names)]
+            for done in fed:
+                done.result()
+            sha256 = tuple(done.result() for done in sums)
+        rows = tuple(f.metadata.num_rows for f in files)
+        digest = hashlib.sha256(f"{SCHEME}\n{json.dumps(schema)}\n{sum(rows)}\n".encode())
+        for column in columns:
             for part in column.digests():
                 digest.update(part)
-        return digest.hexdigest()
+        return ParquetContent(tuple(b.size for b in buffers), rows, sha256, digest.hexdigest())
+
+
+def _common_schema(files: list[pq.ParquetFile], paths: Sequence[Path]) -> tuple[list[dict], list[_Column]]:
+    schema, columns = None, []
+    for parquet, path in zip(files, paths):
+        file_columns = _columns(parquet)
+        described = [_describe(f, c) for f, c in zip(parquet.schema_arrow, file_columns)]
+        if schema is None:
+            schema, columns = described, file_columns
+        elif described != schema:
+            raise IntegrityError(f"{path.name} has another schema than the files before it")
+    return schema, columns
+
+
+def _sha256(buffer: pa.Buffer) -> str:
+    return hashlib.sha256(buffer).hexdigest()
+
+
+def _feed_files(
+    column: _Column, name: str, buffers: list[pa.Buffer], files: list[pq.ParquetFile], dictionaries: list[frozenset[str]]
+) -> None:
+    """One column of every file, in order, into its digests; each thread opens the files anew, as a
+    ParquetFile is not shared between threads."""
+    for buffer, parquet, encoded in zip(buffers, files, dictionaries):
+        dictionary = [name] if name in encoded else None
+        reader = pq.ParquetFile(
+            pa.BufferReader(buffer), metadata=parquet.metadata, read_dictionary=dictionary,
+            coerce_int96_timestamp_unit="us",
+        )
+        for batch in reader.iter_batches(batch_size=BATCH_ROWS, columns=[name], use_threads=False):
+            _feed(column, batch.column(0))
 
 
 def _columns(parquet: pq.ParquetFile) -> list[_Column]:

@@ -10,8 +10,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 from governance import ledger
 from governance.catalog import Catalog, utcnow
 from governance.catalog.api import check_mark_unchanged
@@ -23,14 +21,13 @@ from governance.catalog.models import (
     VersionRow,
     described_read,
 )
-from governance.content import TableDigest
+from governance.content import digest_parquet
 from governance.lineage.versioned import VersionColumns
 from governance.lineage.versioned import record as record_columns
 from governance.zones import AssetKey, Lake, Staging, Zone, publish
 
 MANIFEST = "_manifest.json"
 CHUNK = 1 << 20
-
 
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
@@ -39,14 +36,12 @@ def sha256_file(path: Path) -> str:
             digest.update(block)
     return digest.hexdigest()
 
-
 @dataclass(frozen=True)
 class FileEntry:
     path: str
     bytes: int
     sha256: str
     rows: int | None = None
-
 
 @dataclass(frozen=True)
 class Sealed:
@@ -65,7 +60,6 @@ class Sealed:
     def bytes(self) -> int:
         return sum(f.bytes for f in self.files)
 
-
 def seal(directory: Path, suffix: str) -> Sealed:
     """Drop Spark's bookkeeping files, give part files stable names, and hash them."""
     for extra in [p for p in directory.iterdir() if p.name.startswith(("_", ".")) and p.is_file()]:
@@ -79,24 +73,16 @@ def seal(directory: Path, suffix: str) -> Sealed:
         return _seal_parquet(targets)
     return Sealed(tuple(FileEntry(t.name, t.stat().st_size, sha256_file(t), _count_lines(t)) for t in targets))
 
-
 def _seal_parquet(paths: list[Path]) -> Sealed:
-    """Each file is read once, memory-mapped: its bytes hashed as they are (the manifest's sha256,
-    which `repair --verify` checks), and its rows decoded and hashed into the data_version."""
-    content = TableDigest()
-    entries = []
-    for path in paths:
-        with pa.memory_map(str(path)) as mapped:
-            data = mapped.read_buffer()
-            rows = content.add(pa.BufferReader(data), path.name)
-            entries.append(FileEntry(path.name, data.size, hashlib.sha256(data).hexdigest(), rows))
-    return Sealed(tuple(entries), content.hexdigest())
-
+    """Each file's bytes hashed as they are (the manifest's sha256, which `repair --verify` checks),
+    and its rows decoded and hashed into the data_version."""
+    content = digest_parquet(paths)
+    entries = zip(paths, content.sizes, content.sha256, content.rows)
+    return Sealed(tuple(FileEntry(path.name, size, sha256, rows) for path, size, sha256, rows in entries), content.digest)
 
 def _count_lines(path: Path) -> int:
     with open(path, "rb") as handle:
         return sum(block.count(b"\n") for block in iter(lambda: handle.read(CHUNK), b""))
-
 
 @dataclass(frozen=True)
 class BatchRecord:
@@ -108,7 +94,6 @@ class BatchRecord:
     requested_by: str | None = None
     label: str | None = None
     note: str | None = None
-
 
 @dataclass(frozen=True)
 class Draft:
@@ -141,7 +126,6 @@ class Draft:
             return ledger.Action.INGESTION_COMMITTED
         return ledger.Action.MATERIALIZATION_COMMITTED
 
-
 def commit(catalog: Catalog, lake: Lake, stage: Staging, draft: Draft) -> VersionRow:
     """Number, publish and record a version: all of it becomes visible, or none of it.
 
@@ -172,7 +156,6 @@ def commit(catalog: Catalog, lake: Lake, stage: Staging, draft: Draft) -> Versio
             if destination.exists() and not source.exists():
                 os.rename(destination, source)
         raise
-
 
 def _record(session, catalog: Catalog, draft: Draft, number: int, created_at, target: Path, q_target: Path | None) -> VersionRow:
     quarantined = draft.quarantine.rows if draft.quarantine else 0
@@ -224,7 +207,6 @@ def _record(session, catalog: Catalog, draft: Draft, number: int, created_at, ta
                       details={"rows": quarantined, "path": str(q_target)})
     return row
 
-
 def _manifest(draft: Draft, number: int, created_at, sealed: Sealed) -> dict[str, Any]:
     return {
         "asset": str(draft.key),
@@ -245,7 +227,6 @@ def _manifest(draft: Draft, number: int, created_at, sealed: Sealed) -> dict[str
         "inputs": [{"asset": v.asset_key, "version": v.number, "data_version": v.data_version} for v in draft.inputs],
     }
 
-
 def _write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
     temporary = directory / f"{MANIFEST}.tmp"
     with open(temporary, "w", encoding="utf-8") as handle:
@@ -253,7 +234,6 @@ def _write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, directory / MANIFEST)
-
 
 def read_manifest(directory: Path) -> dict[str, Any] | None:
     try:
