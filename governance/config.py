@@ -58,6 +58,8 @@ class Settings:
     transform_packages: tuple[str, ...] = DEFAULT_TRANSFORM_PACKAGES
     # CUSTODY_SPARK_CONF as given: a file's path or KEY=VALUE pairs, read when Spark starts.
     spark_conf: str = ""
+    # CUSTODY_FEEDS_STORE: the feed store's URL (file:///path or s3://bucket/prefix); default under the lake.
+    feeds_store_url: str = ""
     # Where the ledger's checkpoint file and segments live: places every writer and verifier share.
     ledger_checkpoints_at: Path | None = None
     ledger_segments_at: Path | None = None
@@ -91,6 +93,7 @@ class Settings:
             dropzone_sensor=_on_off(env, "CUSTODY_DROPZONE_SENSOR", default=True),
             transform_packages=_packages(env, "CUSTODY_TRANSFORM_PACKAGES") or DEFAULT_TRANSFORM_PACKAGES,
             spark_conf=env.get("CUSTODY_SPARK_CONF") or "",
+            feeds_store_url=env.get("CUSTODY_FEEDS_STORE") or "",
             ledger_checkpoints_at=_folder(env, "CUSTODY_LEDGER_CHECKPOINTS"),
             ledger_segments_at=_folder(env, "CUSTODY_LEDGER_SEGMENTS"),
             dagster_home_at=Path(env["DAGSTER_HOME"]).absolute() if env.get("DAGSTER_HOME") else None,
@@ -114,6 +117,14 @@ class Settings:
     @property
     def checkpoint_folder(self) -> Path:
         return self.ledger_checkpoints_at or self.home / "ledger"
+
+    @property
+    def feeds_store(self) -> str:
+        return self.feeds_store_url or (self.lake / "feeds").as_uri()
+
+    @property
+    def feeds_workspace(self) -> Path:
+        return self.home / "feeds" / "workspace"
 
     @property
     def cache_dir(self) -> Path:

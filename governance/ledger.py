@@ -58,6 +58,8 @@ class Action:
     SETTINGS_PINNED = "settings.pinned"
     SETTINGS_CHANGED = "settings.changed"
     SETTINGS_REFUSED = "settings.refused"
+    FEED_REFUSED = "feed.refused"
+    FEED_DELETED = "feed.deleted"
 
 
 HASHED = ("seq", "ts", "actor", "action", "asset_key", "version", "run_id", "details", "assurance")

@@ -18,9 +18,10 @@ from typing import Annotated, Any, Literal
 
 import pydantic
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from governance import yamlsource
+from governance.access.directory import NAME as USER_NAME
 from governance.config import is_dotted_name
 from governance.errors import InvalidName, SpecError, SpecProblem, UnsafeYaml
 from governance.speccache import SpecCache, cache_file
@@ -41,6 +42,11 @@ JDBC_URL = r"^jdbc:postgresql://[A-Za-z0-9.\-]+(:[0-9]{1,5})?/[A-Za-z0-9_\-]+(\?
 # Schema-qualified: a bare name would be found through the user's search_path, unseen in the catalog.
 TABLE_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,62}\.[A-Za-z_][A-Za-z0-9_]{0,62}$"
 ENV_NAME = r"^[A-Z_][A-Z0-9_]{0,127}$"
+# A feed's URL may take its host, path or query from the environment, never its scheme.
+FEED_URL = r"^https?://[^\s]+$"
+HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$"
+DURATION = re.compile(r"(?P<count>[1-9][0-9]{0,5})(?P<unit>ms|s|m|h)")
+UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 CREDENTIAL_PARAMETERS = ("user", "password", "sslpassword")
 INTEGRAL = frozenset({"byte", "short", "int", "long"})
 MARK_TYPES = INTEGRAL | {"date", "timestamp"}
@@ -89,13 +95,45 @@ class Roles(_Strict):
     consumer: GroupName
 
 
+class Feed(_Strict):
+    """A URL downloaded on a period, kept by the hour (seed 001's Hoard); each hour lands as a batch.
+
+    `url` and `headers` are templates: `${NAME}` is the collector's environment variable NAME."""
+
+    url: Annotated[str, Field(pattern=FEED_URL, max_length=4096)]
+    headers: dict[Annotated[str, Field(pattern=HEADER_NAME)], Annotated[str, Field(max_length=8192)]] = {}
+    every: str
+    postfix: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{0,32}$")] = ""
+    max_bytes: Annotated[int, Field(ge=1, le=10 * 1024**3)] = 100 * 1024**2
+    timeout: Annotated[float, Field(gt=0, le=600)] = 30.0
+    # The producer each hour's batch is ingested for; the collector asserts it.
+    requested_by: Annotated[str, Field(pattern=f"^{USER_NAME.pattern}$")]
+
+    @field_validator("every")
+    @classmethod
+    def _known_period(cls, every: str) -> str:
+        match = DURATION.fullmatch(every)
+        if match is None:
+            raise ValueError(f"{every!r} is not a duration: a count and a unit, e.g. 500ms, 5s, 2m or 1h")
+        if not 0.1 <= int(match["count"]) * UNIT_SECONDS[match["unit"]] <= 3600:
+            raise ValueError(f"{every!r} is not between 100ms and 1h")
+        return every
+
+    @property
+    def period(self) -> float:
+        """Seconds between two downloads."""
+        match = DURATION.fullmatch(self.every)
+        return int(match["count"]) * UNIT_SECONDS[match["unit"]]
+
+
 class FileSource(_Strict):
-    """Files a producer drops in the DropZone."""
+    """Files a producer drops in the DropZone, or that a feed's collector downloads."""
 
     format: Literal["csv", "json", "parquet"]
     header: bool = True
     delimiter: Annotated[str, Field(min_length=1, max_length=1)] = ","
     multiline: bool = False
+    feed: Feed | None = None
 
 
 class Incremental(_Strict):
@@ -184,6 +222,8 @@ class AssetSpec(_Strict):
                 problems.append(f"a {self.source.format.upper()} source needs its columns declared")
             if isinstance(self.source, JdbcSource):
                 problems += _jdbc_column_problems(self.source, self.columns)
+            if isinstance(self.source, FileSource) and self.source.feed and self.source.format == "parquet":
+                problems.append("a feed's downloads are read as json or csv")
         else:
             if self.source is not None:
                 problems.append("an integration asset has no source; it reads its inputs")
@@ -234,6 +274,11 @@ class Spec:
     def reads_database(self) -> bool:
         """A landing asset read from a database: it has no DropZone batches."""
         return isinstance(self.body.source, JdbcSource)
+
+    @property
+    def feed(self) -> Feed | None:
+        source = self.body.source
+        return source.feed if isinstance(source, FileSource) else None
 
     @property
     def takes_batches(self) -> bool:

@@ -22,6 +22,10 @@ NAMED = {
     "table": "a table as schema.table, such as public.orders",
     "partition_column": "a column name: letters, digits and _, not starting with a digit, at most 128 characters",
     "column": "a column name: letters, digits and _, not starting with a digit, at most 128 characters",
+    "feed.url": "an http:// or https:// URL without spaces; ${NAME} takes a part from the environment",
+    "feed.postfix": "a file name's ending: letters, digits, _, . and -, at most 32 characters",
+    "feed.requested_by": "a directory user name: letters, digits, '.', '_' or '-', at most 64",
+    "headers": "a header name: letters, digits and !#$%&'*+.^_`|~-, at most 64 characters",
 }
 ONE_OF = {"owner": "one group name", "producer": "one group name", "consumer": "one group name"}
 
@@ -96,7 +100,9 @@ def owner_message(detail: Mapping[str, Any]) -> str:
 def _name_of(location: tuple[int | str, ...]) -> str:
     names = [str(part) for part in location if not isinstance(part, int) and part != "[key]"]
     if len(location) > 1 and location[-1] == "[key]":
-        return str(location[0])  # a key of a mapping: tags
+        return str(location[-3] if "feed" in location else location[0])  # a key of a mapping: tags, headers
+    if len(names) > 1 and names[-2] == "feed":
+        return f"feed.{names[-1]}"
     return names[-1] if names else ""
 
 

@@ -35,6 +35,7 @@ class Verb(StrEnum):
     AUTHENTICATE = "authenticate"
     SETTINGS = "settings"
     APPLY = "spec.apply"
+    FEED_DELETE = "feed.delete"
 
 
 ROLES_FOR: Mapping[Verb, tuple[Role, ...]] = {
@@ -50,9 +51,9 @@ ROLES_FOR: Mapping[Verb, tuple[Role, ...]] = {
 
 PHRASES: Mapping[Verb, str] = {Verb.STATUS: "change the status of", Verb.GRANT: "grant roles on",
                                 Verb.REVOKE: "revoke roles on", Verb.SETTINGS: "change the policy settings",
-                                Verb.APPLY: "apply the spec of"}
+                                Verb.APPLY: "apply the spec of", Verb.FEED_DELETE: "delete feed archives"}
 # What only the admin group may do.
-ADMIN_VERBS = frozenset({Verb.PURGE, Verb.SETTINGS})
+ADMIN_VERBS = frozenset({Verb.PURGE, Verb.SETTINGS, Verb.FEED_DELETE})
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,313 @@
+"""`custody feeds`: collect feeds into hourly archives, merge replicas' archives, get hours back out."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import sys
+import threading
+import uuid
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from governance import render
+from governance.cli.common import (
+    ByUser,
+    JsonOption,
+    PasswordStdin,
+    emit_json,
+    group,
+    identify,
+    load_settings,
+    open_custody,
+    progress_printer,
+)
+from governance.errors import EnvironmentProblem, InvalidInput, NotFound, printable
+from governance.render import escape
+from governance.zones import AssetKey
+
+feeds_app = group("feeds", "Feeds: sources downloaded on a period, kept in hourly archives, landed hour by hour.")
+
+FeedArgs = Annotated[list[str] | None, typer.Argument(help="Feed assets as DOMAIN/NAME (default: every feed).", show_default=False)]
+FromOption = Annotated[str, typer.Option("--from", help="Start: ISO 8601 UTC, rounded down to the hour.", metavar="TIME")]
+ToOption = Annotated[str, typer.Option("--to", help="End: ISO 8601 UTC, rounded up to the hour.", metavar="TIME")]
+STATUS_EVERY = 10.0
+
+
+def _feed_specs(custody, names: list[str] | None):
+    feeds = {spec.key: spec for spec in custody.specs if spec.feed}
+    if not names:
+        if not feeds:
+            raise NotFound(f"no spec in {custody.settings.specs} declares a feed (source.feed)")
+        return list(feeds.values())
+    chosen = []
+    for name in names:
+        key = AssetKey.parse(name)
+        if key not in feeds:
+            raise NotFound(f"{key} is not a feed: no spec in {custody.settings.specs} gives it a source.feed")
+        chosen.append(feeds[key])
+    return chosen
+
+
+def _store(settings):
+    from governance.feeds.store import FeedStore
+
+    return FeedStore(settings.feeds_store)
+
+
+@feeds_app.command("collect")
+def feeds_collect(
+    feeds: FeedArgs = None,
+    replica: Annotated[str, typer.Option("--replica", help="This collector's name in the store (default: the host's name).",
+                                         metavar="NAME")] = "",
+    workers: Annotated[int, typer.Option(min=1, max=256, help="Downloads in progress at once.")] = 16,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON lines on stdout: events and a status line every 10s.")] = False,
+) -> None:
+    """Download each feed on its period until stopped, pack every finished hour into an archive and
+    upload it to the feed store; merge replicas' archives of ended hours and drop each complete hour
+    into the DropZone as a batch of the feed's asset.
+
+    SIGTERM or Ctrl-C stops it cleanly: downloads in progress finish, and every hour in the
+    workspace, the current one too, is packed and uploaded before it exits.
+    """
+    import socket
+
+    from governance.feeds.collector import Collector, plan_feeds, utc_now
+    from governance.feeds.replicas import beat, claim, new_lease
+    from governance.feeds.tend import tend
+    from governance.feeds.workspace import Workspace
+    from governance.zones import Lake
+
+    settings = load_settings()
+    custody = open_custody(settings)
+    specs = _feed_specs(custody, feeds)
+    name = replica or socket.gethostname().split(".")[0]
+    try:
+        plans = plan_feeds(specs, os.environ)
+        store = _store(settings)
+        lease = new_lease(name, uuid.uuid4().hex)
+        workspace_lock = _lock_workspace(settings.feeds_workspace)
+        claim(store, lease, utc_now(), {})
+    except (InvalidInput, EnvironmentProblem) as err:
+        _refused(custody, name, str(err))
+        raise
+    workspace = Workspace(settings.feeds_workspace)
+    say = _printer(as_json)
+    lake = Lake(settings.lake)
+    stop = threading.Event()
+
+    def tend_now() -> None:
+        done = tend(store, specs, settings.feeds_workspace / "consolidating", utc_now(), lake=lake, catalog=custody.store)
+        for merged in done.consolidated:
+            say({"event": "consolidated", "feed": merged.feed, "hour": merged.hour.isoformat(), "rounds": merged.rounds,
+                 "archive": merged.archive.archive.name if merged.archive else None})
+        for hour in done.dropped:
+            say({"event": "dropped", "feed": hour.feed, "hour": hour.hour.isoformat(), "batch": hour.batch_id, "files": hour.files})
+
+    collector = Collector(plans, workspace, store, emit=say, workers=workers, every_minute=tend_now)
+
+    def on_beat() -> None:
+        status = collector.status()
+        beat(store, lease, utc_now(), status)
+        say({"event": "status", "replica": name, **_totals(status)})
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    say({"event": "started", "replica": name, "feeds": [plan[0] for plan in plans], "store": settings.feeds_store})
+    try:
+        collector.run(stop, on_beat=on_beat, beat_every=STATUS_EVERY)
+        tend_now()
+    finally:
+        beat(store, lease, utc_now(), collector.status(), stopped=True)
+        os.close(workspace_lock)
+    say({"event": "stopped", "replica": name, **_totals(collector.status())})
+
+
+def _lock_workspace(folder: Path) -> int:
+    """One collector per workspace: a second one would pack the first one's hours under it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(folder / ".collector.lock", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as err:
+        os.close(descriptor)
+        raise EnvironmentProblem(f"another collector is running in {folder}; give each its own CUSTODY_HOME") from err
+    return descriptor
+
+
+def _refused(custody, replica: str, reason: str) -> None:
+    from governance import ledger
+    from governance.runs import os_user
+
+    with custody.store.session() as session:
+        ledger.append(session, actor=os_user(), action=ledger.Action.FEED_REFUSED,
+                      details={"replica": replica, "reason": reason, "command": "feeds collect"})
+
+
+def _totals(status: dict[str, dict]) -> dict[str, Any]:
+    keys = ("downloads", "unchanged", "failed_attempts", "failed_ticks", "missed", "paused", "bytes", "archives")
+    totals = {key: sum(counts[key] for counts in status.values()) for key in keys}
+    totals["max_lag_seconds"] = round(max((c["max_lag_seconds"] for c in status.values()), default=0.0), 3)
+    return totals
+
+
+def _printer(as_json: bool):
+    if as_json:
+        def line(event: dict) -> None:
+            sys.stdout.write(json.dumps(event, sort_keys=True) + "\n")
+            sys.stdout.flush()
+        return line
+    report = progress_printer()
+
+    def human(event: dict) -> None:
+        kind = event["event"]
+        if kind == "status":
+            report(f"{event['downloads']:,} downloads kept, {event['unchanged']:,} unchanged, {event['failed_ticks']:,} failed, "
+                   f"{event['missed']:,} missed, {event['archives']:,} archives uploaded; max lag {event['max_lag_seconds']:.3f}s")
+        elif kind == "failed":
+            report(f"{event['feed']}: download failed: {event['error']}")
+        elif kind == "uploaded":
+            report(f"{event['feed']}: uploaded {event['archive']} ({event['downloads']:,} downloads)")
+        elif kind == "consolidated":
+            report(f"{event['feed']}: {event['hour'][:13]} merged into {event['archive']}")
+        elif kind == "dropped":
+            report(f"{event['feed']}: hour {event['hour'][:13]} dropped as batch {event['batch']} ({event['files']:,} files)")
+        elif kind == "started":
+            report(f"replica {event['replica']} collecting {', '.join(event['feeds'])} into {event['store']}; Ctrl-C stops")
+        elif kind == "stopped":
+            report(f"stopped: {event['downloads']:,} downloads kept, {event['archives']:,} archives uploaded")
+    return human
+
+
+@feeds_app.command("consolidate")
+def feeds_consolidate(feeds: FeedArgs = None, as_json: JsonOption = False) -> None:
+    """Once, what a collector does every minute: merge each ended hour's archives into one, and drop
+    each complete hour into the DropZone. Safe beside running collectors."""
+    from governance.feeds.collector import utc_now
+    from governance.feeds.tend import tend
+    from governance.zones import Lake
+
+    settings = load_settings()
+    custody = open_custody(settings)
+    specs = _feed_specs(custody, feeds)
+    done = tend(_store(settings), specs, settings.feeds_workspace / "consolidating", utc_now(),
+                lake=Lake(settings.lake), catalog=custody.store)
+    merged = [{"feed": m.feed, "hour": m.hour.isoformat(), "archive": m.archive.archive.name if m.archive else None,
+               "rounds": m.rounds, "bytes_read": m.bytes_read, "bytes_written": m.bytes_written} for m in done.consolidated]
+    dropped = [{"feed": d.feed, "hour": d.hour.isoformat(), "batch": d.batch_id, "files": d.files} for d in done.dropped]
+    if as_json:
+        emit_json({"consolidated": merged, "dropped": dropped})
+        return
+    for item in merged:
+        typer.echo(f"{item['feed']} {item['hour'][:13]}: merged into {item['archive']} in {item['rounds']} round(s)")
+    for item in dropped:
+        typer.echo(f"{item['feed']} {item['hour'][:13]}: dropped as batch {item['batch']} ({item['files']:,} files)")
+    if not merged and not dropped:
+        typer.echo("nothing to merge or drop")
+
+
+@feeds_app.command("retrieve")
+def feeds_retrieve(
+    feed: Annotated[str, typer.Argument(help="The feed asset, DOMAIN/NAME.")],
+    start: FromOption,
+    end: ToOption,
+    to_dir: Annotated[Path | None, typer.Option("--to-dir", help="Where to unpack (default: ./<feed>-<from>).")] = None,
+    collapse: Annotated[bool, typer.Option("--collapse", help="All downloads in one folder, not one per hour.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Unpack the archives of a time range into a folder: one folder per hour (<feed>/yyyy/mm/dd/hh),
+    or all together with --collapse."""
+    from governance.feeds.names import feed_id, parse_moment
+    from governance.feeds.retrieve import retrieve
+
+    settings = load_settings()
+    custody = open_custody(settings)
+    spec = _feed_specs(custody, [feed])[0]
+    since, until = parse_moment(start, "--from"), parse_moment(end, "--to")
+    if until <= since:
+        raise InvalidInput(f"--to {end} is not after --from {start}")
+    target = to_dir or Path(f"{feed_id(spec.key)}-{since.strftime('%Y%m%dT%H')}")
+    got = retrieve(_store(settings), feed_id(spec.key), since, until, target.absolute(), collapse=collapse)
+    if as_json:
+        emit_json({"feed": str(spec.key), "hours": got.hours, "archives": got.archives, "files": got.files,
+                   "bytes": got.bytes, "target": str(got.target)})
+        return
+    typer.echo(f"{got.files:,} downloads ({got.bytes:,} bytes) of {got.hours} hour(s) in {got.target}")
+
+
+@feeds_app.command("delete")
+def feeds_delete(
+    feed: Annotated[str, typer.Argument(help="The feed asset, DOMAIN/NAME.")],
+    start: FromOption,
+    end: ToOption,
+    by: ByUser,
+    password_stdin: PasswordStdin = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Delete a time range's archives from the feed store (admin group); the ledger records it, or
+    the refusal. Versions already landed from those hours are not touched."""
+    from governance import ledger
+    from governance.access.guard import enforce
+    from governance.access.policy import Verb
+    from governance.feeds.names import feed_id, parse_moment
+    from governance.feeds.retrieve import delete
+
+    settings = load_settings()
+    custody = open_custody(settings)
+    spec = _feed_specs(custody, [feed])[0]
+    since, until = parse_moment(start, "--from"), parse_moment(end, "--to")
+    if until <= since:
+        raise InvalidInput(f"--to {end} is not after --from {start}")
+    identity = identify(custody, by, password_stdin)
+    decision = custody.policy.decide(identity, Verb.FEED_DELETE, None)
+    enforce(custody.store, decision, details={"feed": str(spec.key), "from": since.isoformat(), "to": until.isoformat()})
+    removed = delete(_store(settings), feed_id(spec.key), since, until)
+    with custody.store.session() as session:
+        ledger.append(session, actor=identity.user, action=ledger.Action.FEED_DELETED, asset=str(spec.key),
+                      assurance=identity.assurance.value,
+                      details={"from": since.isoformat(), "to": until.isoformat(), "archives": [s.archive.name for s in removed],
+                               "bytes": sum(s.bytes for s in removed)})
+    if as_json:
+        emit_json({"feed": str(spec.key), "deleted": [s.archive.name for s in removed]})
+        return
+    typer.echo(f"deleted {len(removed)} archive(s) of {spec.key} ({sum(s.bytes for s in removed):,} bytes)")
+
+
+@feeds_app.command("status")
+def feeds_status(as_json: JsonOption = False) -> None:
+    """Each feed: its period, its last download (by any replica), hours archived, and the store's size;
+    then each replica, when it last wrote, and whether it is running."""
+    from governance.feeds.names import feed_id
+    from governance.feeds.replicas import replicas
+
+    settings = load_settings()
+    custody = open_custody(settings)
+    store = _store(settings)
+    seen = replicas(store)
+    rows = []
+    for spec in _feed_specs(custody, None):
+        name = feed_id(spec.key)
+        last = max((r["feeds"].get(name, {}).get("last_download") or "" for r in seen), default="") or None
+        failed = sum(r["feeds"].get(name, {}).get("failed_ticks", 0) for r in seen)
+        hours = store.hours(name)
+        rows.append({"feed": str(spec.key), "every": spec.feed.every, "last_download": last, "failed_ticks": failed,
+                     "hours_archived": len(hours), "last_hour": hours[-1].isoformat() if hours else None,
+                     "store_bytes": store.size(name)})
+    if as_json:
+        emit_json({"store": settings.feeds_store, "feeds": rows, "replicas": seen})
+        return
+    table = Table(title=f"Feeds in {settings.feeds_store}", title_justify="left")
+    for column in ("feed", "every", "last download (UTC)", "failed", "hours", "last hour", "bytes"):
+        table.add_column(column, no_wrap=column != "feed")
+    for row in rows:
+        table.add_row(escape(row["feed"]), row["every"], (row["last_download"] or "-")[:23].replace("T", " "), str(row["failed_ticks"]),
+                      str(row["hours_archived"]), (row["last_hour"] or "-")[:13], f"{row['store_bytes']:,}")
+    render.stdout_console().print(table)
+    for replica in seen:
+        state = "stopped" if replica.get("stopped") else "running"
+        typer.echo(printable(f"replica {replica['replica']} on {replica['host']}: {state}, last wrote {replica['seen'][:19]}"))

@@ -1,0 +1,52 @@
+"""One download of a feed over HTTP(S), bounded in size and time.
+
+Errors say what happened (a status, a time-out, a refused connection) but never quote the request:
+its URL and headers may hold secrets, even percent-encoded where masking would miss them.
+"""
+
+from __future__ import annotations
+
+import time
+
+import requests
+
+from governance.errors import TransientError
+from governance.feeds.templates import Filled
+
+CHUNK = 64 * 1024
+
+
+class FetchFailed(TransientError):
+    """A download that did not bring a whole body; the collector retries it."""
+
+
+class TooLarge(FetchFailed):
+    """A body over the feed's max_bytes; it is not kept."""
+
+
+def fetch(session: requests.Session, request: Filled, *, timeout: float, max_bytes: int) -> bytes:
+    """The body of one GET, refused when over `max_bytes` or slower than `timeout` in all."""
+    deadline = time.monotonic() + timeout
+    try:
+        with session.get(request.url, headers=dict(request.headers), timeout=timeout, stream=True) as response:
+            if response.status_code >= 400:
+                raise FetchFailed(f"HTTP {response.status_code} {response.reason or ''}".strip())
+            declared = response.headers.get("Content-Length", "")
+            if declared.isdigit() and int(declared) > max_bytes:
+                raise TooLarge(f"the body is {int(declared):,} bytes, over max_bytes {max_bytes:,}")
+            body = bytearray()
+            for chunk in response.iter_content(CHUNK):
+                body += chunk
+                if len(body) > max_bytes:
+                    raise TooLarge(f"the body passed max_bytes {max_bytes:,}")
+                if time.monotonic() > deadline:
+                    raise FetchFailed(f"the body took longer than {timeout:g}s")
+            return bytes(body)
+    # `from None`: a cause's text would quote the URL.
+    except requests.Timeout:
+        raise FetchFailed(f"no answer within {timeout:g}s") from None
+    except requests.ConnectionError:
+        raise FetchFailed("the connection failed or was refused") from None
+    except requests.RequestException as err:
+        raise FetchFailed(f"the request failed ({type(err).__name__})") from None
+

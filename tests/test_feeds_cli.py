@@ -1,0 +1,113 @@
+"""`custody feeds`: collect until stopped, status, retrieve, delete; and a dropped hour ingested as any batch."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from governance import ledger
+from governance.feeds.hours import drop_complete_hours
+from governance.feeds.store import FeedStore
+from governance.ingest import ingest
+from governance.runs import RunRequest
+from tests.feed_server import running_feed_server
+from tests.helpers import cli
+from tests.test_feeds import (
+    FEED,
+    HOUR_START,
+    KEY,
+    archived,
+    feed_spec,
+    load,
+    make_download,
+    upload_archive,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def feed_env(cli_env, tmp_path: Path, monkeypatch):
+    """The CLI's environment with one feed spec, at a server on a loopback port."""
+    with running_feed_server() as server:
+        specs = feed_spec(tmp_path / "feed-specs", server.url("/changing") + "?key=${FEED_KEY}")
+        monkeypatch.setenv("CUSTODY_SPECS", str(specs))
+        monkeypatch.setenv("CUSTODY_SPECS_APPROVAL", "off")
+        monkeypatch.setenv("FEED_KEY", "canary-51de2b")
+        yield cli_env, server
+
+
+def entries(catalog, action: str):
+    with catalog.session() as session:
+        return [e for e in ledger.entries(session) if e.action == action]
+
+
+def test_sigterm_stops_collection_cleanly_and_loses_nothing(feed_env, tmp_path: Path):
+    settings, server = feed_env
+    process = subprocess.Popen([sys.executable, "-c", "from governance.command import main; main()", "feeds", "collect", "--json", "--replica", "east"],
+                               cwd=ROOT, env=os.environ.copy(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while server.hits.get("/changing", 0) < 5 and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.1)
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    events = [json.loads(line) for line in out.splitlines()]
+    assert events[0]["event"] == "started" and events[-1]["event"] == "stopped"
+    kept = events[-1]["downloads"]
+    assert kept >= 5
+    store = FeedStore(settings.feeds_store)
+    assert sum(len(names) for names in archived(store).values()) == kept
+    assert not list((settings.feeds_workspace / "downloads").rglob("*.json"))
+    assert "canary-51de2b" not in out + err
+
+
+def test_a_collector_refused_at_start_is_recorded(feed_env, capsys, monkeypatch, catalog):
+    monkeypatch.delenv("FEED_KEY")
+    code, _, err = cli(capsys, "feeds", "collect")
+    assert code == 1
+    assert "error: market.prices: source.feed.url: the variable FEED_KEY is not set" in err
+    assert [json.loads(e.details)["reason"] for e in entries(catalog, "feed.refused")] == [
+        "market.prices: source.feed.url: the variable FEED_KEY is not set"]
+
+
+def test_status_retrieve_and_delete(feed_env, capsys, tmp_path: Path, catalog):
+    settings, _ = feed_env
+    store = FeedStore(settings.feeds_store)
+    for hour in (HOUR_START, HOUR_START + timedelta(hours=1)):
+        upload_archive(tmp_path, store, hour, [make_download(hour + timedelta(seconds=1), b'{"tick": 1, "price": 2}')])
+    code, out, _ = cli(capsys, "feeds", "status", "--json")
+    assert code == 0
+    assert json.loads(out)["feeds"][0] | {"store_bytes": 0} == {
+        "feed": "market/prices", "every": "200ms", "last_download": None, "failed_ticks": 0, "hours_archived": 2,
+        "last_hour": "2026-11-23T15:00:00+00:00", "store_bytes": 0}
+    code, out, _ = cli(capsys, "feeds", "retrieve", "market/prices", "--from", "2026-11-23T14", "--to", "2026-11-23T16",
+                       "--to-dir", str(tmp_path / "got"))
+    assert (code, out.split(" ")[0]) == (0, "2")
+    code, _, err = cli(capsys, "feeds", "delete", "market/prices", "--from", "2026-11-23T14", "--to", "2026-11-23T15", "--by", "bob")
+    assert code == 3 and "bob may not delete feed archives: it needs the admin group custody-admins" in err
+    code, out, _ = cli(capsys, "feeds", "delete", "market/prices", "--from", "2026-11-23T14", "--to", "2026-11-23T15", "--by", "alice")
+    assert (code, out.strip().split(" ")[:2]) == (0, ["deleted", "1"])
+    assert store.hours(FEED) == [HOUR_START + timedelta(hours=1)]
+    decisions = [(e.actor, json.loads(e.details)["result"]) for e in entries(catalog, "feed.delete")]
+    assert decisions == [("bob", "denied"), ("alice", "allowed")]
+    assert json.loads(entries(catalog, "feed.deleted")[0].details)["archives"]
+
+
+def test_a_dropped_hour_lands_as_a_version_labelled_with_the_hour(tmp_path: Path, spark, catalog, lake, settings):
+    spec = load(feed_spec(tmp_path / "specs", "https://prices.example/list"))[KEY]
+    store = FeedStore(settings.feeds_store)
+    bodies = [b'{"tick": %d, "price": %d}' % (i, 100 + i) for i in range(4)]
+    upload_archive(tmp_path, store, HOUR_START, [make_download(HOUR_START + timedelta(minutes=i), b) for i, b in enumerate(bodies)])
+    dropped = drop_complete_hours(store, lake, catalog, spec, datetime(2026, 11, 23, 16, tzinfo=UTC))
+    row = ingest(spark, catalog, lake, spec, RunRequest(requested_by="bob"), batch_id=dropped[0].batch_id)
+    assert (row.rows, row.rows_quarantined, row.label) == (4, 0, "2026-11-23T14")
+    assert sorted(r.tick for r in spark.read.parquet(row.path).collect()) == [0, 1, 2, 3]
