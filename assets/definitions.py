@@ -11,7 +11,7 @@ import dagster as dg
 
 from assets.factory import broken_asset, build_assets
 from assets.maintenance import ledger_maintenance, nightly_ledger_maintenance
-from assets.sensors import dropzone_sensor
+from assets.sensors import dropzone_sensor, feeds_sensor
 from governance.config import Settings
 from governance.errors import SpecProblem
 from governance.spec import SpecSet, load_valid_specs
@@ -33,12 +33,12 @@ def definitions_for(
     specs: SpecSet, *, sensor_running: bool = True, pending: Mapping[AssetKey, str] | None = None,
     broken: Mapping[AssetKey, tuple[SpecProblem, ...]] | None = None,
 ) -> dg.Definitions:
-    sensor = dropzone_sensor(specs, running=sensor_running)
+    sensors = [sensor for sensor in (dropzone_sensor(specs, running=sensor_running), feeds_sensor(specs)) if sensor]
     return dg.Definitions(
         assets=[*build_assets(specs, pending), *(broken_asset(key, problems) for key, problems in (broken or {}).items())],
         jobs=[ledger_maintenance],
         schedules=[nightly_ledger_maintenance],
-        sensors=[sensor] if sensor else [],
+        sensors=sensors,
         # Bound as it is, with no config a run could change: the catalog, the ledger, the directory and
         # the policy come from the code location's environment, never from a Launchpad's run config.
         resources={"custody": dg.ResourceDefinition.hardcoded_resource(CustodyResource(), CUSTODY_DESCRIPTION),

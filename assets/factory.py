@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from governance.zones import AssetKey
 
 REQUESTED_BY_TAG = "custody/requested_by"
+PARTITION_FORMAT = "%Y-%m-%d-%H:%M"
 # Runs a schedule launched: their requester is established by the system. A sensor's runs are for
 # the user a batch names, which is asserted: the sensor is the channel the ledger records.
 SYSTEM_TAGS = ("dagster/schedule_name",)
@@ -84,6 +85,8 @@ def _asset_spec(spec: Spec, deps: "list[dg.AssetKey] | None" = None, pending: st
     }
     description = f"**Pending approval:** {pending}\n\n{spec.body.description}" if pending else spec.body.description
     metadata = {"custody/spec": dg.MetadataValue.path(str(spec.file))}
+    if spec.feed:
+        metadata["custody/feed"] = dg.MetadataValue.text(f"every {spec.feed.every} from {feed_origin(spec.feed.url)}")
     if spec.reads_database:
         place = Place.of(spec.body.source)
         metadata["custody/source"] = dg.MetadataValue.text(f"{place.namespace} {place.name}")
@@ -111,7 +114,25 @@ def _asset_args(spec: Spec, deps: "list[dg.AssetKey] | None" = None, pending: st
     return dict(
         specs=[_asset_spec(spec, deps, pending)], check_specs=_check_specs(spec), can_subset=True,
         name=f"{spec.key.domain}__{spec.key.name}", required_resource_keys=RESOURCE_KEYS, retry_policy=INGEST_RETRY,
+        partitions_def=feed_partitions(spec) if spec.feed else None,
     )
+
+
+def feed_partitions(spec: Spec) -> dg.HourlyPartitionsDefinition:
+    """A feed's hours from its first: each partition's materialization lands that hour as a version."""
+    return dg.HourlyPartitionsDefinition(start_date=spec.feed.first_hour.strftime(PARTITION_FORMAT), timezone="UTC",
+                                         fmt=PARTITION_FORMAT)
+
+
+def partition_hour(key: str) -> datetime:
+    return datetime.strptime(key, PARTITION_FORMAT).replace(tzinfo=UTC)
+
+
+def feed_origin(url: str) -> str:
+    """Where a feed is read from, for the UI: the scheme and host of its URL template, nothing after
+    them, where a template may have put a secret."""
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://{rest.split('/', 1)[0].rsplit('@', 1)[-1]}"
 
 
 # The asset functions have no docstring: Dagster parses an op's docstring for every asset it builds,
@@ -135,9 +156,10 @@ def landing_asset(spec: Spec, pending: str | None = None) -> dg.AssetsDefinition
         spark: SparkResource = context.resources.spark
         with governed(custody):
             request, _ = checked_request(context, custody, spec)
+            batch = hour_batch(context, custody, spec, config["batch"]) if spec.feed else config["batch"]
             row = ingest(
                 spark.session(context.log.info), custody.catalog, custody.lake, spec, request,
-                batch_id=config["batch"], force=config["force"], progress=context.log.info, events=custody.events(),
+                batch_id=batch, force=config["force"], progress=context.log.info, events=custody.events(),
                 column_lineage=custody.column_options(),
             )
         # Only a database asset's versions have a read to show: a batch's would cost a query for nothing.
@@ -146,6 +168,21 @@ def landing_asset(spec: Spec, pending: str | None = None) -> dg.AssetsDefinition
                                  checks=check_results(context, custody, spec, row, thorough=False))
 
     return _landing
+
+
+def hour_batch(context: dg.AssetExecutionContext, custody: CustodyResource, spec: Spec, named: str | None) -> str:
+    """The batch a feed asset's partition lands: the one named, if it holds that hour, else the
+    hour's newest ready batch."""
+    from governance.errors import InvalidInput
+    from governance.feeds.hours import hour_of_batch, ready_batch_for
+    from governance.feeds.names import hour_label
+
+    hour = partition_hour(context.partition_key)
+    if named is None:
+        return ready_batch_for(custody.lake, custody.catalog, spec, hour)
+    if hour_of_batch(named) != hour:
+        raise InvalidInput(f"batch {named} does not hold the hour {hour_label(hour)} of partition {context.partition_key}")
+    return named
 
 
 def integration_asset(spec: Spec, specs: SpecSet, pending: str | None = None) -> dg.AssetsDefinition:

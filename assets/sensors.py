@@ -7,11 +7,13 @@ from collections.abc import Iterator
 
 import dagster as dg
 
-from assets.factory import REQUESTED_BY_TAG
-from governance.spec import SpecSet
+from assets.factory import PARTITION_FORMAT, REQUESTED_BY_TAG
+from governance.spec import Spec, SpecSet
 from resources import CustodyResource
 
 SENSOR = "custody_dropzone"
+FEEDS_SENSOR = "custody_feeds"
+FEEDS_EVERY_SECONDS = 60
 BATCH_TAG = "custody/batch"
 EVERY_SECONDS = 30
 
@@ -43,13 +45,91 @@ def dropzone_sensor(specs: SpecSet, *, running: bool = True) -> dg.SensorDefinit
             context.log.warning(f"{refusal.key}: not ingested: {refusal.reason}")
         context.update_cursor(json.dumps(sorted(seen.reported)))
         for batch in seen.ready:
+            partition = feed_partition(batch.spec, batch.batch_id)
+            if batch.spec.feed and partition is None:
+                context.log.warning(f"{batch.key}: not ingested: it holds no hour of the feed since {batch.spec.feed.start}")
+                continue
             yield dg.RunRequest(
                 run_key=batch.key,
                 asset_selection=[dg.AssetKey([batch.spec.key.domain, batch.spec.key.name])],
                 run_config={"ops": {f"{batch.spec.key.domain}__{batch.spec.key.name}": {"config": {"batch": batch.batch_id}}}},
                 tags={REQUESTED_BY_TAG: batch.requested_by, BATCH_TAG: batch.batch_id},
+                partition_key=partition,
             )
         if not seen.ready:
             yield dg.SkipReason(f"no new ready batch; {len(seen.reported)} refused batch(es) wait for a fix")
 
     return custody_dropzone
+
+
+def feed_partition(spec: Spec, batch_id: str) -> str | None:
+    """The hourly partition a feed's batch lands in; None for other assets, or an hour before the feed's first."""
+    from governance.feeds.hours import hour_of_batch
+
+    hour = hour_of_batch(batch_id) if spec.feed else None
+    if hour is None or hour < spec.feed.first_hour:
+        return None
+    return hour.strftime(PARTITION_FORMAT)
+
+
+def feeds_sensor(specs: SpecSet) -> dg.SensorDefinition | None:
+    """None when no spec declares a feed."""
+    feeds = [spec for spec in specs if spec.feed]
+    if not feeds:
+        return None
+
+    @dg.sensor(
+        name=FEEDS_SENSOR, minimum_interval_seconds=FEEDS_EVERY_SECONDS, required_resource_keys={"custody"},
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Merges the feeds' archives of each ended hour, drops each complete hour into the DropZone "
+                    "(the DropZone sensor then ingests it), and shows each feed's collectors on its asset.",
+    )
+    def custody_feeds(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        from governance.feeds.collector import utc_now
+        from governance.feeds.replicas import replicas
+        from governance.feeds.store import FeedStore
+        from governance.feeds.tend import record_refusal, tend
+
+        custody: CustodyResource = context.resources.custody
+        settings = custody.settings()
+        store = FeedStore(settings.feeds_store)
+        reported = set(json.loads(context.cursor)) if context.cursor else set()
+        try:
+            done = tend(store, feeds, settings.feeds_workspace / "consolidating", utc_now(), lake=custody.lake,
+                        catalog=custody.catalog)
+            for refused in done.refused:
+                context.log.warning(f"{refused.feed} {refused.hour:%Y-%m-%dT%H}: left as it is: {refused.reason}")
+                if refused.reason not in reported:
+                    reported.add(refused.reason)
+                    record_refusal(custody.catalog, f"sensor {FEEDS_SENSOR}", refused.reason, feed=refused.feed)
+        finally:
+            custody.catalog.checkpoint()
+        for dropped in done.dropped:
+            context.log.info(f"{dropped.feed}: hour {dropped.hour:%Y-%m-%dT%H} dropped as batch {dropped.batch_id}")
+        seen = replicas(store)
+        return dg.SensorResult(
+            asset_events=[dg.AssetObservation(asset_key=dg.AssetKey([s.key.domain, s.key.name]), metadata=collector_health(s, seen))
+                          for s in feeds],
+            cursor=json.dumps(sorted(reported)),
+        )
+
+    return custody_feeds
+
+
+def collector_health(spec: Spec, seen: list[dict]) -> dict[str, object]:
+    """A feed's collection as its replicas last wrote it: when it last downloaded, and its failures."""
+    from governance.feeds.names import feed_id
+
+    counts = [(replica, replica["feeds"][feed_id(spec.key)]) for replica in seen if feed_id(spec.key) in replica.get("feeds", {})]
+    running = [replica["replica"] for replica, _ in counts if not replica.get("stopped")]
+    last = max((c.get("last_download") or "" for _, c in counts), default="")
+    errors = [c["last_error"] for _, c in counts if c.get("last_error")]
+    return {
+        "custody/collectors_running": dg.MetadataValue.int(len(running)),
+        "custody/replicas": ", ".join(running) or "none running",
+        "custody/last_download": last or "never",
+        "custody/downloads": dg.MetadataValue.int(sum(c.get("downloads", 0) for _, c in counts)),
+        "custody/failed_downloads": dg.MetadataValue.int(sum(c.get("failed_ticks", 0) for _, c in counts)),
+        "custody/last_error": max(errors, default="none"),
+    }
+

@@ -40,7 +40,7 @@ def write_specs(folder: Path, url: str, feeds: int, every: str) -> None:
     for index in range(feeds):
         body = {"description": "Benchmark feed.", "zone": "landing",
                 "roles": {"owner": "bench-owners", "producer": "bench-producers", "consumer": "bench-consumers"},
-                "source": {"format": "json", "feed": {"url": f"{url}?feed={index}", "every": every, "requested_by": "bench"}}}
+                "source": {"format": "json", "feed": {"url": f"{url}?feed={index}", "every": every, "requested_by": "bench", "start": "2026-01-01T00"}}}
         (folder / "bench" / f"feed_{index:03d}.yaml").write_text(yaml.safe_dump(body), encoding="utf-8")
 
 

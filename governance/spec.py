@@ -10,6 +10,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 from functools import cache, cached_property
 from pathlib import Path
@@ -108,6 +109,8 @@ class Feed(_Strict):
     timeout: Annotated[float, Field(gt=0, le=600)] = 30.0
     # The producer each hour's batch is ingested for; the collector asserts it.
     requested_by: Annotated[str, Field(pattern=f"^{USER_NAME.pattern}$")]
+    # The first hour kept: where the asset's hourly partitions begin in Dagster.
+    start: Annotated[str, Field(pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}$")]
 
     @field_validator("every")
     @classmethod
@@ -118,6 +121,19 @@ class Feed(_Strict):
         if not 0.1 <= int(match["count"]) * UNIT_SECONDS[match["unit"]] <= 3600:
             raise ValueError(f"{every!r} is not between 100ms and 1h")
         return every
+
+    @field_validator("start")
+    @classmethod
+    def _real_hour(cls, start: str) -> str:
+        try:
+            datetime.strptime(start, "%Y-%m-%dT%H")
+        except ValueError as err:
+            raise ValueError(f"{start!r} is not an hour of a calendar day") from err
+        return start
+
+    @property
+    def first_hour(self) -> datetime:
+        return datetime.strptime(self.start, "%Y-%m-%dT%H").replace(tzinfo=UTC)
 
     @property
     def period(self) -> float:

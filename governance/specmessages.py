@@ -25,6 +25,7 @@ NAMED = {
     "feed.url": "an http:// or https:// URL without spaces; ${NAME} takes a part from the environment",
     "feed.postfix": "a file name's ending: letters, digits, _, . and -, at most 32 characters",
     "feed.requested_by": "a directory user name: letters, digits, '.', '_' or '-', at most 64",
+    "feed.start": "the first hour kept, as yyyy-mm-ddThh in UTC, such as 2026-11-23T00",
     "headers": "a header name: letters, digits and !#$%&'*+.^_`|~-, at most 64 characters",
 }
 ONE_OF = {"owner": "one group name", "producer": "one group name", "consumer": "one group name"}

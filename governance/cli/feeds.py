@@ -21,6 +21,7 @@ from governance.cli.common import (
     JsonOption,
     PasswordStdin,
     emit_json,
+    err_console,
     group,
     identify,
     load_settings,
@@ -69,8 +70,9 @@ def feeds_collect(
     as_json: Annotated[bool, typer.Option("--json", help="JSON lines on stdout: events and a status line every 10s.")] = False,
 ) -> None:
     """Download each feed on its period until stopped, pack every finished hour into an archive and
-    upload it to the feed store; merge replicas' archives of ended hours and drop each complete hour
-    into the DropZone as a batch of the feed's asset.
+    upload it to the feed store, and each minute merge the archives replicas uploaded for an ended
+    hour. A collector needs only the store: landing complete hours is the custody_feeds sensor's
+    work (or `custody feeds consolidate`'s), where the lake is.
 
     SIGTERM or Ctrl-C stops it cleanly: downloads in progress finish, and every hour in the
     workspace, the current one too, is packed and uploaded before it exits.
@@ -81,7 +83,6 @@ def feeds_collect(
     from governance.feeds.replicas import beat, claim, new_lease
     from governance.feeds.tend import tend
     from governance.feeds.workspace import Workspace
-    from governance.zones import Lake
 
     settings = load_settings()
     custody = open_custody(settings)
@@ -98,16 +99,19 @@ def feeds_collect(
         raise
     workspace = Workspace(settings.feeds_workspace)
     say = _printer(as_json)
-    lake = Lake(settings.lake)
     stop = threading.Event()
+    reported: set[str] = set()
 
     def tend_now() -> None:
-        done = tend(store, specs, settings.feeds_workspace / "consolidating", utc_now(), lake=lake, catalog=custody.store)
+        done = tend(store, specs, settings.feeds_workspace / "consolidating", utc_now())
+        for refused in done.refused:
+            say({"event": "refused", "feed": refused.feed, "hour": refused.hour.isoformat(), "reason": refused.reason})
+            if refused.reason not in reported:
+                reported.add(refused.reason)
+                _refused(custody, name, refused.reason)
         for merged in done.consolidated:
             say({"event": "consolidated", "feed": merged.feed, "hour": merged.hour.isoformat(), "rounds": merged.rounds,
                  "archive": merged.archive.archive.name if merged.archive else None})
-        for hour in done.dropped:
-            say({"event": "dropped", "feed": hour.feed, "hour": hour.hour.isoformat(), "batch": hour.batch_id, "files": hour.files})
 
     collector = Collector(plans, workspace, store, emit=say, workers=workers, every_minute=tend_now)
 
@@ -140,13 +144,11 @@ def _lock_workspace(folder: Path) -> int:
     return descriptor
 
 
-def _refused(custody, replica: str, reason: str) -> None:
-    from governance import ledger
+def _refused(custody, replica: str, reason: str, command: str = "feeds collect") -> None:
+    from governance.feeds.tend import record_refusal
     from governance.runs import os_user
 
-    with custody.store.session() as session:
-        ledger.append(session, actor=os_user(), action=ledger.Action.FEED_REFUSED,
-                      details={"replica": replica, "reason": reason, "command": "feeds collect"})
+    record_refusal(custody.store, os_user(), reason, replica=replica, command=command)
 
 
 def _totals(status: dict[str, dict]) -> dict[str, Any]:
@@ -173,10 +175,10 @@ def _printer(as_json: bool):
             report(f"{event['feed']}: download failed: {event['error']}")
         elif kind == "uploaded":
             report(f"{event['feed']}: uploaded {event['archive']} ({event['downloads']:,} downloads)")
+        elif kind == "refused":
+            report(f"{event['feed']}: hour {event['hour'][:13]} left as it is: {event['reason']}")
         elif kind == "consolidated":
             report(f"{event['feed']}: {event['hour'][:13]} merged into {event['archive']}")
-        elif kind == "dropped":
-            report(f"{event['feed']}: hour {event['hour'][:13]} dropped as batch {event['batch']} ({event['files']:,} files)")
         elif kind == "started":
             report(f"replica {event['replica']} collecting {', '.join(event['feeds'])} into {event['store']}; Ctrl-C stops")
         elif kind == "stopped":
@@ -185,9 +187,10 @@ def _printer(as_json: bool):
 
 
 @feeds_app.command("consolidate")
-def feeds_consolidate(feeds: FeedArgs = None, as_json: JsonOption = False) -> None:
+def feeds_consolidate(feeds: FeedArgs = None, as_json: JsonOption = False) -> int:
     """Once, what a collector does every minute: merge each ended hour's archives into one, and drop
-    each complete hour into the DropZone. Safe beside running collectors."""
+    each complete hour into the DropZone. Safe beside running collectors. An hour with a bad archive
+    is left as it is, reported and recorded in the ledger (exit 1); the others go on."""
     from governance.feeds.collector import utc_now
     from governance.feeds.tend import tend
     from governance.zones import Lake
@@ -200,15 +203,21 @@ def feeds_consolidate(feeds: FeedArgs = None, as_json: JsonOption = False) -> No
     merged = [{"feed": m.feed, "hour": m.hour.isoformat(), "archive": m.archive.archive.name if m.archive else None,
                "rounds": m.rounds, "bytes_read": m.bytes_read, "bytes_written": m.bytes_written} for m in done.consolidated]
     dropped = [{"feed": d.feed, "hour": d.hour.isoformat(), "batch": d.batch_id, "files": d.files} for d in done.dropped]
+    refused = [{"feed": r.feed, "hour": r.hour.isoformat(), "reason": r.reason} for r in done.refused]
+    for item in refused:
+        _refused(custody, "", item["reason"], command="feeds consolidate")
     if as_json:
-        emit_json({"consolidated": merged, "dropped": dropped})
-        return
+        emit_json({"consolidated": merged, "dropped": dropped, "refused": refused})
+        return 1 if refused else 0
     for item in merged:
         typer.echo(f"{item['feed']} {item['hour'][:13]}: merged into {item['archive']} in {item['rounds']} round(s)")
     for item in dropped:
         typer.echo(f"{item['feed']} {item['hour'][:13]}: dropped as batch {item['batch']} ({item['files']:,} files)")
-    if not merged and not dropped:
+    for item in refused:
+        err_console.print(printable(f"error: {item['feed']} {item['hour'][:13]} left as it is: {item['reason']}"), markup=False)
+    if not merged and not dropped and not refused:
         typer.echo("nothing to merge or drop")
+    return 1 if refused else 0
 
 
 @feeds_app.command("retrieve")

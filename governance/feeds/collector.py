@@ -101,7 +101,10 @@ class Collector:
         for index, state in enumerate(self.feeds):
             state.due = start
             heapq.heappush(queue, (state.due, index))
-        next_ship, next_minute, next_beat = start + SHIP_EVERY, start + 60.0, start + beat_every
+        next_ship, next_beat = start + SHIP_EVERY, start + beat_every
+        tender = threading.Thread(target=self._every_minute, args=(stop,), name="feed-tend", daemon=True)
+        if self.every_minute:
+            tender.start()
         session = requests.Session()
         session.mount("http://", requests.adapters.HTTPAdapter(pool_maxsize=self.workers))
         session.mount("https://", requests.adapters.HTTPAdapter(pool_maxsize=self.workers))
@@ -115,16 +118,20 @@ class Collector:
                 if moment >= next_ship:
                     self.ship(finished_only=True)
                     next_ship = moment + SHIP_EVERY
-                if moment >= next_minute and self.every_minute:
-                    self.every_minute()
-                    next_minute = moment + 60.0
                 if moment >= next_beat and on_beat:
                     on_beat()
                     next_beat = moment + beat_every
                 wake = min(queue[0][0] if queue else moment + 1.0, next_ship)
                 stop.wait(max(0.0, wake - time.monotonic()))
+        if tender.is_alive():
+            tender.join()
         self.ship(finished_only=False)
         session.close()
+
+    def _every_minute(self, stop: threading.Event) -> None:
+        """Consolidation and landing, on a thread of their own: they take seconds, downloads cannot wait."""
+        while not stop.wait(60.0):
+            self.every_minute()
 
     def _start(self, pool: ThreadPoolExecutor, session: requests.Session, state: _Feed, due: float, stop: threading.Event) -> None:
         period = state.feed.period

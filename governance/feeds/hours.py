@@ -13,12 +13,12 @@ import shutil
 import tempfile
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import yaml
 
-from governance.batches import BATCH_META, READY_MARKER
+from governance.batches import BATCH_META, READY_MARKER, ready_batches
 from governance.catalog import Catalog
 from governance.errors import NotFound
 from governance.feeds.archive import downloads
@@ -45,22 +45,25 @@ def batch_id_of(hour: datetime, digest: str) -> str:
 def drop_complete_hours(store: FeedStore, lake: Lake, catalog: Catalog, spec: Spec, now: datetime,
                         settle: timedelta = SETTLE) -> list[DroppedHour]:
     """Drop every complete hour of the feed not dropped before; hours still being merged wait."""
-    feed = feed_id(spec.key)
     ingested = catalog.ingested_batch_ids(spec.key)
-    dropped = []
-    for hour in store.hours(feed):
-        if hour + HOUR + settle > now:
-            continue
-        stored = store.archives(feed, hour)
-        if len(stored) != 1:
-            continue
-        batch_id = batch_id_of(hour, stored[0].archive.digest)
-        if batch_id in ingested or lake.batch_dir(spec.key, batch_id).exists():
-            continue
-        files = _drop(store, lake, spec, stored[0].key, stored[0].archive.name, hour, batch_id)
-        if files is not None:
-            dropped.append(DroppedHour(feed, hour, batch_id, files))
-    return dropped
+    found = (drop_hour(store, lake, spec, hour, now, ingested, settle) for hour in store.hours(feed_id(spec.key)))
+    return [dropped for dropped in found if dropped is not None]
+
+
+def drop_hour(store: FeedStore, lake: Lake, spec: Spec, hour: datetime, now: datetime, ingested: set[str],
+              settle: timedelta = SETTLE) -> DroppedHour | None:
+    """Drop one hour if it is complete and its archive was not dropped (or ingested) before."""
+    if hour + HOUR + settle > now:
+        return None
+    feed = feed_id(spec.key)
+    stored = store.archives(feed, hour)
+    if len(stored) != 1:
+        return None
+    batch_id = batch_id_of(hour, stored[0].archive.digest)
+    if batch_id in ingested or lake.batch_dir(spec.key, batch_id).exists():
+        return None
+    files = _drop(store, lake, spec, stored[0].key, stored[0].archive.name, hour, batch_id)
+    return None if files is None else DroppedHour(feed, hour, batch_id, files)
 
 
 def _drop(store: FeedStore, lake: Lake, spec: Spec, key: str, name: str, hour: datetime, batch_id: str) -> int | None:
@@ -91,3 +94,22 @@ def _drop(store: FeedStore, lake: Lake, spec: Spec, key: str, name: str, hour: d
         raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def hour_of_batch(batch_id: str) -> datetime | None:
+    """The hour a feed's batch holds, read from its id; None for a batch a producer named otherwise."""
+    try:
+        return datetime.strptime(batch_id.split("_", 1)[0], "%Y-%m-%dT%H").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def ready_batch_for(lake: Lake, catalog: Catalog, spec: Spec, hour: datetime) -> str:
+    """The newest ready batch of the hour not ingested yet: a late archive's batch comes after the first."""
+    ingested = catalog.ingested_batch_ids(spec.key)
+    ready = [b for b in ready_batches(lake, spec.key) if b not in ingested and hour_of_batch(b) == hour]
+    if not ready:
+        raise NotFound(f"no ready batch of {spec.key} for the hour {hour_label(hour)}: an hour is dropped "
+                       f"{int(SETTLE.total_seconds() // 60)} minutes after it ends, once its archives are merged "
+                       "(custody feeds status, custody feeds consolidate)")
+    return ready[-1]

@@ -74,9 +74,6 @@ class FeedStore:
                 hours.add(archive.hour)
         return sorted(hours)
 
-    def feeds(self) -> list[str]:
-        return sorted(entry["name"].rsplit("/", 1)[-1] for entry in self._list(self.root) if entry["type"] == "directory")
-
     def put(self, source: Path, feed: str, hour: datetime, name: str) -> str:
         """Upload an archive; one that is there already is left as it is (its name is its content)."""
         key = f"{self.hour_key(feed, hour)}/{name}"

@@ -11,9 +11,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from governance import ledger
 from governance.catalog import Catalog
+from governance.feeds.archive import ArchiveProblem
 from governance.feeds.consolidate import Consolidated, consolidate
-from governance.feeds.hours import SETTLE, DroppedHour, drop_complete_hours
+from governance.feeds.hours import SETTLE, DroppedHour, drop_hour
 from governance.feeds.names import feed_id, hour_of
 from governance.feeds.store import FeedStore
 from governance.spec import Spec
@@ -21,22 +23,43 @@ from governance.zones import Lake
 
 
 @dataclass(frozen=True)
+class Refused:
+    """An hour left as it is: one of its archives is not what it must be."""
+
+    feed: str
+    hour: datetime
+    reason: str
+
+
+@dataclass(frozen=True)
 class Tended:
     consolidated: tuple[Consolidated, ...]
     dropped: tuple[DroppedHour, ...]
+    refused: tuple[Refused, ...] = ()
 
 
 def tend(store: FeedStore, specs: Iterable[Spec], work: Path, now: datetime, *, lake: Lake | None = None,
          catalog: Catalog | None = None, settle: timedelta = SETTLE) -> Tended:
     """Consolidate every ended hour with more than one archive; with a lake and catalog, drop the
-    complete hours as batches."""
-    merged, dropped = [], []
+    complete hours as batches. An hour with a bad archive is refused and the others go on."""
+    merged, dropped, refused = [], [], []
     work.mkdir(parents=True, exist_ok=True)
     for spec in specs:
         feed = feed_id(spec.key)
+        ingested = catalog.ingested_batch_ids(spec.key) if catalog is not None else set()
         for hour in store.hours(feed):
-            if hour < hour_of(now) and len(store.archives(feed, hour)) > 1:
-                merged.append(consolidate(store, feed, hour, work))
-        if lake is not None and catalog is not None:
-            dropped += drop_complete_hours(store, lake, catalog, spec, now, settle)
-    return Tended(tuple(merged), tuple(dropped))
+            try:
+                if hour < hour_of(now) and len(store.archives(feed, hour)) > 1:
+                    merged.append(consolidate(store, feed, hour, work))
+                if lake is not None and catalog is not None:
+                    done = drop_hour(store, lake, spec, hour, now, ingested, settle)
+                    dropped += [done] if done else []
+            except ArchiveProblem as err:
+                refused.append(Refused(feed, hour, str(err)))
+    return Tended(tuple(merged), tuple(dropped), tuple(refused))
+
+
+def record_refusal(catalog: Catalog, actor: str, reason: str, **details: str) -> None:
+    """A refusal to the ledger: a collector that may not start, an hour left as it is."""
+    with catalog.session() as session:
+        ledger.append(session, actor=actor, action=ledger.Action.FEED_REFUSED, details={"reason": reason, **details})

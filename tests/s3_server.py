@@ -1,0 +1,52 @@
+"""An S3-compatible server on a loopback port: moto's standalone server, started as a process."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "custody-test", "AWS_SECRET_ACCESS_KEY": "custody-test-secret", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+@dataclass(frozen=True)
+class S3Server:
+    endpoint: str
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextmanager
+def running_s3() -> Iterator[S3Server]:
+    """Fails, never skips, when moto's server is missing: `make test` installs it."""
+    server = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or shutil.which("moto_server")
+    if server is None:
+        raise RuntimeError("moto_server is not installed: pip install 'moto[server]' (the test extra has it)")
+    port = _free_port()
+    process = subprocess.Popen([server, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, env={**os.environ, **CREDENTIALS})
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"moto_server did not start on port {port}") from None
+                time.sleep(0.1)
+        yield S3Server(f"http://127.0.0.1:{port}")
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
