@@ -106,7 +106,7 @@ def feeds_sensor(specs: SpecSet) -> dg.SensorDefinition | None:
             custody.catalog.checkpoint()
         for dropped in done.dropped:
             context.log.info(f"{dropped.feed}: hour {dropped.hour:%Y-%m-%dT%H} dropped as batch {dropped.batch_id}")
-        seen = replicas(store)
+        seen = replicas(store, utc_now())
         return dg.SensorResult(
             asset_events=[dg.AssetObservation(asset_key=dg.AssetKey([s.key.domain, s.key.name]), metadata=collector_health(s, seen))
                           for s in feeds],
@@ -121,7 +121,7 @@ def collector_health(spec: Spec, seen: list[dict]) -> dict[str, object]:
     from governance.feeds.names import feed_id
 
     counts = [(replica, replica["feeds"][feed_id(spec.key)]) for replica in seen if feed_id(spec.key) in replica.get("feeds", {})]
-    running = [replica["replica"] for replica, _ in counts if not replica.get("stopped")]
+    running = [replica["replica"] for replica, _ in counts if replica["running"]]
     last = max((c.get("last_download") or "" for _, c in counts), default="")
     errors = [c["last_error"] for _, c in counts if c.get("last_error")]
     return {

@@ -152,9 +152,11 @@ def ready_batches(lake: Lake, key: AssetKey) -> list[str]:
     return [p.name for p in ready]
 
 
-def open_batch(lake: Lake, key: AssetKey, batch_id: str, fmt: str) -> Batch:
+def open_batch(lake: Lake, key: AssetKey, batch_id: str, fmt: str, *, sniff: bool = True) -> Batch:
     """Check a batch folder and the first and last bytes of its files; raise BatchError naming
-    the first problem. `scan_batch` reads them whole."""
+    the first problem. `scan_batch` reads them whole. Without `sniff`, a text file that does not
+    start as its format does is left for the reader to quarantine: a feed's hour holds whatever
+    the feed answered, and one bad answer must not keep the others from landing."""
     try:
         folder = lake.batch_dir(key, batch_id)
     except (InvalidName, UnsafePath) as err:
@@ -168,7 +170,7 @@ def open_batch(lake: Lake, key: AssetKey, batch_id: str, fmt: str) -> Batch:
     for entry in sorted(folder.iterdir()):
         if entry.name.startswith(("_", ".")):
             continue
-        files.append(_check_file(lake.drop_dir(key), entry, fmt))
+        files.append(_check_file(lake.drop_dir(key), entry, fmt, sniff))
     if not files:
         raise BatchError(f"batch {batch_id!r} of {key} is empty: {folder} holds no data file")
     return Batch(key, batch_id, folder, tuple(files), meta, fmt)
@@ -255,7 +257,7 @@ def _meta_problem(err: ValidationError) -> str:
     return f"{field}: {first['msg'].removeprefix('Value error, ')}"
 
 
-def _check_file(drop: Path, entry: Path, fmt: str) -> DropFile:
+def _check_file(drop: Path, entry: Path, fmt: str, sniff: bool = True) -> DropFile:
     """A data file may be a symlink within its asset's DropZone folder; it must be one regular file
     with one name.
 
@@ -271,7 +273,7 @@ def _check_file(drop: Path, entry: Path, fmt: str) -> DropFile:
         raise BatchError(f"{entry}: a batch is a flat folder of files; sub-folders are not ingested")
     try:
         with _open_checked(entry, follow=True, within=drop) as (handle, status):
-            _sniff(entry, handle.read(SNIFF_BYTES), fmt)
+            _sniff(entry, handle.read(SNIFF_BYTES), fmt if sniff else "")
             if fmt == "parquet":
                 handle.seek(max(0, status.st_size - 4))
                 if status.st_size < 12 or handle.read(4) != b"PAR1":

@@ -19,7 +19,6 @@ import json
 import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,59 +67,76 @@ class ParquetContent:
 def digest_parquet(paths: Sequence[Path]) -> ParquetContent:
     """Hash the rows of Parquet files, taken in order as one table, and each file's bytes.
 
-    A column's streams depend on no other column, so each column is read and hashed on a thread of
-    its own, across all files in order; decoding and hashing release the GIL."""
+    One file is open at a time. A column's streams depend on no other column, so within a file each
+    column is read and hashed on a thread of its own, beside the hash of the file's bytes; decoding
+    and hashing release the GIL."""
     if not paths:
         raise IntegrityError("no Parquet file to hash")
-    with ExitStack() as stack:
-        buffers = [stack.enter_context(pa.memory_map(str(path))).read_buffer() for path in paths]
-        files = [pq.ParquetFile(pa.BufferReader(b), coerce_int96_timestamp_unit="us") for b in buffers]
-        schema, columns = _common_schema(files, paths)
-        names = files[0].schema_arrow.names
-        dictionaries = [frozenset(_dictionary_encoded(f.metadata)) for f in files]
-        with ThreadPoolExecutor(max_workers=min(WORKERS, len(columns) + len(paths))) as pool:
-            sums = [pool.submit(_sha256, buffer) for buffer in buffers]
-            fed = [pool.submit(_feed_files, column, name, buffers, files, dictionaries) for column, name in zip(columns, names)]
-            for done in fed:
-                done.result()
-            sha256 = tuple(done.result() for done in sums)
-        rows = tuple(f.metadata.num_rows for f in files)
-        digest = hashlib.sha256(f"{SCHEME}\n{json.dumps(schema)}\n{sum(rows)}\n".encode())
-        for column in columns:
-            for part in column.digests():
-                digest.update(part)
-        return ParquetContent(tuple(b.size for b in buffers), rows, sha256, digest.hexdigest())
-
-
-def _common_schema(files: list[pq.ParquetFile], paths: Sequence[Path]) -> tuple[list[dict], list[_Column]]:
     schema, columns = None, []
-    for parquet, path in zip(files, paths):
-        file_columns = _columns(parquet)
-        described = [_describe(f, c) for f, c in zip(parquet.schema_arrow, file_columns)]
-        if schema is None:
-            schema, columns = described, file_columns
-        elif described != schema:
-            raise IntegrityError(f"{path.name} has another schema than the files before it")
-    return schema, columns
+    sizes, rows, sums = [], [], []
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        for path in paths:
+            with pa.memory_map(str(path)) as mapped:
+                buffer = mapped.read_buffer()
+                parquet = pq.ParquetFile(pa.BufferReader(buffer), coerce_int96_timestamp_unit="us")
+                file_columns = _columns(parquet)
+                described = [_describe(f, c) for f, c in zip(parquet.schema_arrow, file_columns)]
+                if schema is None:
+                    schema, columns = described, file_columns
+                elif described != schema:
+                    raise IntegrityError(f"{path.name} has another schema than the files before it")
+                encoded = frozenset(_dictionary_encoded(parquet.metadata))
+                whole = pool.submit(_sha256, buffer)
+                fed = [pool.submit(_feed_file, column, field.name, leaves, buffer, parquet.metadata, encoded)
+                       for column, field, leaves in zip(columns, parquet.schema_arrow, _leaf_indices(parquet.schema_arrow))]
+                for done in fed:
+                    done.result()
+                sizes.append(buffer.size)
+                rows.append(parquet.metadata.num_rows)
+                sums.append(whole.result())
+    digest = hashlib.sha256(f"{SCHEME}\n{json.dumps(schema)}\n{sum(rows)}\n".encode())
+    for column in columns:
+        for part in column.digests():
+            digest.update(part)
+    return ParquetContent(tuple(sizes), tuple(rows), tuple(sums), digest.hexdigest())
+
+
+def _leaf_indices(schema: pa.Schema) -> list[list[int]]:
+    """Each top-level field's leaf columns in the file: found by position, not by name, since a
+    column named `a.b` and a struct `a` with a field `b` share a dotted path."""
+    indices, next_leaf = [], 0
+    for arrow_field in schema:
+        count = _leaf_count(arrow_field.type)
+        indices.append(list(range(next_leaf, next_leaf + count)))
+        next_leaf += count
+    return indices
+
+
+def _leaf_count(arrow_type: pa.DataType) -> int:
+    if pa.types.is_map(arrow_type):
+        return _leaf_count(arrow_type.key_type) + _leaf_count(arrow_type.item_type)
+    if _is_list(arrow_type):
+        return _leaf_count(arrow_type.value_type)
+    if pa.types.is_struct(arrow_type):
+        return sum(_leaf_count(f.type) for f in arrow_type)
+    return 1
 
 
 def _sha256(buffer: pa.Buffer) -> str:
     return hashlib.sha256(buffer).hexdigest()
 
 
-def _feed_files(
-    column: _Column, name: str, buffers: list[pa.Buffer], files: list[pq.ParquetFile], dictionaries: list[frozenset[str]]
-) -> None:
-    """One column of every file, in order, into its digests; each thread opens the files anew, as a
-    ParquetFile is not shared between threads."""
-    for buffer, parquet, encoded in zip(buffers, files, dictionaries):
-        dictionary = [name] if name in encoded else None
-        reader = pq.ParquetFile(
-            pa.BufferReader(buffer), metadata=parquet.metadata, read_dictionary=dictionary,
-            coerce_int96_timestamp_unit="us",
-        )
-        for batch in reader.iter_batches(batch_size=BATCH_ROWS, columns=[name], use_threads=False):
-            _feed(column, batch.column(0))
+def _feed_file(column: _Column, name: str, leaves: list[int], buffer: pa.Buffer, metadata: pq.FileMetaData,
+               encoded: frozenset[str]) -> None:
+    """One column of one file into its digests; each thread opens the file anew, as a ParquetFile is
+    not shared between threads."""
+    reader = pq.ParquetFile(
+        pa.BufferReader(buffer), metadata=metadata, read_dictionary=[name] if name in encoded else None,
+        coerce_int96_timestamp_unit="us",
+    )
+    batches = reader.reader.iter_batches(BATCH_ROWS, range(metadata.num_row_groups), column_indices=leaves, use_threads=False)
+    for batch in batches:
+        _feed(column, batch.column(0))
 
 
 def _columns(parquet: pq.ParquetFile) -> list[_Column]:

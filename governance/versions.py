@@ -29,6 +29,7 @@ from governance.zones import AssetKey, Lake, Staging, Zone, publish
 MANIFEST = "_manifest.json"
 CHUNK = 1 << 20
 
+
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
@@ -36,12 +37,14 @@ def sha256_file(path: Path) -> str:
             digest.update(block)
     return digest.hexdigest()
 
+
 @dataclass(frozen=True)
 class FileEntry:
     path: str
     bytes: int
     sha256: str
     rows: int | None = None
+
 
 @dataclass(frozen=True)
 class Sealed:
@@ -60,6 +63,7 @@ class Sealed:
     def bytes(self) -> int:
         return sum(f.bytes for f in self.files)
 
+
 def seal(directory: Path, suffix: str) -> Sealed:
     """Drop Spark's bookkeeping files, give part files stable names, and hash them."""
     for extra in [p for p in directory.iterdir() if p.name.startswith(("_", ".")) and p.is_file()]:
@@ -73,6 +77,7 @@ def seal(directory: Path, suffix: str) -> Sealed:
         return _seal_parquet(targets)
     return Sealed(tuple(FileEntry(t.name, t.stat().st_size, sha256_file(t), _count_lines(t)) for t in targets))
 
+
 def _seal_parquet(paths: list[Path]) -> Sealed:
     """Each file's bytes hashed as they are (the manifest's sha256, which `repair --verify` checks),
     and its rows decoded and hashed into the data_version."""
@@ -80,9 +85,11 @@ def _seal_parquet(paths: list[Path]) -> Sealed:
     entries = zip(paths, content.sizes, content.sha256, content.rows)
     return Sealed(tuple(FileEntry(path.name, size, sha256, rows) for path, size, sha256, rows in entries), content.digest)
 
+
 def _count_lines(path: Path) -> int:
     with open(path, "rb") as handle:
         return sum(block.count(b"\n") for block in iter(lambda: handle.read(CHUNK), b""))
+
 
 @dataclass(frozen=True)
 class BatchRecord:
@@ -94,6 +101,7 @@ class BatchRecord:
     requested_by: str | None = None
     label: str | None = None
     note: str | None = None
+
 
 @dataclass(frozen=True)
 class Draft:
@@ -126,6 +134,7 @@ class Draft:
             return ledger.Action.INGESTION_COMMITTED
         return ledger.Action.MATERIALIZATION_COMMITTED
 
+
 def commit(catalog: Catalog, lake: Lake, stage: Staging, draft: Draft) -> VersionRow:
     """Number, publish and record a version: all of it becomes visible, or none of it.
 
@@ -156,6 +165,7 @@ def commit(catalog: Catalog, lake: Lake, stage: Staging, draft: Draft) -> Versio
             if destination.exists() and not source.exists():
                 os.rename(destination, source)
         raise
+
 
 def _record(session, catalog: Catalog, draft: Draft, number: int, created_at, target: Path, q_target: Path | None) -> VersionRow:
     quarantined = draft.quarantine.rows if draft.quarantine else 0
@@ -207,6 +217,7 @@ def _record(session, catalog: Catalog, draft: Draft, number: int, created_at, ta
                       details={"rows": quarantined, "path": str(q_target)})
     return row
 
+
 def _manifest(draft: Draft, number: int, created_at, sealed: Sealed) -> dict[str, Any]:
     return {
         "asset": str(draft.key),
@@ -227,6 +238,7 @@ def _manifest(draft: Draft, number: int, created_at, sealed: Sealed) -> dict[str
         "inputs": [{"asset": v.asset_key, "version": v.number, "data_version": v.data_version} for v in draft.inputs],
     }
 
+
 def _write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
     temporary = directory / f"{MANIFEST}.tmp"
     with open(temporary, "w", encoding="utf-8") as handle:
@@ -234,6 +246,7 @@ def _write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, directory / MANIFEST)
+
 
 def read_manifest(directory: Path) -> dict[str, Any] | None:
     try:

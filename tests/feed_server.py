@@ -46,6 +46,24 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, b'{"slow": true}')
         elif path == "/notjson":
             self._send(200, f"<html>not json {count}</html>".encode())
+        elif path == "/drip":
+            self.send_response(200)
+            self.send_header("Content-Length", "100")
+            self.end_headers()
+            try:
+                for _ in range(100):
+                    self.wfile.write(b"x")
+                    self.wfile.flush()
+                    time.sleep(0.3)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+        elif path == "/redirect":
+            self.send_response(302)
+            self.send_header("Location", "http://127.0.0.2/elsewhere")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif path == "/empty":
+            self._send(200, b"")
         elif path == "/big":
             self._send(200, b"x" * 5000)
         else:

@@ -24,7 +24,6 @@ from governance.errors import EnvironmentProblem, InvalidInput, SpecError
 from governance.feeds.archive import ArchiveProblem, pack
 from governance.feeds.collector import Collector, plan_feeds
 from governance.feeds.consolidate import consolidate
-from governance.feeds.hours import drop_complete_hours
 from governance.feeds.names import (
     archive_name,
     content_hash,
@@ -37,6 +36,7 @@ from governance.feeds.replicas import claim, new_lease
 from governance.feeds.retrieve import retrieve
 from governance.feeds.store import S3_ENDPOINT, FeedStore
 from governance.feeds.templates import fill_request
+from governance.feeds.tend import tend
 from governance.feeds.workspace import Workspace
 from governance.spec import load_specs
 from governance.zones import AssetKey
@@ -49,7 +49,7 @@ FEED = "market.prices"
 
 
 def feed_spec(folder: Path, url: str, *, every: str = "200ms", headers: dict | None = None, name: str = "prices",
-              extra: dict | None = None) -> Path:
+              extra: dict | None = None, max_bad_fraction: float = 0.01) -> Path:
     body = {
         "description": "Prices, polled.",
         "roles": {"owner": "sales-owners", "producer": "sales-producers", "consumer": "sales-consumers"},
@@ -58,6 +58,7 @@ def feed_spec(folder: Path, url: str, *, every: str = "200ms", headers: dict | N
                    "feed": {"url": url, "every": every, "requested_by": "bob", "postfix": ".json", "timeout": 1, "start": "2026-11-01T00",
                             "max_bytes": 1000, **({"headers": headers} if headers else {}), **(extra or {})}},
         "columns": [{"name": "tick", "type": "long"}, {"name": "price", "type": "long"}],
+        "max_bad_fraction": max_bad_fraction,
     }
     (folder / "market").mkdir(parents=True, exist_ok=True)
     (folder / "market" / f"{name}.yaml").write_text(yaml.safe_dump(body), encoding="utf-8")
@@ -117,6 +118,11 @@ def archived(store: FeedStore, feed: str = FEED) -> dict[datetime, list[str]]:
             with tarfile.open(fileobj=io.BytesIO(store.fs.cat_file(stored.key)), mode="r:gz") as tar:
                 found.setdefault(hour, []).extend(tar.getnames())
     return found
+
+
+def land(store: FeedStore, lake, catalog, spec, now: datetime):
+    """What the custody_feeds sensor does at `now`: the hours it drops into the DropZone."""
+    return list(tend(store, [spec], lake.root / "feed-work", now, lake=lake, catalog=catalog).dropped)
 
 
 def make_download(at: datetime, body: bytes, feed: str = FEED) -> tuple[str, bytes]:
@@ -229,6 +235,27 @@ def test_a_slow_response_times_out_and_a_large_one_is_refused(tmp_path: Path, fe
     assert "took longer than 1s" in status[FEED]["last_error"] or "no answer within 1s" in status[FEED]["last_error"]
     assert "over max_bytes 1,000" in status["market.big"]["last_error"]
     assert status["market.big"]["downloads"] == 0
+
+
+def test_a_body_trickling_in_is_cut_off_at_the_timeout(tmp_path: Path, feed_server, store):
+    specs = load(feed_spec(tmp_path / "specs", feed_server.url("/drip"), every="10s"))
+    started = time.monotonic()
+    collector = collect(specs, Workspace(tmp_path / "ws"), store, 0.5)
+    assert time.monotonic() - started < 6, "the stop waited for the trickle, not for the timeout"
+    assert collector.status()[FEED]["last_error"].endswith("the body took longer than 1s")
+
+
+def test_a_redirect_is_not_followed_so_no_header_goes_elsewhere(tmp_path: Path, feed_server, store):
+    specs = load(feed_spec(tmp_path / "specs", feed_server.url("/redirect"), every="5s", headers={"X-Key": "${KEY}"}))
+    collector = collect(specs, Workspace(tmp_path / "ws"), store, 0.5, environ={"KEY": "secret-value-1"})
+    assert "HTTP 302: a redirect, not followed" in collector.status()[FEED]["last_error"]
+
+
+def test_an_empty_body_is_counted_not_kept(tmp_path: Path, feed_server, store):
+    specs = load(feed_spec(tmp_path / "specs", feed_server.url("/empty")))
+    counts = collect(specs, Workspace(tmp_path / "ws"), store, 0.7).status()[FEED]
+    assert (counts["downloads"], counts["failed_ticks"]) == (0, 0)
+    assert counts["empty"] >= 3
 
 
 def test_a_body_not_in_the_declared_format_is_kept_for_ingestion_to_judge(tmp_path: Path, feed_server, store):
@@ -407,28 +434,53 @@ def test_a_complete_hour_is_dropped_once_as_a_ready_batch_for_the_feeds_producer
     specs = load(feed_spec(tmp_path / "specs", "https://prices.example/list"))
     spec = specs[KEY]
     upload_archive(tmp_path, store, HOUR_START, [make_download(HOUR_START + timedelta(seconds=i), b'{"tick": %d}' % i) for i in range(3)])
-    assert drop_complete_hours(store, lake, catalog, spec, HOUR_START + timedelta(minutes=62)) == []  # still settling
+    assert land(store, lake, catalog, spec, HOUR_START + timedelta(minutes=62)) == []  # still settling
     later = HOUR_START + timedelta(hours=2)
-    dropped = drop_complete_hours(store, lake, catalog, spec, later)
+    dropped = land(store, lake, catalog, spec, later)
     assert [(d.batch_id.split("_")[0], d.files) for d in dropped] == [("2026-11-23T14", 3)]
     assert ready_batches(lake, KEY) == [dropped[0].batch_id]
     meta = batch_meta(lake, KEY, dropped[0].batch_id)
     assert (meta.requested_by, meta.label) == ("bob", "2026-11-23T14")
-    assert drop_complete_hours(store, lake, catalog, spec, later) == []
+    assert land(store, lake, catalog, spec, later) == []
 
 
 def test_a_late_archive_makes_the_hour_come_again_as_a_new_batch(tmp_path: Path, store, catalog, lake):
     spec = load(feed_spec(tmp_path / "specs", "https://prices.example/list"))[KEY]
     upload_archive(tmp_path, store, HOUR_START, [make_download(HOUR_START, b'{"tick": 1}')])
     later = HOUR_START + timedelta(hours=2)
-    first = drop_complete_hours(store, lake, catalog, spec, later)
+    first = land(store, lake, catalog, spec, later)
     upload_archive(tmp_path, store, HOUR_START, [make_download(HOUR_START + timedelta(minutes=59), b'{"tick": 2}')])
     consolidate(store, FEED, HOUR_START, tmp_path)
-    second = drop_complete_hours(store, lake, catalog, spec, later)
+    second = land(store, lake, catalog, spec, later)
     assert len(first) == len(second) == 1
     assert first[0].batch_id != second[0].batch_id
     assert second[0].files == 2
-    assert ready_batches(lake, KEY) == [first[0].batch_id, second[0].batch_id]
+    assert ready_batches(lake, KEY) == [second[0].batch_id], "the first batch, a part of the second, is no longer ready"
+    assert lake.batch_dir(KEY, first[0].batch_id).is_dir()
+
+
+def test_an_hour_before_the_feeds_start_is_not_dropped(tmp_path: Path, store, catalog, lake):
+    spec = load(feed_spec(tmp_path / "specs", "https://prices.example/list"))[KEY]
+    before = spec.feed.first_hour - timedelta(hours=3)
+    upload_archive(tmp_path, store, before, [make_download(before, b'{"tick": 1}')])
+    assert land(store, lake, catalog, spec, HOUR_START) == []
+
+
+def test_the_same_answer_fetched_by_two_replicas_lands_once(tmp_path: Path, store, catalog, lake):
+    spec = load(feed_spec(tmp_path / "specs", "https://prices.example/list"))[KEY]
+    answers = [b'{"tick": 1}', b'{"tick": 1}', b'{"tick": 2}', b'{"tick": 2}', b'{"tick": 1}']
+    upload_archive(tmp_path, store, HOUR_START, [make_download(HOUR_START + timedelta(seconds=i), body)
+                                                 for i, body in enumerate(answers)])
+    [dropped] = land(store, lake, catalog, spec, HOUR_START + timedelta(hours=2))
+    assert dropped.files == 3, "a repeat of the answer just before is the same answer; a later return to it is not"
+    assert "2 repeated answers of replicas left out" in batch_meta(lake, KEY, dropped.batch_id).note
+
+
+def test_a_member_over_max_bytes_is_refused_unread(tmp_path: Path, store):
+    upload_archive(tmp_path, store, HOUR_START, [make_download(HOUR_START, b"x" * 2000)])
+    upload_archive(tmp_path, store, HOUR_START, [make_download(HOUR_START + timedelta(seconds=1), b"{}")])
+    with pytest.raises(ArchiveProblem, match=r"is 2,000 bytes, over max_bytes 1,000"):
+        consolidate(store, FEED, HOUR_START, tmp_path, max_bytes=1000)
 
 
 def test_hour_of_is_utc():

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from governance import ledger
-from governance.feeds.hours import drop_complete_hours
 from governance.feeds.store import FeedStore
 from governance.ingest import ingest
 from governance.runs import RunRequest
@@ -26,6 +25,7 @@ from tests.test_feeds import (
     KEY,
     archived,
     feed_spec,
+    land,
     load,
     make_download,
     upload_archive,
@@ -107,7 +107,20 @@ def test_a_dropped_hour_lands_as_a_version_labelled_with_the_hour(tmp_path: Path
     store = FeedStore(settings.feeds_store)
     bodies = [b'{"tick": %d, "price": %d}' % (i, 100 + i) for i in range(4)]
     upload_archive(tmp_path, store, HOUR_START, [make_download(HOUR_START + timedelta(minutes=i), b) for i, b in enumerate(bodies)])
-    dropped = drop_complete_hours(store, lake, catalog, spec, datetime(2026, 11, 23, 16, tzinfo=UTC))
+    dropped = land(store, lake, catalog, spec, datetime(2026, 11, 23, 16, tzinfo=UTC))
     row = ingest(spark, catalog, lake, spec, RunRequest(requested_by="bob"), batch_id=dropped[0].batch_id)
     assert (row.rows, row.rows_quarantined, row.label) == (4, 0, "2026-11-23T14")
     assert sorted(r.tick for r in spark.read.parquet(row.path).collect()) == [0, 1, 2, 3]
+
+
+def test_a_download_not_in_the_feeds_format_is_quarantined_and_the_rest_of_the_hour_lands(tmp_path: Path, spark, catalog, lake, settings):
+    spec = load(feed_spec(tmp_path / "specs", "https://prices.example/list", max_bad_fraction=0.5))[KEY]
+    store = FeedStore(settings.feeds_store)
+    downloads = [make_download(HOUR_START + timedelta(minutes=i), b'{"tick": %d, "price": 1}' % i) for i in range(3)]
+    downloads.append(make_download(HOUR_START + timedelta(minutes=9), b"<html>502 Bad Gateway</html>"))
+    upload_archive(tmp_path, store, HOUR_START, downloads)
+    dropped = land(store, lake, catalog, spec, datetime(2026, 11, 23, 16, tzinfo=UTC))
+    row = ingest(spark, catalog, lake, spec, RunRequest(requested_by="bob"), batch_id=dropped[0].batch_id)
+    assert (row.rows, row.rows_quarantined) == (3, 1)
+    [refused] = spark.read.json(row.quarantine_path).collect()
+    assert refused.file.endswith(downloads[-1][0])

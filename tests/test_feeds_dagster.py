@@ -13,10 +13,18 @@ from assets.definitions import definitions_for
 from assets.factory import build_assets
 from assets.sensors import FEEDS_SENSOR, SENSOR
 from governance.batches import ready_batches
-from governance.feeds.hours import drop_complete_hours
 from governance.feeds.replicas import beat, new_lease
 from governance.feeds.store import FeedStore
-from tests.test_feeds import FEED, HOUR_START, KEY, feed_spec, load, make_download, upload_archive
+from tests.test_feeds import (
+    FEED,
+    HOUR_START,
+    KEY,
+    feed_spec,
+    land,
+    load,
+    make_download,
+    upload_archive,
+)
 
 ASSET = dg.AssetKey(["market", "prices"])
 PARTITION = "2026-11-23-14:00"
@@ -52,7 +60,7 @@ def test_a_feed_asset_is_hourly_partitioned_from_its_first_hour(feed_specs):
 
 def test_materializing_a_partition_lands_that_hours_batch_as_a_version(tmp_path: Path, feed_specs, resources, store, catalog, lake):
     archive_hour(tmp_path, store)
-    drop_complete_hours(store, lake, catalog, feed_specs[KEY], HOUR_START + timedelta(hours=2))
+    land(store, lake, catalog, feed_specs[KEY], HOUR_START + timedelta(hours=2))
     result = materialize(feed_specs, resources, PARTITION)
     assert result.success
     [event] = result.asset_materializations_for_node("market__prices")

@@ -152,7 +152,7 @@ def _refused(custody, replica: str, reason: str, command: str = "feeds collect")
 
 
 def _totals(status: dict[str, dict]) -> dict[str, Any]:
-    keys = ("downloads", "unchanged", "failed_attempts", "failed_ticks", "missed", "paused", "bytes", "archives")
+    keys = ("downloads", "unchanged", "empty", "failed_attempts", "failed_ticks", "missed", "paused", "bytes", "archives")
     totals = {key: sum(counts[key] for counts in status.values()) for key in keys}
     totals["max_lag_seconds"] = round(max((c["max_lag_seconds"] for c in status.values()), default=0.0), 3)
     return totals
@@ -201,7 +201,8 @@ def feeds_consolidate(feeds: FeedArgs = None, as_json: JsonOption = False) -> in
     done = tend(_store(settings), specs, settings.feeds_workspace / "consolidating", utc_now(),
                 lake=Lake(settings.lake), catalog=custody.store)
     merged = [{"feed": m.feed, "hour": m.hour.isoformat(), "archive": m.archive.archive.name if m.archive else None,
-               "rounds": m.rounds, "bytes_read": m.bytes_read, "bytes_written": m.bytes_written} for m in done.consolidated]
+               "rounds": m.rounds, "bytes_read": m.bytes_read, "bytes_written": m.bytes_written, "deleted": m.deleted}
+              for m in done.consolidated]
     dropped = [{"feed": d.feed, "hour": d.hour.isoformat(), "batch": d.batch_id, "files": d.files} for d in done.dropped]
     refused = [{"feed": r.feed, "hour": r.hour.isoformat(), "reason": r.reason} for r in done.refused]
     for item in refused:
@@ -210,7 +211,8 @@ def feeds_consolidate(feeds: FeedArgs = None, as_json: JsonOption = False) -> in
         emit_json({"consolidated": merged, "dropped": dropped, "refused": refused})
         return 1 if refused else 0
     for item in merged:
-        typer.echo(f"{item['feed']} {item['hour'][:13]}: merged into {item['archive']} in {item['rounds']} round(s)")
+        typer.echo(f"{item['feed']} {item['hour'][:13]}: merged into {item['archive']} in {item['rounds']} round(s), "
+                   f"{item['deleted']} archive(s) deleted")
     for item in dropped:
         typer.echo(f"{item['feed']} {item['hour'][:13]}: dropped as batch {item['batch']} ({item['files']:,} files)")
     for item in refused:
@@ -275,12 +277,16 @@ def feeds_delete(
     identity = identify(custody, by, password_stdin)
     decision = custody.policy.decide(identity, Verb.FEED_DELETE, None)
     enforce(custody.store, decision, details={"feed": str(spec.key), "from": since.isoformat(), "to": until.isoformat()})
-    removed = delete(_store(settings), feed_id(spec.key), since, until)
-    with custody.store.session() as session:
-        ledger.append(session, actor=identity.user, action=ledger.Action.FEED_DELETED, asset=str(spec.key),
-                      assurance=identity.assurance.value,
-                      details={"from": since.isoformat(), "to": until.isoformat(), "archives": [s.archive.name for s in removed],
-                               "bytes": sum(s.bytes for s in removed)})
+    removed: list = []
+    try:
+        removed += delete(_store(settings), feed_id(spec.key), since, until)
+    finally:
+        # Recorded even when the store fails part-way: what went is in the ledger.
+        with custody.store.session() as session:
+            ledger.append(session, actor=identity.user, action=ledger.Action.FEED_DELETED, asset=str(spec.key),
+                          assurance=identity.assurance.value,
+                          details={"from": since.isoformat(), "to": until.isoformat(),
+                                   "archives": [s.archive.name for s in removed], "bytes": sum(s.bytes for s in removed)})
     if as_json:
         emit_json({"feed": str(spec.key), "deleted": [s.archive.name for s in removed]})
         return
@@ -291,13 +297,14 @@ def feeds_delete(
 def feeds_status(as_json: JsonOption = False) -> None:
     """Each feed: its period, its last download (by any replica), hours archived, and the store's size;
     then each replica, when it last wrote, and whether it is running."""
+    from governance.feeds.collector import utc_now
     from governance.feeds.names import feed_id
     from governance.feeds.replicas import replicas
 
     settings = load_settings()
     custody = open_custody(settings)
     store = _store(settings)
-    seen = replicas(store)
+    seen = replicas(store, utc_now())
     rows = []
     for spec in _feed_specs(custody, None):
         name = feed_id(spec.key)
@@ -318,5 +325,5 @@ def feeds_status(as_json: JsonOption = False) -> None:
                       str(row["hours_archived"]), (row["last_hour"] or "-")[:13], f"{row['store_bytes']:,}")
     render.stdout_console().print(table)
     for replica in seen:
-        state = "stopped" if replica.get("stopped") else "running"
+        state = "running" if replica["running"] else "stopped" if replica.get("stopped") else "silent (not running)"
         typer.echo(printable(f"replica {replica['replica']} on {replica['host']}: {state}, last wrote {replica['seen'][:19]}"))

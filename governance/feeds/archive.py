@@ -12,6 +12,7 @@ import hashlib
 import heapq
 import io
 import tarfile
+import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -23,6 +24,9 @@ from governance.feeds.names import Download, content_hash, hour_label, parse_dow
 
 COMPRESSLEVEL = 6
 CHUNK = 1 << 20
+# A member larger than this is refused unread, unless the feed's own max_bytes says otherwise.
+MAX_BYTES = 100 * 1024**2
+READ_ERRORS = (tarfile.TarError, gzip.BadGzipFile, zlib.error, EOFError, OSError)
 
 
 class ArchiveProblem(IntegrityError):
@@ -31,11 +35,11 @@ class ArchiveProblem(IntegrityError):
 
 @dataclass(frozen=True)
 class Packed:
-    """An archive written to disk: its hash, the downloads it holds and its size."""
+    """An archive written to disk: its hash, how many downloads it holds and its size."""
 
     path: Path
     digest: str
-    members: tuple[str, ...]
+    downloads: int
     bytes: int
 
 
@@ -50,7 +54,10 @@ class _Member:
     archive: str
 
     def read(self) -> bytes:
-        data = self.tar.extractfile(self.info).read()
+        try:
+            data = self.tar.extractfile(self.info).read()
+        except READ_ERRORS as err:
+            raise ArchiveProblem(f"{self.archive}: member {self.name} cannot be read: {err}") from err
         if content_hash(data) != self.download.digest:
             raise ArchiveProblem(f"{self.archive}: member {self.name} does not match the hash in its name")
         return data
@@ -63,46 +70,57 @@ def pack(files: Iterable[Path], target: Path) -> Packed:
         for path in ordered:
             data = path.read_bytes()
             tar.addfile(_info(path.name, len(data)), io.BytesIO(data))
-    return _sealed(target, tuple(p.name for p in ordered))
+    return _sealed(target, len(ordered))
 
 
-def merge(sources: Iterable[tuple[str, Path]], target: Path, feed: str, hour: datetime) -> Packed:
+def merge(sources: Iterable[tuple[str, Path]], target: Path, feed: str, hour: datetime, max_bytes: int = MAX_BYTES) -> Packed:
     """Merge archives, each `(name, path)`, into `target`: every download once, in name order.
 
     Each source is streamed once. A member that is not a regular file named as a download of `feed`
-    in `hour`, or whose bytes do not match the hash in its name, refuses the merge."""
+    in `hour`, that is larger than `max_bytes`, or whose bytes do not match the hash in its name,
+    refuses the merge."""
     names: list[str] = []
     with ExitStack() as stack, _writer(target) as tar:
-        streams = [_members(stack.enter_context(_reading(path, name)), name, feed, hour) for name, path in sources]
+        streams = [_members(stack.enter_context(_reading(path, name)), name, feed, hour, max_bytes) for name, path in sources]
         for member in heapq.merge(*streams, key=lambda m: m.name):
             if names and names[-1] == member.name:
                 continue
             data = member.read()
             tar.addfile(_info(member.name, len(data)), io.BytesIO(data))
             names.append(member.name)
-    return _sealed(target, tuple(names))
+    return _sealed(target, len(names))
 
 
-def downloads(path: Path, name: str, feed: str, hour: datetime) -> Iterator[tuple[Download, bytes]]:
+def downloads(path: Path, name: str, feed: str, hour: datetime, max_bytes: int = MAX_BYTES) -> Iterator[tuple[Download, bytes]]:
     """Each download an archive holds, checked as `merge` checks them."""
     with _reading(path, name) as tar:
-        for member in _members(tar, name, feed, hour):
+        for member in _members(tar, name, feed, hour, max_bytes):
             yield member.download, member.read()
 
 
 @contextmanager
 def _reading(path: Path, name: str) -> Iterator[tarfile.TarFile]:
+    """An archive opened as a stream. Only opening is guarded here: an error later, while another
+    archive is read or the merge written, belongs to that archive or to the disk."""
     try:
-        with tarfile.open(path, mode="r|gz") as tar:
-            yield tar
-    except (tarfile.TarError, gzip.BadGzipFile, EOFError, OSError) as err:
+        tar = tarfile.open(path, mode="r|gz")  # noqa: SIM115 (closed by the block below, outside this guard)
+    except READ_ERRORS as err:
         raise ArchiveProblem(f"{name} is not a readable tar.gz: {err}") from err
+    with tar:
+        yield tar
 
 
-def _members(tar: tarfile.TarFile, name: str, feed: str, hour: datetime) -> Iterator[_Member]:
+def _members(tar: tarfile.TarFile, name: str, feed: str, hour: datetime, max_bytes: int) -> Iterator[_Member]:
     previous = ""
-    for info in tar:
-        problem = _problem(info, feed, hour)
+    while True:
+        try:
+            info = tar.next()
+        except READ_ERRORS as err:
+            raise ArchiveProblem(f"{name} is not a readable tar.gz: {err}") from err
+        if info is None:
+            return
+        problem = _problem(info, feed, hour) or (f"is {info.size:,} bytes, over max_bytes {max_bytes:,}"
+                                                 if info.size > max_bytes else None)
         if problem:
             raise ArchiveProblem(f"{name}: member {info.name!r} {problem}")
         if info.name <= previous:
@@ -141,9 +159,9 @@ def _info(name: str, size: int) -> tarfile.TarInfo:
     return info
 
 
-def _sealed(target: Path, names: tuple[str, ...]) -> Packed:
+def _sealed(target: Path, count: int) -> Packed:
     digest = hashlib.sha256()
     with open(target, "rb") as handle:
         while block := handle.read(CHUNK):
             digest.update(block)
-    return Packed(target, short_hash(digest), names, target.stat().st_size)
+    return Packed(target, short_hash(digest), count, target.stat().st_size)

@@ -21,6 +21,7 @@ from typing import Any
 
 import requests
 
+from governance.errors import CustodyError
 from governance.feeds.fetch import FetchFailed, fetch
 from governance.feeds.names import content_hash, download_name, feed_id, hour_of, parse_download
 from governance.feeds.store import FeedStore
@@ -34,6 +35,7 @@ SHIP_EVERY = 5.0
 SHIP_GRACE = timedelta(seconds=2)
 FIRST_BACKOFF = 0.5
 MAX_PAUSE = 60.0
+MAX_DOUBLINGS = 16
 ATTEMPTS = 3
 
 
@@ -47,6 +49,7 @@ class Counts:
 
     downloads: int = 0
     unchanged: int = 0
+    empty: int = 0
     failed_attempts: int = 0
     failed_ticks: int = 0
     missed: int = 0
@@ -86,6 +89,8 @@ class Collector:
         self.workspace, self.store, self.now, self.emit = workspace, store, now, emit
         self.workers, self.every_minute, self.keep_lags = workers, every_minute, keep_lags
         self._lock = threading.Lock()
+        # Downloads in progress, by feed and hour: an hour is packed only once none is left.
+        self._writing: dict[tuple[str, datetime], int] = {}
         for state in self.feeds:
             latest = workspace.latest(state.name)
             state.last_digest = parse_download(latest.name).digest if latest else None
@@ -95,16 +100,19 @@ class Collector:
             return {state.name: asdict(state.counts) for state in self.feeds}
 
     def run(self, stop: threading.Event, on_beat: Callable[[], None] | None = None, beat_every: float = 10.0) -> None:
-        """Collect until `stop` is set, then ship everything."""
+        """Collect until `stop` is set, then ship everything. Packing, uploads, the replica's record
+        and consolidation run beside the downloads, on a thread of their own: they take seconds."""
         start = time.monotonic()
         queue = []
         for index, state in enumerate(self.feeds):
-            state.due = start
+            # Spread over their period, feeds do not all ask at the same instant.
+            state.due = start + state.feed.period * index / len(self.feeds)
             heapq.heappush(queue, (state.due, index))
-        next_ship, next_beat = start + SHIP_EVERY, start + beat_every
-        tender = threading.Thread(target=self._every_minute, args=(stop,), name="feed-tend", daemon=True)
-        if self.every_minute:
-            tender.start()
+        chores = [(SHIP_EVERY, "upload", lambda: self.ship(finished_only=True))]
+        chores += [(beat_every, "record", on_beat)] if on_beat else []
+        chores += [(60.0, "consolidation", self.every_minute)] if self.every_minute else []
+        keeper = threading.Thread(target=self._keep_up, args=(stop, chores), name="feed-keeper", daemon=True)
+        keeper.start()
         session = requests.Session()
         session.mount("http://", requests.adapters.HTTPAdapter(pool_maxsize=self.workers))
         session.mount("https://", requests.adapters.HTTPAdapter(pool_maxsize=self.workers))
@@ -115,23 +123,28 @@ class Collector:
                     due, index = heapq.heappop(queue)
                     self._start(pool, session, self.feeds[index], due, stop)
                     heapq.heappush(queue, (self.feeds[index].due, index))
-                if moment >= next_ship:
-                    self.ship(finished_only=True)
-                    next_ship = moment + SHIP_EVERY
-                if moment >= next_beat and on_beat:
-                    on_beat()
-                    next_beat = moment + beat_every
-                wake = min(queue[0][0] if queue else moment + 1.0, next_ship)
-                stop.wait(max(0.0, wake - time.monotonic()))
-        if tender.is_alive():
-            tender.join()
-        self.ship(finished_only=False)
+                stop.wait(max(0.0, queue[0][0] - time.monotonic()) if queue else 1.0)
+        keeper.join()
         session.close()
+        self.ship(finished_only=False)
 
-    def _every_minute(self, stop: threading.Event) -> None:
-        """Consolidation and landing, on a thread of their own: they take seconds, downloads cannot wait."""
-        while not stop.wait(60.0):
-            self.every_minute()
+    def _keep_up(self, stop: threading.Event, chores: list[tuple[float, str, Callable[[], None]]]) -> None:
+        """Each chore on its own period. A store that fails is reported and tried again next time:
+        what it was to take stays in the workspace meanwhile."""
+        due = [time.monotonic() + every for every, _, _ in chores]
+        while not stop.wait(max(0.0, min(due) - time.monotonic())):
+            for index, (every, what, chore) in enumerate(chores):
+                if time.monotonic() >= due[index]:
+                    try:
+                        chore()
+                    except (OSError, CustodyError) as err:
+                        self.emit({"event": "store_error", "during": what, "error": self._masked(str(err))})
+                    due[index] = time.monotonic() + every
+
+    def _masked(self, text: str) -> str:
+        for state in self.feeds:
+            text = state.request.mask(text)
+        return text
 
     def _start(self, pool: ThreadPoolExecutor, session: requests.Session, state: _Feed, due: float, stop: threading.Event) -> None:
         period = state.feed.period
@@ -150,19 +163,25 @@ class Collector:
         pool.submit(self._tick, session, state, due, stop)
 
     def _tick(self, session: requests.Session, state: _Feed, due: float, stop: threading.Event) -> None:
-        try:
+        with self._lock:
             lag = time.monotonic() - due
-            with self._lock:
-                state.counts.max_lag_seconds = max(state.counts.max_lag_seconds, lag)
-                if self.keep_lags:
-                    state.lags.append(lag)
+            state.counts.max_lag_seconds = max(state.counts.max_lag_seconds, lag)
+            if self.keep_lags:
+                state.lags.append(lag)
+            # Registered before the hour is known to the shipper: it leaves this hour alone until the download is in.
             at = self.now()
+            writing = (state.name, hour_of(at))
+            self._writing[writing] = self._writing.get(writing, 0) + 1
+        try:
             body = self._download(session, state, stop)
             if body is not None:
                 self._keep(state, at, body)
         finally:
             with self._lock:
                 state.busy = False
+                self._writing[writing] -= 1
+                if not self._writing[writing]:
+                    del self._writing[writing]
 
     def _download(self, session: requests.Session, state: _Feed, stop: threading.Event) -> bytes | None:
         wait = FIRST_BACKOFF
@@ -170,41 +189,60 @@ class Collector:
             try:
                 return fetch(session, state.request, timeout=state.feed.timeout, max_bytes=state.feed.max_bytes)
             except FetchFailed as err:
-                message = state.request.mask(str(err))
-                with self._lock:
-                    state.counts.failed_attempts += 1
-                    state.counts.last_error = f"{self.now().isoformat(timespec='seconds')} {message}"
+                self._failed_attempt(state, str(err))
+                if stop.is_set():
+                    return None
                 if attempt == ATTEMPTS or wait >= state.due - time.monotonic() or stop.wait(wait):
                     break
                 wait *= 2
+        if stop.is_set():
+            return None
         with self._lock:
             state.counts.failed_ticks += 1
             state.failing += 1
-            pause = min(state.feed.period * (2 ** (state.failing - 1) - 1), MAX_PAUSE)
+            pause = min(state.feed.period * (2 ** min(state.failing - 1, MAX_DOUBLINGS) - 1), MAX_PAUSE)
             state.paused_until = time.monotonic() + pause
-        self.emit({"event": "failed", "feed": state.name, "error": state.counts.last_error, "paused_seconds": pause})
+            error = state.counts.last_error
+        self.emit({"event": "failed", "feed": state.name, "error": error, "paused_seconds": pause})
         return None
 
+    def _failed_attempt(self, state: _Feed, message: str) -> None:
+        with self._lock:
+            state.counts.failed_attempts += 1
+            state.counts.last_error = f"{self.now().isoformat(timespec='seconds')} {state.request.mask(message)}"
+
     def _keep(self, state: _Feed, at: datetime, body: bytes) -> None:
+        """Write a download unless it repeats the feed's last one; an empty body is counted, not kept."""
         digest = content_hash(body)
         with self._lock:
             state.failing = 0
+            if not body:
+                state.counts.empty += 1
+                return
             if digest == state.last_digest:
                 state.counts.unchanged += 1
                 return
-            state.last_digest = digest
         name = download_name(state.name, at, digest, state.feed.postfix)
-        self.workspace.save(state.name, hour_of(at), name, body)
+        try:
+            self.workspace.save(state.name, hour_of(at), name, body)
+        except OSError as err:
+            self._failed_attempt(state, f"the download could not be written to the workspace: {err.strerror or err}")
+            self.emit({"event": "failed", "feed": state.name, "error": state.counts.last_error, "paused_seconds": 0})
+            return
         with self._lock:
+            state.last_digest = digest
             state.counts.downloads += 1
             state.counts.bytes += len(body)
             state.counts.last_download = at.isoformat(timespec="milliseconds")
 
     def ship(self, *, finished_only: bool) -> None:
-        """Pack and upload the workspace's hours: those that ended, or all of them."""
+        """Pack and upload the workspace's hours: those that ended and hold no download in progress,
+        or, once collection has stopped, all of them."""
         current = hour_of(self.now() - SHIP_GRACE)
         for name, hour in list(self.workspace.hours()):
-            if finished_only and hour >= current:
+            with self._lock:
+                busy = (name, hour) in self._writing
+            if finished_only and (hour >= current or busy):
                 continue
             uploaded = self.workspace.ship(self.store, name, hour)
             if uploaded is None:

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 from governance.errors import NotFound
-from governance.feeds.archive import merge
+from governance.feeds.archive import MAX_BYTES, merge
 from governance.feeds.names import archive_name
 from governance.feeds.store import FeedStore, Stored
 
@@ -36,8 +36,9 @@ class Consolidated:
     deleted: int
 
 
-def consolidate(store: FeedStore, feed: str, hour: datetime, work: Path) -> Consolidated:
-    """Merge the hour's archives until one is left (or none was there)."""
+def consolidate(store: FeedStore, feed: str, hour: datetime, work: Path, max_bytes: int = MAX_BYTES) -> Consolidated:
+    """Merge the hour's archives until one is left (or none was there); a download over
+    `max_bytes` refuses the merge."""
     rounds = read = written = deleted = 0
     for _ in range(MAX_ROUNDS):
         stored = store.archives(feed, hour)
@@ -49,7 +50,7 @@ def consolidate(store: FeedStore, feed: str, hour: datetime, work: Path) -> Cons
             if len(fetched) < 2:
                 continue  # another replica merged them meanwhile: look again
             read += sum(s.bytes for s, _ in fetched)
-            packed = merge([(s.archive.name, path) for s, path in fetched], Path(folder) / "merged.tar.gz", feed, hour)
+            packed = merge([(s.archive.name, path) for s, path in fetched], Path(folder) / "merged.tar.gz", feed, hour, max_bytes)
             name = archive_name(feed, hour, packed.digest)
             store.put(packed.path, feed, hour, name)
             written += packed.bytes

@@ -23,7 +23,7 @@ from governance.catalog import Catalog
 from governance.errors import NotFound
 from governance.feeds.archive import downloads
 from governance.feeds.names import HOUR, feed_id, hour_label
-from governance.feeds.store import FeedStore
+from governance.feeds.store import FeedStore, Stored
 from governance.spec import Spec
 from governance.zones import Lake
 
@@ -42,28 +42,24 @@ def batch_id_of(hour: datetime, digest: str) -> str:
     return f"{hour_label(hour)}_{digest}"
 
 
-def drop_complete_hours(store: FeedStore, lake: Lake, catalog: Catalog, spec: Spec, now: datetime,
-                        settle: timedelta = SETTLE) -> list[DroppedHour]:
-    """Drop every complete hour of the feed not dropped before; hours still being merged wait."""
-    ingested = catalog.ingested_batch_ids(spec.key)
-    found = (drop_hour(store, lake, spec, hour, now, ingested, settle) for hour in store.hours(feed_id(spec.key)))
-    return [dropped for dropped in found if dropped is not None]
-
-
-def drop_hour(store: FeedStore, lake: Lake, spec: Spec, hour: datetime, now: datetime, ingested: set[str],
-              settle: timedelta = SETTLE) -> DroppedHour | None:
-    """Drop one hour if it is complete and its archive was not dropped (or ingested) before."""
-    if hour + HOUR + settle > now:
-        return None
-    feed = feed_id(spec.key)
-    stored = store.archives(feed, hour)
-    if len(stored) != 1:
+def drop_hour(store: FeedStore, lake: Lake, spec: Spec, hour: datetime, stored: list[Stored], now: datetime,
+              ingested: set[str], settle: timedelta = SETTLE) -> DroppedHour | None:
+    """Drop one hour, given its archives, if it is complete, not before the feed's first hour, and
+    its archive was not dropped (or ingested) before. Older batches of the hour still waiting are
+    no longer ready: the new one holds all they hold, and landing them after it would make the
+    hour's newest version the smaller one."""
+    if hour + HOUR + settle > now or hour < spec.feed.first_hour or len(stored) != 1:
         return None
     batch_id = batch_id_of(hour, stored[0].archive.digest)
     if batch_id in ingested or lake.batch_dir(spec.key, batch_id).exists():
         return None
     files = _drop(store, lake, spec, stored[0].key, stored[0].archive.name, hour, batch_id)
-    return None if files is None else DroppedHour(feed, hour, batch_id, files)
+    if files is None:
+        return None
+    for older in ready_batches(lake, spec.key):
+        if older != batch_id and older not in ingested and hour_of_batch(older) == hour:
+            (lake.batch_dir(spec.key, older) / READY_MARKER).unlink(missing_ok=True)
+    return DroppedHour(feed_id(spec.key), hour, batch_id, files)
 
 
 def _drop(store: FeedStore, lake: Lake, spec: Spec, key: str, name: str, hour: datetime, batch_id: str) -> int | None:
@@ -76,12 +72,19 @@ def _drop(store: FeedStore, lake: Lake, spec: Spec, key: str, name: str, hour: d
     try:
         with tempfile.TemporaryDirectory(prefix="feed-drop-", dir=drop) as folder:
             local = store.get(key, Path(folder) / name)
-            count = 0
-            for download, data in downloads(local, name, feed_id(spec.key), hour):
+            count, repeats, previous = 0, 0, None
+            # Members come in name order, which is time order: a body that repeats the one before
+            # is the same answer fetched by two replicas, as each collector skips its own repeats.
+            for download, data in downloads(local, name, feed_id(spec.key), hour, spec.feed.max_bytes):
+                if download.digest == previous:
+                    repeats += 1
+                    continue
                 (staging / download.name).write_bytes(data)
+                previous = download.digest
                 count += 1
+        left_out = f"; {repeats} repeated answer{'' if repeats == 1 else 's'} of replicas left out" if repeats else ""
         meta = {"requested_by": spec.feed.requested_by, "label": hour_label(hour),
-                "note": f"feed {feed_id(spec.key)}, hour {hour_label(hour)}, archive {name}"}
+                "note": f"feed {feed_id(spec.key)}, hour {hour_label(hour)}, archive {name}{left_out}"}
         (staging / BATCH_META).write_text(yaml.safe_dump(meta, sort_keys=True), encoding="utf-8")
         (staging / READY_MARKER).touch()
         os.rename(staging, lake.batch_dir(spec.key, batch_id))

@@ -66,14 +66,17 @@ def beat(store: FeedStore, lease: Lease, now: datetime, status: dict, *, stopped
     store.write_text(record_key(lease.replica), json.dumps(record, sort_keys=True))
 
 
-def replicas(store: FeedStore) -> list[dict]:
-    """Every replica's last record, with `seen` (the store's time of it)."""
+def replicas(store: FeedStore, now: datetime) -> list[dict]:
+    """Every replica's last record, with `seen` (the store's time of it) and `running`: not stopped,
+    and written within three beats (a collector killed, or whose host went, stops writing)."""
     found = []
     for entry in store.fs.glob(f"{store.root}/_replicas/*.json"):
         name = entry.rsplit("/", 1)[-1].removesuffix(".json")
         read = store.read_text(record_key(name))
         if read:
-            found.append({**json.loads(read[0]), "seen": read[1].isoformat()})
+            record = json.loads(read[0])
+            running = not record.get("stopped") and now - read[1] < 3 * BEAT
+            found.append({**record, "seen": read[1].isoformat(), "running": running})
     return found
 
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from governance.feeds.archive import downloads
+from governance.feeds.archive import MAX_BYTES, downloads
 from governance.feeds.names import hour_folder, hours_between
 from governance.feeds.store import FeedStore, Stored
 
@@ -27,10 +28,11 @@ class Retrieved:
 def archives_in(store: FeedStore, feed: str, start: datetime, end: datetime) -> list[Stored]:
     """The archives of the hours from `start` rounded down to `end` rounded up."""
     wanted = set(hours_between(start, end))
-    return [s for hour in store.hours(feed) if hour in wanted for s in store.archives(feed, hour)]
+    return [s for hour, stored in store.index(feed).items() if hour in wanted for s in stored]
 
 
-def retrieve(store: FeedStore, feed: str, start: datetime, end: datetime, target: Path, *, collapse: bool = False) -> Retrieved:
+def retrieve(store: FeedStore, feed: str, start: datetime, end: datetime, target: Path, *, collapse: bool = False,
+             max_bytes: int = MAX_BYTES) -> Retrieved:
     """Unpack the range's archives under `target`: `<feed>/<yyyy>/<mm>/<dd>/<hh>/`, or all in
     `target` itself with `collapse`."""
     found = archives_in(store, feed, start, end)
@@ -43,7 +45,7 @@ def retrieve(store: FeedStore, feed: str, start: datetime, end: datetime, target
             # Unpacked beside the target first: an archive found bad half-way leaves nothing there.
             staging = Path(tempfile.mkdtemp(prefix=".retrieving-", dir=target))
             try:
-                unpacked = [(download.name, len(data)) for download, data in _unpack(local, stored, feed, staging)]
+                unpacked = [(download.name, len(data)) for download, data in _unpack(local, stored, feed, staging, max_bytes)]
                 place.mkdir(parents=True, exist_ok=True)
                 for name, length in unpacked:
                     (staging / name).replace(place / name)
@@ -55,12 +57,14 @@ def retrieve(store: FeedStore, feed: str, start: datetime, end: datetime, target
     return Retrieved(len({s.archive.hour for s in found}), len(found), files, size, target)
 
 
-def _unpack(local: Path, stored: Stored, feed: str, staging: Path):
-    for download, data in downloads(local, stored.archive.name, feed, stored.archive.hour):
+def _unpack(local: Path, stored: Stored, feed: str, staging: Path, max_bytes: int):
+    for download, data in downloads(local, stored.archive.name, feed, stored.archive.hour, max_bytes):
         (staging / download.name).write_bytes(data)
         yield download, data
 
 
-def delete(store: FeedStore, feed: str, start: datetime, end: datetime) -> list[Stored]:
-    """Remove the range's archives; returns those removed."""
-    return [s for s in archives_in(store, feed, start, end) if store.delete(s.key)]
+def delete(store: FeedStore, feed: str, start: datetime, end: datetime) -> Iterator[Stored]:
+    """Remove the range's archives one by one, yielding each once it is gone."""
+    for stored in archives_in(store, feed, start, end):
+        if store.delete(stored.key):
+            yield stored

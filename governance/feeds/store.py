@@ -65,14 +65,19 @@ class FeedStore:
                 found.append(Stored(entry["name"], archive, int(entry.get("size") or 0)))
         return sorted(found, key=lambda s: s.archive.name)
 
+    def index(self, feed: str) -> dict[datetime, list[Stored]]:
+        """Every archive of a feed by hour, in one listing; each hour's in name order."""
+        found: dict[datetime, list[Stored]] = {}
+        listing = self.fs.glob(f"{self.root}/{feed}/*/*/*/*/{feed}_*.tar.gz", detail=True)
+        for key, info in sorted(listing.items()):
+            archive = parse_archive(key.rsplit("/", 1)[-1])
+            if archive and archive.feed == feed and self.hour_key(feed, archive.hour) == key.rsplit("/", 1)[0]:
+                found.setdefault(archive.hour, []).append(Stored(key, archive, int(info.get("size") or 0)))
+        return dict(sorted(found.items()))
+
     def hours(self, feed: str) -> list[datetime]:
         """Every hour of a feed that holds an archive."""
-        hours = set()
-        for path in self.fs.glob(f"{self.root}/{feed}/*/*/*/*/{feed}_*.tar.gz"):
-            archive = parse_archive(path.rsplit("/", 1)[-1])
-            if archive and archive.feed == feed:
-                hours.add(archive.hour)
-        return sorted(hours)
+        return list(self.index(feed))
 
     def put(self, source: Path, feed: str, hour: datetime, name: str) -> str:
         """Upload an archive; one that is there already is left as it is (its name is its content)."""
@@ -123,7 +128,7 @@ class FeedStore:
         return text, _modified(info)
 
     def size(self, feed: str) -> int:
-        return sum(int(self.fs.info(p).get("size") or 0) for p in self.fs.glob(f"{self.root}/{feed}/*/*/*/*/{feed}_*.tar.gz"))
+        return sum(s.bytes for stored in self.index(feed).values() for s in stored)
 
     def _list(self, key: str) -> list[dict]:
         try:

@@ -31,10 +31,6 @@ class Filled:
         return text
 
 
-def names_in(template: str) -> list[str]:
-    return [m["name"] for m in PLACEHOLDER.finditer(template) if m["name"]]
-
-
 def fill(template: str, environ: Mapping[str, str], where: str) -> tuple[str, set[str]]:
     """`template` with its variables' values, and those values; refuses an unset variable by name."""
     secrets: set[str] = set()

@@ -47,13 +47,15 @@ def tend(store: FeedStore, specs: Iterable[Spec], work: Path, now: datetime, *, 
     for spec in specs:
         feed = feed_id(spec.key)
         ingested = catalog.ingested_batch_ids(spec.key) if catalog is not None else set()
-        for hour in store.hours(feed):
+        for hour, stored in store.index(feed).items():
             try:
-                if hour < hour_of(now) and len(store.archives(feed, hour)) > 1:
-                    merged.append(consolidate(store, feed, hour, work))
+                if hour < hour_of(now) and len(stored) > 1:
+                    done = consolidate(store, feed, hour, work, spec.feed.max_bytes)
+                    merged.append(done)
+                    stored = [done.archive] if done.archive else []
                 if lake is not None and catalog is not None:
-                    done = drop_hour(store, lake, spec, hour, now, ingested, settle)
-                    dropped += [done] if done else []
+                    landed = drop_hour(store, lake, spec, hour, stored, now, ingested, settle)
+                    dropped += [landed] if landed else []
             except ArchiveProblem as err:
                 refused.append(Refused(feed, hour, str(err)))
     return Tended(tuple(merged), tuple(dropped), tuple(refused))

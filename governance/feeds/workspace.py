@@ -7,8 +7,8 @@ are deleted only once the archive holding them is in the store, so a crash at an
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -75,7 +75,7 @@ class Workspace:
         """Pack an hour's downloads, upload the archive, then delete what it holds."""
         files = self.files(feed, hour)
         if not files:
-            shutil.rmtree(self.hour_dir(feed, hour), ignore_errors=True)
+            _remove_if_empty(self.hour_dir(feed, hour))
             return None
         folder = self.archives / feed / hour.strftime("%Y/%m/%d")
         folder.mkdir(parents=True, exist_ok=True)
@@ -96,7 +96,6 @@ class Workspace:
 
 
 def _remove_if_empty(folder: Path) -> None:
-    try:
+    # Not empty: a download came in meanwhile, and is shipped next time.
+    with contextlib.suppress(OSError):
         folder.rmdir()
-    except OSError:
-        pass
