@@ -351,7 +351,7 @@ def _refuse_changed(file: DropFile, status: os.stat_result) -> None:
 
 
 def _scan_file(file: DropFile, fmt: str) -> FileScan:
-    digest, text = hashlib.sha256(), TextScan(file.path.name, escapes=fmt == "json") if fmt != "parquet" else None
+    digest, text = hashlib.sha256(), TextScan(file.path.name, escapes=fmt == "json") if fmt in ("csv", "json") else None
     size = 0
     with opened(file) as handle:
         while block := handle.read(CHUNK):

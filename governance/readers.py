@@ -24,6 +24,8 @@ from governance.spec import Column, Spec
 CORRUPT = "_corrupt_record"
 GLOB_CHARACTERS = frozenset("[]*?{}\\")
 MAX_NAMES_SHOWN = 10
+# The time in a feed download's name: <feed>_<yyyymmddThhmmss.mmm>_<hash><postfix>.
+RAW_FETCHED_AT = r"_(\d{8}T\d{6}\.\d{3})_[A-Za-z0-9_-]{20}"
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ class Parsed:
 
 def read_batch(spark: SparkSession, spec: Spec, batch: Batch, *, text: TextChecks = TextChecks()) -> Parsed:
     """The batch as Spark reads it, with the text checks `text` asks for."""
-    readers = {"csv": _read_csv, "json": _read_json, "parquet": _read_parquet}
+    readers = {"csv": _read_csv, "json": _read_json, "parquet": _read_parquet, "raw": _read_raw}
     return readers[spec.body.source.format](spark, spec, batch, text)
 
 
@@ -289,6 +291,21 @@ def _read_parquet(spark: SparkSession, spec: Spec, batch: Batch, text: TextCheck
         lambda: _refused_rows(frame, reason, F.to_json(F.struct(*outputs))),
         RowCount(rows, exact=True),
     )
+
+
+def _read_raw(spark: SparkSession, spec: Spec, batch: Batch, text: TextChecks) -> Parsed:
+    """Each file a row, kept whole: its name, when it was fetched (read from the name a feed's
+    download has), its size, SHA-256 and bytes. Nothing in a file can be refused."""
+    frame = spark.read.format("binaryFile").load(literal_paths(batch))
+    name = F.element_at(F.split(F.col("path"), "/"), -1)
+    fetched = F.to_timestamp(F.regexp_extract(name, RAW_FETCHED_AT, 1), "yyyyMMdd'T'HHmmss.SSS")
+    good = frame.select(
+        name.alias("file"), fetched.alias("fetched_at"), F.col("length").alias("bytes"),
+        F.sha2(F.col("content"), 256).alias("sha256"), F.col("content"),
+    )
+    return Parsed(good, lambda: good.limit(0).select(
+        F.col("file"), F.lit(None).cast("string").alias("reason"), F.lit(None).cast("string").alias("record"),
+    ), RowCount(len(batch.files), exact=True))
 
 
 def _footer(file: DropFile) -> pq.FileMetaData:

@@ -143,9 +143,10 @@ class Feed(_Strict):
 
 
 class FileSource(_Strict):
-    """Files a producer drops in the DropZone, or that a feed's collector downloads."""
+    """Files a producer drops in the DropZone, or that a feed's collector downloads; a feed's may
+    also be kept `raw`, each download a row."""
 
-    format: Literal["csv", "json", "parquet"]
+    format: Literal["csv", "json", "parquet", "raw"]
     header: bool = True
     delimiter: Annotated[str, Field(min_length=1, max_length=1)] = ","
     multiline: bool = False
@@ -239,7 +240,12 @@ class AssetSpec(_Strict):
             if isinstance(self.source, JdbcSource):
                 problems += _jdbc_column_problems(self.source, self.columns)
             if isinstance(self.source, FileSource) and self.source.feed and self.source.format == "parquet":
-                problems.append("a feed's downloads are read as json or csv")
+                problems.append("a feed's downloads are read as json or csv, or kept raw")
+            if isinstance(self.source, FileSource) and self.source.format == "raw":
+                if not self.source.feed:
+                    problems.append("raw is for a feed's downloads: declare source.feed")
+                if self.columns:
+                    problems.append("a raw feed's columns are fixed (file, fetched_at, bytes, sha256, content): declare none")
         else:
             if self.source is not None:
                 problems.append("an integration asset has no source; it reads its inputs")

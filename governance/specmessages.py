@@ -32,7 +32,7 @@ ONE_OF = {"owner": "one group name", "producer": "one group name", "consumer": "
 
 
 # A source's format chooses its kind of fields; pydantic names the format in an error's location.
-SOURCE_FORMATS = frozenset({"csv", "json", "parquet", "jdbc"})
+SOURCE_FORMATS = frozenset({"csv", "json", "parquet", "raw", "jdbc"})
 
 
 def field_path(location: tuple[int | str, ...]) -> str:

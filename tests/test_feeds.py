@@ -49,15 +49,15 @@ FEED = "market.prices"
 
 
 def feed_spec(folder: Path, url: str, *, every: str = "200ms", headers: dict | None = None, name: str = "prices",
-              extra: dict | None = None, max_bad_fraction: float = 0.01) -> Path:
+              extra: dict | None = None, max_bad_fraction: float = 0.01, fmt: str = "json") -> Path:
     body = {
         "description": "Prices, polled.",
         "roles": {"owner": "sales-owners", "producer": "sales-producers", "consumer": "sales-consumers"},
         "zone": "landing",
-        "source": {"format": "json", "multiline": True,
+        "source": {"format": fmt, "multiline": fmt == "json",
                    "feed": {"url": url, "every": every, "requested_by": "bob", "postfix": ".json", "timeout": 1, "start": "2026-11-01T00",
                             "max_bytes": 1000, **({"headers": headers} if headers else {}), **(extra or {})}},
-        "columns": [{"name": "tick", "type": "long"}, {"name": "price", "type": "long"}],
+        "columns": [] if fmt == "raw" else [{"name": "tick", "type": "long"}, {"name": "price", "type": "long"}],
         "max_bad_fraction": max_bad_fraction,
     }
     (folder / "market").mkdir(parents=True, exist_ok=True)
@@ -178,6 +178,19 @@ def test_a_header_that_would_inject_a_line_is_refused():
 def test_a_feed_url_that_is_not_http_is_refused_in_the_spec(tmp_path: Path, url: str, message: str):
     with pytest.raises(SpecError, match=message):
         load(feed_spec(tmp_path / "specs", url))
+
+
+def test_raw_is_for_feeds_and_its_columns_are_fixed(tmp_path: Path):
+    folder = feed_spec(tmp_path / "specs", "https://x/", fmt="raw")
+    body = yaml.safe_load((folder / "market" / "prices.yaml").read_text())
+    body["columns"] = [{"name": "tick", "type": "long"}]
+    (folder / "market" / "prices.yaml").write_text(yaml.safe_dump(body))
+    with pytest.raises(SpecError, match=r"a raw feed's columns are fixed \(file, fetched_at, bytes, sha256, content\)"):
+        load(folder)
+    del body["source"]["feed"], body["columns"]
+    (folder / "market" / "prices.yaml").write_text(yaml.safe_dump(body))
+    with pytest.raises(SpecError, match=r"raw is for a feed's downloads: declare source.feed"):
+        load(folder)
 
 
 def test_a_feed_period_must_be_a_duration(tmp_path: Path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -124,3 +125,18 @@ def test_a_download_not_in_the_feeds_format_is_quarantined_and_the_rest_of_the_h
     assert (row.rows, row.rows_quarantined) == (3, 1)
     [refused] = spark.read.json(row.quarantine_path).collect()
     assert refused.file.endswith(downloads[-1][0])
+
+
+def test_a_raw_feed_lands_each_download_as_a_row_with_its_bytes(tmp_path: Path, spark, catalog, lake, settings):
+    spec = load(feed_spec(tmp_path / "specs", "https://prices.example/list", fmt="raw"))[KEY]
+    store = FeedStore(settings.feeds_store)
+    bodies = [bytes([0, 255, 1, 2]) * 100, b"\x89PNG not really"]
+    downloads = [make_download(HOUR_START + timedelta(minutes=i, milliseconds=250), body) for i, body in enumerate(bodies)]
+    upload_archive(tmp_path, store, HOUR_START, downloads)
+    [dropped] = land(store, lake, catalog, spec, datetime(2026, 11, 23, 16, tzinfo=UTC))
+    row = ingest(spark, catalog, lake, spec, RunRequest(requested_by="bob"), batch_id=dropped.batch_id)
+    assert (row.rows, row.rows_quarantined) == (2, 0)
+    landed = sorted(spark.read.parquet(row.path).collect(), key=lambda r: r.file)
+    assert [(r.file, bytes(r.content), r.bytes) for r in landed] == [(name, body, len(body)) for name, body in downloads]
+    assert [r.sha256 for r in landed] == [hashlib.sha256(body).hexdigest() for body in bodies]
+    assert landed[1].fetched_at.replace(tzinfo=UTC) == HOUR_START + timedelta(minutes=1, milliseconds=250)
