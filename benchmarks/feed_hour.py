@@ -12,8 +12,9 @@ three to a store. Then:
                  spark.read.json(files).write.parquet(out) of the same files; medians and the ratio
                  governed/bare with its 90% bootstrap interval
 
-    .venv/bin/python benchmarks/feed_hour.py                 # 3,600 downloads per replica, 5 runs each
-    .venv/bin/python benchmarks/feed_hour.py --per-replica 300 --runs 1   # smoke run
+    .venv/bin/python benchmarks/feed_hour.py --runs 0        # consolidation of 3 x 3,600 downloads
+    .venv/bin/python benchmarks/feed_hour.py --per-replica 400 --runs 3   # and landing an hour of 1,200 downloads
+    .venv/bin/python benchmarks/feed_hour.py --per-replica 100 --runs 1   # smoke run
 """
 
 from __future__ import annotations
@@ -90,6 +91,14 @@ def consolidate_on(store: FeedStore, archives: list[Path], work: Path) -> dict[s
             "written": done.bytes_written, "merged": done.archive.bytes, "rounds": done.rounds}
 
 
+def print_merges(merges: dict[str, dict[str, float]], per_replica: int) -> None:
+    print(f"consolidation of one hour: {3 * per_replica:,} downloads from 3 replicas", flush=True)
+    for name, merge in merges.items():
+        print(f"  {name:<10} {merge['seconds']:6.2f}s, {merge['rounds']:.0f} round; read {merge['read'] / 1e6:.2f} MB "
+              f"(the archives: {merge['inputs'] / 1e6:.2f} MB, x{merge['read'] / merge['inputs']:.2f}); "
+              f"wrote {merge['written'] / 1e6:.2f} MB (the merged archive: {merge['merged'] / 1e6:.2f} MB)", flush=True)
+
+
 def spec_folder(work: Path) -> Path:
     body = {"description": "Benchmark feed.", "zone": "landing",
             "roles": {"owner": "bench-owners", "producer": "bench-producers", "consumer": "bench-consumers"},
@@ -115,14 +124,14 @@ def spark_session():
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--per-replica", type=int, default=3600, help="downloads each replica kept in the hour")
-    parser.add_argument("--runs", type=int, default=5, help="timed ingestion runs of each path")
+    parser.add_argument("--runs", type=int, default=5, help="timed ingestion runs of each path (0: consolidation only)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="feed-hour-bench-") as tmp:
         work = Path(tmp)
         archives = replica_archives(work, args.per_replica)
         print(f"3 replicas x {args.per_replica:,} downloads of {ITEMS} prices; archives "
-              f"{', '.join(f'{p.stat().st_size / 1e6:.1f}' for p in archives)} MB", flush=True)
+              f"{', '.join(f'{p.stat().st_size / 1e6:.2f}' for p in archives)} MB", flush=True)
         folder_store = FeedStore((work / "store").as_uri())
         merges = {"folder": consolidate_on(folder_store, archives, work)}
         with running_s3() as server:
@@ -132,6 +141,9 @@ def main() -> None:
             s3.fs.mkdir(bucket)
             merges["s3 (moto)"] = consolidate_on(s3, archives, work)
 
+        print_merges(merges, args.per_replica)
+        if not args.runs:
+            return
         spec = load_specs(spec_folder(work), transform_packages=DEFAULT_TRANSFORM_PACKAGES)[KEY]
         settings = Settings.under(work / "home")
         lake, catalog = Lake(settings.lake), Catalog.from_url(settings.catalog_url)
@@ -142,11 +154,16 @@ def main() -> None:
         for index in range(args.runs + 1):  # the first of each is a warm-up
             for path in ("bare", "governed") if index % 2 == 0 else ("governed", "bare"):
                 if path == "governed":
-                    batch = drop_hour(folder_store, lake, spec, HOUR, HOUR + timedelta(hours=2), set())
+                    stored = folder_store.archives(FEED, HOUR)
+                    batch = drop_hour(folder_store, lake, spec, HOUR, stored, HOUR + timedelta(hours=2), set())
                     started = time.perf_counter()
-                    row = ingest(spark, catalog, lake, spec, RunRequest(requested_by="bench"), batch_id=batch.batch_id)
+                    # The same hour every run: forced, as its batch was ingested before.
+                    row = ingest(spark, catalog, lake, spec, RunRequest(requested_by="bench"), batch_id=batch.batch_id, force=True)
                     seconds = time.perf_counter() - started
-                    files = files or sorted(str(p) for p in lake.batch_dir(KEY, batch.batch_id).glob("*.json"))
+                    if files is None:
+                        copies = work / "hour-files"
+                        shutil.copytree(lake.batch_dir(KEY, batch.batch_id), copies, ignore=shutil.ignore_patterns("_*"))
+                        files = sorted(str(p) for p in copies.glob("*.json"))
                     rows = row.rows
                     shutil.rmtree(lake.batch_dir(KEY, batch.batch_id))
                     shutil.rmtree(row.path)
@@ -163,11 +180,6 @@ def main() -> None:
                     print(f"run {index} {path:<8} {seconds:6.2f}s", flush=True)
         spark.stop()
 
-    print(f"\nconsolidation of one hour: {3 * args.per_replica:,} downloads from 3 replicas")
-    for name, merge in merges.items():
-        print(f"  {name:<10} {merge['seconds']:6.2f}s, {merge['rounds']:.0f} round; read {merge['read'] / 1e6:.1f} MB "
-              f"(the archives: {merge['inputs'] / 1e6:.1f} MB, x{merge['read'] / merge['inputs']:.2f}); "
-              f"wrote {merge['written'] / 1e6:.1f} MB (the merged archive: {merge['merged'] / 1e6:.1f} MB)")
     bare, governed = statistics.median(runs["bare"]), statistics.median(runs["governed"])
     (low, high), _ = interval(runs["governed"], runs["bare"])
     print(f"ingestion of the hour ({len(files):,} files, {rows:,} rows): bare {bare:.2f}s, governed {governed:.2f}s, "

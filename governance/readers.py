@@ -17,6 +17,7 @@ from pyspark.sql import types as T
 
 from governance.batches import Batch, BatchScan, DropFile, first_line, opened
 from governance.errors import BatchError, shown
+from governance.jsonshapes import representatives
 from governance.quarantine import CONTROL, MAX_JSON_DEPTH, explain_csv_record, explain_json_record
 from governance.sparktypes import arrow_type_name, normalized, spark_schema, spark_type
 from governance.spec import Column, Spec
@@ -24,6 +25,8 @@ from governance.spec import Column, Spec
 CORRUPT = "_corrupt_record"
 GLOB_CHARACTERS = frozenset("[]*?{}\\")
 MAX_NAMES_SHOWN = 10
+# From this many multiline JSON files on, Spark infers the schema from one file of each shape.
+SHAPES_FROM_FILES = 32
 # The time in a feed download's name: <feed>_<yyyymmddThhmmss.mmm>_<hash><postfix>.
 RAW_FETCHED_AT = r"_(\d{8}T\d{6}\.\d{3})_[A-Za-z0-9_-]{20}"
 
@@ -82,7 +85,11 @@ def read_batch(spark: SparkSession, spec: Spec, batch: Batch, *, text: TextCheck
 def literal_paths(batch: Batch) -> list[str]:
     """The batch's files as Spark must be given them: Spark expands glob characters in a path, so a
     file named `a[1].csv` would otherwise read `a1.csv`, or fail."""
-    return ["".join(f"\\{ch}" if ch in GLOB_CHARACTERS else ch for ch in str(f.path)) for f in batch.files]
+    return [_literal(f) for f in batch.files]
+
+
+def _literal(file: DropFile) -> str:
+    return "".join(f"\\{ch}" if ch in GLOB_CHARACTERS else ch for ch in str(file.path))
 
 
 def column_difference(expected: list[str], found: list[str]) -> str:
@@ -185,15 +192,21 @@ def _read_json(spark: SparkSession, spec: Spec, batch: Batch, text: TextChecks) 
 
 
 def _json_frame(spark: SparkSession, spec: Spec, batch: Batch) -> DataFrame:
+    """The batch's JSON, with the schema Spark infers from it: from one file of each shape when
+    the batch holds many multiline files (see `governance.jsonshapes`), which infers the same."""
+    reader = (
+        spark.read.option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", CORRUPT)
+        .option("multiLine", spec.body.source.multiline)
+        .option("encoding", "UTF-8")
+        .option("maxNestingDepth", MAX_JSON_DEPTH)
+    )
     try:
-        return (
-            spark.read.option("mode", "PERMISSIVE")
-            .option("columnNameOfCorruptRecord", CORRUPT)
-            .option("multiLine", spec.body.source.multiline)
-            .option("encoding", "UTF-8")
-            .option("maxNestingDepth", MAX_JSON_DEPTH)
-            .json(literal_paths(batch))
-        )
+        if spec.body.source.multiline and len(batch.files) >= SHAPES_FROM_FILES:
+            sample = representatives(batch.files)
+            schema = reader.json([_literal(f) for f in sample]).schema
+            return reader.schema(schema).json(literal_paths(batch))
+        return reader.json(literal_paths(batch))
     except AnalysisException as err:
         if err.getCondition() != "COLUMN_ALREADY_EXISTS":
             raise
