@@ -18,8 +18,14 @@ import math
 from collections.abc import Hashable, Sequence
 
 from governance.batches import DropFile, opened
+from governance.quarantine import MAX_JSON_DEPTH
 
 LONG = 1 << 63
+# Past these, Spark's parser refuses what Python reads: numbers of 1,000 characters, strings of
+# 20,000,000 UTF-16 units (a code point is at most two). A file this large is not parsed here.
+MAX_NUMBER_CHARS = 1000
+MAX_STRING_CHARS = 10_000_000
+MAX_FILE_BYTES = 16 * 1024 * 1024
 
 
 class _Doubt(Exception):
@@ -40,13 +46,17 @@ def representatives(files: Sequence[DropFile]) -> list[DropFile]:
 
 
 def _file_shape(file: DropFile) -> Hashable | None:
+    if file.bytes > MAX_FILE_BYTES:
+        return None
     with opened(file) as handle:
         data = handle.read()
     try:
-        document = json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_refuse_constant)
-        # Spark reads a top-level array as one record per element.
-        records = document if isinstance(document, list) else [document]
-        return frozenset(_shape(record) for record in records)
+        document = json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_refuse_constant,
+                              parse_float=_float)
+        # Spark reads a top-level array as one record per element; the array still counts as a level.
+        if isinstance(document, list):
+            return ("array", frozenset(_shape(record, 2) for record in document))
+        return _shape(document, 1)
     except (UnicodeDecodeError, ValueError, RecursionError, _Doubt):
         return None
 
@@ -62,8 +72,22 @@ def _refuse_constant(name: str) -> float:
     raise _Doubt(f"{name} is read by each parser its own way")
 
 
-def _shape(value: object) -> Hashable:
-    if value is None or isinstance(value, (bool, str)):
+def _float(text: str) -> float:
+    if len(text) >= MAX_NUMBER_CHARS:
+        raise _Doubt("a number longer than Spark's parser reads")
+    return float(text)
+
+
+def _shape(value: object, depth: int) -> Hashable:
+    """A value's shape; `depth` is its nesting level, as Spark's parser counts it."""
+    if depth >= MAX_JSON_DEPTH:
+        raise _Doubt("nested as deep as Spark's limit")
+    if isinstance(value, str):
+        if len(value) >= MAX_STRING_CHARS:
+            raise _Doubt("a string longer than Spark's parser reads")
+        # Spark infers nothing from an empty string: it merges as a null would.
+        return "str" if value else "empty"
+    if value is None or isinstance(value, bool):
         return type(value).__name__
     if isinstance(value, int):
         return "long" if -LONG <= value < LONG else ("integer", len(str(abs(value))))
@@ -72,5 +96,5 @@ def _shape(value: object) -> Hashable:
             raise _Doubt("a number too large for a double")
         return "double"
     if isinstance(value, list):
-        return ("array", frozenset(_shape(item) for item in value))
-    return ("object", frozenset((key, _shape(item)) for key, item in value.items()))
+        return ("array", frozenset(_shape(item, depth + 1) for item in value))
+    return ("object", frozenset((key, _shape(item, depth + 1)) for key, item in value.items()))

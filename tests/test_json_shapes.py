@@ -23,6 +23,9 @@ SHAPED = [
     [{"tick": 7, "price": "13"}],
     [],
     [{"tick": 8, "price": 14, "tags": []}],
+    [{"tick": 20, "price": 1, "note": ""}],
+    [{"tick": 21, "price": 1, "note": "x"}],
+    [{"tick": 22, "price": 1, "note": 5}],
 ]
 DOUBTFUL = [b"<html>502 Bad Gateway</html>", b"\xef\xbb\xbf[{\"tick\": 9, \"price\": 1}]", b"[{'tick': 10, 'price': 2}]",
             b'[{"tick": 12, "price": 1e400}]', b"\xff\xfe not utf-8", b'[{"tick": 13, "price": 4}] trailing']

@@ -21,7 +21,6 @@ from typing import Any
 
 import requests
 
-from governance.errors import CustodyError
 from governance.feeds.fetch import FetchFailed, fetch
 from governance.feeds.names import content_hash, download_name, feed_id, hour_of, parse_download
 from governance.feeds.store import FeedStore
@@ -111,8 +110,11 @@ class Collector:
         chores = [(SHIP_EVERY, "upload", lambda: self.ship(finished_only=True))]
         chores += [(beat_every, "record", on_beat)] if on_beat else []
         chores += [(60.0, "consolidation", self.every_minute)] if self.every_minute else []
-        keeper = threading.Thread(target=self._keep_up, args=(stop, chores), name="feed-keeper", daemon=True)
-        keeper.start()
+        # A thread each: a long consolidation must not hold back the record that says this replica lives.
+        keepers = [threading.Thread(target=self._keep_up, args=(stop, every, what, chore), name=f"feed-{what}", daemon=True)
+                   for every, what, chore in chores]
+        for keeper in keepers:
+            keeper.start()
         session = requests.Session()
         session.mount("http://", requests.adapters.HTTPAdapter(pool_maxsize=self.workers))
         session.mount("https://", requests.adapters.HTTPAdapter(pool_maxsize=self.workers))
@@ -124,22 +126,19 @@ class Collector:
                     self._start(pool, session, self.feeds[index], due, stop)
                     heapq.heappush(queue, (self.feeds[index].due, index))
                 stop.wait(max(0.0, queue[0][0] - time.monotonic()) if queue else 1.0)
-        keeper.join()
+        for keeper in keepers:
+            keeper.join()
         session.close()
         self.ship(finished_only=False)
 
-    def _keep_up(self, stop: threading.Event, chores: list[tuple[float, str, Callable[[], None]]]) -> None:
-        """Each chore on its own period. A store that fails is reported and tried again next time:
-        what it was to take stays in the workspace meanwhile."""
-        due = [time.monotonic() + every for every, _, _ in chores]
-        while not stop.wait(max(0.0, min(due) - time.monotonic())):
-            for index, (every, what, chore) in enumerate(chores):
-                if time.monotonic() >= due[index]:
-                    try:
-                        chore()
-                    except (OSError, CustodyError) as err:
-                        self.emit({"event": "store_error", "during": what, "error": self._masked(str(err))})
-                    due[index] = time.monotonic() + every
+    def _keep_up(self, stop: threading.Event, every: float, what: str, chore: Callable[[], None]) -> None:
+        """A chore on its period. Whatever it raises is reported and the chore tried again next
+        time, never the end of it: what it was to take stays in the workspace meanwhile."""
+        while not stop.wait(every):
+            try:
+                chore()
+            except Exception as err:  # noqa: BLE001 (reported, and retried next period)
+                self.emit({"event": "store_error", "during": what, "error": self._masked(f"{type(err).__name__}: {err}")})
 
     def _masked(self, text: str) -> str:
         for state in self.feeds:

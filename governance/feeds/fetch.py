@@ -32,13 +32,18 @@ def fetch(session: requests.Session, request: Filled, *, timeout: float, max_byt
     wherever the answer points."""
     deadline = time.monotonic() + timeout
     try:
-        with session.get(request.url, headers=dict(request.headers), timeout=timeout, stream=True,
-                         allow_redirects=False) as response:
+        # Uncompressed: a decoder may read on and on without giving a byte, past any deadline.
+        headers = {"Accept-Encoding": "identity", **dict(request.headers)}
+        with session.get(request.url, headers=headers, timeout=timeout, stream=True, allow_redirects=False) as response:
             if response.is_redirect:
                 raise FetchFailed(f"HTTP {response.status_code}: a redirect, not followed (the headers would go with "
                                   "it); give the URL it leads to")
             if response.status_code >= 400:
                 raise FetchFailed(f"HTTP {response.status_code} {response.reason or ''}".strip())
+            encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+            if encoding not in ("", "identity"):
+                raise FetchFailed(f"the body came compressed ({encoding}) though asked for as it is; "
+                                  "it is not kept, as it could not be read within the timeout")
             declared = response.headers.get("Content-Length", "")
             if declared.isdigit() and int(declared) > max_bytes:
                 raise TooLarge(f"the body is {int(declared):,} bytes, over max_bytes {max_bytes:,}")
@@ -58,7 +63,7 @@ def _body(response: requests.Response, deadline: float, timeout: float, max_byte
     """Read the body a piece at a time as it arrives, so that the deadline is checked between pieces:
     a server feeding a byte at a time would keep one long read alive within the socket's time-out."""
     body = bytearray()
-    while chunk := response.raw.read1(CHUNK, decode_content=True):
+    while chunk := response.raw.read1(CHUNK, decode_content=False):
         body += chunk
         if len(body) > max_bytes:
             raise TooLarge(f"the body passed max_bytes {max_bytes:,}")
