@@ -175,6 +175,8 @@ def _printer(as_json: bool):
             report(f"{event['feed']}: download failed: {event['error']}")
         elif kind == "uploaded":
             report(f"{event['feed']}: uploaded {event['archive']} ({event['downloads']:,} downloads)")
+        elif kind == "store_error":
+            report(f"{event['during']} failed, tried again next time: {event['error']}")
         elif kind == "refused":
             report(f"{event['feed']}: hour {event['hour'][:13]} left as it is: {event['reason']}")
         elif kind == "consolidated":
