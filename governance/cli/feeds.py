@@ -38,6 +38,18 @@ FeedArgs = Annotated[list[str] | None, typer.Argument(help="Feed assets as DOMAI
 FromOption = Annotated[str, typer.Option("--from", help="Start: ISO 8601 UTC, rounded down to the hour.", metavar="TIME")]
 ToOption = Annotated[str, typer.Option("--to", help="End: ISO 8601 UTC, rounded up to the hour.", metavar="TIME")]
 STATUS_EVERY = 10.0
+# How `collect` words each of its events for a person; `--json` prints them as they are.
+HUMAN = {
+    "started": "replica {replica} collecting {feeds} into {store}; Ctrl-C stops",
+    "status": "{downloads:,} downloads kept, {unchanged:,} unchanged, {failed_ticks:,} failed, {missed:,} missed, "
+              "{archives:,} archives uploaded; max lag {max_lag_seconds:.3f}s",
+    "failed": "{feed}: download failed: {error}",
+    "uploaded": "{feed}: uploaded {archive} ({downloads:,} downloads)",
+    "store_error": "{during} failed, tried again next time: {error}",
+    "refused": "{feed}: hour {hour:.13} left as it is: {reason}",
+    "consolidated": "{feed}: {hour:.13} merged into {archive}",
+    "stopped": "stopped: {downloads:,} downloads kept, {archives:,} archives uploaded",
+}
 
 
 def _feed_specs(custody, names: list[str] | None):
@@ -167,24 +179,8 @@ def _printer(as_json: bool):
     report = progress_printer()
 
     def human(event: dict) -> None:
-        kind = event["event"]
-        if kind == "status":
-            report(f"{event['downloads']:,} downloads kept, {event['unchanged']:,} unchanged, {event['failed_ticks']:,} failed, "
-                   f"{event['missed']:,} missed, {event['archives']:,} archives uploaded; max lag {event['max_lag_seconds']:.3f}s")
-        elif kind == "failed":
-            report(f"{event['feed']}: download failed: {event['error']}")
-        elif kind == "uploaded":
-            report(f"{event['feed']}: uploaded {event['archive']} ({event['downloads']:,} downloads)")
-        elif kind == "store_error":
-            report(f"{event['during']} failed, tried again next time: {event['error']}")
-        elif kind == "refused":
-            report(f"{event['feed']}: hour {event['hour'][:13]} left as it is: {event['reason']}")
-        elif kind == "consolidated":
-            report(f"{event['feed']}: {event['hour'][:13]} merged into {event['archive']}")
-        elif kind == "started":
-            report(f"replica {event['replica']} collecting {', '.join(event['feeds'])} into {event['store']}; Ctrl-C stops")
-        elif kind == "stopped":
-            report(f"stopped: {event['downloads']:,} downloads kept, {event['archives']:,} archives uploaded")
+        shown = {**event, "feeds": ", ".join(event.get("feeds", ()))}
+        report(HUMAN[event["event"]].format_map(shown))
     return human
 
 

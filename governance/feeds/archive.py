@@ -35,11 +35,10 @@ class ArchiveProblem(IntegrityError):
 
 @dataclass(frozen=True)
 class Packed:
-    """An archive written to disk: its hash, how many downloads it holds and its size."""
+    """An archive written to disk: its hash and its size."""
 
     path: Path
     digest: str
-    downloads: int
     bytes: int
 
 
@@ -70,7 +69,7 @@ def pack(files: Iterable[Path], target: Path) -> Packed:
         for path in ordered:
             data = path.read_bytes()
             tar.addfile(_info(path.name, len(data)), io.BytesIO(data))
-    return _sealed(target, len(ordered))
+    return _sealed(target)
 
 
 def merge(sources: Iterable[tuple[str, Path]], target: Path, feed: str, hour: datetime, max_bytes: int = MAX_BYTES) -> Packed:
@@ -79,16 +78,16 @@ def merge(sources: Iterable[tuple[str, Path]], target: Path, feed: str, hour: da
     Each source is streamed once. A member that is not a regular file named as a download of `feed`
     in `hour`, that is larger than `max_bytes`, or whose bytes do not match the hash in its name,
     refuses the merge."""
-    names: list[str] = []
+    previous = None
     with ExitStack() as stack, _writer(target) as tar:
         streams = [_members(stack.enter_context(_reading(path, name)), name, feed, hour, max_bytes) for name, path in sources]
         for member in heapq.merge(*streams, key=lambda m: m.name):
-            if names and names[-1] == member.name:
+            if member.name == previous:
                 continue
             data = member.read()
             tar.addfile(_info(member.name, len(data)), io.BytesIO(data))
-            names.append(member.name)
-    return _sealed(target, len(names))
+            previous = member.name
+    return _sealed(target)
 
 
 def downloads(path: Path, name: str, feed: str, hour: datetime, max_bytes: int = MAX_BYTES) -> Iterator[tuple[Download, bytes]]:
@@ -159,9 +158,9 @@ def _info(name: str, size: int) -> tarfile.TarInfo:
     return info
 
 
-def _sealed(target: Path, count: int) -> Packed:
+def _sealed(target: Path) -> Packed:
     digest = hashlib.sha256()
     with open(target, "rb") as handle:
         while block := handle.read(CHUNK):
             digest.update(block)
-    return Packed(target, short_hash(digest), count, target.stat().st_size)
+    return Packed(target, short_hash(digest), target.stat().st_size)
