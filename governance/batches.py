@@ -74,6 +74,9 @@ class Batch:
     files: tuple[DropFile, ...]
     meta: BatchMeta
     format: str
+    # A feed's downloads: each name says when it was fetched, so the same bytes under another name
+    # are another answer, not the same file again.
+    downloads: bool = False
 
     @property
     def bytes(self) -> int:
@@ -112,8 +115,13 @@ class BatchScan:
 
     @property
     def fingerprint(self) -> str:
-        """Identity of the content, whatever the file names: the sorted file hashes."""
-        return hashlib.sha256("\n".join(sorted(f.sha256 for f in self.files)).encode()).hexdigest()
+        """Identity of the content: the sorted file hashes, whatever the file names, except for a
+        feed's downloads, whose names are part of what they are."""
+        if self.batch.downloads:
+            entries = (f"{drop.path.name}\t{scan.sha256}" for drop, scan in zip(self.batch.files, self.files))
+        else:
+            entries = (scan.sha256 for scan in self.files)
+        return hashlib.sha256("\n".join(sorted(entries)).encode()).hexdigest()
 
     @property
     def valid_utf8(self) -> bool:
@@ -152,11 +160,11 @@ def ready_batches(lake: Lake, key: AssetKey) -> list[str]:
     return [p.name for p in ready]
 
 
-def open_batch(lake: Lake, key: AssetKey, batch_id: str, fmt: str, *, sniff: bool = True) -> Batch:
+def open_batch(lake: Lake, key: AssetKey, batch_id: str, fmt: str, *, downloads: bool = False) -> Batch:
     """Check a batch folder and the first and last bytes of its files; raise BatchError naming
-    the first problem. `scan_batch` reads them whole. Without `sniff`, a text file that does not
-    start as its format does is left for the reader to quarantine: a feed's hour holds whatever
-    the feed answered, and one bad answer must not keep the others from landing."""
+    the first problem. `scan_batch` reads them whole. In a feed's `downloads`, a text file that
+    does not start as its format does is left for the reader to quarantine: a feed's hour holds
+    whatever the feed answered, and one bad answer must not keep the others from landing."""
     try:
         folder = lake.batch_dir(key, batch_id)
     except (InvalidName, UnsafePath) as err:
@@ -170,10 +178,10 @@ def open_batch(lake: Lake, key: AssetKey, batch_id: str, fmt: str, *, sniff: boo
     for entry in sorted(folder.iterdir()):
         if entry.name.startswith(("_", ".")):
             continue
-        files.append(_check_file(lake.drop_dir(key), entry, fmt, sniff))
+        files.append(_check_file(lake.drop_dir(key), entry, fmt, sniff=not downloads))
     if not files:
         raise BatchError(f"batch {batch_id!r} of {key} is empty: {folder} holds no data file")
-    return Batch(key, batch_id, folder, tuple(files), meta, fmt)
+    return Batch(key, batch_id, folder, tuple(files), meta, fmt, downloads)
 
 
 def batch_stamp(lake: Lake, key: AssetKey, batch_id: str) -> str:

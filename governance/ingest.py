@@ -130,7 +130,7 @@ def _checked_batch(catalog: Catalog, lake: Lake, spec: Spec, request: RunRequest
     try:
         batch_id = next_batch(catalog, lake, spec) if batch_id is None else batch_id
         progress(f"checking batch {batch_id} of {spec.key}")
-        batch = open_batch(lake, spec.key, batch_id, spec.body.source.format, sniff=spec.feed is None)
+        batch = open_batch(lake, spec.key, batch_id, spec.body.source.format, downloads=spec.feed is not None)
         _refuse_known_batch(catalog, spec, batch, force)
         if spec.body.source.format == "csv" and spec.body.source.header:
             check_csv_headers(spec, batch)

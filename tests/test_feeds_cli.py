@@ -114,6 +114,17 @@ def test_a_dropped_hour_lands_as_a_version_labelled_with_the_hour(tmp_path: Path
     assert sorted(r.tick for r in spark.read.parquet(row.path).collect()) == [0, 1, 2, 3]
 
 
+def test_two_hours_of_the_same_answers_both_land(tmp_path: Path, spark, catalog, lake, settings):
+    spec = load(feed_spec(tmp_path / "specs", "https://prices.example/list"))[KEY]
+    store = FeedStore(settings.feeds_store)
+    bodies = [b'{"tick": 1, "price": 100}', b'{"tick": 2, "price": 100}']
+    for hour in (HOUR_START, HOUR_START + timedelta(hours=1)):
+        upload_archive(tmp_path, store, hour, [make_download(hour + timedelta(minutes=i), b) for i, b in enumerate(bodies)])
+    dropped = land(store, lake, catalog, spec, datetime(2026, 11, 23, 17, tzinfo=UTC))
+    rows = [ingest(spark, catalog, lake, spec, RunRequest(requested_by="bob"), batch_id=batch.batch_id) for batch in dropped]
+    assert [(row.number, row.label, row.rows) for row in rows] == [(1, "2026-11-23T14", 2), (2, "2026-11-23T15", 2)]
+
+
 def test_a_download_not_in_the_feeds_format_is_quarantined_and_the_rest_of_the_hour_lands(tmp_path: Path, spark, catalog, lake, settings):
     spec = load(feed_spec(tmp_path / "specs", "https://prices.example/list", max_bad_fraction=0.5))[KEY]
     store = FeedStore(settings.feeds_store)

@@ -40,7 +40,7 @@ def many(tmp_path: Path, lake, extra: dict[str, bytes] | None = None):
     for index, body in enumerate(DOUBTFUL):
         files[f"x_{index:02d}.json"] = body
     drop_batch(lake, KEY, "many", {**files, **(extra or {})})
-    return spec, open_batch(lake, KEY, "many", "json", sniff=False)
+    return spec, open_batch(lake, KEY, "many", "json", downloads=True)
 
 
 @pytest.fixture
