@@ -19,6 +19,7 @@ from governance.zones import AssetKey
 from resources import CustodyResource, SparkResource
 
 CUSTODY_DESCRIPTION = "Custody's catalog, lake, directory and policy, from the CUSTODY_* environment."
+SPARK_DESCRIPTION = "The Spark session, with the master and settings of CUSTODY_SPARK_MASTER and CUSTODY_SPARK_CONF."
 
 
 def build_definitions(
@@ -39,12 +40,18 @@ def definitions_for(
         jobs=[ledger_maintenance],
         schedules=[nightly_ledger_maintenance],
         sensors=sensors,
-        # Bound as it is, with no config a run could change: the catalog, the ledger, the directory and
-        # the policy come from the code location's environment, never from a Launchpad's run config.
-        resources={"custody": dg.ResourceDefinition.hardcoded_resource(CustodyResource(), CUSTODY_DESCRIPTION),
-                   "spark": SparkResource()},
+        resources={"custody": bound(CustodyResource(), CUSTODY_DESCRIPTION),
+                   "spark": bound(SparkResource(), SPARK_DESCRIPTION)},
         executor=dg.in_process_executor,
     )
+
+
+def bound(resource: dg.ConfigurableResource, description: str) -> dg.ResourceDefinition:
+    """A resource as the code location's environment configures it, taking no run config: the
+    catalog, the ledger, the directory, the policy and Spark are never a Launchpad's to change, and
+    the Launchpad flags any config given for them. A Spark setting could run code in the run's
+    process (Java options, jars), where the catalog's and the directory's credentials are."""
+    return dg.ResourceDefinition(resource_fn=lambda _: resource, config_schema={}, description=description)
 
 
 @dg.definitions

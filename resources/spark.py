@@ -59,12 +59,18 @@ class SparkResource(LazyPySparkResource):
 
     def session(self, log: Callable[[str], None]) -> SparkSession:
         """The session, saying so when it has to be started (that takes seconds)."""
-        # Each run gets a fresh copy of the resource, but the JVM's session outlives it.
+        self._forget_stopped()
         if self._spark_session is None and SparkSession.getActiveSession() is None:
             log(f"starting Spark ({self.master or Settings.from_env().spark_master})")
         return self.spark_session
 
+    def _forget_stopped(self) -> None:
+        """One resource serves every run of its process: a session stopped since is started anew."""
+        if self._spark_session is not None and self._spark_session.sparkContext._jsc is None:
+            self._spark_session = None
+
     def _init_session(self) -> None:
+        self._forget_stopped()
         if self._spark_session is None:
             require_java()
             settings = Settings.from_env()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import zipfile
 
 import pytest
@@ -9,6 +12,7 @@ import pytest
 from governance.errors import InvalidInput
 from governance.sparkconf import code_archive, spark_conf
 from resources.spark import session_conf
+from tests.conftest import ROOT
 
 
 def test_pairs_separated_by_commas_or_new_lines_are_settings():
@@ -64,3 +68,19 @@ def test_the_code_archive_holds_the_packages_python_files_and_is_named_by_conten
 def test_a_package_that_cannot_be_imported_cannot_be_shipped(tmp_path):
     with pytest.raises(InvalidInput, match="cannot ship package no_such_package"):
         code_archive(tmp_path, ("no_such_package.transforms",))
+
+
+def test_the_resource_starts_spark_again_when_its_session_was_stopped(tmp_path):
+    """One Spark resource serves every run of a code location's process."""
+    script = (
+        "from resources.spark import SparkResource\n"
+        "spark = SparkResource(master='local[1]')\n"
+        "first = spark.session(print)\n"
+        "first.stop()\n"
+        "second = spark.session(print)\n"
+        "print('rows', second.range(3).count(), second is not first)\n"
+    )
+    env = {**os.environ, "CUSTODY_HOME": str(tmp_path / "home")}
+    done = subprocess.run([sys.executable, "-c", script], check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.stdout.count("starting Spark (local[1])") == 2, done.stderr[-2000:]
+    assert "rows 3 True" in done.stdout, done.stderr[-2000:]
