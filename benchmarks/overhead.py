@@ -2,8 +2,9 @@
 """What Custody adds to one materialization of a trivial integration asset, vs. the same asset in plain Dagster.
 
 Both kinds run in this process, on one Dagster instance (SQLite storage, as a deployment has) and one
-Spark session (local[2]), read the same landing version of --rows rows and apply the same transform
-(benchmarks.bench_transforms:passthrough):
+Spark session (local[2]), with their resources bound as Custody's code location binds them (one object
+for every run, no run config), read the same landing version of --rows rows and apply the same
+transform (benchmarks.bench_transforms:passthrough):
 
   plain:    a `@dg.asset` that reads the landing Parquet folder, applies the transform and writes
             Parquet to a new folder
@@ -60,6 +61,7 @@ sys.path.insert(0, str(ROOT))
 import dagster as dg
 
 from assets.coordinator import CustodyRunCoordinator
+from assets.definitions import bound
 from assets.factory import REQUESTED_BY_TAG, integration_asset, landing_asset
 from benchmarks.bench_transforms import passthrough
 from benchmarks.stats import interval
@@ -140,7 +142,10 @@ class Bench:
                                        directory=f"file:{work / 'directory.yaml'}")
         # The owner puts the specs in force, so each Custody run also checks it runs what is in force.
         apply(self.custody.catalog, self.custody.policy(), Identity.asserted("bench"), self.specs)
-        self.spark = SparkResource(master="local[2]")
+        # Bound as Custody's code location binds its resources (assets/definitions.py), for both kinds:
+        # one object for every run, taking no run config.
+        self.spark = bound(SparkResource(master="local[2]"), "Spark, local[2]")
+        self.bound_custody = bound(self.custody, "Custody's catalog, lake and directory")
         self.plain_out = work / "plain"
         self.custody_asset = integration_asset(self.specs[TRIVIAL], self.specs)
         self.without_checks = dg.AssetSelection.assets(self.custody_asset).without_checks()
@@ -163,7 +168,7 @@ class Bench:
         return version.path
 
     def _resources(self) -> dict:
-        return {"custody": self.custody, "spark": self.spark}
+        return {"custody": self.bound_custody, "spark": self.spark}
 
     def plain(self) -> float:
         return self._plain(self.plain_asset)
