@@ -74,8 +74,7 @@ class Batch:
     files: tuple[DropFile, ...]
     meta: BatchMeta
     format: str
-    # A feed's downloads: each name says when it was fetched, so the same bytes under another name
-    # are another answer, not the same file again.
+    # A feed's downloads: one hour's answers, each named by when it was fetched.
     downloads: bool = False
 
     @property
@@ -115,13 +114,16 @@ class BatchScan:
 
     @property
     def fingerprint(self) -> str:
-        """Identity of the content: the sorted file hashes, whatever the file names, except for a
-        feed's downloads, whose names are part of what they are."""
-        if self.batch.downloads:
-            entries = (f"{drop.path.name}\t{scan.sha256}" for drop, scan in zip(self.batch.files, self.files))
+        """Identity of the content: the sorted file hashes, whatever the file names. A feed's hour
+        is part of it, as the same answers in another hour are that hour's data; so are the names
+        of a raw feed's downloads, which say when each was fetched and land as rows."""
+        batch = self.batch
+        if batch.downloads and batch.format == "raw":
+            entries = [f"{drop.path.name}\t{scan.sha256}" for drop, scan in zip(batch.files, self.files)]
         else:
-            entries = (scan.sha256 for scan in self.files)
-        return hashlib.sha256("\n".join(sorted(entries)).encode()).hexdigest()
+            entries = [scan.sha256 for scan in self.files]
+        hour = [f"hour\t{batch.meta.label or ''}"] if batch.downloads else []
+        return hashlib.sha256("\n".join([*hour, *sorted(entries)]).encode()).hexdigest()
 
     @property
     def valid_utf8(self) -> bool:

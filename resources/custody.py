@@ -96,7 +96,7 @@ class CustodyResource(dg.ConfigurableResource):
 
 @cache
 def _emitter(setting: str, home: Path, api_key: str | None) -> Emitter:
-    # Every Dagster run gets a fresh copy of the resource; the client and its transport are kept.
+    # Each run asks for its emitter again: the client and its transport are made once per setting.
     from governance.lineage.openlineage import Emitter, transport_config
 
     return Emitter(transport_config(setting, home, api_key))

@@ -11,6 +11,7 @@ from typing import Any
 
 from dagster_pyspark import LazyPySparkResource
 from dagster_pyspark.resources import spark_session_from_config
+from pydantic import Field
 from pyspark.sql import SparkSession
 
 from governance.config import Settings
@@ -55,7 +56,8 @@ class SparkResource(LazyPySparkResource):
     """The SparkSession assets run on; started on first use, after checking for Java 17."""
 
     master: str | None = None
-    spark_config: dict[str, Any] = {}
+    # Set in code only (tests, benchmarks): the code location's Spark takes its settings from the environment.
+    spark_config: dict[str, Any] = Field(default_factory=dict)
 
     def session(self, log: Callable[[str], None]) -> SparkSession:
         """The session, saying so when it has to be started (that takes seconds)."""

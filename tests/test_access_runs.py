@@ -102,7 +102,7 @@ def test_run_config_cannot_change_the_catalog_the_directory_or_spark(catalog, se
     (tmp_path / "everyone.yaml").write_text("users: {eve: {}}\ngroups: {sales-producers: [eve]}\n")
     given = json.loads(json.dumps(config).replace("{tmp}", str(tmp_path)))
     defs = build_definitions(settings.specs, transform_packages=settings.transform_packages)
-    with pytest.MonkeyPatch.context() as env, pytest.raises(dg.DagsterInvalidConfigError, match="unexpected config entr"):
+    with pytest.MonkeyPatch.context() as env, pytest.raises(dg.DagsterInvalidConfigError, match=rf"unexpected config entr.* root:resources:{resource}:config"):
         env.setenv("CUSTODY_HOME", str(settings.home))
         defs.resolve_implicit_global_asset_job_def().execute_in_process(
             run_config={"resources": {resource: {"config": given}}}, instance=instance_for(settings),

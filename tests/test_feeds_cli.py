@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from governance import ledger
+from governance.errors import DuplicateBatch
 from governance.feeds.store import FeedStore
 from governance.ingest import ingest
 from governance.runs import RunRequest
@@ -123,6 +125,34 @@ def test_two_hours_of_the_same_answers_both_land(tmp_path: Path, spark, catalog,
     dropped = land(store, lake, catalog, spec, datetime(2026, 11, 23, 17, tzinfo=UTC))
     rows = [ingest(spark, catalog, lake, spec, RunRequest(requested_by="bob"), batch_id=batch.batch_id) for batch in dropped]
     assert [(row.number, row.label, row.rows) for row in rows] == [(1, "2026-11-23T14", 2), (2, "2026-11-23T15", 2)]
+
+
+def ingested_hour(tmp_path: Path, spark, catalog, lake, settings, fmt: str = "json"):
+    """One hour of one answer dropped and ingested; its spec and batch."""
+    spec = load(feed_spec(tmp_path / "specs", "https://prices.example/list", fmt=fmt))[KEY]
+    upload_archive(tmp_path, FeedStore(settings.feeds_store), HOUR_START,
+                   [make_download(HOUR_START, b'{"tick": 1, "price": 100}')])
+    [dropped] = land(FeedStore(settings.feeds_store), lake, catalog, spec, datetime(2026, 11, 23, 16, tzinfo=UTC))
+    ingest(spark, catalog, lake, spec, RunRequest(requested_by="bob"), batch_id=dropped.batch_id)
+    return spec, dropped.batch_id
+
+
+def test_an_hours_answers_dropped_again_are_the_same_files(tmp_path: Path, spark, catalog, lake, settings):
+    spec, batch_id = ingested_hour(tmp_path, spark, catalog, lake, settings)
+    shutil.copytree(lake.batch_dir(KEY, batch_id), lake.batch_dir(KEY, "2026-11-23T14_again"))
+    with pytest.raises(DuplicateBatch, match=f"has the same files as batch '{batch_id}'"):
+        ingest(spark, catalog, lake, spec, RunRequest(requested_by="bob"), batch_id="2026-11-23T14_again")
+
+
+def test_a_raw_feeds_answer_fetched_at_another_time_is_another_row(tmp_path: Path, spark, catalog, lake, settings):
+    spec, batch_id = ingested_hour(tmp_path, spark, catalog, lake, settings, fmt="raw")
+    again = lake.batch_dir(KEY, "2026-11-23T14_again")
+    shutil.copytree(lake.batch_dir(KEY, batch_id), again)
+    [download] = [path for path in again.iterdir() if not path.name.startswith("_")]
+    later = make_download(HOUR_START + timedelta(minutes=5), download.read_bytes())[0]
+    download.rename(again / later)
+    row = ingest(spark, catalog, lake, spec, RunRequest(requested_by="bob"), batch_id=again.name)
+    assert [r.file for r in spark.read.parquet(row.path).collect()] == [later]
 
 
 def test_a_download_not_in_the_feeds_format_is_quarantined_and_the_rest_of_the_hour_lands(tmp_path: Path, spark, catalog, lake, settings):
