@@ -2,6 +2,7 @@
 
 # No `from __future__ import annotations` here: Dagster reads the sensor function's annotations at runtime.
 
+import hashlib
 import json
 from collections.abc import Iterator
 
@@ -93,7 +94,7 @@ def feeds_sensor(specs: SpecSet) -> dg.SensorDefinition | None:
         custody: CustodyResource = context.resources.custody
         settings = custody.settings()
         store = FeedStore(settings.feeds_store)
-        reported = set(json.loads(context.cursor)) if context.cursor else set()
+        reported, shown = feeds_cursor(context.cursor)
         try:
             done = tend(store, feeds, settings.feeds_workspace / "consolidating", utc_now(), lake=custody.lake,
                         catalog=custody.catalog)
@@ -107,16 +108,31 @@ def feeds_sensor(specs: SpecSet) -> dg.SensorDefinition | None:
         for dropped in done.dropped:
             context.log.info(f"{dropped.feed}: hour {dropped.hour:%Y-%m-%dT%H} dropped as batch {dropped.batch_id}")
         seen = replicas(store, utc_now())
+        health = {str(spec.key): collector_health(spec, seen) for spec in feeds}
+        # An observation only when a feed's health changed: one a minute would bury its materializations.
         return dg.SensorResult(
-            asset_events=[dg.AssetObservation(asset_key=dg.AssetKey([s.key.domain, s.key.name]), metadata=collector_health(s, seen))
-                          for s in feeds],
-            cursor=json.dumps(sorted(reported)),
+            asset_events=[dg.AssetObservation(asset_key=dg.AssetKey([s.key.domain, s.key.name]), metadata=health[str(s.key)])
+                          for s in feeds if shown.get(str(s.key)) != health_digest(health[str(s.key)])],
+            cursor=json.dumps({"reported": sorted(reported),
+                               "shown": {key: health_digest(values) for key, values in health.items()}}),
         )
 
     return custody_feeds
 
 
-def collector_health(spec: Spec, seen: list[dict]) -> dict[str, object]:
+def feeds_cursor(cursor: str | None) -> tuple[set[str], dict[str, str]]:
+    """The refusals already recorded, and the health last shown on each feed's asset."""
+    saved = json.loads(cursor) if cursor else {}
+    if isinstance(saved, list):  # written before the health was kept in it
+        return set(saved), {}
+    return set(saved.get("reported", [])), dict(saved.get("shown", {}))
+
+
+def health_digest(health: dict[str, int | str]) -> str:
+    return hashlib.sha256(json.dumps(health, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def collector_health(spec: Spec, seen: list[dict]) -> dict[str, int | str]:
     """A feed's collection as its replicas last wrote it: when it last downloaded, and its failures."""
     from governance.feeds.names import feed_id
 
@@ -125,11 +141,11 @@ def collector_health(spec: Spec, seen: list[dict]) -> dict[str, object]:
     last = max((c.get("last_download") or "" for _, c in counts), default="")
     errors = [c["last_error"] for _, c in counts if c.get("last_error")]
     return {
-        "custody/collectors_running": dg.MetadataValue.int(len(running)),
+        "custody/collectors_running": len(running),
         "custody/replicas": ", ".join(running) or "none running",
         "custody/last_download": last or "never",
-        "custody/downloads": dg.MetadataValue.int(sum(c.get("downloads", 0) for _, c in counts)),
-        "custody/failed_downloads": dg.MetadataValue.int(sum(c.get("failed_ticks", 0) for _, c in counts)),
+        "custody/downloads": sum(c.get("downloads", 0) for _, c in counts),
+        "custody/failed_downloads": sum(c.get("failed_ticks", 0) for _, c in counts),
         "custody/last_error": max(errors, default="none"),
     }
 

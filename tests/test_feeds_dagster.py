@@ -11,7 +11,7 @@ import pytest
 
 from assets.definitions import definitions_for
 from assets.factory import build_assets
-from assets.sensors import FEEDS_SENSOR, SENSOR
+from assets.sensors import FEEDS_SENSOR, SENSOR, feeds_cursor
 from governance.batches import ready_batches
 from governance.feeds.replicas import beat, new_lease
 from governance.feeds.store import FeedStore
@@ -94,3 +94,25 @@ def test_the_feeds_sensor_drops_complete_hours_the_dropzone_sensor_requests_thei
         context = dg.build_sensor_context(instance=instance, resources=resources, definitions=definitions)
         [request] = definitions.resolve_sensor_def(SENSOR).evaluate_tick(context).run_requests
     assert (request.partition_key, request.run_key) == (PARTITION, f"market/prices/{batch}")
+
+
+def test_the_feeds_sensor_records_a_feeds_health_again_only_when_it_changed(feed_specs, resources, store):
+    definitions = definitions_for(feed_specs)
+    sensor = definitions.resolve_sensor_def(FEEDS_SENSOR)
+    lease = new_lease("east", "one")
+
+    def tick(instance, cursor, downloads):
+        beat(store, lease, datetime.now(UTC), {FEED: {"downloads": downloads, "last_download": "2026-11-23T14:59:59.000+00:00"}})
+        context = dg.build_sensor_context(instance=instance, resources=resources, definitions=definitions, cursor=cursor)
+        return sensor.evaluate_tick(context)
+
+    with dg.instance_for_test() as instance:
+        first = tick(instance, None, 7)
+        same = tick(instance, first.cursor, 7)
+        more = tick(instance, same.cursor, 8)
+    assert [len(result.asset_events) for result in (first, same, more)] == [1, 0, 1]
+    assert more.asset_events[0].metadata["custody/downloads"].value == 8
+
+
+def test_a_feeds_sensor_cursor_from_before_keeps_its_recorded_refusals():
+    assert feeds_cursor('["a refusal"]') == ({"a refusal"}, {})
