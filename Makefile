@@ -34,8 +34,10 @@ $(BIN)/jupyter-lab: $(BIN)/custody
 	$(BIN)/pip install --quiet -e ".[notebook]"
 	touch $@
 
+# Jupyter refuses to start as root (a container's user, often) unless told it may.
 notebook: $(BIN)/jupyter-lab
-	CUSTODY_SPECS="$${CUSTODY_SPECS:-$(CURDIR)/assets/specs}" $(BIN)/jupyter lab --notebook-dir=notebooks notebooks/auditor.ipynb
+	CUSTODY_SPECS="$${CUSTODY_SPECS:-$(CURDIR)/assets/specs}" $(BIN)/jupyter lab --notebook-dir=notebooks \
+		$(if $(filter 0,$(shell id -u)),--allow-root) notebooks/auditor.ipynb
 
 clean:
 	rm -rf $(CUSTODY_HOME)
