@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rich.console import Console, Group
@@ -35,19 +36,51 @@ def short(value: str | None, width: int = 12) -> str:
     return (value or "")[:width]
 
 
-def versions_table(asset: str, rows: list[VersionRow], total: int | None = None) -> Table:
-    """A page of versions; its caption says which of `total` they are and how to see older ones."""
-    table = Table(title=f"Versions of {asset}", title_justify="left", caption=_page_caption(rows, total),
+# Each version column: its header, how it is aligned, and its cell for a version.
+VERSION_COLUMNS: dict[str, tuple[str, Callable[[VersionRow], str]]] = {
+    "version": ("right", lambda row: str(row.number)),
+    "label": ("left", lambda row: escape(row.label or "")),
+    "created (UTC)": ("left", lambda row: row.created_at.strftime("%Y-%m-%d %H:%M:%S")),
+    "rows": ("right", lambda row: f"{row.rows:,}"),
+    "quarantined": ("right", lambda row: f"{row.rows_quarantined:,}"),
+    "data_version": ("left", lambda row: short(row.data_version)),
+    "requested by": ("left", lambda row: escape(row.requested_by)),
+    "run": ("left", lambda row: short(row.run_id, 8)),
+    "state": ("left", lambda row: _state(row)),
+}
+# On a narrow terminal these give way, first to last, rather than every cell being cut short; a
+# column that says nothing on the page (all empty, no row quarantined) goes before any of them.
+GIVE_WAY = ("run", "data_version", "quarantined", "label")
+SAYS_NOTHING = frozenset({"", "0"})
+
+
+def versions_table(asset: str, rows: list[VersionRow], total: int | None = None, width: int | None = None) -> Table:
+    """A page of versions; its caption says which of `total` they are and how to see older ones.
+    Within `width`, the columns that give way are left out and the caption names them."""
+    cells = {name: [cell(row) for row in rows] for name, (_, cell) in VERSION_COLUMNS.items()}
+    shown = list(VERSION_COLUMNS)
+    left_out = []
+    silent = [name for name in ("label", "quarantined", "state") if set(cells[name]) <= SAYS_NOTHING]
+    for name in dict.fromkeys([*silent, *GIVE_WAY]):
+        if width is None or _table_width({n: cells[n] for n in shown}) <= width:
+            break
+        shown.remove(name)
+        left_out.append(name)
+    notes = [note for note in (_page_caption(rows, total),
+                               f"not shown at this width: {', '.join(left_out)}" if left_out else None) if note]
+    table = Table(title=f"Versions of {asset}", title_justify="left", caption="\n".join(notes) or None,
                   caption_justify="left")
-    for column in ("version", "label", "created (UTC)", "rows", "quarantined", "data_version", "requested by", "run", "state"):
-        table.add_column(column, justify="right" if column in ("version", "rows", "quarantined") else "left")
-    for row in rows:
-        table.add_row(
-            str(row.number), escape(row.label or ""), row.created_at.strftime("%Y-%m-%d %H:%M:%S"), f"{row.rows:,}",
-            f"{row.rows_quarantined:,}", short(row.data_version), escape(row.requested_by), short(row.run_id, 8),
-            _state(row),
-        )
+    for name in shown:
+        table.add_column(name, justify=VERSION_COLUMNS[name][0], no_wrap=name in ("created (UTC)", "data_version"))
+    for index in range(len(rows)):
+        table.add_row(*(cells[name][index] for name in shown))
     return table
+
+
+def _table_width(cells: dict[str, list[str]]) -> int:
+    """About the width a rich table takes to show every cell whole, each column padded and ruled
+    (an escaped bracket counts one more)."""
+    return 1 + sum(max([len(name), *(len(value) for value in values)]) + 3 for name, values in cells.items())
 
 
 def _page_caption(rows: list[VersionRow], total: int | None) -> str | None:
@@ -405,7 +438,7 @@ def _newest(entry: AssetEntry) -> str:
             f"for {printable(newest.requested_by)}")
 
 
-def asset_detail(found: AssetDetail) -> Group:
+def asset_detail(found: AssetDetail, width: int | None = None) -> Group:
     entry = found.entry
     facts = "".join(f"{name}: {value}\n" for name, value in found.facts().items())
     head = Text.assemble((printable(entry.key), "bold"), "\n", printable(f"{entry.description}\n{facts}", keep="\n"))
@@ -418,7 +451,7 @@ def asset_detail(found: AssetDetail) -> Group:
     if not found.spec.get("columns"):
         columns.title = "Columns (as the newest version was written; the spec declares none)"
     parts = [head, columns] if found.columns else [head]
-    parts.append(versions_table(entry.key, list(found.versions)) if found.versions else Text("no version yet"))
+    parts.append(versions_table(entry.key, list(found.versions), width=width) if found.versions else Text("no version yet"))
     parts.append(Text(printable(spec_yaml(entry.key, entry.spec_hash, found.spec), keep="\n")))
     return Group(*parts)
 

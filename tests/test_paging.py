@@ -91,3 +91,23 @@ def test_all_shows_the_whole_tree(wide_impact, capsys):
 def test_a_depth_that_keeps_it_small_shows_the_tree(wide_impact, capsys):
     code, out, _ = cli(capsys, "provenance", "t/wide@1", "--json")
     assert code == 0 and json.loads(out)["inputs"][0]["asset"] == "t/root"
+
+
+def test_versions_fits_a_narrow_terminal_by_leaving_columns_out_and_naming_them(long_history, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = cli(capsys, "versions", "t/history")
+    assert code == 0
+    assert max(len(line) for line in out.splitlines()) <= 80 and "…" not in out
+    [note] = [line.strip() for line in out.splitlines() if line.startswith("not shown at this width: ")]
+    header = next(line for line in out.splitlines() if "version" in line and "created" in line)
+    left_out = note.removeprefix("not shown at this width: ").split(", ")
+    assert left_out and not [name for name in left_out if name in header]
+    assert [name for name in ("version", "created (UTC)", "rows", "requested by") if name not in header] == []
+
+
+def test_a_wide_terminal_shows_every_version_column(long_history, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, _ = cli(capsys, "versions", "t/history")
+    header = next(line for line in out.splitlines() if "version" in line and "created" in line)
+    assert [name for name in ("label", "quarantined", "data_version", "requested by", "run", "state") if name not in header] == []
+    assert code == 0 and "not shown" not in out

@@ -36,7 +36,8 @@ def catalog(
         if as_json:
             emit_json(found.to_dict())
         else:
-            render.stdout_console().print(render.asset_detail(found))
+            console = render.stdout_console()
+            console.print(render.asset_detail(found, console.width))
         return
     entries = listing(store, Filters(search, domain, classification.value if classification else None, owner))
     if as_json:

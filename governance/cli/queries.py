@@ -50,7 +50,8 @@ def versions(
                                                   else catalog.versions_page(key, limit, before)))
         return
     rows = list(catalog.iter_versions(key)) if everything else catalog.versions_page(key, limit, before)
-    render.stdout_console().print(render.versions_table(str(key), rows, total))
+    console = render.stdout_console()
+    console.print(render.versions_table(str(key), rows, total, width=console.width))
 
 
 AllNodes = Annotated[bool, typer.Option(
