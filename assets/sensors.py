@@ -5,6 +5,7 @@
 import hashlib
 import json
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 
 import dagster as dg
 
@@ -15,6 +16,10 @@ from resources import CustodyResource
 SENSOR = "custody_dropzone"
 FEEDS_SENSOR = "custody_feeds"
 FEEDS_EVERY_SECONDS = 60
+# A feed's counts (downloads, failures, last download) reach its asset at most this often.
+HEALTH_EVERY = timedelta(minutes=15)
+# What changes a feed's state, shown on its asset at the next tick.
+STATE = ("custody/collectors_running", "custody/replicas", "custody/last_error")
 BATCH_TAG = "custody/batch"
 EVERY_SECONDS = 30
 
@@ -107,20 +112,21 @@ def feeds_sensor(specs: SpecSet) -> dg.SensorDefinition | None:
             custody.catalog.checkpoint()
         for dropped in done.dropped:
             context.log.info(f"{dropped.feed}: hour {dropped.hour:%Y-%m-%dT%H} dropped as batch {dropped.batch_id}")
-        seen = replicas(store, utc_now())
-        health = {str(spec.key): collector_health(spec, seen) for spec in feeds}
-        # An observation only when a feed's health changed: one a minute would bury its materializations.
-        return dg.SensorResult(
-            asset_events=[dg.AssetObservation(asset_key=dg.AssetKey([s.key.domain, s.key.name]), metadata=health[str(s.key)])
-                          for s in feeds if shown.get(str(s.key)) != health_digest(health[str(s.key)])],
-            cursor=json.dumps({"reported": sorted(reported),
-                               "shown": {key: health_digest(values) for key, values in health.items()}}),
-        )
+        now = utc_now()
+        seen = replicas(store, now)
+        events, showing = [], {}
+        for spec in feeds:
+            health, last = collector_health(spec, seen), shown.get(str(spec.key))
+            fresh = due(last, health, now)
+            showing[str(spec.key)] = fresh or last
+            if fresh:
+                events.append(dg.AssetObservation(asset_key=dg.AssetKey([spec.key.domain, spec.key.name]), metadata=health))
+        return dg.SensorResult(asset_events=events, cursor=json.dumps({"reported": sorted(reported), "shown": showing}))
 
     return custody_feeds
 
 
-def feeds_cursor(cursor: str | None) -> tuple[set[str], dict[str, str]]:
+def feeds_cursor(cursor: str | None) -> tuple[set[str], dict[str, dict]]:
     """The refusals already recorded, and the health last shown on each feed's asset."""
     saved = json.loads(cursor) if cursor else {}
     if isinstance(saved, list):  # written before the health was kept in it
@@ -128,8 +134,20 @@ def feeds_cursor(cursor: str | None) -> tuple[set[str], dict[str, str]]:
     return set(saved.get("reported", [])), dict(saved.get("shown", {}))
 
 
-def health_digest(health: dict[str, int | str]) -> str:
-    return hashlib.sha256(json.dumps(health, sort_keys=True).encode()).hexdigest()[:16]
+def due(last: dict | None, health: dict[str, int | str], now: datetime) -> dict | None:
+    """What a feed's asset is to show from now, when it is due: at once when its state changed
+    (collectors, the last error, a first download), and at most every HEALTH_EVERY when only its
+    counts moved. An observation a minute would bury the asset's materializations."""
+    state = _digest({key: health[key] for key in STATE}, health["custody/last_download"] != "never")
+    counts = _digest(health)
+    if last and last.get("state") == state and (
+            last.get("counts") == counts or now - datetime.fromisoformat(last["at"]) < HEALTH_EVERY):
+        return None
+    return {"state": state, "counts": counts, "at": now.isoformat()}
+
+
+def _digest(*values: object) -> str:
+    return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def collector_health(spec: Spec, seen: list[dict]) -> dict[str, int | str]:

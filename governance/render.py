@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from rich.cells import cell_len
 from rich.console import Console, Group
 from rich.markup import escape as escape_markup
 from rich.table import Table
@@ -36,51 +37,55 @@ def short(value: str | None, width: int = 12) -> str:
     return (value or "")[:width]
 
 
-# Each version column: its header, how it is aligned, and its cell for a version.
-VERSION_COLUMNS: dict[str, tuple[str, Callable[[VersionRow], str]]] = {
-    "version": ("right", lambda row: str(row.number)),
-    "label": ("left", lambda row: escape(row.label or "")),
-    "created (UTC)": ("left", lambda row: row.created_at.strftime("%Y-%m-%d %H:%M:%S")),
-    "rows": ("right", lambda row: f"{row.rows:,}"),
-    "quarantined": ("right", lambda row: f"{row.rows_quarantined:,}"),
-    "data_version": ("left", lambda row: short(row.data_version)),
-    "requested by": ("left", lambda row: escape(row.requested_by)),
-    "run": ("left", lambda row: short(row.run_id, 8)),
-    "state": ("left", lambda row: _state(row)),
+# Each version column: how it is aligned, and its cell for a version (Text: data is never markup).
+VERSION_COLUMNS: dict[str, tuple[str, Callable[[VersionRow], Text]]] = {
+    "version": ("right", lambda row: Text(str(row.number))),
+    "label": ("left", lambda row: Text(printable(row.label or ""))),
+    "created (UTC)": ("left", lambda row: Text(row.created_at.strftime("%Y-%m-%d %H:%M:%S"))),
+    "rows": ("right", lambda row: Text(f"{row.rows:,}")),
+    "quarantined": ("right", lambda row: Text(f"{row.rows_quarantined:,}")),
+    "data_version": ("left", lambda row: Text(short(row.data_version))),
+    "requested by": ("left", lambda row: Text(printable(row.requested_by))),
+    "run": ("left", lambda row: Text(short(row.run_id, 8))),
+    "state": ("left", lambda row: Text(_state(row))),
 }
 # On a narrow terminal these give way, first to last, rather than every cell being cut short; a
-# column that says nothing on the page (all empty, no row quarantined) goes before any of them.
+# column with nothing in it on the page (no label, none quarantined, all committed) goes first.
 GIVE_WAY = ("run", "data_version", "quarantined", "label")
 SAYS_NOTHING = frozenset({"", "0"})
+# A cell's padding on either side and the rule after it, in rich's default table.
+PADDED = 3
+# What is left when every other column gave way wraps rather than being cut.
+FOLDED = frozenset({"label", "requested by"})
 
 
-def versions_table(asset: str, rows: list[VersionRow], total: int | None = None, width: int | None = None) -> Table:
-    """A page of versions; its caption says which of `total` they are and how to see older ones.
-    Within `width`, the columns that give way are left out and the caption names them."""
+def versions_table(asset: str, rows: list[VersionRow], total: int | None = None, width: int | None = None) -> Group:
+    """A page of versions, then which of `total` they are and how to see older ones. Within
+    `width`, as far as it goes, the columns that give way are left out, and a line says which.
+    The lines below the table are their own: a caption would wrap at the table's width."""
+    if not rows:
+        return Group(Text(f"Versions of {asset}"), Text(_page_caption(rows, total) or "no version yet"))
     cells = {name: [cell(row) for row in rows] for name, (_, cell) in VERSION_COLUMNS.items()}
-    shown = list(VERSION_COLUMNS)
-    left_out = []
-    silent = [name for name in ("label", "quarantined", "state") if set(cells[name]) <= SAYS_NOTHING]
-    for name in dict.fromkeys([*silent, *GIVE_WAY]):
-        if width is None or _table_width({n: cells[n] for n in shown}) <= width:
+    widths = {name: max([cell_len(name), *(text.cell_len for text in values)]) + PADDED for name, values in cells.items()}
+    empty = [name for name in ("label", "quarantined", "state") if {text.plain for text in cells[name]} <= SAYS_NOTHING]
+    shown, dropped = list(VERSION_COLUMNS), []
+    for name in dict.fromkeys([*empty, *GIVE_WAY]):
+        if width is None or 1 + sum(widths[n] for n in shown) <= width:
             break
         shown.remove(name)
-        left_out.append(name)
-    notes = [note for note in (_page_caption(rows, total),
-                               f"not shown at this width: {', '.join(left_out)}" if left_out else None) if note]
-    table = Table(title=f"Versions of {asset}", title_justify="left", caption="\n".join(notes) or None,
-                  caption_justify="left")
+        dropped.append(name)
+    table = Table(title=f"Versions of {asset}", title_justify="left")
     for name in shown:
-        table.add_column(name, justify=VERSION_COLUMNS[name][0], no_wrap=name in ("created (UTC)", "data_version"))
-    for index in range(len(rows)):
-        table.add_row(*(cells[name][index] for name in shown))
-    return table
-
-
-def _table_width(cells: dict[str, list[str]]) -> int:
-    """About the width a rich table takes to show every cell whole, each column padded and ruled
-    (an escaped bracket counts one more)."""
-    return 1 + sum(max([len(name), *(len(value) for value in values)]) + 3 for name, values in cells.items())
+        table.add_column(name, justify=VERSION_COLUMNS[name][0], no_wrap=name not in FOLDED,
+                         overflow="fold" if name in FOLDED else "ellipsis")
+    for row_cells in zip(*(cells[name] for name in shown)):
+        table.add_row(*row_cells)
+    nothing = [name for name in dropped if name in empty]
+    narrow = [name for name in dropped if name not in empty]
+    notes = [_page_caption(rows, total),
+             f"not shown, with nothing in them on this page: {', '.join(nothing)}" if nothing else None,
+             f"not shown at this width: {', '.join(narrow)}" if narrow else None]
+    return Group(table, *(Text(note) for note in notes if note))
 
 
 def _page_caption(rows: list[VersionRow], total: int | None) -> str | None:

@@ -3,6 +3,7 @@ custody_feeds sensor merging, dropping and showing the collectors' health."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -96,22 +97,43 @@ def test_the_feeds_sensor_drops_complete_hours_the_dropzone_sensor_requests_thei
     assert (request.partition_key, request.run_key) == (PARTITION, f"market/prices/{batch}")
 
 
-def test_the_feeds_sensor_records_a_feeds_health_again_only_when_it_changed(feed_specs, resources, store):
+@pytest.fixture
+def health_tick(feed_specs, resources, store):
+    """One custody_feeds tick after the collector east/one wrote `counts` for the feed."""
     definitions = definitions_for(feed_specs)
     sensor = definitions.resolve_sensor_def(FEEDS_SENSOR)
     lease = new_lease("east", "one")
-
-    def tick(instance, cursor, downloads):
-        beat(store, lease, datetime.now(UTC), {FEED: {"downloads": downloads, "last_download": "2026-11-23T14:59:59.000+00:00"}})
-        context = dg.build_sensor_context(instance=instance, resources=resources, definitions=definitions, cursor=cursor)
-        return sensor.evaluate_tick(context)
-
     with dg.instance_for_test() as instance:
-        first = tick(instance, None, 7)
-        same = tick(instance, first.cursor, 7)
-        more = tick(instance, same.cursor, 8)
-    assert [len(result.asset_events) for result in (first, same, more)] == [1, 0, 1]
-    assert more.asset_events[0].metadata["custody/downloads"].value == 8
+        def tick(cursor: str | None, **counts) -> dg.SensorResult:
+            beat(store, lease, datetime.now(UTC), {FEED: {"last_download": "2026-11-23T14:59:59.000+00:00", **counts}})
+            context = dg.build_sensor_context(instance=instance, resources=resources, definitions=definitions, cursor=cursor)
+            return sensor.evaluate_tick(context)
+
+        yield tick
+
+
+def aged(cursor: str, minutes: int) -> str:
+    """The cursor as if the health it holds had been shown `minutes` earlier."""
+    saved = json.loads(cursor)
+    for shown in saved["shown"].values():
+        shown["at"] = (datetime.fromisoformat(shown["at"]) - timedelta(minutes=minutes)).isoformat()
+    return json.dumps(saved)
+
+
+def test_a_feeds_counts_reach_its_asset_at_most_every_15_minutes(health_tick):
+    first = health_tick(None, downloads=7)
+    same = health_tick(first.cursor, downloads=7)
+    more = health_tick(same.cursor, downloads=8)
+    later = health_tick(aged(more.cursor, 16), downloads=9)
+    assert [len(result.asset_events) for result in (first, same, more, later)] == [1, 0, 0, 1]
+    assert later.asset_events[0].metadata["custody/downloads"].value == 9
+
+
+def test_a_new_error_reaches_the_feeds_asset_at_the_next_tick(health_tick):
+    first = health_tick(None, downloads=7)
+    failing = health_tick(first.cursor, downloads=7, failed_ticks=1, last_error="HTTP 503")
+    [observation] = failing.asset_events
+    assert observation.metadata["custody/last_error"].value == "HTTP 503"
 
 
 def test_a_feeds_sensor_cursor_from_before_keeps_its_recorded_refusals():

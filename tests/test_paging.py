@@ -6,10 +6,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from rich.cells import cell_len
+from rich.console import Console
 
 from governance.catalog import Catalog
+from governance.catalog.models import VersionRow
 from governance.lineage.graph import SUMMARY_OVER
-from tests.graphs import add_version, add_versions
+from governance.render import versions_table
+from tests.graphs import EPOCH, add_version, add_versions
 from tests.helpers import cli
 
 
@@ -93,16 +97,63 @@ def test_a_depth_that_keeps_it_small_shows_the_tree(wide_impact, capsys):
     assert code == 0 and json.loads(out)["inputs"][0]["asset"] == "t/root"
 
 
-def test_versions_fits_a_narrow_terminal_by_leaving_columns_out_and_naming_them(long_history, capsys, monkeypatch):
+def page(width: int, rows: list[VersionRow], total: int | None = None) -> str:
+    console = Console(width=width, record=True, highlight=False, emoji=False)
+    console.print(versions_table("t/history", rows, total, width=width))
+    return console.export_text()
+
+
+def version(number: int, *, label: str | None = "2026-11-23T14", quarantined: int = 3, by: str = "bob") -> VersionRow:
+    return VersionRow(asset_key="t/history", number=number, data_version="0123456789abcdef", zone="landing", path="/v",
+                      rows=1000, rows_quarantined=quarantined, bytes=1, table_schema="{}", created_at=EPOCH,
+                      code_version="c", spec_hash="s", requested_by=by, attempt_id=f"a{number}", run_id="21ac4517-run",
+                      label=label)
+
+
+def header_of(text: str) -> str:
+    return next(line for line in text.splitlines() if "version" in line and "created" in line)
+
+
+def test_on_a_narrow_terminal_run_and_data_version_give_way_first_and_a_line_names_them():
+    text = page(100, [version(1), version(2)])
+    assert [name for name in ("label", "quarantined", "requested by") if name not in header_of(text)] == []
+    assert "not shown at this width: run, data_version" in text and "…" not in text
+    assert max(cell_len(line) for line in text.splitlines()) <= 100
+
+
+def test_at_80_columns_quarantined_goes_too_and_the_label_stays():
+    text = page(80, [version(1), version(2)])
+    assert "label" in header_of(text) and "quarantined" not in header_of(text)
+    assert "not shown at this width: run, data_version, quarantined" in text
+    assert max(cell_len(line) for line in text.splitlines()) <= 80
+
+
+def test_columns_with_nothing_in_them_go_before_any_other():
+    text = page(100, [version(1, label=None, quarantined=0)])
+    assert "not shown, with nothing in them on this page: label, quarantined\n" in text
+    assert "run" in header_of(text) and "not shown at this width" not in text
+
+
+def test_wide_characters_and_brackets_are_measured_as_shown():
+    text = page(110, [version(1, label="月次売上の訂正版"), version(2, label="[a][b][c][d][e][f]")])
+    assert "月次売上の訂正版" in text and "[a][b][c][d][e][f]" in text and "…" not in text
+
+
+def test_a_long_name_wraps_rather_than_being_cut():
+    text = page(60, [version(1, by="firstname.lastname@example.com")])
+    assert "…" not in text and "me@example.com" in text
+
+
+def test_a_page_without_versions_says_so_without_an_empty_table():
+    assert [line.strip() for line in page(80, [], 120).splitlines()] == ["Versions of t/history", "no versions on this page, of 120"]
+
+
+def test_versions_fits_an_80_column_terminal(long_history, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
     code, out, _ = cli(capsys, "versions", "t/history")
     assert code == 0
-    assert max(len(line) for line in out.splitlines()) <= 80 and "…" not in out
-    [note] = [line.strip() for line in out.splitlines() if line.startswith("not shown at this width: ")]
-    header = next(line for line in out.splitlines() if "version" in line and "created" in line)
-    left_out = note.removeprefix("not shown at this width: ").split(", ")
-    assert left_out and not [name for name in left_out if name in header]
-    assert [name for name in ("version", "created (UTC)", "rows", "requested by") if name not in header] == []
+    assert max(cell_len(line) for line in out.splitlines()) <= 80 and "…" not in out
+    assert "not shown, with nothing in them on this page: label, quarantined, state" in out
 
 
 def test_a_wide_terminal_shows_every_version_column(long_history, capsys, monkeypatch):
