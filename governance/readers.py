@@ -17,6 +17,7 @@ from pyspark.sql import types as T
 
 from governance.batches import Batch, BatchScan, DropFile, first_line, opened
 from governance.errors import BatchError, shown
+from governance.feeds.names import FETCHED_AT
 from governance.jsonshapes import representatives
 from governance.quarantine import CONTROL, MAX_JSON_DEPTH, explain_csv_record, explain_json_record
 from governance.sparktypes import arrow_type_name, normalized, spark_schema, spark_type
@@ -27,8 +28,6 @@ GLOB_CHARACTERS = frozenset("[]*?{}\\")
 MAX_NAMES_SHOWN = 10
 # From this many multiline JSON files on, Spark infers the schema from one file of each shape.
 SHAPES_FROM_FILES = 32
-# The time in a feed download's name: <feed>_<yyyymmddThhmmss.mmm>_<hash><postfix>.
-RAW_FETCHED_AT = r"_(\d{8}T\d{6}\.\d{3})_[A-Za-z0-9_-]{20}"
 
 
 @dataclass(frozen=True)
@@ -311,7 +310,7 @@ def _read_raw(spark: SparkSession, spec: Spec, batch: Batch, text: TextChecks) -
     download has), its size, SHA-256 and bytes. Nothing in a file can be refused."""
     frame = spark.read.format("binaryFile").load(literal_paths(batch))
     name = F.element_at(F.split(F.col("path"), "/"), -1)
-    fetched = F.to_timestamp(F.regexp_extract(name, RAW_FETCHED_AT, 1), "yyyyMMdd'T'HHmmss.SSS")
+    fetched = F.to_timestamp(F.regexp_extract(name, FETCHED_AT, 1), "yyyyMMdd'T'HHmmss.SSS")
     good = frame.select(
         name.alias("file"), fetched.alias("fetched_at"), F.col("length").alias("bytes"),
         F.sha2(F.col("content"), 256).alias("sha256"), F.col("content"),

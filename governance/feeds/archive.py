@@ -33,6 +33,12 @@ class ArchiveProblem(IntegrityError):
     """An archive that is not what an archive of its feed and hour must be; it is left where it is."""
 
 
+
+def read_limit(max_bytes: int) -> int:
+    """The largest member a feed's archives are read with: its max_bytes, but never under MAX_BYTES,
+    so that the archives written before an owner lowered it still merge and land."""
+    return max(max_bytes, MAX_BYTES)
+
 @dataclass(frozen=True)
 class Packed:
     """An archive written to disk: its hash and its size."""

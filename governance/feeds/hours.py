@@ -21,7 +21,7 @@ import yaml
 from governance.batches import BATCH_META, READY_MARKER, ready_batches
 from governance.catalog import Catalog
 from governance.errors import NotFound
-from governance.feeds.archive import MAX_BYTES, downloads
+from governance.feeds.archive import downloads, read_limit
 from governance.feeds.names import HOUR, feed_id, hour_label
 from governance.feeds.store import FeedStore, Stored
 from governance.spec import Spec
@@ -75,7 +75,7 @@ def _drop(store: FeedStore, lake: Lake, spec: Spec, key: str, name: str, hour: d
             count, repeats, previous = 0, 0, None
             # Members come in name order, which is time order: a body that repeats the one before
             # is the same answer fetched by two replicas, as each collector skips its own repeats.
-            for download, data in downloads(local, name, feed_id(spec.key), hour, max(spec.feed.max_bytes, MAX_BYTES)):
+            for download, data in downloads(local, name, feed_id(spec.key), hour, read_limit(spec.feed.max_bytes)):
                 if download.digest == previous:
                     repeats += 1
                     continue

@@ -14,7 +14,10 @@ from governance.zones import AssetKey
 HASH_CHARS = 20
 HOUR = timedelta(hours=1)
 _HASH = rf"[A-Za-z0-9_-]{{{HASH_CHARS}}}"
-DOWNLOAD_NAME = re.compile(rf"(?P<feed>[a-z][a-z0-9_.]*)_(?P<at>\d{{8}}T\d{{6}}\.\d{{3}})_(?P<hash>{_HASH})(?P<postfix>[A-Za-z0-9_.-]*)")
+_AT = r"\d{8}T\d{6}\.\d{3}"
+DOWNLOAD_NAME = re.compile(rf"(?P<feed>[a-z][a-z0-9_.]*)_(?P<at>{_AT})_(?P<hash>{_HASH})(?P<postfix>[A-Za-z0-9_.-]*)")
+# When a download was fetched, as the one group of a pattern Spark's (Java's) regular expressions read too.
+FETCHED_AT = rf"_({_AT})_{_HASH}"
 ARCHIVE_NAME = re.compile(rf"(?P<feed>[a-z][a-z0-9_.]*)_(?P<hour>\d{{8}}T\d{{2}})_(?P<hash>{_HASH})\.tar\.gz")
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from governance import ledger
 from governance.catalog import Catalog
-from governance.feeds.archive import MAX_BYTES, ArchiveProblem
+from governance.feeds.archive import ArchiveProblem, read_limit
 from governance.feeds.consolidate import Consolidated, consolidate
 from governance.feeds.hours import SETTLE, DroppedHour, drop_hour
 from governance.feeds.names import feed_id, hour_of
@@ -50,7 +50,7 @@ def tend(store: FeedStore, specs: Iterable[Spec], work: Path, now: datetime, *, 
         for hour, stored in store.index(feed).items():
             try:
                 if hour < hour_of(now) and len(stored) > 1:
-                    done = consolidate(store, feed, hour, work, max(spec.feed.max_bytes, MAX_BYTES))
+                    done = consolidate(store, feed, hour, work, read_limit(spec.feed.max_bytes))
                     merged.append(done)
                     stored = [done.archive] if done.archive else []
                 if lake is not None and catalog is not None:
