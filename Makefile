@@ -1,17 +1,29 @@
 # Custody: `make demo` sets up and runs the demo pipeline; `make test` sets up and runs every test,
 # installing the system packages the tests need when missing (or saying the command to run).
+# Every Python package comes from uv.lock (exact versions and hashes); `make lock` refreshes it.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+UV_VERSION := 0.13.9
+UV_HOME := .uv
+UV := $(UV_HOME)/bin/uv
+# uv installs into $(VENV), with the interpreter named by PYTHON, and never downloads one of its own.
+export UV_PROJECT_ENVIRONMENT := $(VENV)
+export UV_PYTHON := $(PYTHON)
+export UV_PYTHON_DOWNLOADS := never
 export CUSTODY_HOME ?= $(CURDIR)/.custody
+EXTRAS := --extra test --extra postgres --group lint
+CHECKED := governance assets resources
 
-.PHONY: setup system-packages demo test ui notebook clean
+.PHONY: setup system-packages demo test lint lock ui notebook clean
 
-$(BIN)/custody: pyproject.toml
-	$(PYTHON) -c 'import sys; sys.exit("Custody needs Python 3.11 or newer, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[test,postgres]"
+$(UV):
+	@$(PYTHON) -c 'import sys; sys.exit("Custody needs Python 3.11 or newer, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
+	$(PYTHON) -m venv $(UV_HOME)
+	$(UV_HOME)/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+
+$(BIN)/custody: pyproject.toml uv.lock | $(UV)
+	$(UV) sync --quiet --locked $(EXTRAS)
 	touch $@
 
 setup: $(BIN)/custody
@@ -26,12 +38,23 @@ test: system-packages
 	@$(MAKE) --no-print-directory setup
 	$(BIN)/pytest -q
 
+# The lock agrees with pyproject.toml; ruff's lint and format check, and mypy, over the shipped code.
+lint: setup
+	$(UV) lock --check --quiet
+	$(BIN)/ruff check $(CHECKED) tests benchmarks
+	$(BIN)/ruff format --check $(CHECKED) tests benchmarks
+	$(BIN)/mypy $(CHECKED)
+
+# Resolve every dependency again, to the newest versions pyproject.toml allows.
+lock: | $(UV)
+	$(UV) lock --upgrade
+
 ui: setup
 	$(BIN)/python -m assets.launch
 	DAGSTER_HOME=$(CUSTODY_HOME)/dagster $(BIN)/dagster dev -w workspace.yaml
 
 $(BIN)/jupyter-lab: $(BIN)/custody
-	$(BIN)/pip install --quiet -e ".[notebook]"
+	$(UV) sync --quiet --locked --inexact $(EXTRAS) --extra notebook
 	touch $@
 
 # Jupyter refuses to start as root (a container's user, often) unless told it may.

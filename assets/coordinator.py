@@ -71,13 +71,16 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
         return {
             **super().config_type(),
             DOMAIN_LIMITS: dg.Field(
-                dg.Map(str, int), is_required=False,
+                dg.Map(str, int),
+                is_required=False,
                 description="Runs in progress at once that write assets of a domain, by domain: its share of the cluster.",
             ),
         }
 
     @classmethod
-    def from_config_value(cls, inst_data: ConfigurableClassData, config_value: Mapping[str, Any]) -> CustodyRunCoordinator:
+    def from_config_value(
+        cls, inst_data: ConfigurableClassData, config_value: Mapping[str, Any]
+    ) -> CustodyRunCoordinator:
         queued = {key: value for key, value in config_value.items() if key != DOMAIN_LIMITS}
         coordinator = super().from_config_value(inst_data, queued)
         coordinator._domain_limits = dict(config_value.get(DOMAIN_LIMITS) or {})
@@ -115,9 +118,12 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
         checked = [spec for spec in checked_only(run, specs) if spec not in writes]
         catalog = self.custody.catalog
         try:
-            identity = run_identity(catalog, run.run_id, run.tags.get(REQUESTED_BY_TAG),
-                                    system=any(tag in run.tags for tag in SYSTEM_TAGS))
-            authorize_run(catalog, self.custody.policy(), identity, specs, writes, checked, run.run_id, channel(run.tags))
+            identity = run_identity(
+                catalog, run.run_id, run.tags.get(REQUESTED_BY_TAG), system=any(tag in run.tags for tag in SYSTEM_TAGS)
+            )
+            authorize_run(
+                catalog, self.custody.policy(), identity, specs, writes, checked, run.run_id, channel(run.tags)
+            )
         finally:
             catalog.checkpoint()
         return concurrency_tags(writes)
@@ -125,11 +131,15 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
     def specs(self) -> SpecSet:
         """The valid specs: the code location shows a broken one as an asset no run can select."""
         settings = self.custody.settings()
-        return load_valid_specs(settings.specs, settings.cache_dir, transform_packages=settings.transform_packages).specs
+        return load_valid_specs(
+            settings.specs, settings.cache_dir, transform_packages=settings.transform_packages
+        ).specs
 
     def get_run_queue_config(self) -> RunQueueConfig:
         base = super().get_run_queue_config()
-        return RunQueueConfig(**{**base._asdict(), "tag_concurrency_limits": [*base.tag_concurrency_limits, *self.limits()]})
+        return RunQueueConfig(
+            **{**base._asdict(), "tag_concurrency_limits": [*base.tag_concurrency_limits, *self.limits()]}
+        )
 
     def limits(self) -> list[dict[str, Any]]:
         """A limit for every asset and for each domain given one. Asked for at every dequeue: the specs
@@ -140,7 +150,10 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
             specs = self.specs()
             self._limits = [
                 *({"key": WRITES_TAG + str(spec.key), "limit": spec.body.max_concurrent_runs} for spec in specs),
-                *({"key": DOMAIN_TAG + domain, "limit": limit} for domain, limit in sorted(self._domain_limits.items())),
+                *(
+                    {"key": DOMAIN_TAG + domain, "limit": limit}
+                    for domain, limit in sorted(self._domain_limits.items())
+                ),
             ]
             self._limits_for = stamp
         return self._limits
@@ -177,7 +190,9 @@ def start_when_free(instance: dg.DagsterInstance, run: dg.DagsterRun, report: Ca
             in_progress = instance.get_runs(filters=RunsFilter(statuses=IN_PROGRESS_RUN_STATUSES))
             full = 0 <= config.max_concurrent_runs <= len(in_progress)
             if not full and not TagConcurrencyLimitsCounter(config.tag_concurrency_limits, in_progress).is_blocked(run):
-                starting = DagsterEvent(event_type_value=DagsterEventType.PIPELINE_STARTING.value, job_name=run.job_name)
+                starting = DagsterEvent(
+                    event_type_value=DagsterEventType.PIPELINE_STARTING.value, job_name=run.job_name
+                )
                 instance.report_dagster_event(starting, run_id=run.run_id)
                 return
         if not waited:

@@ -31,17 +31,25 @@ def build_definitions(
 
 
 def definitions_for(
-    specs: SpecSet, *, sensor_running: bool = True, pending: Mapping[AssetKey, str] | None = None,
+    specs: SpecSet,
+    *,
+    sensor_running: bool = True,
+    pending: Mapping[AssetKey, str] | None = None,
     broken: Mapping[AssetKey, tuple[SpecProblem, ...]] | None = None,
 ) -> dg.Definitions:
     sensors = [sensor for sensor in (dropzone_sensor(specs, running=sensor_running), feeds_sensor(specs)) if sensor]
     return dg.Definitions(
-        assets=[*build_assets(specs, pending), *(broken_asset(key, problems) for key, problems in (broken or {}).items())],
+        assets=[
+            *build_assets(specs, pending),
+            *(broken_asset(key, problems) for key, problems in (broken or {}).items()),
+        ],
         jobs=[ledger_maintenance],
         schedules=[nightly_ledger_maintenance],
         sensors=sensors,
-        resources={"custody": bound(CustodyResource(), CUSTODY_DESCRIPTION),
-                   "spark": bound(SparkResource(), SPARK_DESCRIPTION)},
+        resources={
+            "custody": bound(CustodyResource(), CUSTODY_DESCRIPTION),
+            "spark": bound(SparkResource(), SPARK_DESCRIPTION),
+        },
         executor=dg.in_process_executor,
     )
 
@@ -60,7 +68,9 @@ def defs() -> dg.Definitions:
     loaded = load_valid_specs(settings.specs, settings.cache_dir, transform_packages=settings.transform_packages)
     pending = awaiting_approval(settings, loaded.specs)  # before the collector is told to skip what is loaded by now
     with _few_collections():
-        return definitions_for(loaded.specs, sensor_running=settings.dropzone_sensor, pending=pending, broken=loaded.broken)
+        return definitions_for(
+            loaded.specs, sensor_running=settings.dropzone_sensor, pending=pending, broken=loaded.broken
+        )
 
 
 def awaiting_approval(settings: Settings, specs: SpecSet) -> dict[AssetKey, str]:

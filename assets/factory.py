@@ -40,13 +40,21 @@ TRANSIENT = (ConnectionError, TimeoutError)
 # Resources by key and one shared config schema: with typed parameters, Dagster re-inspects every
 # asset function's signature many times, which dominates load time at thousands of specs.
 RESOURCE_KEYS = {"custody", "spark"}
-AUDIT_VERSION = dg.Field(dg.Noneable(int), default_value=None,
-                         description="When only the asset's checks run: the version they audit (default: the newest).")
+AUDIT_VERSION = dg.Field(
+    dg.Noneable(int),
+    default_value=None,
+    description="When only the asset's checks run: the version they audit (default: the newest).",
+)
 AUDIT_CONFIG_SCHEMA = {"audit_version": AUDIT_VERSION}
 INGEST_CONFIG_SCHEMA = {
-    "batch": dg.Field(dg.Noneable(str), default_value=None,
-                      description="Which DropZone batch to ingest (default: the oldest ready one)."),
-    "force": dg.Field(bool, default_value=False, description="Ingest a batch again even if its content was ingested before."),
+    "batch": dg.Field(
+        dg.Noneable(str),
+        default_value=None,
+        description="Which DropZone batch to ingest (default: the oldest ready one).",
+    ),
+    "force": dg.Field(
+        bool, default_value=False, description="Ingest a batch again even if its content was ingested before."
+    ),
     "audit_version": AUDIT_VERSION,
 }
 
@@ -58,15 +66,21 @@ INVALID_TAG = "custody/spec"
 def build_assets(specs: SpecSet, pending: "Mapping[AssetKey, str] | None" = None) -> list[dg.AssetsDefinition]:
     """Every spec as an asset; those `pending` an owner's approval say why in their description."""
     pending = pending or {}
-    return [landing_asset(spec, pending.get(spec.key)) if spec.is_landing else integration_asset(spec, specs, pending.get(spec.key))
-            for spec in specs]
+    return [
+        landing_asset(spec, pending.get(spec.key))
+        if spec.is_landing
+        else integration_asset(spec, specs, pending.get(spec.key))
+        for spec in specs
+    ]
 
 
 def broken_asset(key: "AssetKey", problems: "tuple[SpecProblem, ...]") -> dg.AssetSpec:
     """An asset whose spec cannot be loaded: shown with its problems, never run."""
     listed = "\n".join(f"- `{problem}`" for problem in problems)
     return dg.AssetSpec(
-        key=dg.AssetKey([key.domain, key.name]), group_name=key.domain, tags={INVALID_TAG: "invalid"},
+        key=dg.AssetKey([key.domain, key.name]),
+        group_name=key.domain,
+        tags={INVALID_TAG: "invalid"},
         description=f"**Invalid spec:** this asset cannot run until its owner fixes it (`custody specs check`).\n\n{listed}",
     )
 
@@ -106,22 +120,30 @@ def _asset_spec(spec: Spec, deps: "list[dg.AssetKey] | None" = None, pending: st
 
 
 def _check_specs(spec: Spec) -> list[dg.AssetCheckSpec]:
-    return [dg.AssetCheckSpec(check.value, asset=asset_key(spec), description=DESCRIPTIONS[check]) for check in checks_for(spec)]
+    return [
+        dg.AssetCheckSpec(check.value, asset=asset_key(spec), description=DESCRIPTIONS[check])
+        for check in checks_for(spec)
+    ]
 
 
 def _asset_args(spec: Spec, deps: "list[dg.AssetKey] | None" = None, pending: str | None = None) -> dict:
     """One asset, its checks in the same step (run with each materialization, or alone on demand)."""
-    return dict(
-        specs=[_asset_spec(spec, deps, pending)], check_specs=_check_specs(spec), can_subset=True,
-        name=f"{spec.key.domain}__{spec.key.name}", required_resource_keys=RESOURCE_KEYS, retry_policy=INGEST_RETRY,
-        partitions_def=feed_partitions(spec) if spec.feed else None,
-    )
+    return {
+        "specs": [_asset_spec(spec, deps, pending)],
+        "check_specs": _check_specs(spec),
+        "can_subset": True,
+        "name": f"{spec.key.domain}__{spec.key.name}",
+        "required_resource_keys": RESOURCE_KEYS,
+        "retry_policy": INGEST_RETRY,
+        "partitions_def": feed_partitions(spec) if spec.feed else None,
+    }
 
 
 def feed_partitions(spec: Spec) -> dg.HourlyPartitionsDefinition:
     """A feed's hours from its first: each partition's materialization lands that hour as a version."""
-    return dg.HourlyPartitionsDefinition(start_date=spec.feed.first_hour.strftime(PARTITION_FORMAT), timezone="UTC",
-                                         fmt=PARTITION_FORMAT)
+    return dg.HourlyPartitionsDefinition(
+        start_date=spec.feed.first_hour.strftime(PARTITION_FORMAT), timezone="UTC", fmt=PARTITION_FORMAT
+    )
 
 
 def partition_hour(key: str) -> datetime:
@@ -158,14 +180,25 @@ def landing_asset(spec: Spec, pending: str | None = None) -> dg.AssetsDefinition
             request, _ = checked_request(context, custody, spec)
             batch = hour_batch(context, custody, spec, config["batch"]) if spec.feed else config["batch"]
             row = ingest(
-                spark.session(context.log.info), custody.catalog, custody.lake, spec, request,
-                batch_id=batch, force=config["force"], progress=context.log.info, events=custody.events(),
+                spark.session(context.log.info),
+                custody.catalog,
+                custody.lake,
+                spec,
+                request,
+                batch_id=batch,
+                force=config["force"],
+                progress=context.log.info,
+                events=custody.events(),
                 column_lineage=custody.column_options(),
             )
         # Only a database asset's versions have a read to show: a batch's would cost a query for nothing.
         read = database_read(custody, row) if spec.reads_database else None
-        yield materialize_result(row, lineage_table=lineage_table(custody, row), read=read,
-                                 checks=check_results(context, custody, spec, row, thorough=False))
+        yield materialize_result(
+            row,
+            lineage_table=lineage_table(custody, row),
+            read=read,
+            checks=check_results(context, custody, spec, row, thorough=False),
+        )
 
     return _landing
 
@@ -181,7 +214,9 @@ def hour_batch(context: dg.AssetExecutionContext, custody: CustodyResource, spec
     if named is None:
         return ready_batch_for(custody.lake, custody.catalog, spec, hour)
     if hour_of_batch(named) != hour:
-        raise InvalidInput(f"batch {named} does not hold the hour {hour_label(hour)} of partition {context.partition_key}")
+        raise InvalidInput(
+            f"batch {named} does not hold the hour {hour_label(hour)} of partition {context.partition_key}"
+        )
     return named
 
 
@@ -202,12 +237,24 @@ def integration_asset(spec: Spec, specs: SpecSet, pending: str | None = None) ->
         with governed(custody):
             request, pins = checked_request(context, custody, spec, inputs)
             done = materialize(
-                spark.session(context.log.info), custody.catalog, custody.lake, spec, request, pins,
-                progress=context.log.info, events=custody.events(), column_lineage=custody.column_options(),
+                spark.session(context.log.info),
+                custody.catalog,
+                custody.lake,
+                spec,
+                request,
+                pins,
+                progress=context.log.info,
+                events=custody.events(),
+                column_lineage=custody.column_options(),
             )
-        yield materialize_result(done.version, done.inputs, done.observation.unread, done.columns,
-                                 lineage_table(custody, done.version),
-                                 check_results(context, custody, spec, done.version, thorough=False))
+        yield materialize_result(
+            done.version,
+            done.inputs,
+            done.observation.unread,
+            done.columns,
+            lineage_table(custody, done.version),
+            check_results(context, custody, spec, done.version, thorough=False),
+        )
 
     return _integration
 
@@ -238,8 +285,13 @@ def check_results(
         if not finding.passed:
             context.log.warning(f"check {finding.check} failed: {finding.description}")
     return [
-        dg.AssetCheckResult(asset_key=asset_key(spec), check_name=finding.check.value, passed=finding.passed,
-                            description=finding.description, metadata={"custody/version": version.ref, **finding.metadata})
+        dg.AssetCheckResult(
+            asset_key=asset_key(spec),
+            check_name=finding.check.value,
+            passed=finding.passed,
+            description=finding.description,
+            metadata={"custody/version": version.ref, **finding.metadata},
+        )
         for finding in findings
     ]
 
@@ -253,12 +305,21 @@ def checked_request(
     from governance.integrate import pinnable
 
     tags = context.run.tags
-    identity = run_identity(custody.catalog, context.run_id, tags.get(REQUESTED_BY_TAG),
-                            system=any(tag in tags for tag in SYSTEM_TAGS))
+    identity = run_identity(
+        custody.catalog, context.run_id, tags.get(REQUESTED_BY_TAG), system=any(tag in tags for tag in SYSTEM_TAGS)
+    )
     request = run_request(context, spec, identity)
     pins = pinnable(custody.catalog, spec, request) if inputs is not None else {}
-    authorize_step(custody.catalog, custody.policy(), identity, spec, inputs, context.run_id,
-                   {str(key): row.number for key, row in pins.items()}, channel(tags))
+    authorize_step(
+        custody.catalog,
+        custody.policy(),
+        identity,
+        spec,
+        inputs,
+        context.run_id,
+        {str(key): row.number for key, row in pins.items()},
+        channel(tags),
+    )
     return request, pins
 
 
@@ -353,7 +414,8 @@ def materialize_result(
     }
     if lineage_table:
         metadata["custody/column_lineage"] = dg.MetadataValue.md(
-            f"{lineage_table}\n\nEvery column back to where it was read: `custody lineage columns {row.ref} COLUMN`")
+            f"{lineage_table}\n\nEvery column back to where it was read: `custody lineage columns {row.ref} COLUMN`"
+        )
     if read:
         metadata["custody/read"] = dg.MetadataValue.json(read)
     if row.quarantine_path:
@@ -369,7 +431,9 @@ def materialize_result(
         )
     if columns is not None:
         metadata.update(column_lineage_metadata(columns))
-    return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(row.data_version), check_results=checks or [])
+    return dg.MaterializeResult(
+        metadata=metadata, data_version=dg.DataVersion(row.data_version), check_results=checks or []
+    )
 
 
 def column_lineage_metadata(columns: "VersionColumns") -> dict[str, object]:
@@ -380,7 +444,10 @@ def column_lineage_metadata(columns: "VersionColumns") -> dict[str, object]:
     if by_column:
         metadata["dagster/column_lineage"] = dg.TableColumnLineage(
             deps_by_column={
-                column: [dg.TableColumnDep(asset_key=dg.AssetKey(row.asset_key.split("/")), column_name=name) for row, name in deps]
+                column: [
+                    dg.TableColumnDep(asset_key=dg.AssetKey(row.asset_key.split("/")), column_name=name)
+                    for row, name in deps
+                ]
                 for column, deps in by_column.items()
             }
         )
@@ -398,7 +465,9 @@ def column_schema_from_spec(spec: Spec) -> dg.TableSchema:
     return dg.TableSchema(
         columns=[
             dg.TableColumn(
-                name=c.name, type=c.type, description=c.description or None,
+                name=c.name,
+                type=c.type,
+                description=c.description or None,
                 constraints=dg.TableColumnConstraints(nullable=c.nullable),
             )
             for c in spec.body.columns

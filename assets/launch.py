@@ -56,9 +56,11 @@ def require_psycopg2(config: Path) -> None:
     else:
         scheme = _resolved((postgres.get("postgres_db") or {}).get("scheme")) or "postgresql"
     if scheme != PSYCOPG2:
-        raise InvalidInput(f"{config}: storage.postgres names {scheme}://, but Dagster's PostgreSQL storage runs on "
-                           f"psycopg2 only: write {PSYCOPG2}:// in postgres_url, or scheme: {PSYCOPG2} under "
-                           "postgres_db, as deploy/dagster.yaml does")
+        raise InvalidInput(
+            f"{config}: storage.postgres names {scheme}://, but Dagster's PostgreSQL storage runs on "
+            f"psycopg2 only: write {PSYCOPG2}:// in postgres_url, or scheme: {PSYCOPG2} under "
+            "postgres_db, as deploy/dagster.yaml does"
+        )
 
 
 def _resolved(value: object) -> str:
@@ -179,7 +181,9 @@ def _check_loadable(broken: Mapping[AssetKey, tuple[SpecProblem, ...]], keys: Se
 def _check_ingestible(graph: AssetGraph, ingest_config: Mapping[AssetKey, object]) -> None:
     for key in ingest_config:
         if graph.get(asset_key(key)).tags.get("custody/zone") != "landing":
-            raise InvalidInput(f"{key} is an integration asset: it is built from its inputs, not ingested; use `custody materialize`")
+            raise InvalidInput(
+                f"{key} is an integration asset: it is built from its inputs, not ingested; use `custody materialize`"
+            )
 
 
 def _outcome(instance: dg.DagsterInstance, run_id: str) -> RunOutcome:
@@ -228,7 +232,7 @@ class _Follower(threading.Thread):
             entries = self.instance.all_logs(self.run_id)
         except dg.DagsterError:
             return
-        for entry in entries[self.seen:]:
+        for entry in entries[self.seen :]:
             step = entry.step_key.replace("__", "/") if entry.step_key else ""
             if entry.is_dagster_event and entry.dagster_event.event_type_value == "STEP_START":
                 self.report(f"{step}: started")

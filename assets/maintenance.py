@@ -16,20 +16,30 @@ def maintain_ledger(context: dg.OpExecutionContext, custody: CustodyResource) ->
     # Imported in the step: loading the code location does not need the catalog's tables.
     from governance.maintenance import maintain
 
-    report = maintain(custody.catalog, custody.settings().ledger_segments, custody.ledger_retention(),
-                      run_id=context.run_id, progress=context.log.info)
+    report = maintain(
+        custody.catalog,
+        custody.settings().ledger_segments,
+        custody.ledger_retention(),
+        run_id=context.run_id,
+        progress=context.log.info,
+    )
     custody.catalog.checkpoint()
     aged = asdict(report.age_off) if report.age_off is not None else {}
-    return dg.Output(None, metadata={
-        "rolled_over_entries": report.rollover.entries,
-        "new_segments": dg.MetadataValue.json(report.rollover.segments),
-        "aged_off_entries": aged.get("entries", 0),
-        "aged_off_segments": dg.MetadataValue.json(aged.get("segments", [])),
-        "ledger_begins_after": aged.get("horizon"),
-    })
+    return dg.Output(
+        None,
+        metadata={
+            "rolled_over_entries": report.rollover.entries,
+            "new_segments": dg.MetadataValue.json(report.rollover.segments),
+            "aged_off_entries": aged.get("entries", 0),
+            "aged_off_segments": dg.MetadataValue.json(aged.get("segments", [])),
+            "ledger_begins_after": aged.get("horizon"),
+        },
+    )
 
 
-@dg.job(name="custody_ledger_maintenance", description="Ledger rollover and age-off, as the CUSTODY_LEDGER_* settings say.")
+@dg.job(
+    name="custody_ledger_maintenance", description="Ledger rollover and age-off, as the CUSTODY_LEDGER_* settings say."
+)
 def ledger_maintenance() -> None:
     maintain_ledger()
 
@@ -41,5 +51,5 @@ nightly_ledger_maintenance = dg.ScheduleDefinition(
     execution_timezone="UTC",
     default_status=dg.DefaultScheduleStatus.RUNNING,
     description="Every night: entries older than CUSTODY_LEDGER_ROLLOVER_DAYS go into segments; segments past "
-                "CUSTODY_LEDGER_RETENTION_DAYS or beyond CUSTODY_LEDGER_MAX_BYTES are aged off.",
+    "CUSTODY_LEDGER_RETENTION_DAYS or beyond CUSTODY_LEDGER_MAX_BYTES are aged off.",
 )

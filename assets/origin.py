@@ -44,18 +44,29 @@ class PlannedRun:
         """Execute the run as it now stands in the instance (admitted, tagged, starting)."""
         run = instance.get_run_by_id(self.run.run_id)
         manager = PlanOrchestrationContextManager(
-            context_event_generator=orchestration_context_event_generator, job=self.job, execution_plan=self.plan,
-            dagster_run=run, instance=instance, run_config=self.run_config, executor_defs=None, output_capture=None,
+            context_event_generator=orchestration_context_event_generator,
+            job=self.job,
+            execution_plan=self.plan,
+            dagster_run=run,
+            instance=instance,
+            run_config=self.run_config,
+            executor_defs=None,
+            output_capture=None,
             raise_on_error=False,
         )
-        for _ in ExecuteRunWithPlanIterable(execution_plan=self.plan, iterator=job_execution_iterator,
-                                            execution_context_manager=manager):
+        for _ in ExecuteRunWithPlanIterable(
+            execution_plan=self.plan, iterator=job_execution_iterator, execution_context_manager=manager
+        ):
             pass
 
 
 def plan_run(
-    instance: dg.DagsterInstance, defs: dg.Definitions, keys: Sequence[dg.AssetKey], run_config: Mapping[str, object],
-    tags: Mapping[str, str], run_id: str,
+    instance: dg.DagsterInstance,
+    defs: dg.Definitions,
+    keys: Sequence[dg.AssetKey],
+    run_config: Mapping[str, object],
+    tags: Mapping[str, str],
+    run_id: str,
 ) -> PlannedRun:
     """A not yet started run of `keys` and their checks, with both origins the UI needs."""
     selected = frozenset(keys)
@@ -64,9 +75,16 @@ def plan_run(
     plan = create_execution_plan(job, run_config=run_config, instance_ref=instance.get_ref())
     code_origin = ReconstructableRepository.for_module(MODULE, ATTRIBUTE, working_directory=str(Path.cwd()))
     run = instance.create_run_for_job(
-        job_def=job_def, execution_plan=plan, run_id=run_id, run_config=run_config, tags={**job_def.run_tags, **tags},
-        asset_selection=selected, remote_job_origin=remote_origin(),
-        job_code_origin=code_origin.get_reconstructable_job(ASSET_JOB).get_subset(asset_selection=selected).get_python_origin(),
+        job_def=job_def,
+        execution_plan=plan,
+        run_id=run_id,
+        run_config=run_config,
+        tags={**job_def.run_tags, **tags},
+        asset_selection=selected,
+        remote_job_origin=remote_origin(),
+        job_code_origin=code_origin.get_reconstructable_job(ASSET_JOB)
+        .get_subset(asset_selection=selected)
+        .get_python_origin(),
     )
     return PlannedRun(job, plan, run, run_config)
 
@@ -74,5 +92,7 @@ def plan_run(
 def remote_origin() -> RemoteJobOrigin:
     target = LoadableTargetOrigin(executable_path=sys.executable, module_name=MODULE, working_directory=str(Path.cwd()))
     location = ManagedGrpcPythonEnvCodeLocationOrigin(loadable_target_origin=target, location_name=LOCATION)
-    return RemoteJobOrigin(repository_origin=RemoteRepositoryOrigin(code_location_origin=location, repository_name=REPOSITORY),
-                           job_name=ASSET_JOB)
+    return RemoteJobOrigin(
+        repository_origin=RemoteRepositoryOrigin(code_location_origin=location, repository_name=REPOSITORY),
+        job_name=ASSET_JOB,
+    )

@@ -43,8 +43,10 @@ class GoneRun:
 
     @property
     def message(self) -> str:
-        return (f"Marked failed by Custody: the process that ran it (pid {self.pid} on {self.host}) is gone, "
-                "killed or crashed before the run finished.")
+        return (
+            f"Marked failed by Custody: the process that ran it (pid {self.pid} on {self.host}) is gone, "
+            "killed or crashed before the run finished."
+        )
 
 
 def locks_dir(settings: Settings) -> Path:

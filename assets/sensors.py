@@ -32,11 +32,13 @@ def dropzone_sensor(specs: SpecSet, *, running: bool = True) -> dg.SensorDefinit
         return None
 
     @dg.sensor(
-        name=SENSOR, asset_selection=[dg.AssetKey([s.key.domain, s.key.name]) for s in landing],
-        default_status=dg.DefaultSensorStatus.RUNNING if running else dg.DefaultSensorStatus.STOPPED, minimum_interval_seconds=EVERY_SECONDS,
+        name=SENSOR,
+        asset_selection=[dg.AssetKey([s.key.domain, s.key.name]) for s in landing],
+        default_status=dg.DefaultSensorStatus.RUNNING if running else dg.DefaultSensorStatus.STOPPED,
+        minimum_interval_seconds=EVERY_SECONDS,
         required_resource_keys={"custody"},
         description="One ingestion run per ready DropZone batch, as the user its _batch.yaml names; "
-                    "a batch that user may not ingest is refused in the ledger and reported once.",
+        "a batch that user may not ingest is refused in the ledger and reported once.",
     )
     def custody_dropzone(context: dg.SensorEvaluationContext) -> Iterator[dg.RunRequest | dg.SkipReason]:
         from governance.dropzone import watch
@@ -53,12 +55,16 @@ def dropzone_sensor(specs: SpecSet, *, running: bool = True) -> dg.SensorDefinit
         for batch in seen.ready:
             partition = feed_partition(batch.spec, batch.batch_id)
             if batch.spec.feed and partition is None:
-                context.log.warning(f"{batch.key}: not ingested: it holds no hour of the feed since {batch.spec.feed.start}")
+                context.log.warning(
+                    f"{batch.key}: not ingested: it holds no hour of the feed since {batch.spec.feed.start}"
+                )
                 continue
             yield dg.RunRequest(
                 run_key=batch.key,
                 asset_selection=[dg.AssetKey([batch.spec.key.domain, batch.spec.key.name])],
-                run_config={"ops": {f"{batch.spec.key.domain}__{batch.spec.key.name}": {"config": {"batch": batch.batch_id}}}},
+                run_config={
+                    "ops": {f"{batch.spec.key.domain}__{batch.spec.key.name}": {"config": {"batch": batch.batch_id}}}
+                },
                 tags={REQUESTED_BY_TAG: batch.requested_by, BATCH_TAG: batch.batch_id},
                 partition_key=partition,
             )
@@ -85,10 +91,12 @@ def feeds_sensor(specs: SpecSet) -> dg.SensorDefinition | None:
         return None
 
     @dg.sensor(
-        name=FEEDS_SENSOR, minimum_interval_seconds=FEEDS_EVERY_SECONDS, required_resource_keys={"custody"},
+        name=FEEDS_SENSOR,
+        minimum_interval_seconds=FEEDS_EVERY_SECONDS,
+        required_resource_keys={"custody"},
         default_status=dg.DefaultSensorStatus.RUNNING,
         description="Merges the feeds' archives of each ended hour, drops each complete hour into the DropZone "
-                    "(the DropZone sensor then ingests it), and shows each feed's collectors on its asset.",
+        "(the DropZone sensor then ingests it), and shows each feed's collectors on its asset.",
     )
     def custody_feeds(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         from governance.feeds.collector import utc_now
@@ -101,8 +109,14 @@ def feeds_sensor(specs: SpecSet) -> dg.SensorDefinition | None:
         store = FeedStore(settings.feeds_store)
         reported, shown = feeds_cursor(context.cursor)
         try:
-            done = tend(store, feeds, settings.feeds_workspace / "consolidating", utc_now(), lake=custody.lake,
-                        catalog=custody.catalog)
+            done = tend(
+                store,
+                feeds,
+                settings.feeds_workspace / "consolidating",
+                utc_now(),
+                lake=custody.lake,
+                catalog=custody.catalog,
+            )
             for refused in done.refused:
                 context.log.warning(f"{refused.feed} {refused.hour:%Y-%m-%dT%H}: left as it is: {refused.reason}")
                 if refused.reason not in reported:
@@ -120,7 +134,9 @@ def feeds_sensor(specs: SpecSet) -> dg.SensorDefinition | None:
             fresh = due(last, health, now)
             showing[str(spec.key)] = fresh or last
             if fresh:
-                events.append(dg.AssetObservation(asset_key=dg.AssetKey([spec.key.domain, spec.key.name]), metadata=health))
+                events.append(
+                    dg.AssetObservation(asset_key=dg.AssetKey([spec.key.domain, spec.key.name]), metadata=health)
+                )
         return dg.SensorResult(asset_events=events, cursor=json.dumps({"reported": sorted(reported), "shown": showing}))
 
     return custody_feeds
@@ -140,8 +156,11 @@ def due(last: dict | None, health: dict[str, int | str], now: datetime) -> dict 
     counts moved. An observation a minute would bury the asset's materializations."""
     state = _digest({key: health[key] for key in STATE}, health["custody/last_download"] != "never")
     counts = _digest(health)
-    if last and last.get("state") == state and (
-            last.get("counts") == counts or now - datetime.fromisoformat(last["at"]) < HEALTH_EVERY):
+    if (
+        last
+        and last.get("state") == state
+        and (last.get("counts") == counts or now - datetime.fromisoformat(last["at"]) < HEALTH_EVERY)
+    ):
         return None
     return {"state": state, "counts": counts, "at": now.isoformat()}
 
@@ -154,7 +173,11 @@ def collector_health(spec: Spec, seen: list[dict]) -> dict[str, int | str]:
     """A feed's collection as its replicas last wrote it: when it last downloaded, and its failures."""
     from governance.feeds.names import feed_id
 
-    counts = [(replica, replica["feeds"][feed_id(spec.key)]) for replica in seen if feed_id(spec.key) in replica.get("feeds", {})]
+    counts = [
+        (replica, replica["feeds"][feed_id(spec.key)])
+        for replica in seen
+        if feed_id(spec.key) in replica.get("feeds", {})
+    ]
     running = [replica["replica"] for replica, _ in counts if replica["running"]]
     last = max((c.get("last_download") or "" for _, c in counts), default="")
     errors = [c["last_error"] for _, c in counts if c.get("last_error")]
@@ -166,4 +189,3 @@ def collector_health(spec: Spec, seen: list[dict]) -> dict[str, int | str]:
         "custody/failed_downloads": sum(c.get("failed_ticks", 0) for _, c in counts),
         "custody/last_error": max(errors, default="none"),
     }
-

@@ -81,11 +81,23 @@ def fake_version(settings: Settings, rows: int) -> None:
     pq.write_table(table, folder / "part-0.parquet")
     catalog = Catalog.from_url(settings.catalog_url)
     with catalog.session() as session:
-        session.add(VersionRow(
-            asset_key=str(PRODUCTS), number=1, zone="landing", path=str(folder), data_version="d" * 64, rows=rows,
-            bytes=0, table_schema="{}", spec_hash="s", code_version="c", requested_by="bench",
-            attempt_id="attempt-1", created_at=utcnow(),
-        ))
+        session.add(
+            VersionRow(
+                asset_key=str(PRODUCTS),
+                number=1,
+                zone="landing",
+                path=str(folder),
+                data_version="d" * 64,
+                rows=rows,
+                bytes=0,
+                table_schema="{}",
+                spec_hash="s",
+                code_version="c",
+                requested_by="bench",
+                attempt_id="attempt-1",
+                created_at=utcnow(),
+            )
+        )
 
 
 def main() -> None:
@@ -106,8 +118,13 @@ def run(args: argparse.Namespace, work: Path, server) -> None:
     specs = load_specs(ROOT / "assets" / "specs", transform_packages=DEFAULT_TRANSFORM_PACKAGES)
     products = specs[PRODUCTS]
     carol = Identity.asserted("carol")
-    ldap_settings = LdapSettings(url=server.url, base_dn=server.base_dn, bind_dn=server.bind_dn,
-                                 password=server.password, ca_file=str(server.ca_file))
+    ldap_settings = LdapSettings(
+        url=server.url,
+        base_dn=server.base_dn,
+        bind_dn=server.bind_dn,
+        password=server.password,
+        ca_file=str(server.ca_file),
+    )
     file_policy = Policy(FileDirectory.load(ROOT / "assets" / "directory.yaml"))
     cached = Policy(LdapDirectory(ldap_settings))
     uncached = Policy(LdapDirectory(dataclasses.replace(ldap_settings, ttl_seconds=0)))
@@ -129,16 +146,20 @@ def run(args: argparse.Namespace, work: Path, server) -> None:
         "plain read": timed(lambda: ds.dataset(row.path, format="parquet").to_table(), args.rounds, args.warmup),
         "governed read": timed(lambda: custody.read("sales/products@1", as_user="carol"), args.rounds, args.warmup),
     }
-    print(f"access control, {args.rounds} rounds after {args.warmup} warm-up ({few} for the uncached LDAP rows); "
-          f"reads of {args.rows:,} rows; slapd on {server.url} with StartTLS")
+    print(
+        f"access control, {args.rounds} rounds after {args.warmup} warm-up ({few} for the uncached LDAP rows); "
+        f"reads of {args.rows:,} rows; slapd on {server.url} with StartTLS"
+    )
     print(f"{'':<16}{'p50 ms':>10}{'p95 ms':>10}")
     for label, values in results.items():
         print(f"{label:<16}{statistics.median(values):10.3f}{p95(values):10.3f}")
     plain, governed = statistics.median(results["plain read"]), statistics.median(results["governed read"])
     added = governed - plain
     print(f"\ngoverned/plain read: {governed / plain:.2f}  (+{added:.2f} ms at p50)")
-    print(f"goal: a governed read adds <= {GOAL_ADDED_MS:.0f} ms at p50 on the file directory: "
-          f"{'met' if added <= GOAL_ADDED_MS else 'NOT met'}")
+    print(
+        f"goal: a governed read adds <= {GOAL_ADDED_MS:.0f} ms at p50 on the file directory: "
+        f"{'met' if added <= GOAL_ADDED_MS else 'NOT met'}"
+    )
 
 
 if __name__ == "__main__":

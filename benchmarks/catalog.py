@@ -55,10 +55,12 @@ def spec_json(index: int, key: str) -> str:
         "description": f"Benchmark asset {index} of {domain}, refreshed daily.",
         "roles": {"owner": f"{domain}-owners", "producer": f"{domain}-producers", "consumer": f"{domain}-consumers"},
         "zone": "landing" if index % 4 == 0 else "integration",
-        "classification": CLASSIFICATIONS[index % len(CLASSIFICATIONS)], "pii": index % 7 == 0,
+        "classification": CLASSIFICATIONS[index % len(CLASSIFICATIONS)],
+        "pii": index % 7 == 0,
         "tags": {"tier": f"t{index % 3}", "source": f"system{index % 11}"},
-        "columns": [{"name": f"column_{c}", "type": "string", "nullable": True, "description": f"Column {c}"}
-                    for c in range(10)],
+        "columns": [
+            {"name": f"column_{c}", "type": "string", "nullable": True, "description": f"Column {c}"} for c in range(10)
+        ],
     }
     return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
@@ -67,27 +69,51 @@ def build_listing_catalog(path: Path, assets: int, versions: int, seed: int) -> 
     rng = random.Random(seed)
     catalog = Catalog.from_url(f"sqlite:///{path}")
     keys = [f"{DOMAINS[i % len(DOMAINS)]}/asset{i:05d}" for i in range(assets)]
-    asset_rows = [{"key": key, "domain": key.partition("/")[0], "name": key.partition("/")[2], "zone": "integration",
-                   "spec_hash": f"{rng.getrandbits(64):016x}", "spec_json": spec_json(i, key), "updated_at": EPOCH}
-                  for i, key in enumerate(keys)]
+    asset_rows = [
+        {
+            "key": key,
+            "domain": key.partition("/")[0],
+            "name": key.partition("/")[2],
+            "zone": "integration",
+            "spec_hash": f"{rng.getrandbits(64):016x}",
+            "spec_json": spec_json(i, key),
+            "updated_at": EPOCH,
+        }
+        for i, key in enumerate(keys)
+    ]
     rows, numbers = [], dict.fromkeys(keys, 0)
     for vid in range(1, versions + 1):
         key = keys[(vid - 1) % assets]
         numbers[key] += 1
-        rows.append({
-            "id": vid, "asset_key": key, "number": numbers[key], "data_version": f"{rng.getrandbits(128):032x}",
-            "zone": "integration", "path": f"/lake/integration/{key}/v={numbers[key]}", "rows": rng.randrange(1, 10**6),
-            "rows_quarantined": 0, "bytes": rng.randrange(10**3, 10**8), "table_schema": SCHEMA_JSON,
-            "status": "purged" if rng.random() < 0.05 else "committed", "created_at": EPOCH + timedelta(minutes=vid),
-            "run_id": f"run-{vid:07d}", "code_version": f"{rng.getrandbits(32):08x}", "spec_hash": "s",
-            "requested_by": "bench", "attempt_id": f"attempt-{vid:07d}", "assurance": "asserted",
-            "criticality": "critical" if rng.random() < 0.02 else "normal", "label": f"{numbers[key]}",
-        })
+        rows.append(
+            {
+                "id": vid,
+                "asset_key": key,
+                "number": numbers[key],
+                "data_version": f"{rng.getrandbits(128):032x}",
+                "zone": "integration",
+                "path": f"/lake/integration/{key}/v={numbers[key]}",
+                "rows": rng.randrange(1, 10**6),
+                "rows_quarantined": 0,
+                "bytes": rng.randrange(10**3, 10**8),
+                "table_schema": SCHEMA_JSON,
+                "status": "purged" if rng.random() < 0.05 else "committed",
+                "created_at": EPOCH + timedelta(minutes=vid),
+                "run_id": f"run-{vid:07d}",
+                "code_version": f"{rng.getrandbits(32):08x}",
+                "spec_hash": "s",
+                "requested_by": "bench",
+                "attempt_id": f"attempt-{vid:07d}",
+                "assurance": "asserted",
+                "criticality": "critical" if rng.random() < 0.02 else "normal",
+                "label": f"{numbers[key]}",
+            }
+        )
     with catalog.session() as session:
         connection = session.connection()
         connection.execute(insert(AssetRow.__table__), asset_rows)
         for start in range(0, len(rows), CHUNK):
-            connection.execute(insert(VersionRow.__table__), rows[start:start + CHUNK])
+            connection.execute(insert(VersionRow.__table__), rows[start : start + CHUNK])
     raw = catalog.engine.raw_connection()
     try:
         raw.cursor().execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -104,7 +130,9 @@ def time_listing(folder: Path, args: argparse.Namespace) -> None:
     started = time.perf_counter()
     path = folder / "listing.db"
     build_listing_catalog(path, args.assets, args.versions, args.seed)
-    print(f"catalog of {args.assets:,} assets and {args.versions:,} versions built in {time.perf_counter() - started:.1f}s")
+    print(
+        f"catalog of {args.assets:,} assets and {args.versions:,} versions built in {time.perf_counter() - started:.1f}s"
+    )
     env = environment(folder / "home", path)
     startup = [run_cli(["--help"], env)[0] for _ in range(args.runs)]
     measured = [run_cli(["catalog", "--json"], env) for _ in range(args.runs)]
@@ -115,8 +143,10 @@ def time_listing(folder: Path, args: argparse.Namespace) -> None:
     seconds = [s for s, _ in measured]
     median = statistics.median(seconds)
     print(f"custody --help (start-up only): median {statistics.median(startup):.2f}s")
-    print(f"custody catalog --json: {' '.join(f'{s:.2f}' for s in seconds)} s, median {median:.2f}s "
-          f"({len(measured[0][1]) / 1e6:.1f} MB; goal <= {GOAL_SECONDS:.0f} s, {'met' if median <= GOAL_SECONDS else 'MISSED'})")
+    print(
+        f"custody catalog --json: {' '.join(f'{s:.2f}' for s in seconds)} s, median {median:.2f}s "
+        f"({len(measured[0][1]) / 1e6:.1f} MB; goal <= {GOAL_SECONDS:.0f} s, {'met' if median <= GOAL_SECONDS else 'MISSED'})"
+    )
 
 
 def time_pictures(folder: Path, args: argparse.Namespace) -> None:
@@ -125,8 +155,10 @@ def time_pictures(folder: Path, args: argparse.Namespace) -> None:
     catalog = build_catalog(path, graph, args.seed)
     env = environment(folder / "home", path)
     with catalog.session() as session:
-        sizes = {vid: len(closure(session, [vid], Direction.DOWNSTREAM).depth_of)
-                 for vid in random.Random(args.seed).sample(range(1, graph.n + 1), min(args.sample, graph.n))}
+        sizes = {
+            vid: len(closure(session, [vid], Direction.DOWNSTREAM).depth_of)
+            for vid in random.Random(args.seed).sample(range(1, graph.n + 1), min(args.sample, graph.n))
+        }
     print(f"\nstress catalog of {graph.n:,} versions; impact sizes sampled from {len(sizes)} versions")
     for wanted in args.impact_sizes:
         vid = min(sizes, key=lambda v: abs(sizes[v] - wanted))
@@ -136,9 +168,13 @@ def time_pictures(folder: Path, args: argparse.Namespace) -> None:
             out = folder / f"impact-{wanted}.{kind}"
             seconds = []
             for _ in range(args.runs):
-                seconds.append(run_cli(["lineage", "graph", ref, "--impact", "--format", kind, "-o", str(out), "--force"], env)[0])
-            print(f"  impact of {ref} ({sizes[vid]:,} versions) as {kind}: median {statistics.median(seconds):.2f}s, "
-                  f"{out.stat().st_size / 1e6:.2f} MB")
+                seconds.append(
+                    run_cli(["lineage", "graph", ref, "--impact", "--format", kind, "-o", str(out), "--force"], env)[0]
+                )
+            print(
+                f"  impact of {ref} ({sizes[vid]:,} versions) as {kind}: median {statistics.median(seconds):.2f}s, "
+                f"{out.stat().st_size / 1e6:.2f} MB"
+            )
             if args.keep:
                 keep = Path(args.keep)
                 keep.mkdir(parents=True, exist_ok=True)
@@ -149,8 +185,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--assets", type=int, default=3_000)
     parser.add_argument("--versions", type=int, default=100_000)
-    parser.add_argument("--graph-versions", type=int, default=20_000, help="versions of the stress catalog for the pictures")
-    parser.add_argument("--impact-sizes", type=int, nargs="+", default=[300, 3_000], help="impact graphs to draw, by node count")
+    parser.add_argument(
+        "--graph-versions", type=int, default=20_000, help="versions of the stress catalog for the pictures"
+    )
+    parser.add_argument(
+        "--impact-sizes", type=int, nargs="+", default=[300, 3_000], help="impact graphs to draw, by node count"
+    )
     parser.add_argument("--sample", type=int, default=400, help="versions whose impact size is measured to pick from")
     parser.add_argument("--runs", type=int, default=5, help="end-to-end runs of each command")
     parser.add_argument("--seed", type=int, default=7)

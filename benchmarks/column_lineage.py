@@ -54,7 +54,12 @@ def build_plan(spark, source: str, lookup: str, width: int, depth: int):
         elif kind == 2:
             frame = frame.withColumnRenamed(target, f"r{step}")
         elif kind == 3:
-            frame = frame.select(*[F.when(F.col(n) > 0, F.col(n)).otherwise(F.lit(0)).alias(n) if n == target else F.col(n) for n in names])
+            frame = frame.select(
+                *[
+                    F.when(F.col(n) > 0, F.col(n)).otherwise(F.lit(0)).alias(n) if n == target else F.col(n)
+                    for n in names
+                ]
+            )
         else:
             frame = frame.join(keys, frame[names[0]] == keys["k"], "left").drop("k", "tag")
     return frame
@@ -99,8 +104,11 @@ def extraction(spark, work: Path, repeat: int) -> list[tuple[int, int, float, fl
             file_s = timed(json_through_file(frame, analyzed, work), repeat)
             extract_s = timed(lambda f=frame: extract(f), repeat)
             results.append((width, depth, json_s, file_s, extract_s, size))
-            print(f"width {width:>5} depth {depth:>4}: json {json_s * 1000:8.1f} ms  file {file_s * 1000:8.1f} ms  "
-                  f"extract {extract_s * 1000:8.1f} ms  ratio {extract_s / json_s:5.2f}  ({size / 1e6:.1f} MB of JSON)", flush=True)
+            print(
+                f"width {width:>5} depth {depth:>4}: json {json_s * 1000:8.1f} ms  file {file_s * 1000:8.1f} ms  "
+                f"extract {extract_s * 1000:8.1f} ms  ratio {extract_s / json_s:5.2f}  ({size / 1e6:.1f} MB of JSON)",
+                flush=True,
+            )
     return results
 
 
@@ -135,18 +143,26 @@ def main() -> None:
     on, off = ([], []) if args.skip_ingest else ingestion(spark, args.rows, args.runs, args.warm_rows)
     spark.stop()
 
-    print(f"\n{'width':>6}{'depth':>7}{'JSON MB':>9}{'json ms':>10}{'file ms':>10}{'extract ms':>12}"
-          f"{'extract/json':>14}{'extract/file':>14}")
+    print(
+        f"\n{'width':>6}{'depth':>7}{'JSON MB':>9}{'json ms':>10}{'file ms':>10}{'extract ms':>12}"
+        f"{'extract/json':>14}{'extract/file':>14}"
+    )
     for width, depth, json_s, file_s, extract_s, size in results:
-        print(f"{width:>6}{depth:>7}{size / 1e6:>9.1f}{json_s * 1000:>10.1f}{file_s * 1000:>10.1f}{extract_s * 1000:>12.1f}"
-              f"{extract_s / json_s:>14.2f}{extract_s / file_s:>14.2f}")
+        print(
+            f"{width:>6}{depth:>7}{size / 1e6:>9.1f}{json_s * 1000:>10.1f}{file_s * 1000:>10.1f}{extract_s * 1000:>12.1f}"
+            f"{extract_s / json_s:>14.2f}{extract_s / file_s:>14.2f}"
+        )
     worst = max(extract_s / json_s for _, _, json_s, _, extract_s, _ in results)
-    print(f"worst ratio extract/json: {worst:.2f}  goal <= {GOAL_EXTRACT:g}  ({'met' if worst <= GOAL_EXTRACT else 'MISSED'})")
+    print(
+        f"worst ratio extract/json: {worst:.2f}  goal <= {GOAL_EXTRACT:g}  ({'met' if worst <= GOAL_EXTRACT else 'MISSED'})"
+    )
     print(f"worst ratio extract/file: {max(e / f for _, _, _, f, e, _ in results):.2f}")
     if on:
         ratio = statistics.median(on) / statistics.median(off)
-        print(f"ingestion of {args.rows:,} rows, median of {args.runs}: column lineage on {statistics.median(on):.2f}s, "
-              f"off {statistics.median(off):.2f}s")
+        print(
+            f"ingestion of {args.rows:,} rows, median of {args.runs}: column lineage on {statistics.median(on):.2f}s, "
+            f"off {statistics.median(off):.2f}s"
+        )
         print(f"ratio on/off: {ratio:.3f}  goal <= {GOAL_INGEST:g}  ({'met' if ratio <= GOAL_INGEST else 'MISSED'})")
 
 

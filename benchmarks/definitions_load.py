@@ -59,13 +59,17 @@ def generate(root: Path, n: int) -> list[dict]:
                 f'  - {{name: c{j}, type: "{rng.choice(TYPES)}", nullable: {"false" if j == 0 else "true"}}}'
                 for j in range(rng.randint(5, 10))
             )
-            body = (f"description: {description}\nroles: {{owner: o, producer: p, consumer: c}}\nzone: landing\n"
-                    f"source: {{format: csv, header: true}}\ncolumns:\n{columns}\n")
+            body = (
+                f"description: {description}\nroles: {{owner: o, producer: p, consumer: c}}\nzone: landing\n"
+                f"source: {{format: csv, header: true}}\ncolumns:\n{columns}\n"
+            )
         else:
             description = f"Derived table {i}."
             deps = [graph[j]["key"] for j in rng.sample(range(i), rng.randint(1, 2))]
-            body = (f"description: {description}\nroles: {{owner: o, producer: p, consumer: c}}\nzone: integration\n"
-                    f"inputs: [{', '.join('/'.join(d) for d in deps)}]\ntransform: {TRANSFORM}\n")
+            body = (
+                f"description: {description}\nroles: {{owner: o, producer: p, consumer: c}}\nzone: integration\n"
+                f"inputs: [{', '.join('/'.join(d) for d in deps)}]\ntransform: {TRANSFORM}\n"
+            )
         (folder / f"{name}.yaml").write_text(body, encoding="utf-8")
         graph.append({"key": [domain, name], "group": domain, "deps": deps, "description": description})
     add_checks(root, graph)
@@ -98,6 +102,7 @@ def add_checks(root: Path, graph: list[dict]) -> None:
 
 # --- child side: one measurement in a fresh interpreter --------------------------------------------
 
+
 def _resolve(defs) -> None:
     import dagster as dg
 
@@ -111,9 +116,13 @@ def build_plain(graph: list[dict], checked: bool = False):
     def plain_asset(node: dict):
         key = dg.AssetKey(node["key"])
 
-        @dg.asset(key=key, group_name=node["group"], description=node["description"],
-                  deps=[dg.AssetKey(d) for d in node["deps"]],
-                  check_specs=[dg.AssetCheckSpec(name, asset=key) for name in node["checks"]] if checked else None)
+        @dg.asset(
+            key=key,
+            group_name=node["group"],
+            description=node["description"],
+            deps=[dg.AssetKey(d) for d in node["deps"]],
+            check_specs=[dg.AssetCheckSpec(name, asset=key) for name in node["checks"]] if checked else None,
+        )
         def _asset(context):
             return None
 
@@ -134,8 +143,13 @@ def child(kind: str, root: Path) -> dict:
         return {"seconds": time.perf_counter() - started, "cpu": time.process_time() - cpu}
     # Through the entry point Dagster calls, configured as a deployment would be.
     home = root / "home" if kind in ("cached", "profile") else Path(tempfile.mkdtemp(prefix="cold-", dir=root))
-    os.environ.update({"CUSTODY_HOME": str(home), "CUSTODY_SPECS": str(root / "specs"),
-                       "CUSTODY_TRANSFORM_PACKAGES": TRANSFORM_PACKAGE})
+    os.environ.update(
+        {
+            "CUSTODY_HOME": str(home),
+            "CUSTODY_SPECS": str(root / "specs"),
+            "CUSTODY_TRANSFORM_PACKAGES": TRANSFORM_PACKAGE,
+        }
+    )
     from assets.definitions import defs
 
     if kind in ("cold", "cached"):
@@ -160,14 +174,16 @@ def child(kind: str, root: Path) -> dict:
 
 
 def measure(kind: str, root: Path) -> dict:
-    done = subprocess.run([sys.executable, __file__, "--child", kind, str(root)], cwd=ROOT,
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", kind, str(root)], cwd=ROOT, capture_output=True, text=True, check=False
+    )
     if done.returncode != 0:
         raise SystemExit(f"{kind} child failed:\n{done.stderr[-4000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 # --- parent side ------------------------------------------------------------------------------------
+
 
 def verdict(ratio: float) -> str:
     return f"{ratio:.2f} {'ok' if ratio <= GOAL_RATIO else 'MISSED'}"
@@ -197,24 +213,36 @@ def main() -> None:
             for _ in range(args.repeat):  # interleaved
                 for kind, measured in runs.items():
                     measured.append(measure("cached", broken) if kind == "broken" else measure(kind, root))
-            results[n] = {f"{kind} {what}": statistics.median(r[what] for r in measured)
-                          for kind, measured in runs.items() for what in ("seconds", "cpu")}
+            results[n] = {
+                f"{kind} {what}": statistics.median(r[what] for r in measured)
+                for kind, measured in runs.items()
+                for what in ("seconds", "cpu")
+            }
             shown = {kind: " ".join(f"{r['seconds']:.3f}" for r in measured) for kind, measured in runs.items()}
-            print(f"N={n:<5} ({landing} landing, {n - landing} integration)  "
-                  + "  ".join(f"{kind} {times}" for kind, times in shown.items()), flush=True)
+            print(
+                f"N={n:<5} ({landing} landing, {n - landing} integration)  "
+                + "  ".join(f"{kind} {times}" for kind, times in shown.items()),
+                flush=True,
+            )
             if args.profile and n == max(args.sizes):
                 print(measure("profile", root)["profile"])
 
-    print(f"\n{'N':>6}{'cold s':>9}{'cached s':>10}{'plain s':>9}{'checked s':>11}{'cold/plain':>14}{'cached/plain':>14}"
-          f"{'cached/plain_checked':>22}   (medians of {args.repeat}; goal ratio <= {GOAL_RATIO})")
+    print(
+        f"\n{'N':>6}{'cold s':>9}{'cached s':>10}{'plain s':>9}{'checked s':>11}{'cold/plain':>14}{'cached/plain':>14}"
+        f"{'cached/plain_checked':>22}   (medians of {args.repeat}; goal ratio <= {GOAL_RATIO})"
+    )
     for n, r in results.items():
         cold, cached = r["cold seconds"] / r["plain seconds"], r["cached seconds"] / r["plain seconds"]
         like = r["cached seconds"] / r["plain_checked seconds"]
-        print(f"{n:>6}{r['cold seconds']:>9.3f}{r['cached seconds']:>10.3f}{r['plain seconds']:>9.3f}"
-              f"{r['plain_checked seconds']:>11.3f}{verdict(cold):>14}{verdict(cached):>14}{verdict(like):>22}")
+        print(
+            f"{n:>6}{r['cold seconds']:>9.3f}{r['cached seconds']:>10.3f}{r['plain seconds']:>9.3f}"
+            f"{r['plain_checked seconds']:>11.3f}{verdict(cold):>14}{verdict(cached):>14}{verdict(like):>22}"
+        )
     for n, r in results.items():
-        print(f"N={n}: one broken spec, cached load {r['broken seconds']:.3f}s vs {r['cached seconds']:.3f}s all valid "
-              f"({r['broken seconds'] / r['cached seconds']:.2f}x)")
+        print(
+            f"N={n}: one broken spec, cached load {r['broken seconds']:.3f}s vs {r['cached seconds']:.3f}s all valid "
+            f"({r['broken seconds'] / r['cached seconds']:.2f}x)"
+        )
     if 1000 in results and 3000 in results:
         for kind in ("cold", "cached"):
             growth = results[3000][f"{kind} seconds"] / results[1000][f"{kind} seconds"]

@@ -59,8 +59,10 @@ COLUMNS = [("sku", "string"), ("price", "double"), ("tick", "long"), ("replica",
 
 
 def price_list(replica: int, tick: int, rng: random.Random) -> bytes:
-    items = [{"sku": f"SKU-{i:04d}", "price": round(rng.uniform(1, 500), 2), "tick": tick, "replica": replica}
-             for i in range(ITEMS)]
+    items = [
+        {"sku": f"SKU-{i:04d}", "price": round(rng.uniform(1, 500), 2), "tick": tick, "replica": replica}
+        for i in range(ITEMS)
+    ]
     return json.dumps(items).encode()
 
 
@@ -87,24 +89,45 @@ def consolidate_on(store: FeedStore, archives: list[Path], work: Path) -> dict[s
     started = time.perf_counter()
     done = consolidate(store, FEED, HOUR, work)
     seconds = time.perf_counter() - started
-    return {"seconds": seconds, "inputs": sum(p.stat().st_size for p in archives), "read": done.bytes_read,
-            "written": done.bytes_written, "merged": done.archive.bytes, "rounds": done.rounds}
+    return {
+        "seconds": seconds,
+        "inputs": sum(p.stat().st_size for p in archives),
+        "read": done.bytes_read,
+        "written": done.bytes_written,
+        "merged": done.archive.bytes,
+        "rounds": done.rounds,
+    }
 
 
 def print_merges(merges: dict[str, dict[str, float]], per_replica: int) -> None:
     print(f"consolidation of one hour: {3 * per_replica:,} downloads from 3 replicas", flush=True)
     for name, merge in merges.items():
-        print(f"  {name:<10} {merge['seconds']:6.2f}s, {merge['rounds']:.0f} round; read {merge['read'] / 1e6:.2f} MB "
-              f"(the archives: {merge['inputs'] / 1e6:.2f} MB, x{merge['read'] / merge['inputs']:.2f}); "
-              f"wrote {merge['written'] / 1e6:.2f} MB (the merged archive: {merge['merged'] / 1e6:.2f} MB)", flush=True)
+        print(
+            f"  {name:<10} {merge['seconds']:6.2f}s, {merge['rounds']:.0f} round; read {merge['read'] / 1e6:.2f} MB "
+            f"(the archives: {merge['inputs'] / 1e6:.2f} MB, x{merge['read'] / merge['inputs']:.2f}); "
+            f"wrote {merge['written'] / 1e6:.2f} MB (the merged archive: {merge['merged'] / 1e6:.2f} MB)",
+            flush=True,
+        )
 
 
 def spec_folder(work: Path) -> Path:
-    body = {"description": "Benchmark feed.", "zone": "landing",
-            "roles": {"owner": "bench-owners", "producer": "bench-producers", "consumer": "bench-consumers"},
-            "source": {"format": "json", "multiline": True,
-                       "feed": {"url": "https://prices.example/list", "every": "1s", "requested_by": "bench", "start": "2026-11-01T00"}},
-            "columns": [{"name": n, "type": t, "nullable": False} for n, t in COLUMNS], "max_bad_fraction": 0.0}
+    body = {
+        "description": "Benchmark feed.",
+        "zone": "landing",
+        "roles": {"owner": "bench-owners", "producer": "bench-producers", "consumer": "bench-consumers"},
+        "source": {
+            "format": "json",
+            "multiline": True,
+            "feed": {
+                "url": "https://prices.example/list",
+                "every": "1s",
+                "requested_by": "bench",
+                "start": "2026-11-01T00",
+            },
+        },
+        "columns": [{"name": n, "type": t, "nullable": False} for n, t in COLUMNS],
+        "max_bad_fraction": 0.0,
+    }
     (work / "specs" / "bench").mkdir(parents=True)
     (work / "specs" / "bench" / "prices.yaml").write_text(yaml.safe_dump(body), encoding="utf-8")
     return work / "specs"
@@ -116,7 +139,9 @@ def spark_session():
     from resources.spark import session_conf
 
     builder = SparkSession.builder
-    for key, value in session_conf("local[2]", {"spark.app.name": "custody-bench", "spark.driver.memory": "4g"}).items():
+    for key, value in session_conf(
+        "local[2]", {"spark.app.name": "custody-bench", "spark.driver.memory": "4g"}
+    ).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 
@@ -130,8 +155,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="feed-hour-bench-") as tmp:
         work = Path(tmp)
         archives = replica_archives(work, args.per_replica)
-        print(f"3 replicas x {args.per_replica:,} downloads of {ITEMS} prices; archives "
-              f"{', '.join(f'{p.stat().st_size / 1e6:.2f}' for p in archives)} MB", flush=True)
+        print(
+            f"3 replicas x {args.per_replica:,} downloads of {ITEMS} prices; archives "
+            f"{', '.join(f'{p.stat().st_size / 1e6:.2f}' for p in archives)} MB",
+            flush=True,
+        )
         folder_store = FeedStore((work / "store").as_uri())
         merges = {"folder": consolidate_on(folder_store, archives, work)}
         with running_s3() as server:
@@ -158,11 +186,21 @@ def main() -> None:
                     batch = drop_hour(folder_store, lake, spec, HOUR, stored, HOUR + timedelta(hours=2), set())
                     started = time.perf_counter()
                     # The same hour every run: forced, as its batch was ingested before.
-                    row = ingest(spark, catalog, lake, spec, RunRequest(requested_by="bench"), batch_id=batch.batch_id, force=True)
+                    row = ingest(
+                        spark,
+                        catalog,
+                        lake,
+                        spec,
+                        RunRequest(requested_by="bench"),
+                        batch_id=batch.batch_id,
+                        force=True,
+                    )
                     seconds = time.perf_counter() - started
                     if files is None:
                         copies = work / "hour-files"
-                        shutil.copytree(lake.batch_dir(KEY, batch.batch_id), copies, ignore=shutil.ignore_patterns("_*"))
+                        shutil.copytree(
+                            lake.batch_dir(KEY, batch.batch_id), copies, ignore=shutil.ignore_patterns("_*")
+                        )
                         files = sorted(str(p) for p in copies.glob("*.json"))
                     rows = row.rows
                     shutil.rmtree(lake.batch_dir(KEY, batch.batch_id))
@@ -171,8 +209,9 @@ def main() -> None:
                     if files is None:
                         continue
                     started = time.perf_counter()
-                    spark.read.schema(", ".join(f"{n} {t}" for n, t in COLUMNS)).option("multiLine", True).json(files) \
-                        .write.parquet(str(bare_out))
+                    spark.read.schema(", ".join(f"{n} {t}" for n, t in COLUMNS)).option("multiLine", True).json(
+                        files
+                    ).write.parquet(str(bare_out))
                     seconds = time.perf_counter() - started
                     shutil.rmtree(bare_out)
                 if index > 0:
@@ -182,8 +221,10 @@ def main() -> None:
 
     bare, governed = statistics.median(runs["bare"]), statistics.median(runs["governed"])
     (low, high), _ = interval(runs["governed"], runs["bare"])
-    print(f"ingestion of the hour ({len(files):,} files, {rows:,} rows): bare {bare:.2f}s, governed {governed:.2f}s, "
-          f"governed/bare {governed / bare:.3f} ({low:.3f}-{high:.3f})")
+    print(
+        f"ingestion of the hour ({len(files):,} files, {rows:,} rows): bare {bare:.2f}s, governed {governed:.2f}s, "
+        f"governed/bare {governed / bare:.3f} ({low:.3f}-{high:.3f})"
+    )
 
 
 if __name__ == "__main__":

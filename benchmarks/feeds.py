@@ -46,9 +46,20 @@ def serve(port: multiprocessing.Value, stop: multiprocessing.Event) -> None:
 def write_specs(folder: Path, url: str, feeds: int, every: str) -> None:
     (folder / "bench").mkdir(parents=True)
     for index in range(feeds):
-        body = {"description": "Benchmark feed.", "zone": "landing",
-                "roles": {"owner": "bench-owners", "producer": "bench-producers", "consumer": "bench-consumers"},
-                "source": {"format": "json", "feed": {"url": f"{url}?feed={index}", "every": every, "requested_by": "bench", "start": "2026-01-01T00"}}}
+        body = {
+            "description": "Benchmark feed.",
+            "zone": "landing",
+            "roles": {"owner": "bench-owners", "producer": "bench-producers", "consumer": "bench-consumers"},
+            "source": {
+                "format": "json",
+                "feed": {
+                    "url": f"{url}?feed={index}",
+                    "every": every,
+                    "requested_by": "bench",
+                    "start": "2026-01-01T00",
+                },
+            },
+        }
         (folder / "bench" / f"feed_{index:03d}.yaml").write_text(yaml.safe_dump(body), encoding="utf-8")
 
 
@@ -74,8 +85,13 @@ def main() -> None:
         work = Path(tmp)
         write_specs(work / "specs", f"http://127.0.0.1:{port.value}/changing", args.feeds, args.every)
         specs = load_specs(work / "specs", transform_packages=DEFAULT_TRANSFORM_PACKAGES)
-        collector = Collector(plan_feeds(list(specs), {}), Workspace(work / "ws"), FeedStore((work / "store").as_uri()),
-                              workers=args.workers, keep_lags=True)
+        collector = Collector(
+            plan_feeds(list(specs), {}),
+            Workspace(work / "ws"),
+            FeedStore((work / "store").as_uri()),
+            workers=args.workers,
+            keep_lags=True,
+        )
         period = next(iter(specs)).feed.period
         stop = threading.Event()
         threading.Timer(args.seconds, stop.set).start()
@@ -91,13 +107,19 @@ def main() -> None:
     failed = sum(c["failed_ticks"] for c in status.values())
     lags = sorted(lag for state in collector.feeds for lag in state.lags)
     worst = max(lags)
-    print(f"{args.feeds} feeds every {args.every} for {args.seconds:.0f}s, {args.workers} download threads; "
-          f"packing and uploading at the stop took {elapsed - args.seconds:.1f}s")
-    print(f"downloads kept {downloads:,} ({downloads / args.seconds:.1f}/s over the collection; expected {args.feeds / period:.0f}/s), "
-          f"missed ticks {missed}, failed ticks {failed}")
+    print(
+        f"{args.feeds} feeds every {args.every} for {args.seconds:.0f}s, {args.workers} download threads; "
+        f"packing and uploading at the stop took {elapsed - args.seconds:.1f}s"
+    )
+    print(
+        f"downloads kept {downloads:,} ({downloads / args.seconds:.1f}/s over the collection; expected {args.feeds / period:.0f}/s), "
+        f"missed ticks {missed}, failed ticks {failed}"
+    )
     print(f"collector CPU {cpu:.1f}s = {100 * cpu / elapsed:.0f}% of one core (the server runs in another process)")
-    print(f"lag behind schedule: median {1000 * statistics.median(lags):.1f} ms, "
-          f"p99 {1000 * lags[int(0.99 * (len(lags) - 1))]:.1f} ms, worst {1000 * worst:.1f} ms")
+    print(
+        f"lag behind schedule: median {1000 * statistics.median(lags):.1f} ms, "
+        f"p99 {1000 * lags[int(0.99 * (len(lags) - 1))]:.1f} ms, worst {1000 * worst:.1f} ms"
+    )
     met = worst < period and missed == 0
     print(f"goal (no feed drifts more than one period, {period:g}s): {'met' if met else 'missed'}")
 

@@ -58,20 +58,31 @@ CHUNK_ROWS = 250_000
 WARM_ROWS = 1_000_000  # ~220 MB: smaller slices left JIT warm-up in the first timed runs
 
 COLUMNS = [  # (name, spec type, nullable)
-    ("id", "long", False), ("customer_id", "int", True), ("order_no", "long", True),
-    ("name", "string", True), ("email", "string", True), ("city", "string", True),
-    ("country", "string", True), ("category", "string", True), ("comment", "string", True),
-    ("quantity", "int", True), ("price", "decimal(10,2)", True), ("discount", "decimal(10,2)", True),
-    ("score", "double", True), ("weight", "double", True), ("active", "boolean", True),
-    ("verified", "boolean", True), ("order_date", "date", True), ("ship_date", "date", True),
-    ("created_at", "timestamp", True), ("updated_at", "timestamp", True),
+    ("id", "long", False),
+    ("customer_id", "int", True),
+    ("order_no", "long", True),
+    ("name", "string", True),
+    ("email", "string", True),
+    ("city", "string", True),
+    ("country", "string", True),
+    ("category", "string", True),
+    ("comment", "string", True),
+    ("quantity", "int", True),
+    ("price", "decimal(10,2)", True),
+    ("discount", "decimal(10,2)", True),
+    ("score", "double", True),
+    ("weight", "double", True),
+    ("active", "boolean", True),
+    ("verified", "boolean", True),
+    ("order_date", "date", True),
+    ("ship_date", "date", True),
+    ("created_at", "timestamp", True),
+    ("updated_at", "timestamp", True),
 ]
 
 
 def spec_yaml() -> str:
-    cols = "\n".join(
-        f'  - {{name: {n}, type: "{t}", nullable: {str(nullable).lower()}}}' for n, t, nullable in COLUMNS
-    )
+    cols = "\n".join(f'  - {{name: {n}, type: "{t}", nullable: {str(nullable).lower()}}}' for n, t, nullable in COLUMNS)
     return (
         "description: Benchmark table.\n"
         "roles: {owner: bench-owners, producer: bench-producers, consumer: bench-consumers}\n"
@@ -92,34 +103,62 @@ def _chunk(rng: np.random.Generator, start: int, n: int, vocab: dict[str, pa.Arr
     day0 = np.datetime64("2020-01-01")
     order_date = day0 + rng.integers(0, 1800, n).astype("timedelta64[D]")
     created = np.datetime64("2020-01-01T00:00:00") + rng.integers(0, 150_000_000, n).astype("timedelta64[s]")
-    return pa.table({
-        "id": pa.array(np.arange(start, start + n, dtype=np.int64)),
-        "customer_id": pa.array(rng.integers(1, 500_000, n, dtype=np.int32)),
-        "order_no": pa.array(rng.integers(10**9, 10**10, n, dtype=np.int64)),
-        "name": pick("name"), "email": pick("email"), "city": pick("city"),
-        "country": pick("country"), "category": pick("category"), "comment": pick("comment"),
-        "quantity": pa.array(rng.integers(1, 100, n, dtype=np.int32)),
-        "price": pa.array(np.round(rng.uniform(0.5, 9999, n), 2)),  # printed as d.dd: a valid decimal(10,2)
-        "discount": with_nulls(np.round(rng.uniform(0, 50, n), 2), 0.2),
-        "score": pa.array(np.round(rng.normal(50, 15, n), 4)),
-        "weight": with_nulls(np.round(rng.exponential(3, n), 3)),
-        "active": pa.array(rng.random(n) < 0.8),
-        "verified": with_nulls(rng.random(n) < 0.5),
-        "order_date": pa.array(order_date).cast(pa.date32()),
-        "ship_date": pa.array(order_date + rng.integers(0, 10, n).astype("timedelta64[D]")).cast(pa.date32()),
-        "created_at": pa.array(created),
-        "updated_at": pa.array(created + rng.integers(0, 3_000_000, n).astype("timedelta64[s]")),
-    })
+    return pa.table(
+        {
+            "id": pa.array(np.arange(start, start + n, dtype=np.int64)),
+            "customer_id": pa.array(rng.integers(1, 500_000, n, dtype=np.int32)),
+            "order_no": pa.array(rng.integers(10**9, 10**10, n, dtype=np.int64)),
+            "name": pick("name"),
+            "email": pick("email"),
+            "city": pick("city"),
+            "country": pick("country"),
+            "category": pick("category"),
+            "comment": pick("comment"),
+            "quantity": pa.array(rng.integers(1, 100, n, dtype=np.int32)),
+            "price": pa.array(np.round(rng.uniform(0.5, 9999, n), 2)),  # printed as d.dd: a valid decimal(10,2)
+            "discount": with_nulls(np.round(rng.uniform(0, 50, n), 2), 0.2),
+            "score": pa.array(np.round(rng.normal(50, 15, n), 4)),
+            "weight": with_nulls(np.round(rng.exponential(3, n), 3)),
+            "active": pa.array(rng.random(n) < 0.8),
+            "verified": with_nulls(rng.random(n) < 0.5),
+            "order_date": pa.array(order_date).cast(pa.date32()),
+            "ship_date": pa.array(order_date + rng.integers(0, 10, n).astype("timedelta64[D]")).cast(pa.date32()),
+            "created_at": pa.array(created),
+            "updated_at": pa.array(created + rng.integers(0, 3_000_000, n).astype("timedelta64[s]")),
+        }
+    )
 
 
 def generate(path: Path, rows: int) -> None:
     """Write `rows` rows of mixed types as CSV with a header, in chunks."""
     rng = np.random.default_rng(42)
-    words = np.array([
-        "alpha", "beta", "gamma", "delta", "north", "south", "east", "west", "quick", "slow", "blue",
-        "red", "green", "order", "return", "late", "early", "fragile", "bulk", "gift", "express",
-        "standard", "priority",
-    ])
+    words = np.array(
+        [
+            "alpha",
+            "beta",
+            "gamma",
+            "delta",
+            "north",
+            "south",
+            "east",
+            "west",
+            "quick",
+            "slow",
+            "blue",
+            "red",
+            "green",
+            "order",
+            "return",
+            "late",
+            "early",
+            "fragile",
+            "bulk",
+            "gift",
+            "express",
+            "standard",
+            "priority",
+        ]
+    )
     first = ["Ann", "Bob", "Cara", "Dan", "Eve", "Finn", "Gus", "Hana", "Ivo", "Jo", "Kai", "Lea"]
     last = ["Smith", "Chen", "Diaz", "Okafor", "Laurent", "Novak", "Rossi", "Berg", "Kim", "Silva"]
     names = [f"{a} {b}" for a in first for b in last]
@@ -160,7 +199,8 @@ def spark_session(master: str):
     log4j = ROOT / "resources" / "log4j2.properties"
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     return (
-        SparkSession.builder.master(master).appName("custody-bench")
+        SparkSession.builder.master(master)
+        .appName("custody-bench")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
@@ -209,14 +249,23 @@ class Bench:
         (folder / "_READY").touch()
         try:
             cpu, started = self.jvm_cpu(), time.perf_counter()
-            row = ingest(self.spark, self.catalog, self.lake, self.spec, RunRequest(requested_by="bench"),
-                         batch_id=batch_id, force=True, column_lineage=columns)
+            row = ingest(
+                self.spark,
+                self.catalog,
+                self.lake,
+                self.spec,
+                RunRequest(requested_by="bench"),
+                batch_id=batch_id,
+                force=True,
+                column_lineage=columns,
+            )
             elapsed, cpu = time.perf_counter() - started, self.jvm_cpu() - cpu
         finally:
             os.rename(folder / csv.name, csv)
         if row.rows != rows or row.rows_quarantined:
-            raise SystemExit(f"governed run landed {row.rows} rows, quarantined {row.rows_quarantined}; "
-                             f"expected {rows}")
+            raise SystemExit(
+                f"governed run landed {row.rows} rows, quarantined {row.rows_quarantined}; expected {rows}"
+            )
         for path in (row.path, row.quarantine_path, folder):
             if path:
                 shutil.rmtree(path, ignore_errors=True)
@@ -240,27 +289,37 @@ def main() -> None:
         bench = Bench(spark, Path(tmp))
         warm_rows = min(args.warm_rows, args.rows)
         warm = head_slice(csv, Path(tmp) / "warm.csv", warm_rows)
-        print(f"warm-up on {warm_rows:,} rows: bare {bench.bare(warm)[0]:.2f}s, "
-              f"governed {bench.governed(warm, warm_rows)[0]:.2f}s", flush=True)
+        print(
+            f"warm-up on {warm_rows:,} rows: bare {bench.bare(warm)[0]:.2f}s, "
+            f"governed {bench.governed(warm, warm_rows)[0]:.2f}s",
+            flush=True,
+        )
         for i in range(args.runs):  # interleaved, alternating which path goes first
             for path in ("bare", "governed") if i % 2 == 0 else ("governed", "bare"):
                 result = bench.bare(csv) if path == "bare" else bench.governed(csv, args.rows)
                 runs[path].append(result)
                 cpu_shown = f"{result[1]:6.2f}s JVM CPU  " if local else ""
-                print(f"run {i + 1} {path:<8} {result[0]:6.2f}s wall {cpu_shown}(load {os.getloadavg()[0]:.1f})", flush=True)
+                print(
+                    f"run {i + 1} {path:<8} {result[0]:6.2f}s wall {cpu_shown}(load {os.getloadavg()[0]:.1f})",
+                    flush=True,
+                )
     spark.stop()
 
     wall = {p: statistics.median(t for t, _ in r) for p, r in runs.items()}
     cpu = {p: statistics.median(c for _, c in r) for p, r in runs.items()}
     ratios = [g[0] / b[0] for g, b in zip(runs["governed"], runs["bare"])]
-    print(f"\ninput: {csv.name}, {args.rows:,} rows, {len(COLUMNS)} columns, {size_mb:.0f} MB; "
-          f"{args.master}, {args.runs} runs each")
+    print(
+        f"\ninput: {csv.name}, {args.rows:,} rows, {len(COLUMNS)} columns, {size_mb:.0f} MB; "
+        f"{args.master}, {args.runs} runs each"
+    )
     width = max(16, 7 * args.runs + 2)
     print(f"{'path':<10}{'wall s per run':<{width}}{'median s':>9}{'MB/s':>8}{'JVM CPU s' if local else '':>11}")
     for path, results in runs.items():
         times = " ".join(f"{t:6.2f}" for t, _ in results)
-        print(f"{path:<10}{times:<{width}}{wall[path]:9.2f}{size_mb / wall[path]:8.1f}"
-              + (f"{cpu[path]:11.2f}" if local else ""))
+        print(
+            f"{path:<10}{times:<{width}}{wall[path]:9.2f}{size_mb / wall[path]:8.1f}"
+            + (f"{cpu[path]:11.2f}" if local else "")
+        )
     cpu_ratio = f"; JVM CPU ratio (medians) {cpu['governed'] / cpu['bare']:.2f}" if local else ""
     print(f"per-run ratios: {' '.join(f'{r:.2f}' for r in ratios)}{cpu_ratio}")
     ratio = wall["governed"] / wall["bare"]

@@ -54,13 +54,24 @@ FILL = """INSERT INTO orders
            timestamptz '2020-01-01 00:00:00+00' + g * interval '1 second',
            CASE WHEN g % 10 = 0 THEN NULL ELSE repeat('note ', (1 + g % 6)::integer) END
     FROM generate_series(1::bigint, {rows}) g"""
-COLUMNS = [("id", "long", False), ("customer_id", "int", False), ("name", "string", True), ("city", "string", True),
-           ("amount", "decimal(10,2)", True), ("score", "double", True), ("active", "boolean", True),
-           ("order_date", "date", True), ("updated_at", "timestamp", False), ("comment", "string", True)]
+COLUMNS = [
+    ("id", "long", False),
+    ("customer_id", "int", False),
+    ("name", "string", True),
+    ("city", "string", True),
+    ("amount", "decimal(10,2)", True),
+    ("score", "double", True),
+    ("active", "boolean", True),
+    ("order_date", "date", True),
+    ("updated_at", "timestamp", False),
+    ("comment", "string", True),
+]
 
 
 def spec_yaml(server: PostgresServer, partitions: int) -> str:
-    columns = "\n".join(f'  - {{name: {n}, type: "{t}", nullable: {str(nullable).lower()}}}' for n, t, nullable in COLUMNS)
+    columns = "\n".join(
+        f'  - {{name: {n}, type: "{t}", nullable: {str(nullable).lower()}}}' for n, t, nullable in COLUMNS
+    )
     split = f"  partition_column: id\n  num_partitions: {partitions}\n" if partitions > 1 else ""
     return (
         "description: Benchmark table.\n"
@@ -78,8 +89,11 @@ def spark_session():
     from resources.spark import session_conf
 
     builder = SparkSession.builder
-    conf = session_conf("local[2]", {"spark.app.name": "custody-bench", "spark.driver.memory": "4g"},
-                        jars=Settings.from_env({}).spark_jars())
+    conf = session_conf(
+        "local[2]",
+        {"spark.app.name": "custody-bench", "spark.driver.memory": "4g"},
+        jars=Settings.from_env({}).spark_jars(),
+    )
     for key, value in conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
@@ -104,12 +118,22 @@ class Bench:
     def bare(self, partitions: int) -> float:
         out = self.work / "bare_out"
         started = time.perf_counter()
-        reader = (self.spark.read.format("jdbc").option("url", self.url).option("dbtable", "orders")
-                  .option("user", self.server.user).option("password", self.server.password)
-                  .option("driver", "org.postgresql.Driver").option("fetchsize", str(FETCH_SIZE)))
+        reader = (
+            self.spark.read.format("jdbc")
+            .option("url", self.url)
+            .option("dbtable", "orders")
+            .option("user", self.server.user)
+            .option("password", self.server.password)
+            .option("driver", "org.postgresql.Driver")
+            .option("fetchsize", str(FETCH_SIZE))
+        )
         if partitions > 1:
-            reader = (reader.option("partitionColumn", "id").option("lowerBound", "1")
-                      .option("upperBound", str(self.rows)).option("numPartitions", str(partitions)))
+            reader = (
+                reader.option("partitionColumn", "id")
+                .option("lowerBound", "1")
+                .option("upperBound", str(self.rows))
+                .option("numPartitions", str(partitions))
+            )
         reader.load().write.parquet(str(out))
         elapsed = time.perf_counter() - started
         shutil.rmtree(out)
@@ -120,7 +144,9 @@ class Bench:
         row = ingest(self.spark, self.catalog, self.lake, spec, RunRequest(requested_by="bench"))
         elapsed = time.perf_counter() - started
         if row.rows != self.rows or row.rows_quarantined:
-            raise SystemExit(f"governed run landed {row.rows} rows, quarantined {row.rows_quarantined}; expected {self.rows}")
+            raise SystemExit(
+                f"governed run landed {row.rows} rows, quarantined {row.rows_quarantined}; expected {self.rows}"
+            )
         shutil.rmtree(row.path)
         return elapsed
 
@@ -151,7 +177,9 @@ def main() -> None:
         for partitions in (1, args.partitions):
             mode = "one query" if partitions == 1 else f"{partitions} partitions"
             spec = bench.spec(partitions)
-            print(f"{mode}: warm-up bare {bench.bare(partitions):.2f}s, governed {bench.governed(spec):.2f}s", flush=True)
+            print(
+                f"{mode}: warm-up bare {bench.bare(partitions):.2f}s, governed {bench.governed(spec):.2f}s", flush=True
+            )
             runs = results[mode] = {"bare": [], "governed": []}
             for i in range(args.runs):  # interleaved, alternating which path goes first
                 for path in ("bare", "governed") if i % 2 == 0 else ("governed", "bare"):
@@ -160,15 +188,21 @@ def main() -> None:
                     print(f"{mode} run {i + 1} {path:<8} {seconds:6.2f}s (load {os.getloadavg()[0]:.1f})", flush=True)
     spark.stop()
 
-    print(f"\ntable: {args.rows:,} rows, {len(COLUMNS)} columns; local[2], fetch size {FETCH_SIZE:,}, {args.runs} runs each")
-    print(f"{'read':<14}{'bare s':>8}{'governed s':>12}{'rows/s':>10}  {'governed/bare (90%)':<24}{'s added (90%)':<25}goal")
+    print(
+        f"\ntable: {args.rows:,} rows, {len(COLUMNS)} columns; local[2], fetch size {FETCH_SIZE:,}, {args.runs} runs each"
+    )
+    print(
+        f"{'read':<14}{'bare s':>8}{'governed s':>12}{'rows/s':>10}  {'governed/bare (90%)':<24}{'s added (90%)':<25}goal"
+    )
     for mode, runs in results.items():
         bare, governed = statistics.median(runs["bare"]), statistics.median(runs["governed"])
         (low, high), (added_low, added_high) = interval(runs["governed"], runs["bare"])
         met = "meets" if high <= GOAL else "misses"
         ratio = f"{governed / bare:.3f} ({low:.3f}-{high:.3f})"
         added = f"{governed - bare:+.2f} ({added_low / 1000:+.2f} to {added_high / 1000:+.2f})"
-        print(f"{mode:<14}{bare:>8.2f}{governed:>12.2f}{args.rows / governed:>10,.0f}  {ratio:<24}{added:<25}{met} <= {GOAL:.2f}")
+        print(
+            f"{mode:<14}{bare:>8.2f}{governed:>12.2f}{args.rows / governed:>10,.0f}  {ratio:<24}{added:<25}{met} <= {GOAL:.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -72,8 +72,12 @@ def events(count: int, entry_bytes: int, start: int = 0) -> list[ledger.Event]:
     pad = max(entry_bytes - 300, 0)
     return [
         ledger.Event(
-            actor=f"user{i % USERS}", action=ACTIONS[i % len(ACTIONS)], asset=f"bench/asset_{i % ASSETS:03d}",
-            version=i % VERSIONS + 1, run_id=f"run-{i // 100:08d}", assurance="asserted",
+            actor=f"user{i % USERS}",
+            action=ACTIONS[i % len(ACTIONS)],
+            asset=f"bench/asset_{i % ASSETS:03d}",
+            version=i % VERSIONS + 1,
+            run_id=f"run-{i // 100:08d}",
+            assurance="asserted",
             details={"i": i, "result": "allowed", "reason": "bench is in bench-producers", "note": "x" * pad},
         )
         for i in range(start, start + count)
@@ -111,12 +115,35 @@ def raw_rows(batch_events: list[ledger.Event]) -> list[tuple]:
     """The rows Custody would write for these events, computed as it does, outside any timing."""
     rows, prev = [], ledger.GENESIS
     for seq, e in enumerate(batch_events, start=1):
-        entry = LedgerEntry(seq=seq, ts=ledger.timestamp(datetime.now(UTC)), actor=e.actor, action=e.action, asset_key=e.asset,
-                            version=e.version, run_id=e.run_id, details=json.dumps(e.details, sort_keys=True, separators=(",", ":")),
-                            prev_hash=prev, hash="", assurance=e.assurance)
+        entry = LedgerEntry(
+            seq=seq,
+            ts=ledger.timestamp(datetime.now(UTC)),
+            actor=e.actor,
+            action=e.action,
+            asset_key=e.asset,
+            version=e.version,
+            run_id=e.run_id,
+            details=json.dumps(e.details, sort_keys=True, separators=(",", ":")),
+            prev_hash=prev,
+            hash="",
+            assurance=e.assurance,
+        )
         entry.hash = prev = ledger.entry_hash(prev, entry)  # the hash is computed here, untimed
-        rows.append((entry.seq, entry.ts, entry.actor, entry.action, entry.asset_key, entry.version, entry.run_id,
-                     entry.details, entry.prev_hash, entry.hash, entry.assurance))
+        rows.append(
+            (
+                entry.seq,
+                entry.ts,
+                entry.actor,
+                entry.action,
+                entry.asset_key,
+                entry.version,
+                entry.run_id,
+                entry.details,
+                entry.prev_hash,
+                entry.hash,
+                entry.assurance,
+            )
+        )
     return rows
 
 
@@ -124,18 +151,21 @@ def raw_append(path: Path, rows: list[tuple], batch: int, synchronous: str, inde
     make_engine(f"sqlite:///{path}").dispose()  # the same schema, indexes included
     connection = sqlite3.connect(path, isolation_level=None)
     if not indexes:
-        for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'ledger' "
-                                          "AND sql IS NOT NULL").fetchall():
+        for (name,) in connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'ledger' AND sql IS NOT NULL"
+        ).fetchall():
             connection.execute(f"DROP INDEX {name}")
     for pragma in ("journal_mode=WAL", f"synchronous={synchronous}", "busy_timeout=30000"):
         connection.execute(f"PRAGMA {pragma}")
-    insert = ("INSERT INTO ledger (seq, ts, actor, action, asset_key, version, run_id, details, prev_hash, hash, assurance) "
-              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+    insert = (
+        "INSERT INTO ledger (seq, ts, actor, action, asset_key, version, run_id, details, prev_hash, hash, assurance) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    )
     seconds = []
     for i in range(0, len(rows), batch):
         started = time.perf_counter()
         connection.execute("BEGIN IMMEDIATE")
-        connection.executemany(insert, rows[i:i + batch])
+        connection.executemany(insert, rows[i : i + batch])
         connection.execute("COMMIT")
         seconds.append(time.perf_counter() - started)
     connection.close()
@@ -157,30 +187,40 @@ def own_flatness(ours: list[float], theirs: list[float]) -> float:
 
 def appends(args: argparse.Namespace, work: Path) -> list[str]:
     verdicts = []
-    print(f"1. appends of ~{args.entry_bytes} B entries: entries/s, custody/raw, cost per entry last tenth / first tenth"
-          " (custody, raw, and custody's own: custody - raw)")
-    print(f"{'sync':<8}{'batch':>6}{'entries':>9}{'custody/s':>12}{'raw/s':>12}{'ratio':>8}{'flat custody':>14}{'flat raw':>10}"
-          f"{'flat own':>10}")
+    print(
+        f"1. appends of ~{args.entry_bytes} B entries: entries/s, custody/raw, cost per entry last tenth / first tenth"
+        " (custody, raw, and custody's own: custody - raw)"
+    )
+    print(
+        f"{'sync':<8}{'batch':>6}{'entries':>9}{'custody/s':>12}{'raw/s':>12}{'ratio':>8}{'flat custody':>14}{'flat raw':>10}"
+        f"{'flat own':>10}"
+    )
     for synchronous in ("FULL", "NORMAL"):
         for batch in (1, 100, 1000):
             count = args.single_entries if batch == 1 else args.entries
             todo = events(count, args.entry_bytes)
-            batches = [todo[i:i + batch] for i in range(0, count, batch)]
+            batches = [todo[i : i + batch] for i in range(0, count, batch)]
             ours = append_all(catalog_at(work / f"custody-{synchronous}-{batch}.db", synchronous), batches)
             theirs = raw_append(work / f"raw-{synchronous}-{batch}.db", raw_rows(todo), batch, synchronous)
             rate, raw_rate = count / sum(ours), count / sum(theirs)
             own = own_flatness(ours, theirs)
-            print(f"{synchronous:<8}{batch:>6}{count:>9,}{rate:>12,.0f}{raw_rate:>12,.0f}{rate / raw_rate:>8.2f}"
-                  f"{flatness(ours, batch):>14.2f}{flatness(theirs, batch):>10.2f}{own:>10.2f}")
+            print(
+                f"{synchronous:<8}{batch:>6}{count:>9,}{rate:>12,.0f}{raw_rate:>12,.0f}{rate / raw_rate:>8.2f}"
+                f"{flatness(ours, batch):>14.2f}{flatness(theirs, batch):>10.2f}{own:>10.2f}"
+            )
             if batch == 1000:
                 bare = raw_append(work / f"bare-{synchronous}.db", raw_rows(todo), batch, synchronous, indexes=False)
                 ours_flat, theirs_flat = flatness(ours, batch), flatness(theirs, batch)
-                verdicts.append(f"custody/raw at batch 1,000 ({synchronous}) {rate / raw_rate:.2f} >= {GOAL_RAW_RATIO}: "
-                                f"{'met' if rate / raw_rate >= GOAL_RAW_RATIO else 'NOT met'}")
-                verdicts.append(f"cost per entry, last tenth / first tenth, batch 1,000 ({synchronous}): custody {ours_flat:.2f}, "
-                                f"raw {theirs_flat:.2f} with the same indexes, raw {flatness(bare, batch):.2f} without "
-                                f"secondary indexes; custody's own cost {own:.2f}. Custody grows no faster than "
-                                f"SQLite's indexes: {'met' if ours_flat <= theirs_flat else 'NOT met'}")
+                verdicts.append(
+                    f"custody/raw at batch 1,000 ({synchronous}) {rate / raw_rate:.2f} >= {GOAL_RAW_RATIO}: "
+                    f"{'met' if rate / raw_rate >= GOAL_RAW_RATIO else 'NOT met'}"
+                )
+                verdicts.append(
+                    f"cost per entry, last tenth / first tenth, batch 1,000 ({synchronous}): custody {ours_flat:.2f}, "
+                    f"raw {theirs_flat:.2f} with the same indexes, raw {flatness(bare, batch):.2f} without "
+                    f"secondary indexes; custody's own cost {own:.2f}. Custody grows no faster than "
+                    f"SQLite's indexes: {'met' if ours_flat <= theirs_flat else 'NOT met'}"
+                )
     return verdicts
 
 
@@ -188,7 +228,7 @@ def writer(url: str, checkpoints: Path, start: int, count: int, entry_bytes: int
     catalog = Catalog.from_url(url, checkpoints_at(checkpoints))
     todo = events(count, entry_bytes, start)
     try:
-        append_all(catalog, [todo[i:i + 100] for i in range(0, count, 100)])
+        append_all(catalog, [todo[i : i + 100] for i in range(0, count, 100)])
     except Exception as err:  # reported to the parent, which counts every failure
         errors.put(f"{type(err).__name__}: {err}")
         raise
@@ -209,8 +249,10 @@ def writers(args: argparse.Namespace, backend: str, new_database: Callable[[str]
             make_engine(url).dispose()
             share = count // processes
             started = time.perf_counter()
-            running = [context.Process(target=writer, args=(url, checkpoints, p * share, share, args.entry_bytes, errors))
-                       for p in range(processes)]
+            running = [
+                context.Process(target=writer, args=(url, checkpoints, p * share, share, args.entry_bytes, errors))
+                for p in range(processes)
+            ]
             for process in running:
                 process.start()
             for process in running:
@@ -220,16 +262,24 @@ def writers(args: argparse.Namespace, backend: str, new_database: Callable[[str]
             with Catalog.from_url(url).session() as session:
                 seqs = list(session.exec(select(LedgerEntry.seq).order_by(col(LedgerEntry.seq))))
                 if seqs != list(range(1, count + 1)) or not ledger.verify(session, checkpoints_at(checkpoints)).ok:
-                    problems.append(f"repeat {repeat}, {processes} writer(s): gaps, duplicates, a broken chain or checkpoints")
+                    problems.append(
+                        f"repeat {repeat}, {processes} writer(s): gaps, duplicates, a broken chain or checkpoints"
+                    )
         ratios.append(timings[0] / timings[1])
     while not errors.empty():
         problems.append(errors.get())
     ratio = statistics.median(ratios)
-    print(f"\n2. writers on {backend}: {count:,} entries in batches of 100, one process vs two at once, {args.repeats} repeats")
-    print(f"aggregate throughput two/one: median {ratio:.2f} (min {min(ratios):.2f}, max {max(ratios):.2f}); "
-          f"errors: {len(problems)}{': ' + problems[0] if problems else ''}")
-    return [f"two writers on {backend} {ratio:.2f} of one >= {GOAL_TWO_WRITERS}: {'met' if ratio >= GOAL_TWO_WRITERS else 'NOT met'}",
-            f"lock errors on {backend} over {args.repeats} repeats: {len(problems)} (goal 0): {'met' if not problems else 'NOT met'}"]
+    print(
+        f"\n2. writers on {backend}: {count:,} entries in batches of 100, one process vs two at once, {args.repeats} repeats"
+    )
+    print(
+        f"aggregate throughput two/one: median {ratio:.2f} (min {min(ratios):.2f}, max {max(ratios):.2f}); "
+        f"errors: {len(problems)}{': ' + problems[0] if problems else ''}"
+    )
+    return [
+        f"two writers on {backend} {ratio:.2f} of one >= {GOAL_TWO_WRITERS}: {'met' if ratio >= GOAL_TWO_WRITERS else 'NOT met'}",
+        f"lock errors on {backend} over {args.repeats} repeats: {len(problems)} (goal 0): {'met' if not problems else 'NOT met'}",
+    ]
 
 
 def postgres_writers(args: argparse.Namespace, work: Path) -> list[str]:
@@ -246,22 +296,27 @@ def reads(args: argparse.Namespace, work: Path) -> list[str]:
     started = time.perf_counter()
     for start in range(0, args.read_entries, 100_000):
         chunk = events(min(100_000, args.read_entries - start), 300, start)
-        append_all(catalog, [chunk[i:i + 1000] for i in range(0, len(chunk), 1000)])
-    print(f"\n3. reads on {args.read_entries:,} entries (built in {time.perf_counter() - started:.0f} s, "
-          f"{path.stat().st_size / 1e6:.0f} MB); {args.queries} queries each, a fresh session per query")
+        append_all(catalog, [chunk[i : i + 1000] for i in range(0, len(chunk), 1000)])
+    print(
+        f"\n3. reads on {args.read_entries:,} entries (built in {time.perf_counter() - started:.0f} s, "
+        f"{path.stat().st_size / 1e6:.0f} MB); {args.queries} queries each, a fresh session per query"
+    )
     rng = random.Random(7)
     shapes = {
         "page of 100 from a seq": lambda: ledger.LedgerFilter(from_seq=rng.randrange(1, args.read_entries), limit=100),
         "asset, first 100": lambda: ledger.LedgerFilter(asset=f"bench/asset_{rng.randrange(ASSETS):03d}", limit=100),
-        "asset and version": lambda: ledger.LedgerFilter(asset=f"bench/asset_{rng.randrange(ASSETS):03d}",
-                                                         version=rng.randrange(1, VERSIONS + 1), limit=100),
+        "asset and version": lambda: ledger.LedgerFilter(
+            asset=f"bench/asset_{rng.randrange(ASSETS):03d}", version=rng.randrange(1, VERSIONS + 1), limit=100
+        ),
     }
     verdicts = query_times("hot table", catalog, shapes, args.queries)
     started = time.perf_counter()
     report = rollover(catalog, work / "segments", timedelta(days=-1))
     size = sum(p.stat().st_size for p in (work / "segments").glob("*.segment"))
-    print(f"\nrolled every entry into {len(report.segments)} segments in {time.perf_counter() - started:.0f} s "
-          f"({size / 1e6:.0f} MB of files)")
+    print(
+        f"\nrolled every entry into {len(report.segments)} segments in {time.perf_counter() - started:.0f} s "
+        f"({size / 1e6:.0f} MB of files)"
+    )
     return verdicts + query_times("segments", catalog, shapes, args.queries)
 
 
@@ -278,8 +333,10 @@ def query_times(where_from: str, catalog: Catalog, shapes: dict, queries: int) -
             times.append((time.perf_counter() - started) * 1000)
         p95 = statistics.quantiles(times, n=20)[-1]
         print(f"{label + ', ' + where_from:<36}{statistics.median(times):>9.2f}{p95:>9.2f}{rows:>7}")
-        verdicts.append(f"{label} ({where_from}): p95 {p95:.1f} ms <= {GOAL_READ_P95_MS:.0f}: "
-                        f"{'met' if p95 <= GOAL_READ_P95_MS else 'NOT met'}")
+        verdicts.append(
+            f"{label} ({where_from}): p95 {p95:.1f} ms <= {GOAL_READ_P95_MS:.0f}: "
+            f"{'met' if p95 <= GOAL_READ_P95_MS else 'NOT met'}"
+        )
     return verdicts
 
 
@@ -291,7 +348,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--read-entries", type=int, default=1_000_000)
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--postgres", action="store_true", help="also time the writers on a throwaway PostgreSQL server")
+    parser.add_argument(
+        "--postgres", action="store_true", help="also time the writers on a throwaway PostgreSQL server"
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="custody-bench-ledger-"))
     started = time.perf_counter()

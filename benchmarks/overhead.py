@@ -120,13 +120,19 @@ def plain_asset(landing: str, out_root: Path, checks: tuple[str, ...] = ()) -> d
     `checks`, Dagster checks of those names that pass without looking at anything."""
     written = itertools.count(1)
 
-    @dg.asset(key=PLAIN, deps=[dg.AssetKey([SOURCE.domain, SOURCE.name])], required_resource_keys={"spark"},
-              check_specs=[dg.AssetCheckSpec(name, asset=PLAIN) for name in checks])
+    @dg.asset(
+        key=PLAIN,
+        deps=[dg.AssetKey([SOURCE.domain, SOURCE.name])],
+        required_resource_keys={"spark"},
+        check_specs=[dg.AssetCheckSpec(name, asset=PLAIN) for name in checks],
+    )
     def _plain(context):
         spark = context.resources.spark.spark_session
         passthrough(spark, spark.read.parquet(landing)).write.parquet(str(out_root / f"run-{next(written):04d}"))
         # As Custody's asset does: the data is written already, so no IO manager pickles a None.
-        return dg.MaterializeResult(check_results=[dg.AssetCheckResult(check_name=name, passed=True) for name in checks])
+        return dg.MaterializeResult(
+            check_results=[dg.AssetCheckResult(check_name=name, passed=True) for name in checks]
+        )
 
     return _plain
 
@@ -138,8 +144,9 @@ class Bench:
         self.instance = instance
         self.specs = write_specs(work / "specs")
         (work / "directory.yaml").write_text(DIRECTORY, encoding="utf-8")
-        self.custody = CustodyResource(home=str(work / "home"), column_lineage=column_lineage,
-                                       directory=f"file:{work / 'directory.yaml'}")
+        self.custody = CustodyResource(
+            home=str(work / "home"), column_lineage=column_lineage, directory=f"file:{work / 'directory.yaml'}"
+        )
         # The owner puts the specs in force, so each Custody run also checks it runs what is in force.
         apply(self.custody.catalog, self.custody.policy(), Identity.asserted("bench"), self.specs)
         # Bound as Custody's code location binds its resources (assets/definitions.py), for both kinds:
@@ -159,7 +166,10 @@ class Bench:
         """Land the input once, through Custody, so both kinds read the same committed version."""
         drop_batch(self.custody.lake, SOURCE, "b001", {"source.csv": csv_rows(rows)})
         result = dg.materialize(
-            [landing_asset(self.specs[SOURCE])], resources=self._resources(), instance=self.instance, tags=TAGS,
+            [landing_asset(self.specs[SOURCE])],
+            resources=self._resources(),
+            instance=self.instance,
+            tags=TAGS,
             run_config={**QUIET, "ops": {f"{SOURCE.domain}__{SOURCE.name}": {"config": {"batch": "b001"}}}},
         )
         version = self.custody.catalog.latest(SOURCE)
@@ -178,8 +188,9 @@ class Bench:
 
     def _plain(self, asset: dg.AssetsDefinition) -> float:
         started = time.perf_counter()
-        result = dg.materialize([asset], resources={"spark": self.spark}, instance=self.instance,
-                                tags=TAGS, run_config=QUIET)
+        result = dg.materialize(
+            [asset], resources={"spark": self.spark}, instance=self.instance, tags=TAGS, run_config=QUIET
+        )
         elapsed = time.perf_counter() - started
         if not result.success:
             raise SystemExit("the plain materialization failed")
@@ -188,8 +199,14 @@ class Bench:
 
     def governed(self) -> float:
         started = time.perf_counter()
-        result = dg.materialize([self.custody_asset], selection=self.without_checks, resources=self._resources(),
-                                instance=self.instance, tags=TAGS, run_config=QUIET)
+        result = dg.materialize(
+            [self.custody_asset],
+            selection=self.without_checks,
+            resources=self._resources(),
+            instance=self.instance,
+            tags=TAGS,
+            run_config=QUIET,
+        )
         elapsed = time.perf_counter() - started
         if not result.success or result.get_asset_check_evaluations():
             raise SystemExit("the Custody materialization failed, or ran checks")
@@ -197,11 +214,16 @@ class Bench:
 
     def checked(self) -> float:
         started = time.perf_counter()
-        run = dg.DagsterRun(job_name="__ASSET_JOB", run_id=str(uuid.uuid4()), tags=TAGS,
-                            asset_selection=frozenset({dg.AssetKey([TRIVIAL.domain, TRIVIAL.name])}))
+        run = dg.DagsterRun(
+            job_name="__ASSET_JOB",
+            run_id=str(uuid.uuid4()),
+            tags=TAGS,
+            asset_selection=frozenset({dg.AssetKey([TRIVIAL.domain, TRIVIAL.name])}),
+        )
         self.coordinator.decide(run)
-        result = dg.materialize([self.custody_asset], resources=self._resources(), instance=self.instance, tags=TAGS,
-                                run_config=QUIET)
+        result = dg.materialize(
+            [self.custody_asset], resources=self._resources(), instance=self.instance, tags=TAGS, run_config=QUIET
+        )
         elapsed = time.perf_counter() - started
         evaluations = result.get_asset_check_evaluations()
         if not result.success or len(evaluations) != len(self.check_names) or not all(e.passed for e in evaluations):
@@ -230,19 +252,28 @@ class Bench:
         stats = pstats.Stats(profiler, stream=out).sort_stats("cumulative")
         stats.print_stats(f"{ROOT}/governance/", top)  # full paths here, so the filter sees the folder
         lines = [line.replace(f"{ROOT}/", "") for line in out.getvalue().splitlines()]
-        table = lines[next(i for i, line in enumerate(lines) if line.lstrip().startswith("ncalls")):]
-        return (f"one Custody materialization under cProfile: {seconds * 1000:.0f} ms (profiling inflates it)\n"
-                f"top {top} functions of governance/ by cumulative time:\n" + "\n".join(line for line in table if line.strip())
-                + "\n\nwhat materialize() spends its time on, Spark calls included (cumulative ms, top 10):\n"
-                + direct_callees(stats, "integrate.py", "materialize", 10)
-                + "\n\nand the asset's step function around it (assets/factory.py, top 6):\n"
-                + direct_callees(stats, "factory.py", "_integration", 6))
+        table = lines[next(i for i, line in enumerate(lines) if line.lstrip().startswith("ncalls")) :]
+        return (
+            f"one Custody materialization under cProfile: {seconds * 1000:.0f} ms (profiling inflates it)\n"
+            f"top {top} functions of governance/ by cumulative time:\n"
+            + "\n".join(line for line in table if line.strip())
+            + "\n\nwhat materialize() spends its time on, Spark calls included (cumulative ms, top 10):\n"
+            + direct_callees(stats, "integrate.py", "materialize", 10)
+            + "\n\nand the asset's step function around it (assets/factory.py, top 6):\n"
+            + direct_callees(stats, "factory.py", "_integration", 6)
+        )
 
 
 def coordinator(work: Path, custody: CustodyResource) -> CustodyRunCoordinator:
     """Custody's run coordinator, reading the benchmark's specs and directory as a deployment's reads its own."""
-    os.environ.update({"CUSTODY_HOME": custody.home, "CUSTODY_SPECS": str(work / "specs"),
-                       "CUSTODY_DIRECTORY": custody.directory, "CUSTODY_TRANSFORM_PACKAGES": TRANSFORM_PACKAGES[0]})
+    os.environ.update(
+        {
+            "CUSTODY_HOME": custody.home,
+            "CUSTODY_SPECS": str(work / "specs"),
+            "CUSTODY_DIRECTORY": custody.directory,
+            "CUSTODY_TRANSFORM_PACKAGES": TRANSFORM_PACKAGES[0],
+        }
+    )
     return CustodyRunCoordinator()
 
 
@@ -269,8 +300,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=120, help="timed rounds, one materialization of each kind")
     # Spark's JIT keeps making each kind faster for several rounds; timing them would measure that.
     parser.add_argument("--warmup", type=int, default=8, help="untimed rounds first")
-    parser.add_argument("--profile", action=argparse.BooleanOptionalAction, default=True,
-                        help="end with a cProfile of one Custody materialization")
+    parser.add_argument(
+        "--profile",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="end with a cProfile of one Custody materialization",
+    )
     parser.add_argument("--top", type=int, default=15, help="functions the profile shows")
     parser.add_argument("--column-lineage", choices=("on", "off"), default="on", help="Custody's column lineage")
     args = parser.parse_args()
@@ -286,46 +321,64 @@ def main() -> None:
             setup = time.perf_counter()
             bench = Bench(work, args.rows, instance, args.column_lineage)
             print(f"setup (Spark start, landing {args.rows:,} rows): {time.perf_counter() - setup:.1f}s", flush=True)
-            measure = {"plain": bench.plain, "plain_checked": bench.plain_checked, "custody": bench.governed,
-                       "checked": bench.checked}
+            measure = {
+                "plain": bench.plain,
+                "plain_checked": bench.plain_checked,
+                "custody": bench.governed,
+                "checked": bench.checked,
+            }
             for i in range(args.warmup):
                 warm = {kind: run() for kind, run in measure.items()}
                 print(f"warm-up {i + 1}  " + "  ".join(f"{k} {t * 1000:6.0f} ms" for k, t in warm.items()), flush=True)
             kinds = list(measure)
             for i in range(args.rounds):  # interleaved, rotating which kind goes first
-                for kind in kinds[i % len(kinds):] + kinds[:i % len(kinds)]:
+                for kind in kinds[i % len(kinds) :] + kinds[: i % len(kinds)]:
                     runs[kind].append(measure[kind]())
-                print(f"round {i + 1:>2}  " + "  ".join(f"{k} {runs[k][-1] * 1000:6.0f} ms" for k in kinds)
-                      + f"  (load {os.getloadavg()[0]:.1f})", flush=True)
+                print(
+                    f"round {i + 1:>2}  "
+                    + "  ".join(f"{k} {runs[k][-1] * 1000:6.0f} ms" for k in kinds)
+                    + f"  (load {os.getloadavg()[0]:.1f})",
+                    flush=True,
+                )
             profile = bench.profile(args.top) if args.profile else None
             events = bench.events()
             versions = len(bench.custody.catalog.versions(TRIVIAL))
     total = time.perf_counter() - started_all
 
     median = {kind: statistics.median(times) for kind, times in runs.items()}
-    print(f"\ninput: {args.rows:,} rows, transform {TRANSFORM}; local[2], {args.rounds} rounds after "
-          f"{args.warmup} warm-up")
+    print(
+        f"\ninput: {args.rows:,} rows, transform {TRANSFORM}; local[2], {args.rounds} rounds after "
+        f"{args.warmup} warm-up"
+    )
     print(f"{'kind':<14}{'median ms':>10}{'min ms':>8}{'max ms':>8}")
     for kind, times in runs.items():
         print(f"{kind:<14}{median[kind] * 1000:>10.0f}{min(times) * 1000:>8.0f}{max(times) * 1000:>8.0f}")
-    print(f"Dagster's own cost of {len(bench.check_names)} checks (plain_checked - plain): "
-          f"{(median['plain_checked'] - median['plain']) * 1000:.0f} ms")
-    comparisons = (("custody", "plain", "without checks or coordinator"),
-                   ("checked", "plain", "with coordinator and checks"),
-                   ("checked", "plain_checked", "with coordinator and checks, against plain Dagster with the same checks"))
+    print(
+        f"Dagster's own cost of {len(bench.check_names)} checks (plain_checked - plain): "
+        f"{(median['plain_checked'] - median['plain']) * 1000:.0f} ms"
+    )
+    comparisons = (
+        ("custody", "plain", "without checks or coordinator"),
+        ("checked", "plain", "with coordinator and checks"),
+        ("checked", "plain_checked", "with coordinator and checks, against plain Dagster with the same checks"),
+    )
     for kind, baseline, what in comparisons:
         ratio, added = median[kind] / median[baseline], (median[kind] - median[baseline]) * 1000
         (ratio_low, ratio_high), (added_low, added_high) = interval(runs[kind], runs[baseline])
-        print(f"{kind}/{baseline}, {what}:\n"
-              f"  ratio {ratio:.2f} (90% {ratio_low:.2f}-{ratio_high:.2f}; goal <= {GOAL_RATIO}, "
-              f"{'met' if ratio_high <= GOAL_RATIO else 'MISSED'})\n"
-              f"  adds {added:.0f} ms (90% {added_low:.0f}-{added_high:.0f} ms; goal <= {GOAL_ADDED_MS:.0f} ms, "
-              f"{'met' if added_high <= GOAL_ADDED_MS else 'MISSED'})")
+        print(
+            f"{kind}/{baseline}, {what}:\n"
+            f"  ratio {ratio:.2f} (90% {ratio_low:.2f}-{ratio_high:.2f}; goal <= {GOAL_RATIO}, "
+            f"{'met' if ratio_high <= GOAL_RATIO else 'MISSED'})\n"
+            f"  adds {added:.0f} ms (90% {added_low:.0f}-{added_high:.0f} ms; goal <= {GOAL_ADDED_MS:.0f} ms, "
+            f"{'met' if added_high <= GOAL_ADDED_MS else 'MISSED'})"
+        )
 
     expected = 2 * (args.warmup + args.rounds) + (1 if args.profile else 0)
-    print(f"OpenLineage events for {TRIVIAL}: {sum(events.values())} "
-          f"({', '.join(f'{n} {state}' for state, n in sorted(events.items()))}); "
-          f"{expected} Custody materializations")
+    print(
+        f"OpenLineage events for {TRIVIAL}: {sum(events.values())} "
+        f"({', '.join(f'{n} {state}' for state, n in sorted(events.items()))}); "
+        f"{expected} Custody materializations"
+    )
     print(f"Custody versions of {TRIVIAL} committed: {versions}")
     print(f"total runtime: {total:.1f}s")
     if profile:

@@ -158,12 +158,24 @@ def version_rows(graph: Graph, rng: random.Random) -> Iterator[dict]:
         zone = "landing" if graph.layer_of[vid] == 0 else "integration"
         rows = rng.randrange(1_000, 5_000_000)
         yield {
-            "id": vid, "asset_key": asset, "number": number, "data_version": f"{rng.getrandbits(128):032x}",
-            "zone": zone, "path": f"/lake/{zone}/{asset}/v={number}", "rows": rows, "rows_quarantined": 0,
-            "bytes": rows * rng.randrange(40, 400), "table_schema": SCHEMA_JSON, "status": "committed",
-            "created_at": EPOCH + timedelta(minutes=vid), "run_id": f"run-{vid:07d}",
-            "code_version": f"{rng.getrandbits(32):08x}", "spec_hash": f"{rng.getrandbits(64):016x}",
-            "requested_by": "bench", "attempt_id": f"attempt-{vid:07d}", "assurance": "asserted",
+            "id": vid,
+            "asset_key": asset,
+            "number": number,
+            "data_version": f"{rng.getrandbits(128):032x}",
+            "zone": zone,
+            "path": f"/lake/{zone}/{asset}/v={number}",
+            "rows": rows,
+            "rows_quarantined": 0,
+            "bytes": rows * rng.randrange(40, 400),
+            "table_schema": SCHEMA_JSON,
+            "status": "committed",
+            "created_at": EPOCH + timedelta(minutes=vid),
+            "run_id": f"run-{vid:07d}",
+            "code_version": f"{rng.getrandbits(32):08x}",
+            "spec_hash": f"{rng.getrandbits(64):016x}",
+            "requested_by": "bench",
+            "attempt_id": f"attempt-{vid:07d}",
+            "assurance": "asserted",
             "criticality": "normal",
         }
 
@@ -231,8 +243,14 @@ def timed_bfs(adjacency: list[list[int]], version_id: int) -> tuple[dict[int, in
     return found, time.perf_counter() - started
 
 
-def check_agrees(found: Closure, expected: dict[int, int], adjacency: list[list[int]], version_id: int,
-                 direction: Direction, graph: Graph) -> None:
+def check_agrees(
+    found: Closure,
+    expected: dict[int, int],
+    adjacency: list[list[int]],
+    version_id: int,
+    direction: Direction,
+    graph: Graph,
+) -> None:
     if found.depth_of != expected:
         missing, extra = expected.keys() - found.depth_of.keys(), found.depth_of.keys() - expected.keys()
         wrong = {vid for vid in expected.keys() & found.depth_of.keys() if expected[vid] != found.depth_of[vid]}
@@ -245,8 +263,10 @@ def check_agrees(found: Closure, expected: dict[int, int], adjacency: list[list[
     hops = {vid: tuple(sorted(adjacency[vid])) for vid in expected if adjacency[vid]}
     if found.next_of != hops:
         differ = sorted(vid for vid in hops.keys() | found.next_of.keys() if hops.get(vid) != found.next_of.get(vid))
-        raise SystemExit(f"{direction} closure of version {version_id}: next hops differ for {len(differ)} versions, "
-                         f"e.g. {[(vid, found.next_of.get(vid), hops.get(vid)) for vid in differ[:3]]}")
+        raise SystemExit(
+            f"{direction} closure of version {version_id}: next hops differ for {len(differ)} versions, "
+            f"e.g. {[(vid, found.next_of.get(vid), hops.get(vid)) for vid in differ[:3]]}"
+        )
 
 
 def percentile(values: list[float], q: int) -> float:
@@ -292,25 +312,34 @@ def draw_sample(n: int, count: int, seed: int) -> list[int]:
 def print_size(shape: str, n: int, graph: Graph, build_seconds: float, results: dict[Direction, Timings]) -> None:
     landing = sum(1 for vid in range(1, n + 1) if graph.layer_of[vid] == 0)
     edges = graph.edges()
-    print(f"\n{shape} N={n:,}: built in {build_seconds:.1f}s; {landing:,} landing, {n - landing:,} integration versions, "
-          f"{edges:,} edges ({edges / max(1, n - landing):.2f} inputs per integration version), "
-          f"{max(graph.layer_of) + 1} layers; hub bench/hub@1 with {len(graph.dependents()[HUB_ID]):,} dependents")
-    print(f"{'direction':<11}{'sql p50':>9}{'sql p95':>9}{'bfs p50':>9}{'bfs p95':>9}{'sql/bfs p50':>13}"
-          f"{'sql/bfs p95':>13}{'mean size':>11}{'max size':>10}   p95 <= {GOAL_MS} ms"
-          f"   (ms; {len(results[Direction.UPSTREAM].sql)} versions)")
+    print(
+        f"\n{shape} N={n:,}: built in {build_seconds:.1f}s; {landing:,} landing, {n - landing:,} integration versions, "
+        f"{edges:,} edges ({edges / max(1, n - landing):.2f} inputs per integration version), "
+        f"{max(graph.layer_of) + 1} layers; hub bench/hub@1 with {len(graph.dependents()[HUB_ID]):,} dependents"
+    )
+    print(
+        f"{'direction':<11}{'sql p50':>9}{'sql p95':>9}{'bfs p50':>9}{'bfs p95':>9}{'sql/bfs p50':>13}"
+        f"{'sql/bfs p95':>13}{'mean size':>11}{'max size':>10}   p95 <= {GOAL_MS} ms"
+        f"   (ms; {len(results[Direction.UPSTREAM].sql)} versions)"
+    )
     for direction, t in results.items():
         sql50, sql95 = percentile(t.sql, 50) * 1e3, percentile(t.sql, 95) * 1e3
         bfs50, bfs95 = percentile(t.bfs, 50) * 1e3, percentile(t.bfs, 95) * 1e3
-        print(f"{direction.value:<11}{sql50:9.2f}{sql95:9.2f}{bfs50:9.2f}{bfs95:9.2f}{sql50 / bfs50:13.1f}"
-              f"{sql95 / bfs95:13.1f}{statistics.mean(t.sizes):11,.0f}{max(t.sizes):10,}"
-              f"   {'ok' if sql95 <= GOAL_MS else 'MISSED'}")
+        print(
+            f"{direction.value:<11}{sql50:9.2f}{sql95:9.2f}{bfs50:9.2f}{bfs95:9.2f}{sql50 / bfs50:13.1f}"
+            f"{sql95 / bfs95:13.1f}{statistics.mean(t.sizes):11,.0f}{max(t.sizes):10,}"
+            f"   {'ok' if sql95 <= GOAL_MS else 'MISSED'}"
+        )
     hub = {direction: t.hub for direction, t in results.items() if t.hub}
-    shown = ", ".join(f"{direction.value} sql {sql * 1e3:.1f} ms, bfs {b * 1e3:.1f} ms, {size:,} versions"
-                      for direction, (sql, b, size) in hub.items())
+    shown = ", ".join(
+        f"{direction.value} sql {sql * 1e3:.1f} ms, bfs {b * 1e3:.1f} ms, {size:,} versions"
+        for direction, (sql, b, size) in hub.items()
+    )
     print(f"hub bench/hub@1: {shown}")
 
 
 # --- the CLI, end to end ---------------------------------------------------------------------------
+
 
 def run_cli(args: list[str], env: dict[str, str]) -> tuple[float, bytes]:
     command = [str(Path(sys.executable).with_name("custody")), *args]
@@ -324,11 +353,15 @@ def run_cli(args: list[str], env: dict[str, str]) -> tuple[float, bytes]:
 
 def time_cli(catalog_path: Path, home: Path, graph: Graph, cases: list[tuple[str, int, int]], runs: int) -> None:
     env = {**os.environ, "CUSTODY_HOME": str(home), "CUSTODY_CATALOG_URL": f"sqlite:///{catalog_path}"}
-    print(f"\nCLI end to end on this catalog (wall s of {runs} runs, a fresh process each; "
-          f"goal well under {CLI_GOAL_SECONDS:.0f} s)")
+    print(
+        f"\nCLI end to end on this catalog (wall s of {runs} runs, a fresh process each; "
+        f"goal well under {CLI_GOAL_SECONDS:.0f} s)"
+    )
     startup = [run_cli(["--help"], env)[0] for _ in range(runs)]
-    print(f"  {'custody --help (startup only)':<62}{' '.join(f'{s:.2f}' for s in startup):<{6 * runs + 2}}"
-          f"median {statistics.median(startup):.2f}")
+    print(
+        f"  {'custody --help (startup only)':<62}{' '.join(f'{s:.2f}' for s in startup):<{6 * runs + 2}}"
+        f"median {statistics.median(startup):.2f}"
+    )
     for command, vid, size in cases:
         asset, number = graph.names[vid]
         args = [command, f"{asset}@{number}", "--all", "--json"]  # the whole tree, not its summary
@@ -339,8 +372,10 @@ def time_cli(catalog_path: Path, home: Path, graph: Graph, cases: list[tuple[str
         seconds = [s for s, _ in measured]
         median = statistics.median(seconds)
         label = f"{' '.join(args)} ({size:,} versions, {len(measured[0][1]) / 1e6:.1f} MB)"
-        print(f"  {label:<62}{' '.join(f'{s:.2f}' for s in seconds):<{6 * runs + 2}}median {median:.2f}  "
-              f"{'< 1 s' if median < CLI_GOAL_SECONDS else 'MISSED'}")
+        print(
+            f"  {label:<62}{' '.join(f'{s:.2f}' for s in seconds):<{6 * runs + 2}}median {median:.2f}  "
+            f"{'< 1 s' if median < CLI_GOAL_SECONDS else 'MISSED'}"
+        )
 
 
 def typical(sample: list[int], sizes: list[int]) -> tuple[int, int]:
@@ -369,8 +404,10 @@ def main() -> None:
     print()
     for shape in args.shapes:
         if (shape, GOAL_SIZE) in p95:
-            verdicts = ", ".join(f"{direction.value} {ms:.1f} ms {'met' if ms <= GOAL_MS else 'MISSED'}"
-                                 for direction, ms in p95[shape, GOAL_SIZE].items())
+            verdicts = ", ".join(
+                f"{direction.value} {ms:.1f} ms {'met' if ms <= GOAL_MS else 'MISSED'}"
+                for direction, ms in p95[shape, GOAL_SIZE].items()
+            )
             print(f"goal: closure p95 <= {GOAL_MS} ms at {GOAL_SIZE:,} versions on SQLite ({shape}): {verdicts}")
     print(f"total {time.perf_counter() - started:.0f}s")
 
@@ -389,9 +426,17 @@ def run_size(shape: str, n: int, args: argparse.Namespace, folder: Path) -> dict
         up = typical(sample, results[Direction.UPSTREAM].sizes)
         down = typical(sample, results[Direction.DOWNSTREAM].sizes)
         hub_size = results[Direction.DOWNSTREAM].hub[2]
-        time_cli(catalog_path, folder / "home", graph, [
-            ("provenance", *up), ("impact", *down), ("impact", HUB_ID, hub_size),
-        ], args.cli_runs)
+        time_cli(
+            catalog_path,
+            folder / "home",
+            graph,
+            [
+                ("provenance", *up),
+                ("impact", *down),
+                ("impact", HUB_ID, hub_size),
+            ],
+            args.cli_runs,
+        )
     sys.stdout.flush()
     return {direction: percentile(t.sql, 95) * 1e3 for direction, t in results.items()}
 

@@ -70,21 +70,37 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="sensor-") as tmp:
         settings = Settings.under(Path(tmp) / "home", specs=ROOT / "assets" / "specs")
-        env = {**os.environ, "CUSTODY_HOME": str(settings.home), "CUSTODY_SPECS": str(settings.specs),
-               "DAGSTER_HOME": str(settings.dagster_home), "CUSTODY_DROPZONE_SENSOR": "on"}
+        env = {
+            **os.environ,
+            "CUSTODY_HOME": str(settings.home),
+            "CUSTODY_SPECS": str(settings.specs),
+            "DAGSTER_HOME": str(settings.dagster_home),
+            "CUSTODY_DROPZONE_SENSOR": "on",
+        }
         os.environ.update(env)
         instance = instance_for(settings)
         catalog = Catalog.from_settings(settings, os.environ)
         custody = Custody(settings)
         apply(catalog, custody.policy, Identity.asserted(OWNER), custody.specs)  # as `make demo` does
-        daemon = subprocess.Popen([str(DAEMON), "run", "-w", "workspace.yaml"], cwd=ROOT, env=env,
-                                  start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        daemon = subprocess.Popen(
+            [str(DAEMON), "run", "-w", "workspace.yaml"],
+            cwd=ROOT,
+            env=env,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         rows = []
         try:
             for i in range(args.batches):
                 batch = f"bench-{i + 1:03d}"
-                drop_batch(Lake(settings.lake), PRODUCTS, batch, {"products.csv": products_csv(i)},
-                           BatchMeta(requested_by="bob", note="sensor benchmark"))
+                drop_batch(
+                    Lake(settings.lake),
+                    PRODUCTS,
+                    batch,
+                    {"products.csv": products_csv(i)},
+                    BatchMeta(requested_by="bob", note="sensor benchmark"),
+                )
                 ready = time.time()
                 version = wait_for_version(catalog, i + 1, daemon)
                 record = instance.get_run_record_by_id(version.run_id)
@@ -92,22 +108,33 @@ def main() -> None:
                 launched = record.create_timestamp.timestamp()
                 started = record.start_time or launched
                 committed = stamp(version.created_at)
-                rows.append((batch, committed - ready, launched - ready, started - launched, committed - started, run.tags))
-                print(f"{batch}: committed {version.ref} {committed - ready:5.1f} s after _READY  (launched after "
-                      f"{launched - ready:4.1f} s, started {started - launched:4.1f} s later, committed "
-                      f"{committed - started:4.1f} s after its start)", flush=True)
+                rows.append(
+                    (batch, committed - ready, launched - ready, started - launched, committed - started, run.tags)
+                )
+                print(
+                    f"{batch}: committed {version.ref} {committed - ready:5.1f} s after _READY  (launched after "
+                    f"{launched - ready:4.1f} s, started {started - launched:4.1f} s later, committed "
+                    f"{committed - started:4.1f} s after its start)",
+                    flush=True,
+                )
         finally:
             os.killpg(daemon.pid, signal.SIGTERM)
             daemon.wait(timeout=60)
     times = [row[1] for row in rows]
     keys = {row[5].get("dagster/run_key") for row in rows}
-    print(f"\n{len(rows)} batches, one run each ({len(keys)} run keys), requester "
-          f"{sorted({row[5].get('custody/requested_by') for row in rows})}")
-    print(f"_READY -> committed version: median {statistics.median(times):.1f} s, min {min(times):.1f} s, "
-          f"max {max(times):.1f} s (sensor tick: every 30 s)")
-    print(f"of which, medians: waiting for the tick and the queue {statistics.median(r[2] for r in rows):.1f} s, "
-          f"run worker start {statistics.median(r[3] for r in rows):.1f} s, "
-          f"ingestion and commit {statistics.median(r[4] for r in rows):.1f} s")
+    print(
+        f"\n{len(rows)} batches, one run each ({len(keys)} run keys), requester "
+        f"{sorted({row[5].get('custody/requested_by') for row in rows})}"
+    )
+    print(
+        f"_READY -> committed version: median {statistics.median(times):.1f} s, min {min(times):.1f} s, "
+        f"max {max(times):.1f} s (sensor tick: every 30 s)"
+    )
+    print(
+        f"of which, medians: waiting for the tick and the queue {statistics.median(r[2] for r in rows):.1f} s, "
+        f"run worker start {statistics.median(r[3] for r in rows):.1f} s, "
+        f"ingestion and commit {statistics.median(r[4] for r in rows):.1f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -70,9 +70,15 @@ def main() -> None:
         root = Path(tmp)
         graph = generate(root, args.specs)
         (root / "directory.yaml").write_text(DIRECTORY, encoding="utf-8")
-        env = {**os.environ, "CUSTODY_HOME": str(root / "home"), "CUSTODY_SPECS": str(root / "specs"),
-               "CUSTODY_DIRECTORY": f"file:{root / 'directory.yaml'}", "CUSTODY_TRANSFORM_PACKAGES": TRANSFORM_PACKAGE,
-               "CUSTODY_SPECS_APPROVAL": "on", "PYTHONPATH": str(ROOT)}  # the transforms live in benchmarks/
+        env = {
+            **os.environ,
+            "CUSTODY_HOME": str(root / "home"),
+            "CUSTODY_SPECS": str(root / "specs"),
+            "CUSTODY_DIRECTORY": f"file:{root / 'directory.yaml'}",
+            "CUSTODY_TRANSFORM_PACKAGES": TRANSFORM_PACKAGE,
+            "CUSTODY_SPECS_APPROVAL": "on",
+            "PYTHONPATH": str(ROOT),
+        }  # the transforms live in benchmarks/
         first, out = custody(env, "specs", "apply", "--as", "owner", "--json")
         print(f"first apply of {args.specs} new specs: {first:.2f}s ({len(json.loads(out))} applied)", flush=True)
         times: dict[str, list[float]] = {"diff": [], "apply": [], "diff after": []}
@@ -96,9 +102,13 @@ def main() -> None:
         _, out = custody(env, "ledger", "show", "--action", "spec.applied", "--json", "--limit", "100000")
         applications = len(json.loads(out))
     expected = args.specs + args.edited * args.repeat
-    print(f"\n{args.specs} specs, {args.edited} edited per round, {args.repeat} rounds (each a fresh `custody` process)")
+    print(
+        f"\n{args.specs} specs, {args.edited} edited per round, {args.repeat} rounds (each a fresh `custody` process)"
+    )
     for kind, values in times.items():
-        print(f"  specs {kind:<11} median {statistics.median(values):.2f}s  (min {min(values):.2f}, max {max(values):.2f})")
+        print(
+            f"  specs {kind:<11} median {statistics.median(values):.2f}s  (min {min(values):.2f}, max {max(values):.2f})"
+        )
     print(f"spec.applied ledger entries: {applications} (expected {expected})")
     if applications != expected:
         raise SystemExit("the ledger does not hold one entry per application")

@@ -53,15 +53,21 @@ def main() -> None:
         for name, command, expected in cases:
             measured = [run_cli(command, env) for _ in range(args.runs)]
             if expected is not None and len(json.loads(measured[0][1])) != expected:
-                raise SystemExit(f"{' '.join(command)} listed {len(json.loads(measured[0][1]))} versions, expected {expected}")
+                raise SystemExit(
+                    f"{' '.join(command)} listed {len(json.loads(measured[0][1]))} versions, expected {expected}"
+                )
             median = statistics.median(s for s, _ in measured)
             verdict = ""
             if name.startswith("first page"):
                 added = median - startup
-                verdict = f"; {added:+.2f}s over start-up (goal <= {GOAL_ADDED_SECONDS} s, " \
-                          f"{'met' if added <= GOAL_ADDED_SECONDS else 'MISSED'})"
-            print(f"custody {' '.join(command[:1] + command[2:]):<32} {name:<30} median {median:.2f}s "
-                  f"({len(measured[0][1]) / 1e6:.2f} MB){verdict}")
+                verdict = (
+                    f"; {added:+.2f}s over start-up (goal <= {GOAL_ADDED_SECONDS} s, "
+                    f"{'met' if added <= GOAL_ADDED_SECONDS else 'MISSED'})"
+                )
+            print(
+                f"custody {' '.join(command[:1] + command[2:]):<32} {name:<30} median {median:.2f}s "
+                f"({len(measured[0][1]) / 1e6:.2f} MB){verdict}"
+            )
 
 
 if __name__ == "__main__":

@@ -91,8 +91,15 @@ class Custody:
         with closing_checkpoint():
             return open_version(self.store, self.policy, self.specs.get(parsed.key), identity, parsed)
 
-    def read(self, target: str, *, as_user: str, password: str | None = None, limit: int | None = None,
-             columns: Sequence[str] | None = None) -> pa.Table:
+    def read(
+        self,
+        target: str,
+        *,
+        as_user: str,
+        password: str | None = None,
+        limit: int | None = None,
+        columns: Sequence[str] | None = None,
+    ) -> pa.Table:
         """The version's rows as an Arrow table."""
         return read_table(self.open(target, as_user=as_user, password=password), limit=limit, columns=columns)
 
@@ -133,8 +140,14 @@ class Custody:
 
         return [change.line() for change in compare(self.store, AssetKey.parse(asset), old, new)[2]]
 
-    def catalog(self, search: str | None = None, *, domain: str | None = None, classification: str | None = None,
-                owner: str | None = None) -> Frame:
+    def catalog(
+        self,
+        search: str | None = None,
+        *,
+        domain: str | None = None,
+        classification: str | None = None,
+        owner: str | None = None,
+    ) -> Frame:
         """Every asset with its roles, classification and newest version; narrowed as `custody catalog` narrows it."""
         from governance.catalog.listing import Filters, listing
         from governance.frames import catalog_frame
@@ -155,7 +168,9 @@ class Custody:
         asset = AssetKey.parse(key)
         rows = self.store.versions(asset)
         if not rows and not self.store.has_asset(asset):
-            raise NotFound(f"unknown asset {asset}: the catalog has no spec and no version of it (custody catalog lists them)")
+            raise NotFound(
+                f"unknown asset {asset}: the catalog has no spec and no version of it (custody catalog lists them)"
+            )
         return versions_frame(rows)
 
     def provenance(self, ref: str, depth: int | None = None) -> LineageGraph:
@@ -175,17 +190,33 @@ class Custody:
 
         return lineage_graph(self.store, VersionRef.parse(ref), **how)
 
-    def ledger(self, *, asset: str | None = None, version: int | None = None, actor: str | None = None,
-               action: str | None = None, run_id: str | None = None, since: str | datetime | None = None,
-               until: str | datetime | None = None, limit: int | None = None) -> Frame:
+    def ledger(
+        self,
+        *,
+        asset: str | None = None,
+        version: int | None = None,
+        actor: str | None = None,
+        action: str | None = None,
+        run_id: str | None = None,
+        since: str | datetime | None = None,
+        until: str | datetime | None = None,
+        limit: int | None = None,
+    ) -> Frame:
         """Ledger entries, oldest first, that match every filter given: `since` and `until` are ISO
         dates or times (UTC unless they say otherwise) or datetimes; `limit` keeps the oldest."""
         from governance import ledger
         from governance.frames import ledger_frame
 
-        where = ledger.LedgerFilter(asset=asset, version=version, actor=actor, action=action, run_id=run_id,
-                                    since=None if since is None else ledger.moment(since),
-                                    until=None if until is None else ledger.moment(until), limit=limit)
+        where = ledger.LedgerFilter(
+            asset=asset,
+            version=version,
+            actor=actor,
+            action=action,
+            run_id=run_id,
+            since=None if since is None else ledger.moment(since),
+            until=None if until is None else ledger.moment(until),
+            limit=limit,
+        )
         with self.store.session() as session:
             return ledger_frame(ledger.entries(session, where))
 

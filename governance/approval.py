@@ -44,7 +44,11 @@ class Implications:
     dependents: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:
-        lines = ["new code version: versions made from now on are stale against older ones"] if self.new_code_version else []
+        lines = (
+            ["new code version: versions made from now on are stale against older ones"]
+            if self.new_code_version
+            else []
+        )
         if self.classification:
             before, after = self.classification
             lines.append(f"classification {'lowered' if RANK[after] < RANK[before] else 'raised'}: {before} -> {after}")
@@ -86,9 +90,16 @@ class Edit:
         return [f"+ new asset: {self.outline}"] if self.is_new else [change.line() for change in self.changes]
 
     def as_dict(self) -> dict:
-        return {"asset": str(self.key), "file": self.file, "new": self.is_new, "retired": self.retires,
-                "old_hash": self.old_hash, "new_hash": self.new_hash, "changes": self.lines(),
-                "implications": self.implications.lines()}
+        return {
+            "asset": str(self.key),
+            "file": self.file,
+            "new": self.is_new,
+            "retired": self.retires,
+            "old_hash": self.old_hash,
+            "new_hash": self.new_hash,
+            "changes": self.lines(),
+            "implications": self.implications.lines(),
+        }
 
 
 @dataclass(frozen=True)
@@ -130,8 +141,11 @@ def spec_in_force(row: AssetRow, file: Path) -> Spec:
 
 def not_in_force(specs: Iterable[Spec], rows: dict[AssetKey, AssetRow]) -> dict[AssetKey, str | None]:
     """The specs whose file is not the definition in force, with the hash in force (None: none is)."""
-    return {spec.key: rows[spec.key].spec_hash if spec.key in rows else None
-            for spec in specs if spec.key not in rows or rows[spec.key].spec_hash != spec.hash}
+    return {
+        spec.key: rows[spec.key].spec_hash if spec.key in rows else None
+        for spec in specs
+        if spec.key not in rows or rows[spec.key].spec_hash != spec.hash
+    }
 
 
 def edits(catalog: Catalog, specs: SpecSet, directory: Directory | None, keys: Sequence[AssetKey] = ()) -> list[Edit]:
@@ -141,13 +155,25 @@ def edits(catalog: Catalog, specs: SpecSet, directory: Directory | None, keys: S
     rows = in_force(catalog, chosen or None)
     unknown = [key for key in keys if specs.get(key) is None and key not in rows]
     if unknown:
-        raise NotFound(f"no spec file declares {', '.join(str(key) for key in unknown)} under {specs.root}, "
-                       "and no spec of it is in force")
+        raise NotFound(
+            f"no spec file declares {', '.join(str(key) for key in unknown)} under {specs.root}, "
+            "and no spec of it is in force"
+        )
     candidates = [spec for spec in specs if not chosen or spec.key in chosen]
     pending = not_in_force(candidates, rows)
-    retired = [Edit(key, "", row.spec_hash, None, (), Implications(False),
-                    previous=spec_in_force(row, specs.root / row.domain / f"{row.name}.yaml"))
-               for key, row in sorted(rows.items()) if specs.get(key) is None]
+    retired = [
+        Edit(
+            key,
+            "",
+            row.spec_hash,
+            None,
+            (),
+            Implications(False),
+            previous=spec_in_force(row, specs.root / row.domain / f"{row.name}.yaml"),
+        )
+        for key, row in sorted(rows.items())
+        if specs.get(key) is None
+    ]
     return [_edit(spec, rows.get(spec.key), specs, directory) for spec in candidates if spec.key in pending] + retired
 
 
@@ -158,7 +184,9 @@ def _edit(spec: Spec, row: AssetRow | None, specs: SpecSet, directory: Directory
         return Edit(spec.key, file, None, spec.hash, (), Implications(False, dependents=dependents), _outline(spec))
     old = spec_in_force(row, spec.file)
     found = changes(json.loads(old.as_json), json.loads(spec.as_json))
-    return Edit(spec.key, file, row.spec_hash, spec.hash, found, _implications(old, spec, directory, dependents), previous=old)
+    return Edit(
+        spec.key, file, row.spec_hash, spec.hash, found, _implications(old, spec, directory, dependents), previous=old
+    )
 
 
 def _outline(spec: Spec) -> str:
@@ -180,7 +208,10 @@ def _implications(old: Spec, new: Spec, directory: Directory | None, dependents:
         else:
             try:
                 readers_before, readers_after = directory.members_of(old_group), directory.members_of(new_group)
-                gain, lose = tuple(sorted(readers_after - readers_before)), tuple(sorted(readers_before - readers_after))
+                gain, lose = (
+                    tuple(sorted(readers_after - readers_before)),
+                    tuple(sorted(readers_before - readers_after)),
+                )
             except DirectoryUnavailable as err:
                 unknown = error_summary(err)
     return Implications(code_version(old) != code_version(new), classification, gain, lose, unknown, dependents)
@@ -197,7 +228,9 @@ def downstream(specs: SpecSet, key: AssetKey) -> list[AssetKey]:
     return found
 
 
-def apply(catalog: Catalog, policy: Policy, identity: Identity, specs: SpecSet, keys: Sequence[AssetKey] = ()) -> list[Applied]:
+def apply(
+    catalog: Catalog, policy: Policy, identity: Identity, specs: SpecSet, keys: Sequence[AssetKey] = ()
+) -> list[Applied]:
     """Put the edited specs (of `keys`, when given) in force, all or none. Each needs the decision of
     `Policy.decide_apply`; one that lowers its classification or changes its consumers must also leave
     every reader of it allowed to read its inputs, and every reader of its dependents allowed to
@@ -234,8 +267,10 @@ def _decision(policy: Policy, identity: Identity, edit: Edit, specs: SpecSet) ->
 
 
 def _widens(edit: Edit) -> bool:
-    lowered = edit.implications.classification is not None and \
-        RANK[edit.implications.classification[1]] < RANK[edit.implications.classification[0]]
+    lowered = (
+        edit.implications.classification is not None
+        and RANK[edit.implications.classification[1]] < RANK[edit.implications.classification[0]]
+    )
     consumers = any(change.field == "roles.consumer" for change in edit.changes)
     return edit.is_new or lowered or consumers
 
@@ -244,14 +279,19 @@ def _gate_problems(spec: Spec, specs: SpecSet, directory: Directory) -> list[str
     """The classification gate: whoever may read `spec`, or an asset reading it, may read what it reads."""
     readers = [spec, *(specs[key] for key in specs.specs if spec.key in specs[key].inputs)]
     try:
-        return [problem.message for reader in readers
-                for problem in coverage_problems(reader, [specs[key] for key in reader.inputs], directory)]
+        return [
+            problem.message
+            for reader in readers
+            for problem in coverage_problems(reader, [specs[key] for key in reader.inputs], directory)
+        ]
     except DirectoryUnavailable as err:
         return [error_summary(err)]
 
 
 def _applied(edit: Edit, identity: Identity, git: dict[str, str | bool]) -> Applied:
-    return Applied(edit.key, edit.old_hash, edit.new_hash, identity.user, identity.assurance.value, tuple(edit.lines()), git)
+    return Applied(
+        edit.key, edit.old_hash, edit.new_hash, identity.user, identity.assurance.value, tuple(edit.lines()), git
+    )
 
 
 def _still_in_force(session: Session, done: Applied) -> None:
@@ -261,30 +301,61 @@ def _still_in_force(session: Session, done: Applied) -> None:
     current = row.spec_hash if row else None
     if current != done.old_hash:
         now = f"{current[:12]}" if current else "none"
-        raise InvalidInput(f"the definition in force of {done.key} changed while this was applied (now {now}): "
-                           "nothing was applied; run the command again")
+        raise InvalidInput(
+            f"the definition in force of {done.key} changed while this was applied (now {now}): "
+            "nothing was applied; run the command again"
+        )
 
 
 def _record(session: Session, spec: Spec, done: Applied) -> None:
     _still_in_force(session, done)
     key = str(spec.key)
-    session.merge(AssetRow(key=key, domain=spec.key.domain, name=spec.key.name, zone=spec.body.zone,
-                           spec_hash=spec.hash, spec_json=spec.as_json, updated_at=utcnow()))
-    known = session.exec(select(SpecSnapshot.id).where(SpecSnapshot.asset_key == key, SpecSnapshot.spec_hash == spec.hash)).first()
+    session.merge(
+        AssetRow(
+            key=key,
+            domain=spec.key.domain,
+            name=spec.key.name,
+            zone=spec.body.zone,
+            spec_hash=spec.hash,
+            spec_json=spec.as_json,
+            updated_at=utcnow(),
+        )
+    )
+    known = session.exec(
+        select(SpecSnapshot.id).where(SpecSnapshot.asset_key == key, SpecSnapshot.spec_hash == spec.hash)
+    ).first()
     if known is None:
         session.add(SpecSnapshot(asset_key=key, spec_hash=spec.hash, spec_json=spec.as_json, recorded_at=utcnow()))
-    session.add(SpecApplication(
-        asset_key=key, spec_hash=spec.hash, previous_hash=done.old_hash, applied_by=done.by, assurance=done.assurance,
-        applied_at=utcnow(), summary=json.dumps(list(done.lines)),
-        git_commit=str(done.git["commit"]) if "commit" in done.git else None,
-        git_author=str(done.git["author"]) if "author" in done.git else None,
-    ))
+    session.add(
+        SpecApplication(
+            asset_key=key,
+            spec_hash=spec.hash,
+            previous_hash=done.old_hash,
+            applied_by=done.by,
+            assurance=done.assurance,
+            applied_at=utcnow(),
+            summary=json.dumps(list(done.lines)),
+            git_commit=str(done.git["commit"]) if "commit" in done.git else None,
+            git_author=str(done.git["author"]) if "author" in done.git else None,
+        )
+    )
     lines = list(done.lines[:LEDGER_LINES])
     if len(done.lines) > LEDGER_LINES:
         lines.append(f"… and {len(done.lines) - LEDGER_LINES} more")
-    ledger.append(session, actor=done.by, action=ledger.Action.SPEC_APPLIED, asset=key, assurance=done.assurance,
-                  details={"spec_hash": spec.hash, "previous_hash": done.old_hash, "changes": lines,
-                           "file": spec.file.name, **({"git": done.git} if done.git else {})})
+    ledger.append(
+        session,
+        actor=done.by,
+        action=ledger.Action.SPEC_APPLIED,
+        asset=key,
+        assurance=done.assurance,
+        details={
+            "spec_hash": spec.hash,
+            "previous_hash": done.old_hash,
+            "changes": lines,
+            "file": spec.file.name,
+            **({"git": done.git} if done.git else {}),
+        },
+    )
 
 
 def _record_retired(session: Session, done: Applied) -> None:
@@ -294,10 +365,25 @@ def _record_retired(session: Session, done: Applied) -> None:
     row = session.get(AssetRow, key)
     if row is not None:
         session.delete(row)
-    session.add(SpecApplication(asset_key=key, spec_hash=None, previous_hash=done.old_hash, applied_by=done.by,
-                                assurance=done.assurance, applied_at=utcnow(), summary=json.dumps(list(done.lines))))
-    ledger.append(session, actor=done.by, action=ledger.Action.SPEC_RETIRED, asset=key, assurance=done.assurance,
-                  details={"previous_hash": done.old_hash})
+    session.add(
+        SpecApplication(
+            asset_key=key,
+            spec_hash=None,
+            previous_hash=done.old_hash,
+            applied_by=done.by,
+            assurance=done.assurance,
+            applied_at=utcnow(),
+            summary=json.dumps(list(done.lines)),
+        )
+    )
+    ledger.append(
+        session,
+        actor=done.by,
+        action=ledger.Action.SPEC_RETIRED,
+        asset=key,
+        assurance=done.assurance,
+        details={"previous_hash": done.old_hash},
+    )
 
 
 def git_of(root: Path, files: Sequence[Path]) -> dict[Path, dict[str, str | bool]]:
@@ -309,7 +395,9 @@ def git_of(root: Path, files: Sequence[Path]) -> dict[Path, dict[str, str | bool
         if _git(root, "rev-parse", "--is-inside-work-tree") != "true":
             return {}
         relative = [str(file.relative_to(root)) for file in files]
-        edited = set(_git(root, "ls-files", "--modified", "--others", "--exclude-standard", "--", *relative).splitlines())
+        edited = set(
+            _git(root, "ls-files", "--modified", "--others", "--exclude-standard", "--", *relative).splitlines()
+        )
         facts = {}
         for file, name in zip(files, relative, strict=True):
             log = _git(root, "log", "-1", "--format=%H%n%an <%ae>", "--", name)
@@ -328,22 +416,39 @@ def _git(root: Path, *args: str) -> str:
 def history(catalog: Catalog, key: AssetKey) -> list[HistoryEntry]:
     """Each application of the asset's spec, oldest first."""
     with catalog.session() as session:
-        rows = session.exec(select(SpecApplication).where(SpecApplication.asset_key == str(key))
-                            .order_by(col(SpecApplication.id))).all()
+        rows = session.exec(
+            select(SpecApplication).where(SpecApplication.asset_key == str(key)).order_by(col(SpecApplication.id))
+        ).all()
     if not rows:
         raise NotFound(f"no spec of {key} was ever applied")
-    return [HistoryEntry(row.asset_key, row.spec_hash, row.previous_hash, row.applied_by, row.assurance,
-                         row.applied_at.isoformat(timespec="seconds"), json.loads(row.summary), row.git_commit, row.git_author)
-            for row in rows]
+    return [
+        HistoryEntry(
+            row.asset_key,
+            row.spec_hash,
+            row.previous_hash,
+            row.applied_by,
+            row.assurance,
+            row.applied_at.isoformat(timespec="seconds"),
+            json.loads(row.summary),
+            row.git_commit,
+            row.git_author,
+        )
+        for row in rows
+    ]
 
 
 def snapshot(catalog: Catalog, key: AssetKey, prefix: str) -> tuple[str, dict]:
     """The spec of `key` whose hash starts with `prefix`: its full hash and body."""
     if len(prefix) < MIN_PREFIX or any(c not in "0123456789abcdef" for c in prefix):
-        raise InvalidInput(f"spec hash {prefix!r}: give at least {MIN_PREFIX} hex digits of it (custody specs history {key})")
+        raise InvalidInput(
+            f"spec hash {prefix!r}: give at least {MIN_PREFIX} hex digits of it (custody specs history {key})"
+        )
     with catalog.session() as session:
-        rows = session.exec(select(SpecSnapshot).where(SpecSnapshot.asset_key == str(key),
-                                                       col(SpecSnapshot.spec_hash).startswith(prefix))).all()
+        rows = session.exec(
+            select(SpecSnapshot).where(
+                SpecSnapshot.asset_key == str(key), col(SpecSnapshot.spec_hash).startswith(prefix)
+            )
+        ).all()
     if not rows:
         raise NotFound(f"no spec of {key} has a hash starting {prefix} (custody specs history {key} lists them)")
     if len(rows) > 1:

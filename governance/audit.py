@@ -13,8 +13,8 @@ from sqlmodel import col, select
 from governance import ledger
 from governance.catalog import Catalog
 from governance.catalog.models import LineageEdge, VersionRow, VersionStatus
-from governance.errors import NotFound
 from governance.checks import Check
+from governance.errors import NotFound
 from governance.spec import Spec
 from governance.versions import read_manifest, sha256_file
 
@@ -30,27 +30,36 @@ class Finding:
 def version_to_audit(catalog: Catalog, spec: Spec, number: int | None = None) -> VersionRow:
     """The committed version `number` of the asset, or its newest."""
     with catalog.session() as session:
-        query = select(VersionRow).where(VersionRow.asset_key == str(spec.key),
-                                         VersionRow.status == VersionStatus.COMMITTED.value)
+        query = select(VersionRow).where(
+            VersionRow.asset_key == str(spec.key), VersionRow.status == VersionStatus.COMMITTED.value
+        )
         if number is not None:
             query = query.where(VersionRow.number == number)
         found = session.exec(query.order_by(col(VersionRow.number).desc())).first()
     if found is None:
-        raise NotFound(f"{spec.key} has no committed version {number}" if number is not None
-                       else f"{spec.key} has no committed version to audit")
+        raise NotFound(
+            f"{spec.key} has no committed version {number}"
+            if number is not None
+            else f"{spec.key} has no committed version to audit"
+        )
     return found
 
 
-def audit(catalog: Catalog, spec: Spec, version: VersionRow, checks: tuple[Check, ...], *, thorough: bool = True) -> list[Finding]:
+def audit(
+    catalog: Catalog, spec: Spec, version: VersionRow, checks: tuple[Check, ...], *, thorough: bool = True
+) -> list[Finding]:
     """What each of `checks` finds. Not `thorough`, the files are found with their sizes but not
     hashed again: right after the commit that sealed them, a second hash would only repeat the first."""
-    return [_files_intact(version, thorough) if check is Check.FILES_INTACT else _RUNNERS[check](catalog, spec, version)
-            for check in checks]
+    return [
+        _files_intact(version, thorough) if check is Check.FILES_INTACT else _RUNNERS[check](catalog, spec, version)
+        for check in checks
+    ]
 
 
 def _committed_counts(catalog: Catalog, version: VersionRow) -> dict[str, Any]:
-    where = ledger.LedgerFilter(asset=version.asset_key, version=version.number,
-                                action=ledger.Action.INGESTION_COMMITTED, limit=1)
+    where = ledger.LedgerFilter(
+        asset=version.asset_key, version=version.number, action=ledger.Action.INGESTION_COMMITTED, limit=1
+    )
     with catalog.session() as session:
         found = ledger.entries(session, where)
     return json.loads(found[0].details) if found else {}
@@ -60,11 +69,17 @@ def _rows_add_up(catalog: Catalog, spec: Spec, version: VersionRow) -> Finding:
     read = _committed_counts(catalog, version).get("rows_read")
     counts = {"rows_read": read, "rows_landed": version.rows, "rows_quarantined": version.rows_quarantined}
     if read is None:
-        return Finding(Check.ROWS_ADD_UP, False, f"{version.ref}: its commit in the ledger records no rows read", counts)
+        return Finding(
+            Check.ROWS_ADD_UP, False, f"{version.ref}: its commit in the ledger records no rows read", counts
+        )
     passed = read == version.rows + version.rows_quarantined
     sign = "=" if passed else "≠"
-    return Finding(Check.ROWS_ADD_UP, passed,
-                   f"{version.ref}: read {read} {sign} landed {version.rows} + quarantined {version.rows_quarantined}", counts)
+    return Finding(
+        Check.ROWS_ADD_UP,
+        passed,
+        f"{version.ref}: read {read} {sign} landed {version.rows} + quarantined {version.rows_quarantined}",
+        counts,
+    )
 
 
 def _quarantine_within_limit(catalog: Catalog, spec: Spec, version: VersionRow) -> Finding:
@@ -72,10 +87,13 @@ def _quarantine_within_limit(catalog: Catalog, spec: Spec, version: VersionRow) 
     fraction = version.rows_quarantined / read if read else 0.0
     limit = spec.body.max_bad_fraction
     passed = fraction <= limit
-    return Finding(Check.QUARANTINE_WITHIN_LIMIT, passed,
-                   f"{version.ref}: {version.rows_quarantined} of {read} rows quarantined ({fraction:.2%}), "
-                   f"{'within' if passed else 'over'} max_bad_fraction {limit:g}",
-                   {"quarantined_fraction": fraction, "max_bad_fraction": limit})
+    return Finding(
+        Check.QUARANTINE_WITHIN_LIMIT,
+        passed,
+        f"{version.ref}: {version.rows_quarantined} of {read} rows quarantined ({fraction:.2%}), "
+        f"{'within' if passed else 'over'} max_bad_fraction {limit:g}",
+        {"quarantined_fraction": fraction, "max_bad_fraction": limit},
+    )
 
 
 def _schema_matches_spec(catalog: Catalog, spec: Spec, version: VersionRow) -> Finding:
@@ -85,10 +103,15 @@ def _schema_matches_spec(catalog: Catalog, spec: Spec, version: VersionRow) -> F
     declared = {c.name: _type_name(spark_type(c.type).jsonValue()) for c in spec.body.columns}
     problems = [f"missing {name}" for name in declared if name not in written]
     problems += [f"undeclared {name}" for name in written if name not in declared]
-    problems += [f"{name} is {written[name]}, the spec says {kind}"
-                 for name, kind in declared.items() if name in written and written[name] != kind]
+    problems += [
+        f"{name} is {written[name]}, the spec says {kind}"
+        for name, kind in declared.items()
+        if name in written and written[name] != kind
+    ]
     if problems:
-        return Finding(Check.SCHEMA_MATCHES_SPEC, False, f"{version.ref}: " + "; ".join(problems), {"problems": problems})
+        return Finding(
+            Check.SCHEMA_MATCHES_SPEC, False, f"{version.ref}: " + "; ".join(problems), {"problems": problems}
+        )
     return Finding(Check.SCHEMA_MATCHES_SPEC, True, f"{version.ref}: {len(written)} columns as the spec declares them")
 
 
@@ -98,15 +121,20 @@ def _type_name(kind: Any) -> str:
 
 def _inputs_as_declared(catalog: Catalog, spec: Spec, version: VersionRow) -> Finding:
     with catalog.session() as session:
-        used = list(session.exec(
-            select(VersionRow).join(LineageEdge, col(LineageEdge.input_version_id) == col(VersionRow.id))
-            .where(LineageEdge.output_version_id == version.id)
-        ))
+        used = list(
+            session.exec(
+                select(VersionRow)
+                .join(LineageEdge, col(LineageEdge.input_version_id) == col(VersionRow.id))
+                .where(LineageEdge.output_version_id == version.id)
+            )
+        )
     declared = {str(key) for key in spec.inputs}
     made_from = {row.asset_key for row in used}
     refs = sorted(row.ref for row in used)
     if made_from == declared:
-        return Finding(Check.INPUTS_AS_DECLARED, True, f"{version.ref} was made from {', '.join(refs)}", {"inputs": refs})
+        return Finding(
+            Check.INPUTS_AS_DECLARED, True, f"{version.ref} was made from {', '.join(refs)}", {"inputs": refs}
+        )
     problems = [f"{key} declared but not used" for key in sorted(declared - made_from)]
     problems += [f"{key} used but not declared" for key in sorted(made_from - declared)]
     return Finding(Check.INPUTS_AS_DECLARED, False, f"{version.ref}: " + "; ".join(problems), {"inputs": refs})
@@ -123,8 +151,12 @@ def _files_intact(version: VersionRow, thorough: bool) -> Finding:
     if problems:
         return Finding(Check.FILES_INTACT, False, f"{version.ref}: " + "; ".join(problems), {"problems": problems})
     matching = "match their sha256" if thorough else "are there with their sizes (hashed as they were sealed)"
-    return Finding(Check.FILES_INTACT, True, f"{version.ref}: the {len(manifest['files'])} files of the manifest {matching}",
-                   {"files": len(manifest["files"]), "hashed": thorough})
+    return Finding(
+        Check.FILES_INTACT,
+        True,
+        f"{version.ref}: the {len(manifest['files'])} files of the manifest {matching}",
+        {"files": len(manifest["files"]), "hashed": thorough},
+    )
 
 
 def _file_problem(folder: Path, entry: dict[str, Any], thorough: bool) -> str | None:

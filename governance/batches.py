@@ -174,7 +174,9 @@ def open_batch(lake: Lake, key: AssetKey, batch_id: str, fmt: str, *, downloads:
     if not folder.is_dir():
         raise NotFound(f"no batch {batch_id!r} for {key} in the DropZone ({folder})")
     if not (folder / READY_MARKER).is_file():
-        raise BatchError(f"batch {batch_id!r} of {key} is not marked ready: create {folder / READY_MARKER} once every file is in place")
+        raise BatchError(
+            f"batch {batch_id!r} of {key} is not marked ready: create {folder / READY_MARKER} once every file is in place"
+        )
     meta = _read_meta(folder)
     files = []
     for entry in sorted(folder.iterdir()):
@@ -243,8 +245,10 @@ def _read_meta(folder: Path) -> BatchMeta:
     except OSError as err:
         raise BatchError(f"{path}: cannot read batch metadata: {err.strerror or err}") from err
     if len(raw) > MAX_META_BYTES:
-        raise BatchError(f"{path}: {max(status.st_size, len(raw)):,} bytes, more than the {MAX_META_BYTES:,} bytes "
-                         f"({MAX_META_BYTES // 1024} KB) a {BATCH_META} may hold")
+        raise BatchError(
+            f"{path}: {max(status.st_size, len(raw)):,} bytes, more than the {MAX_META_BYTES:,} bytes "
+            f"({MAX_META_BYTES // 1024} KB) a {BATCH_META} may hold"
+        )
     try:
         return BatchMeta.model_validate(safe_load(raw.decode("utf-8")) or {})
     except UnsafeYaml as err:
@@ -277,8 +281,10 @@ def _check_file(drop: Path, entry: Path, fmt: str, sniff: bool = True) -> DropFi
     link swapped in meanwhile is refused too.
     """
     if ":" in entry.name or not entry.name.isprintable():
-        raise BatchError(f"{entry.parent / shown(entry.name)}: a file name may not hold ':' or an unprintable "
-                         "character, which Spark cannot read in a path; rename the file")
+        raise BatchError(
+            f"{entry.parent / shown(entry.name)}: a file name may not hold ':' or an unprintable "
+            "character, which Spark cannot read in a path; rename the file"
+        )
     if entry.resolve().is_dir():
         raise BatchError(f"{entry}: a batch is a flat folder of files; sub-folders are not ingested")
     try:
@@ -310,12 +316,16 @@ def _open_checked(path: Path, *, follow: bool, within: Path | None = None) -> It
         if within is not None:
             real = _opened_path(descriptor, path)
             if real != within.resolve() and not real.is_relative_to(within.resolve()):
-                raise BatchError(f"{path}: a symlink that points outside the DropZone folder {within} ({real}) is refused")
+                raise BatchError(
+                    f"{path}: a symlink that points outside the DropZone folder {within} ({real}) is refused"
+                )
         if not stat.S_ISREG(status.st_mode):
             raise BatchError(f"{path}: not a regular file")
         if status.st_nlink > 1:
-            raise BatchError(f"{path}: a hard link ({status.st_nlink} names for one file) is refused; "
-                             "copy the file into the batch instead")
+            raise BatchError(
+                f"{path}: a hard link ({status.st_nlink} names for one file) is refused; "
+                "copy the file into the batch instead"
+            )
         yield handle, status
 
 
@@ -370,8 +380,10 @@ def _scan_file(file: DropFile, fmt: str) -> FileScan:
             if text:
                 text.feed(block)
     if size != file.bytes:
-        raise BatchError(f"{file.path}: changed while being ingested ({file.bytes} bytes, then {size}); "
-                         "a batch must not change once marked ready")
+        raise BatchError(
+            f"{file.path}: changed while being ingested ({file.bytes} bytes, then {size}); "
+            "a batch must not change once marked ready"
+        )
     if text:
         return FileScan(digest.hexdigest(), text.valid_utf8, text.lines, text.controls)
     return FileScan(digest.hexdigest())
@@ -478,7 +490,9 @@ def _sniff(path: Path, head: bytes, fmt: str) -> None:
     if fmt == "json":
         text = head.removeprefix(UTF8_BOM).lstrip()
         if text and text[:1] not in (b"{", b"["):
-            raise BatchError(f"{path}: not JSON: expected JSON objects, one per line, and the file starts with neither '{{' nor '['")
+            raise BatchError(
+                f"{path}: not JSON: expected JSON objects, one per line, and the file starts with neither '{{' nor '['"
+            )
         if not text:
             raise BatchError(f"{path}: holds only whitespace")
 
@@ -492,7 +506,9 @@ def first_line(file: DropFile, limit: int = FIRST_LINE_BYTES) -> tuple[str, bool
     return raw.removeprefix(UTF8_BOM).decode("utf-8", errors="replace").rstrip("\r\n"), whole
 
 
-def drop_batch(lake: Lake, key: AssetKey, batch_id: str, files: dict[str, bytes], meta: BatchMeta | None = None) -> Path:
+def drop_batch(
+    lake: Lake, key: AssetKey, batch_id: str, files: dict[str, bytes], meta: BatchMeta | None = None
+) -> Path:
     """Write a batch into the DropZone and mark it ready, as a producer would."""
     folder = lake.drop_dir(key) / check_batch_id(batch_id)
     folder.mkdir(parents=True, exist_ok=False)

@@ -127,8 +127,9 @@ class Checkpoints:
     def under(cls, folder: Path, environ: Mapping[str, str]) -> Checkpoints:
         """The checkpoint file in `folder` (CUSTODY_LEDGER_CHECKPOINTS, else $CUSTODY_HOME/ledger)."""
         seconds = env_amount(environ, SECONDS_VARIABLE, "seconds")
-        return cls(Path(folder) / FILE_NAME, _key(environ), _every(environ),
-                   DEFAULT_SECONDS if seconds is None else seconds)
+        return cls(
+            Path(folder) / FILE_NAME, _key(environ), _every(environ), DEFAULT_SECONDS if seconds is None else seconds
+        )
 
     def due(self, first: int, last: int) -> bool:
         """Whether entries `first`..`last`, just committed, call for a checkpoint: they reach a
@@ -157,14 +158,23 @@ class Checkpoints:
         whole = self.read(head)
         mismatch = mismatch or next(iter(whole.mismatches), None)
         if mismatch:
-            raise IntegrityError(f"cannot checkpoint the ledger: {mismatch}. Custody does not write over a checkpoint "
-                                 "file the catalog does not recognise; `custody ledger verify` says what is wrong")
+            raise IntegrityError(
+                f"cannot checkpoint the ledger: {mismatch}. Custody does not write over a checkpoint "
+                "file the catalog does not recognise; `custody ledger verify` says what is wrong"
+            )
         if whole.exists and whole.whole_bytes < self.path.stat().st_size:
             os.truncate(self.path, whole.whole_bytes)  # a torn last line: its write never finished
         return whole.end
 
-    def extend(self, end: End, seq: int, entry_hash: str, *, aged_off: bool = False,
-               genesis: tuple[str, int, str] | None = None) -> End:
+    def extend(
+        self,
+        end: End,
+        seq: int,
+        entry_hash: str,
+        *,
+        aged_off: bool = False,
+        genesis: tuple[str, int, str] | None = None,
+    ) -> End:
         """Append the genesis line `(ledger, seq, hash)` when given, then a checkpoint, unless the
         file already pins this seq or a later one (an aged-off record is always appended: it names
         an entry older than the last checkpoint). One write, flushed to disk; the new end."""
@@ -172,12 +182,33 @@ class Checkpoints:
         lines, link, last_seq = [], end.link, end.last_seq
         if genesis is not None:
             ledger, since, since_hash = genesis
-            lines.append(self._line({"n": end.lines + 1, "prev": link, "kind": GENESIS, "ledger": ledger,
-                                     "seq": since, "hash": since_hash, "ts": ts}))
+            lines.append(
+                self._line(
+                    {
+                        "n": end.lines + 1,
+                        "prev": link,
+                        "kind": GENESIS,
+                        "ledger": ledger,
+                        "seq": since,
+                        "hash": since_hash,
+                        "ts": ts,
+                    }
+                )
+            )
             link, last_seq = hashlib.sha256(lines[-1]).hexdigest(), since
         if aged_off or last_seq is None or seq > last_seq:
-            lines.append(self._line({"n": end.lines + len(lines) + 1, "prev": link, "kind": AGED_OFF if aged_off else CHECKPOINT,
-                                     "seq": seq, "hash": entry_hash, "ts": ts}))
+            lines.append(
+                self._line(
+                    {
+                        "n": end.lines + len(lines) + 1,
+                        "prev": link,
+                        "kind": AGED_OFF if aged_off else CHECKPOINT,
+                        "seq": seq,
+                        "hash": entry_hash,
+                        "ts": ts,
+                    }
+                )
+            )
             link, last_seq = hashlib.sha256(lines[-1]).hexdigest(), last_seq if aged_off else seq
         if not lines:
             return end
@@ -230,7 +261,9 @@ class Checkpoints:
         if last is None or type(last.get("n")) is not int:
             return None
         pinned = (_pinned_seq(_body(line)) for line in reversed(lines))
-        return End(last["n"], hashlib.sha256(lines[-1]).hexdigest(), next((s for s in pinned if s is not None), None), True)
+        return End(
+            last["n"], hashlib.sha256(lines[-1]).hexdigest(), next((s for s in pinned if s is not None), None), True
+        )
 
     def head_problem(self, head: Head | None) -> str | None:
         if not self.key or head is None:
@@ -238,7 +271,9 @@ class Checkpoints:
         if not head.mac:
             return f"the catalog's record of {self.path} is not signed, though {KEY_VARIABLE} is set"
         if not hmac.compare_digest(head.mac, self.head_mac(head.ledger, head.lines, head.last_line) or ""):
-            return f"the catalog's record of {self.path} does not match its signature: edited, or signed with another key"
+            return (
+                f"the catalog's record of {self.path} does not match its signature: edited, or signed with another key"
+            )
         return None
 
 
@@ -284,7 +319,9 @@ class _Reading:
             self._problem(number, "not a checkpoint")
             return
         seq, kind = body["seq"], body["kind"]
-        what = {GENESIS: "the genesis line", AGED_OFF: f"the aged-off record of entry {seq}"}.get(kind, f"the checkpoint of entry {seq}")
+        what = {GENESIS: "the genesis line", AGED_OFF: f"the aged-off record of entry {seq}"}.get(
+            kind, f"the checkpoint of entry {seq}"
+        )
         problem = self._out_of_place(number, body) or self._signature(body)
         if kind == GENESIS and self.genesis is None:
             self.genesis = Genesis(body["ledger"], seq, number)
@@ -340,11 +377,16 @@ class _Reading:
     def result(self, *, exists: bool) -> CheckpointFile:
         whole = self.lines - 1 if self.torn else self.lines
         return CheckpointFile(
-            path=self.source.path, exists=exists,
+            path=self.source.path,
+            exists=exists,
             end=End(whole, self.link, self.last_seq, self.genesis is not None),
-            genesis=self.genesis, checkpoints=tuple(self.found), line_problems=tuple(self.problems),
-            mismatches=tuple(self._mismatches(exists, whole)), history=tuple(self._history()),
-            signed=self.source.key is not None, whole_bytes=self.whole_bytes,
+            genesis=self.genesis,
+            checkpoints=tuple(self.found),
+            line_problems=tuple(self.problems),
+            mismatches=tuple(self._mismatches(exists, whole)),
+            history=tuple(self._history()),
+            signed=self.source.key is not None,
+            whole_bytes=self.whole_bytes,
         )
 
     def _mismatches(self, exists: bool, whole: int) -> list[str]:
@@ -353,8 +395,10 @@ class _Reading:
         found = [problem for problem in [self.source.head_problem(head)] if problem]
         if head is None:
             if genesis is not None:
-                found.append(f"the catalog keeps no record of {path}, which belongs to ledger {genesis.ledger}: "
-                             "the record was deleted, or the file comes from another catalog")
+                found.append(
+                    f"the catalog keeps no record of {path}, which belongs to ledger {genesis.ledger}: "
+                    "the record was deleted, or the file comes from another catalog"
+                )
             return found
         if whole < head.lines:
             if not exists:
@@ -377,13 +421,21 @@ class _Reading:
         genesis = self.genesis
         if genesis is None or genesis.seq == 0 or genesis.line > 1:
             return []
-        return [(f"{self.source.path} begins at entry {genesis.seq}, but the ledger began before it: no checkpoint "
-                 "pins the entries up to it (the file and the catalog's record of it were replaced, or the ledger "
-                 "had no checkpoint before)")]
+        return [
+            (
+                f"{self.source.path} begins at entry {genesis.seq}, but the ledger began before it: no checkpoint "
+                "pins the entries up to it (the file and the catalog's record of it were replaced, or the ledger "
+                "had no checkpoint before)"
+            )
+        ]
 
 
 def _well_formed(body: dict[str, Any]) -> bool:
-    if type(body.get("n")) is not int or type(body.get("seq")) is not int or body.get("kind") not in (GENESIS, CHECKPOINT, AGED_OFF):
+    if (
+        type(body.get("n")) is not int
+        or type(body.get("seq")) is not int
+        or body.get("kind") not in (GENESIS, CHECKPOINT, AGED_OFF)
+    ):
         return False
     if not all(isinstance(body.get(name), str) for name in ("prev", "hash", "ts")):
         return False

@@ -22,7 +22,7 @@ DESCRIPTIONS = {
     Check.SCHEMA_MATCHES_SPEC: "The columns written, with their types, are the spec's columns.",
     Check.INPUTS_AS_DECLARED: "The input versions the version was made from are the spec's declared inputs.",
     Check.FILES_INTACT: "Every file of the version's manifest is on disk with its size; run on demand, with its sha256 "
-                        "too: an audit of the newest version, or of the one the run config names.",
+    "too: an audit of the newest version, or of the one the run config names.",
 }
 
 

@@ -136,8 +136,10 @@ class Settings:
         if self.jdbc_driver_at is None:
             return (str(DEFAULT_JDBC_DRIVER),) if DEFAULT_JDBC_DRIVER.is_file() else ()
         if not self.jdbc_driver_at.is_file():
-            raise InvalidInput(f"CUSTODY_JDBC_DRIVER: {self.jdbc_driver_at} is not a file; name the PostgreSQL JDBC "
-                               "driver's jar (Debian's libpostgresql-jdbc-java installs /usr/share/java/postgresql.jar)")
+            raise InvalidInput(
+                f"CUSTODY_JDBC_DRIVER: {self.jdbc_driver_at} is not a file; name the PostgreSQL JDBC "
+                "driver's jar (Debian's libpostgresql-jdbc-java installs /usr/share/java/postgresql.jar)"
+            )
         return (str(self.jdbc_driver_at),)
 
 
@@ -167,8 +169,11 @@ def posix_path(value: str, name: str) -> Path:
 
 def _explicit(env: Mapping[str, str]) -> frozenset[str]:
     """The policy settings `env` sets; an empty value counts only for require_verified, where it means none."""
-    return frozenset(key for key, variable in POLICY_VARIABLES.items()
-                     if env.get(variable) or (key == "require_verified" and variable in env))
+    return frozenset(
+        key
+        for key, variable in POLICY_VARIABLES.items()
+        if env.get(variable) or (key == "require_verified" and variable in env)
+    )
 
 
 def _packages(environ: Mapping[str, str], name: str) -> tuple[str, ...]:
@@ -178,8 +183,9 @@ def _packages(environ: Mapping[str, str], name: str) -> tuple[str, ...]:
         return ()
     packages = tuple(part.strip() for part in value.split(","))
     if not all(is_dotted_name(package) for package in packages):
-        raise InvalidInput(f"{name}={value!r}: expected package names separated by commas, "
-                           "such as assets.transforms,acme.transforms")
+        raise InvalidInput(
+            f"{name}={value!r}: expected package names separated by commas, such as assets.transforms,acme.transforms"
+        )
     return packages
 
 

@@ -87,8 +87,10 @@ def digest_parquet(paths: Sequence[Path]) -> ParquetContent:
                     raise IntegrityError(f"{path.name} has another schema than the files before it")
                 encoded = frozenset(_dictionary_encoded(parquet.metadata))
                 whole = pool.submit(_sha256, buffer)
-                fed = [pool.submit(_feed_file, column, field.name, leaves, buffer, parquet.metadata, encoded)
-                       for column, field, leaves in zip(columns, parquet.schema_arrow, _leaf_indices(parquet.schema_arrow))]
+                fed = [
+                    pool.submit(_feed_file, column, field.name, leaves, buffer, parquet.metadata, encoded)
+                    for column, field, leaves in zip(columns, parquet.schema_arrow, _leaf_indices(parquet.schema_arrow))
+                ]
                 for done in fed:
                     done.result()
                 sizes.append(buffer.size)
@@ -126,15 +128,20 @@ def _sha256(buffer: pa.Buffer) -> str:
     return hashlib.sha256(buffer).hexdigest()
 
 
-def _feed_file(column: _Column, name: str, leaves: list[int], buffer: pa.Buffer, metadata: pq.FileMetaData,
-               encoded: frozenset[str]) -> None:
+def _feed_file(
+    column: _Column, name: str, leaves: list[int], buffer: pa.Buffer, metadata: pq.FileMetaData, encoded: frozenset[str]
+) -> None:
     """One column of one file into its digests; each thread opens the file anew, as a ParquetFile is
     not shared between threads."""
     reader = pq.ParquetFile(
-        pa.BufferReader(buffer), metadata=metadata, read_dictionary=[name] if name in encoded else None,
+        pa.BufferReader(buffer),
+        metadata=metadata,
+        read_dictionary=[name] if name in encoded else None,
         coerce_int96_timestamp_unit="us",
     )
-    batches = reader.reader.iter_batches(BATCH_ROWS, range(metadata.num_row_groups), column_indices=leaves, use_threads=False)
+    batches = reader.reader.iter_batches(
+        BATCH_ROWS, range(metadata.num_row_groups), column_indices=leaves, use_threads=False
+    )
     for batch in batches:
         _feed(column, batch.column(0))
 
@@ -242,10 +249,10 @@ def _feed_binary(column: _Column, array: pa.Array, nulls: np.ndarray | None) -> 
         # Arrow lets a null slot point at bytes; only the values' bytes count.
         array = pc.if_else(pc.invert(pa.array(nulls)), array, pa.scalar(b"", array.type))
     offsets = np.frombuffer(array.buffers()[1], dtype=np.int64 if _is_large_binary(array.type) else np.int32)
-    offsets = offsets[array.offset: array.offset + len(array) + 1]
+    offsets = offsets[array.offset : array.offset + len(array) + 1]
     column.lengths.update(np.diff(offsets).astype(np.int64))
     if len(array):
-        column.values.update(memoryview(array.buffers()[2])[offsets[0]: offsets[-1]])
+        column.values.update(memoryview(array.buffers()[2])[offsets[0] : offsets[-1]])
 
 
 def _canonical(array: pa.Array) -> pa.Array:
@@ -267,7 +274,7 @@ def _fixed_width(array: pa.Array, nulls: np.ndarray | None) -> np.ndarray:
         width = array.type.byte_width
     except ValueError as err:
         raise IntegrityError(f"cannot hash values of type {array.type}") from err
-    raw = np.frombuffer(array.buffers()[1], dtype=np.uint8)[array.offset * width: (array.offset + len(array)) * width]
+    raw = np.frombuffer(array.buffers()[1], dtype=np.uint8)[array.offset * width : (array.offset + len(array)) * width]
     if nulls is None:
         return raw
     values = raw.reshape(len(array), width).copy()

@@ -17,8 +17,12 @@ PRODUCER = "bob"
 OWNER = "alice"
 
 _PEOPLE = [("Mike", "Bike"), ("Kevin", "Poll"), ("Ada", "Stone"), ("Lin", "Park"), ("Omar", "Reyes"), ("Zoe", "Brandt")]
-_PRODUCTS = [("B12", "Bicycle", "outdoor", 249.0), ("R23", "Rain jacket", "clothing", 89.5),
-             ("T07", "Tent", "outdoor", 179.0), ("L31", "Lamp", "home", 35.25)]
+_PRODUCTS = [
+    ("B12", "Bicycle", "outdoor", 249.0),
+    ("R23", "Rain jacket", "clothing", 89.5),
+    ("T07", "Tent", "outdoor", 179.0),
+    ("L31", "Lamp", "home", 35.25),
+]
 
 
 @dataclass(frozen=True)
@@ -33,14 +37,24 @@ def drop_demo_batches(lake: Lake) -> DemoRound:
     """Drop a new round of demo batches; each round has new labels and content, so it adds versions."""
     round_number = sum(1 for b in ready_batches(lake, PRODUCTS) if b.startswith("demo-"))
     products_batch = f"demo-products-{round_number + 1:03d}"
-    drop_batch(lake, PRODUCTS, products_batch, {"products.csv": _products_csv(round_number)},
-               BatchMeta(requested_by=PRODUCER, note=f"demo round {round_number + 1}"))
+    drop_batch(
+        lake,
+        PRODUCTS,
+        products_batch,
+        {"products.csv": _products_csv(round_number)},
+        BatchMeta(requested_by=PRODUCER, note=f"demo round {round_number + 1}"),
+    )
     client_batches = []
     for offset in (0, 1):
         label = FIRST_LABEL + 2 * round_number + offset
         batch_id = f"demo-clients-v{label}"
-        drop_batch(lake, CLIENTS, batch_id, {f"clients-v{label}.json": _clients_json(label)},
-                   BatchMeta(requested_by=PRODUCER, label=str(label), note="demo client extract"))
+        drop_batch(
+            lake,
+            CLIENTS,
+            batch_id,
+            {f"clients-v{label}.json": _clients_json(label)},
+            BatchMeta(requested_by=PRODUCER, label=str(label), note="demo client extract"),
+        )
         client_batches.append(batch_id)
     return DemoRound(products_batch, (client_batches[0], client_batches[1]))
 
@@ -56,7 +70,12 @@ def _clients_json(label: int) -> bytes:
     records = []
     for i, (name, surname) in enumerate(_PEOPLE[: 3 + label % 4]):
         product_id = _PRODUCTS[(i + label) % len(_PRODUCTS)][0]
-        records.append({"name": name, "surname": surname,
-                        "order": {"product_id": product_id, "quantity": 1 + (i * label) % 4},
-                        "version": str(label)})
+        records.append(
+            {
+                "name": name,
+                "surname": surname,
+                "order": {"product_id": product_id, "quantity": 1 + (i * label) % 4},
+                "version": str(label),
+            }
+        )
     return "".join(json.dumps(r) + "\n" for r in records).encode()

@@ -44,7 +44,9 @@ class Watch:
     reported: frozenset[str]
 
 
-def watch(catalog: Catalog, lake: Lake, policy: Policy, specs: Iterable[Spec], reported: frozenset[str], via: str) -> Watch:
+def watch(
+    catalog: Catalog, lake: Lake, policy: Policy, specs: Iterable[Spec], reported: frozenset[str], via: str
+) -> Watch:
     """Every ready batch of the landing `specs` not yet ingested. A batch whose `_batch.yaml` cannot be
     read, names nobody, or names a user who may not ingest it is refused, and the refusal goes to the
     ledger, unless `reported` holds it as it stands. A batch that disappears meanwhile is left out."""
@@ -78,7 +80,15 @@ def _decide(lake: Lake, policy: Policy, spec: Spec, batch_id: str) -> Decision:
     try:
         meta = batch_meta(lake, spec.key, batch_id)
     except BatchError as err:
-        return Decision(Identity(ANONYMOUS, Assurance.NONE), Verb.INGEST, str(spec.key), False, str(err),
-                        directory=policy.source or None)
+        return Decision(
+            Identity(ANONYMOUS, Assurance.NONE),
+            Verb.INGEST,
+            str(spec.key),
+            False,
+            str(err),
+            directory=policy.source or None,
+        )
     named = meta.requested_by
-    return policy.decide(Identity(named or ANONYMOUS, Assurance.ASSERTED if named else Assurance.NONE), Verb.INGEST, spec)
+    return policy.decide(
+        Identity(named or ANONYMOUS, Assurance.ASSERTED if named else Assurance.NONE), Verb.INGEST, spec
+    )

@@ -15,7 +15,9 @@ from governance.access.grants import AccessView
 from governance.catalog.listing import AssetDetail, AssetEntry
 from governance.catalog.models import LedgerEntry, VersionRow
 
-HASHES = frozenset({"data_version", "code_version", "spec_hash", "run_id", "run", "sha256", "hash", "prev_hash", "attempt_id"})
+HASHES = frozenset(
+    {"data_version", "code_version", "spec_hash", "run_id", "run", "sha256", "hash", "prev_hash", "attempt_id"}
+)
 SHOWN = 12
 
 
@@ -67,8 +69,12 @@ def _short(value: Any) -> str:
     return text if len(text) <= SHOWN else text[:SHOWN] + "…"
 
 
-def typed(records: Iterable[Mapping[str, Any]], times: Iterable[str] = (), columns: list[str] | None = None,
-          dtypes: Mapping[str, str] | None = None) -> Frame:
+def typed(
+    records: Iterable[Mapping[str, Any]],
+    times: Iterable[str] = (),
+    columns: list[str] | None = None,
+    dtypes: Mapping[str, str] | None = None,
+) -> Frame:
     """Records as a Frame: pandas' nullable dtypes (string, Int64, boolean), `times` as UTC datetimes.
     `dtypes` fixes the columns whose type must not depend on the rows, empty or all missing."""
     frame = pd.DataFrame.from_records(list(records), columns=columns).convert_dtypes()
@@ -80,39 +86,96 @@ def typed(records: Iterable[Mapping[str, Any]], times: Iterable[str] = (), colum
 
 
 def _kinds(strings: str = "", ints: str = "", flags: str = "") -> dict[str, str]:
-    return {**dict.fromkeys(strings.split(), "string"), **dict.fromkeys(ints.split(), "Int64"),
-            **dict.fromkeys(flags.split(), "boolean")}
+    return {
+        **dict.fromkeys(strings.split(), "string"),
+        **dict.fromkeys(ints.split(), "Int64"),
+        **dict.fromkeys(flags.split(), "boolean"),
+    }
 
 
-CATALOG_COLUMNS = ["key", "domain", "zone", "description", "owner", "producer", "consumer", "classification", "pii",
-                   "newest", "newest_label", "rows", "created_at", "requested_by", "versions", "purged", "critical",
-                   "retired", "spec_hash", "tags", "columns"]
+CATALOG_COLUMNS = [
+    "key",
+    "domain",
+    "zone",
+    "description",
+    "owner",
+    "producer",
+    "consumer",
+    "classification",
+    "pii",
+    "newest",
+    "newest_label",
+    "rows",
+    "created_at",
+    "requested_by",
+    "versions",
+    "purged",
+    "critical",
+    "retired",
+    "spec_hash",
+    "tags",
+    "columns",
+]
 
 
-CATALOG_TYPES = _kinds("key domain zone description owner producer consumer classification newest_label requested_by spec_hash",
-                       "newest rows versions purged", "pii critical retired")
+CATALOG_TYPES = _kinds(
+    "key domain zone description owner producer consumer classification newest_label requested_by spec_hash",
+    "newest rows versions purged",
+    "pii critical retired",
+)
 
 
 def catalog_frame(entries: list[AssetEntry]) -> Frame:
     """One row per asset, as `custody catalog --json` gives it, its newest committed version spread
     over `newest`, `newest_label`, `rows`, `created_at` and `requested_by`."""
-    return typed((_flat(entry.to_dict()) for entry in entries), times=["created_at"], columns=CATALOG_COLUMNS,
-                 dtypes=CATALOG_TYPES)
+    return typed(
+        (_flat(entry.to_dict()) for entry in entries),
+        times=["created_at"],
+        columns=CATALOG_COLUMNS,
+        dtypes=CATALOG_TYPES,
+    )
 
 
 def _flat(record: dict[str, Any]) -> dict[str, Any]:
     newest = record.pop("newest") or {}
-    return {**record, "newest": newest.get("number"), "newest_label": newest.get("label"), "rows": newest.get("rows"),
-            "created_at": newest.get("created_at"), "requested_by": newest.get("requested_by")}
+    return {
+        **record,
+        "newest": newest.get("number"),
+        "newest_label": newest.get("label"),
+        "rows": newest.get("rows"),
+        "created_at": newest.get("created_at"),
+        "requested_by": newest.get("requested_by"),
+    }
 
 
-VERSION_COLUMNS = ["asset_key", "number", "label", "status", "criticality", "zone", "rows", "rows_quarantined", "bytes",
-                   "created_at", "requested_by", "assurance", "run_id", "code_version", "spec_hash", "data_version",
-                   "label_from", "purged_at", "path"]
+VERSION_COLUMNS = [
+    "asset_key",
+    "number",
+    "label",
+    "status",
+    "criticality",
+    "zone",
+    "rows",
+    "rows_quarantined",
+    "bytes",
+    "created_at",
+    "requested_by",
+    "assurance",
+    "run_id",
+    "code_version",
+    "spec_hash",
+    "data_version",
+    "label_from",
+    "purged_at",
+    "path",
+]
 
 
-VERSION_TYPES = _kinds("asset_key label status criticality zone requested_by assurance run_id code_version spec_hash "
-                       "data_version label_from path", "number rows rows_quarantined bytes")
+VERSION_TYPES = _kinds(
+    "asset_key label status criticality zone requested_by assurance run_id code_version spec_hash "
+    "data_version label_from path",
+    "number rows rows_quarantined bytes",
+)
 
 
 def versions_frame(rows: Iterable[VersionRow]) -> Frame:
@@ -120,7 +183,19 @@ def versions_frame(rows: Iterable[VersionRow]) -> Frame:
     return typed(records, times=["created_at", "purged_at"], columns=VERSION_COLUMNS, dtypes=VERSION_TYPES)
 
 
-LEDGER_COLUMNS = ["seq", "ts", "actor", "action", "result", "asset_key", "version", "run_id", "assurance", "reason", "details"]
+LEDGER_COLUMNS = [
+    "seq",
+    "ts",
+    "actor",
+    "action",
+    "result",
+    "asset_key",
+    "version",
+    "run_id",
+    "assurance",
+    "reason",
+    "details",
+]
 
 
 LEDGER_TYPES = _kinds("actor action result asset_key run_id assurance reason", "seq version")
@@ -131,17 +206,39 @@ def ledger_frame(entries: Iterable[LedgerEntry]) -> Frame:
     records = []
     for entry in entries:
         details = json.loads(entry.details)
-        records.append({"seq": entry.seq, "ts": entry.ts, "actor": entry.actor, "action": entry.action,
-                        "result": details.get("result"), "asset_key": entry.asset_key, "version": entry.version,
-                        "run_id": entry.run_id, "assurance": entry.assurance, "reason": details.get("reason"),
-                        "details": details})
+        records.append(
+            {
+                "seq": entry.seq,
+                "ts": entry.ts,
+                "actor": entry.actor,
+                "action": entry.action,
+                "result": details.get("result"),
+                "asset_key": entry.asset_key,
+                "version": entry.version,
+                "run_id": entry.run_id,
+                "assurance": entry.assurance,
+                "reason": details.get("reason"),
+                "details": details,
+            }
+        )
     return typed(records, times=["ts"], columns=LEDGER_COLUMNS, dtypes=LEDGER_TYPES)
 
 
 def access_frame(view: AccessView) -> Frame:
     """One row per role: its group, the members the directory gives it, and what it may do."""
-    return typed([{"asset": view.asset, "role": role.role, "group": role.group, "members": list(role.members),
-                   "may": list(role.may)} for role in view.roles], columns=["asset", "role", "group", "members", "may"])
+    return typed(
+        [
+            {
+                "asset": view.asset,
+                "role": role.role,
+                "group": role.group,
+                "members": list(role.members),
+                "may": list(role.may),
+            }
+            for role in view.roles
+        ],
+        columns=["asset", "role", "group", "members", "may"],
+    )
 
 
 def _when(value: Any) -> Any:
@@ -169,7 +266,11 @@ class AssetCard:
         from html import escape
 
         entry = self.detail.entry
-        rows = "".join(f"<tr><th style='text-align:left'>{escape(k)}</th><td style='text-align:left'>{escape(v)}</td></tr>"
-                       for k, v in self.detail.facts().items())
-        return (f"<h4>{escape(entry.key)}</h4><p>{escape(entry.description)}</p><table>{rows}</table>"
-                f"<h5>Columns</h5>{self.columns._repr_html_()}<h5>Versions</h5>{self.versions._repr_html_()}")
+        rows = "".join(
+            f"<tr><th style='text-align:left'>{escape(k)}</th><td style='text-align:left'>{escape(v)}</td></tr>"
+            for k, v in self.detail.facts().items()
+        )
+        return (
+            f"<h4>{escape(entry.key)}</h4><p>{escape(entry.description)}</p><table>{rows}</table>"
+            f"<h5>Columns</h5>{self.columns._repr_html_()}<h5>Versions</h5>{self.versions._repr_html_()}"
+        )

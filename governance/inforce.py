@@ -26,8 +26,10 @@ def pending_reason(key: AssetKey, hash_in_force: str | None) -> str:
     """Why a run of `key` is refused while its file is not the definition in force."""
     if hash_in_force is None:
         return f"{key} has no definition in force yet: an owner must apply its spec with `custody specs apply {key} --as OWNER`"
-    return (f"the spec file of {key} differs from its definition in force ({hash_in_force[:12]}): "
-            f"an owner must apply it with `custody specs apply {key} --as OWNER`")
+    return (
+        f"the spec file of {key} differs from its definition in force ({hash_in_force[:12]}): "
+        f"an owner must apply it with `custody specs apply {key} --as OWNER`"
+    )
 
 
 def awaiting(catalog_url: str, specs: SpecSet, default: str) -> dict[AssetKey, str]:
@@ -39,8 +41,11 @@ def awaiting(catalog_url: str, specs: SpecSet, default: str) -> dict[AssetKey, s
         return {}
     if (pinned or default).strip().lower() in OFF:
         return {}
-    return {spec.key: pending_reason(spec.key, hashes.get(str(spec.key)))
-            for spec in specs if hashes.get(str(spec.key)) != spec.hash}
+    return {
+        spec.key: pending_reason(spec.key, hashes.get(str(spec.key)))
+        for spec in specs
+        if hashes.get(str(spec.key)) != spec.hash
+    }
 
 
 def _read_sqlite(catalog_url: str) -> tuple[str | None, dict[str, str]]:

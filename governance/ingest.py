@@ -68,32 +68,50 @@ def ingest(
     batches: its table or query is read instead."""
     if spec.reads_database:
         if batch_id is not None or force:
-            raise InvalidInput(f"{spec.key} is read from a database, not from DropZone batches: "
-                               "it takes no batch and no --force")
+            raise InvalidInput(
+                f"{spec.key} is read from a database, not from DropZone batches: it takes no batch and no --force"
+            )
         from governance.ingest_relational import ingest_table
 
-        return ingest_table(spark, catalog, lake, spec, request, progress=progress, events=events, column_lineage=column_lineage)
+        return ingest_table(
+            spark, catalog, lake, spec, request, progress=progress, events=events, column_lineage=column_lineage
+        )
     events = events or Emitter.off()
     repair(catalog, lake)
     batch = _checked_batch(catalog, lake, spec, request, batch_id, force, progress)
     with catalog.session() as session:
         catalog.register_spec(session, spec, request.requested_by, request.run_id, request.assurance)
         ledger.append(
-            session, actor=request.requested_by, action=ledger.Action.INGESTION_REQUESTED, asset=str(spec.key),
-            run_id=request.run_id, assurance=request.assurance,
-            details={"batch": batch.batch_id, "files": len(batch.files), "bytes": batch.bytes,
-                     "batch_requested_by": batch.meta.requested_by, "label": batch.meta.label, "forced": force},
+            session,
+            actor=request.requested_by,
+            action=ledger.Action.INGESTION_REQUESTED,
+            asset=str(spec.key),
+            run_id=request.run_id,
+            assurance=request.assurance,
+            details={
+                "batch": batch.batch_id,
+                "files": len(batch.files),
+                "bytes": batch.bytes,
+                "batch_requested_by": batch.meta.requested_by,
+                "label": batch.meta.label,
+                "forced": force,
+            },
         )
     seen = frozenset() if force else catalog.batch_fingerprints(spec.key)
     dropped = Dataset(str(batch.path), batch.batch_id, roles=spec.body.roles.model_dump())
     job = JobRun(str(spec.key), "INGESTION", request, [dropped])
-    with events.running(job, progress) as outputs, attempt(catalog, lake, spec.key, request, ledger.Action.INGESTION_FAILED) as (attempt_id, stage):
+    with (
+        events.running(job, progress) as outputs,
+        attempt(catalog, lake, spec.key, request, ledger.Action.INGESTION_FAILED) as (attempt_id, stage),
+    ):
         progress(f"reading {len(batch.files)} file(s), {batch.bytes / 1e6:.1f} MB, writing Parquet")
         with reading([f.path for f in batch.files], spec.body.source.format):
             written = write_while_scanning(spark, spec, batch, stage, stop_if=lambda scan: scan.fingerprint in seen)
             _refuse_same_files(catalog, spec, written.scan, force)
             landed = land(spark, spec, written, stage)
-        columns = landing_columns(landed.frame, column_lineage, [f.path for f in batch.files]) if column_lineage else None
+        columns = (
+            landing_columns(landed.frame, column_lineage, [f.path for f in batch.files]) if column_lineage else None
+        )
         warn_about(columns, progress)
         quarantined = landed.quarantined.rows if landed.quarantined else 0
         controls = [c.to_dict() for c in written.scan.controls]
@@ -103,11 +121,21 @@ def ingest(
         check_unchanged(batch)
         progress(f"committing {landed.data.rows} rows ({quarantined} quarantined)")
         draft = Draft(
-            key=spec.key, zone=Zone.LANDING, attempt_id=attempt_id, run_id=request.run_id,
-            requested_by=request.requested_by, code_version=request.code_version, spec_hash=spec.hash,
-            table_schema=landed.frame.schema.json(), data=landed.data, rows_read=landed.rows_read,
-            quarantine=landed.quarantined, label=batch.meta.label, assurance=request.assurance,
-            batch=written.scan.record(), columns=columns,
+            key=spec.key,
+            zone=Zone.LANDING,
+            attempt_id=attempt_id,
+            run_id=request.run_id,
+            requested_by=request.requested_by,
+            code_version=request.code_version,
+            spec_hash=spec.hash,
+            table_schema=landed.frame.schema.json(),
+            data=landed.data,
+            rows_read=landed.rows_read,
+            quarantine=landed.quarantined,
+            label=batch.meta.label,
+            assurance=request.assurance,
+            batch=written.scan.record(),
+            columns=columns,
             details={"control_characters": controls} if controls else {},
         )
         row = commit(catalog, lake, stage, draft)
@@ -123,8 +151,9 @@ def next_batch(catalog: Catalog, lake: Lake, spec: Spec) -> str:
     return pending[0]
 
 
-def _checked_batch(catalog: Catalog, lake: Lake, spec: Spec, request: RunRequest, batch_id: str | None, force: bool,
-                   progress: Progress) -> Batch:
+def _checked_batch(
+    catalog: Catalog, lake: Lake, spec: Spec, request: RunRequest, batch_id: str | None, force: bool, progress: Progress
+) -> Batch:
     """The batch to ingest, checked before anything is staged; a refusal is an `ingestion.failed`
     ledger entry with its reason."""
     try:
@@ -135,8 +164,14 @@ def _checked_batch(catalog: Catalog, lake: Lake, spec: Spec, request: RunRequest
         if spec.body.source.format == "csv" and spec.body.source.header:
             check_csv_headers(spec, batch)
     except CustodyError as err:
-        record_failure(catalog, spec.key, request, ledger.Action.INGESTION_FAILED, err,
-                       {"batch": batch_id[:200] if batch_id else None})
+        record_failure(
+            catalog,
+            spec.key,
+            request,
+            ledger.Action.INGESTION_FAILED,
+            err,
+            {"batch": batch_id[:200] if batch_id else None},
+        )
         raise
     return batch
 
@@ -144,7 +179,9 @@ def _checked_batch(catalog: Catalog, lake: Lake, spec: Spec, request: RunRequest
 def _refuse_known_batch(catalog: Catalog, spec: Spec, batch: Batch, force: bool) -> None:
     seen = None if force else catalog.batch_by_id(spec.key, batch.batch_id)
     if seen:
-        raise DuplicateBatch(f"batch {batch.batch_id!r} was already ingested as {seen[1].ref}; use --force to ingest it again")
+        raise DuplicateBatch(
+            f"batch {batch.batch_id!r} was already ingested as {seen[1].ref}; use --force to ingest it again"
+        )
 
 
 def _refuse_same_files(catalog: Catalog, spec: Spec, scan: BatchScan, force: bool) -> None:
@@ -164,7 +201,9 @@ def check_csv_headers(spec: Spec, batch: Batch) -> None:
         header = next(csv.reader([first_line(f)[0]], delimiter=spec.body.source.delimiter), [])
         header = [h.strip() for h in header]
         if header != declared:
-            raise BatchError(f"{f.path}: header does not match the spec of {spec.key}: {column_difference(declared, header)}")
+            raise BatchError(
+                f"{f.path}: header does not match the spec of {spec.key}: {column_difference(declared, header)}"
+            )
 
 
 @dataclass(frozen=True)
@@ -208,7 +247,9 @@ def write_while_scanning(
     return Written(parsed, pending.result(), complete=not stopped.is_set())
 
 
-def write_good(spark: SparkSession, parsed: Parsed, stage: Staging, tag: str | None = None, mode: str = "errorifexists") -> None:
+def write_good(
+    spark: SparkSession, parsed: Parsed, stage: Staging, tag: str | None = None, mode: str = "errorifexists"
+) -> None:
     """Write the rows that land to staging, under the description their scan's metrics are found by."""
     with described(spark, main_query(stage), tag):
         parsed.good.write.mode(mode).parquet(str(stage.data))
@@ -240,7 +281,9 @@ def land(spark: SparkSession, spec: Spec, written: Written, stage: Staging) -> L
     return settle(spark, spec, parsed, stage, f"batch {batch.batch_id!r}", lines=scan.lines)
 
 
-def settle(spark: SparkSession, spec: Spec, parsed: Parsed, stage: Staging, what: str, *, lines: int | None = None) -> Landed:
+def settle(
+    spark: SparkSession, spec: Spec, parsed: Parsed, stage: Staging, what: str, *, lines: int | None = None
+) -> Landed:
     """Seal the good rows written to staging; quarantine the rest; check that the counts add up.
 
     Three counts come from three places: rows landed from the Parquet footers, rows quarantined from
@@ -266,8 +309,7 @@ def settle(spark: SparkSession, spec: Spec, parsed: Parsed, stage: Staging, what
     refused = quarantined.rows if quarantined else 0
     if data.rows + refused != rows_read:
         raise IntegrityError(
-            f"{what} of {spec.key}: counts do not add up: read {rows_read}, "
-            f"landed {data.rows}, quarantined {refused}"
+            f"{what} of {spec.key}: counts do not add up: read {rows_read}, landed {data.rows}, quarantined {refused}"
         )
     if refused:
         _enforce_bad_rows(spec, what, stage, rows_read, refused)

@@ -65,8 +65,12 @@ def ingest_table(
     with catalog.session() as session:
         catalog.register_spec(session, spec, request.requested_by, request.run_id, request.assurance)
         ledger.append(
-            session, actor=request.requested_by, action=ledger.Action.INGESTION_REQUESTED, asset=str(spec.key),
-            run_id=request.run_id, assurance=request.assurance,
+            session,
+            actor=request.requested_by,
+            action=ledger.Action.INGESTION_REQUESTED,
+            asset=str(spec.key),
+            run_id=request.run_id,
+            assurance=request.assurance,
             details={"source": place.namespace, "dataset": place.name, "since": since},
         )
     where = f"{spec.key} reads {place.name}"
@@ -81,10 +85,22 @@ def ingest_table(
             record_failure(catalog, spec.key, request, ledger.Action.INGESTION_FAILED, err, {"dataset": place.name})
             raise
         if plan.rows_without_mark:
-            progress(f"warning: {plan.rows_without_mark} row(s) of {place.name} have no {source.incremental.column}; "
-                     "an incremental read never reaches them")
-        return _land(spark, catalog, lake, spec, source, request, Reading(place, login, snap, plan),
-                     progress=progress, events=events, column_lineage=column_lineage)
+            progress(
+                f"warning: {plan.rows_without_mark} row(s) of {place.name} have no {source.incremental.column}; "
+                "an incremental read never reaches them"
+            )
+        return _land(
+            spark,
+            catalog,
+            lake,
+            spec,
+            source,
+            request,
+            Reading(place, login, snap, plan),
+            progress=progress,
+            events=events,
+            column_lineage=column_lineage,
+        )
 
 
 @dataclass(frozen=True)
@@ -98,13 +114,25 @@ class Reading:
 
 
 def _land(
-    spark: SparkSession, catalog: Catalog, lake: Lake, spec: Spec, source: JdbcSource, request: RunRequest,
-    reading: Reading, *, progress: Progress, events: Emitter, column_lineage: ColumnOptions | None,
+    spark: SparkSession,
+    catalog: Catalog,
+    lake: Lake,
+    spec: Spec,
+    source: JdbcSource,
+    request: RunRequest,
+    reading: Reading,
+    *,
+    progress: Progress,
+    events: Emitter,
+    column_lineage: ColumnOptions | None,
 ) -> VersionRow:
     place, snap, plan = reading.place, reading.snap, reading.plan
     table = Dataset(place.name, snap.taken_at.isoformat(), namespace=place.namespace)
     job = JobRun(str(spec.key), "INGESTION", request, [table])
-    with events.running(job, progress) as outputs, attempt(catalog, lake, spec.key, request, ledger.Action.INGESTION_FAILED) as (attempt_id, stage):
+    with (
+        events.running(job, progress) as outputs,
+        attempt(catalog, lake, spec.key, request, ledger.Action.INGESTION_FAILED) as (attempt_id, stage),
+    ):
         progress(f"reading {place.name} as of {snap.taken_at.isoformat()}{_range(source, plan)}, writing Parquet")
         with talking_to(place, reading.login):
             parsed = parse(read(spark, source, place, reading.login, snap, plan), spec, place)
@@ -115,10 +143,19 @@ def _land(
         quarantined = landed.quarantined.rows if landed.quarantined else 0
         progress(f"committing {landed.data.rows} rows ({quarantined} quarantined)")
         draft = Draft(
-            key=spec.key, zone=Zone.LANDING, attempt_id=attempt_id, run_id=request.run_id,
-            requested_by=request.requested_by, code_version=request.code_version, spec_hash=spec.hash,
-            table_schema=landed.frame.schema.json(), data=landed.data, rows_read=landed.rows_read,
-            quarantine=landed.quarantined, assurance=request.assurance, columns=columns,
+            key=spec.key,
+            zone=Zone.LANDING,
+            attempt_id=attempt_id,
+            run_id=request.run_id,
+            requested_by=request.requested_by,
+            code_version=request.code_version,
+            spec_hash=spec.hash,
+            table_schema=landed.frame.schema.json(),
+            data=landed.data,
+            rows_read=landed.rows_read,
+            quarantine=landed.quarantined,
+            assurance=request.assurance,
+            columns=columns,
             read=_record(source, reading),
         )
         row = commit(catalog, lake, stage, draft)
@@ -136,10 +173,16 @@ def _range(source: JdbcSource, plan: ReadPlan) -> str:
 def _record(source: JdbcSource, reading: Reading) -> RelationalRead:
     place, snap, plan = reading.place, reading.snap, reading.plan
     return RelationalRead(
-        namespace=place.namespace, name=place.name, url=place.url, snapshot_at=snap.taken_at,
-        table_name=source.table, query=source.statement or None,
+        namespace=place.namespace,
+        name=place.name,
+        url=place.url,
+        snapshot_at=snap.taken_at,
+        table_name=source.table,
+        query=source.statement or None,
         incremental_column=source.incremental.column if source.incremental else None,
-        high_water_from=plan.since, high_water_to=plan.until, rows_without_mark=plan.rows_without_mark,
-        partition_column=source.partition_column if plan.bounds else None, partitions=plan.partitions if plan.bounds else 1,
+        high_water_from=plan.since,
+        high_water_to=plan.until,
+        rows_without_mark=plan.rows_without_mark,
+        partition_column=source.partition_column if plan.bounds else None,
+        partitions=plan.partitions if plan.bounds else 1,
     )
-

@@ -39,8 +39,9 @@ class Materialized:
     columns: VersionColumns | None = None
 
 
-def pin_inputs(catalog: Catalog, spec: Spec, request: RunRequest,
-               pinned: Mapping[AssetKey, VersionRow] | None = None) -> dict[AssetKey, VersionRow]:
+def pin_inputs(
+    catalog: Catalog, spec: Spec, request: RunRequest, pinned: Mapping[AssetKey, VersionRow] | None = None
+) -> dict[AssetKey, VersionRow]:
     """The exact version of each input this run reads: those already `pinned`, and the others'."""
     pinned = pinned or {}
     return {key: pinned.get(key) or catalog.pinned(key, request.run_id, request.started_at) for key in spec.inputs}
@@ -78,13 +79,20 @@ def materialize(
     with catalog.session() as session:
         catalog.register_spec(session, spec, request.requested_by, request.run_id, request.assurance)
         ledger.append(
-            session, actor=request.requested_by, action=ledger.Action.MATERIALIZATION_REQUESTED,
-            asset=str(spec.key), run_id=request.run_id, assurance=request.assurance,
+            session,
+            actor=request.requested_by,
+            action=ledger.Action.MATERIALIZATION_REQUESTED,
+            asset=str(spec.key),
+            run_id=request.run_id,
+            assurance=request.assurance,
             details={"inputs": [v.ref for v in pins.values()], "transform": spec.body.transform},
         )
     inputs = _input_datasets(catalog, lake, pins) if events.enabled else {}
     job = JobRun(str(spec.key), "TRANSFORMATION", request, list(inputs.values()))
-    with events.running(job, progress) as outputs, attempt(catalog, lake, spec.key, request, ledger.Action.MATERIALIZATION_FAILED) as (attempt_id, stage):
+    with (
+        events.running(job, progress) as outputs,
+        attempt(catalog, lake, spec.key, request, ledger.Action.MATERIALIZATION_FAILED) as (attempt_id, stage),
+    ):
         result = _run_transform(spark, spec, pins)
         observation = observe(result, lake, spec.key, pins)
         for ref in observation.unread:
@@ -93,14 +101,25 @@ def materialize(
         warn_about(columns, progress)
         label_from = AssetKey.parse(spec.body.version_label_from) if spec.body.version_label_from else None
         draft = Draft(
-            key=spec.key, zone=Zone.INTEGRATION, attempt_id=attempt_id, run_id=request.run_id,
-            requested_by=request.requested_by, code_version=request.code_version, spec_hash=spec.hash,
-            table_schema=result.schema.json(), data=data, rows_read=data.rows,
+            key=spec.key,
+            zone=Zone.INTEGRATION,
+            attempt_id=attempt_id,
+            run_id=request.run_id,
+            requested_by=request.requested_by,
+            code_version=request.code_version,
+            spec_hash=spec.hash,
+            table_schema=result.schema.json(),
+            data=data,
+            rows_read=data.rows,
             label=pins[label_from].label if label_from else None,
             label_from=pins[label_from].ref if label_from else None,
-            assurance=request.assurance, inputs=list(pins.values()),
-            details={"transform": spec.body.transform, "inputs_read": list(observation.read),
-                     "inputs_unread": list(observation.unread)},
+            assurance=request.assurance,
+            inputs=list(pins.values()),
+            details={
+                "transform": spec.body.transform,
+                "inputs_read": list(observation.read),
+                "inputs_unread": list(observation.unread),
+            },
             columns=columns,
         )
         row = commit(catalog, lake, stage, draft)
@@ -109,7 +128,11 @@ def materialize(
 
 
 def _written(
-    result: DataFrame, folder: Path, lake: Lake, pins: dict[AssetKey, VersionRow], column_lineage: ColumnOptions | None,
+    result: DataFrame,
+    folder: Path,
+    lake: Lake,
+    pins: dict[AssetKey, VersionRow],
+    column_lineage: ColumnOptions | None,
 ) -> tuple[Sealed, VersionColumns | None]:
     """Write the result and seal it. Its column lineage only reads the plan, so a thread extracts it
     while the driver waits on Spark's write."""
@@ -136,4 +159,3 @@ def _run_transform(spark: SparkSession, spec: Spec, pins: dict[AssetKey, Version
             f"transform {spec.body.transform} of {spec.key} returned {type(result).__name__}, not a Spark DataFrame"
         )
     return result
-

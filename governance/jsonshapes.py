@@ -51,8 +51,9 @@ def _file_shape(file: DropFile) -> Hashable | None:
     with opened(file) as handle:
         data = handle.read()
     try:
-        document = json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_refuse_constant,
-                              parse_float=_float)
+        document = json.loads(
+            data.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_refuse_constant, parse_float=_float
+        )
         # Spark reads a top-level array as one record per element; the array still counts as a level.
         if isinstance(document, list):
             return ("array", frozenset(_shape(record, 2) for record in document))

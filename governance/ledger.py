@@ -85,15 +85,26 @@ def hashed_body(row: Mapping[str, Any]) -> str:
     """The hashed columns as canonical JSON. Written out here for the strings, integers and nulls
     that ledger columns hold, which takes half the time of the general encoder; exactly its output."""
     assurance = row.get("assurance")
-    values = (row["action"], row["actor"], row["asset_key"], assurance, row["details"], row["run_id"], row["seq"],
-              row["ts"], row["version"])
+    values = (
+        row["action"],
+        row["actor"],
+        row["asset_key"],
+        assurance,
+        row["details"],
+        row["run_id"],
+        row["seq"],
+        row["ts"],
+        row["version"],
+    )
     if any(type(value) not in _SCALARS for value in values):
         return CANONICAL.encode(_hashed_fields(row))
     # entries written before assurance was kept hash as they did: without it
     kept = "" if assurance is None else f'"assurance":{_scalar(assurance)},'
-    return (f'{{"action":{_scalar(row["action"])},"actor":{_scalar(row["actor"])},"asset":{_scalar(row["asset_key"])},'
-            f'{kept}"details":{_scalar(row["details"])},"run_id":{_scalar(row["run_id"])},"seq":{_scalar(row["seq"])},'
-            f'"ts":{_scalar(row["ts"])},"version":{_scalar(row["version"])}}}')
+    return (
+        f'{{"action":{_scalar(row["action"])},"actor":{_scalar(row["actor"])},"asset":{_scalar(row["asset_key"])},'
+        f'{kept}"details":{_scalar(row["details"])},"run_id":{_scalar(row["run_id"])},"seq":{_scalar(row["seq"])},'
+        f'"ts":{_scalar(row["ts"])},"version":{_scalar(row["version"])}}}'
+    )
 
 
 def _scalar(value: str | int | None) -> str:
@@ -130,7 +141,9 @@ def moment(value: str | datetime) -> str:
         try:
             value = datetime.fromisoformat(value)
         except ValueError as err:
-            raise InvalidInput(f"{value!r} is not an ISO 8601 date or time, e.g. 2026-11-22 or 2026-11-22T09:30") from err
+            raise InvalidInput(
+                f"{value!r} is not an ISO 8601 date or time, e.g. 2026-11-22 or 2026-11-22T09:30"
+            ) from err
     return timestamp(value if value.tzinfo else value.replace(tzinfo=UTC))
 
 
@@ -186,24 +199,44 @@ def append_many(session: Session, events: Sequence[Event]) -> list[Appended]:
     for event in events:
         seq += 1
         row = {
-            "seq": seq, "ts": ts, "actor": event.actor, "action": event.action, "asset_key": event.asset,
-            "version": event.version, "run_id": event.run_id,
+            "seq": seq,
+            "ts": ts,
+            "actor": event.actor,
+            "action": event.action,
+            "asset_key": event.asset,
+            "version": event.version,
+            "run_id": event.run_id,
             "details": DETAILS.encode(event.details or {}),
-            "prev_hash": prev, "assurance": str(event.assurance) if event.assurance is not None else None,
+            "prev_hash": prev,
+            "assurance": str(event.assurance) if event.assurance is not None else None,
         }
         row["hash"] = prev = row_hash(row["prev_hash"], row)
         rows.append(row)
     # The driver's own executemany: the ORM's unit of work, or even Core's parameter processing, costs
     # more per entry than SQLite's insert itself.
     connection = session.connection()
-    connection.exec_driver_sql(_insert_sql(connection.dialect.paramstyle), [tuple(row[c] for c in COLUMNS) for row in rows])
+    connection.exec_driver_sql(
+        _insert_sql(connection.dialect.paramstyle), [tuple(row[c] for c in COLUMNS) for row in rows]
+    )
     session.info[TAIL] = (id(session.get_transaction()), seq, prev)
     first = session.info.get(APPENDED, (rows[0]["seq"],))[0]
     session.info[APPENDED] = (first, seq, prev)
     return [Appended(row["seq"], row["hash"]) for row in rows]
 
 
-COLUMNS = ("seq", "ts", "actor", "action", "asset_key", "version", "run_id", "details", "prev_hash", "hash", "assurance")
+COLUMNS = (
+    "seq",
+    "ts",
+    "actor",
+    "action",
+    "asset_key",
+    "version",
+    "run_id",
+    "details",
+    "prev_hash",
+    "hash",
+    "assurance",
+)
 
 
 @cache
@@ -247,8 +280,13 @@ def head(session: Session) -> Head | None:
 
 def keep_head(session: Session, kept: Head) -> None:
     """Record the checkpoint file's new head: one statement, as a checkpoint is written often."""
-    values = {"ledger_id": kept.ledger, "lines": kept.lines, "last_line": kept.last_line, "mac": kept.mac,
-              "updated_at": datetime.now(UTC)}
+    values = {
+        "ledger_id": kept.ledger,
+        "lines": kept.lines,
+        "last_line": kept.last_line,
+        "mac": kept.mac,
+        "updated_at": datetime.now(UTC),
+    }
     connection = session.connection()
     if connection.execute(update(LedgerHead).where(LedgerHead.id == 1).values(values)).rowcount == 0:
         connection.execute(insert(LedgerHead).values(id=1, **values))
@@ -312,8 +350,9 @@ def _archived(session: Session, where: LedgerFilter) -> list[LedgerEntry]:
     seqs = list(session.exec(query))
     if not seqs:
         return []
-    rows = session.exec(select(LedgerSegmentRow).where(LedgerSegmentRow.last_seq >= seqs[0],
-                                                       LedgerSegmentRow.first_seq <= seqs[-1]))
+    rows = session.exec(
+        select(LedgerSegmentRow).where(LedgerSegmentRow.last_seq >= seqs[0], LedgerSegmentRow.first_seq <= seqs[-1])
+    )
     found: dict[int, dict[str, Any]] = {}
     for row in rows:
         segment = opened(Path(row.path))  # verify re-reads every file; queries may trust the cache
@@ -371,16 +410,22 @@ def verify(session: Session, checkpoints: Checkpoints | None = None, chunk: int 
         checkpoint = pinned.get(entry.seq)
         if checkpoint is not None:
             if checkpoint.hash != entry.hash:
-                return bad(entry.seq, f"its hash differs from the checkpoint of {checkpoint.ts}: "
-                                      "the chain up to here was rewritten")
+                return bad(
+                    entry.seq,
+                    f"its hash differs from the checkpoint of {checkpoint.ts}: the chain up to here was rewritten",
+                )
             matched += 1
         expected_seq, prev_hash = entry.seq + 1, entry.hash
     beyond = [seq for seq in pinned if seq >= expected_seq]
     if beyond:
         return bad(expected_seq, f"entries from {expected_seq} on are missing: a checkpoint names entry {max(beyond)}")
     if written and count and not written.end.lines and not problems:
-        problems += (f"{written.path} {'is empty' if written.exists else 'is missing'}, but the catalog "
-                     f"holds {count} entries: no checkpoint pins them"),
+        problems += (
+            (
+                f"{written.path} {'is empty' if written.exists else 'is missing'}, but the catalog "
+                f"holds {count} entries: no checkpoint pins them"
+            ),
+        )
     return Verification(count, checkpoints=matched, problems=problems, checkpoints_verified=verified)
 
 
@@ -406,9 +451,7 @@ def _scan(session: Session, chunk: int) -> Iterator[LedgerEntry | TornSegment]:
         after = row.last_seq
     while True:
         batch = list(
-            session.exec(
-                select(LedgerEntry).where(LedgerEntry.seq > after).order_by(col(LedgerEntry.seq)).limit(chunk)
-            )
+            session.exec(select(LedgerEntry).where(LedgerEntry.seq > after).order_by(col(LedgerEntry.seq)).limit(chunk))
         )
         yield from batch
         if len(batch) < chunk:

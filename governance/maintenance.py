@@ -38,9 +38,11 @@ class LedgerRetention:
         rollover_after = rollover_age(environ)
         retention_days = env_amount(environ, RETENTION_DAYS, "days")
         if retention_days is not None and timedelta(days=retention_days) < rollover_after:
-            raise InvalidInput(f"{RETENTION_DAYS}={retention_days:g} is shorter than the rollover age "
-                               f"({ROLLOVER_DAYS}, {rollover_after.total_seconds() / 86400:g} days): "
-                               "entries are aged off only once they have been rolled over")
+            raise InvalidInput(
+                f"{RETENTION_DAYS}={retention_days:g} is shorter than the rollover age "
+                f"({ROLLOVER_DAYS}, {rollover_after.total_seconds() / 86400:g} days): "
+                "entries are aged off only once they have been rolled over"
+            )
         return cls(
             rollover_after=rollover_after,
             keep_for=None if retention_days is None else timedelta(days=retention_days),
@@ -64,14 +66,29 @@ class MaintenanceReport:
     age_off: AgeOffReport | None
 
 
-def maintain(catalog: Catalog, folder: Path, retention: LedgerRetention, *, actor: str = MAINTENANCE,
-             assurance: Assurance = Assurance.SYSTEM, run_id: str | None = None,
-             progress: Progress = quiet) -> MaintenanceReport:
+def maintain(
+    catalog: Catalog,
+    folder: Path,
+    retention: LedgerRetention,
+    *,
+    actor: str = MAINTENANCE,
+    assurance: Assurance = Assurance.SYSTEM,
+    run_id: str | None = None,
+    progress: Progress = quiet,
+) -> MaintenanceReport:
     """Roll over, then age off when the retention says to; each segment aged off is a ledger entry
     in the name of `actor`."""
     rolled = rollover(catalog, folder, retention.rollover_after, progress=progress)
     aged = None
     if retention.ages_off:
-        aged = age_off(catalog, folder, older_than=retention.keep_for, max_bytes=retention.max_bytes,
-                       actor=actor, assurance=assurance, run_id=run_id, progress=progress)
+        aged = age_off(
+            catalog,
+            folder,
+            older_than=retention.keep_for,
+            max_bytes=retention.max_bytes,
+            actor=actor,
+            assurance=assurance,
+            run_id=run_id,
+            progress=progress,
+        )
     return MaintenanceReport(rolled, aged)

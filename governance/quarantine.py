@@ -18,7 +18,14 @@ MAX_JSON_DEPTH = 64
 # pattern, for Python here and for Java's regular expressions in Spark.
 CONTROL = "[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F]"
 _CONTROL = re.compile(CONTROL)
-_JSON_TYPES = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean", type(None): "null"}
+_JSON_TYPES = {
+    list: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "a boolean",
+    type(None): "null",
+}
 
 
 def explain_csv_record(raw: str | None, columns: list[Column], delimiter: str) -> str:

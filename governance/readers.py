@@ -106,7 +106,9 @@ def _names(names: list[str]) -> str:
     return listed + (f" and {more} more" if more > 0 else "")
 
 
-def _refused_rows(frame: DataFrame, reason: SparkColumn, raw: SparkColumn, detail: SparkColumn | None = None) -> DataFrame:
+def _refused_rows(
+    frame: DataFrame, reason: SparkColumn, raw: SparkColumn, detail: SparkColumn | None = None
+) -> DataFrame:
     """Refused rows as the quarantine keeps them. `record` reads every column, which also keeps
     Spark's CSV column pruning from skipping the parse that flags a malformed row. Spark gives the
     file as a URI: its path is decoded ('+' is a plain character in a URI's path)."""
@@ -162,8 +164,10 @@ def _read_json(spark: SparkSession, spec: Spec, batch: Batch, text: TextChecks) 
     leaves = _flatten(frame.schema)
     if not leaves:
         files = ", ".join(f.path.name for f in batch.files)
-        raise BatchError(f"batch {batch.batch_id!r} of {spec.key}: no line of {files} is a JSON object: "
-                         f"{_why_not_json(batch.files[0])}")
+        raise BatchError(
+            f"batch {batch.batch_id!r} of {spec.key}: no line of {files} is a JSON object: "
+            f"{_why_not_json(batch.files[0])}"
+        )
     _refuse_bad_fields(spec, batch, leaves)
     found = {name: leaf.column for name, leaf in leaves.items()}
     corrupt = F.col(CORRUPT) if CORRUPT in frame.columns else F.lit(None).cast("string")
@@ -187,7 +191,9 @@ def _read_json(spark: SparkSession, spec: Spec, batch: Batch, text: TextChecks) 
     # Rows read are this scan's own count: its filter must not be pushed into the reader, which
     # would skip rows before they are counted. A CASE on the corrupt-record column is not pushed.
     good = frame.filter(reason.isNull()).select(*outputs)
-    return Parsed(good, lambda: _refused_rows(frame, reason, raw, F.when(corrupt.isNotNull(), explain(corrupt)).otherwise(reason)))
+    return Parsed(
+        good, lambda: _refused_rows(frame, reason, raw, F.when(corrupt.isNotNull(), explain(corrupt)).otherwise(reason))
+    )
 
 
 def _json_frame(spark: SparkSession, spec: Spec, batch: Batch) -> DataFrame:
@@ -211,8 +217,10 @@ def _json_frame(spark: SparkSession, spec: Spec, batch: Batch) -> DataFrame:
             raise
         name = (err.getMessageParameters() or {}).get("columnName", "?").strip("`")
         files = ", ".join(f.path.name for f in batch.files)
-        raise BatchError(f"{files}: two fields are named {shown(name, 64)} but for case, which Spark cannot tell "
-                         "apart; rename one of them") from err
+        raise BatchError(
+            f"{files}: two fields are named {shown(name, 64)} but for case, which Spark cannot tell "
+            "apart; rename one of them"
+        ) from err
 
 
 def _why_not_json(file: DropFile) -> str:
@@ -273,13 +281,17 @@ def _refuse_bad_fields(spec: Spec, batch: Batch, leaves: dict[str, _Leaf]) -> No
     for names in by_case.values():
         if len(names) > 1:
             both = " and ".join(shown(name, 64) for name in sorted(names))
-            raise BatchError(f"{where}: fields {both} differ only in case, which Spark cannot tell apart; rename one of them")
+            raise BatchError(
+                f"{where}: fields {both} differ only in case, which Spark cannot tell apart; rename one of them"
+            )
 
 
 def _match_columns(spec: Spec, batch: Batch, found: list[str]) -> None:
     declared = [c.name for c in spec.body.columns]
     if set(declared) != set(found):
-        raise BatchError(f"batch {batch.batch_id!r} of {spec.key}: columns do not match the spec: {column_difference(declared, found)}")
+        raise BatchError(
+            f"batch {batch.batch_id!r} of {spec.key}: columns do not match the spec: {column_difference(declared, found)}"
+        )
 
 
 def _read_parquet(spark: SparkSession, spec: Spec, batch: Batch, text: TextChecks) -> Parsed:
@@ -292,7 +304,9 @@ def _read_parquet(spark: SparkSession, spec: Spec, batch: Batch, text: TextCheck
         if not expected:
             expected = actual
         elif actual != expected:
-            raise BatchError(f"{f.path}: Parquet schema does not match the spec of {spec.key}: {_schema_difference(expected, actual)}")
+            raise BatchError(
+                f"{f.path}: Parquet schema does not match the spec of {spec.key}: {_schema_difference(expected, actual)}"
+            )
         rows += footer.num_rows
     frame = spark.read.parquet(*literal_paths(batch))
     outputs = [F.col(_quoted(name)) for name, _ in expected]
@@ -312,12 +326,21 @@ def _read_raw(spark: SparkSession, spec: Spec, batch: Batch, text: TextChecks) -
     name = F.element_at(F.split(F.col("path"), "/"), -1)
     fetched = F.to_timestamp(F.regexp_extract(name, FETCHED_AT, 1), "yyyyMMdd'T'HHmmss.SSS")
     good = frame.select(
-        name.alias("file"), fetched.alias("fetched_at"), F.col("length").alias("bytes"),
-        F.sha2(F.col("content"), 256).alias("sha256"), F.col("content"),
+        name.alias("file"),
+        fetched.alias("fetched_at"),
+        F.col("length").alias("bytes"),
+        F.sha2(F.col("content"), 256).alias("sha256"),
+        F.col("content"),
     )
-    return Parsed(good, lambda: good.limit(0).select(
-        F.col("file"), F.lit(None).cast("string").alias("reason"), F.lit(None).cast("string").alias("record"),
-    ), RowCount(len(batch.files), exact=True))
+    return Parsed(
+        good,
+        lambda: good.limit(0).select(
+            F.col("file"),
+            F.lit(None).cast("string").alias("reason"),
+            F.lit(None).cast("string").alias("record"),
+        ),
+        RowCount(len(batch.files), exact=True),
+    )
 
 
 def _footer(file: DropFile) -> pq.FileMetaData:
@@ -325,8 +348,9 @@ def _footer(file: DropFile) -> pq.FileMetaData:
         try:
             return pq.read_metadata(handle)
         except (OSError, pa.ArrowException) as err:
-            raise BatchError(f"{file.path}: cannot be read as Parquet: its footer is damaged "
-                             f"({shown(str(err).strip(), 120)})") from err
+            raise BatchError(
+                f"{file.path}: cannot be read as Parquet: its footer is damaged ({shown(str(err).strip(), 120)})"
+            ) from err
 
 
 def _schema_difference(expected: list[tuple[str, str]], actual: list[tuple[str, str]]) -> str:
@@ -337,18 +361,23 @@ def _schema_difference(expected: list[tuple[str, str]], actual: list[tuple[str, 
     return column_difference(list(wanted), list(got))
 
 
-def value_checks(columns: list[Column], value: Callable[[str], SparkColumn], text: TextChecks) -> list[tuple[SparkColumn, SparkColumn]]:
+def value_checks(
+    columns: list[Column], value: Callable[[str], SparkColumn], text: TextChecks
+) -> list[tuple[SparkColumn, SparkColumn]]:
     """Checks of declared nullability and, where the scan found the need, of the text.
 
     Columns are built only for the checks due: each costs a call into the JVM."""
     checks = [
         (value(c.name).isNull(), F.lit(f"column {c.name} is null but declared not nullable"))
-        for c in columns if not c.nullable
+        for c in columns
+        if not c.nullable
     ]
     return checks + _text_checks([c.name for c in columns if c.type == "string"], value, text)
 
 
-def _text_checks(strings: list[str], value: Callable[[str], SparkColumn], text: TextChecks) -> list[tuple[SparkColumn, SparkColumn]]:
+def _text_checks(
+    strings: list[str], value: Callable[[str], SparkColumn], text: TextChecks
+) -> list[tuple[SparkColumn, SparkColumn]]:
     """Checks of the string columns' text: bytes that were not UTF-8, and control characters."""
     checks = []
     if text.utf8:
@@ -358,9 +387,13 @@ def _text_checks(strings: list[str], value: Callable[[str], SparkColumn], text: 
         ]
     if text.controls:
         checks += [
-            (F.coalesce(value(name).rlike(CONTROL), F.lit(False)),
-             F.concat(F.lit(f"column {name} holds control character U+"),
-                      F.lpad(F.hex(F.ascii(F.regexp_extract(value(name), CONTROL, 0))), 4, "0")))
+            (
+                F.coalesce(value(name).rlike(CONTROL), F.lit(False)),
+                F.concat(
+                    F.lit(f"column {name} holds control character U+"),
+                    F.lpad(F.hex(F.ascii(F.regexp_extract(value(name), CONTROL, 0))), 4, "0"),
+                ),
+            )
             for name in strings
         ]
     return checks

@@ -62,8 +62,10 @@ def credentials(spec: Spec, environ: Mapping[str, str]) -> Credentials:
         raise InvalidInput(f"{spec.key} is not read from a database")
     missing = [name for name in (source.user_env, source.password_env) if not environ.get(name)]
     if missing:
-        raise InvalidInput(f"{spec.file}: {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set: "
-                           f"the database's user and password for {spec.key} come from the environment")
+        raise InvalidInput(
+            f"{spec.file}: {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set: "
+            f"the database's user and password for {spec.key} come from the environment"
+        )
     return Credentials(environ[source.user_env], environ[source.password_env])
 
 
@@ -82,7 +84,11 @@ class Snapshot:
         """The database's name for the type of `column` of `relation` (int8, timestamptz, text…)."""
         statement = self.connection.createStatement()
         try:
-            return str(statement.executeQuery(f"SELECT {column} FROM {relation} WHERE false").getMetaData().getColumnTypeName(1))
+            return str(
+                statement.executeQuery(f"SELECT {column} FROM {relation} WHERE false")
+                .getMetaData()
+                .getColumnTypeName(1)
+            )
         finally:
             statement.close()
 
@@ -114,7 +120,9 @@ def snapshot(spark: SparkSession, place: Place, login: Credentials, where: str) 
             # timeout would end it, and the snapshot with it.
             statement.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
             statement.close()
-            snapshot_id, at = _row(connection, "SELECT pg_export_snapshot(), to_char(now(), 'YYYY-MM-DD\"T\"HH24:MI:SS.US')")
+            snapshot_id, at = _row(
+                connection, "SELECT pg_export_snapshot(), to_char(now(), 'YYYY-MM-DD\"T\"HH24:MI:SS.US')"
+            )
         if not snapshot_id or not SNAPSHOT_ID.fullmatch(snapshot_id):
             raise SourceRefused(f"{where}: {place.url} did not export a snapshot to read in")
         yield Snapshot(connection, snapshot_id, datetime.fromisoformat(at).replace(tzinfo=UTC))
@@ -195,8 +203,10 @@ def plan_read(snap: Snapshot, source: JdbcSource, since: str | None, name: str) 
         column = quoted(source.incremental.column)
         kind = snap.type_of(column, relation(source))
         if kind not in MARKABLE:
-            raise SourceRefused(f"{name}: column {source.incremental.column} is {kind} in the database; an incremental "
-                                "read needs an integer, date or timestamp column, whose order is the values' order")
+            raise SourceRefused(
+                f"{name}: column {source.incremental.column} is {kind} in the database; an incremental "
+                "read needs an integer, date or timestamp column, whose order is the values' order"
+            )
         after = f" WHERE {column} > {literal(since)}" if since else ""
         until, nulls = snap.row(
             f"SELECT (SELECT max({column})::text FROM {relation(source)}{after}), "
@@ -213,14 +223,18 @@ def plan_read(snap: Snapshot, source: JdbcSource, since: str | None, name: str) 
     if source.lower_bound is not None and source.upper_bound is not None:
         return ReadPlan(since, until, without, (source.lower_bound, source.upper_bound), partitions)
     column = quoted(source.partition_column)
-    low, high = snap.row(f"SELECT min({column})::text, max({column})::text FROM {relation(source)}{marked(source, plan)}")
+    low, high = snap.row(
+        f"SELECT min({column})::text, max({column})::text FROM {relation(source)}{marked(source, plan)}"
+    )
     if low is None or high is None or low == high:
         return plan
     try:
         return ReadPlan(since, until, without, (int(low), int(high)), partitions)
     except ValueError as err:
-        raise SourceRefused(f"{name}: partition_column {source.partition_column} holds {shown(low)}, not a whole "
-                            "number; split the read on an integer column") from err
+        raise SourceRefused(
+            f"{name}: partition_column {source.partition_column} holds {shown(low)}, not a whole "
+            "number; split the read on an integer column"
+        ) from err
 
 
 def relation(source: JdbcSource) -> str:
@@ -249,7 +263,9 @@ def literal(mark: str | None) -> str:
     return f"'{mark}'"
 
 
-def read(spark: SparkSession, source: JdbcSource, place: Place, login: Credentials, snap: Snapshot, plan: ReadPlan) -> DataFrame:
+def read(
+    spark: SparkSession, source: JdbcSource, place: Place, login: Credentials, snap: Snapshot, plan: ReadPlan
+) -> DataFrame:
     """The rows of the plan as a DataFrame; each of its connections reads the snapshot `snap`.
 
     Filters stay in Spark (pushDownPredicate off): the checks' filters, pushed into the database,
@@ -264,13 +280,20 @@ def read(spark: SparkSession, source: JdbcSource, place: Place, login: Credentia
         .option("fetchsize", str(source.fetch_size))
         .option("pushDownPredicate", "false")
         # A fetch size turns the driver's autocommit off, so these open the transaction that reads.
-        .option("sessionInitStatement", "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY; "
-                                        f"SET TRANSACTION SNAPSHOT '{snap.snapshot_id}'")
+        .option(
+            "sessionInitStatement",
+            "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY; "
+            f"SET TRANSACTION SNAPSHOT '{snap.snapshot_id}'",
+        )
     )
     if plan.bounds is not None and source.partition_column:
         low, high = plan.bounds
-        reader = (reader.option("partitionColumn", source.partition_column).option("lowerBound", str(low))
-                  .option("upperBound", str(high)).option("numPartitions", str(plan.partitions)))
+        reader = (
+            reader.option("partitionColumn", source.partition_column)
+            .option("lowerBound", str(low))
+            .option("upperBound", str(high))
+            .option("numPartitions", str(plan.partitions))
+        )
     return reader.load()
 
 
@@ -280,8 +303,10 @@ def parse(frame: DataFrame, spec: Spec, place: Place) -> Parsed:
     found = {f.name: f.dataType for f in frame.schema.fields}
     declared = [c.name for c in spec.body.columns]
     if set(declared) != set(found):
-        raise SourceRefused(f"{place.name} does not have the columns of the spec of {spec.key}: "
-                            f"{column_difference(declared, list(found))}")
+        raise SourceRefused(
+            f"{place.name} does not have the columns of the spec of {spec.key}: "
+            f"{column_difference(declared, list(found))}"
+        )
     converted: dict[str, Column] = {}
     conversions = []
     for column in spec.body.columns:
@@ -289,8 +314,10 @@ def parse(frame: DataFrame, spec: Spec, place: Place) -> Parsed:
         if have == want:
             continue
         if not _convertible(have, want):
-            raise SourceRefused(f"{place.name}: column {column.name} is {have.simpleString()} in the database; "
-                                f"the spec of {spec.key} declares {column.type}, which it cannot be converted to")
+            raise SourceRefused(
+                f"{place.name}: column {column.name} is {have.simpleString()} in the database; "
+                f"the spec of {spec.key} declares {column.type}, which it cannot be converted to"
+            )
         value = F.col(column.name)
         cast = converted[column.name] = value.try_cast(want)
         lost = (value.isNotNull() & cast.isNull()) | _changed(value, cast, have, want)
@@ -308,7 +335,9 @@ def parse(frame: DataFrame, spec: Spec, place: Place) -> Parsed:
     def refused() -> DataFrame:
         raw = F.to_json(F.struct(*[F.col("`" + name.replace("`", "``") + "`") for name in found]))
         why = reason()
-        return frame.filter(why.isNotNull()).select(F.lit(place.name).alias("file"), why.alias("reason"), raw.alias("record"))
+        return frame.filter(why.isNotNull()).select(
+            F.lit(place.name).alias("file"), why.alias("reason"), raw.alias("record")
+        )
 
     if conversions:
         return Parsed(checked(), refused)

@@ -66,7 +66,9 @@ def versions_table(asset: str, rows: list[VersionRow], total: int | None = None,
     if not rows:
         return Group(Text(f"Versions of {asset}"), Text(_page_caption(rows, total) or "no version yet"))
     cells = {name: [cell(row) for row in rows] for name, (_, cell) in VERSION_COLUMNS.items()}
-    widths = {name: max([cell_len(name), *(text.cell_len for text in values)]) + PADDED for name, values in cells.items()}
+    widths = {
+        name: max([cell_len(name), *(text.cell_len for text in values)]) + PADDED for name, values in cells.items()
+    }
     empty = [name for name in ("label", "quarantined", "state") if {text.plain for text in cells[name]} <= SAYS_NOTHING]
     shown, dropped = list(VERSION_COLUMNS), []
     for name in dict.fromkeys([*empty, *GIVE_WAY]):
@@ -76,15 +78,21 @@ def versions_table(asset: str, rows: list[VersionRow], total: int | None = None,
         dropped.append(name)
     table = Table(title=f"Versions of {asset}", title_justify="left")
     for name in shown:
-        table.add_column(name, justify=VERSION_COLUMNS[name][0], no_wrap=name not in FOLDED,
-                         overflow="fold" if name in FOLDED else "ellipsis")
+        table.add_column(
+            name,
+            justify=VERSION_COLUMNS[name][0],
+            no_wrap=name not in FOLDED,
+            overflow="fold" if name in FOLDED else "ellipsis",
+        )
     for row_cells in zip(*(cells[name] for name in shown)):
         table.add_row(*row_cells)
     nothing = [name for name in dropped if name in empty]
     narrow = [name for name in dropped if name not in empty]
-    notes = [_page_caption(rows, total),
-             f"not shown, with nothing in them on this page: {', '.join(nothing)}" if nothing else None,
-             f"not shown at this width: {', '.join(narrow)}" if narrow else None]
+    notes = [
+        _page_caption(rows, total),
+        f"not shown, with nothing in them on this page: {', '.join(nothing)}" if nothing else None,
+        f"not shown at this width: {', '.join(narrow)}" if narrow else None,
+    ]
     return Group(table, *(Text(note) for note in notes if note))
 
 
@@ -114,8 +122,11 @@ def lineage_summary(summary: LineageSummary) -> Group:
         table.add_column(column, justify="left" if column == "asset" else "right")
     for asset, depth, count in summary.counts:
         table.add_row(str(depth), escape(asset), f"{count:,}")
-    return Group(Text(f"{what} of {summary.root}: {summary.versions:,} versions"), table,
-                 Text("too many to show as a tree: --all shows it whole, --depth K a part"))
+    return Group(
+        Text(f"{what} of {summary.root}: {summary.versions:,} versions"),
+        table,
+        Text("too many to show as a tree: --all shows it whole, --depth K a part"),
+    )
 
 
 def lineage_tree(lineage: Lineage) -> Tree:
@@ -146,8 +157,10 @@ def _read_label(read: dict) -> str:
         start = f"after {read['high_water_from']} " if read["high_water_from"] else ""
         marks = f", {escape(read['incremental_column'])} {escape(start)}up to {escape(read['high_water_to'] or '')}"
     query = f"\n[dim]query[/] {escape(read['query'])}" if read["query"] else ""
-    return (f"[dim]table[/] {escape(read['name'])}  [dim]{escape(read['namespace'])} as of "
-            f"{read['snapshot_at'][:19]}{marks}[/]{query}")
+    return (
+        f"[dim]table[/] {escape(read['name'])}  [dim]{escape(read['namespace'])} as of "
+        f"{read['snapshot_at'][:19]}{marks}[/]{query}"
+    )
 
 
 def _node_label(node: VersionNode) -> str:
@@ -288,7 +301,9 @@ def origins_tree(ref: str, column: str, found: list[Origin]) -> Tree:
             _add_files(tree.add(f"{label}\n{_edges(origin.edges)}"), origin.batch)
         else:
             why = NOT_RECORDED if origin.ending is Ending.NOT_RECORDED else NO_INPUT
-            tree.add(f"[bold]{escape(origin.version.ref)}.{escape(origin.field)}[/] [dim]({why})[/]\n{_edges(origin.edges)}")
+            tree.add(
+                f"[bold]{escape(origin.version.ref)}.{escape(origin.field)}[/] [dim]({why})[/]\n{_edges(origin.edges)}"
+            )
     return tree
 
 
@@ -301,7 +316,11 @@ def ledger_lines(entries: list[LedgerEntry]) -> list[str]:
             target += f"@{entry.version}"
         run = f" run {short(entry.run_id, 8)}" if entry.run_id else ""
         who = f"{entry.actor} ({entry.assurance})" if entry.assurance else entry.actor
-        lines.append(printable(f"{entry.seq:>6}  {entry.ts[:19].replace('T', ' ')}  {who:<22} {entry.action:<26} {target}{run}  {_details(entry.details)}"))
+        lines.append(
+            printable(
+                f"{entry.seq:>6}  {entry.ts[:19].replace('T', ' ')}  {who:<22} {entry.action:<26} {target}{run}  {_details(entry.details)}"
+            )
+        )
     return lines
 
 
@@ -324,11 +343,20 @@ def rows_table(ref: str, table: pa.Table, total: int) -> Table:
 
 
 def access_table(view: AccessView) -> Table:
-    rules = [view.classification] + (["pii"] if view.pii else []) + (["verified identity required"] if view.needs_verified else [])
-    table = Table(title=f"Access to {view.asset} ({', '.join(rules)})", title_justify="left",
-                  caption=escape(f"purge and policy settings: admin group {view.admin_group} ({', '.join(view.admins) or 'no members'}); "
-                                 f"auditors: {view.auditor_group} ({', '.join(view.auditors) or 'no members'})"),
-                  caption_justify="left")
+    rules = (
+        [view.classification]
+        + (["pii"] if view.pii else [])
+        + (["verified identity required"] if view.needs_verified else [])
+    )
+    table = Table(
+        title=f"Access to {view.asset} ({', '.join(rules)})",
+        title_justify="left",
+        caption=escape(
+            f"purge and policy settings: admin group {view.admin_group} ({', '.join(view.admins) or 'no members'}); "
+            f"auditors: {view.auditor_group} ({', '.join(view.auditors) or 'no members'})"
+        ),
+        caption_justify="left",
+    )
     for column in ("role", "group", "members", "may"):
         table.add_column(column)
     for role in view.roles:
@@ -367,7 +395,11 @@ def spec_edits(edits: list[dict]) -> Text:
         if edit["retired"]:
             where = f"file gone, in force {short(edit['old_hash'])}"
         else:
-            hashes = f"new, {short(edit['new_hash'])}" if edit["new"] else f"{short(edit['old_hash'])} -> {short(edit['new_hash'])}"
+            hashes = (
+                f"new, {short(edit['new_hash'])}"
+                if edit["new"]
+                else f"{short(edit['old_hash'])} -> {short(edit['new_hash'])}"
+            )
             where = f"{edit['file']}, {hashes}"
         text.append(printable(f"{edit['asset']}  ({where})"), style="bold")
         text.append("".join(f"\n  {printable(line)}" for line in edit["changes"]))
@@ -406,10 +438,18 @@ def spec_history(entries: list[dict]) -> Table:
     for column in ("applied at", "by", "identity", "hash", "changes", "git commit"):
         table.add_column(column)
     for entry in entries:
-        changes = "\n".join(entry["changes"][:10]) + (f"\n… {len(entry['changes']) - 10} more" if len(entry["changes"]) > 10 else "")
+        changes = "\n".join(entry["changes"][:10]) + (
+            f"\n… {len(entry['changes']) - 10} more" if len(entry["changes"]) > 10 else ""
+        )
         commit = f"{short(entry['git_commit'])} {entry['git_author']}" if entry["git_commit"] else "-"
-        table.add_row(entry["applied_at"], escape(entry["applied_by"]), entry["assurance"], short(entry["spec_hash"]) or "retired",
-                      escape(changes), escape(commit))
+        table.add_row(
+            entry["applied_at"],
+            escape(entry["applied_by"]),
+            entry["assurance"],
+            short(entry["spec_hash"]) or "retired",
+            escape(changes),
+            escape(commit),
+        )
     return table
 
 
@@ -424,11 +464,17 @@ def catalog_listing(entries: list[AssetEntry]) -> Group:
     blocks: list[Text] = [Text(f"Catalog: {len(entries):,} asset{'s' if len(entries) != 1 else ''}\n", style="bold")]
     for entry in entries:
         marks = [mark for mark, on in (("retired", entry.retired), ("critical version", entry.critical)) if on]
-        facts = [entry.zone, entry.classification + (", pii" if entry.pii else ""),
-                 f"{entry.versions:,} version{'s' if entry.versions != 1 else ''}", *marks]
+        facts = [
+            entry.zone,
+            entry.classification + (", pii" if entry.pii else ""),
+            f"{entry.versions:,} version{'s' if entry.versions != 1 else ''}",
+            *marks,
+        ]
         block = Text.assemble((printable(entry.key), "bold"), "  ", (" · ".join(facts), "dim"), "\n")
         block.append(f"  {printable(entry.description)}\n")
-        block.append(f"  owner {printable(entry.owner)} · producer {printable(entry.producer)} · consumer {printable(entry.consumer)}\n")
+        block.append(
+            f"  owner {printable(entry.owner)} · producer {printable(entry.producer)} · consumer {printable(entry.consumer)}\n"
+        )
         block.append(f"  newest {_newest(entry)}\n")
         blocks.append(block)
     return Group(*blocks)
@@ -439,8 +485,10 @@ def _newest(entry: AssetEntry) -> str:
     if newest is None:
         return "version: none committed"
     label = f" label {printable(newest.label)}" if newest.label else ""
-    return (f"@{newest.number}{label}: {newest.rows:,} rows, {newest.created_at.strftime('%Y-%m-%d %H:%M')}, "
-            f"for {printable(newest.requested_by)}")
+    return (
+        f"@{newest.number}{label}: {newest.rows:,} rows, {newest.created_at.strftime('%Y-%m-%d %H:%M')}, "
+        f"for {printable(newest.requested_by)}"
+    )
 
 
 def asset_detail(found: AssetDetail, width: int | None = None) -> Group:
@@ -451,12 +499,18 @@ def asset_detail(found: AssetDetail, width: int | None = None) -> Group:
     for column in ("name", "type", "nullable", "description"):
         columns.add_column(column)
     for column in found.columns:
-        columns.add_row(escape(column["name"]), escape(column["type"]), "yes" if column.get("nullable", True) else "no",
-                        escape(column.get("description", "")))
+        columns.add_row(
+            escape(column["name"]),
+            escape(column["type"]),
+            "yes" if column.get("nullable", True) else "no",
+            escape(column.get("description", "")),
+        )
     if not found.spec.get("columns"):
         columns.title = "Columns (as the newest version was written; the spec declares none)"
     parts = [head, columns] if found.columns else [head]
-    parts.append(versions_table(entry.key, list(found.versions), width=width) if found.versions else Text("no version yet"))
+    parts.append(
+        versions_table(entry.key, list(found.versions), width=width) if found.versions else Text("no version yet")
+    )
     parts.append(Text(printable(spec_yaml(entry.key, entry.spec_hash, found.spec), keep="\n")))
     return Group(*parts)
 

@@ -71,7 +71,12 @@ def _all_asset_keys(lake: Lake) -> list[AssetKey]:
     for zone in PUBLISHED_ZONES:
         zone_root = lake.root / zone.value
         if zone_root.is_dir():
-            keys |= {AssetKey(domain.name, asset.name) for domain in zone_root.iterdir() if domain.is_dir() for asset in domain.iterdir()}
+            keys |= {
+                AssetKey(domain.name, asset.name)
+                for domain in zone_root.iterdir()
+                if domain.is_dir()
+                for asset in domain.iterdir()
+            }
     return sorted(keys)
 
 
@@ -91,9 +96,17 @@ def _roll_back(catalog: Catalog, attempt: Attempt, actor: str) -> None:
     with catalog.session() as session:
         catalog.finish_attempt(session, attempt.id, "aborted", error="interrupted; rolled back by repair")
         ledger.append(
-            session, actor=actor, action=ledger.Action.ATTEMPT_ROLLED_BACK, asset=attempt.asset_key,
-            run_id=attempt.run_id, assurance=Assurance.SYSTEM,
-            details={"attempt": attempt.id, "requested_by": attempt.requested_by, "started_at": attempt.started_at.isoformat()},
+            session,
+            actor=actor,
+            action=ledger.Action.ATTEMPT_ROLLED_BACK,
+            asset=attempt.asset_key,
+            run_id=attempt.run_id,
+            assurance=Assurance.SYSTEM,
+            details={
+                "attempt": attempt.id,
+                "requested_by": attempt.requested_by,
+                "started_at": attempt.started_at.isoformat(),
+            },
         )
 
 

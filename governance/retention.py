@@ -35,7 +35,9 @@ class StatusChange:
     purged_upstream: tuple[str, ...]
 
 
-def set_status(catalog: Catalog, ref: VersionRef, status: Criticality, actor: str, assurance: str | None = None) -> StatusChange:
+def set_status(
+    catalog: Catalog, ref: VersionRef, status: Criticality, actor: str, assurance: str | None = None
+) -> StatusChange:
     """Mark a version critical (it and everything upstream become protected) or normal again."""
     row = catalog.version(ref)
     with catalog.session() as session:
@@ -47,10 +49,22 @@ def set_status(catalog: Catalog, ref: VersionRef, status: Criticality, actor: st
         current.criticality = status.value
         session.add(current)
         upstream = _upstream_rows(session, current.id)
-        gone = tuple(sorted(f"{asset}@{number}" for asset, number, state in upstream if state != VersionStatus.COMMITTED))
+        gone = tuple(
+            sorted(f"{asset}@{number}" for asset, number, state in upstream if state != VersionStatus.COMMITTED)
+        )
         ledger.append(
-            session, actor=actor, action=ledger.Action.STATUS_CHANGED, asset=row.asset_key, version=row.number, assurance=assurance,
-            details={"from": before, "to": status.value, "upstream_versions": len(upstream), "upstream_purged": list(gone)},
+            session,
+            actor=actor,
+            action=ledger.Action.STATUS_CHANGED,
+            asset=row.asset_key,
+            version=row.number,
+            assurance=assurance,
+            details={
+                "from": before,
+                "to": status.value,
+                "upstream_versions": len(upstream),
+                "upstream_purged": list(gone),
+            },
         )
     return StatusChange(str(ref), before, status.value, len(upstream) - len(gone), gone)
 
@@ -96,7 +110,9 @@ def expired(rows: list[VersionRow], retention: Retention, now: datetime) -> list
     """
     if retention.keep_versions is None and retention.max_age_days is None:
         return []
-    newest_first = sorted((r for r in rows if r.status == VersionStatus.COMMITTED), key=lambda r: r.number, reverse=True)
+    newest_first = sorted(
+        (r for r in rows if r.status == VersionStatus.COMMITTED), key=lambda r: r.number, reverse=True
+    )
     found = []
     for rank, row in enumerate(newest_first):
         if rank == 0:
@@ -193,8 +209,9 @@ def _by_retention(
     return candidates
 
 
-def _finish(catalog: Catalog, lake: Lake, version_id: int, reason: str, actor: str, progress: Progress,
-            assurance: str | None) -> None:
+def _finish(
+    catalog: Catalog, lake: Lake, version_id: int, reason: str, actor: str, progress: Progress, assurance: str | None
+) -> None:
     with catalog.session() as session:
         row = session.get(VersionRow, version_id)
     progress(f"purging {row.ref}: {reason}")
@@ -208,9 +225,20 @@ def _finish(catalog: Catalog, lake: Lake, version_id: int, reason: str, actor: s
         row.status, row.purged_at = VersionStatus.PURGED.value, utcnow()
         session.add(row)
         ledger.append(
-            session, actor=actor, action=ledger.Action.VERSION_PURGED, asset=row.asset_key, version=row.number, assurance=assurance,
-            details={"reason": reason, "bytes": row.bytes, "rows": row.rows, "path": row.path,
-                     "quarantine_path": row.quarantine_path, "data_version": row.data_version},
+            session,
+            actor=actor,
+            action=ledger.Action.VERSION_PURGED,
+            asset=row.asset_key,
+            version=row.number,
+            assurance=assurance,
+            details={
+                "reason": reason,
+                "bytes": row.bytes,
+                "rows": row.rows,
+                "path": row.path,
+                "quarantine_path": row.quarantine_path,
+                "data_version": row.data_version,
+            },
         )
 
 
@@ -222,4 +250,6 @@ def _delete(lake: Lake, folder: Path, ref: str) -> None:
     except FileNotFoundError:
         return
     except OSError as err:
-        raise EnvironmentProblem(f"cannot delete {target} of {ref}: {err.strerror or err}; run the purge again") from err
+        raise EnvironmentProblem(
+            f"cannot delete {target} of {ref}: {err.strerror or err}; run the purge again"
+        ) from err

@@ -49,8 +49,15 @@ class RolloverReport:
     removed: list[str] = field(default_factory=list)
 
 
-def rollover(catalog: Catalog, folder: Path, older_than: timedelta, *, now: datetime | None = None,
-             per_segment: int = PER_SEGMENT, progress: Progress = quiet) -> RolloverReport:
+def rollover(
+    catalog: Catalog,
+    folder: Path,
+    older_than: timedelta,
+    *,
+    now: datetime | None = None,
+    per_segment: int = PER_SEGMENT,
+    progress: Progress = quiet,
+) -> RolloverReport:
     """Move the hot table's oldest entries, those older than `older_than`, into segments."""
     cutoff = ledger.timestamp((now or utcnow()) - older_than)
     report = RolloverReport()
@@ -124,14 +131,24 @@ def _adopt(catalog: Catalog, segment: Segment, rows: list[dict] | None = None) -
     `rows` are the entries just written, when at hand; else they are read back from the file."""
     archived = [{name: row[name] for name in SEARCHABLE} for row in (rows if rows is not None else segment.entries())]
     with catalog.session() as session:
-        session.add(LedgerSegmentRow(
-            first_seq=segment.first_seq, last_seq=segment.last_seq, path=str(segment.path.absolute()),
-            entries=len(archived), bytes=segment.path.stat().st_size, last_hash=segment.last_hash, created_at=utcnow(),
-            last_ts=archived[-1]["ts"],
-        ))
+        session.add(
+            LedgerSegmentRow(
+                first_seq=segment.first_seq,
+                last_seq=segment.last_seq,
+                path=str(segment.path.absolute()),
+                entries=len(archived),
+                bytes=segment.path.stat().st_size,
+                last_hash=segment.last_hash,
+                created_at=utcnow(),
+                last_ts=archived[-1]["ts"],
+            )
+        )
         session.execute(insert(ArchivedEntry), archived)
-        session.execute(delete(LedgerEntry).where(col(LedgerEntry.seq) >= segment.first_seq,
-                                                  col(LedgerEntry.seq) <= segment.last_seq))
+        session.execute(
+            delete(LedgerEntry).where(
+                col(LedgerEntry.seq) >= segment.first_seq, col(LedgerEntry.seq) <= segment.last_seq
+            )
+        )
 
 
 @dataclass
@@ -142,14 +159,25 @@ class AgeOffReport:
     horizon: int | None = None
 
 
-def age_off(catalog: Catalog, folder: Path, *, older_than: timedelta | None = None, max_bytes: int | None = None,
-            now: datetime | None = None, actor: str = MAINTENANCE, assurance: Assurance = Assurance.SYSTEM,
-            run_id: str | None = None, progress: Progress = quiet) -> AgeOffReport:
+def age_off(
+    catalog: Catalog,
+    folder: Path,
+    *,
+    older_than: timedelta | None = None,
+    max_bytes: int | None = None,
+    now: datetime | None = None,
+    actor: str = MAINTENANCE,
+    assurance: Assurance = Assurance.SYSTEM,
+    run_id: str | None = None,
+    progress: Progress = quiet,
+) -> AgeOffReport:
     """Delete the oldest segments: those whose newest entry is older than `older_than`, and then as
     many more as it takes to bring the segments to 90 % of `max_bytes` when they exceed it. Each
     deletion is a `ledger.aged_off` entry, committed with the new horizon."""
     if catalog.checkpoints is None:
-        raise InvalidInput("age-off records where the ledger now begins in the checkpoint file, and this catalog has none")
+        raise InvalidInput(
+            "age-off records where the ledger now begins in the checkpoint file, and this catalog has none"
+        )
     cutoff = ledger.timestamp((now or utcnow()) - older_than) if older_than is not None else None
     report = AgeOffReport()
     with file_lock(folder / ".rollover.lock"):
@@ -159,17 +187,30 @@ def age_off(catalog: Catalog, folder: Path, *, older_than: timedelta | None = No
         for row in _expired(segments, cutoff, max_bytes):
             catalog.record_checkpoint(row.last_seq, row.last_hash, aged_off=True)
             with catalog.session() as session:
-                session.execute(delete(ArchivedEntry).where(col(ArchivedEntry.seq) >= row.first_seq,
-                                                            col(ArchivedEntry.seq) <= row.last_seq))
+                session.execute(
+                    delete(ArchivedEntry).where(
+                        col(ArchivedEntry.seq) >= row.first_seq, col(ArchivedEntry.seq) <= row.last_seq
+                    )
+                )
                 session.execute(delete(LedgerSegmentRow).where(col(LedgerSegmentRow.first_seq) == row.first_seq))
                 session.add(LedgerHorizon(seq=row.last_seq, hash=row.last_hash, aged_off_at=utcnow()))
-                ledger.append(session, actor=actor, action=ledger.Action.LEDGER_AGED_OFF, run_id=run_id,
-                              assurance=assurance, details={
-                                  "segment": Path(row.path).name, "first_seq": row.first_seq, "last_seq": row.last_seq,
-                                  "entries": row.entries, "bytes": row.bytes, "last_ts": row.last_ts,
-                                  "older_than_days": older_than.total_seconds() / 86400 if older_than is not None else None,
-                                  "max_bytes": max_bytes,
-                              })
+                ledger.append(
+                    session,
+                    actor=actor,
+                    action=ledger.Action.LEDGER_AGED_OFF,
+                    run_id=run_id,
+                    assurance=assurance,
+                    details={
+                        "segment": Path(row.path).name,
+                        "first_seq": row.first_seq,
+                        "last_seq": row.last_seq,
+                        "entries": row.entries,
+                        "bytes": row.bytes,
+                        "last_ts": row.last_ts,
+                        "older_than_days": older_than.total_seconds() / 86400 if older_than is not None else None,
+                        "max_bytes": max_bytes,
+                    },
+                )
             Path(row.path).unlink(missing_ok=True)
             progress(f"aged off {Path(row.path).name}: {row.entries:,} entries, {row.bytes:,} B")
             report.segments.append(Path(row.path).name)

@@ -54,7 +54,9 @@ class RunRequest:
 
 
 @contextmanager
-def attempt(catalog: Catalog, lake: Lake, key: AssetKey, request: RunRequest, failed_action: str) -> Iterator[tuple[str, Staging]]:
+def attempt(
+    catalog: Catalog, lake: Lake, key: AssetKey, request: RunRequest, failed_action: str
+) -> Iterator[tuple[str, Staging]]:
     """A locked staging folder and an attempt row; a failure is recorded in the ledger, then re-raised."""
     attempt_id = new_attempt_id()
     with lake.staging(attempt_id) as stage:
@@ -66,14 +68,22 @@ def attempt(catalog: Catalog, lake: Lake, key: AssetKey, request: RunRequest, fa
             raise
 
 
-def _fail_attempt(catalog: Catalog, attempt_id: str, key: AssetKey, request: RunRequest, action: str, err: BaseException) -> None:
+def _fail_attempt(
+    catalog: Catalog, attempt_id: str, key: AssetKey, request: RunRequest, action: str, err: BaseException
+) -> None:
     with catalog.session() as session:
         catalog.finish_attempt(session, attempt_id, "failed", error=_reason(err))
         _append_failure(session, key, request, action, err, {"attempt": attempt_id})
 
 
-def record_failure(catalog: Catalog, key: AssetKey, request: RunRequest, action: str, err: BaseException,
-                   details: Mapping[str, Any] | None = None) -> None:
+def record_failure(
+    catalog: Catalog,
+    key: AssetKey,
+    request: RunRequest,
+    action: str,
+    err: BaseException,
+    details: Mapping[str, Any] | None = None,
+) -> None:
     """A request that failed before it had an attempt: a ledger entry with its reason."""
     with catalog.session() as session:
         _append_failure(session, key, request, action, err, details or {})
@@ -83,8 +93,15 @@ def _reason(err: BaseException) -> str:
     return str(err) if isinstance(err, CustodyError) else f"{type(err).__name__}: {err}"
 
 
-def _append_failure(session, key: AssetKey, request: RunRequest, action: str, err: BaseException, details: Mapping[str, Any]) -> None:
+def _append_failure(
+    session, key: AssetKey, request: RunRequest, action: str, err: BaseException, details: Mapping[str, Any]
+) -> None:
     ledger.append(
-        session, actor=request.requested_by, action=action, asset=str(key), run_id=request.run_id,
-        assurance=request.assurance, details={"error": _reason(err)[:2000], "error_type": type(err).__name__, **details},
+        session,
+        actor=request.requested_by,
+        action=action,
+        asset=str(key),
+        run_id=request.run_id,
+        assurance=request.assurance,
+        details={"error": _reason(err)[:2000], "error_type": type(err).__name__, **details},
     )

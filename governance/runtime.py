@@ -40,10 +40,18 @@ def require_java() -> None:
     """Raise EnvironmentProblem unless a Java 17+ runtime is reachable."""
     executable = java_executable()
     if executable is None:
-        where = f"JAVA_HOME={os.environ['JAVA_HOME']} has no bin/java" if os.environ.get("JAVA_HOME") else "no `java` on PATH"
+        where = (
+            f"JAVA_HOME={os.environ['JAVA_HOME']} has no bin/java"
+            if os.environ.get("JAVA_HOME")
+            else "no `java` on PATH"
+        )
         raise EnvironmentProblem(f"Spark needs Java {REQUIRED_JAVA}: {where}; {INSTALL_HINT}")
     major = _java_major(executable)
     if major is None:
-        raise EnvironmentProblem(f"Spark needs Java {REQUIRED_JAVA}: `{executable} -version` did not say its version; {INSTALL_HINT}")
+        raise EnvironmentProblem(
+            f"Spark needs Java {REQUIRED_JAVA}: `{executable} -version` did not say its version; {INSTALL_HINT}"
+        )
     if major < REQUIRED_JAVA:
-        raise EnvironmentProblem(f"Spark needs Java {REQUIRED_JAVA}, found Java {major} at {executable}; {INSTALL_HINT}")
+        raise EnvironmentProblem(
+            f"Spark needs Java {REQUIRED_JAVA}, found Java {major} at {executable}; {INSTALL_HINT}"
+        )

@@ -78,7 +78,9 @@ class Segment:
                 lines = self._lines(handle, block, upto=max(in_block) - block.first_seq)
                 # A block holds consecutive seqs, one per line: only the lines asked for are parsed.
                 for seq in in_block:
-                    row = self._parsed(block, lines[seq - block.first_seq]) if seq - block.first_seq < len(lines) else {}
+                    row = (
+                        self._parsed(block, lines[seq - block.first_seq]) if seq - block.first_seq < len(lines) else {}
+                    )
                     if row.get("seq") != seq:
                         raise TornSegment(f"{self.path}: block {block.first_seq}-{block.last_seq} lacks entry {seq}")
                     found[seq] = row
@@ -113,7 +115,11 @@ class Segment:
             chunks = [inflater.decompress(data, INFLATE_STEP)]
             newlines = chunks[0].count(b"\n")
             while newlines <= upto and not inflater.eof:
-                chunk = inflater.decompress(inflater.unconsumed_tail, INFLATE_STEP) if inflater.unconsumed_tail else inflater.flush()
+                chunk = (
+                    inflater.decompress(inflater.unconsumed_tail, INFLATE_STEP)
+                    if inflater.unconsumed_tail
+                    else inflater.flush()
+                )
                 if not chunk:
                     break
                 chunks.append(chunk)
@@ -136,8 +142,15 @@ def write_segment(folder: Path, rows: Iterable[Mapping[str, Any]]) -> Segment:
         with os.fdopen(handle, "wb") as out:
             out.write(HEADER)
             blocks, last = _write_blocks(out, rows)
-            table = json.dumps({"first_seq": blocks[0].first_seq, "last_seq": blocks[-1].last_seq, "last_hash": last,
-                                "blocks": [block.__dict__ for block in blocks]}, separators=(",", ":")).encode()
+            table = json.dumps(
+                {
+                    "first_seq": blocks[0].first_seq,
+                    "last_seq": blocks[-1].last_seq,
+                    "last_hash": last,
+                    "blocks": [block.__dict__ for block in blocks],
+                },
+                separators=(",", ":"),
+            ).encode()
             offset = out.tell()
             out.write(table)
             out.write(FOOTER.pack(offset, len(table), hashlib.sha256(table).digest()) + END)
@@ -158,8 +171,12 @@ def _write_blocks(out, rows: Iterable[Mapping[str, Any]]) -> tuple[list[Block], 
     expected, last_hash = None, ""
 
     def flush() -> None:
-        data = zlib.compress(b"".join(json.dumps(dict(row), separators=(",", ":")).encode() + b"\n" for row in pending), 6)
-        blocks.append(Block(pending[0]["seq"], pending[-1]["seq"], out.tell(), len(data), hashlib.sha256(data).hexdigest()))
+        data = zlib.compress(
+            b"".join(json.dumps(dict(row), separators=(",", ":")).encode() + b"\n" for row in pending), 6
+        )
+        blocks.append(
+            Block(pending[0]["seq"], pending[-1]["seq"], out.tell(), len(data), hashlib.sha256(data).hexdigest())
+        )
         out.write(data)
         pending.clear()
 

@@ -36,8 +36,10 @@ def spark_conf(value: str) -> dict[str, str]:
             continue
         key, sep, setting = item.partition("=")
         if not sep:
-            raise InvalidInput(f"{VARIABLE}: item {number} ({shown(item)}) is not KEY=VALUE; "
-                               "give pairs such as spark.executor.memory=2g,spark.cores.max=4, or a file's path")
+            raise InvalidInput(
+                f"{VARIABLE}: item {number} ({shown(item)}) is not KEY=VALUE; "
+                "give pairs such as spark.executor.memory=2g,spark.cores.max=4, or a file's path"
+            )
         pairs[_key(key.strip(), f"{VARIABLE}: item {number}")] = setting.strip()
     return pairs
 
@@ -47,8 +49,9 @@ def conf_file(path: Path) -> dict[str, str]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError as err:
-        raise InvalidInput(f"{VARIABLE}: {path} does not exist; give a spark-defaults.conf file or "
-                           "KEY=VALUE pairs") from err
+        raise InvalidInput(
+            f"{VARIABLE}: {path} does not exist; give a spark-defaults.conf file or KEY=VALUE pairs"
+        ) from err
     except (OSError, UnicodeDecodeError) as err:
         raise InvalidInput(f"{VARIABLE}: cannot read {path}: {err}") from err
     settings = {}

@@ -31,7 +31,7 @@ def described(spark: SparkSession, description: str, tag: str | None = None) -> 
 
 def rows_scanned(spark: SparkSession, description: str) -> int:
     """Rows produced by the file scans of the last query run under `description`."""
-    store = spark._jsparkSession.sharedState().statusStore()  # noqa: SLF001 (no public API for SQL metrics)
+    store = spark._jsparkSession.sharedState().statusStore()
     executions = store.executionsList()
     for index in range(executions.size() - 1, -1, -1):
         execution = executions.apply(index)

@@ -36,10 +36,17 @@ def spark_schema(columns: list[Column]) -> T.StructType:
 def arrow_type_name(arrow_type: pa.DataType) -> str:
     """The spec's name for an Arrow type, or Arrow's own name when the spec has none."""
     checks = (
-        (pa.types.is_int8, "byte"), (pa.types.is_int16, "short"), (pa.types.is_int32, "int"),
-        (pa.types.is_int64, "long"), (pa.types.is_float32, "float"), (pa.types.is_float64, "double"),
-        (pa.types.is_boolean, "boolean"), (pa.types.is_date32, "date"), (pa.types.is_timestamp, "timestamp"),
-        (pa.types.is_binary, "binary"), (pa.types.is_large_binary, "binary"),
+        (pa.types.is_int8, "byte"),
+        (pa.types.is_int16, "short"),
+        (pa.types.is_int32, "int"),
+        (pa.types.is_int64, "long"),
+        (pa.types.is_float32, "float"),
+        (pa.types.is_float64, "double"),
+        (pa.types.is_boolean, "boolean"),
+        (pa.types.is_date32, "date"),
+        (pa.types.is_timestamp, "timestamp"),
+        (pa.types.is_binary, "binary"),
+        (pa.types.is_large_binary, "binary"),
     )
     if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
         return "string"

@@ -245,7 +245,9 @@ class AssetSpec(_Strict):
                 if not self.source.feed:
                     problems.append("raw is for a feed's downloads: declare source.feed")
                 if self.columns:
-                    problems.append("a raw feed's columns are fixed (file, fetched_at, bytes, sha256, content): declare none")
+                    problems.append(
+                        "a raw feed's columns are fixed (file, fetched_at, bytes, sha256, content): declare none"
+                    )
         else:
             if self.source is not None:
                 problems.append("an integration asset has no source; it reads its inputs")
@@ -269,13 +271,16 @@ def _jdbc_column_problems(source: JdbcSource, columns: list[Column]) -> list[str
     problems = []
     split = declared.get(source.partition_column or "")
     if source.partition_column and columns and (split is None or split.type not in INTEGRAL):
-        problems.append(f"partition_column {source.partition_column!r} must be a declared column of type "
-                        "int, long, short or byte")
+        problems.append(
+            f"partition_column {source.partition_column!r} must be a declared column of type int, long, short or byte"
+        )
     if source.incremental:
         mark = declared.get(source.incremental.column)
         if columns and (mark is None or mark.type not in MARK_TYPES or mark.nullable):
-            problems.append(f"incremental column {source.incremental.column!r} must be a declared column, "
-                            "nullable: false, of type int, long, short, byte, date or timestamp")
+            problems.append(
+                f"incremental column {source.incremental.column!r} must be a declared column, "
+                "nullable: false, of type int, long, short, byte, date or timestamp"
+            )
     return problems
 
 
@@ -384,8 +389,12 @@ def load_valid_specs(root: Path, cache_dir: Path | None = None, *, transform_pac
             continue
         blocked = [source for source in spec.inputs if source not in valid]
         if blocked:
-            by_key[key] = [SpecProblem(str(spec.file), "inputs", f"input {source} cannot be loaded: its spec or one upstream is invalid")
-                           for source in blocked]
+            by_key[key] = [
+                SpecProblem(
+                    str(spec.file), "inputs", f"input {source} cannot be loaded: its spec or one upstream is invalid"
+                )
+                for source in blocked
+            ]
             continue
         valid[key] = spec
     return LoadedSpecs(SpecSet(root, valid), {key: tuple(found) for key, found in by_key.items()}, tuple(unplaced))
@@ -405,9 +414,7 @@ def _key_of(root: Path, file: Path) -> AssetKey | None:
         return None
 
 
-def check_specs(
-    root: Path, cache_dir: Path | None = None, *, transform_packages: tuple[str, ...]
-) -> list[SpecProblem]:
+def check_specs(root: Path, cache_dir: Path | None = None, *, transform_packages: tuple[str, ...]) -> list[SpecProblem]:
     """Every problem of the specs under `root`; each file is validated in full, and with
     `cache_dir` the valid ones are remembered for the next load."""
     return _collect_cached(Path(root), cache_dir, transform_packages, trust_cache=False)[1]
@@ -447,7 +454,11 @@ def _collect(
     for file in files:
         key = _key_of(root, file)
         if key in declared:
-            problems.append(SpecProblem(str(file), "", f"{key} is declared twice: by {declared[key].name} and {file.name}; keep one"))
+            problems.append(
+                SpecProblem(
+                    str(file), "", f"{key} is declared twice: by {declared[key].name} and {file.name}; keep one"
+                )
+            )
             specs.pop(key, None)
             continue
         if key is not None:
@@ -540,7 +551,9 @@ def _cross_checks(
         file = str(spec.file)
         for i, key in enumerate(spec.inputs):
             if key in declared and key not in specs:
-                yield SpecProblem(file, f"inputs.{i}", f"input {str(key)!r} has an invalid spec, {declared[key]}: fix it first")
+                yield SpecProblem(
+                    file, f"inputs.{i}", f"input {str(key)!r} has an invalid spec, {declared[key]}: fix it first"
+                )
             elif key not in specs:
                 yield SpecProblem(file, f"inputs.{i}", f"unknown input {str(key)!r}: no spec declares it")
         names = [key.name for key in spec.inputs]
@@ -571,8 +584,10 @@ def _transform_refusal(reference: str, packages: tuple[str, ...]) -> str | None:
     if is_dotted_name(module) and any(module == p or module.startswith(f"{p}.") for p in packages):
         return None
     allowed = ", ".join(packages)
-    return (f"transform module {module!r} is outside the allowed transform packages ({allowed}); "
-            "CUSTODY_TRANSFORM_PACKAGES names them")
+    return (
+        f"transform module {module!r} is outside the allowed transform packages ({allowed}); "
+        "CUSTODY_TRANSFORM_PACKAGES names them"
+    )
 
 
 def _line_in(file: Path, path: str) -> int | None:
@@ -598,8 +613,13 @@ def classification_problems(spec: Spec, inputs: Iterable[Spec]) -> list[SpecProb
         return []
     named = ", ".join(f"{i.key} ({i.body.classification})" for i in above)
     highest = max((i.body.classification for i in above), key=RANK.__getitem__)
-    return [SpecProblem(str(spec.file), "classification",
-                        f"{spec.body.classification} is below its input(s) {named}: classify it {highest} or higher")]
+    return [
+        SpecProblem(
+            str(spec.file),
+            "classification",
+            f"{spec.body.classification} is below its input(s) {named}: classify it {highest} or higher",
+        )
+    ]
 
 
 @cache

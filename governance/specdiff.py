@@ -51,8 +51,12 @@ def _ordered_keys(*mappings: Mapping[str, Any]) -> list[str]:
 
 def _value_changes(path: str, old: Any, new: Any) -> list[Change]:
     if isinstance(old, Mapping) and isinstance(new, Mapping):
-        return [change for key in _ordered_keys(old, new) if old.get(key) != new.get(key)
-                for change in _value_changes(f"{path}.{key}", old.get(key), new.get(key))]
+        return [
+            change
+            for key in _ordered_keys(old, new)
+            if old.get(key) != new.get(key)
+            for change in _value_changes(f"{path}.{key}", old.get(key), new.get(key))
+        ]
     if isinstance(old, list) and isinstance(new, list) and all(isinstance(v, str) for v in [*old, *new]):
         removed = [Change(path, "removed", before=item) for item in old if item not in new]
         added = [Change(path, "added", after=item) for item in new if item not in old]
@@ -67,14 +71,20 @@ def _value_changes(path: str, old: Any, new: Any) -> list[Change]:
 def _column_changes(old: list[Mapping[str, Any]], new: list[Mapping[str, Any]]) -> list[Change]:
     before = {column["name"]: column for column in old}
     after = {column["name"]: column for column in new}
-    found = [Change(f"columns.{name}", "removed", before=_column(column)) for name, column in before.items() if name not in after]
+    found = [
+        Change(f"columns.{name}", "removed", before=_column(column))
+        for name, column in before.items()
+        if name not in after
+    ]
     for name, column in after.items():
         if name not in before:
             found.append(Change(f"columns.{name}", "added", after=_column(column)))
             continue
         for attribute in _ordered_keys(before[name], column):
             if before[name].get(attribute) != column.get(attribute):
-                found.append(Change(f"columns.{name}.{attribute}", "changed", before[name].get(attribute), column.get(attribute)))
+                found.append(
+                    Change(f"columns.{name}.{attribute}", "changed", before[name].get(attribute), column.get(attribute))
+                )
     common = [name for name in after if name in before]
     if not found and common != [name for name in before if name in after]:
         found.append(Change("columns", "changed", [c["name"] for c in old], [c["name"] for c in new]))

@@ -82,8 +82,12 @@ def owner_message(detail: Mapping[str, Any]) -> str:
         return f"must be a whole number, found {found}"
     if kind in ("float_parsing", "float_type"):
         return f"must be a number, found {found}"
-    bounds = {"greater_than_equal": ("at least", "ge"), "less_than_equal": ("at most", "le"),
-              "greater_than": ("more than", "gt"), "less_than": ("less than", "lt")}
+    bounds = {
+        "greater_than_equal": ("at least", "ge"),
+        "less_than_equal": ("at most", "le"),
+        "greater_than": ("more than", "gt"),
+        "less_than": ("less than", "lt"),
+    }
     if kind in bounds:
         words, key = bounds[kind]
         return f"must be {words} {context.get(key)}, found {found}"

@@ -83,7 +83,9 @@ def _seal_parquet(paths: list[Path]) -> Sealed:
     and its rows decoded and hashed into the data_version."""
     content = digest_parquet(paths)
     entries = zip(paths, content.sizes, content.sha256, content.rows)
-    return Sealed(tuple(FileEntry(path.name, size, sha256, rows) for path, size, sha256, rows in entries), content.digest)
+    return Sealed(
+        tuple(FileEntry(path.name, size, sha256, rows) for path, size, sha256, rows in entries), content.digest
+    )
 
 
 def _count_lines(path: Path) -> int:
@@ -167,15 +169,30 @@ def commit(catalog: Catalog, lake: Lake, stage: Staging, draft: Draft) -> Versio
         raise
 
 
-def _record(session, catalog: Catalog, draft: Draft, number: int, created_at, target: Path, q_target: Path | None) -> VersionRow:
+def _record(
+    session, catalog: Catalog, draft: Draft, number: int, created_at, target: Path, q_target: Path | None
+) -> VersionRow:
     quarantined = draft.quarantine.rows if draft.quarantine else 0
     row = VersionRow(
-        asset_key=str(draft.key), number=number, label=draft.label, data_version=draft.data.data_version,
-        zone=draft.zone.value, path=str(target), rows=draft.data.rows, rows_quarantined=quarantined,
-        quarantine_path=str(q_target) if q_target else None, bytes=draft.data.bytes,
-        table_schema=draft.table_schema, created_at=created_at, run_id=draft.run_id,
-        code_version=draft.code_version, spec_hash=draft.spec_hash, requested_by=draft.requested_by,
-        assurance=str(draft.assurance), attempt_id=draft.attempt_id, label_from=draft.label_from,
+        asset_key=str(draft.key),
+        number=number,
+        label=draft.label,
+        data_version=draft.data.data_version,
+        zone=draft.zone.value,
+        path=str(target),
+        rows=draft.data.rows,
+        rows_quarantined=quarantined,
+        quarantine_path=str(q_target) if q_target else None,
+        bytes=draft.data.bytes,
+        table_schema=draft.table_schema,
+        created_at=created_at,
+        run_id=draft.run_id,
+        code_version=draft.code_version,
+        spec_hash=draft.spec_hash,
+        requested_by=draft.requested_by,
+        assurance=str(draft.assurance),
+        attempt_id=draft.attempt_id,
+        label_from=draft.label_from,
         column_lineage=json.dumps(draft.columns.summary) if draft.columns is not None else None,
     )
     session.add(row)
@@ -186,22 +203,40 @@ def _record(session, catalog: Catalog, draft: Draft, number: int, created_at, ta
         session.add(LineageEdge(output_version_id=row.id, input_version_id=source.id, run_id=draft.run_id))
     if draft.batch:
         batch = BatchRow(
-            asset_key=str(draft.key), batch_id=draft.batch.batch_id, fingerprint=draft.batch.fingerprint,
-            version_id=row.id, requested_by=draft.batch.requested_by, label=draft.batch.label, note=draft.batch.note,
+            asset_key=str(draft.key),
+            batch_id=draft.batch.batch_id,
+            fingerprint=draft.batch.fingerprint,
+            version_id=row.id,
+            requested_by=draft.batch.requested_by,
+            label=draft.batch.label,
+            note=draft.batch.note,
         )
         session.add(batch)
         session.flush()
         for f in draft.batch.files:
             session.add(SourceFile(batch_pk=batch.id, path=f.path, bytes=f.bytes, sha256=f.sha256))
     if draft.read:
-        session.add(RelationalRead(**draft.read.model_dump(exclude={"id", "version_id", "asset_key"}),
-                                   version_id=row.id, asset_key=str(draft.key)))
+        session.add(
+            RelationalRead(
+                **draft.read.model_dump(exclude={"id", "version_id", "asset_key"}),
+                version_id=row.id,
+                asset_key=str(draft.key),
+            )
+        )
     catalog.finish_attempt(session, draft.attempt_id, "committed", version=number)
     details = {
-        "data_version": row.data_version, "rows": row.rows, "rows_read": draft.rows_read,
-        "rows_quarantined": quarantined, "bytes": row.bytes, "path": row.path, "label": row.label,
-        "label_from": row.label_from, "assurance": row.assurance,
-        "code_version": row.code_version, "inputs": [v.ref for v in draft.inputs], **draft.details,
+        "data_version": row.data_version,
+        "rows": row.rows,
+        "rows_read": draft.rows_read,
+        "rows_quarantined": quarantined,
+        "bytes": row.bytes,
+        "path": row.path,
+        "label": row.label,
+        "label_from": row.label_from,
+        "assurance": row.assurance,
+        "code_version": row.code_version,
+        "inputs": [v.ref for v in draft.inputs],
+        **draft.details,
     }
     if draft.batch:
         details["batch"] = draft.batch.batch_id
@@ -209,12 +244,27 @@ def _record(session, catalog: Catalog, draft: Draft, number: int, created_at, ta
         details["source"] = described_read(draft.read)
     if draft.columns is not None:
         details["column_lineage"] = draft.columns.summary
-    ledger.append(session, actor=draft.requested_by, action=draft.committed_action, asset=str(draft.key),
-                  version=number, run_id=draft.run_id, details=details, assurance=draft.assurance)
+    ledger.append(
+        session,
+        actor=draft.requested_by,
+        action=draft.committed_action,
+        asset=str(draft.key),
+        version=number,
+        run_id=draft.run_id,
+        details=details,
+        assurance=draft.assurance,
+    )
     if quarantined:
-        ledger.append(session, actor=draft.requested_by, action=ledger.Action.ROWS_QUARANTINED,
-                      asset=str(draft.key), version=number, run_id=draft.run_id, assurance=draft.assurance,
-                      details={"rows": quarantined, "path": str(q_target)})
+        ledger.append(
+            session,
+            actor=draft.requested_by,
+            action=ledger.Action.ROWS_QUARANTINED,
+            asset=str(draft.key),
+            version=number,
+            run_id=draft.run_id,
+            assurance=draft.assurance,
+            details={"rows": quarantined, "path": str(q_target)},
+        )
     return row
 
 

@@ -22,6 +22,7 @@ STR_TAG = "tag:yaml.org,2002:str"
 SCALAR_TAGS = {f"tag:yaml.org,2002:{name}" for name in ("null", "bool", "int", "float", "timestamp")}
 MAX_DEPTH = 100
 ALIASES = "YAML aliases (*name) are not accepted: write the value out"
+TOO_DEEP = f"YAML nested more than {MAX_DEPTH} levels deep"
 
 
 @dataclass
@@ -83,22 +84,31 @@ def _refuse_unsafe(text: str) -> None:
     if "*" not in text and _depth_bound(text) <= MAX_DEPTH:
         return
     depth = 0
-    for event in yaml.parse(text, Loader=Loader):
-        if isinstance(event, yaml.AliasEvent):
-            raise UnsafeYaml(event.start_mark.line + 1, ALIASES)
-        if isinstance(event, yaml.CollectionStartEvent):
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise UnsafeYaml(event.start_mark.line + 1, f"YAML nested more than {MAX_DEPTH} levels deep")
-        elif isinstance(event, yaml.CollectionEndEvent):
-            depth -= 1
+    try:
+        for event in yaml.parse(text, Loader=Loader):
+            if isinstance(event, yaml.AliasEvent):
+                raise UnsafeYaml(event.start_mark.line + 1, ALIASES)
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise UnsafeYaml(event.start_mark.line + 1, TOO_DEEP)
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.MarkedYAMLError as err:
+        # libyaml 0.2.5 (PyYAML 6.0.4's C loader) stops deep flow nesting in its scanner, which
+        # reads ahead of the events: the same refusal, whichever layer makes it.
+        if "nesting depth" not in str(err.problem) or err.problem_mark is None:
+            raise
+        raise UnsafeYaml(err.problem_mark.line + 1, TOO_DEEP) from err
 
 
 def _depth_bound(text: str) -> int:
     """How deep `text` can nest at most. A flow collection opens with `[` or `{`, and each counts
     (a running depth could be fooled by brackets in quoted strings). A block collection nests in
     the one before it by more indentation, or on the same line after a `-`, `?` or `:`."""
-    block = max((len(line) - len(line.lstrip(" ")) + sum(map(line.count, "-?:")) for line in text.splitlines()), default=0)
+    block = max(
+        (len(line) - len(line.lstrip(" ")) + sum(map(line.count, "-?:")) for line in text.splitlines()), default=0
+    )
     return text.count("[") + text.count("{") + block
 
 
@@ -107,7 +117,11 @@ def _build(loader: Any, node: yaml.Node, path: str, out: LocatedYaml) -> Any:
     if isinstance(node, yaml.MappingNode):
         result: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            key = _scalar(loader, key_node) if isinstance(key_node, yaml.ScalarNode) else loader.construct_object(key_node, deep=True)
+            key = (
+                _scalar(loader, key_node)
+                if isinstance(key_node, yaml.ScalarNode)
+                else loader.construct_object(key_node, deep=True)
+            )
             child = f"{path}.{key}" if path else str(key)
             if key in result:
                 out.duplicates.append((child, key_node.start_mark.line + 1))
@@ -116,10 +130,7 @@ def _build(loader: Any, node: yaml.Node, path: str, out: LocatedYaml) -> Any:
             result[key] = _build(loader, value_node, child, out)
         return result
     if isinstance(node, yaml.SequenceNode):
-        return [
-            _build(loader, item, f"{path}.{i}" if path else str(i), out)
-            for i, item in enumerate(node.value)
-        ]
+        return [_build(loader, item, f"{path}.{i}" if path else str(i), out) for i, item in enumerate(node.value)]
     return _scalar(loader, node) if isinstance(node, yaml.ScalarNode) else loader.construct_object(node, deep=True)
 
 

@@ -33,8 +33,7 @@ def check_name(value: str, what: str = "name") -> str:
     if not isinstance(value, str) or NAME_PATTERN.fullmatch(value) is None:
         shown = repr(value) if len(str(value)) <= 80 else repr(str(value)[:77] + "...")
         raise InvalidName(
-            f"invalid {what} {shown}: use 1 to 63 characters, lowercase letters, digits and _, "
-            "starting with a letter"
+            f"invalid {what} {shown}: use 1 to 63 characters, lowercase letters, digits and _, starting with a letter"
         )
     return value
 
@@ -42,8 +41,7 @@ def check_name(value: str, what: str = "name") -> str:
 def check_batch_id(value: str) -> str:
     if BATCH_ID_PATTERN.fullmatch(value) is None or ".." in value:
         raise InvalidName(
-            f"invalid batch id {value!r}: use letters, digits, '.', '_' and '-', "
-            "starting with a letter or digit"
+            f"invalid batch id {value!r}: use letters, digits, '.', '_' and '-', starting with a letter or digit"
         )
     return value
 
@@ -81,9 +79,7 @@ class VersionRef:
     def parse(cls, text: str) -> VersionRef:
         asset, sep, number = text.partition("@")
         if not sep or not number.isdigit() or int(number) < 1:
-            raise InvalidName(
-                f"invalid version {text!r}: expected DOMAIN/NAME@N with N >= 1, e.g. sales/clients@2"
-            )
+            raise InvalidName(f"invalid version {text!r}: expected DOMAIN/NAME@N with N >= 1, e.g. sales/clients@2")
         return cls(AssetKey.parse(asset), int(number))
 
     def __str__(self) -> str:

@@ -53,7 +53,9 @@ class CustodyResource(dg.ConfigurableResource):
         if self.directory:
             settings = replace(settings, directory=self.directory, explicit=settings.explicit | {"directory"})
         if self.specs_approval:
-            settings = replace(settings, specs_approval=self.specs_approval, explicit=settings.explicit | {"specs_approval"})
+            settings = replace(
+                settings, specs_approval=self.specs_approval, explicit=settings.explicit | {"specs_approval"}
+            )
         return settings
 
     def column_options(self) -> ColumnOptions | None:

@@ -32,7 +32,10 @@ DEFAULT_CONF = {
 
 
 def session_conf(
-    master: str, extra: dict[str, Any] | None = None, deployment: dict[str, str] | None = None, jars: tuple[str, ...] = ()
+    master: str,
+    extra: dict[str, Any] | None = None,
+    deployment: dict[str, str] | None = None,
+    jars: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Spark settings for Custody: ours, then the `deployment`'s (CUSTODY_SPARK_CONF), then `extra`.
     `jars` (the JDBC driver) join any the deployment names; Spark ships them to the executors.

@@ -62,13 +62,18 @@ def main() -> None:
     bob = RunRequest(requested_by="bob")
     dropped = drop_demo_batches(lake)
     products = ingest(spark, catalog, lake, specs[PRODUCTS], bob, batch_id=dropped.products_batch)
-    drop_batch(lake, CLIENTS, "with-bad-rows", {"clients.json": (json.dumps(GOOD) + "\n").encode() * 20 + MALFORMED.encode()})
+    drop_batch(
+        lake, CLIENTS, "with-bad-rows", {"clients.json": (json.dumps(GOOD) + "\n").encode() * 20 + MALFORMED.encode()}
+    )
     bad = ingest(spark, catalog, lake, specs[CLIENTS], bob, batch_id="with-bad-rows")
     joined = materialize(spark, catalog, lake, specs[NAMES_AND_PRODUCTS], RunRequest(requested_by="bob"))
     transforms.EXTRA_PATH["path"] = bad.path
     join = specs[NAMES_AND_PRODUCTS]
-    undeclared = Spec(join.key, join.file, join.body.model_copy(update={
-        "transform": "tests.transforms:joins_an_extra_path", "inputs": [str(PRODUCTS)]}))
+    undeclared = Spec(
+        join.key,
+        join.file,
+        join.body.model_copy(update={"transform": "tests.transforms:joins_an_extra_path", "inputs": [str(PRODUCTS)]}),
+    )
     try:
         materialize(spark, catalog, lake, undeclared, RunRequest(requested_by="bob"))
         refusal = None
@@ -76,19 +81,28 @@ def main() -> None:
         refusal = str(err)
     database = read_while_it_changes(spark, catalog, lake, bob)
     where = F.udf(lambda _: __import__("governance").__file__)
-    print(json.dumps({
-        "demo": demo,
-        "app_id": spark.sparkContext.applicationId,
-        "master": spark.sparkContext.master,
-        "products": products.ref,
-        "bad": {"rows": bad.rows, "quarantined": bad.rows_quarantined, "ref": bad.ref},
-        "joined": {"ref": joined.version.ref, "columns": {column: sorted(f"{row.ref}.{name}" for row, name in deps)
-                                                             for column, deps in joined.columns.by_column().items()}},
-        "refusal": refusal,
-        "database": database,
-        "executor_code": spark.range(1).select(where("id")).first()[0],
-        "executor_python": spark.range(1).select(F.udf(lambda _: sys.executable)("id")).first()[0],
-    }))
+    print(
+        json.dumps(
+            {
+                "demo": demo,
+                "app_id": spark.sparkContext.applicationId,
+                "master": spark.sparkContext.master,
+                "products": products.ref,
+                "bad": {"rows": bad.rows, "quarantined": bad.rows_quarantined, "ref": bad.ref},
+                "joined": {
+                    "ref": joined.version.ref,
+                    "columns": {
+                        column: sorted(f"{row.ref}.{name}" for row, name in deps)
+                        for column, deps in joined.columns.by_column().items()
+                    },
+                },
+                "refusal": refusal,
+                "database": database,
+                "executor_code": spark.range(1).select(where("id")).first()[0],
+                "executor_python": spark.range(1).select(F.udf(lambda _: sys.executable)("id")).first()[0],
+            }
+        )
+    )
 
 
 def read_while_it_changes(spark, catalog: Catalog, lake: Lake, bob: RunRequest) -> dict:
@@ -98,10 +112,13 @@ def read_while_it_changes(spark, catalog: Catalog, lake: Lake, bob: RunRequest) 
     folder = Path(env["CUSTODY_HOME"]) / "database-specs"
     (folder / ORDERS.domain).mkdir(parents=True)
     (folder / ORDERS.domain / f"{ORDERS.name}.yaml").write_text(
-        ORDERS_SPEC.format(host=env["SHOP_HOST"], port=env["SHOP_PORT"], database=env["SHOP_DB"]))
+        ORDERS_SPEC.format(host=env["SHOP_HOST"], port=env["SHOP_PORT"], database=env["SHOP_DB"])
+    )
     spec = load_specs(folder, transform_packages=DEFAULT_TRANSFORM_PACKAGES)[ORDERS]
-    dsn = (f"host={env['SHOP_HOST']} port={env['SHOP_PORT']} dbname={env['SHOP_DB']} "
-           f"user={env['SHOP_USER']} password={env['SHOP_PASSWORD']}")
+    dsn = (
+        f"host={env['SHOP_HOST']} port={env['SHOP_PORT']} dbname={env['SHOP_DB']} "
+        f"user={env['SHOP_USER']} password={env['SHOP_PASSWORD']}"
+    )
 
     def meanwhile(message: str) -> None:
         if message.startswith("reading "):
@@ -110,8 +127,11 @@ def read_while_it_changes(spark, catalog: Catalog, lake: Lake, bob: RunRequest) 
 
     version = ingest(spark, catalog, lake, spec, bob, progress=meanwhile)
     amounts = {row["amount"] for row in pq.read_table(version.path).to_pylist()}
-    return {"rows": version.rows, "saw_the_change": 999.0 in amounts,
-            "partitions": catalog.reads_of([version.id])[version.id].partitions}
+    return {
+        "rows": version.rows,
+        "saw_the_change": 999.0 in amounts,
+        "partitions": catalog.reads_of([version.id])[version.id].partitions,
+    }
 
 
 if __name__ == "__main__":

@@ -158,7 +158,9 @@ def pipeline(spark: SparkSession, catalog: Catalog, lake: Lake, demo_specs: Spec
 
 @pytest.fixture
 def resources(settings: Settings, spark: SparkSession) -> dict:
-    custody = CustodyResource(home=str(settings.home), catalog_url=settings.catalog_url, specs_approval=settings.specs_approval)
+    custody = CustodyResource(
+        home=str(settings.home), catalog_url=settings.catalog_url, specs_approval=settings.specs_approval
+    )
     return {"custody": custody, "spark": SparkResource()}
 
 

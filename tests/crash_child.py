@@ -59,8 +59,14 @@ def main() -> None:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spec = load_specs(SPECS, transform_packages=settings.transform_packages)[AssetKey("t", "people")]
-    ingest_module.ingest(spark, Catalog.from_url(settings.catalog_url), Lake(settings.lake), spec,
-                         RunRequest(requested_by="bob", run_id=f"crash-{point}"), batch_id=batch)
+    ingest_module.ingest(
+        spark,
+        Catalog.from_url(settings.catalog_url),
+        Lake(settings.lake),
+        spec,
+        RunRequest(requested_by="bob", run_id=f"crash-{point}"),
+        batch_id=batch,
+    )
 
 
 if __name__ == "__main__":

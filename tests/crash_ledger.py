@@ -16,9 +16,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from governance import ledger  # noqa: E402
-from governance.catalog import Catalog  # noqa: E402
-from governance.rollover import rollover  # noqa: E402
+from governance import ledger
+from governance.catalog import Catalog
+from governance.rollover import rollover
 
 
 def main(action: str, folder: str = "") -> None:

@@ -29,7 +29,8 @@ def free_port() -> int:
 
 def graphql(port: int, query: str) -> dict:
     request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(),
+        f"http://127.0.0.1:{port}/graphql",
+        data=json.dumps({"query": query}).encode(),
         headers={"Content-Type": "application/json"},
     )
     with urllib.request.urlopen(request, timeout=30) as response:
@@ -43,7 +44,12 @@ def webserver(cli_env):
     env = {**os.environ, "DAGSTER_HOME": str(cli_env.dagster_home)}
     server = subprocess.Popen(
         [str(WEBSERVER), "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
-        cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 120
     while True:
@@ -64,7 +70,11 @@ def start_daemon(cli_env, sensor: str = "on") -> subprocess.Popen:
     env = {**os.environ, "DAGSTER_HOME": str(cli_env.dagster_home), "CUSTODY_DROPZONE_SENSOR": sensor}
     return subprocess.Popen(
         [str(WEBSERVER.with_name("dagster-daemon")), "run", "-w", "workspace.yaml"],
-        cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
 
 

@@ -13,15 +13,32 @@ from governance.catalog.models import LineageEdge, VersionRow
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def add_version(catalog: Catalog, asset: str, number: int, *, inputs: tuple[int, ...] = (), folder: Path | None = None,
-                age_days: float = 0, zone: str = "integration") -> int:
+def add_version(
+    catalog: Catalog,
+    asset: str,
+    number: int,
+    *,
+    inputs: tuple[int, ...] = (),
+    folder: Path | None = None,
+    age_days: float = 0,
+    zone: str = "integration",
+) -> int:
     """Commit a version row (and its lineage edges) as if a run had produced it; returns its id."""
     with catalog.session() as session:
         row = VersionRow(
-            asset_key=asset, number=number, data_version=f"{asset}@{number}".encode().hex()[:64], zone=zone,
-            path=str(folder or f"/lake/{zone}/{asset}/v={number}"), rows=1, bytes=10,
-            table_schema='{"type":"struct","fields":[]}', created_at=EPOCH - timedelta(days=age_days),
-            code_version="c1", spec_hash="s1", requested_by="bob", attempt_id=f"a-{asset}-{number}",
+            asset_key=asset,
+            number=number,
+            data_version=f"{asset}@{number}".encode().hex()[:64],
+            zone=zone,
+            path=str(folder or f"/lake/{zone}/{asset}/v={number}"),
+            rows=1,
+            bytes=10,
+            table_schema='{"type":"struct","fields":[]}',
+            created_at=EPOCH - timedelta(days=age_days),
+            code_version="c1",
+            spec_hash="s1",
+            requested_by="bob",
+            attempt_id=f"a-{asset}-{number}",
         )
         session.add(row)
         session.flush()
@@ -34,15 +51,28 @@ def add_versions(catalog: Catalog, asset: str, count: int, *, inputs: tuple[int,
     """Versions 1..count of an asset, each built from `inputs`, in one transaction; their ids."""
     with catalog.session() as session:
         rows = [
-            VersionRow(asset_key=asset, number=number, data_version=f"{asset}@{number}".encode().hex()[:64],
-                       zone="integration", path=f"/lake/integration/{asset}/v={number}", rows=number, bytes=10,
-                       table_schema='{"type":"struct","fields":[]}', created_at=EPOCH + timedelta(minutes=number),
-                       code_version="c1", spec_hash="s1", requested_by="bob", attempt_id=f"a-{asset}-{number}")
+            VersionRow(
+                asset_key=asset,
+                number=number,
+                data_version=f"{asset}@{number}".encode().hex()[:64],
+                zone="integration",
+                path=f"/lake/integration/{asset}/v={number}",
+                rows=number,
+                bytes=10,
+                table_schema='{"type":"struct","fields":[]}',
+                created_at=EPOCH + timedelta(minutes=number),
+                code_version="c1",
+                spec_hash="s1",
+                requested_by="bob",
+                attempt_id=f"a-{asset}-{number}",
+            )
             for number in range(1, count + 1)
         ]
         session.add_all(rows)
         session.flush()
-        session.add_all(LineageEdge(output_version_id=row.id, input_version_id=source) for row in rows for source in inputs)
+        session.add_all(
+            LineageEdge(output_version_id=row.id, input_version_id=source) for row in rows for source in inputs
+        )
         return [row.id for row in rows]
 
 

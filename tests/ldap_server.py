@@ -56,14 +56,43 @@ def make_ca(folder: Path, hostname: str = "localhost") -> tuple[Path, Path, Path
     key, csr, cert = folder / "server.key", folder / "server.csr", folder / "server.pem"
     extensions = folder / "server.ext"
     extensions.write_text(f"subjectAltName=DNS:{hostname}\nextendedKeyUsage=serverAuth\n")
+
     def run(*args: str) -> None:
         subprocess.run(["openssl", *args], check=True, capture_output=True)
 
-    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(ca_key), "-out", str(ca_cert),
-        "-days", "2", "-subj", "/CN=Custody Test CA")
+    run(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        str(ca_key),
+        "-out",
+        str(ca_cert),
+        "-days",
+        "2",
+        "-subj",
+        "/CN=Custody Test CA",
+    )
     run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr), "-subj", f"/CN={hostname}")
-    run("x509", "-req", "-in", str(csr), "-CA", str(ca_cert), "-CAkey", str(ca_key), "-CAcreateserial",
-        "-out", str(cert), "-days", "2", "-extfile", str(extensions))
+    run(
+        "x509",
+        "-req",
+        "-in",
+        str(csr),
+        "-CA",
+        str(ca_cert),
+        "-CAkey",
+        str(ca_key),
+        "-CAcreateserial",
+        "-out",
+        str(cert),
+        "-days",
+        "2",
+        "-extfile",
+        str(extensions),
+    )
     key.chmod(0o600)
     return ca_cert, cert, key
 
@@ -104,7 +133,8 @@ access to *
     url = f"ldap://localhost:{port}"
     process = subprocess.Popen(
         [slapd_executable(), "-f", str(config), "-h", f"ldap://127.0.0.1:{port}/", "-d", "0"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -153,10 +183,15 @@ def populate(server: LdapServer) -> None:
     for unit in ("people", "groups"):
         connection.add(f"ou={unit},{base}", ["organizationalUnit"], {"ou": unit})
     for uid in PEOPLE:
-        connection.add(f"uid={uid},ou=people,{base}", ["inetOrgPerson"],
-                       {"uid": uid, "cn": uid.title(), "sn": uid.title(), "userPassword": password_of(uid)})
+        connection.add(
+            f"uid={uid},ou=people,{base}",
+            ["inetOrgPerson"],
+            {"uid": uid, "cn": uid.title(), "sn": uid.title(), "userPassword": password_of(uid)},
+        )
     for group, members in GROUPS.items():
-        connection.add(group_dn(server, group), ["groupOfNames"], {"cn": group, "member": [member_dn(server, m) for m in members]})
+        connection.add(
+            group_dn(server, group), ["groupOfNames"], {"cn": group, "member": [member_dn(server, m) for m in members]}
+        )
     connection.unbind()
 
 

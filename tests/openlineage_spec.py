@@ -53,7 +53,10 @@ def _facet_groups(event: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, A
     """Where facets sit in an event, and the kind of facet each place takes."""
     yield "run.facets", "RunFacet", event.get("run", {}).get("facets", {})
     yield "job.facets", "JobFacet", event.get("job", {}).get("facets", {})
-    for side, own, kind in (("inputs", "inputFacets", "InputDatasetFacet"), ("outputs", "outputFacets", "OutputDatasetFacet")):
+    for side, own, kind in (
+        ("inputs", "inputFacets", "InputDatasetFacet"),
+        ("outputs", "outputFacets", "OutputDatasetFacet"),
+    ):
         for i, dataset in enumerate(event.get(side, [])):
             yield f"{side}[{i}].facets", "DatasetFacet", dataset.get("facets", {})
             yield f"{side}[{i}].{own}", kind, dataset.get(own, {})
@@ -67,6 +70,8 @@ def _schema(url: str | None, where: str) -> dict[str, Any]:
 
 
 def _validate(instance: dict[str, Any], url: str, where: str) -> None:
-    validator = Draft202012Validator({"$ref": url}, registry=registry(), format_checker=Draft202012Validator.FORMAT_CHECKER)
+    validator = Draft202012Validator(
+        {"$ref": url}, registry=registry(), format_checker=Draft202012Validator.FORMAT_CHECKER
+    )
     errors = [f"{where} at {error.json_path}: {error.message}" for error in validator.iter_errors(instance)]
     assert not errors, "\n".join(errors)

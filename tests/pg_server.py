@@ -54,7 +54,9 @@ class PostgresServer:
 
 def postgres_bin() -> Path:
     on_path = shutil.which("pg_ctl")
-    candidates = ([str(Path(on_path).resolve().parent)] if on_path else []) + sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
+    candidates = ([str(Path(on_path).resolve().parent)] if on_path else []) + sorted(
+        glob.glob("/usr/lib/postgresql/*/bin"), reverse=True
+    )
     for folder in candidates:
         if (Path(folder) / "initdb").is_file() and (Path(folder) / "pg_ctl").is_file():
             return Path(folder)
@@ -80,28 +82,65 @@ def running_postgres() -> Iterator[PostgresServer]:
         os.chown(password_file, account.pw_uid, account.pw_gid)
     port = free_port()
     try:
-        _run(_as_server_user([
-            str(binaries / "initdb"), "-D", str(data), "-U", SUPERUSER, "--pwfile", str(password_file),
-            "-A", "scram-sha-256", "--no-sync", "-E", "UTF8", "--locale", "C",
-        ]))
-        options = f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories='' -c fsync=off -c max_connections=200"
-        _run(_as_server_user([
-            str(binaries / "pg_ctl"), "-D", str(data), "-l", str(folder / "server.log"), "-o", options, "-w", "-t", "60", "start",
-        ]))
+        _run(
+            _as_server_user(
+                [
+                    str(binaries / "initdb"),
+                    "-D",
+                    str(data),
+                    "-U",
+                    SUPERUSER,
+                    "--pwfile",
+                    str(password_file),
+                    "-A",
+                    "scram-sha-256",
+                    "--no-sync",
+                    "-E",
+                    "UTF8",
+                    "--locale",
+                    "C",
+                ]
+            )
+        )
+        options = (
+            f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories='' -c fsync=off -c max_connections=200"
+        )
+        _run(
+            _as_server_user(
+                [
+                    str(binaries / "pg_ctl"),
+                    "-D",
+                    str(data),
+                    "-l",
+                    str(folder / "server.log"),
+                    "-o",
+                    options,
+                    "-w",
+                    "-t",
+                    "60",
+                    "start",
+                ]
+            )
+        )
         server = PostgresServer("127.0.0.1", port, SUPERUSER, password)
         _wait_ready(server)
         yield server
     finally:
         if (data / "postmaster.pid").exists():
-            subprocess.run(_as_server_user([str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
-                           capture_output=True, check=False)
+            subprocess.run(
+                _as_server_user([str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
+                capture_output=True,
+                check=False,
+            )
         shutil.rmtree(folder, ignore_errors=True)
 
 
 def _run(command: list[str]) -> None:
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
-        raise RuntimeError(f"{Path(command[0]).name} {' '.join(command[1:4])}… failed: {result.stderr.strip() or result.stdout.strip()}")
+        raise RuntimeError(
+            f"{Path(command[0]).name} {' '.join(command[1:4])}… failed: {result.stderr.strip() or result.stdout.strip()}"
+        )
 
 
 def _wait_ready(server: PostgresServer, seconds: float = 30) -> None:

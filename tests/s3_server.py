@@ -13,7 +13,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "custody-test", "AWS_SECRET_ACCESS_KEY": "custody-test-secret", "AWS_DEFAULT_REGION": "us-east-1"}
+CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "custody-test",
+    "AWS_SECRET_ACCESS_KEY": "custody-test-secret",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
 
 
 @dataclass(frozen=True)
@@ -34,8 +38,12 @@ def running_s3() -> Iterator[S3Server]:
     if server is None:
         raise RuntimeError("moto_server is not installed: pip install 'moto[server]' (the test extra has it)")
     port = _free_port()
-    process = subprocess.Popen([server, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, env={**os.environ, **CREDENTIALS})
+    process = subprocess.Popen(
+        [server, "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **CREDENTIALS},
+    )
     try:
         deadline = time.monotonic() + 30
         while True:

@@ -57,14 +57,35 @@ def running_cluster() -> Iterator[SparkCluster]:
     with ExitStack() as stack:
         stack.callback(shutil.rmtree, folder, ignore_errors=True)  # runs last, once every process is stopped
         start = _starter(stack, home, env, folder)
-        start("master", "org.apache.spark.deploy.master.Master",
-              "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(web_port))
+        start(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(web_port),
+        )
         cluster = SparkCluster(master, f"http://127.0.0.1:{web_port}", folder)
         for number in range(1, WORKERS + 1):
             work = folder / f"worker-{number}"
             work.mkdir()
-            start(f"worker-{number}", "org.apache.spark.deploy.worker.Worker", master, "--host", "127.0.0.1",
-                  "--cores", "1", "--memory", "1g", "--webui-port", str(free_port()), "--work-dir", str(work))
+            start(
+                f"worker-{number}",
+                "org.apache.spark.deploy.worker.Worker",
+                master,
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                "1",
+                "--memory",
+                "1g",
+                "--webui-port",
+                str(free_port()),
+                "--work-dir",
+                str(work),
+            )
         _wait_for_workers(cluster)
         yield cluster
 
@@ -72,8 +93,13 @@ def running_cluster() -> Iterator[SparkCluster]:
 def _starter(stack: ExitStack, home: Path, env: dict[str, str], folder: Path):
     def start(name: str, *command: str) -> None:
         with open(folder / f"{name}.log", "wb") as log:  # the process keeps its own descriptor
-            process = subprocess.Popen([str(home / "bin" / "spark-class"), *command], env=env, stdout=log,
-                                       stderr=subprocess.STDOUT, start_new_session=True)
+            process = subprocess.Popen(
+                [str(home / "bin" / "spark-class"), *command],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         stack.callback(_stop, process)
 
     return start
@@ -102,7 +128,11 @@ def _wait_for_workers(cluster: SparkCluster) -> None:
         if alive == WORKERS:
             return
         time.sleep(0.5)
-    logs = "\n".join(f"--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-20:])
-                     for log in sorted(cluster.logs.glob("*.log")))
-    raise RuntimeError(f"the Spark master has {alive} of {WORKERS} workers alive after {START_SECONDS}s; "
-                       f"the ends of their logs:\n{logs}")
+    logs = "\n".join(
+        f"--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-20:])
+        for log in sorted(cluster.logs.glob("*.log"))
+    )
+    raise RuntimeError(
+        f"the Spark master has {alive} of {WORKERS} workers alive after {START_SECONDS}s; "
+        f"the ends of their logs:\n{logs}"
+    )

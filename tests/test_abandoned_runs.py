@@ -65,8 +65,11 @@ def ingestion(cli_env, instance, batches, tmp_path) -> Iterator[Ingestion]:
     with open(log, "w") as handle:
         process = subprocess.Popen(
             [sys.executable, str(ROOT / "tests" / "run_child.py"), str(CLIENTS), batches.client_batches[0]],
-            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True,
-            stdout=handle, stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            start_new_session=True,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
         )
     try:
         yield Ingestion(process, started_run(instance, process, log))
@@ -104,8 +107,12 @@ def test_repair_json_lists_only_the_runs_whose_process_is_gone(ingestion, instan
     ingestion.kill()
     killed = instance.get_run_by_id(ingestion.run_id)
     # Re-executing a run from the UI copies its tags onto a run that a Dagster run worker executes.
-    reexecuted = dg.DagsterRun(job_name=killed.job_name, run_id=str(uuid.uuid4()), status=dg.DagsterRunStatus.STARTED,
-                               tags={**killed.tags, "dagster/parent_run_id": killed.run_id})
+    reexecuted = dg.DagsterRun(
+        job_name=killed.job_name,
+        run_id=str(uuid.uuid4()),
+        status=dg.DagsterRunStatus.STARTED,
+        tags={**killed.tags, "dagster/parent_run_id": killed.run_id},
+    )
     instance.add_run(reexecuted)
 
     code, out, _ = cli(capsys, "repair", "--json")
@@ -115,7 +122,9 @@ def test_repair_json_lists_only_the_runs_whose_process_is_gone(ingestion, instan
     assert instance.get_run_by_id(reexecuted.run_id).status == dg.DagsterRunStatus.STARTED
 
 
-def test_the_next_launch_marks_failed_the_run_of_a_killed_ingestion(spark, ingestion, instance, batches, cli_env, capsys):
+def test_the_next_launch_marks_failed_the_run_of_a_killed_ingestion(
+    spark, ingestion, instance, batches, cli_env, capsys
+):
     ingestion.kill()
 
     code, out, err = cli(capsys, "ingest", str(PRODUCTS), "--batch", batches.products_batch, "--as", "bob")

@@ -34,7 +34,9 @@ class DownDirectory:
     """A directory that cannot be asked, as LdapDirectory reports a server that is down."""
 
     def groups_of(self, user: str) -> frozenset[str]:
-        raise DirectoryUnavailable("directory ldap://localhost:1 could not be asked, so access is denied: LDAPSocketOpenError")
+        raise DirectoryUnavailable(
+            "directory ldap://localhost:1 could not be asked, so access is denied: LDAPSocketOpenError"
+        )
 
     members_of = groups_of
 
@@ -52,12 +54,26 @@ def who(user: str, assurance: Assurance = Assurance.ASSERTED) -> Identity:
     return Identity(user, assurance)
 
 
-@pytest.mark.parametrize(("user", "verb", "allowed"), [
-    ("bob", Verb.INGEST, True), ("alice", Verb.INGEST, True), ("carol", Verb.INGEST, False), ("eve", Verb.INGEST, False),
-    ("carol", Verb.READ, True), ("bob", Verb.READ, True), ("alice", Verb.READ, True), ("dave", Verb.READ, False),
-    ("eve", Verb.READ, False), ("alice", Verb.GRANT, True), ("bob", Verb.GRANT, False), ("carol", Verb.REVOKE, False),
-    ("alice", Verb.STATUS, True), ("bob", Verb.STATUS, False), ("nobody", Verb.READ, False),
-])
+@pytest.mark.parametrize(
+    ("user", "verb", "allowed"),
+    [
+        ("bob", Verb.INGEST, True),
+        ("alice", Verb.INGEST, True),
+        ("carol", Verb.INGEST, False),
+        ("eve", Verb.INGEST, False),
+        ("carol", Verb.READ, True),
+        ("bob", Verb.READ, True),
+        ("alice", Verb.READ, True),
+        ("dave", Verb.READ, False),
+        ("eve", Verb.READ, False),
+        ("alice", Verb.GRANT, True),
+        ("bob", Verb.GRANT, False),
+        ("carol", Verb.REVOKE, False),
+        ("alice", Verb.STATUS, True),
+        ("bob", Verb.STATUS, False),
+        ("nobody", Verb.READ, False),
+    ],
+)
 def test_roles_decide_who_may_do_what(policy, demo_specs, user, verb, allowed):
     assert policy.decide(who(user), verb, spec(demo_specs, CLIENTS)).allowed is allowed
 
@@ -70,7 +86,10 @@ def test_an_allowed_decision_names_the_group_and_role(policy, demo_specs):
 
 def test_a_denial_names_the_roles_that_would_allow_it(policy, demo_specs):
     decision = policy.decide(who("eve"), Verb.INGEST, spec(demo_specs, CLIENTS))
-    assert decision.reason == "eve may not ingest sales/clients: it needs producer (sales-producers) or owner (sales-owners)"
+    assert (
+        decision.reason
+        == "eve may not ingest sales/clients: it needs producer (sales-producers) or owner (sales-owners)"
+    )
 
 
 def test_purge_needs_the_admin_group(policy):
@@ -121,7 +140,9 @@ def test_every_decision_is_in_the_ledger_with_result_reason_and_assurance(catalo
     with catalog.session() as session:
         entries = ledger.entries(session, ledger.LedgerFilter(action="read"))
     assert [(e.actor, e.asset_key, e.version, e.assurance, json.loads(e.details)["result"]) for e in entries] == [
-        ("carol", CLIENTS, 1, "asserted", "allowed"), ("eve", CLIENTS, 1, "asserted", "denied")]
+        ("carol", CLIENTS, 1, "asserted", "allowed"),
+        ("eve", CLIENTS, 1, "asserted", "denied"),
+    ]
     assert json.loads(entries[1].details)["reason"].startswith("eve may not read sales/clients")
     assert entries[0].run_id == "r1" and entries[0].ts
 
@@ -144,7 +165,9 @@ def test_a_password_the_file_directory_cannot_check_is_denied_and_recorded(catal
 
 def test_a_purge_touching_a_restricted_asset_needs_a_verified_admin(policy, demo_specs):
     clients = spec(demo_specs, CLIENTS)
-    restricted = Spec(clients.key, clients.file, clients.body.model_copy(update={"classification": Classification.RESTRICTED}))
+    restricted = Spec(
+        clients.key, clients.file, clients.body.model_copy(update={"classification": Classification.RESTRICTED})
+    )
     denied = policy.decide(who("alice"), Verb.PURGE, None, touching=[restricted])
     assert not denied.allowed and "sales/clients is restricted: purge needs a verified identity" in denied.reason
     assert policy.decide(who("alice", Assurance.VERIFIED), Verb.PURGE, None, touching=[restricted]).allowed
@@ -159,17 +182,29 @@ def test_an_owner_cannot_change_a_group_that_also_serves_an_asset_they_do_not_ow
     directory_file.write_text(Path("assets/directory.yaml").read_text() + "  other-owners: [dave]\n")
     policy = Policy(FileDirectory.load(directory_file))
     products = spec(demo_specs, "sales/products")
-    other = Spec(AssetKey("other", "ledger"), products.file, products.body.model_copy(
-        update={"roles": products.body.roles.model_copy(update={"owner": "other-owners"})}))
-    with pytest.raises(AccessDenied, match="sales-consumers also holds a role on other/ledger, which alice does not own"):
+    other = Spec(
+        AssetKey("other", "ledger"),
+        products.file,
+        products.body.model_copy(update={"roles": products.body.roles.model_copy(update={"owner": "other-owners"})}),
+    )
+    with pytest.raises(
+        AccessDenied, match="sales-consumers also holds a role on other/ledger, which alice does not own"
+    ):
         change_role(catalog, policy, who("alice"), Verb.GRANT, Role.CONSUMER, products, "eve", [*demo_specs, other])
     assert policy.directory.groups_of("eve") == frozenset()
     with pytest.raises(AccessDenied, match="custody-admins is the admin group"):
-        admins = Spec(products.key, products.file, products.body.model_copy(
-            update={"roles": products.body.roles.model_copy(update={"producer": "custody-admins"})}))
+        admins = Spec(
+            products.key,
+            products.file,
+            products.body.model_copy(
+                update={"roles": products.body.roles.model_copy(update={"producer": "custody-admins"})}
+            ),
+        )
         change_role(catalog, policy, who("alice"), Verb.GRANT, Role.PRODUCER, admins, "eve", [admins])
     with catalog.session() as session:
-        assert [json.loads(e.details)["result"] for e in ledger.entries(session, ledger.LedgerFilter(action="grant"))] == ["denied", "denied"]
+        assert [
+            json.loads(e.details)["result"] for e in ledger.entries(session, ledger.LedgerFilter(action="grant"))
+        ] == ["denied", "denied"]
 
 
 def test_a_run_s_identity_is_asserted_by_its_tag_and_system_for_a_schedule(catalog):
@@ -180,8 +215,14 @@ def test_a_run_s_identity_is_asserted_by_its_tag_and_system_for_a_schedule(catal
 
 def test_a_run_tag_cannot_claim_a_verification_made_for_another_run(catalog):
     with catalog.session() as session:
-        ledger.append(session, actor="bob", action="authenticate", run_id="run-1", assurance="verified",
-                      details={"result": "allowed"})
+        ledger.append(
+            session,
+            actor="bob",
+            action="authenticate",
+            run_id="run-1",
+            assurance="verified",
+            details={"result": "allowed"},
+        )
     assert run_identity(catalog, "run-1", "bob").assurance is Assurance.VERIFIED
     assert run_identity(catalog, "run-2", "bob").assurance is Assurance.ASSERTED
     assert run_identity(catalog, "run-1", "alice").assurance is Assurance.ASSERTED
@@ -192,7 +233,10 @@ def test_ledger_show_action_matches_a_whole_family(catalog):
         for action in ("read", "ingestion.requested", "ingestion.committed", "ingest", "reads_other"):
             ledger.append(session, actor="bob", action=action)
     with catalog.session() as session:
-        assert [e.action for e in ledger.entries(session, ledger.LedgerFilter(action="ingestion"))] == ["ingestion.requested", "ingestion.committed"]
+        assert [e.action for e in ledger.entries(session, ledger.LedgerFilter(action="ingestion"))] == [
+            "ingestion.requested",
+            "ingestion.committed",
+        ]
         assert [e.action for e in ledger.entries(session, ledger.LedgerFilter(action="read"))] == ["read"]
 
 
@@ -208,12 +252,17 @@ def test_an_integration_asset_classified_below_its_inputs_is_refused_naming_them
     summary.write_text(summary.read_text().replace("classification: confidential", "classification: internal"))
     [problem] = check_specs(root, transform_packages=DEFAULT_TRANSFORM_PACKAGES)
     assert problem.field == "classification" and problem.file.endswith("product_summary.yaml")
-    assert problem.message == "internal is below its input(s) sales/names_and_products (confidential): classify it confidential or higher"
+    assert (
+        problem.message
+        == "internal is below its input(s) sales/names_and_products (confidential): classify it confidential or higher"
+    )
 
 
 def test_consumers_of_an_asset_must_all_be_consumers_of_its_pii_inputs(tmp_path, demo_specs):
     directory_file = tmp_path / "directory.yaml"
-    directory_file.write_text(Path("assets/directory.yaml").read_text() + "  analysts: [carol, eve]\n  readers: [carol]\n")
+    directory_file.write_text(
+        Path("assets/directory.yaml").read_text() + "  analysts: [carol, eve]\n  readers: [carol]\n"
+    )
     directory = FileDirectory.load(directory_file)
     summary = spec(demo_specs, SUMMARY)
     inputs = [spec(demo_specs, "sales/names_and_products")]
@@ -225,5 +274,8 @@ def test_consumers_of_an_asset_must_all_be_consumers_of_its_pii_inputs(tmp_path,
 
     [problem] = coverage_problems(consumed_by("analysts"), inputs, directory)
     assert problem.field == "roles.consumer"
-    assert "analysts is not covered by sales-consumers, consumer group of sales/names_and_products (pii): eve could read" in problem.message
+    assert (
+        "analysts is not covered by sales-consumers, consumer group of sales/names_and_products (pii): eve could read"
+        in problem.message
+    )
     assert coverage_problems(consumed_by("readers"), inputs, directory) == []

@@ -50,20 +50,35 @@ def ledger_json(capsys, monkeypatch, *filters) -> list[dict]:
 
 
 def test_a_password_checked_by_ldap_makes_a_verified_run(ldap_env, spark, capsys, monkeypatch):
-    code, _, err = cli(capsys, monkeypatch, "ingest", "sales/products", "--as", "bob", "--password-stdin", stdin=password_of("bob") + "\n")
+    code, _, err = cli(
+        capsys,
+        monkeypatch,
+        "ingest",
+        "sales/products",
+        "--as",
+        "bob",
+        "--password-stdin",
+        stdin=password_of("bob") + "\n",
+    )
     assert code == 0, err
     [login] = ledger_json(capsys, monkeypatch, "--action", "authenticate")
     at_submission, at_start = ledger_json(capsys, monkeypatch, "--action", "ingest")
     assert (login["actor"], login["assurance"], login["details"]["result"]) == ("bob", "verified", "allowed")
     assert at_submission["details"]["at"] == "submission" and "at" not in at_start["details"]
     for decision in (at_submission, at_start):
-        assert (decision["assurance"], decision["details"]["result"], decision["run_id"]) == ("verified", "allowed", login["run_id"])
+        assert (decision["assurance"], decision["details"]["result"], decision["run_id"]) == (
+            "verified",
+            "allowed",
+            login["run_id"],
+        )
     code, out, _ = cli(capsys, monkeypatch, "versions", "sales/products", "--json")
     assert json.loads(out)[0]["assurance"] == "verified"
 
 
 def test_a_wrong_password_is_denied_recorded_and_launches_nothing(ldap_env, capsys, monkeypatch):
-    code, _, err = cli(capsys, monkeypatch, "ingest", "sales/products", "--as", "bob", "--password-stdin", stdin="guess\n")
+    code, _, err = cli(
+        capsys, monkeypatch, "ingest", "sales/products", "--as", "bob", "--password-stdin", stdin="guess\n"
+    )
     assert code == 3 and err.strip() == "error: denied: bob: unknown user or wrong password"
     [login] = ledger_json(capsys, monkeypatch, "--action", "authenticate")
     assert (login["actor"], login["assurance"], login["details"]["result"]) == ("bob", "none", "denied")
@@ -81,8 +96,19 @@ def test_a_classification_can_require_a_verified_identity(ldap_env, spark, capsy
 
 def test_a_grant_adds_the_user_to_the_ldap_group_and_a_revoke_removes_them(ldap_env, ldap, capsys, monkeypatch):
     directory = open_directory(ldap.url, environment(ldap))
-    code, out, _ = cli(capsys, monkeypatch, "access", "grant", "producer", "sales/products", "eve", "--by", "alice",
-                       "--password-stdin", stdin=password_of("alice"))
+    code, out, _ = cli(
+        capsys,
+        monkeypatch,
+        "access",
+        "grant",
+        "producer",
+        "sales/products",
+        "eve",
+        "--by",
+        "alice",
+        "--password-stdin",
+        stdin=password_of("alice"),
+    )
     assert code == 0 and "eve added to sales-producers" in out
     assert directory.groups_of("eve") == {"sales-producers"}
     code, out, _ = cli(capsys, monkeypatch, "access", "revoke", "producer", "sales/products", "eve", "--by", "alice")
@@ -129,13 +155,17 @@ def test_no_password_reaches_logs_run_config_catalog_or_ledger(ldap_env, ldap, s
     stored = b"".join(path.read_bytes() for path in Path(ldap_env.home).rglob("*") if path.is_file())
     # The search covers what was written: the ledger's denials are in it.
     assert b"unknown user or wrong password" in stored and b"could not be asked, so access is denied" in stored
-    assert len(runs) == 1  # the wrong user password stopped its run before launch, the directory's refusal at submission
+    assert (
+        len(runs) == 1
+    )  # the wrong user password stopped its run before launch, the directory's refusal at submission
     for secret in secrets:
         assert secret not in text
         assert secret.encode() not in stored
 
 
-def test_changing_a_policy_setting_needs_a_verified_identity_when_the_directory_checks_passwords(ldap_env, capsys, monkeypatch):
+def test_changing_a_policy_setting_needs_a_verified_identity_when_the_directory_checks_passwords(
+    ldap_env, capsys, monkeypatch
+):
     args = ("settings", "set", "require_verified", "restricted,confidential", "--by", "alice")
     code, _, err = cli(capsys, monkeypatch, *args)
     assert code == 3 and "changing a policy setting needs a verified identity" in err
@@ -157,11 +187,25 @@ def test_an_ldap_base_dn_other_than_the_pinned_one_is_refused(ldap_env, capsys, 
     assert cli(capsys, monkeypatch, "access", "show", "sales/products")[0] == 0
     monkeypatch.setenv("CUSTODY_LDAP_BASE_DN", "ou=theirs,dc=custody,dc=test")
     code, _, err = cli(capsys, monkeypatch, "access", "show", "sales/products")
-    assert code == 3 and "CUSTODY_LDAP_BASE_DN=ou=theirs,dc=custody,dc=test disagrees with the ldap_base_dn pinned" in err
+    assert (
+        code == 3 and "CUSTODY_LDAP_BASE_DN=ou=theirs,dc=custody,dc=test disagrees with the ldap_base_dn pinned" in err
+    )
 
 
 def test_a_password_check_names_the_directory_that_answered(ldap_env, ldap, capsys, monkeypatch):
-    assert cli(capsys, monkeypatch, "access", "check", "sales/products", "--as", "carol", "--password-stdin",
-               stdin=password_of("carol"))[0] == 0
+    assert (
+        cli(
+            capsys,
+            monkeypatch,
+            "access",
+            "check",
+            "sales/products",
+            "--as",
+            "carol",
+            "--password-stdin",
+            stdin=password_of("carol"),
+        )[0]
+        == 0
+    )
     [checked] = ledger_json(capsys, monkeypatch, "--action", "authenticate")
     assert checked["details"]["result"] == "allowed" and checked["details"]["directory"] == ldap.url

@@ -25,8 +25,13 @@ def key(asset):
 def launch(demo_specs, resources, assets, tags, config=None):
     with dg.instance_for_test() as instance:
         return dg.materialize(
-            build_assets(demo_specs), resources=resources, instance=instance, tags=tags,
-            selection=[key(a) for a in assets], run_config={"ops": config or {}}, raise_on_error=False,
+            build_assets(demo_specs),
+            resources=resources,
+            instance=instance,
+            tags=tags,
+            selection=[key(a) for a in assets],
+            run_config={"ops": config or {}},
+            raise_on_error=False,
         )
 
 
@@ -50,7 +55,8 @@ def test_a_ui_run_by_a_user_without_the_role_fails_before_any_spark_work(catalog
     result = launch(demo_specs, resources, [PRODUCTS], {"custody/requested_by": "eve"})
     assert not result.success
     assert failure_message(result) == (
-        "denied: eve may not ingest sales/products: it needs producer (sales-producers) or owner (sales-owners)")
+        "denied: eve may not ingest sales/products: it needs producer (sales-producers) or owner (sales-owners)"
+    )
     assert decisions(catalog, "ingest") == [("eve", "sales/products", "denied", "asserted")]
     with catalog.session() as session:
         assert list(session.exec(select(Attempt))) == []
@@ -65,14 +71,20 @@ def test_a_run_that_names_no_requester_is_denied(catalog, lake, demo_specs, reso
 
 
 def test_a_scheduled_run_is_recorded_as_established_by_the_system(catalog, demo_specs, resources, dropped):
-    result = launch(demo_specs, resources, [PRODUCTS], {"custody/requested_by": "bob", "dagster/schedule_name": "nightly"})
+    result = launch(
+        demo_specs, resources, [PRODUCTS], {"custody/requested_by": "bob", "dagster/schedule_name": "nightly"}
+    )
     assert result.success
     assert decisions(catalog, "ingest") == [("bob", "sales/products", "allowed", "system")]
     assert catalog.latest(PRODUCTS).assurance == "system"
 
 
-def test_a_sensor_run_is_asserted_for_its_batch_s_requester_and_names_the_sensor(catalog, demo_specs, resources, dropped):
-    result = launch(demo_specs, resources, [PRODUCTS], {"custody/requested_by": "bob", "dagster/sensor_name": "custody_dropzone"})
+def test_a_sensor_run_is_asserted_for_its_batch_s_requester_and_names_the_sensor(
+    catalog, demo_specs, resources, dropped
+):
+    result = launch(
+        demo_specs, resources, [PRODUCTS], {"custody/requested_by": "bob", "dagster/sensor_name": "custody_dropzone"}
+    )
     assert result.success
     assert decisions(catalog, "ingest") == [("bob", "sales/products", "allowed", "asserted")]
     with catalog.session() as session:
@@ -82,31 +94,54 @@ def test_a_sensor_run_is_asserted_for_its_batch_s_requester_and_names_the_sensor
 
 def test_materializing_reads_each_input_and_records_each_read(catalog, demo_specs, resources, dropped):
     config = {"sales__clients": {"config": {"batch": dropped.client_batches[0]}}}
-    assert launch(demo_specs, resources, [PRODUCTS, CLIENTS, NAMES_AND_PRODUCTS], {"custody/requested_by": "bob"}, config).success
+    assert launch(
+        demo_specs, resources, [PRODUCTS, CLIENTS, NAMES_AND_PRODUCTS], {"custody/requested_by": "bob"}, config
+    ).success
     assert decisions(catalog, "materialize") == [("bob", "sales/names_and_products", "allowed", "asserted")]
-    assert sorted(decisions(catalog, "read")) == [("bob", "sales/clients", "allowed", "asserted"),
-                                                  ("bob", "sales/products", "allowed", "asserted")]
+    assert sorted(decisions(catalog, "read")) == [
+        ("bob", "sales/clients", "allowed", "asserted"),
+        ("bob", "sales/products", "allowed", "asserted"),
+    ]
     with catalog.session() as session:
         reads = ledger.entries(session, ledger.LedgerFilter(action="read"))
     assert {(e.asset_key, e.version) for e in reads} == {("sales/clients", 1), ("sales/products", 1)}
 
 
-@pytest.mark.parametrize("resource, config", [
-    ("custody", {"directory": "file:{tmp}/everyone.yaml", "home": "{tmp}/elsewhere"}),
-    ("spark", {"master": "local[1]", "spark_config": {"spark.driver.extraJavaOptions": "-XX:OnOutOfMemoryError=touch {tmp}/owned"}}),
-])
-def test_run_config_cannot_change_the_catalog_the_directory_or_spark(catalog, settings, tmp_path, dropped, resource, config):
+@pytest.mark.parametrize(
+    "resource, config",
+    [
+        ("custody", {"directory": "file:{tmp}/everyone.yaml", "home": "{tmp}/elsewhere"}),
+        (
+            "spark",
+            {
+                "master": "local[1]",
+                "spark_config": {"spark.driver.extraJavaOptions": "-XX:OnOutOfMemoryError=touch {tmp}/owned"},
+            },
+        ),
+    ],
+)
+def test_run_config_cannot_change_the_catalog_the_directory_or_spark(
+    catalog, settings, tmp_path, dropped, resource, config
+):
     from assets.definitions import build_definitions
     from assets.launch import instance_for
 
     (tmp_path / "everyone.yaml").write_text("users: {eve: {}}\ngroups: {sales-producers: [eve]}\n")
     given = json.loads(json.dumps(config).replace("{tmp}", str(tmp_path)))
     defs = build_definitions(settings.specs, transform_packages=settings.transform_packages)
-    with pytest.MonkeyPatch.context() as env, pytest.raises(dg.DagsterInvalidConfigError, match=rf"unexpected config entr.* root:resources:{resource}:config"):
+    with (
+        pytest.MonkeyPatch.context() as env,
+        pytest.raises(
+            dg.DagsterInvalidConfigError, match=rf"unexpected config entr.* root:resources:{resource}:config"
+        ),
+    ):
         env.setenv("CUSTODY_HOME", str(settings.home))
         defs.resolve_implicit_global_asset_job_def().execute_in_process(
-            run_config={"resources": {resource: {"config": given}}}, instance=instance_for(settings),
-            asset_selection=[key(PRODUCTS)], tags={"custody/requested_by": "eve"})
+            run_config={"resources": {resource: {"config": given}}},
+            instance=instance_for(settings),
+            asset_selection=[key(PRODUCTS)],
+            tags={"custody/requested_by": "eve"},
+        )
     assert decisions(catalog, "ingest") == []
 
 
@@ -119,7 +154,6 @@ def directory_copy(cli_env, tmp_path, monkeypatch) -> Path:
     return path
 
 
-
 def test_read_gives_rows_to_a_consumer_and_denies_others_with_exit_3(landed, capsys):
     code, out, _ = cli(capsys, "read", "sales/products", "--as", "carol", "--limit", "2", "--json")
     assert code == 0
@@ -127,15 +161,23 @@ def test_read_gives_rows_to_a_consumer_and_denies_others_with_exit_3(landed, cap
     assert data["version"] == "sales/products@1" and len(data["rows"]) == 2 and "unit_price" in data["rows"][0]
     code, out, err = cli(capsys, "read", "sales/products@1", "--as", "eve")
     assert code == 3 and out == ""
-    assert err.strip() == "error: denied: eve may not read sales/products: it needs consumer (sales-consumers) or producer (sales-producers) or owner (sales-owners)"
+    assert (
+        err.strip()
+        == "error: denied: eve may not read sales/products: it needs consumer (sales-consumers) or producer (sales-producers) or owner (sales-owners)"
+    )
 
 
 def test_ledger_show_action_read_lists_who_read_what(landed, capsys):
     cli(capsys, "read", "sales/products", "--as", "carol", "-c", "product_id")
     cli(capsys, "read", "sales/products@1", "--as", "eve")
     code, out, _ = cli(capsys, "ledger", "show", "--action", "read", "--json")
-    found = [(e["actor"], e["asset_key"], e["version"], e["details"]["result"], e["assurance"]) for e in json.loads(out)]
-    assert code == 0 and found == [("carol", "sales/products", 1, "allowed", "asserted"), ("eve", "sales/products", 1, "denied", "asserted")]
+    found = [
+        (e["actor"], e["asset_key"], e["version"], e["details"]["result"], e["assurance"]) for e in json.loads(out)
+    ]
+    assert code == 0 and found == [
+        ("carol", "sales/products", 1, "allowed", "asserted"),
+        ("eve", "sales/products", 1, "denied", "asserted"),
+    ]
     code, out, _ = cli(capsys, "ledger", "show", "--action", "read")
     assert "carol (asserted)" in out and "result=denied" in out
 
@@ -162,7 +204,11 @@ def test_the_python_read_api_enforces_and_records_too(landed, spark):
     assert custody.read_spark(spark, "sales/products@1", as_user="alice").count() == 4
     with pytest.raises(AccessDenied):
         custody.read("sales/products", as_user="eve")
-    assert [(a, r) for a, _, r, _ in decisions(custody.store, "read")] == [("carol", "allowed"), ("alice", "allowed"), ("eve", "denied")]
+    assert [(a, r) for a, _, r, _ in decisions(custody.store, "read")] == [
+        ("carol", "allowed"),
+        ("alice", "allowed"),
+        ("eve", "denied"),
+    ]
 
 
 def test_status_needs_the_owner(landed, capsys):
@@ -193,7 +239,9 @@ def test_an_owner_grants_and_revokes_a_role_in_the_file_directory(directory_copy
     assert cli(capsys, "read", "sales/products", "--as", "eve")[0] == 3
     code, out, _ = cli(capsys, "ledger", "show", "--action", "member", "--json")
     assert [(e["action"], e["details"]["user"], e["details"]["changed"]) for e in json.loads(out)] == [
-        ("member.added", "eve", True), ("member.removed", "eve", True)]
+        ("member.added", "eve", True),
+        ("member.removed", "eve", True),
+    ]
 
 
 def test_only_an_owner_grants(directory_copy, cli_env, capsys):
@@ -202,7 +250,9 @@ def test_only_an_owner_grants(directory_copy, cli_env, capsys):
     assert code == 3 and "bob may not grant roles on sales/products: it needs owner (sales-owners)" in err
     assert directory_copy.read_text() == before
     code, out, _ = cli(capsys, "ledger", "show", "--action", "grant", "--json")
-    assert [(e["actor"], e["details"]["result"], e["details"]["user"]) for e in json.loads(out)] == [("bob", "denied", "eve")]
+    assert [(e["actor"], e["details"]["result"], e["details"]["user"]) for e in json.loads(out)] == [
+        ("bob", "denied", "eve")
+    ]
 
 
 def test_grant_refuses_an_unknown_role_or_a_bad_user_name(directory_copy, cli_env, capsys):
@@ -246,7 +296,10 @@ def test_specs_check_fails_when_a_consumer_group_is_not_covered(cli_env, tmp_pat
     summary.write_text(summary.read_text().replace("consumer: sales-consumers", "consumer: auditors"))
     code, _, err = cli(capsys, "specs", "check", str(specs))
     assert code == 1
-    assert "roles.consumer: auditors is not covered by sales-consumers, consumer group of sales/names_and_products (pii): dave" in err
+    assert (
+        "roles.consumer: auditors is not covered by sales-consumers, consumer group of sales/names_and_products (pii): dave"
+        in err
+    )
 
 
 def test_password_stdin_without_a_password_says_so(cli_env, capsys, monkeypatch):

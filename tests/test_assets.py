@@ -35,8 +35,13 @@ def key(asset):
 
 def run(demo_specs, resources, instance, assets, config=None):
     return dg.materialize(
-        build_assets(demo_specs), resources=resources, instance=instance, tags=REQUESTED,
-        selection=[key(a) for a in assets], run_config={"ops": config or {}}, raise_on_error=False,
+        build_assets(demo_specs),
+        resources=resources,
+        instance=instance,
+        tags=REQUESTED,
+        selection=[key(a) for a in assets],
+        run_config={"ops": config or {}},
+        raise_on_error=False,
     )
 
 
@@ -61,7 +66,11 @@ def test_every_spec_is_an_asset_with_group_owners_kinds_tags_and_schema():
     assert clients.group_name == "sales"
     assert clients.owners == ["team:sales-owners"]
     assert clients.kinds == {"spark", "parquet"}
-    assert {"custody/zone": "landing", "custody/classification": "confidential", "custody/pii": "true"}.items() <= clients.tags.items()
+    assert {
+        "custody/zone": "landing",
+        "custody/classification": "confidential",
+        "custody/pii": "true",
+    }.items() <= clients.tags.items()
     assert clients.description.startswith("Clients and the products")
     schema = clients.metadata["dagster/column_schema"]
     assert [c.name for c in schema.columns][:2] == ["name", "surname"]
@@ -70,7 +79,9 @@ def test_every_spec_is_an_asset_with_group_owners_kinds_tags_and_schema():
 
 
 @pytest.mark.both_backends
-def test_a_materialization_records_version_rows_path_and_data_version(demo_specs, resources, instance, catalog, demo_round):
+def test_a_materialization_records_version_rows_path_and_data_version(
+    demo_specs, resources, instance, catalog, demo_round
+):
     result = run(demo_specs, resources, instance, [PRODUCTS], batch_config(PRODUCTS, demo_round.products_batch))
     assert result.success
     event = result.get_asset_materialization_events()[0].materialization
@@ -93,7 +104,9 @@ def test_the_label_follows_the_reference_input(demo_specs, resources, instance, 
 
 
 @pytest.mark.both_backends
-def test_inputs_are_pinned_to_the_version_committed_before_the_run_started(spark, demo_specs, resources, instance, catalog, lake, demo_round):
+def test_inputs_are_pinned_to_the_version_committed_before_the_run_started(
+    spark, demo_specs, resources, instance, catalog, lake, demo_round
+):
     run(demo_specs, resources, instance, [PRODUCTS], batch_config(PRODUCTS, demo_round.products_batch))
     run(demo_specs, resources, instance, [CLIENTS], batch_config(CLIENTS, demo_round.client_batches[0]))
     started = catalog.latest(CLIENTS).created_at
@@ -123,10 +136,16 @@ def test_a_transient_failure_is_retried(demo_specs, resources, instance, catalog
 
 @pytest.mark.parametrize(
     "error",
-    [RuntimeError("unexpected"), Py4JNetworkError("Answer from Java side is empty"), PermissionError("denied by the disk")],
+    [
+        RuntimeError("unexpected"),
+        Py4JNetworkError("Answer from Java side is empty"),
+        PermissionError("denied by the disk"),
+    ],
     ids=["a bug", "a Spark context that died", "a file it may not read"],
 )
-def test_a_failure_that_is_not_transient_is_not_retried(demo_specs, resources, instance, catalog, demo_round, monkeypatch, error):
+def test_a_failure_that_is_not_transient_is_not_retried(
+    demo_specs, resources, instance, catalog, demo_round, monkeypatch, error
+):
     calls = []
 
     def failing(*_args, **_kwargs):
@@ -157,14 +176,18 @@ def test_provenance_command_is_shown_for_each_version(demo_specs, resources, ins
     assert catalog.version(VersionRef(PRODUCTS, 1)).requested_by == "bob"
 
 
-def test_dagster_input_data_versions_agree_with_the_pinned_versions(demo_specs, resources, instance, catalog, demo_round):
+def test_dagster_input_data_versions_agree_with_the_pinned_versions(
+    demo_specs, resources, instance, catalog, demo_round
+):
     run(demo_specs, resources, instance, [PRODUCTS], batch_config(PRODUCTS, demo_round.products_batch))
     run(demo_specs, resources, instance, [CLIENTS], batch_config(CLIENTS, demo_round.client_batches[0]))
     run(demo_specs, resources, instance, [CLIENTS], batch_config(CLIENTS, demo_round.client_batches[1]))
     result = run(demo_specs, resources, instance, [NAMES_AND_PRODUCTS])
     event = result.get_asset_materialization_events()[0].materialization
     joined = catalog.latest(NAMES_AND_PRODUCTS)
-    pinned = {n.asset: n for n in provenance(catalog, VersionRef(NAMES_AND_PRODUCTS, joined.number), depth=1).root.links}
+    pinned = {
+        n.asset: n for n in provenance(catalog, VersionRef(NAMES_AND_PRODUCTS, joined.number), depth=1).root.links
+    }
     dagster_says = {
         tag.removeprefix("dagster/input_data_version/"): value
         for tag, value in event.tags.items()
@@ -188,7 +211,8 @@ def staleness(instance, specs_dir):
 
 
 def test_a_description_edit_leaves_the_asset_fresh_and_a_column_change_makes_it_stale(
-        tmp_path, resources, instance, demo_round):
+    tmp_path, resources, instance, demo_round
+):
     specs_dir = tmp_path / "specs"
     shutil.copytree(DEMO_SPECS, specs_dir)
     specs = load_specs(specs_dir, transform_packages=DEFAULT_TRANSFORM_PACKAGES)
@@ -199,6 +223,8 @@ def test_a_description_edit_leaves_the_asset_fresh_and_a_column_change_makes_it_
     cosmetic = cosmetic.replace("classification: internal", "classification: confidential\ntags: {team: catalogue}")
     spec_file.write_text(cosmetic + "retention: {keep_versions: 5}\n", encoding="utf-8")
     assert staleness(instance, specs_dir) == "FRESH"
-    spec_file.write_text(cosmetic.replace("{name: category, type: string}", "{name: category, type: string, nullable: false}"),
-                         encoding="utf-8")
+    spec_file.write_text(
+        cosmetic.replace("{name: category, type: string}", "{name: category, type: string, nullable: false}"),
+        encoding="utf-8",
+    )
     assert staleness(instance, specs_dir) == "STALE"

@@ -13,7 +13,13 @@ def test_no_module_of_governance_imports_dagster():
     offenders = []
     for path in (ROOT / "governance").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             offenders += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0].startswith("dagster")]
     assert offenders == []
 

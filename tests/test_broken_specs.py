@@ -48,7 +48,9 @@ def test_an_input_with_an_invalid_spec_is_named_as_such_and_takes_its_dependents
     assert summary.message == "input sales/names_and_products cannot be loaded: its spec or one upstream is invalid"
 
 
-def test_the_cli_runs_a_valid_asset_beside_a_broken_one_and_refuses_the_broken_one(specs_dir, cli_env, capsys, monkeypatch, spark):
+def test_the_cli_runs_a_valid_asset_beside_a_broken_one_and_refuses_the_broken_one(
+    specs_dir, cli_env, capsys, monkeypatch, spark
+):
     monkeypatch.setenv("CUSTODY_SPECS", str(specs_dir))
     summary = edit_spec(specs_dir, "sales/product_summary", "zone: integration", "zone: integration\ncolour: blue")
     dropped = drop_demo_batches(Lake(cli_env.lake))

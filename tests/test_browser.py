@@ -31,8 +31,17 @@ from tests.helpers import edit_spec
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 ARTIFACTS = ROOT / ".test-artifacts"
 # Headless, and quiet on the network: this machine reaches no host but its own.
-FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--window-size=1600,2400")
+FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1600,2400",
+)
 WAIT_SECONDS = 60
 MENU_SECONDS = 5
 
@@ -59,7 +68,8 @@ class Page:
         """Dagster asks a new browser once to join its community; the question covers the page."""
         try:
             WebDriverWait(self.driver, 5).until(
-                ready.element_to_be_clickable((By.XPATH, "//button[normalize-space()='Skip']"))).click()
+                ready.element_to_be_clickable((By.XPATH, "//button[normalize-space()='Skip']"))
+            ).click()
         except TimeoutException:
             return
 
@@ -78,6 +88,7 @@ class Page:
 
     def choose(self, opener: str, item: str) -> None:
         """Open a menu and click one of its items; open it again if a redraw closed it first."""
+
         def chosen(driver: WebDriver) -> bool:
             self.click(opener)
             try:
@@ -115,8 +126,10 @@ class Page:
 def browser(request: pytest.FixtureRequest) -> Iterator[WebDriver]:
     missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not shutil.which(path)]
     if missing:
-        pytest.fail(f"the browser tests need {' and '.join(missing)}: apt-get install chromium chromium-driver "
-                    "(scripts/system-packages installs them)")
+        pytest.fail(
+            f"the browser tests need {' and '.join(missing)}: apt-get install chromium chromium-driver "
+            "(scripts/system-packages installs them)"
+        )
     options = Options()
     options.binary_location = CHROMIUM
     for flag in FLAGS:
@@ -141,7 +154,11 @@ def ui(browser: WebDriver, webserver: int) -> Page:
 def joined(cli_env, spark, capsys) -> None:
     """products@1 and clients@1 ingested, names_and_products@1 materialized, by bob through the CLI."""
     drop_demo_batches(Lake(cli_env.lake))
-    for args in (["ingest", "sales/products"], ["ingest", "sales/clients"], ["materialize", "key:sales/names_and_products"]):
+    for args in (
+        ["ingest", "sales/products"],
+        ["ingest", "sales/clients"],
+        ["materialize", "key:sales/names_and_products"],
+    ):
         assert run([*args, "--as", "bob"]) == 0
     capsys.readouterr()
 
@@ -156,11 +173,26 @@ def until(condition: Callable[[], object], what: str, seconds: float = 120) -> o
 
 def test_an_asset_page_shows_its_governance_columns_and_column_lineage(ui, joined):
     ui.open("/assets/sales/names_and_products")
-    page = ui.shows("sales-owners", "Parquet", "Spark", "custody/zone: integration", "custody/classification: confidential",
-                    "Columns", "product_name", "unit_price", "custody/version", "sales/names_and_products@1")
+    page = ui.shows(
+        "sales-owners",
+        "Parquet",
+        "Spark",
+        "custody/zone: integration",
+        "custody/classification: confidential",
+        "Columns",
+        "product_name",
+        "unit_price",
+        "custody/version",
+        "sales/names_and_products@1",
+    )
     assert "Each client order joined with the product it names." in page
-    ui.shows("custody/column_lineage", "derives from", "sales/products@1.unit_price", "DIRECT IDENTITY",
-             "sales/clients@1.order__product_id")
+    ui.shows(
+        "custody/column_lineage",
+        "derives from",
+        "sales/products@1.unit_price",
+        "DIRECT IDENTITY",
+        "sales/clients@1.order__product_id",
+    )
 
 
 def test_materialize_without_a_requester_is_refused_and_the_launchpad_with_one_runs(ui, joined, cli_env, queue_only):
@@ -168,7 +200,7 @@ def test_materialize_without_a_requester_is_refused_and_the_launchpad_with_one_r
     ui.click("//button[normalize-space()='Materialize']")
     refusal = ui.dialog()
     assert "Custody refused this run: the request names no user" in refusal
-    assert "File \"" not in refusal  # the reason alone, no stack
+    assert 'File "' not in refusal  # the reason alone, no stack
     ui.close_dialog("OK")
     instance = instance_for(cli_env)
     before = {r.run_id for r in instance.get_runs()}
@@ -176,11 +208,14 @@ def test_materialize_without_a_requester_is_refused_and_the_launchpad_with_one_r
     ui.choose("//button[.//div[@aria-label='arrow_drop_down']]", "//*[normalize-space()='Open launchpad']")
     ui.click("//button[normalize-space()='Edit tags']")
     ui.wait.until(ready.visibility_of_element_located((By.XPATH, "//input[@placeholder='Tag Key']"))).send_keys(
-        "custody/requested_by")
+        "custody/requested_by"
+    )
     ui.driver.find_element(By.XPATH, "//input[@placeholder='Tag Value']").send_keys("bob")
     ui.click("//button[normalize-space()='Apply']")
     ui.click("//div[contains(@class, 'dagster-dialog')]//button[normalize-space()='Materialize']")
-    [launched] = until(lambda: [r for r in instance.get_runs() if r.run_id not in before], "a launch from the Launchpad")
+    [launched] = until(
+        lambda: [r for r in instance.get_runs() if r.run_id not in before], "a launch from the Launchpad"
+    )
     assert launched.tags["custody/requested_by"] == "bob"
     assert finished(instance, launched.run_id, queue_only).is_success
     ui.open("/assets/sales/names_and_products")
@@ -196,11 +231,11 @@ def test_a_check_runs_on_demand_from_the_asset_s_checks_tab(ui, joined, cli_env,
     [audit] = until(lambda: [r for r in instance.get_runs() if r.run_id not in before], "a check launched from the UI")
     assert audit.asset_selection == frozenset() or audit.asset_selection is None
     assert audit.asset_check_selection and {key.asset_key for key in audit.asset_check_selection} == {
-        dg.AssetKey(["sales", "names_and_products"])}
+        dg.AssetKey(["sales", "names_and_products"])
+    }
     assert finished(instance, audit.run_id, queue_only).is_success
     ui.open("/assets/sales/names_and_products?view=checks")
     ui.shows("Passed")
-
 
 
 @pytest.fixture
@@ -215,9 +250,17 @@ def owners_edits(cli_env, monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
 
 def test_owners_see_a_spec_waiting_for_approval_and_a_broken_one_with_its_problems(owners_edits, ui):
     ui.open("/assets/sales/products")
-    ui.shows("Pending approval:", "has no definition in force yet", "custody specs apply sales/products --as OWNER",
-             "custody/approval: pending")
+    ui.shows(
+        "Pending approval:",
+        "has no definition in force yet",
+        "custody specs apply sales/products --as OWNER",
+        "custody/approval: pending",
+    )
     ui.visit("/assets/sales/product_summary", lambda d: "Invalid spec:" in d.find_element(By.TAG_NAME, "body").text)
-    ui.shows("External Asset", "this asset cannot run until its owner fixes it", "colour: unknown key",
-             "custody/spec: invalid")
+    ui.shows(
+        "External Asset",
+        "this asset cannot run until its owner fixes it",
+        "colour: unknown key",
+        "custody/spec: invalid",
+    )
     assert not ui.driver.find_element(By.XPATH, "//button[normalize-space()='Materialize']").is_enabled()

@@ -53,7 +53,9 @@ def test_an_unreachable_catalog_is_one_line_without_its_password(postgres, cli_e
     monkeypatch.setenv("CUSTODY_CATALOG_URL", wrong)
     assert run(["ledger", "show"]) == 1
     err = capsys.readouterr().err.strip()
-    assert err.startswith(f"error: the catalog at postgresql+psycopg://{postgres.user}:***@{postgres.host}:{postgres.port}/postgres is unavailable:")
+    assert err.startswith(
+        f"error: the catalog at postgresql+psycopg://{postgres.user}:***@{postgres.host}:{postgres.port}/postgres is unavailable:"
+    )
     assert "password authentication failed" in err and len(err.splitlines()) == 1
     assert "not-the-Pa55word" not in err
 
@@ -64,11 +66,23 @@ def number_versions(url: str, writer: int) -> None:
     for i in range(VERSIONS_EACH):
         with catalog.session() as session:
             number = catalog.next_number(session, key)
-            session.add(VersionRow(
-                asset_key=str(key), number=number, data_version=f"{writer}-{i}", zone="landing", path=f"/lake/{number}",
-                rows=1, bytes=1, table_schema="{}", code_version="c", spec_hash="s", requested_by=f"w{writer}",
-                attempt_id=f"w{writer}-{i}", created_at=EPOCH,
-            ))
+            session.add(
+                VersionRow(
+                    asset_key=str(key),
+                    number=number,
+                    data_version=f"{writer}-{i}",
+                    zone="landing",
+                    path=f"/lake/{number}",
+                    rows=1,
+                    bytes=1,
+                    table_schema="{}",
+                    code_version="c",
+                    spec_hash="s",
+                    requested_by=f"w{writer}",
+                    attempt_id=f"w{writer}-{i}",
+                    created_at=EPOCH,
+                )
+            )
             ledger.append(session, actor=f"w{writer}", action="ingestion.committed", asset=str(key), version=number)
 
 

@@ -40,7 +40,11 @@ def test_every_asset_is_listed_with_its_roles_classification_and_newest_version(
     assert set(found) == {PRODUCTS, CLIENTS, JOINED, SUMMARY}
     products = found[PRODUCTS]
     assert (products.zone, products.owner, products.producer, products.consumer) == (
-        "landing", "sales-owners", "sales-producers", "sales-consumers")
+        "landing",
+        "sales-owners",
+        "sales-producers",
+        "sales-consumers",
+    )
     assert (products.versions, products.newest.number, products.newest.requested_by) == (3, 3, "bob")
     assert found[CLIENTS].pii and found[CLIENTS].classification == "confidential"
     assert found[SUMMARY].newest is None and found[SUMMARY].versions == 0
@@ -50,14 +54,18 @@ def test_the_search_finds_names_descriptions_column_names_and_tags_in_any_case(r
     assert set(entries_by_key(registered, Filters(search="SUMMARY"))) == {SUMMARY}
     assert set(entries_by_key(registered, Filters(search="Order__Quantity"))) == {CLIENTS}
     assert set(entries_by_key(registered, Filters(search="Shop Front"))) == {CLIENTS}
-    execute(registered, "UPDATE asset SET spec_json = replace(spec_json, '\"tags\":{}', '\"tags\":{\"desk\":\"pricing-desk\"}') "
-                        "WHERE key = 'sales/products'")
+    execute(
+        registered,
+        'UPDATE asset SET spec_json = replace(spec_json, \'"tags":{}\', \'"tags":{"desk":"pricing-desk"}\') '
+        "WHERE key = 'sales/products'",
+    )
     assert set(entries_by_key(registered, Filters(search="PRICING"))) == {PRODUCTS}
 
 
 def test_filters_by_domain_classification_and_owner_each_must_hold(registered):
     assert set(entries_by_key(registered, Filters(classification="confidential"))) == {
-        e.key for e in listing(registered) if e.classification == "confidential"}
+        e.key for e in listing(registered) if e.classification == "confidential"
+    }
     assert entries_by_key(registered, Filters(domain="finance")) == {}
     assert len(entries_by_key(registered, Filters(domain="sales", owner="sales-owners"))) == 4
     assert entries_by_key(registered, Filters(owner="hr-owners")) == {}
@@ -94,7 +102,9 @@ def test_the_cli_lists_the_catalog_as_json(registered, cli_env, capsys):
     assert code == 0
     listed = {entry["key"]: entry for entry in json.loads(out)}
     assert set(listed) == {PRODUCTS, JOINED, CLIENTS}  # by name, by name, by description
-    assert listed[PRODUCTS]["newest"]["number"] == 3 and listed[PRODUCTS]["newest"]["created_at"].startswith("2026-01-01")
+    assert listed[PRODUCTS]["newest"]["number"] == 3 and listed[PRODUCTS]["newest"]["created_at"].startswith(
+        "2026-01-01"
+    )
 
 
 def test_the_cli_shows_the_list_and_one_asset_to_people(registered, cli_env, capsys):

@@ -35,8 +35,9 @@ NOT_VERIFIED = "checkpoints are not verified: CUSTODY_LEDGER_KEY is not set"
 
 
 def keyed(settings, key: str | None = KEY) -> Checkpoints:
-    return Checkpoints(settings.home / "ledger" / "checkpoints.jsonl", key=key.encode() if key else None,
-                       every=EVERY, seconds=3600)
+    return Checkpoints(
+        settings.home / "ledger" / "checkpoints.jsonl", key=key.encode() if key else None, every=EVERY, seconds=3600
+    )
 
 
 @pytest.fixture
@@ -53,8 +54,6 @@ def append(catalog: Catalog, i: int) -> None:
         ledger.append(session, actor="bob", action="read", asset="t/people", details={"i": i})
 
 
-
-
 def lines(catalog: Catalog) -> list[bytes]:
     return catalog.checkpoints.path.read_bytes().splitlines(keepends=True)
 
@@ -65,12 +64,17 @@ def keep_lines(catalog: Catalog, count: int) -> None:
 
 def head(catalog: Catalog) -> tuple:
     with catalog.session() as session:
-        return tuple(session.connection().exec_driver_sql("SELECT ledger_id, lines, last_line, mac FROM ledger_head").one())
+        return tuple(
+            session.connection().exec_driver_sql("SELECT ledger_id, lines, last_line, mac FROM ledger_head").one()
+        )
 
 
 def set_head(catalog: Catalog, row: tuple) -> None:
-    execute(catalog, f"UPDATE ledger_head SET ledger_id = '{row[0]}', lines = {row[1]}, last_line = '{row[2]}', "
-                     f"mac = {'NULL' if row[3] is None else repr(row[3])}")
+    execute(
+        catalog,
+        f"UPDATE ledger_head SET ledger_id = '{row[0]}', lines = {row[1]}, last_line = '{row[2]}', "
+        f"mac = {'NULL' if row[3] is None else repr(row[3])}",
+    )
 
 
 def rehash_from(catalog: Catalog, seq: int) -> None:
@@ -97,7 +101,12 @@ def entry_hash(catalog: Catalog, seq: int) -> str:
 def forge_line(catalog: Catalog, **body: object) -> None:
     """A line written without the key: numbered and linked as a real one is, but not signed."""
     before = lines(catalog)
-    line = {"n": len(before) + 1, "prev": hashlib.sha256(before[-1]).hexdigest(), "ts": "2026-01-01T00:00:00.000000Z", **body}
+    line = {
+        "n": len(before) + 1,
+        "prev": hashlib.sha256(before[-1]).hexdigest(),
+        "ts": "2026-01-01T00:00:00.000000Z",
+        **body,
+    }
     with catalog.checkpoints.path.open("ab") as out:
         out.write((json.dumps(line, sort_keys=True, separators=(",", ":")) + "\n").encode())
 
@@ -113,7 +122,10 @@ def test_the_file_is_numbered_linked_and_begins_with_the_ledger_it_belongs_to(si
     assert [line["n"] for line in written] == [1, 2, 3, 4, 5]
     assert written[0]["kind"] == "genesis" and written[0]["ledger"] == head(signed)[0]
     assert [line["seq"] for line in written[1:]] == [1, 4, 8, 12]
-    assert all(line["prev"] == hashlib.sha256(before).hexdigest() for before, line in zip(lines(signed), written[1:], strict=False))
+    assert all(
+        line["prev"] == hashlib.sha256(before).hexdigest()
+        for before, line in zip(lines(signed), written[1:], strict=False)
+    )
     assert head(signed)[1:3] == (5, hashlib.sha256(lines(signed)[-1]).hexdigest())
     result = verify_ledger(signed)
     assert result.ok and result.checkpoints_verified and result.checkpoints == 4
@@ -124,7 +136,8 @@ def test_a_deleted_file_with_the_chain_recomputed_after_an_edit_fails(signed):
     signed.checkpoints.path.unlink()
     result = verify_ledger(signed)
     assert not result.ok and result.problems[0] == (
-        f"{signed.checkpoints.path} is missing: the catalog recorded 5 checkpoint line(s)")
+        f"{signed.checkpoints.path} is missing: the catalog recorded 5 checkpoint line(s)"
+    )
 
 
 def test_no_checkpoint_is_written_over_a_file_the_catalog_does_not_recognise(signed):
@@ -137,14 +150,18 @@ def test_no_checkpoint_is_written_over_a_file_the_catalog_does_not_recognise(sig
 def test_an_emptied_file_fails(signed):
     signed.checkpoints.path.write_bytes(b"")
     result = verify_ledger(signed)
-    assert not result.ok and result.problems[0] == f"{signed.checkpoints.path} is empty: the catalog recorded 5 checkpoint line(s)"
+    assert (
+        not result.ok
+        and result.problems[0] == f"{signed.checkpoints.path} is empty: the catalog recorded 5 checkpoint line(s)"
+    )
 
 
 def test_a_file_cut_at_its_tail_is_named_with_the_count_the_catalog_recorded(signed):
     keep_lines(signed, 3)
     result = verify_ledger(signed)
     assert not result.ok and result.problems[0] == (
-        f"{signed.checkpoints.path} holds 3 line(s), but the catalog recorded 5: its tail was cut")
+        f"{signed.checkpoints.path} holds 3 line(s), but the catalog recorded 5: its tail was cut"
+    )
 
 
 def test_a_line_removed_from_the_middle_is_named(signed):
@@ -175,13 +192,18 @@ def test_a_cut_backed_by_a_copy_of_the_head_taken_before_passes_as_the_threat_mo
 
 
 def test_a_file_swapped_in_from_another_ledger_is_named(signed, settings, tmp_path):
-    other = Catalog(make_engine(f"sqlite:///{tmp_path / 'other.db'}"),
-                    Checkpoints(tmp_path / "other.jsonl", key=KEY.encode(), every=EVERY, seconds=3600))
+    other = Catalog(
+        make_engine(f"sqlite:///{tmp_path / 'other.db'}"),
+        Checkpoints(tmp_path / "other.jsonl", key=KEY.encode(), every=EVERY, seconds=3600),
+    )
     for i in range(ENTRIES):
         append(other, i)
     signed.checkpoints.path.write_bytes(other.checkpoints.path.read_bytes())
     problems = verify_ledger(signed).problems
-    assert f"{signed.checkpoints.path} belongs to ledger {head(other)[0]}, not to this catalog's ledger {head(signed)[0]}" in problems
+    assert (
+        f"{signed.checkpoints.path} belongs to ledger {head(other)[0]}, not to this catalog's ledger {head(signed)[0]}"
+        in problems
+    )
 
 
 def test_a_deleted_head_record_is_named(signed):
@@ -203,14 +225,17 @@ def test_an_unsigned_line_names_the_entry_it_claims(signed):
     forge_line(signed, kind="checkpoint", seq=12, hash=entry_hash(signed, 12))
     result = verify_ledger(signed)
     assert not result.ok and result.problems == (
-        f"{signed.checkpoints.path}:6: the checkpoint of entry 12: not signed, though CUSTODY_LEDGER_KEY is set",)
+        f"{signed.checkpoints.path}:6: the checkpoint of entry 12: not signed, though CUSTODY_LEDGER_KEY is set",
+    )
 
 
 def test_an_edited_head_is_named_with_the_key(signed):
     forge_line(signed, kind="checkpoint", seq=12, hash=entry_hash(signed, 12))
     follow_with_head(signed)
     problems = verify_ledger(signed).problems
-    assert f"the catalog's record of {signed.checkpoints.path} is not signed, though CUSTODY_LEDGER_KEY is set" in problems
+    assert (
+        f"the catalog's record of {signed.checkpoints.path} is not signed, though CUSTODY_LEDGER_KEY is set" in problems
+    )
 
 
 def test_a_crash_between_the_file_line_and_the_head_still_verifies(signed):
@@ -247,7 +272,9 @@ def legacy_line(seq: int, entry: str) -> bytes:
     """A checkpoint as the earlier release wrote it: its own fields and a signature over them."""
     ts = "2026-01-01T00:00:00.000000Z"
     mac = hmac.new(KEY.encode(), f"{seq}\n{entry}\n{ts}".encode(), hashlib.sha256).hexdigest()
-    return (json.dumps({"hash": entry, "mac": mac, "seq": seq, "ts": ts}, sort_keys=True, separators=(",", ":")) + "\n").encode()
+    return (
+        json.dumps({"hash": entry, "mac": mac, "seq": seq, "ts": ts}, sort_keys=True, separators=(",", ":")) + "\n"
+    ).encode()
 
 
 @pytest.fixture
@@ -318,6 +345,8 @@ def test_a_checkpoint_that_could_not_be_written_fails_the_command_that_made_it_d
     for i in range(EVERY - 1):
         append(catalog, i)
     keep_lines(catalog, 1)
-    with pytest.raises(IntegrityError, match="does not write over a checkpoint file the catalog does not recognise"):
-        with closing_checkpoint():
-            append(catalog, EVERY)  # the ledger's entry EVERY: a checkpoint is due, and cannot be written
+    refused = pytest.raises(
+        IntegrityError, match="does not write over a checkpoint file the catalog does not recognise"
+    )
+    with refused, closing_checkpoint():
+        append(catalog, EVERY)  # the ledger's entry EVERY: a checkpoint is due, and cannot be written

@@ -34,7 +34,11 @@ def finding(catalog, spec: Spec, check: Check, number: int = 1):
 
 def test_each_asset_has_the_checks_that_apply_to_its_zone(demo_specs):
     assert checks_for(demo_specs[PRODUCTS]) == (
-        Check.ROWS_ADD_UP, Check.QUARANTINE_WITHIN_LIMIT, Check.SCHEMA_MATCHES_SPEC, Check.FILES_INTACT)
+        Check.ROWS_ADD_UP,
+        Check.QUARANTINE_WITHIN_LIMIT,
+        Check.SCHEMA_MATCHES_SPEC,
+        Check.FILES_INTACT,
+    )
     assert checks_for(demo_specs[PRODUCT_SUMMARY]) == (Check.INPUTS_AS_DECLARED, Check.FILES_INTACT)
 
 
@@ -44,7 +48,8 @@ def test_a_sound_version_passes_every_check(catalog, demo_specs, pipeline):
         found = audit(catalog, spec, version_to_audit(catalog, spec), checks_for(spec))
         assert [(f.check, f.passed) for f in found] == [(check, True) for check in checks_for(spec)], found
     assert finding(catalog, demo_specs[PRODUCTS], Check.ROWS_ADD_UP).description == (
-        "sales/products@1: read 4 = landed 4 + quarantined 0")
+        "sales/products@1: read 4 = landed 4 + quarantined 0"
+    )
 
 
 def test_rows_that_do_not_add_up_fail_with_the_three_counts(catalog, demo_specs, pipeline):
@@ -71,7 +76,10 @@ def test_a_written_schema_unlike_the_spec_s_columns_fails_naming_them(catalog, d
     columns = [c.model_copy(update={"type": "string"}) if c.name == "unit_price" else c for c in spec.body.columns]
     found = finding(catalog, with_body(spec, columns=columns[1:]), Check.SCHEMA_MATCHES_SPEC)
     assert not found.passed
-    assert found.description == "sales/products@1: undeclared product_id; unit_price is decimal(10,2), the spec says string"
+    assert (
+        found.description
+        == "sales/products@1: undeclared product_id; unit_price is decimal(10,2), the spec says string"
+    )
 
 
 def test_inputs_other_than_the_declared_ones_fail(catalog, demo_specs, pipeline):
@@ -106,11 +114,19 @@ def test_right_after_a_commit_the_files_are_found_with_their_sizes_and_not_hashe
 def test_every_materialization_runs_its_checks_in_its_own_step(lake, demo_specs, resources):
     drop_demo_batches(lake)
     with dg.instance_for_test() as instance:
-        result = dg.materialize([landing_asset(demo_specs[PRODUCTS])], resources=resources, instance=instance,
-                                tags={"custody/requested_by": "bob"})
+        result = dg.materialize(
+            [landing_asset(demo_specs[PRODUCTS])],
+            resources=resources,
+            instance=instance,
+            tags={"custody/requested_by": "bob"},
+        )
     evaluations = result.get_asset_check_evaluations()
     assert sorted((e.check_name, e.passed) for e in evaluations) == [
-        ("files_intact", True), ("quarantine_within_limit", True), ("rows_add_up", True), ("schema_matches_spec", True)]
+        ("files_intact", True),
+        ("quarantine_within_limit", True),
+        ("rows_add_up", True),
+        ("schema_matches_spec", True),
+    ]
     assert {e.metadata["custody/version"].value for e in evaluations} == {"sales/products@1"}
     assert {event.step_key for event in result.all_events if event.step_key} == {"sales__products"}
 
@@ -127,8 +143,13 @@ def test_a_check_runs_on_demand_against_the_version_asked_for(catalog, lake, dem
     data_file.unlink()
     check = dg.AssetCheckKey(dg.AssetKey(["sales", "products"]), "files_intact")
     with dg.instance_for_test() as instance:
-        result = dg.materialize([landing_asset(spec)], selection=dg.AssetSelection.checks(check), resources=resources,
-                                instance=instance, run_config={"ops": {"sales__products": {"config": {"audit_version": 1}}}})
+        result = dg.materialize(
+            [landing_asset(spec)],
+            selection=dg.AssetSelection.checks(check),
+            resources=resources,
+            instance=instance,
+            run_config={"ops": {"sales__products": {"config": {"audit_version": 1}}}},
+        )
     [evaluation] = result.get_asset_check_evaluations()
     assert (evaluation.check_name, evaluation.passed) == ("files_intact", False)
     assert evaluation.description == f"sales/products@1: missing {data_file}"

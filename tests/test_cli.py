@@ -57,7 +57,7 @@ def test_provenance_json_has_the_contract_fields_down_to_source_files(ingested, 
 
 
 def test_provenance_depth_limits_the_tree(ingested, capsys):
-    code, out, _ = cli(capsys, "provenance", "sales/product_summary@1", "--depth", "1", "--json")
+    _code, out, _ = cli(capsys, "provenance", "sales/product_summary@1", "--depth", "1", "--json")
     tree = json.loads(out)
     assert tree["inputs"][0]["inputs"] == [] and tree["inputs"][0]["truncated"] is True
 
@@ -237,11 +237,14 @@ def test_lineage_columns_follows_a_column_down_to_the_dropzone_files(ingested, c
 
 
 def test_lineage_columns_origins_in_json(ingested, capsys):
-    code, out, _ = cli(capsys, "lineage", "columns", "sales/product_summary@1", "revenue", "--origins", "--direct", "--json")
+    code, out, _ = cli(
+        capsys, "lineage", "columns", "sales/product_summary@1", "revenue", "--origins", "--direct", "--json"
+    )
     found = json.loads(out)
     assert code == 0 and (found["version"], found["column"]) == ("sales/product_summary@1", "revenue")
     assert {(o["version"], o["dropzone_field"]) for o in found["origins"]} == {
-        ("sales/clients@1", "order.quantity"), ("sales/products@1", "unit_price"),
+        ("sales/clients@1", "order.quantity"),
+        ("sales/products@1", "unit_price"),
     }
     quantity = next(o for o in found["origins"] if o["dropzone_field"] == "order.quantity")
     assert quantity["dependencies"] == [{"kind": "DIRECT", "transformation": "AGGREGATION", "masking": False}]

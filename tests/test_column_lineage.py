@@ -14,11 +14,18 @@ from governance.lineage.spark import PlanLineage, extract
 
 D, I = Kind.DIRECT, Kind.INDIRECT
 IDENTITY, TRANSFORMATION, AGGREGATION, UNKNOWN = (
-    Transformation.IDENTITY, Transformation.TRANSFORMATION, Transformation.AGGREGATION, Transformation.UNKNOWN,
+    Transformation.IDENTITY,
+    Transformation.TRANSFORMATION,
+    Transformation.AGGREGATION,
+    Transformation.UNKNOWN,
 )
 FILTER, JOIN, GROUP_BY, SORT, WINDOW, CONDITIONAL = (
-    Transformation.FILTER, Transformation.JOIN, Transformation.GROUP_BY, Transformation.SORT,
-    Transformation.WINDOW, Transformation.CONDITIONAL,
+    Transformation.FILTER,
+    Transformation.JOIN,
+    Transformation.GROUP_BY,
+    Transformation.SORT,
+    Transformation.WINDOW,
+    Transformation.CONDITIONAL,
 )
 
 
@@ -30,7 +37,9 @@ def tables(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dic
         "id int, customer string, product string, qty int, price double, tags array<string>, "
         "address struct<city: string, zip: string>",
     )
-    customers = spark.createDataFrame([("c1", "Ada", "FR"), ("c2", "Bob", "UK")], "customer string, name string, country string")
+    customers = spark.createDataFrame(
+        [("c1", "Ada", "FR"), ("c2", "Bob", "UK")], "customer string, name string, country string"
+    )
     paths = {"orders": root / "orders", "customers": root / "customers"}
     orders.write.parquet(str(paths["orders"]))
     customers.write.parquet(str(paths["customers"]))
@@ -47,7 +56,9 @@ def customers(spark, tables) -> DataFrame:
     return spark.read.parquet(str(tables["customers"]))
 
 
-def traced(frame: DataFrame, *, approximate: bool = False, **options) -> tuple[PlanLineage, dict[str, set[tuple]], set[tuple]]:
+def traced(
+    frame: DataFrame, *, approximate: bool = False, **options
+) -> tuple[PlanLineage, dict[str, set[tuple]], set[tuple]]:
     """The lineage, each column's dependencies and the dataset's, with inputs named by their folder.
     Unless `approximate`, every operation must have had a rule: no fallback, nothing left untraced."""
     lineage = extract(frame, **options)
@@ -62,13 +73,17 @@ def traced(frame: DataFrame, *, approximate: bool = False, **options) -> tuple[P
 
 
 def test_select_rename_and_alias_are_identity(orders):
-    _, columns, dataset = traced(orders.select("id", F.col("qty").alias("quantity")).withColumnRenamed("id", "order_id"))
+    _, columns, dataset = traced(
+        orders.select("id", F.col("qty").alias("quantity")).withColumnRenamed("id", "order_id")
+    )
     assert columns == {"order_id": {("orders.id", D, IDENTITY)}, "quantity": {("orders.qty", D, IDENTITY)}}
     assert dataset == set()
 
 
 def test_arithmetic_and_functions_transform_every_argument(orders):
-    _, columns, _ = traced(orders.select((F.col("qty") * F.col("price")).alias("amount"), F.upper("customer").alias("who")))
+    _, columns, _ = traced(
+        orders.select((F.col("qty") * F.col("price")).alias("amount"), F.upper("customer").alias("who"))
+    )
     assert columns == {
         "amount": {("orders.qty", D, TRANSFORMATION), ("orders.price", D, TRANSFORMATION)},
         "who": {("orders.customer", D, TRANSFORMATION)},
@@ -142,26 +157,41 @@ def test_group_by_aggregates_its_arguments_and_groups_by_its_keys(orders):
 
 def test_a_window_function_depends_on_its_partition_and_order_indirectly(orders):
     spec = Window.partitionBy("customer").orderBy("id")
-    _, columns, _ = traced(orders.select(F.sum("qty").over(spec).alias("running"), F.row_number().over(spec).alias("rank")))
-    assert columns["running"] == {("orders.qty", D, AGGREGATION), ("orders.customer", I, WINDOW), ("orders.id", I, WINDOW)}
+    _, columns, _ = traced(
+        orders.select(F.sum("qty").over(spec).alias("running"), F.row_number().over(spec).alias("rank"))
+    )
+    assert columns["running"] == {
+        ("orders.qty", D, AGGREGATION),
+        ("orders.customer", I, WINDOW),
+        ("orders.id", I, WINDOW),
+    }
     assert columns["rank"] == {("orders.customer", I, WINDOW), ("orders.id", I, WINDOW)}
 
 
-@pytest.mark.parametrize("ranking", ["rank()", "dense_rank()", "percent_rank()", "row_number()", "ntile(2)", "cume_dist()"])
+@pytest.mark.parametrize(
+    "ranking", ["rank()", "dense_rank()", "percent_rank()", "row_number()", "ntile(2)", "cume_dist()"]
+)
 def test_a_ranking_window_function_takes_no_value_from_its_order_column(orders, ranking):
     spec = Window.partitionBy("customer").orderBy("price")
     _, columns, _ = traced(orders.select(F.expr(ranking).over(spec).alias("position")))
     assert columns["position"] == {("orders.customer", I, WINDOW), ("orders.price", I, WINDOW)}
 
 
-@pytest.mark.parametrize(("function", "transformation"), [
-    ("lag(price)", TRANSFORMATION), ("lead(price)", TRANSFORMATION), ("first(price)", AGGREGATION),
-])
+@pytest.mark.parametrize(
+    ("function", "transformation"),
+    [
+        ("lag(price)", TRANSFORMATION),
+        ("lead(price)", TRANSFORMATION),
+        ("first(price)", AGGREGATION),
+    ],
+)
 def test_a_window_function_that_reads_its_order_column_takes_its_value(orders, function, transformation):
     spec = Window.partitionBy("customer").orderBy("price")
     _, columns, _ = traced(orders.select(F.expr(function).over(spec).alias("price_nearby")))
     assert columns["price_nearby"] == {
-        ("orders.price", D, transformation), ("orders.customer", I, WINDOW), ("orders.price", I, WINDOW),
+        ("orders.price", D, transformation),
+        ("orders.customer", I, WINDOW),
+        ("orders.price", I, WINDOW),
     }
 
 
@@ -196,14 +226,16 @@ def test_explode_transforms_the_array(orders):
 
 def test_a_struct_field_read_as_is_names_the_nested_field(orders):
     _, columns, _ = traced(orders.select(F.col("address.city").alias("city"), F.upper("address.zip").alias("zip")))
-    assert columns == {"city": {("orders.address.city", D, IDENTITY)}, "zip": {("orders.address.zip", D, TRANSFORMATION)}}
+    assert columns == {
+        "city": {("orders.address.city", D, IDENTITY)},
+        "zip": {("orders.address.zip", D, TRANSFORMATION)},
+    }
 
 
 def test_a_struct_built_in_a_subquery_gives_each_field_read_back_only_its_own_columns(spark, orders):
     orders.createOrReplaceTempView("orders_v")
     frame = spark.sql(
-        "SELECT s.x AS x, s.y AS y, s AS s "
-        "FROM (SELECT named_struct('x', qty, 'y', price * 2) AS s FROM orders_v)"
+        "SELECT s.x AS x, s.y AS y, s AS s FROM (SELECT named_struct('x', qty, 'y', price * 2) AS s FROM orders_v)"
     )
     _, columns, _ = traced(frame)
     assert columns == {
@@ -246,16 +278,24 @@ def test_a_struct_cast_to_new_field_names_keeps_its_fields_apart(spark, orders):
 def test_in_subquery_filters_by_the_subquery_column(spark, orders, customers):
     orders.createOrReplaceTempView("orders_v")
     customers.createOrReplaceTempView("customers_v")
-    frame = spark.sql("SELECT id FROM orders_v WHERE customer IN (SELECT customer FROM customers_v WHERE country = 'FR')")
+    frame = spark.sql(
+        "SELECT id FROM orders_v WHERE customer IN (SELECT customer FROM customers_v WHERE country = 'FR')"
+    )
     _, columns, dataset = traced(frame)
     assert columns == {"id": {("orders.id", D, IDENTITY)}}
-    assert dataset == {("orders.customer", I, FILTER), ("customers.customer", I, FILTER), ("customers.country", I, FILTER)}
+    assert dataset == {
+        ("orders.customer", I, FILTER),
+        ("customers.customer", I, FILTER),
+        ("customers.country", I, FILTER),
+    }
 
 
 def test_exists_filters_by_the_correlated_columns(spark, orders, customers):
     orders.createOrReplaceTempView("orders_v")
     customers.createOrReplaceTempView("customers_v")
-    frame = spark.sql("SELECT id FROM orders_v o WHERE EXISTS (SELECT 1 FROM customers_v c WHERE c.customer = o.customer)")
+    frame = spark.sql(
+        "SELECT id FROM orders_v o WHERE EXISTS (SELECT 1 FROM customers_v c WHERE c.customer = o.customer)"
+    )
     _, _, dataset = traced(frame)
     assert dataset == {("orders.customer", I, FILTER), ("customers.customer", I, FILTER)}
 
@@ -276,7 +316,9 @@ def test_a_correlated_scalar_subquery_matches_rows_by_its_key_and_brings_its_val
     )
     _, columns, _ = traced(frame)
     assert columns["name"] == {
-        ("customers.name", D, AGGREGATION), ("customers.customer", I, FILTER), ("orders.customer", I, FILTER),
+        ("customers.name", D, AGGREGATION),
+        ("customers.customer", I, FILTER),
+        ("orders.customer", I, FILTER),
     }
 
 
@@ -343,8 +385,10 @@ def test_a_hash_is_marked_as_masking(orders):
 
 
 def test_intersect_and_except_filter_by_the_other_side(orders, customers):
-    for combined in (orders.select("customer").intersect(customers.select("customer")),
-                     orders.select("customer").exceptAll(customers.select("customer"))):
+    for combined in (
+        orders.select("customer").intersect(customers.select("customer")),
+        orders.select("customer").exceptAll(customers.select("customer")),
+    ):
         _, columns, dataset = traced(combined)
         assert columns == {"customer": {("orders.customer", D, IDENTITY)}}
         assert dataset >= {("customers.customer", I, FILTER)}

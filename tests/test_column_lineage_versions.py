@@ -35,7 +35,10 @@ def bob() -> RunRequest:
 
 
 def deps(found: list) -> set[tuple[str, str, str, str]]:
-    return {(d.source.ref if d.source else "dropzone", d.input_column, d.edge.kind.value, d.edge.transformation.value) for d in found}
+    return {
+        (d.source.ref if d.source else "dropzone", d.input_column, d.edge.kind.value, d.edge.transformation.value)
+        for d in found
+    }
 
 
 def test_a_landing_column_comes_from_a_field_of_its_dropzone_batch(catalog, pipeline):
@@ -59,12 +62,17 @@ def test_an_integration_column_names_the_input_versions_and_columns_it_derives_f
 
 
 def test_origins_follow_a_column_through_every_version_to_dropzone_fields_and_files(catalog, lake, pipeline):
-    found = {(o.version.ref, o.field): o for o in origins(catalog, VersionRef(PRODUCT_SUMMARY, 1), "revenue", direct_only=True)}
+    found = {
+        (o.version.ref, o.field): o
+        for o in origins(catalog, VersionRef(PRODUCT_SUMMARY, 1), "revenue", direct_only=True)
+    }
     assert set(found) == {("sales/clients@1", "order.quantity"), ("sales/products@1", "unit_price")}
     quantity = found[("sales/clients@1", "order.quantity")]
     assert [(e.kind.value, e.transformation.value) for e in quantity.edges] == [("DIRECT", "AGGREGATION")]
     assert quantity.batch.batch_id == pipeline.client_batches[0]
-    assert [f.path for f in quantity.batch.files] == [str(lake.batch_dir(CLIENTS, pipeline.client_batches[0]) / "clients-v15.json")]
+    assert [f.path for f in quantity.batch.files] == [
+        str(lake.batch_dir(CLIENTS, pipeline.client_batches[0]) / "clients-v15.json")
+    ]
 
 
 def test_origins_include_what_filters_joins_and_groups_the_rows_unless_direct_only(catalog, pipeline):
@@ -100,10 +108,13 @@ def test_with_column_lineage_off_nothing_is_recorded_and_that_is_said(spark, cat
     assert (origin.field, origin.ending) == ("unit_price", Ending.NOT_RECORDED)
 
 
-@pytest.mark.parametrize(("setting", "cap", "message"), [
-    ("maybe", None, "CUSTODY_COLUMN_LINEAGE='maybe': use on or off"),
-    ("on", "lots", "CUSTODY_COLUMN_LINEAGE_CAP='lots': expected a positive number"),
-])
+@pytest.mark.parametrize(
+    ("setting", "cap", "message"),
+    [
+        ("maybe", None, "CUSTODY_COLUMN_LINEAGE='maybe': use on or off"),
+        ("on", "lots", "CUSTODY_COLUMN_LINEAGE_CAP='lots': expected a positive number"),
+    ],
+)
 def test_a_bad_column_lineage_setting_is_refused_by_name(setting, cap, message):
     with pytest.raises(InvalidInput, match=message):
         ColumnOptions.from_settings(setting, cap)
@@ -111,14 +122,21 @@ def test_a_bad_column_lineage_setting_is_refused_by_name(setting, cap, message):
 
 def test_the_commit_entry_of_the_ledger_summarizes_the_column_lineage(catalog, pipeline):
     with catalog.session() as session:
-        [entry] = ledger.entries(session, ledger.LedgerFilter(asset=str(NAMES_AND_PRODUCTS), action=ledger.Action.MATERIALIZATION_COMMITTED))
+        [entry] = ledger.entries(
+            session, ledger.LedgerFilter(asset=str(NAMES_AND_PRODUCTS), action=ledger.Action.MATERIALIZATION_COMMITTED)
+        )
     summary = json.loads(entry.details)["column_lineage"]
     assert summary["dependencies"] > 0 and summary["fallbacks"] == [] and summary["notes"] == []
 
 
 def test_dagster_shows_each_integration_column_s_input_columns(spark, catalog, lake, demo_specs, resources, pipeline):
     with dg.instance_for_test() as instance:
-        result = dg.materialize([integration_asset(demo_specs[PRODUCT_SUMMARY], demo_specs)], resources=resources, instance=instance, tags=BOB)
+        result = dg.materialize(
+            [integration_asset(demo_specs[PRODUCT_SUMMARY], demo_specs)],
+            resources=resources,
+            instance=instance,
+            tags=BOB,
+        )
     lineage = result.get_asset_materialization_events()[0].materialization.metadata["dagster/column_lineage"].value
     joined = dg.AssetKey(["sales", "names_and_products"])
     assert lineage.deps_by_column["revenue"] == [dg.TableColumnDep(asset_key=joined, column_name="amount")]
@@ -126,16 +144,24 @@ def test_dagster_shows_each_integration_column_s_input_columns(spark, catalog, l
 
 
 def test_the_ui_shows_each_column_s_sources_and_how_as_a_table_after_the_version(
-        spark, catalog, lake, demo_specs, resources, pipeline):
+    spark, catalog, lake, demo_specs, resources, pipeline
+):
     with dg.instance_for_test() as instance:
-        result = dg.materialize([integration_asset(demo_specs[PRODUCT_SUMMARY], demo_specs)], resources=resources, instance=instance, tags=BOB)
+        result = dg.materialize(
+            [integration_asset(demo_specs[PRODUCT_SUMMARY], demo_specs)],
+            resources=resources,
+            instance=instance,
+            tags=BOB,
+        )
     metadata = result.get_asset_materialization_events()[0].materialization.metadata
     assert next(iter(metadata)) == "custody/version"
     table = metadata["custody/column_lineage"].value.splitlines()
     assert table[:2] == ["| column | derives from | how |", "|---|---|---|"]
     assert "| `revenue` | `sales/names_and_products@1.amount` | DIRECT AGGREGATION |" in table
     assert "| `product_id` | `sales/names_and_products@1.product_id` | DIRECT IDENTITY |" in table
-    assert table[-1] == "Every column back to where it was read: `custody lineage columns sales/product_summary@2 COLUMN`"
+    assert (
+        table[-1] == "Every column back to where it was read: `custody lineage columns sales/product_summary@2 COLUMN`"
+    )
 
 
 def test_a_fallback_is_reported_in_the_dagster_metadata(spark, catalog, lake, demo_specs, resources, pipeline):
@@ -146,13 +172,23 @@ def test_a_fallback_is_reported_in_the_dagster_metadata(spark, catalog, lake, de
     metadata = result.get_asset_materialization_events()[0].materialization.metadata
     assert "`MapInPandas`" in metadata["custody/column_lineage_fallbacks"].value
     joined = dg.AssetKey(["sales", "names_and_products"])
-    assert {d.column_name for d in metadata["dagster/column_lineage"].value.deps_by_column["product_name"]} == {"product_id", "product_name"}
+    assert {d.column_name for d in metadata["dagster/column_lineage"].value.deps_by_column["product_name"]} == {
+        "product_id",
+        "product_name",
+    }
     assert {d.asset_key for d in metadata["dagster/column_lineage"].value.deps_by_column["product_name"]} == {joined}
 
 
 def test_openlineage_events_carry_the_column_lineage_facet(spark, catalog, lake, demo_specs, pipeline, tmp_path):
     events = tmp_path / "events.jsonl"
-    materialize(spark, catalog, lake, demo_specs[PRODUCT_SUMMARY], bob(), events=Emitter(transport_config(f"file:{events}", tmp_path)))
+    materialize(
+        spark,
+        catalog,
+        lake,
+        demo_specs[PRODUCT_SUMMARY],
+        bob(),
+        events=Emitter(transport_config(f"file:{events}", tmp_path)),
+    )
     complete = read_events(events)[-1]
     facet = complete["outputs"][0]["facets"]["columnLineage"]
     [source] = facet["fields"]["revenue"]["inputFields"]
@@ -181,13 +217,17 @@ def test_a_column_that_reads_no_input_ends_its_origins_there(spark, catalog, lak
     assert (origin.version.ref, origin.field, origin.ending) == ("sales/product_summary@2", "source", Ending.NO_INPUT)
 
 
-def test_a_plan_the_extractor_cannot_read_still_commits_and_says_why(spark, catalog, lake, demo_specs, pipeline, monkeypatch):
+def test_a_plan_the_extractor_cannot_read_still_commits_and_says_why(
+    spark, catalog, lake, demo_specs, pipeline, monkeypatch
+):
     def unreadable(*args, **kwargs):
         raise KeyError("projectList")
 
     monkeypatch.setattr("governance.lineage.spark.extract", unreadable)
     done = materialize(spark, catalog, lake, demo_specs[PRODUCT_SUMMARY], bob())
-    assert done.columns.deps == () and done.columns.notes == ("column lineage could not be extracted: KeyError: 'projectList'",)
+    assert done.columns.deps == () and done.columns.notes == (
+        "column lineage could not be extracted: KeyError: 'projectList'",
+    )
     assert json.loads(done.version.column_lineage)["notes"] == list(done.columns.notes)
 
 
@@ -197,9 +237,18 @@ def test_a_nested_field_of_an_input_version_is_followed_through_its_top_level_co
     ingest(spark, catalog, lake, demo_specs[CLIENTS], bob(), batch_id=dropped.client_batches[0])
     for key, transform in ((NAMES_AND_PRODUCTS, "nests_the_client"), (PRODUCT_SUMMARY, "reads_a_nested_field")):
         spec = demo_specs[key]
-        materialize(spark, catalog, lake, Spec(spec.key, spec.file, spec.body.model_copy(update={"transform": f"tests.transforms:{transform}"})), bob())
+        materialize(
+            spark,
+            catalog,
+            lake,
+            Spec(spec.key, spec.file, spec.body.model_copy(update={"transform": f"tests.transforms:{transform}"})),
+            bob(),
+        )
     assert deps(overview(catalog, VersionRef(PRODUCT_SUMMARY, 1)).columns["first_name"]) == {
         ("sales/names_and_products@1", "client.name", "DIRECT", "IDENTITY"),
     }
-    found = {(o.version.ref, o.field) for o in origins(catalog, VersionRef(PRODUCT_SUMMARY, 1), "first_name", direct_only=True)}
+    found = {
+        (o.version.ref, o.field)
+        for o in origins(catalog, VersionRef(PRODUCT_SUMMARY, 1), "first_name", direct_only=True)
+    }
     assert found == {("sales/clients@1", "name"), ("sales/clients@1", "surname")}

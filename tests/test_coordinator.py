@@ -38,13 +38,17 @@ def test_every_asset_may_have_one_run_in_progress_unless_its_spec_says_more(spec
     spec.write_text(spec.read_text() + "max_concurrent_runs: 3\n")
     limits = {limit["key"]: limit["limit"] for limit in queue_limits()}
     assert limits == {
-        "custody/writes/sales/clients": 1, "custody/writes/sales/products": 3,
-        "custody/writes/sales/names_and_products": 1, "custody/writes/sales/product_summary": 1,
+        "custody/writes/sales/clients": 1,
+        "custody/writes/sales/products": 3,
+        "custody/writes/sales/names_and_products": 1,
+        "custody/writes/sales/product_summary": 1,
     }
 
 
 def test_a_domain_share_is_a_limit_on_the_runs_that_write_its_assets(specs_dir):
-    limits = queue_limits({"domain_max_concurrent_runs": {"sales": 2}, "tag_concurrency_limits": [{"key": "team", "limit": 4}]})
+    limits = queue_limits(
+        {"domain_max_concurrent_runs": {"sales": 2}, "tag_concurrency_limits": [{"key": "team", "limit": 4}]}
+    )
     assert {"key": "custody/domain/sales", "limit": 2} in limits
     assert {"key": "team", "limit": 4} in limits
 
@@ -61,10 +65,15 @@ def test_a_spec_edit_changes_the_limits_at_the_next_dequeue(specs_dir):
 
 def test_a_run_counts_against_each_asset_it_writes_and_their_domain():
     specs = load_specs(DEMO_SPECS, transform_packages=DEFAULT_TRANSFORM_PACKAGES)
-    run = dg.DagsterRun(job_name="__ASSET_JOB", asset_selection=frozenset(
-        {dg.AssetKey(["sales", "products"]), dg.AssetKey(["sales", "clients"])}))
+    run = dg.DagsterRun(
+        job_name="__ASSET_JOB",
+        asset_selection=frozenset({dg.AssetKey(["sales", "products"]), dg.AssetKey(["sales", "clients"])}),
+    )
     assert concurrency_tags(written(run, specs)) == {
-        "custody/writes/sales/clients": "1", "custody/writes/sales/products": "1", "custody/domain/sales": "1"}
+        "custody/writes/sales/clients": "1",
+        "custody/writes/sales/products": "1",
+        "custody/domain/sales": "1",
+    }
 
 
 def test_a_whole_asset_job_writes_every_asset_and_another_job_none():

@@ -34,8 +34,12 @@ def big_csv(tmp_path_factory):
 def kill_at(home, point, batch_id):
     child = subprocess.Popen(
         [sys.executable, str(ROOT / "tests" / "crash_child.py"), str(home), point, batch_id],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 240
     while not (home / "reached").exists():

@@ -41,17 +41,27 @@ def deployed_instance(home: Path, tmp_path: Path) -> None:
 def test_the_demo_runs_with_the_catalog_and_dagster_on_postgresql(postgres, pg_url, dagster_db, tmp_path):
     home = tmp_path / "home"
     deployed_instance(home, tmp_path)
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("CUSTODY_", "DAGSTER_"))},
-           "CUSTODY_HOME": str(home), "CUSTODY_CATALOG_URL": pg_url,
-           "DAGSTER_PG_HOST": postgres.host, "DAGSTER_PG_PORT": str(postgres.port), "DAGSTER_PG_DB": dagster_db,
-           "DAGSTER_PG_USER": postgres.user, "DAGSTER_PG_PASSWORD": postgres.password}
-    done = subprocess.run([str(CUSTODY), "demo"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600, check=False)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("CUSTODY_", "DAGSTER_"))},
+        "CUSTODY_HOME": str(home),
+        "CUSTODY_CATALOG_URL": pg_url,
+        "DAGSTER_PG_HOST": postgres.host,
+        "DAGSTER_PG_PORT": str(postgres.port),
+        "DAGSTER_PG_DB": dagster_db,
+        "DAGSTER_PG_USER": postgres.user,
+        "DAGSTER_PG_PASSWORD": postgres.password,
+    }
+    done = subprocess.run(
+        [str(CUSTODY), "demo"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600, check=False
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert postgres.password not in done.stdout + done.stderr
     dsn = f"host={postgres.host} port={postgres.port} user={postgres.user} password={postgres.password} dbname={dagster_db}"
     with psycopg.connect(dsn) as connection:
         statuses = [row[0] for row in connection.execute("SELECT status FROM runs")]
-        materialized = connection.execute("SELECT count(*) FROM event_logs WHERE dagster_event_type = 'ASSET_MATERIALIZATION'").fetchone()[0]
+        materialized = connection.execute(
+            "SELECT count(*) FROM event_logs WHERE dagster_event_type = 'ASSET_MATERIALIZATION'"
+        ).fetchone()[0]
     assert statuses and set(statuses) == {"SUCCESS"}
     assert materialized >= 4
     assert not (home / "dagster" / "history").exists()  # nothing went to SQLite beside it
@@ -61,10 +71,13 @@ def test_a_psycopg3_url_for_dagsters_storage_is_refused_before_anything_runs(tmp
     home = tmp_path / "home"
     (home / "dagster").mkdir(parents=True)
     (home / "dagster" / "dagster.yaml").write_text(
-        "storage:\n  postgres:\n    postgres_url: {env: DAGSTER_PG_URL}\n", encoding="utf-8")
+        "storage:\n  postgres:\n    postgres_url: {env: DAGSTER_PG_URL}\n", encoding="utf-8"
+    )
     monkeypatch.setenv("DAGSTER_PG_URL", "postgresql+psycopg://u:s3cret@db:5432/dagster")
-    with pytest.raises(InvalidInput, match="storage.postgres names postgresql\\+psycopg://, but Dagster's PostgreSQL "
-                                           "storage runs on psycopg2 only") as refused:
+    with pytest.raises(
+        InvalidInput,
+        match="storage.postgres names postgresql\\+psycopg://, but Dagster's PostgreSQL storage runs on psycopg2 only",
+    ) as refused:
         instance_for(Settings.under(home))
     assert "s3cret" not in str(refused.value)
 
@@ -74,6 +87,7 @@ def test_postgres_db_without_the_psycopg2_scheme_is_refused(tmp_path):
     (home / "dagster").mkdir(parents=True)
     (home / "dagster" / "dagster.yaml").write_text(
         "storage:\n  postgres:\n    postgres_db: {hostname: db, db_name: dagster, username: u, password: {env: PW}}\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     with pytest.raises(InvalidInput, match="storage.postgres names postgresql://"):
         instance_for(Settings.under(home))

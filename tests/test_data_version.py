@@ -32,11 +32,25 @@ NESTED = (
     "amount decimal(12,2), at timestamp, day date"
 )
 RECORDS = [
-    {"id": 1, "user": {"name": "ann", "age": 31}, "tags": ["a", "b"], "attrs": {"x": 1, "y": 2},
-     "amount": "12.50", "at": "2026-11-22T06:38:01.123456Z", "day": "2026-11-22"},
+    {
+        "id": 1,
+        "user": {"name": "ann", "age": 31},
+        "tags": ["a", "b"],
+        "attrs": {"x": 1, "y": 2},
+        "amount": "12.50",
+        "at": "2026-11-22T06:38:01.123456Z",
+        "day": "2026-11-22",
+    },
     {"id": 2, "user": None, "tags": [], "attrs": None, "amount": None, "at": None, "day": None},
-    {"id": 3, "user": {"name": None, "age": None}, "tags": ["c", None], "attrs": {}, "amount": "-0.01",
-     "at": "1900-01-01T00:00:00Z", "day": "0001-01-01"},
+    {
+        "id": 3,
+        "user": {"name": None, "age": None},
+        "tags": ["c", None],
+        "attrs": {},
+        "amount": "-0.01",
+        "at": "1900-01-01T00:00:00Z",
+        "day": "0001-01-01",
+    },
 ]
 
 
@@ -84,7 +98,9 @@ def nested(spark: SparkSession, source: Path, records: list[dict]) -> DataFrame:
 def test_the_same_rows_split_into_other_files_and_row_groups_give_the_same_data_version(spark, tmp_path):
     three_files = data_version(numbers(spark), tmp_path / "three")
     one_file = data_version(numbers(spark).coalesce(1), tmp_path / "one")
-    many_small = data_version(numbers(spark, 1), tmp_path / "many", maxRecordsPerFile="700", **{"parquet.block.size": "4096"})
+    many_small = data_version(
+        numbers(spark, 1), tmp_path / "many", maxRecordsPerFile="700", **{"parquet.block.size": "4096"}
+    )
     assert len(list((tmp_path / "many").glob("part-*"))) == 5
     assert pq.read_metadata(tmp_path / "many" / "part-00000.parquet").num_row_groups > 1
     assert three_files == one_file == many_small
@@ -93,11 +109,19 @@ def test_the_same_rows_split_into_other_files_and_row_groups_give_the_same_data_
 def test_compression_encodings_timestamp_storage_and_the_writer_do_not_change_the_data_version(spark, tmp_path):
     spark_default = data_version(numbers(spark), tmp_path / "snappy")
     with spark_conf(spark, **{"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}):
-        plain_gzip = data_version(numbers(spark), tmp_path / "gzip", compression="gzip", **{"parquet.enable.dictionary": "false"})
+        plain_gzip = data_version(
+            numbers(spark), tmp_path / "gzip", compression="gzip", **{"parquet.enable.dictionary": "false"}
+        )
     table = pq.read_table(tmp_path / "snappy")
     (tmp_path / "arrow").mkdir()
-    pq.write_table(table, tmp_path / "arrow" / "rows.parquet", row_group_size=100, compression="zstd",
-                   use_deprecated_int96_timestamps=True, data_page_version="2.0")
+    pq.write_table(
+        table,
+        tmp_path / "arrow" / "rows.parquet",
+        row_group_size=100,
+        compression="zstd",
+        use_deprecated_int96_timestamps=True,
+        data_page_version="2.0",
+    )
     arrow_written = seal(tmp_path / "arrow", ".parquet").data_version
     assert pq.read_schema(tmp_path / "gzip" / "part-00000.parquet").field("at").type == pa.timestamp("us", "UTC")
     assert file_hashes(tmp_path / "snappy").isdisjoint(file_hashes(tmp_path / "gzip"))
@@ -135,7 +159,9 @@ def test_a_null_is_neither_zero_nor_an_empty_string(spark, tmp_path):
     rows = spark.createDataFrame([(0, ""), (None, None)], "n int, s string")
     nulls = spark.createDataFrame([(None, None), (None, None)], "n int, s string")
     zero_and_empty = spark.createDataFrame([(0, ""), (0, "")], "n int, s string")
-    versions = {data_version(df.coalesce(1), tmp_path / name) for name, df in (("r", rows), ("n", nulls), ("z", zero_and_empty))}
+    versions = {
+        data_version(df.coalesce(1), tmp_path / name) for name, df in (("r", rows), ("n", nulls), ("z", zero_and_empty))
+    }
     assert len(versions) == 3
 
 
@@ -154,7 +180,8 @@ def test_a_change_inside_a_nested_value_gives_another_data_version(spark, tmp_pa
     map_entry = [dict(RECORDS[0], attrs={"x": 1, "y": 3}), *RECORDS[1:]]
     variants = [RECORDS, older, list_moved, null_user, map_entry]
     versions = {
-        data_version(nested(spark, tmp_path / f"v{i}.json", v).coalesce(1), tmp_path / f"v{i}") for i, v in enumerate(variants)
+        data_version(nested(spark, tmp_path / f"v{i}.json", v).coalesce(1), tmp_path / f"v{i}")
+        for i, v in enumerate(variants)
     }
     assert len(versions) == len(variants)
 
@@ -170,12 +197,15 @@ def test_each_sealed_file_keeps_the_sha256_of_its_bytes(spark, tmp_path):
     numbers(spark).write.parquet(str(tmp_path / "a"))
     sealed = seal(tmp_path / "a", ".parquet")
     assert [(f.path, f.sha256) for f in sealed.files] == [
-        (name, sha256_file(tmp_path / "a" / name)) for name in ("part-00000.parquet", "part-00001.parquet", "part-00002.parquet")
+        (name, sha256_file(tmp_path / "a" / name))
+        for name in ("part-00000.parquet", "part-00001.parquet", "part-00002.parquet")
     ]
     assert sealed.rows == 3000
 
 
-def test_a_batch_ingested_again_with_force_and_split_otherwise_has_the_same_data_version(spark, catalog, lake, test_specs):
+def test_a_batch_ingested_again_with_force_and_split_otherwise_has_the_same_data_version(
+    spark, catalog, lake, test_specs
+):
     lines = ["id,name,score", *(f"{i},name {i},{i / 4}" for i in range(20_000))]
     batch = ("\n".join(lines) + "\n").encode()
     spec = test_specs[AssetKey.parse("t/people")]

@@ -15,7 +15,18 @@ from tests.helpers import alias_bomb
 from tests.ldap_server import LdapServer, admin, make_ca, password_of, populated_slapd
 
 CANARY = "canary-b1nd-Pa55w0rd"
-INJECTIONS = ["*", "*)(uid=*", ")(|(cn=*", "alice)(|(uid=*)", "\\", "ali\x00ce", "alicé", "", "a" * 65, "alice,ou=people"]
+INJECTIONS = [
+    "*",
+    "*)(uid=*",
+    ")(|(cn=*",
+    "alice)(|(uid=*)",
+    "\\",
+    "ali\x00ce",
+    "alicé",
+    "",
+    "a" * 65,
+    "alice,ou=people",
+]
 
 
 @pytest.fixture(scope="module")
@@ -25,8 +36,13 @@ def ldap(tmp_path_factory) -> LdapServer:
 
 
 def settings(server: LdapServer, **changes) -> LdapSettings:
-    base = LdapSettings(url=server.url, base_dn=server.base_dn, bind_dn=server.bind_dn, password=server.password,
-                        ca_file=str(server.ca_file))
+    base = LdapSettings(
+        url=server.url,
+        base_dn=server.base_dn,
+        bind_dn=server.bind_dn,
+        password=server.password,
+        ca_file=str(server.ca_file),
+    )
     return dataclasses.replace(base, **changes)
 
 
@@ -100,8 +116,12 @@ def test_memberships_are_cached_for_the_ttl(ldap):
 
 
 def test_open_directory_reads_ldap_settings_from_the_environment(ldap):
-    environ = {"CUSTODY_LDAP_BASE_DN": ldap.base_dn, "CUSTODY_LDAP_BIND_DN": ldap.bind_dn,
-               "CUSTODY_LDAP_BIND_PASSWORD": ldap.password, "CUSTODY_LDAP_CA_FILE": str(ldap.ca_file)}
+    environ = {
+        "CUSTODY_LDAP_BASE_DN": ldap.base_dn,
+        "CUSTODY_LDAP_BIND_DN": ldap.bind_dn,
+        "CUSTODY_LDAP_BIND_PASSWORD": ldap.password,
+        "CUSTODY_LDAP_CA_FILE": str(ldap.ca_file),
+    }
     assert open_directory(ldap.url, environ).groups_of("bob") == {"sales-producers"}
     with pytest.raises(InvalidInput, match="needs CUSTODY_LDAP_BIND_PASSWORD"):
         open_directory(ldap.url, {k: v for k, v in environ.items() if k != "CUSTODY_LDAP_BIND_PASSWORD"})
@@ -135,25 +155,44 @@ NOT_A_DIRECTORY = "expected `users:` and `groups:` mappings"
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        pytest.param("root:x:0:0:root:/root:/bin/bash\nbin:x:2:2:bin:/bin:/usr/sbin/nologin\n", NOT_A_DIRECTORY,
-                     id="passwd"),
+        pytest.param(
+            "root:x:0:0:root:/root:/bin/bash\nbin:x:2:2:bin:/bin:/usr/sbin/nologin\n", NOT_A_DIRECTORY, id="passwd"
+        ),
         pytest.param("- alice\n- bob\n", NOT_A_DIRECTORY, id="list"),
         pytest.param("alice\n", NOT_A_DIRECTORY, id="scalar"),
         pytest.param("users: [alice]\ngroups: {owners: [alice]}\n", NOT_A_DIRECTORY, id="users-list"),
         pytest.param("users: {alice: {}}\ngroups: [alice]\n", NOT_A_DIRECTORY, id="groups-list"),
-        pytest.param("users: {alice: {}}\ngroups:\n  owners: [alice, {name: bob}]\n",
-                     "groups.owners: expected names of users and groups, found {'name': 'bob'}", id="member-mapping"),
-        pytest.param("users: {alice: {}}\ngroups:\n  owners: [alice, ~]\n",
-                     "groups.owners: expected names of users and groups, found None", id="member-null"),
-        pytest.param("users: {alice: {}}\ngroups:\n  the owners: [alice]\n",
-                     "groups: invalid group name 'the owners': use letters, digits, '.', '_' or '-' (at most 64)",
-                     id="group-name"),
-        pytest.param("users: {alice: {}}\ngroups:\n  owners: [alice\n",
-                     "not valid YAML: line 4: did not find expected ',' or ']'", id="syntax"),
-        pytest.param("users: {alice: {}}\n" + alias_bomb("groups"),
-                     "line 4: YAML aliases (*name) are not accepted: write the value out", id="aliases"),
-        pytest.param("users: {caf\xe9: {}}\n", "cannot read the directory file: 'utf-8' codec can't decode byte "
-                     "0xe9 in position 11: invalid continuation byte", id="not-utf8"),
+        pytest.param(
+            "users: {alice: {}}\ngroups:\n  owners: [alice, {name: bob}]\n",
+            "groups.owners: expected names of users and groups, found {'name': 'bob'}",
+            id="member-mapping",
+        ),
+        pytest.param(
+            "users: {alice: {}}\ngroups:\n  owners: [alice, ~]\n",
+            "groups.owners: expected names of users and groups, found None",
+            id="member-null",
+        ),
+        pytest.param(
+            "users: {alice: {}}\ngroups:\n  the owners: [alice]\n",
+            "groups: invalid group name 'the owners': use letters, digits, '.', '_' or '-' (at most 64)",
+            id="group-name",
+        ),
+        pytest.param(
+            "users: {alice: {}}\ngroups:\n  owners: [alice\n",
+            "not valid YAML: line 4: did not find expected ',' or ']'",
+            id="syntax",
+        ),
+        pytest.param(
+            "users: {alice: {}}\n" + alias_bomb("groups"),
+            "line 4: YAML aliases (*name) are not accepted: write the value out",
+            id="aliases",
+        ),
+        pytest.param(
+            "users: {caf\xe9: {}}\n",
+            "cannot read the directory file: 'utf-8' codec can't decode byte "
+            "0xe9 in position 11: invalid continuation byte",
+            id="not-utf8",
+        ),
     ],
 )
 def test_a_file_that_is_not_a_directory_is_refused_in_one_line_naming_it(tmp_path, content, message):
@@ -229,7 +268,9 @@ def test_ldap_authentication_refuses_names_that_could_widen_a_lookup(ldap, name)
 
 def test_the_file_directory_lists_members_and_changes_the_file_keeping_its_header(tmp_path):
     path = tmp_path / "directory.yaml"
-    path.write_text("# who is who\nusers: {alice: {}, dave: {}, eve: {}}\ngroups:\n  auditors: [dave]\n  readers: [auditors, alice]\n")
+    path.write_text(
+        "# who is who\nusers: {alice: {}, dave: {}, eve: {}}\ngroups:\n  auditors: [dave]\n  readers: [auditors, alice]\n"
+    )
     directory, other_process = FileDirectory.load(path), FileDirectory.load(path)
     assert directory.members_of("readers") == {"alice", "dave"}
     assert directory.add_member("auditors", "eve") is True

@@ -48,15 +48,36 @@ KEY = AssetKey("market", "prices")
 FEED = "market.prices"
 
 
-def feed_spec(folder: Path, url: str, *, every: str = "200ms", headers: dict | None = None, name: str = "prices",
-              extra: dict | None = None, max_bad_fraction: float = 0.01, fmt: str = "json") -> Path:
+def feed_spec(
+    folder: Path,
+    url: str,
+    *,
+    every: str = "200ms",
+    headers: dict | None = None,
+    name: str = "prices",
+    extra: dict | None = None,
+    max_bad_fraction: float = 0.01,
+    fmt: str = "json",
+) -> Path:
     body = {
         "description": "Prices, polled.",
         "roles": {"owner": "sales-owners", "producer": "sales-producers", "consumer": "sales-consumers"},
         "zone": "landing",
-        "source": {"format": fmt, "multiline": fmt == "json",
-                   "feed": {"url": url, "every": every, "requested_by": "bob", "postfix": ".json", "timeout": 1, "start": "2026-11-01T00",
-                            "max_bytes": 1000, **({"headers": headers} if headers else {}), **(extra or {})}},
+        "source": {
+            "format": fmt,
+            "multiline": fmt == "json",
+            "feed": {
+                "url": url,
+                "every": every,
+                "requested_by": "bob",
+                "postfix": ".json",
+                "timeout": 1,
+                "start": "2026-11-01T00",
+                "max_bytes": 1000,
+                **({"headers": headers} if headers else {}),
+                **(extra or {}),
+            },
+        },
         "columns": [] if fmt == "raw" else [{"name": "tick", "type": "long"}, {"name": "price", "type": "long"}],
         "max_bad_fraction": max_bad_fraction,
     }
@@ -142,6 +163,7 @@ def upload_archive(tmp_path: Path, store: FeedStore, hour: datetime, downloads: 
 
 # Names and templates
 
+
 def test_a_download_is_named_by_feed_utc_time_to_the_millisecond_and_content_hash():
     body = b'{"price": 1}'
     name = download_name(FEED, datetime(2026, 11, 23, 14, 5, 1, 123456, tzinfo=UTC), content_hash(body), ".json")
@@ -171,10 +193,13 @@ def test_a_header_that_would_inject_a_line_is_refused():
         fill_request("https://h/", {"X-Token": "${TOKEN}"}, {"TOKEN": "a\r\nX-Admin: yes"}, FEED)
 
 
-@pytest.mark.parametrize(("url", "message"), [
-    ("ftp://prices.example/list", "source.feed.url: must be an http:// or https:// URL"),
-    ("${HOST}/list", "source.feed.url: must be an http:// or https:// URL"),
-])
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("ftp://prices.example/list", "source.feed.url: must be an http:// or https:// URL"),
+        ("${HOST}/list", "source.feed.url: must be an http:// or https:// URL"),
+    ],
+)
 def test_a_feed_url_that_is_not_http_is_refused_in_the_spec(tmp_path: Path, url: str, message: str):
     with pytest.raises(SpecError, match=message):
         load(feed_spec(tmp_path / "specs", url))
@@ -199,6 +224,7 @@ def test_a_feed_period_must_be_a_duration(tmp_path: Path):
 
 
 # Collection
+
 
 def test_collection_keeps_changing_downloads_by_hour_across_the_boundary(tmp_path: Path, feed_server, store):
     specs = load(feed_spec(tmp_path / "specs", feed_server.url("/changing")))
@@ -230,7 +256,9 @@ def test_a_failed_download_is_retried_within_its_period_and_counted(tmp_path: Pa
     assert counts["last_error"].endswith("HTTP 500 Internal Server Error")
 
 
-def test_a_feed_failing_tick_after_tick_waits_longer_each_time_and_the_collector_goes_on(tmp_path: Path, feed_server, store):
+def test_a_feed_failing_tick_after_tick_waits_longer_each_time_and_the_collector_goes_on(
+    tmp_path: Path, feed_server, store
+):
     folder = feed_spec(tmp_path / "specs", feed_server.url("/error"))
     feed_spec(folder, feed_server.url("/changing"), name="good")
     collector = collect(load(folder), Workspace(tmp_path / "ws"), store, 1.5)
@@ -280,7 +308,11 @@ def test_a_body_not_in_the_declared_format_is_kept_for_ingestion_to_judge(tmp_pa
 
 def test_a_canary_secret_reaches_the_server_and_nowhere_else(tmp_path: Path, feed_server, store):
     canary = "canary-7f3e9a1c55"
-    specs = load(feed_spec(tmp_path / "specs", feed_server.url("/error") + "?key=${FEED_KEY}", headers={"X-Token": "${FEED_TOKEN}"}))
+    specs = load(
+        feed_spec(
+            tmp_path / "specs", feed_server.url("/error") + "?key=${FEED_KEY}", headers={"X-Token": "${FEED_TOKEN}"}
+        )
+    )
     environ = {"FEED_KEY": canary, "FEED_TOKEN": canary + "-token"}
     collector = collect(specs, Workspace(tmp_path / "ws"), store, 1.0, environ=environ)
     assert any(h.get("X-Token") == canary + "-token" for h in feed_server.headers_seen)
@@ -292,6 +324,7 @@ def test_a_canary_secret_reaches_the_server_and_nowhere_else(tmp_path: Path, fee
 
 
 # Archives and consolidation
+
 
 def test_consolidation_merges_replicas_archives_into_one_with_every_download_once(tmp_path: Path, store):
     downloads = [make_download(HOUR_START + timedelta(seconds=i), f'{{"tick": {i}}}'.encode()) for i in range(30)]
@@ -307,7 +340,7 @@ def test_consolidation_merges_replicas_archives_into_one_with_every_download_onc
 def test_consolidators_running_at_once_lose_and_duplicate_nothing(tmp_path: Path, store):
     downloads = [make_download(HOUR_START + timedelta(seconds=i), f'{{"tick": {i}}}'.encode()) for i in range(60)]
     for start in range(0, 60, 12):
-        upload_archive(tmp_path, store, HOUR_START, downloads[start:start + 18])
+        upload_archive(tmp_path, store, HOUR_START, downloads[start : start + 18])
     for index in range(3):
         (tmp_path / f"c{index}").mkdir()
     with ThreadPoolExecutor(max_workers=3) as pool:
@@ -321,8 +354,10 @@ def test_consolidators_running_at_once_lose_and_duplicate_nothing(tmp_path: Path
 
 def test_two_collectors_and_concurrent_consolidation_keep_every_download_once(tmp_path: Path, feed_server, store):
     specs = load(feed_spec(tmp_path / "specs", feed_server.url("/changing")))
-    collectors = [Collector(plan_feeds(list(specs), {}), Workspace(tmp_path / f"ws{i}"), store, now=shifted(HOUR_START))
-                  for i in range(2)]
+    collectors = [
+        Collector(plan_feeds(list(specs), {}), Workspace(tmp_path / f"ws{i}"), store, now=shifted(HOUR_START))
+        for i in range(2)
+    ]
     stop = threading.Event()
     threads = [threading.Thread(target=c.run, args=(stop,)) for c in collectors]
     for thread in threads:
@@ -379,14 +414,22 @@ def link(name: str) -> tarfile.TarInfo:
     return info
 
 
-@pytest.mark.parametrize(("member", "problem"), [
-    (regular("../escaped.json", b"{}"), "is a path, not a download's name"),
-    (regular("/tmp/absolute.json", b"{}"), "is a path, not a download's name"),
-    (link(make_download(HOUR_START, b"{}")[0]), "is not a regular file"),
-    (regular(make_download(HOUR_START, b"{}")[0], b"{tampered}"), "does not match the hash in its name"),
-    (regular(make_download(HOUR_START + timedelta(hours=2), b"{}")[0], b"{}"), "is not a download of market.prices in the hour 2026-11-23T14"),
-])
-def test_a_hostile_archive_is_refused_by_consolidation_and_retrieval_and_nothing_is_written(tmp_path: Path, store, member, problem):
+@pytest.mark.parametrize(
+    ("member", "problem"),
+    [
+        (regular("../escaped.json", b"{}"), "is a path, not a download's name"),
+        (regular("/tmp/absolute.json", b"{}"), "is a path, not a download's name"),
+        (link(make_download(HOUR_START, b"{}")[0]), "is not a regular file"),
+        (regular(make_download(HOUR_START, b"{}")[0], b"{tampered}"), "does not match the hash in its name"),
+        (
+            regular(make_download(HOUR_START + timedelta(hours=2), b"{}")[0], b"{}"),
+            "is not a download of market.prices in the hour 2026-11-23T14",
+        ),
+    ],
+)
+def test_a_hostile_archive_is_refused_by_consolidation_and_retrieval_and_nothing_is_written(
+    tmp_path: Path, store, member, problem
+):
     name, body = make_download(HOUR_START + timedelta(seconds=1), b'{"ok": 1}')
     upload_archive(tmp_path, store, HOUR_START, [(name, body)])
     hostile_archive(store, tmp_path, member, b"{tampered}" if "hash" in problem else b"{}")
@@ -406,22 +449,34 @@ def test_an_object_that_is_not_a_tar_gz_is_refused_by_name(tmp_path: Path, store
     junk = tmp_path / "junk.tar.gz"
     junk.write_bytes(b"this is not gzip")
     store.put(junk, FEED, HOUR_START, archive_name(FEED, HOUR_START, "j" * 20))
-    with pytest.raises(ArchiveProblem, match=r"market.prices_20261123T14_jjjjjjjjjjjjjjjjjjjj.tar.gz is not a readable tar.gz"):
+    with pytest.raises(
+        ArchiveProblem, match=r"market.prices_20261123T14_jjjjjjjjjjjjjjjjjjjj.tar.gz is not a readable tar.gz"
+    ):
         consolidate(store, FEED, HOUR_START, tmp_path)
     assert len(store.archives(FEED, HOUR_START)) == 2
 
 
 # Retrieval
 
+
 def test_retrieval_of_a_range_spanning_days_rounds_to_whole_hours(tmp_path: Path, store):
     hours = [datetime(2026, 11, 23, 22, tzinfo=UTC) + timedelta(hours=i) for i in range(4)]  # 22, 23, 00, 01
     for hour in hours:
-        upload_archive(tmp_path, store, hour, [make_download(hour + timedelta(minutes=5), f'{{"h": "{hour}"}}'.encode())])
-    got = retrieve(store, FEED, datetime(2026, 11, 23, 23, 30, tzinfo=UTC), datetime(2026, 11, 24, 0, 10, tzinfo=UTC),
-                   tmp_path / "out")
+        upload_archive(
+            tmp_path, store, hour, [make_download(hour + timedelta(minutes=5), f'{{"h": "{hour}"}}'.encode())]
+        )
+    got = retrieve(
+        store,
+        FEED,
+        datetime(2026, 11, 23, 23, 30, tzinfo=UTC),
+        datetime(2026, 11, 24, 0, 10, tzinfo=UTC),
+        tmp_path / "out",
+    )
     assert (got.hours, got.files) == (2, 2)
     assert sorted(p.relative_to(tmp_path / "out").parent.as_posix() for p in (tmp_path / "out").rglob("*.json")) == [
-        "market.prices/2026/11/23/23", "market.prices/2026/11/24/00"]
+        "market.prices/2026/11/23/23",
+        "market.prices/2026/11/24/00",
+    ]
     flat = retrieve(store, FEED, hours[0], hours[-1] + timedelta(minutes=1), tmp_path / "flat", collapse=True)
     assert flat.files == 4
     assert len(list((tmp_path / "flat").glob("*.json"))) == 4
@@ -429,9 +484,12 @@ def test_retrieval_of_a_range_spanning_days_rounds_to_whole_hours(tmp_path: Path
 
 # Replicas
 
+
 def test_a_second_collector_under_the_same_replica_name_is_refused(store):
     claim(store, new_lease("east", "first"), datetime.now(UTC), {})
-    with pytest.raises(EnvironmentProblem, match=r"replica east is already collecting .*give each collector its own --replica name"):
+    with pytest.raises(
+        EnvironmentProblem, match=r"replica east is already collecting .*give each collector its own --replica name"
+    ):
         claim(store, new_lease("east", "second"), datetime.now(UTC), {})
     claim(store, new_lease("west", "third"), datetime.now(UTC), {})
 
@@ -443,10 +501,16 @@ def test_a_replica_whose_clock_is_off_from_the_stores_is_refused(store):
 
 # Complete hours become batches
 
+
 def test_a_complete_hour_is_dropped_once_as_a_ready_batch_for_the_feeds_producer(tmp_path: Path, store, catalog, lake):
     specs = load(feed_spec(tmp_path / "specs", "https://prices.example/list"))
     spec = specs[KEY]
-    upload_archive(tmp_path, store, HOUR_START, [make_download(HOUR_START + timedelta(seconds=i), b'{"tick": %d}' % i) for i in range(3)])
+    upload_archive(
+        tmp_path,
+        store,
+        HOUR_START,
+        [make_download(HOUR_START + timedelta(seconds=i), b'{"tick": %d}' % i) for i in range(3)],
+    )
     assert land(store, lake, catalog, spec, HOUR_START + timedelta(minutes=62)) == []  # still settling
     later = HOUR_START + timedelta(hours=2)
     dropped = land(store, lake, catalog, spec, later)
@@ -482,8 +546,12 @@ def test_an_hour_before_the_feeds_start_is_not_dropped(tmp_path: Path, store, ca
 def test_the_same_answer_fetched_by_two_replicas_lands_once(tmp_path: Path, store, catalog, lake):
     spec = load(feed_spec(tmp_path / "specs", "https://prices.example/list"))[KEY]
     answers = [b'{"tick": 1}', b'{"tick": 1}', b'{"tick": 2}', b'{"tick": 2}', b'{"tick": 1}']
-    upload_archive(tmp_path, store, HOUR_START, [make_download(HOUR_START + timedelta(seconds=i), body)
-                                                 for i, body in enumerate(answers)])
+    upload_archive(
+        tmp_path,
+        store,
+        HOUR_START,
+        [make_download(HOUR_START + timedelta(seconds=i), body) for i, body in enumerate(answers)],
+    )
     [dropped] = land(store, lake, catalog, spec, HOUR_START + timedelta(hours=2))
     assert dropped.files == 3, "a repeat of the answer just before is the same answer; a later return to it is not"
     assert "2 repeated answers of replicas left out" in batch_meta(lake, KEY, dropped.batch_id).note

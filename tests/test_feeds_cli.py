@@ -55,8 +55,23 @@ def entries(catalog, action: str):
 
 def test_sigterm_stops_collection_cleanly_and_loses_nothing(feed_env, tmp_path: Path):
     settings, server = feed_env
-    process = subprocess.Popen([sys.executable, "-c", "from governance.command import main; main()", "feeds", "collect", "--json", "--replica", "east"],
-                               cwd=ROOT, env=os.environ.copy(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from governance.command import main; main()",
+            "feeds",
+            "collect",
+            "--json",
+            "--replica",
+            "east",
+        ],
+        cwd=ROOT,
+        env=os.environ.copy(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while server.hits.get("/changing", 0) < 5 and time.monotonic() < deadline and process.poll() is None:
         time.sleep(0.1)
@@ -79,7 +94,8 @@ def test_a_collector_refused_at_start_is_recorded(feed_env, capsys, monkeypatch,
     assert code == 1
     assert "error: market.prices: source.feed.url: the variable FEED_KEY is not set" in err
     assert [json.loads(e.details)["reason"] for e in entries(catalog, "feed.refused")] == [
-        "market.prices: source.feed.url: the variable FEED_KEY is not set"]
+        "market.prices: source.feed.url: the variable FEED_KEY is not set"
+    ]
 
 
 def test_status_retrieve_and_delete(feed_env, capsys, tmp_path: Path, catalog):
@@ -90,14 +106,34 @@ def test_status_retrieve_and_delete(feed_env, capsys, tmp_path: Path, catalog):
     code, out, _ = cli(capsys, "feeds", "status", "--json")
     assert code == 0
     assert json.loads(out)["feeds"][0] | {"store_bytes": 0} == {
-        "feed": "market/prices", "every": "200ms", "last_download": None, "failed_ticks": 0, "hours_archived": 2,
-        "last_hour": "2026-11-23T15:00:00+00:00", "store_bytes": 0}
-    code, out, _ = cli(capsys, "feeds", "retrieve", "market/prices", "--from", "2026-11-23T14", "--to", "2026-11-23T16",
-                       "--to-dir", str(tmp_path / "got"))
+        "feed": "market/prices",
+        "every": "200ms",
+        "last_download": None,
+        "failed_ticks": 0,
+        "hours_archived": 2,
+        "last_hour": "2026-11-23T15:00:00+00:00",
+        "store_bytes": 0,
+    }
+    code, out, _ = cli(
+        capsys,
+        "feeds",
+        "retrieve",
+        "market/prices",
+        "--from",
+        "2026-11-23T14",
+        "--to",
+        "2026-11-23T16",
+        "--to-dir",
+        str(tmp_path / "got"),
+    )
     assert (code, out.split(" ")[0]) == (0, "2")
-    code, _, err = cli(capsys, "feeds", "delete", "market/prices", "--from", "2026-11-23T14", "--to", "2026-11-23T15", "--by", "bob")
+    code, _, err = cli(
+        capsys, "feeds", "delete", "market/prices", "--from", "2026-11-23T14", "--to", "2026-11-23T15", "--by", "bob"
+    )
     assert code == 3 and "bob may not delete feed archives: it needs the admin group custody-admins" in err
-    code, out, _ = cli(capsys, "feeds", "delete", "market/prices", "--from", "2026-11-23T14", "--to", "2026-11-23T15", "--by", "alice")
+    code, out, _ = cli(
+        capsys, "feeds", "delete", "market/prices", "--from", "2026-11-23T14", "--to", "2026-11-23T15", "--by", "alice"
+    )
     assert (code, out.strip().split(" ")[:2]) == (0, ["deleted", "1"])
     assert store.hours(FEED) == [HOUR_START + timedelta(hours=1)]
     decisions = [(e.actor, json.loads(e.details)["result"]) for e in entries(catalog, "feed.delete")]
@@ -109,7 +145,9 @@ def test_a_dropped_hour_lands_as_a_version_labelled_with_the_hour(tmp_path: Path
     spec = load(feed_spec(tmp_path / "specs", "https://prices.example/list"))[KEY]
     store = FeedStore(settings.feeds_store)
     bodies = [b'{"tick": %d, "price": %d}' % (i, 100 + i) for i in range(4)]
-    upload_archive(tmp_path, store, HOUR_START, [make_download(HOUR_START + timedelta(minutes=i), b) for i, b in enumerate(bodies)])
+    upload_archive(
+        tmp_path, store, HOUR_START, [make_download(HOUR_START + timedelta(minutes=i), b) for i, b in enumerate(bodies)]
+    )
     dropped = land(store, lake, catalog, spec, datetime(2026, 11, 23, 16, tzinfo=UTC))
     row = ingest(spark, catalog, lake, spec, RunRequest(requested_by="bob"), batch_id=dropped[0].batch_id)
     assert (row.rows, row.rows_quarantined, row.label) == (4, 0, "2026-11-23T14")
@@ -121,17 +159,22 @@ def test_two_hours_of_the_same_answers_both_land(tmp_path: Path, spark, catalog,
     store = FeedStore(settings.feeds_store)
     bodies = [b'{"tick": 1, "price": 100}', b'{"tick": 2, "price": 100}']
     for hour in (HOUR_START, HOUR_START + timedelta(hours=1)):
-        upload_archive(tmp_path, store, hour, [make_download(hour + timedelta(minutes=i), b) for i, b in enumerate(bodies)])
+        upload_archive(
+            tmp_path, store, hour, [make_download(hour + timedelta(minutes=i), b) for i, b in enumerate(bodies)]
+        )
     dropped = land(store, lake, catalog, spec, datetime(2026, 11, 23, 17, tzinfo=UTC))
-    rows = [ingest(spark, catalog, lake, spec, RunRequest(requested_by="bob"), batch_id=batch.batch_id) for batch in dropped]
+    rows = [
+        ingest(spark, catalog, lake, spec, RunRequest(requested_by="bob"), batch_id=batch.batch_id) for batch in dropped
+    ]
     assert [(row.number, row.label, row.rows) for row in rows] == [(1, "2026-11-23T14", 2), (2, "2026-11-23T15", 2)]
 
 
 def ingested_hour(tmp_path: Path, spark, catalog, lake, settings, fmt: str = "json"):
     """One hour of one answer dropped and ingested; its spec and batch."""
     spec = load(feed_spec(tmp_path / "specs", "https://prices.example/list", fmt=fmt))[KEY]
-    upload_archive(tmp_path, FeedStore(settings.feeds_store), HOUR_START,
-                   [make_download(HOUR_START, b'{"tick": 1, "price": 100}')])
+    upload_archive(
+        tmp_path, FeedStore(settings.feeds_store), HOUR_START, [make_download(HOUR_START, b'{"tick": 1, "price": 100}')]
+    )
     [dropped] = land(FeedStore(settings.feeds_store), lake, catalog, spec, datetime(2026, 11, 23, 16, tzinfo=UTC))
     ingest(spark, catalog, lake, spec, RunRequest(requested_by="bob"), batch_id=dropped.batch_id)
     return spec, dropped.batch_id
@@ -155,7 +198,9 @@ def test_a_raw_feeds_answer_fetched_at_another_time_is_another_row(tmp_path: Pat
     assert [r.file for r in spark.read.parquet(row.path).collect()] == [later]
 
 
-def test_a_download_not_in_the_feeds_format_is_quarantined_and_the_rest_of_the_hour_lands(tmp_path: Path, spark, catalog, lake, settings):
+def test_a_download_not_in_the_feeds_format_is_quarantined_and_the_rest_of_the_hour_lands(
+    tmp_path: Path, spark, catalog, lake, settings
+):
     spec = load(feed_spec(tmp_path / "specs", "https://prices.example/list", max_bad_fraction=0.5))[KEY]
     store = FeedStore(settings.feeds_store)
     downloads = [make_download(HOUR_START + timedelta(minutes=i), b'{"tick": %d, "price": 1}' % i) for i in range(3)]
@@ -172,12 +217,16 @@ def test_a_raw_feed_lands_each_download_as_a_row_with_its_bytes(tmp_path: Path, 
     spec = load(feed_spec(tmp_path / "specs", "https://prices.example/list", fmt="raw"))[KEY]
     store = FeedStore(settings.feeds_store)
     bodies = [bytes([0, 255, 1, 2]) * 100, b"\x89PNG not really"]
-    downloads = [make_download(HOUR_START + timedelta(minutes=i, milliseconds=250), body) for i, body in enumerate(bodies)]
+    downloads = [
+        make_download(HOUR_START + timedelta(minutes=i, milliseconds=250), body) for i, body in enumerate(bodies)
+    ]
     upload_archive(tmp_path, store, HOUR_START, downloads)
     [dropped] = land(store, lake, catalog, spec, datetime(2026, 11, 23, 16, tzinfo=UTC))
     row = ingest(spark, catalog, lake, spec, RunRequest(requested_by="bob"), batch_id=dropped.batch_id)
     assert (row.rows, row.rows_quarantined) == (2, 0)
     landed = sorted(spark.read.parquet(row.path).collect(), key=lambda r: r.file)
-    assert [(r.file, bytes(r.content), r.bytes) for r in landed] == [(name, body, len(body)) for name, body in downloads]
+    assert [(r.file, bytes(r.content), r.bytes) for r in landed] == [
+        (name, body, len(body)) for name, body in downloads
+    ]
     assert [r.sha256 for r in landed] == [hashlib.sha256(body).hexdigest() for body in bodies]
     assert landed[1].fetched_at.replace(tzinfo=UTC) == HOUR_START + timedelta(minutes=1, milliseconds=250)

@@ -43,13 +43,21 @@ def store(settings) -> FeedStore:
 
 def archive_hour(tmp_path: Path, store: FeedStore, hour: datetime = HOUR_START) -> None:
     bodies = [b'{"tick": %d, "price": %d}' % (i, 100 + i) for i in range(3)]
-    upload_archive(tmp_path, store, hour, [make_download(hour + timedelta(minutes=i), body) for i, body in enumerate(bodies)])
+    upload_archive(
+        tmp_path, store, hour, [make_download(hour + timedelta(minutes=i), body) for i, body in enumerate(bodies)]
+    )
 
 
 def materialize(feed_specs, resources, partition: str) -> dg.ExecuteInProcessResult:
     with dg.instance_for_test() as instance:
-        return dg.materialize(build_assets(feed_specs), resources=resources, instance=instance, partition_key=partition,
-                              tags={"custody/requested_by": "bob"}, raise_on_error=False)
+        return dg.materialize(
+            build_assets(feed_specs),
+            resources=resources,
+            instance=instance,
+            partition_key=partition,
+            tags={"custody/requested_by": "bob"},
+            raise_on_error=False,
+        )
 
 
 def test_a_feed_asset_is_hourly_partitioned_from_its_first_hour(feed_specs):
@@ -59,7 +67,9 @@ def test_a_feed_asset_is_hourly_partitioned_from_its_first_hour(feed_specs):
     assert asset.specs_by_key[ASSET].metadata["custody/feed"].value == "every 200ms from https://prices.example"
 
 
-def test_materializing_a_partition_lands_that_hours_batch_as_a_version(tmp_path: Path, feed_specs, resources, store, catalog, lake):
+def test_materializing_a_partition_lands_that_hours_batch_as_a_version(
+    tmp_path: Path, feed_specs, resources, store, catalog, lake
+):
     archive_hour(tmp_path, store)
     land(store, lake, catalog, feed_specs[KEY], HOUR_START + timedelta(hours=2))
     result = materialize(feed_specs, resources, PARTITION)
@@ -73,15 +83,29 @@ def test_a_partition_whose_hour_has_no_ready_batch_fails_saying_why(feed_specs, 
     result = materialize(feed_specs, resources, "2026-11-23-15:00")
     assert not result.success
     [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
-    assert "no ready batch of market/prices for the hour 2026-11-23T15" in failure.step_failure_data.user_failure_data.description
+    assert (
+        "no ready batch of market/prices for the hour 2026-11-23T15"
+        in failure.step_failure_data.user_failure_data.description
+    )
 
 
 def test_the_feeds_sensor_drops_complete_hours_the_dropzone_sensor_requests_their_partition(
-        tmp_path: Path, feed_specs, resources, store, lake):
+    tmp_path: Path, feed_specs, resources, store, lake
+):
     archive_hour(tmp_path, store)
-    beat(store, new_lease("east", "one"), datetime.now(UTC), {FEED: {"downloads": 7, "failed_ticks": 1,
-                                                                    "last_download": "2026-11-23T14:59:59.000+00:00",
-                                                                    "last_error": "HTTP 500"}})
+    beat(
+        store,
+        new_lease("east", "one"),
+        datetime.now(UTC),
+        {
+            FEED: {
+                "downloads": 7,
+                "failed_ticks": 1,
+                "last_download": "2026-11-23T14:59:59.000+00:00",
+                "last_error": "HTTP 500",
+            }
+        },
+    )
     definitions = definitions_for(feed_specs)
     with dg.instance_for_test() as instance:
         context = dg.build_sensor_context(instance=instance, resources=resources, definitions=definitions)
@@ -104,9 +128,12 @@ def health_tick(feed_specs, resources, store):
     sensor = definitions.resolve_sensor_def(FEEDS_SENSOR)
     lease = new_lease("east", "one")
     with dg.instance_for_test() as instance:
+
         def tick(cursor: str | None, **counts) -> dg.SensorResult:
             beat(store, lease, datetime.now(UTC), {FEED: {"last_download": "2026-11-23T14:59:59.000+00:00", **counts}})
-            context = dg.build_sensor_context(instance=instance, resources=resources, definitions=definitions, cursor=cursor)
+            context = dg.build_sensor_context(
+                instance=instance, resources=resources, definitions=definitions, cursor=cursor
+            )
             return sensor.evaluate_tick(context)
 
         yield tick

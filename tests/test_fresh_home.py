@@ -19,10 +19,16 @@ AT_ONCE = 4
 
 
 def test_commands_started_at_once_on_a_fresh_home_all_succeed(tmp_path):
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("CUSTODY_", "DAGSTER_"))},
-           "CUSTODY_HOME": str(tmp_path / "home")}
-    started = [subprocess.Popen([str(CUSTODY), "repair"], env=env, cwd=ROOT, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True) for _ in range(AT_ONCE)]
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("CUSTODY_", "DAGSTER_"))},
+        "CUSTODY_HOME": str(tmp_path / "home"),
+    }
+    started = [
+        subprocess.Popen(
+            [str(CUSTODY), "repair"], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(AT_ONCE)
+    ]
     finished = [(process.wait(timeout=300), process.stderr.read()) for process in started]
     for process in started:
         process.stdout.close()

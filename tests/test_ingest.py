@@ -154,14 +154,18 @@ def test_files_already_ingested_under_another_batch_are_refused_and_the_refusal_
 
 
 def test_blank_lines_and_crlf_line_ends_are_not_rows(spark, catalog, lake, test_specs):
-    version = land(spark, catalog, lake, test_specs, "t/people", "b1", {"crlf.csv": BATCHES / "csv/blank_lines_crlf.csv"})
+    version = land(
+        spark, catalog, lake, test_specs, "t/people", "b1", {"crlf.csv": BATCHES / "csv/blank_lines_crlf.csv"}
+    )
     assert [r["id"] for r in rows(version)] == [1, 2]
     assert (version.rows_quarantined, version.quarantine_path) == (0, None)
     assert entries_for(catalog, Action.INGESTION_COMMITTED)[0]["rows_read"] == 2
 
 
 def test_a_parquet_row_group_of_nulls_in_a_required_column_is_quarantined(spark, catalog, lake, test_specs):
-    version = land(spark, catalog, lake, test_specs, "t/measures", "b1", {"m.parquet": BATCHES / "parquet/null_row_group.parquet"})
+    version = land(
+        spark, catalog, lake, test_specs, "t/measures", "b1", {"m.parquet": BATCHES / "parquet/null_row_group.parquet"}
+    )
     assert [r["sensor"] for r in rows(version)] == ["s3", "s4"]
     assert version.rows_quarantined == 2
     assert entries_for(catalog, Action.INGESTION_COMMITTED)[0]["rows_read"] == 4
@@ -175,12 +179,16 @@ def test_each_file_of_a_batch_has_its_header(spark, catalog, lake, test_specs):
 
 
 def test_embedded_newlines_land_when_the_spec_says_multiline(spark, catalog, lake, test_specs):
-    version = land(spark, catalog, lake, test_specs, "t/people_multiline", "b1", {"n.csv": BATCHES / "csv/embedded_newline.csv"})
+    version = land(
+        spark, catalog, lake, test_specs, "t/people_multiline", "b1", {"n.csv": BATCHES / "csv/embedded_newline.csv"}
+    )
     assert [r["name"] for r in rows(version)] == ["ann", "bob\nby", "cid"]
 
 
 def test_bad_rows_fail_the_batch_when_the_spec_says_fail(spark, catalog, lake, test_specs):
-    with pytest.raises(Exception, match=r"1 of 3 rows .* bad_rows: fail; nothing was written. First: .*expected 3 fields"):
+    with pytest.raises(
+        Exception, match=r"1 of 3 rows .* bad_rows: fail; nothing was written. First: .*expected 3 fields"
+    ):
         land(spark, catalog, lake, test_specs, "t/people_strict", "b1", {"f.csv": BATCHES / "csv/too_many_fields.csv"})
     assert_nothing_committed(catalog, lake, "t/people_strict")
     failed = entries_for(catalog, Action.INGESTION_FAILED)
@@ -198,18 +206,32 @@ def test_too_many_bad_rows_fail_the_batch(spark, catalog, lake, test_specs):
     [
         ("t/people", "csv/header_missing.csv", "header does not match the spec of t/people: missing name"),
         ("t/people", "csv/header_extra.csv", "unexpected age"),
-        ("t/people", "csv/header_reordered.csv", "columns out of order: found name, id, score; expected id, name, score"),
+        (
+            "t/people",
+            "csv/header_reordered.csv",
+            "columns out of order: found name, id, score; expected id, name, score",
+        ),
         ("t/people", "csv/empty.csv", "the file is empty"),
         ("t/people", "csv/header_only.csv", "holds no rows"),
         ("t/people", "other/binary.csv", "header does not match the spec of t/people: missing id, name, score"),
         ("t/events", "json/not_json.json", "not JSON: expected JSON objects, one per line"),
         ("t/events", "json/extra_field.json", "columns do not match the spec: unexpected referrer"),
-        ("t/measures", "parquet/other_schema.parquet", "Parquet schema does not match the spec of t/measures: missing value; unexpected reading"),
-        ("t/measures", "parquet/wrong_type.parquet", "Parquet schema does not match the spec of t/measures: value is long, expected double"),
+        (
+            "t/measures",
+            "parquet/other_schema.parquet",
+            "Parquet schema does not match the spec of t/measures: missing value; unexpected reading",
+        ),
+        (
+            "t/measures",
+            "parquet/wrong_type.parquet",
+            "Parquet schema does not match the spec of t/measures: value is long, expected double",
+        ),
         ("t/measures", "csv/good.csv", "not a Parquet file"),
     ],
 )
-def test_bad_files_are_refused_with_a_clear_message_and_nothing_changes(spark, catalog, lake, test_specs, asset, file, message):
+def test_bad_files_are_refused_with_a_clear_message_and_nothing_changes(
+    spark, catalog, lake, test_specs, asset, file, message
+):
     with pytest.raises(BatchError, match=message) as raised:
         land(spark, catalog, lake, test_specs, asset, "b1", {Path(file).name: BATCHES / file})
     if "header" in message or "file is empty" in message:
@@ -259,23 +281,37 @@ def test_json_nested_objects_are_flattened_and_typed(spark, catalog, lake, test_
 def test_json_lines_that_are_not_objects_or_break_types_are_quarantined(spark, catalog, lake, test_specs):
     version = land(spark, catalog, lake, test_specs, "t/events", "b1", {"e.json": BATCHES / "json/some_bad_lines.json"})
     assert sorted(r["id"] for r in rows(version)) == [1, 4]
-    assert sorted(r["reason"] for r in quarantined(version)) == ["column user__age is not a valid int", "not valid JSON: expecting value at character 1"]
+    assert sorted(r["reason"] for r in quarantined(version)) == [
+        "column user__age is not a valid int",
+        "not valid JSON: expecting value at character 1",
+    ]
 
 
 def test_json_null_in_a_required_column_is_quarantined_and_counted(spark, catalog, lake, test_specs):
-    version = land(spark, catalog, lake, test_specs, "t/events", "b1", {"e.json": BATCHES / "json/null_in_required.json"})
+    version = land(
+        spark, catalog, lake, test_specs, "t/events", "b1", {"e.json": BATCHES / "json/null_in_required.json"}
+    )
     assert sorted(r["id"] for r in rows(version)) == [1, 3]
     assert [r["reason"] for r in quarantined(version)] == ["column id is null but declared not nullable"]
     assert entries_for(catalog, Action.INGESTION_COMMITTED)[0]["rows_read"] == 3
 
 
 def test_json_without_declared_columns_keeps_the_inferred_schema(spark, catalog, lake, test_specs):
-    version = land(spark, catalog, lake, test_specs, "t/events_inferred", "b1", {"e.json": BATCHES / "json/nested.json"})
+    version = land(
+        spark, catalog, lake, test_specs, "t/events_inferred", "b1", {"e.json": BATCHES / "json/nested.json"}
+    )
     assert sorted(rows(version)[0]) == ["id", "kind", "user__age", "user__name"]
 
 
 def test_parquet_lands_as_is_and_nulls_in_required_columns_are_quarantined(spark, catalog, lake, test_specs):
-    version = land(spark, catalog, lake, test_specs, "t/measures", "b1",
-                   {"a.parquet": BATCHES / "parquet/good.parquet", "b.parquet": BATCHES / "parquet/null_sensor.parquet"})
+    version = land(
+        spark,
+        catalog,
+        lake,
+        test_specs,
+        "t/measures",
+        "b1",
+        {"a.parquet": BATCHES / "parquet/good.parquet", "b.parquet": BATCHES / "parquet/null_sensor.parquet"},
+    )
     assert (version.rows, version.rows_quarantined) == (4, 1)
     assert quarantined(version)[0]["reason"] == "column sensor is null but declared not nullable"

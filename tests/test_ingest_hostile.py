@@ -49,7 +49,9 @@ def still_usable(spark, catalog, lake, test_specs):
     assert version.rows == 2
 
 
-def test_a_hard_link_to_a_file_outside_the_dropzone_is_refused_before_it_is_read(spark, catalog, lake, test_specs, tmp_path):
+def test_a_hard_link_to_a_file_outside_the_dropzone_is_refused_before_it_is_read(
+    spark, catalog, lake, test_specs, tmp_path
+):
     secret = tmp_path / "secret.csv"
     secret.write_bytes(GOOD_CSV)
     folder = drop(lake, "t/people", "b1", {})
@@ -63,7 +65,9 @@ def test_a_symlink_to_another_assets_dropzone_folder_is_refused(spark, catalog, 
     other = drop(lake, "t/events", "theirs", {"e.csv": GOOD_CSV})
     folder = drop(lake, "t/people", "b1", {})
     (folder / "borrowed.csv").symlink_to(other / "e.csv")
-    with pytest.raises(BatchError, match=r"borrowed\.csv: a symlink that points outside the DropZone folder .*/drop/t/people"):
+    with pytest.raises(
+        BatchError, match=r"borrowed\.csv: a symlink that points outside the DropZone folder .*/drop/t/people"
+    ):
         ingest_batch(spark, catalog, lake, test_specs, "t/people", "b1")
     assert_nothing_committed(catalog, lake, "t/people")
 
@@ -94,8 +98,15 @@ def test_two_names_for_one_file_inside_a_batch_are_refused_too(spark, catalog, l
 
 @pytest.mark.parametrize(
     ("name", "decoy"),
-    [("a[1].csv", "a1.csv"), ("b*.csv", "bx.csv"), ("c?.csv", "cx.csv"), ("d{x,y}.csv", "dx.csv"),
-     ("e\\f.csv", None), ("g h%20#i.csv", None), ("caf\u00e9.csv", None)],
+    [
+        ("a[1].csv", "a1.csv"),
+        ("b*.csv", "bx.csv"),
+        ("c?.csv", "cx.csv"),
+        ("d{x,y}.csv", "dx.csv"),
+        ("e\\f.csv", None),
+        ("g h%20#i.csv", None),
+        ("caf\u00e9.csv", None),
+    ],
 )
 def test_file_names_holding_glob_or_url_characters_are_read_as_they_are(spark, catalog, lake, test_specs, name, decoy):
     """Each file is read once, by its own name: a glob would also read the decoy its name matches."""
@@ -143,8 +154,12 @@ def test_json_nested_too_deep_is_quarantined_by_line_and_spark_survives(spark, c
     still_usable(spark, catalog, lake, test_specs)
 
 
-def test_a_json_file_of_one_document_nested_too_deep_fails_with_one_line_and_spark_survives(spark, catalog, lake, test_specs):
-    with pytest.raises(BatchError, match=r"no line of deep\.json is a JSON object: not valid JSON: nested deeper than 64 levels"):
+def test_a_json_file_of_one_document_nested_too_deep_fails_with_one_line_and_spark_survives(
+    spark, catalog, lake, test_specs
+):
+    with pytest.raises(
+        BatchError, match=r"no line of deep\.json is a JSON object: not valid JSON: nested deeper than 64 levels"
+    ):
         land(spark, catalog, lake, test_specs, "t/events", "b1", {"deep.json": (deep(500) + "\n").encode()})
     assert_nothing_committed(catalog, lake, "t/events")
     still_usable(spark, catalog, lake, test_specs)
@@ -164,12 +179,16 @@ def corrupt_parquet(path: Path) -> bytes:
     return bytes(data)
 
 
-def test_a_parquet_file_with_a_corrupt_body_fails_with_one_line_and_spark_survives(spark, catalog, lake, test_specs, tmp_path):
+def test_a_parquet_file_with_a_corrupt_body_fails_with_one_line_and_spark_survives(
+    spark, catalog, lake, test_specs, tmp_path
+):
     drop(lake, "t/measures", "b1", {"m.parquet": corrupt_parquet(tmp_path / "m.parquet")})
     with pytest.raises(BatchError) as raised:
         ingest_batch(spark, catalog, lake, test_specs, "t/measures", "b1")
     message = str(raised.value)
-    assert message.startswith(str(lake.batch_dir(AssetKey.parse("t/measures"), "b1") / "m.parquet") + ": cannot be read as Parquet:")
+    assert message.startswith(
+        str(lake.batch_dir(AssetKey.parse("t/measures"), "b1") / "m.parquet") + ": cannot be read as Parquet:"
+    )
     assert "\n" not in message and len(message) < 400
     assert_nothing_committed(catalog, lake, "t/measures")
     still_usable(spark, catalog, lake, test_specs)
@@ -178,7 +197,7 @@ def test_a_parquet_file_with_a_corrupt_body_fails_with_one_line_and_spark_surviv
 def test_a_parquet_file_with_a_corrupt_footer_is_refused_naming_it(spark, catalog, lake, test_specs, tmp_path):
     data = bytearray(corrupt_parquet(tmp_path / "m.parquet"))
     footer = int.from_bytes(data[-8:-4], "little")
-    data[-8 - footer:-8] = b"\x11" * footer
+    data[-8 - footer : -8] = b"\x11" * footer
     drop(lake, "t/measures", "b1", {"m.parquet": bytes(data)})
     with pytest.raises(BatchError, match=r"m\.parquet: cannot be read as Parquet: its footer"):
         ingest_batch(spark, catalog, lake, test_specs, "t/measures", "b1")
@@ -194,7 +213,9 @@ def test_json_fields_that_flatten_to_one_name_are_refused_naming_both(spark, cat
 
 def test_json_fields_that_differ_only_in_case_are_refused_naming_both(spark, catalog, lake, test_specs):
     drop(lake, "t/events_inferred", "b1", {"e.json": b'{"id": 1, "ID": 2}\n'})
-    with pytest.raises(BatchError, match=r"e\.json: two fields are named id but for case, which Spark cannot tell apart"):
+    with pytest.raises(
+        BatchError, match=r"e\.json: two fields are named id but for case, which Spark cannot tell apart"
+    ):
         ingest_batch(spark, catalog, lake, test_specs, "t/events_inferred", "b1")
     assert_nothing_committed(catalog, lake, "t/events_inferred")
 
@@ -204,7 +225,9 @@ def committed_details(catalog, asset):
 
 
 @pytest.mark.parametrize("padding", [0, 20_000], ids=["in the first 8 KB", "after 8 KB"])
-def test_a_control_character_quarantines_its_row_wherever_it_is_and_its_line_is_recorded(spark, catalog, lake, test_specs, padding):
+def test_a_control_character_quarantines_its_row_wherever_it_is_and_its_line_is_recorded(
+    spark, catalog, lake, test_specs, padding
+):
     good = [f"{i},name{i},{i}.5" for i in range(3, 3 + padding // 16)]
     lines = ["id,name,score", "1,ann,1.5", *good, "2,b\x00b,2.5", "99,zed,9.5"]
     version = land(spark, catalog, lake, test_specs, "t/people", "b1", {"p.csv": ("\n".join(lines) + "\n").encode()})
@@ -217,23 +240,41 @@ def test_a_control_character_quarantines_its_row_wherever_it_is_and_its_line_is_
 
 
 def test_a_control_character_in_a_typed_column_is_named_too(spark, catalog, lake, test_specs):
-    version = land(spark, catalog, lake, test_specs, "t/people", "b1", {"p.csv": b"id,name,score\n1,a,1.5\n2\x07,b,2.5\n"})
+    version = land(
+        spark, catalog, lake, test_specs, "t/people", "b1", {"p.csv": b"id,name,score\n1,a,1.5\n2\x07,b,2.5\n"}
+    )
     assert [r["reason"] for r in quarantined(version)] == ["holds control character U+0007"]
 
 
 def test_control_characters_in_json_quarantine_their_row(spark, catalog, lake, test_specs):
-    lines = ['{"id": 1, "kind": "a"}', '{"id": 2, "kind": "b\x01"}', *(f'{{"id": {i}, "kind": "c"}}' for i in range(3, 201))]
-    version = land(spark, catalog, lake, test_specs, "t/events_inferred", "b1", {"e.json": ("\n".join(lines) + "\n").encode()})
+    lines = [
+        '{"id": 1, "kind": "a"}',
+        '{"id": 2, "kind": "b\x01"}',
+        *(f'{{"id": {i}, "kind": "c"}}' for i in range(3, 201)),
+    ]
+    version = land(
+        spark, catalog, lake, test_specs, "t/events_inferred", "b1", {"e.json": ("\n".join(lines) + "\n").encode()}
+    )
     assert [r["reason"] for r in quarantined(version)] == ["not valid JSON: holds control character U+0001"]
-    assert committed_details(catalog, "t/events_inferred")["control_characters"] == [{"file": "e.json", "line": 2, "character": "U+0001"}]
+    assert committed_details(catalog, "t/events_inferred")["control_characters"] == [
+        {"file": "e.json", "line": 2, "character": "U+0001"}
+    ]
 
 
 def test_control_characters_written_as_json_escapes_quarantine_their_row(spark, catalog, lake, test_specs):
-    lines = ['{"id": 1, "kind": "a\\tb"}', '{"id": 2, "kind": "\\u001b[31mred"}', *(f'{{"id": {i}, "kind": "c"}}' for i in range(3, 201))]
-    version = land(spark, catalog, lake, test_specs, "t/events_inferred", "b1", {"e.json": ("\n".join(lines) + "\n").encode()})
+    lines = [
+        '{"id": 1, "kind": "a\\tb"}',
+        '{"id": 2, "kind": "\\u001b[31mred"}',
+        *(f'{{"id": {i}, "kind": "c"}}' for i in range(3, 201)),
+    ]
+    version = land(
+        spark, catalog, lake, test_specs, "t/events_inferred", "b1", {"e.json": ("\n".join(lines) + "\n").encode()}
+    )
     assert (version.rows, version.rows_quarantined) == (199, 1)
     assert [r["reason"] for r in quarantined(version)] == ["column kind holds control character U+001B"]
-    assert committed_details(catalog, "t/events_inferred")["control_characters"] == [{"file": "e.json", "line": 2, "character": "U+001B"}]
+    assert committed_details(catalog, "t/events_inferred")["control_characters"] == [
+        {"file": "e.json", "line": 2, "character": "U+001B"}
+    ]
 
 
 def test_a_json_field_named_with_a_control_character_is_refused(spark, catalog, lake, test_specs):
@@ -252,7 +293,9 @@ def refusal(lake, tmp_path, kind):
     """Drop a batch that is refused before anything is staged; return its id."""
     if kind == "no ready batch":
         return None
-    folder = drop(lake, "t/people", "b1", {} if kind in ("empty batch", "symlink", "sub-folder") else {"p.csv": GOOD_CSV})
+    folder = drop(
+        lake, "t/people", "b1", {} if kind in ("empty batch", "symlink", "sub-folder") else {"p.csv": GOOD_CSV}
+    )
     if kind == "symlink":
         outside = tmp_path / "outside.csv"
         outside.write_bytes(GOOD_CSV)
@@ -280,7 +323,9 @@ def refusal(lake, tmp_path, kind):
         ("bad header", "header does not match"),
     ],
 )
-def test_a_refusal_before_staging_is_an_ingestion_failed_entry_with_its_reason(spark, catalog, lake, test_specs, tmp_path, kind, reason):
+def test_a_refusal_before_staging_is_an_ingestion_failed_entry_with_its_reason(
+    spark, catalog, lake, test_specs, tmp_path, kind, reason
+):
     batch_id = refusal(lake, tmp_path, kind)
     with pytest.raises((BatchError, NotFound)):
         ingest_batch(spark, catalog, lake, test_specs, "t/people", batch_id)

@@ -61,8 +61,10 @@ class Shop:
         return f"jdbc:postgresql://{self.server.host}:{self.server.port}/{self.database}"
 
     def sql(self, *statements: str) -> None:
-        dsn = (f"host={self.server.host} port={self.server.port} user={self.server.user} "
-               f"password={self.server.password} dbname={self.database}")
+        dsn = (
+            f"host={self.server.host} port={self.server.port} user={self.server.user} "
+            f"password={self.server.password} dbname={self.database}"
+        )
         with psycopg.connect(dsn, autocommit=True) as connection:
             for statement in statements:
                 connection.execute(statement)
@@ -122,10 +124,12 @@ def test_a_table_lands_whole_with_where_and_when_it_was_read(spark, catalog, lak
     shop.spec("table: public.orders")
     version = ingest(spark, catalog, lake, shop.load(), BOB)
     assert (version.number, version.rows, version.rows_quarantined) == (1, 20, 0)
-    assert rows(version)[0] == {"id": 1, "customer": "c1", "amount": 1.5,
-                                "updated_at": rows(version)[0]["updated_at"]}
+    assert rows(version)[0] == {"id": 1, "customer": "c1", "amount": 1.5, "updated_at": rows(version)[0]["updated_at"]}
     read = read_of(catalog, version)
-    assert (read.namespace, read.name) == (f"postgres://{shop.server.host}:{shop.server.port}", f"{shop.database}.public.orders")
+    assert (read.namespace, read.name) == (
+        f"postgres://{shop.server.host}:{shop.server.port}",
+        f"{shop.database}.public.orders",
+    )
     assert read.table_name == "public.orders" and read.query is None and read.snapshot_at is not None
     committed = logged(catalog, Action.INGESTION_COMMITTED)[0]
     assert committed["rows_read"] == 20 and committed["source"]["name"] == read.name
@@ -136,7 +140,9 @@ def test_landing_columns_come_from_the_table_columns(spark, catalog, lake, shop)
     version = ingest(spark, catalog, lake, shop.load(), BOB)
     with catalog.session() as session:
         deps = session.exec(select(ColumnLineageRow).where(ColumnLineageRow.version_id == version.id)).all()
-    direct = {(d.output_column, d.input_column) for d in deps if d.output_column is not None and d.input_version_id is None}
+    direct = {
+        (d.output_column, d.input_column) for d in deps if d.output_column is not None and d.input_version_id is None
+    }
     assert direct == {("id", "id"), ("customer", "customer"), ("amount", "amount"), ("updated_at", "updated_at")}
 
 
@@ -146,18 +152,26 @@ def test_openlineage_names_the_table_by_its_server_and_database(spark, catalog, 
     ingest(spark, catalog, lake, shop.load(), BOB, events=Emitter(transport_config(f"file:{events_file}", tmp_path)))
     complete = next(e for e in read_events(events_file) if e["eventType"] == "COMPLETE")
     (source,) = complete["inputs"]
-    assert (source["namespace"], source["name"]) == (f"postgres://{shop.server.host}:{shop.server.port}",
-                                                     f"{shop.database}.public.orders")
+    assert (source["namespace"], source["name"]) == (
+        f"postgres://{shop.server.host}:{shop.server.port}",
+        f"{shop.database}.public.orders",
+    )
     fields = complete["outputs"][0]["facets"]["columnLineage"]["fields"]
     assert fields["amount"]["inputFields"][0] | {"transformations": None} == {
-        "namespace": source["namespace"], "name": source["name"], "field": "amount", "transformations": None}
+        "namespace": source["namespace"],
+        "name": source["name"],
+        "field": "amount",
+        "transformations": None,
+    }
 
 
 def test_an_incremental_read_takes_only_rows_past_the_last_versions_mark(spark, catalog, lake, shop):
     shop.spec("table: public.orders\nincremental: {column: updated_at}")
     first = ingest(spark, catalog, lake, shop.load(), BOB)
-    shop.sql("INSERT INTO orders SELECT g, 'late', '1', timestamptz '2026-11-02 00:00:00+00' + g * interval '1 second' "
-             "FROM generate_series(21, 25) g")
+    shop.sql(
+        "INSERT INTO orders SELECT g, 'late', '1', timestamptz '2026-11-02 00:00:00+00' + g * interval '1 second' "
+        "FROM generate_series(21, 25) g"
+    )
     second = ingest(spark, catalog, lake, shop.load(), BOB)
     assert (first.rows, second.rows) == (20, 5)
     assert [row["id"] for row in rows(second)] == [21, 22, 23, 24, 25]
@@ -220,8 +234,10 @@ def test_bad_rows_are_quarantined_with_their_reason_and_the_counts_add_up(spark,
     version = ingest(spark, catalog, lake, shop.load(), BOB)
     assert (version.rows, version.rows_quarantined) == (18, 2)
     refused = sorted(quarantined(version), key=lambda row: json.loads(row["record"])["id"])
-    assert [r["reason"] for r in refused] == ["column amount is not a valid double",
-                                              "column customer is null but declared not nullable"]
+    assert [r["reason"] for r in refused] == [
+        "column amount is not a valid double",
+        "column customer is null but declared not nullable",
+    ]
     assert {r["file"] for r in refused} == {f"{shop.database}.public.orders"}
     committed = logged(catalog, Action.INGESTION_COMMITTED)[0]
     assert committed["rows_read"] == version.rows + version.rows_quarantined == 20
@@ -229,27 +245,38 @@ def test_bad_rows_are_quarantined_with_their_reason_and_the_counts_add_up(spark,
 
 def test_a_null_where_none_is_allowed_is_quarantined_when_no_column_needs_converting(spark, catalog, lake, shop):
     shop.sql("UPDATE orders SET customer = NULL WHERE id = 3")
-    shop.spec("table: public.orders", COLUMNS.replace("{name: amount, type: double}", "{name: amount, type: string}")
-              + "max_bad_fraction: 0.1\n")
+    shop.spec(
+        "table: public.orders",
+        COLUMNS.replace("{name: amount, type: double}", "{name: amount, type: string}") + "max_bad_fraction: 0.1\n",
+    )
     version = ingest(spark, catalog, lake, shop.load(), BOB)
     assert (version.rows, version.rows_quarantined) == (19, 1)
     assert [r["reason"] for r in quarantined(version)] == ["column customer is null but declared not nullable"]
 
 
 def test_text_its_declared_type_would_change_is_quarantined(spark, catalog, lake, shop):
-    shop.sql("CREATE TABLE readings (id bigint, day text, price text, amount text, ratio text)",
-             "INSERT INTO readings VALUES (1, '2026-11-01', '1.25', '3', '0.5'), (2, '2026-11-01 10:00', '1.25', '3', '0.5'), "
-             "(3, '2026-11-01', '1.005', '3', '0.5'), (4, '2026-11-01', '1.25', '1.5', '0.5'), (5, '2026', '1.25', '3', '0.5'), "
-             "(6, '2026-11-01', '1.25', '3', '1e400'), (7, '2026-11-01', '1.25', '3', 'Infinity')")
-    key = shop.spec("table: public.readings", "columns:\n  - {name: id, type: long}\n  - {name: day, type: date}\n"
-                    "  - {name: price, type: \"decimal(12,2)\"}\n  - {name: amount, type: int}\n  - {name: ratio, type: double}\n"
-                    "max_bad_fraction: 0.9\n", name="readings")
+    shop.sql(
+        "CREATE TABLE readings (id bigint, day text, price text, amount text, ratio text)",
+        "INSERT INTO readings VALUES (1, '2026-11-01', '1.25', '3', '0.5'), (2, '2026-11-01 10:00', '1.25', '3', '0.5'), "
+        "(3, '2026-11-01', '1.005', '3', '0.5'), (4, '2026-11-01', '1.25', '1.5', '0.5'), (5, '2026', '1.25', '3', '0.5'), "
+        "(6, '2026-11-01', '1.25', '3', '1e400'), (7, '2026-11-01', '1.25', '3', 'Infinity')",
+    )
+    key = shop.spec(
+        "table: public.readings",
+        "columns:\n  - {name: id, type: long}\n  - {name: day, type: date}\n"
+        '  - {name: price, type: "decimal(12,2)"}\n  - {name: amount, type: int}\n  - {name: ratio, type: double}\n'
+        "max_bad_fraction: 0.9\n",
+        name="readings",
+    )
     version = ingest(spark, catalog, lake, shop.load(key), BOB)
     assert [(row["id"], row["ratio"]) for row in rows(version)] == [(1, 0.5), (7, float("inf"))]
     assert sorted((json.loads(r["record"])["id"], r["reason"]) for r in quarantined(version)) == [
-        (2, "column day is not a valid date"), (3, "column price is not a valid decimal(12,2)"),
-        (4, "column amount is not a valid int"), (5, "column day is not a valid date"),
-        (6, "column ratio is not a valid double")]
+        (2, "column day is not a valid date"),
+        (3, "column price is not a valid decimal(12,2)"),
+        (4, "column amount is not a valid int"),
+        (5, "column day is not a valid date"),
+        (6, "column ratio is not a valid double"),
+    ]
 
 
 def test_too_many_bad_rows_commit_nothing(spark, catalog, lake, shop):
@@ -302,8 +329,10 @@ def test_a_table_that_changes_during_the_read_lands_as_of_the_snapshot(spark, ca
 
     def meanwhile(message: str) -> None:
         if message.startswith("reading "):
-            shop.sql("UPDATE orders SET amount = '999' WHERE id <= 10",
-                     "INSERT INTO orders SELECT g, 'new', '2', now() FROM generate_series(21, 30) g")
+            shop.sql(
+                "UPDATE orders SET amount = '999' WHERE id <= 10",
+                "INSERT INTO orders SELECT g, 'new', '2', now() FROM generate_series(21, 30) g",
+            )
 
     first = ingest(spark, catalog, lake, shop.load(), BOB, progress=meanwhile)
     assert [(row["id"], row["amount"]) for row in rows(first)] == [(g, g * 1.5) for g in range(1, 21)]
@@ -352,25 +381,56 @@ def test_the_cli_ingests_a_table_and_shows_where_each_column_came_from(cli_env, 
 def write_spec(folder: Path, source: str, columns: str = COLUMNS) -> Path:
     (folder / "shop").mkdir(parents=True, exist_ok=True)
     path = folder / "shop" / "orders.yaml"
-    path.write_text("description: Orders.\nroles: {owner: sales-owners, producer: sales-producers, consumer: sales-consumers}\n"
-                    "zone: landing\nsource:\n  format: jdbc\n  user_env: SHOP_USER\n  password_env: SHOP_PASSWORD\n"
-                    + "".join(f"  {line}\n" for line in source.strip().splitlines()) + columns)
+    path.write_text(
+        "description: Orders.\nroles: {owner: sales-owners, producer: sales-producers, consumer: sales-consumers}\n"
+        "zone: landing\nsource:\n  format: jdbc\n  user_env: SHOP_USER\n  password_env: SHOP_PASSWORD\n"
+        + "".join(f"  {line}\n" for line in source.strip().splitlines())
+        + columns
+    )
     return path
 
 
-@pytest.mark.parametrize(("source", "columns", "problem"), [
-    ("url: jdbc:postgresql://db:5432/shop?user=u&password=p\ntable: public.orders", COLUMNS,
-     "source: the url holds credentials; name the variables that hold them in user_env and password_env"),
-    ("url: jdbc:postgresql://u:p@db/shop\ntable: public.orders", COLUMNS, "source.url: must be a JDBC URL as jdbc:postgresql://host:port/database"),
-    ("url: jdbc:postgresql://db/shop\ntable: public.orders\nquery: SELECT 1", COLUMNS, "source: give either a table or a query"),
-    ("url: jdbc:postgresql://db/shop\nquery: SELECT 1; DROP TABLE orders", COLUMNS, "a query is one SELECT statement, without ;"),
-    ("url: jdbc:postgresql://db/shop\ntable: public.orders\nincremental: {column: amount}", COLUMNS,
-     "incremental column 'amount' must be a declared column, nullable: false, of type int"),
-    ("url: jdbc:postgresql://db/shop\ntable: public.orders\npartition_column: customer", COLUMNS,
-     "partition_column 'customer' must be a declared column of type int, long, short or byte"),
-    ("url: jdbc:postgresql://db/shop\ntable: public.orders\nnum_partitions: 4", COLUMNS, "bounds and num_partitions split the read on a partition_column"),
-    ("url: jdbc:postgresql://db/shop\ntable: public.orders", "", "a JDBC source needs its columns declared"),
-])
+@pytest.mark.parametrize(
+    ("source", "columns", "problem"),
+    [
+        (
+            "url: jdbc:postgresql://db:5432/shop?user=u&password=p\ntable: public.orders",
+            COLUMNS,
+            "source: the url holds credentials; name the variables that hold them in user_env and password_env",
+        ),
+        (
+            "url: jdbc:postgresql://u:p@db/shop\ntable: public.orders",
+            COLUMNS,
+            "source.url: must be a JDBC URL as jdbc:postgresql://host:port/database",
+        ),
+        (
+            "url: jdbc:postgresql://db/shop\ntable: public.orders\nquery: SELECT 1",
+            COLUMNS,
+            "source: give either a table or a query",
+        ),
+        (
+            "url: jdbc:postgresql://db/shop\nquery: SELECT 1; DROP TABLE orders",
+            COLUMNS,
+            "a query is one SELECT statement, without ;",
+        ),
+        (
+            "url: jdbc:postgresql://db/shop\ntable: public.orders\nincremental: {column: amount}",
+            COLUMNS,
+            "incremental column 'amount' must be a declared column, nullable: false, of type int",
+        ),
+        (
+            "url: jdbc:postgresql://db/shop\ntable: public.orders\npartition_column: customer",
+            COLUMNS,
+            "partition_column 'customer' must be a declared column of type int, long, short or byte",
+        ),
+        (
+            "url: jdbc:postgresql://db/shop\ntable: public.orders\nnum_partitions: 4",
+            COLUMNS,
+            "bounds and num_partitions split the read on a partition_column",
+        ),
+        ("url: jdbc:postgresql://db/shop\ntable: public.orders", "", "a JDBC source needs its columns declared"),
+    ],
+)
 def test_a_database_source_is_checked_when_its_spec_is_loaded(tmp_path, source, columns, problem):
     spec = write_spec(tmp_path, source, columns)
     found = [str(p) for p in check_specs(tmp_path, transform_packages=DEFAULT_TRANSFORM_PACKAGES)]

@@ -27,8 +27,14 @@ SHAPED = [
     [{"tick": 21, "price": 1, "note": "x"}],
     [{"tick": 22, "price": 1, "note": 5}],
 ]
-DOUBTFUL = [b"<html>502 Bad Gateway</html>", b"\xef\xbb\xbf[{\"tick\": 9, \"price\": 1}]", b"[{'tick': 10, 'price': 2}]",
-            b'[{"tick": 12, "price": 1e400}]', b"\xff\xfe not utf-8", b'[{"tick": 13, "price": 4}] trailing']
+DOUBTFUL = [
+    b"<html>502 Bad Gateway</html>",
+    b'\xef\xbb\xbf[{"tick": 9, "price": 1}]',
+    b"[{'tick': 10, 'price': 2}]",
+    b'[{"tick": 12, "price": 1e400}]',
+    b"\xff\xfe not utf-8",
+    b'[{"tick": 13, "price": 4}] trailing',
+]
 
 
 def many(tmp_path: Path, lake, extra: dict[str, bytes] | None = None):
@@ -51,7 +57,9 @@ def batch(tmp_path: Path, lake):
 def test_one_file_of_each_shape_and_every_doubtful_one_is_sampled(batch):
     _, opened_batch = batch
     chosen = [f.path.name for f in representatives(opened_batch.files)]
-    assert sorted(chosen) == sorted([f"d0_{i:02d}.json" for i in range(len(SHAPED))] + [f"x_{i:02d}.json" for i in range(len(DOUBTFUL))])
+    assert sorted(chosen) == sorted(
+        [f"d0_{i:02d}.json" for i in range(len(SHAPED))] + [f"x_{i:02d}.json" for i in range(len(DOUBTFUL))]
+    )
 
 
 def test_the_sampled_schema_reads_every_file_as_inferring_from_all_would(spark, batch, monkeypatch):

@@ -50,8 +50,6 @@ def append(catalog: Catalog, i: int) -> None:
         ledger.append(session, actor="bob", action="read", asset="t/people", version=i % 3 + 1, details={"i": i})
 
 
-
-
 def test_a_checkpoint_is_written_at_the_first_entry_and_every_n_entries(book, checkpoints):
     assert [c.seq for c in checkpoints.read().checkpoints] == [1, *range(EVERY, ENTRIES + 1, EVERY)]
     assert verify_ledger(book).ok and verify_ledger(book).checkpoints == 1 + ENTRIES // EVERY
@@ -111,15 +109,23 @@ def delete(catalog, k):
 
 
 def insert(catalog, k):
-    execute(catalog, f"UPDATE ledger SET seq = -seq - 1 WHERE seq >= {k}", "UPDATE ledger SET seq = -seq WHERE seq < 0",
-            f"INSERT INTO ledger (seq, ts, actor, action, details, prev_hash, hash) "
-            f"SELECT {k}, ts, 'mallory', 'read', '{{}}', prev_hash, hash FROM ledger WHERE seq = {k + 1}")
+    execute(
+        catalog,
+        f"UPDATE ledger SET seq = -seq - 1 WHERE seq >= {k}",
+        "UPDATE ledger SET seq = -seq WHERE seq < 0",
+        f"INSERT INTO ledger (seq, ts, actor, action, details, prev_hash, hash) "
+        f"SELECT {k}, ts, 'mallory', 'read', '{{}}', prev_hash, hash FROM ledger WHERE seq = {k + 1}",
+    )
     return k
 
 
 def reorder(catalog, k):
-    execute(catalog, f"UPDATE ledger SET seq = -1 WHERE seq = {k}", f"UPDATE ledger SET seq = {k} WHERE seq = {k + 1}",
-            f"UPDATE ledger SET seq = {k + 1} WHERE seq = -1")
+    execute(
+        catalog,
+        f"UPDATE ledger SET seq = -1 WHERE seq = {k}",
+        f"UPDATE ledger SET seq = {k} WHERE seq = {k + 1}",
+        f"UPDATE ledger SET seq = {k + 1} WHERE seq = -1",
+    )
     return k
 
 
@@ -176,7 +182,12 @@ def test_signed_checkpoints_cannot_be_forged_without_the_key(settings, tmp_path)
 def forge_line(path, body: dict) -> None:
     """A line numbered and linked as a real one is, its fields chosen by whoever writes it."""
     before = path.read_bytes().splitlines(keepends=True)
-    line = {"n": len(before) + 1, "prev": hashlib.sha256(before[-1]).hexdigest(), "ts": "2026-01-01T00:00:00.000000Z", **body}
+    line = {
+        "n": len(before) + 1,
+        "prev": hashlib.sha256(before[-1]).hexdigest(),
+        "ts": "2026-01-01T00:00:00.000000Z",
+        **body,
+    }
     with path.open("ab") as out:
         out.write((json.dumps(line, sort_keys=True, separators=(",", ":")) + "\n").encode())
 
@@ -236,7 +247,11 @@ def test_ledger_show_pages_by_seq_and_filters_a_time_range(cli_env, capsys):
 def test_verify_uses_the_checkpoints_under_custody_home(cli_env, capsys, monkeypatch):
     from governance.cli import run
 
-    environ = {"CUSTODY_LEDGER_CHECKPOINT_EVERY": "2", "CUSTODY_LEDGER_CHECKPOINT_SECONDS": "3600", "CUSTODY_LEDGER_KEY": "k3y"}
+    environ = {
+        "CUSTODY_LEDGER_CHECKPOINT_EVERY": "2",
+        "CUSTODY_LEDGER_CHECKPOINT_SECONDS": "3600",
+        "CUSTODY_LEDGER_KEY": "k3y",
+    }
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
     catalog = Catalog.from_settings(cli_env, environ)
@@ -282,12 +297,15 @@ def assert_last_entry_checkpointed(settings) -> None:
     assert last.seq > 1 and (written[-1].seq, written[-1].hash) == (last.seq, last.hash)
 
 
-@pytest.mark.parametrize(("command", "code"), [
-    (["read", "sales/products@9", "--as", "carol"], 4),  # allowed, then there is no such version
-    (["read", "sales/products@9", "--as", "eve"], 3),
-    (["access", "grant", "consumer", "sales/products", "eve", "--by", "alice"], 0),
-    (["status", "sales/products@9", "critical", "--by", "bob"], 3),
-])
+@pytest.mark.parametrize(
+    ("command", "code"),
+    [
+        (["read", "sales/products@9", "--as", "carol"], 4),  # allowed, then there is no such version
+        (["read", "sales/products@9", "--as", "eve"], 3),
+        (["access", "grant", "consumer", "sales/products", "eve", "--by", "alice"], 0),
+        (["status", "sales/products@9", "critical", "--by", "bob"], 3),
+    ],
+)
 def test_every_command_that_appends_ends_with_a_checkpoint_of_its_last_entry(quiet_ledger, command, code):
     from governance.cli import run
 

@@ -35,10 +35,19 @@ def diamond(catalog):
 def test_a_provenance_graph_has_each_version_once_and_edges_in_the_direction_data_flows(diamond):
     drawn = lineage_graph(diamond, ROOT)
     assert set(drawn.nodes) == {"raw/a@1", "mid/b@1", "mid/c@1", "top/d@1"}
-    assert {(s, t) for s, t, _ in drawn.edges} == {("raw/a@1", "mid/b@1"), ("raw/a@1", "mid/c@1"),
-                                                 ("mid/b@1", "top/d@1"), ("mid/c@1", "top/d@1")}
+    assert {(s, t) for s, t, _ in drawn.edges} == {
+        ("raw/a@1", "mid/b@1"),
+        ("raw/a@1", "mid/c@1"),
+        ("mid/b@1", "top/d@1"),
+        ("mid/c@1", "top/d@1"),
+    }
     b = drawn.nodes["mid/b@1"]
-    assert (b["criticality"], b["zone"], b["requested_by"], b["status"]) == ("critical", "integration", "bob", "committed")
+    assert (b["criticality"], b["zone"], b["requested_by"], b["status"]) == (
+        "critical",
+        "integration",
+        "bob",
+        "committed",
+    )
     assert drawn.nodes["raw/a@1"]["protected"] and not drawn.nodes["mid/c@1"]["protected"]
 
 
@@ -66,7 +75,9 @@ def test_json_and_dot_need_no_program_outside_python(diamond, tmp_path):
 
 
 def test_a_picture_is_drawn_by_graphviz(diamond, tmp_path):
-    assert shutil.which("dot"), "the tests need Graphviz's dot: apt-get install graphviz (scripts/system-packages installs it)"
+    assert shutil.which("dot"), (
+        "the tests need Graphviz's dot: apt-get install graphviz (scripts/system-packages installs it)"
+    )
     drawn = lineage_graph(diamond, ROOT)
     save(drawn, tmp_path / "d.svg", "svg")
     svg = (tmp_path / "d.svg").read_text()
@@ -143,8 +154,12 @@ def test_a_written_graph_has_the_permissions_the_umask_gives(diamond, tmp_path):
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
 
 
-def test_an_unknown_column_is_not_found_and_named_with_the_columns_there_are(catalog, pipeline, cli_env, capsys, tmp_path):
-    code, _, err = cli(capsys, "lineage", "graph", "sales/product_summary@1", "--columns", "nope", "-o", str(tmp_path / "c.svg"))
+def test_an_unknown_column_is_not_found_and_named_with_the_columns_there_are(
+    catalog, pipeline, cli_env, capsys, tmp_path
+):
+    code, _, err = cli(
+        capsys, "lineage", "graph", "sales/product_summary@1", "--columns", "nope", "-o", str(tmp_path / "c.svg")
+    )
     assert code == 4 and "has no column 'nope'" in err and "revenue" in err
     assert not (tmp_path / "c.svg").exists()
 

@@ -27,8 +27,9 @@ def test_the_notebook_runs_top_to_bottom_on_the_demo(cli_env, spark, capsys, mon
     monkeypatch.delenv("CUSTODY_SPECS")  # as `make notebook` runs it: the catalog is all it reads
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     started = time.monotonic()
-    NotebookClient(notebook, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+    NotebookClient(
+        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}
+    ).execute()
     print(f"auditor.ipynb ran in {time.monotonic() - started:.1f}s")
     shown = [output for cell in code_cells(notebook) for output in cell.outputs]
     assert not [output for output in shown if output.output_type == "error"]

@@ -48,9 +48,15 @@ def extra_path(monkeypatch):
 
 def test_reading_an_undeclared_asset_fails_and_names_it(spark, catalog, lake, demo_specs, landed, extra_path):
     extra_path(catalog.latest(PRODUCTS).path)
-    spec = variant(demo_specs[NAMES_AND_PRODUCTS], inputs=["sales/clients"], version_label_from="sales/clients",
-                   transform="tests.transforms:joins_an_extra_path")
-    with pytest.raises(UndeclaredRead, match=r"read sales/products@1, which is not a declared input \(declared inputs: sales/clients\)"):
+    spec = variant(
+        demo_specs[NAMES_AND_PRODUCTS],
+        inputs=["sales/clients"],
+        version_label_from="sales/clients",
+        transform="tests.transforms:joins_an_extra_path",
+    )
+    with pytest.raises(
+        UndeclaredRead, match=r"read sales/products@1, which is not a declared input \(declared inputs: sales/clients\)"
+    ):
         materialize(spark, catalog, lake, spec, bob())
     assert_nothing_committed(catalog, lake, str(NAMES_AND_PRODUCTS))
 
@@ -66,7 +72,9 @@ def test_reading_another_version_than_the_pinned_one_fails(spark, catalog, lake,
 
 
 @pytest.mark.parametrize("transform", ["reads_an_extra_path_in_a_subquery", "joins_a_cached_extra_path"])
-def test_a_read_inside_a_subquery_or_a_cached_frame_is_seen(spark, catalog, lake, demo_specs, landed, extra_path, transform):
+def test_a_read_inside_a_subquery_or_a_cached_frame_is_seen(
+    spark, catalog, lake, demo_specs, landed, extra_path, transform
+):
     extra_path(catalog.versions(CLIENTS)[0].path)
     spec = variant(demo_specs[NAMES_AND_PRODUCTS], transform=f"tests.transforms:{transform}")
     with pytest.raises(UndeclaredRead, match="read sales/clients@1, but this run pinned sales/clients@2"):
@@ -83,9 +91,13 @@ def test_reading_files_outside_the_lake_fails(spark, catalog, lake, demo_specs, 
         materialize(spark, catalog, lake, spec, bob())
 
 
-def test_a_declared_input_that_is_not_read_is_a_warning_in_the_metadata(spark, catalog, lake, demo_specs, landed, resources):
+def test_a_declared_input_that_is_not_read_is_a_warning_in_the_metadata(
+    spark, catalog, lake, demo_specs, landed, resources
+):
     spec = variant(demo_specs[NAMES_AND_PRODUCTS], transform="tests.transforms:passthrough")
-    result = dg.materialize([integration_asset(spec, demo_specs)], resources=resources, tags={"custody/requested_by": "bob"})
+    result = dg.materialize(
+        [integration_asset(spec, demo_specs)], resources=resources, tags={"custody/requested_by": "bob"}
+    )
     [event] = result.get_asset_materialization_events()
     metadata = event.materialization.metadata
     assert "`sales/products@1`" in metadata["custody/unread_inputs"].value

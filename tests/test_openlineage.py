@@ -12,6 +12,7 @@ import uuid
 from functools import reduce
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -63,10 +64,16 @@ def test_an_ingestion_emits_start_then_complete_from_the_batch_to_the_landing_fo
     assert landing["facets"]["version"]["datasetVersion"] == "1"
     assert "product_id" in [f["name"] for f in landing["facets"]["schema"]["fields"]]
     owners = {o["type"]: o["name"] for o in landing["facets"]["ownership"]["owners"]}
-    assert owners == {"owner": "group:sales-owners", "producer": "group:sales-producers", "consumer": "group:sales-consumers"}
+    assert owners == {
+        "owner": "group:sales-owners",
+        "producer": "group:sales-producers",
+        "consumer": "group:sales-consumers",
+    }
 
 
-def test_a_materialization_names_its_pinned_inputs_and_its_dagster_parent_run(spark, catalog, lake, demo_specs, landed, emitter, events_file):
+def test_a_materialization_names_its_pinned_inputs_and_its_dagster_parent_run(
+    spark, catalog, lake, demo_specs, landed, emitter, events_file
+):
     materialize(spark, catalog, lake, demo_specs[NAMES_AND_PRODUCTS], request(), events=emitter)
     complete = read_events(events_file)[-1]
     assert complete["eventType"] == "COMPLETE" and complete["job"]["name"] == "sales/names_and_products"
@@ -76,10 +83,14 @@ def test_a_materialization_names_its_pinned_inputs_and_its_dagster_parent_run(sp
     assert parent["run"]["runId"] == DAGSTER_RUN
     assert (parent["job"]["namespace"], parent["job"]["name"]) == ("dagster", "__ASSET_JOB")
     for facet in (parent, complete["outputs"][0]["facets"]["schema"]):
-        assert facet["_producer"].startswith("urn:custody:") and facet["_schemaURL"].startswith("https://openlineage.io/spec/")
+        assert facet["_producer"].startswith("urn:custody:") and facet["_schemaURL"].startswith(
+            "https://openlineage.io/spec/"
+        )
 
 
-def test_a_failed_materialization_emits_fail_with_the_error(spark, catalog, lake, demo_specs, landed, emitter, events_file):
+def test_a_failed_materialization_emits_fail_with_the_error(
+    spark, catalog, lake, demo_specs, landed, emitter, events_file
+):
     base = demo_specs[NAMES_AND_PRODUCTS]
     broken = Spec(base.key, base.file, base.body.model_copy(update={"transform": "tests.transforms:fails"}))
     with pytest.raises(TransformError):
@@ -94,7 +105,9 @@ def test_a_failed_materialization_emits_fail_with_the_error(spark, catalog, lake
     ("asset", "file"),
     [("t/people", "csv/wrong_types.csv"), ("t/events", "json/some_bad_lines.json")],
 )
-def test_an_ingestion_with_quarantined_rows_emits_events_that_follow_the_spec(spark, catalog, lake, test_specs, emitter, events_file, asset, file):
+def test_an_ingestion_with_quarantined_rows_emits_events_that_follow_the_spec(
+    spark, catalog, lake, test_specs, emitter, events_file, asset, file
+):
     drop(lake, asset, "b1", {Path(file).name: DATA / "batches" / file})
     row = ingest(spark, catalog, lake, test_specs[AssetKey.parse(asset)], request(), batch_id="b1", events=emitter)
     assert row.rows_quarantined > 0
@@ -114,9 +127,9 @@ def test_a_failed_ingestion_emits_fail_with_the_error(spark, catalog, lake, test
 
 
 class Collector(BaseHTTPRequestHandler):
-    received: list[tuple[str, str, dict]] = []
+    received: ClassVar[list[tuple[str, str, dict]]] = []
 
-    def do_POST(self):  # noqa: N802 (http.server's naming)
+    def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.received.append((self.path, self.headers.get("Authorization", ""), body))
         self.send_response(200)
@@ -138,7 +151,9 @@ def collector():
         validate_event(event)
 
 
-def test_events_go_to_an_http_endpoint_with_the_api_key_from_the_environment(spark, catalog, lake, demo_specs, tmp_path, collector):
+def test_events_go_to_an_http_endpoint_with_the_api_key_from_the_environment(
+    spark, catalog, lake, demo_specs, tmp_path, collector
+):
     url, received = collector
     emitter = Emitter(transport_config(url, tmp_path, api_key="canary-key"))
     dropped = drop_demo_batches(lake)
@@ -153,7 +168,16 @@ def test_an_unreachable_endpoint_is_a_warning_not_a_failure(spark, catalog, lake
     said = []
     emitter = Emitter(transport_config("http://127.0.0.1:9", tmp_path))
     dropped = drop_demo_batches(lake)
-    row = ingest(spark, catalog, lake, demo_specs[PRODUCTS], request(), batch_id=dropped.products_batch, events=emitter, progress=said.append)
+    row = ingest(
+        spark,
+        catalog,
+        lake,
+        demo_specs[PRODUCTS],
+        request(),
+        batch_id=dropped.products_batch,
+        events=emitter,
+        progress=said.append,
+    )
     assert row.number == 1
     assert any(line.startswith("warning: OpenLineage START event for sales/products not sent") for line in said)
 
@@ -164,8 +188,15 @@ def test_an_unreachable_endpoint_is_a_warning_not_a_failure(spark, catalog, lake
         ("off", None),
         ("console", {"type": "console"}),
         ("file", {"type": "file", "log_file_path": "/h/openlineage/events.jsonl", "append": True}),
-        ("https://lineage.example/", {"type": "http", "url": "https://lineage.example/", "timeout": 5,
-                                      "retry": {"total": 1, "backoff_factor": 0.2}}),
+        (
+            "https://lineage.example/",
+            {
+                "type": "http",
+                "url": "https://lineage.example/",
+                "timeout": 5,
+                "retry": {"total": 1, "backoff_factor": 0.2},
+            },
+        ),
     ],
 )
 def test_the_transport_is_chosen_by_one_setting(setting, expected):
@@ -194,8 +225,12 @@ def emitted(emitter: Emitter, events_file: Path) -> dict:
 
 def test_a_facet_whose_schema_url_names_no_schema_here_fails_the_check(emitter, events_file):
     event = emitted(emitter, events_file)
-    event["run"]["facets"]["parent"]["_schemaURL"] = "https://openlineage.io/spec/facets/9-9-9/ParentRunFacet.json#/$defs/ParentRunFacet"
-    with pytest.raises(AssertionError, match=r"run\.facets\.parent: schema URL '.*/9-9-9/ParentRunFacet\.json#.*' names no schema"):
+    event["run"]["facets"]["parent"]["_schemaURL"] = (
+        "https://openlineage.io/spec/facets/9-9-9/ParentRunFacet.json#/$defs/ParentRunFacet"
+    )
+    with pytest.raises(
+        AssertionError, match=r"run\.facets\.parent: schema URL '.*/9-9-9/ParentRunFacet\.json#.*' names no schema"
+    ):
         validate_event(event)
 
 
@@ -212,10 +247,24 @@ def test_a_facet_in_a_place_of_another_kind_fails_the_check(emitter, events_file
         (("run", "runId"), "run-1", r"event at \$\.run\.runId: 'run-1' is not a 'uuid'"),
         (("eventTime",), "yesterday", r"event at \$\.eventTime: 'yesterday' is not a 'date-time'"),
         (("producer",), "custody 0.1", r"event at \$\.producer: 'custody 0\.1' is not a 'uri'"),
-        (("run", "facets", "parent", "run", "runId"), "run-1", r"run\.facets\.parent at \$\.run\.runId: 'run-1' is not a 'uuid'"),
-        (("job", "facets", "jobType", "processingType"), None, r"job\.facets\.jobType at \$\.processingType: None is not of type 'string'"),
+        (
+            ("run", "facets", "parent", "run", "runId"),
+            "run-1",
+            r"run\.facets\.parent at \$\.run\.runId: 'run-1' is not a 'uuid'",
+        ),
+        (
+            ("job", "facets", "jobType", "processingType"),
+            None,
+            r"job\.facets\.jobType at \$\.processingType: None is not of type 'string'",
+        ),
     ],
-    ids=["run_id_not_a_uuid", "event_time_not_a_date_time", "producer_not_a_uri", "parent_run_id_not_a_uuid", "facet_field_of_the_wrong_type"],
+    ids=[
+        "run_id_not_a_uuid",
+        "event_time_not_a_date_time",
+        "producer_not_a_uri",
+        "parent_run_id_not_a_uuid",
+        "facet_field_of_the_wrong_type",
+    ],
 )
 def test_an_event_that_breaks_the_spec_fails_the_check_naming_the_place(emitter, events_file, place, value, message):
     event = emitted(emitter, events_file)

@@ -78,9 +78,15 @@ def test_an_impact_past_the_limit_is_summarised_per_asset_and_depth(wide_impact,
     code, out, _ = cli(capsys, "impact", "t/root@1", "--json")
     assert code == 0
     assert json.loads(out) == {
-        "root": "t/root@1", "direction": "downstream", "versions": SUMMARY_OVER + 4, "complete": False,
-        "summary": [{"asset": "t/root", "depth": 0, "versions": 1}, {"asset": "t/small", "depth": 1, "versions": 3},
-                    {"asset": "t/wide", "depth": 1, "versions": SUMMARY_OVER}],
+        "root": "t/root@1",
+        "direction": "downstream",
+        "versions": SUMMARY_OVER + 4,
+        "complete": False,
+        "summary": [
+            {"asset": "t/root", "depth": 0, "versions": 1},
+            {"asset": "t/small", "depth": 1, "versions": 3},
+            {"asset": "t/wide", "depth": 1, "versions": SUMMARY_OVER},
+        ],
     }
     code, out, _ = cli(capsys, "impact", "t/root@1")
     assert code == 0 and "too many to show as a tree: --all shows it whole" in " ".join(out.split())
@@ -104,10 +110,24 @@ def page(width: int, rows: list[VersionRow], total: int | None = None) -> str:
 
 
 def version(number: int, *, label: str | None = "2026-11-23T14", quarantined: int = 3, by: str = "bob") -> VersionRow:
-    return VersionRow(asset_key="t/history", number=number, data_version="0123456789abcdef", zone="landing", path="/v",
-                      rows=1000, rows_quarantined=quarantined, bytes=1, table_schema="{}", created_at=EPOCH,
-                      code_version="c", spec_hash="s", requested_by=by, attempt_id=f"a{number}", run_id="21ac4517-run",
-                      label=label)
+    return VersionRow(
+        asset_key="t/history",
+        number=number,
+        data_version="0123456789abcdef",
+        zone="landing",
+        path="/v",
+        rows=1000,
+        rows_quarantined=quarantined,
+        bytes=1,
+        table_schema="{}",
+        created_at=EPOCH,
+        code_version="c",
+        spec_hash="s",
+        requested_by=by,
+        attempt_id=f"a{number}",
+        run_id="21ac4517-run",
+        label=label,
+    )
 
 
 def header_of(text: str) -> str:
@@ -145,7 +165,10 @@ def test_a_long_name_wraps_rather_than_being_cut():
 
 
 def test_a_page_without_versions_says_so_without_an_empty_table():
-    assert [line.strip() for line in page(80, [], 120).splitlines()] == ["Versions of t/history", "no versions on this page, of 120"]
+    assert [line.strip() for line in page(80, [], 120).splitlines()] == [
+        "Versions of t/history",
+        "no versions on this page, of 120",
+    ]
 
 
 def test_versions_fits_an_80_column_terminal(long_history, capsys, monkeypatch):
@@ -160,5 +183,7 @@ def test_a_wide_terminal_shows_every_version_column(long_history, capsys, monkey
     monkeypatch.setenv("COLUMNS", "200")
     code, out, _ = cli(capsys, "versions", "t/history")
     header = next(line for line in out.splitlines() if "version" in line and "created" in line)
-    assert [name for name in ("label", "quarantined", "data_version", "requested by", "run", "state") if name not in header] == []
+    assert [
+        name for name in ("label", "quarantined", "data_version", "requested by", "run", "state") if name not in header
+    ] == []
     assert code == 0 and "not shown" not in out

@@ -22,7 +22,6 @@ from tests.helpers import cli
 DEMO_DIRECTORY = ROOT / "assets" / "directory.yaml"
 
 
-
 def ledger_of(capsys, action):
     code, out, _ = cli(capsys, "ledger", "show", "--action", action, "--json")
     assert code == 0
@@ -37,21 +36,27 @@ def own_directory(tmp_path: Path, groups: str) -> Path:
     return path
 
 
-
 def test_the_first_use_pins_the_settings_and_records_it(cli_env, capsys):
     code, out, _ = cli(capsys, "settings", "show", "--json")
     pinned = json.loads(out)["settings"]
     assert code == 0
     assert {key: value["value"] for key, value in pinned.items()} == {
-        "directory": f"file:{DEMO_DIRECTORY}", "ldap_base_dn": "", "ldap_ca_file": "", "ldap_starttls": "on",
-        "admin_group": "custody-admins", "auditor_group": "auditors", "require_verified": "restricted",
+        "directory": f"file:{DEMO_DIRECTORY}",
+        "ldap_base_dn": "",
+        "ldap_ca_file": "",
+        "ldap_starttls": "on",
+        "admin_group": "custody-admins",
+        "auditor_group": "auditors",
+        "require_verified": "restricted",
         "specs_approval": "off",  # as the tests' environment says
     }
     [entry] = ledger_of(capsys, "settings.pinned")
     assert entry["details"]["settings"]["directory"] == f"file:{DEMO_DIRECTORY}" and entry["assurance"] == "system"
 
 
-def test_a_directory_of_ones_own_in_the_environment_is_refused_naming_the_setting(landed, capsys, monkeypatch, tmp_path):
+def test_a_directory_of_ones_own_in_the_environment_is_refused_naming_the_setting(
+    landed, capsys, monkeypatch, tmp_path
+):
     mine = own_directory(tmp_path, "sales-consumers: [eve]\ncustody-admins: [eve]\n")
     monkeypatch.setenv("CUSTODY_DIRECTORY", f"file:{mine}")
     code, out, err = cli(capsys, "read", "sales/products", "--as", "eve")
@@ -94,11 +99,16 @@ def test_an_admin_changes_a_setting_and_decisions_follow_it(landed, capsys):
     assert code == 3 and "sales/products is internal: read needs a verified identity" in err
     [change] = ledger_of(capsys, "settings.changed")
     assert change["actor"] == "alice" and change["details"] == {
-        "setting": "require_verified", "from": "restricted", "to": "internal,restricted"}
+        "setting": "require_verified",
+        "from": "restricted",
+        "to": "internal,restricted",
+    }
 
 
 def test_moving_the_directory_moves_every_decision_there(landed, capsys, tmp_path):
-    moved = own_directory(tmp_path, "sales-consumers: [eve]\nsales-producers: [bob]\nsales-owners: [alice]\ncustody-admins: [alice]\n")
+    moved = own_directory(
+        tmp_path, "sales-consumers: [eve]\nsales-producers: [bob]\nsales-owners: [alice]\ncustody-admins: [alice]\n"
+    )
     assert cli(capsys, "read", "sales/products", "--as", "eve")[0] == 3
     assert cli(capsys, "settings", "set", "directory", f"file:{moved}", "--by", "alice")[0] == 0
     code, _, err = cli(capsys, "read", "sales/products", "--as", "eve")
@@ -111,7 +121,9 @@ def test_a_user_outside_the_admin_group_may_not_change_a_setting(cli_env, capsys
     assert code == 3 and "carol may not change the policy settings: it needs the admin group custody-admins" in err
     [denied] = [e for e in ledger_of(capsys, "settings") if e["action"] == "settings"]
     assert denied["details"]["result"] == "denied" and denied["details"]["to"] == "sales-consumers"
-    assert json.loads(cli(capsys, "settings", "show", "--json")[1])["settings"]["admin_group"]["value"] == "custody-admins"
+    assert (
+        json.loads(cli(capsys, "settings", "show", "--json")[1])["settings"]["admin_group"]["value"] == "custody-admins"
+    )
 
 
 @pytest.mark.parametrize(
@@ -122,13 +134,18 @@ def test_an_admin_may_not_lock_every_admin_out(cli_env, capsys, tmp_path, key, v
     own_directory(tmp_path, "custody-admins: [carol]\n")
     code, _, err = cli(capsys, "settings", "set", key, value.format(tmp=tmp_path), "--by", "alice")
     assert code == 3 and "alice is not in the admin group" in err and "could change it back" in err
-    assert json.loads(cli(capsys, "settings", "show", "--json")[1])["settings"]["admin_group"]["value"] == "custody-admins"
+    assert (
+        json.loads(cli(capsys, "settings", "show", "--json")[1])["settings"]["admin_group"]["value"] == "custody-admins"
+    )
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["settings", "set", "owner", "x", "--by", "alice"], "unknown policy setting owner: use one of directory, ldap_base_dn, ldap_ca_file, ldap_starttls, admin_group, auditor_group, require_verified"),
+        (
+            ["settings", "set", "owner", "x", "--by", "alice"],
+            "unknown policy setting owner: use one of directory, ldap_base_dn, ldap_ca_file, ldap_starttls, admin_group, auditor_group, require_verified",
+        ),
         (["settings", "set", "require_verified", "secret", "--by", "alice"], "unknown classification secret"),
         (["settings", "set", "admin_group", "a b", "--by", "alice"], "invalid group name 'a b'"),
         (["settings", "set", "directory", "http://x", "--by", "alice"], "use file:PATH, ldap://… or ldaps://…"),
@@ -139,18 +156,27 @@ def test_a_bad_setting_is_one_line_and_changes_nothing(cli_env, capsys, args, me
     assert code == 1 and message in err and len(err.strip().splitlines()) == 1
 
 
-def test_a_run_whose_resource_names_another_directory_is_refused_before_spark(settings, catalog, lake, tmp_path, capsys):
+def test_a_run_whose_resource_names_another_directory_is_refused_before_spark(
+    settings, catalog, lake, tmp_path, capsys
+):
     drop_demo_batches(lake)
     Custody(settings).policy  # noqa: B018  (the first use pins the demo directory)
     mine = own_directory(tmp_path, "sales-producers: [eve]\n")
     custody = CustodyResource(home=str(settings.home), catalog_url=settings.catalog_url, directory=f"file:{mine}")
     with dg.instance_for_test() as instance:
-        result = dg.materialize(build_assets(Custody(settings).specs), resources={"custody": custody, "spark": SparkResource()},
-                                instance=instance, tags={"custody/requested_by": "eve"},
-                                selection=[dg.AssetKey([PRODUCTS.domain, PRODUCTS.name])], raise_on_error=False)
+        result = dg.materialize(
+            build_assets(Custody(settings).specs),
+            resources={"custody": custody, "spark": SparkResource()},
+            instance=instance,
+            tags={"custody/requested_by": "eve"},
+            selection=[dg.AssetKey([PRODUCTS.domain, PRODUCTS.name])],
+            raise_on_error=False,
+        )
     assert not result.success
     [failure] = [e for e in result.all_events if e.is_step_failure]
-    assert "disagrees with the directory pinned in the catalog" in failure.step_failure_data.user_failure_data.description
+    assert (
+        "disagrees with the directory pinned in the catalog" in failure.step_failure_data.user_failure_data.description
+    )
     assert catalog.versions(PRODUCTS) == []
 
 
@@ -166,7 +192,10 @@ def test_a_directory_that_cannot_be_read_is_never_pinned(cli_env, capsys, monkey
     code, _, err = cli(capsys, "settings", "show")
     assert code == 1 and str(broken) in err
     monkeypatch.delenv("CUSTODY_DIRECTORY")
-    assert json.loads(cli(capsys, "settings", "show", "--json")[1])["settings"]["directory"]["value"] == f"file:{DEMO_DIRECTORY}"
+    assert (
+        json.loads(cli(capsys, "settings", "show", "--json")[1])["settings"]["directory"]["value"]
+        == f"file:{DEMO_DIRECTORY}"
+    )
 
 
 def test_settings_show_shows_the_pinned_values_even_when_the_environment_disagrees(cli_env, capsys, monkeypatch):

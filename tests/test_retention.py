@@ -44,7 +44,9 @@ def row(catalog, ref):
 
 def purged_refs(catalog):
     with catalog.session() as session:
-        return [e.asset_key + f"@{e.version}" for e in ledger.entries(session, ledger.LedgerFilter(action="version.purged"))]
+        return [
+            e.asset_key + f"@{e.version}" for e in ledger.entries(session, ledger.LedgerFilter(action="version.purged"))
+        ]
 
 
 def test_keep_versions_purges_the_older_ones_files_only(catalog, lake, history):
@@ -116,7 +118,10 @@ def test_a_purge_run_twice_purges_once(catalog, lake, history):
 def test_every_rule_set_must_agree_and_the_newest_version_always_stays(catalog, lake, history):
     rows = [row(catalog, f"raw/a@{n}") for n in range(1, 5)]
     # Ages are 9, 8, 7 and 6 days at EPOCH.
-    assert [r.ref for r, _ in expired(rows, Retention(keep_versions=1, max_age_days=8), EPOCH)] == ["raw/a@2", "raw/a@1"]
+    assert [r.ref for r, _ in expired(rows, Retention(keep_versions=1, max_age_days=8), EPOCH)] == [
+        "raw/a@2",
+        "raw/a@1",
+    ]
     assert [r.ref for r, _ in expired(rows, Retention(max_age_days=1), EPOCH)] == ["raw/a@3", "raw/a@2", "raw/a@1"]
     assert expired(rows, Retention(), EPOCH) == []
 

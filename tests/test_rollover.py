@@ -64,11 +64,17 @@ def book(settings, tmp_path) -> Catalog:
 
 
 def event(i: int) -> ledger.Event:
-    return ledger.Event(actor=f"user{i % 3}", action=("read", "ingestion.committed")[i % 2],
-                        asset=f"t/asset_{i % 5}", version=i % 4 + 1, details={"i": i, "pad": "x" * 50})
+    return ledger.Event(
+        actor=f"user{i % 3}",
+        action=("read", "ingestion.committed")[i % 2],
+        asset=f"t/asset_{i % 5}",
+        version=i % 4 + 1,
+        details={"i": i, "pad": "x" * 50},
+    )
 
 
-def everything(catalog: Catalog, where: ledger.LedgerFilter = ledger.LedgerFilter()) -> list[dict]:
+def everything(catalog: Catalog, where: ledger.LedgerFilter | None = None) -> list[dict]:
+    where = where or ledger.LedgerFilter()
     with catalog.session() as session:
         return [e.model_dump() for e in ledger.entries(session, where)]
 
@@ -81,7 +87,11 @@ def verify(catalog: Catalog) -> ledger.Verification:
 def test_old_entries_move_to_segments_and_read_as_before(book, tmp_path):
     before = everything(book)
     report = rollover(book, tmp_path / "segments", timedelta(days=30), per_segment=300)
-    assert report.segments == [f"{1:012d}-{300:012d}.segment", f"{301:012d}-{600:012d}.segment", f"{601:012d}-{700:012d}.segment"]
+    assert report.segments == [
+        f"{1:012d}-{300:012d}.segment",
+        f"{301:012d}-{600:012d}.segment",
+        f"{601:012d}-{700:012d}.segment",
+    ]
     assert report.entries == OLD
     with book.session() as session:
         assert len(list(session.exec(select(LedgerEntry)))) == NEW
@@ -90,15 +100,18 @@ def test_old_entries_move_to_segments_and_read_as_before(book, tmp_path):
     assert verify(book).ok and verify(book).entries == OLD + NEW
 
 
-@pytest.mark.parametrize("where", [
-    ledger.LedgerFilter(asset="t/asset_2"),
-    ledger.LedgerFilter(asset="t/asset_2", version=3),
-    ledger.LedgerFilter(action="ingestion", actor="user1"),
-    ledger.LedgerFilter(from_seq=650, limit=100),
-    ledger.LedgerFilter(from_seq=10, limit=5),
-    ledger.LedgerFilter(since="2021-01-01T00:00:00.000000Z"),
-    ledger.LedgerFilter(until="2021-01-01T00:00:00.000000Z", asset="t/asset_1", limit=7),
-])
+@pytest.mark.parametrize(
+    "where",
+    [
+        ledger.LedgerFilter(asset="t/asset_2"),
+        ledger.LedgerFilter(asset="t/asset_2", version=3),
+        ledger.LedgerFilter(action="ingestion", actor="user1"),
+        ledger.LedgerFilter(from_seq=650, limit=100),
+        ledger.LedgerFilter(from_seq=10, limit=5),
+        ledger.LedgerFilter(since="2021-01-01T00:00:00.000000Z"),
+        ledger.LedgerFilter(until="2021-01-01T00:00:00.000000Z", asset="t/asset_1", limit=7),
+    ],
+)
 def test_filters_and_pages_give_the_same_entries_across_segments_and_hot_table(book, tmp_path, where):
     before = everything(book, where)
     rollover(book, tmp_path / "segments", timedelta(days=30), per_segment=300)
@@ -124,7 +137,10 @@ def test_a_torn_segment_is_named_by_verify(book, tmp_path):
 def test_recovery_adopts_a_whole_segment_the_catalog_never_recorded(book, tmp_path):
     folder = tmp_path / "segments"
     with book.session() as session:
-        rows = [e.model_dump() for e in session.exec(select(LedgerEntry).where(LedgerEntry.seq <= 100).order_by(LedgerEntry.seq))]
+        rows = [
+            e.model_dump()
+            for e in session.exec(select(LedgerEntry).where(LedgerEntry.seq <= 100).order_by(LedgerEntry.seq))
+        ]
     write_segment(folder, rows)  # the crash came before the catalog transaction
     report = recover(book, folder)
     assert report.adopted == [f"{1:012d}-{100:012d}.segment"]
@@ -136,7 +152,10 @@ def test_recovery_adopts_a_whole_segment_the_catalog_never_recorded(book, tmp_pa
 def test_recovery_removes_a_torn_or_half_written_segment_and_keeps_the_hot_entries(book, tmp_path):
     folder = tmp_path / "segments"
     with book.session() as session:
-        rows = [e.model_dump() for e in session.exec(select(LedgerEntry).where(LedgerEntry.seq <= 100).order_by(LedgerEntry.seq))]
+        rows = [
+            e.model_dump()
+            for e in session.exec(select(LedgerEntry).where(LedgerEntry.seq <= 100).order_by(LedgerEntry.seq))
+        ]
     torn = write_segment(folder, rows).path
     torn.write_bytes(torn.read_bytes()[:500])
     (folder / ".writing-abc.segment").write_bytes(b"partial")
@@ -147,8 +166,13 @@ def test_recovery_removes_a_torn_or_half_written_segment_and_keeps_the_hot_entri
 
 def killed_at(script: str, catalog_url: str, folder: Path, delay: float) -> subprocess.CompletedProcess:
     """Run `tests/crash_ledger.py script`, SIGKILL it `delay` seconds into its work, return what it printed."""
-    child = subprocess.Popen([sys.executable, str(ROOT / "tests" / "crash_ledger.py"), script, str(folder)],
-                             stdout=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "CUSTODY_CATALOG_URL": catalog_url})
+    child = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "crash_ledger.py"), script, str(folder)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "CUSTODY_CATALOG_URL": catalog_url},
+    )
     assert child.stdout.readline().strip() == "ready"
     time.sleep(delay)
     child.send_signal(signal.SIGKILL)
@@ -206,7 +230,9 @@ def rolled(book: Catalog, folder: Path, per_segment: int = 100) -> Path:
 def test_age_off_deletes_expired_segments_and_the_rest_stays_verifiable(book, tmp_path):
     folder = rolled(book, tmp_path / "segments")
     with book.session() as session:
-        session.connection().exec_driver_sql("UPDATE ledger_segment SET last_ts = '2019-06-01T00:00:00.000000Z' WHERE first_seq <= 201")
+        session.connection().exec_driver_sql(
+            "UPDATE ledger_segment SET last_ts = '2019-06-01T00:00:00.000000Z' WHERE first_seq <= 201"
+        )
     report = age_off(book, folder, older_than=timedelta(days=30), now=datetime(2019, 12, 1, tzinfo=UTC))
     assert report.horizon == 300 and report.entries == 300 and len(report.segments) == 3
     assert len(list(folder.glob("*.segment"))) == 4
@@ -300,16 +326,24 @@ def test_maintenance_deletes_nothing_unless_a_retention_is_set(book, tmp_path):
     assert len(everything(book)) == OLD + NEW
 
 
-@pytest.mark.parametrize(("environ", "message"), [
-    ({ROLLOVER_DAYS: "soon"}, "CUSTODY_LEDGER_ROLLOVER_DAYS='soon': expected a number of days, 0 or more"),
-    ({RETENTION_DAYS: "-1"}, "CUSTODY_LEDGER_RETENTION_DAYS='-1': expected a number of days, 0 or more"),
-    ({RETENTION_DAYS: "nan"}, "CUSTODY_LEDGER_RETENTION_DAYS='nan': expected a number of days, 0 or more"),
-    ({MAX_BYTES: "10GB"}, "CUSTODY_LEDGER_MAX_BYTES='10GB': expected a whole number of bytes, at least 1"),
-    ({MAX_BYTES: "²"}, "CUSTODY_LEDGER_MAX_BYTES='²': expected a whole number of bytes, at least 1"),
-    ({ROLLOVER_DAYS: "60", RETENTION_DAYS: "45"},
-     "CUSTODY_LEDGER_RETENTION_DAYS=45 is shorter than the rollover age (CUSTODY_LEDGER_ROLLOVER_DAYS, 60 days)"),
-    ({RETENTION_DAYS: "7"}, "CUSTODY_LEDGER_RETENTION_DAYS=7 is shorter than the rollover age (CUSTODY_LEDGER_ROLLOVER_DAYS, 30 days)"),
-])
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        ({ROLLOVER_DAYS: "soon"}, "CUSTODY_LEDGER_ROLLOVER_DAYS='soon': expected a number of days, 0 or more"),
+        ({RETENTION_DAYS: "-1"}, "CUSTODY_LEDGER_RETENTION_DAYS='-1': expected a number of days, 0 or more"),
+        ({RETENTION_DAYS: "nan"}, "CUSTODY_LEDGER_RETENTION_DAYS='nan': expected a number of days, 0 or more"),
+        ({MAX_BYTES: "10GB"}, "CUSTODY_LEDGER_MAX_BYTES='10GB': expected a whole number of bytes, at least 1"),
+        ({MAX_BYTES: "²"}, "CUSTODY_LEDGER_MAX_BYTES='²': expected a whole number of bytes, at least 1"),
+        (
+            {ROLLOVER_DAYS: "60", RETENTION_DAYS: "45"},
+            "CUSTODY_LEDGER_RETENTION_DAYS=45 is shorter than the rollover age (CUSTODY_LEDGER_ROLLOVER_DAYS, 60 days)",
+        ),
+        (
+            {RETENTION_DAYS: "7"},
+            "CUSTODY_LEDGER_RETENTION_DAYS=7 is shorter than the rollover age (CUSTODY_LEDGER_ROLLOVER_DAYS, 30 days)",
+        ),
+    ],
+)
 def test_a_bad_retention_setting_is_named(environ, message):
     with pytest.raises(InvalidInput, match=re.escape(message)):
         LedgerRetention.from_environ(environ)
@@ -362,7 +396,10 @@ def test_verify_notices_what_an_interrupted_rollover_left_until_the_next_rollove
     catalog = Catalog.from_settings(cli_env, {})
     with catalog.session() as session:
         ledger.append_many(session, [event(i) for i in range(30)])
-        rows = [e.model_dump() for e in session.exec(select(LedgerEntry).where(LedgerEntry.seq <= 10).order_by(LedgerEntry.seq))]
+        rows = [
+            e.model_dump()
+            for e in session.exec(select(LedgerEntry).where(LedgerEntry.seq <= 10).order_by(LedgerEntry.seq))
+        ]
     unrecorded = write_segment(cli_env.ledger_segments, rows).path  # killed before the catalog recorded it
     (cli_env.ledger_segments / ".writing-abc.segment").write_bytes(b"partial")
     assert run(["ledger", "verify", "--json"]) == 5

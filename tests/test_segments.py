@@ -15,10 +15,22 @@ COUNT = BLOCK_ENTRIES * 3 + 17
 
 
 def rows(first: int = 1, count: int = COUNT) -> list[dict]:
-    return [{"seq": seq, "ts": f"2026-01-01T00:00:{seq % 60:02d}.000000Z", "actor": "bob", "action": "read",
-             "asset_key": "t/people", "version": 1, "run_id": None, "details": json.dumps({"i": seq}),
-             "prev_hash": f"{seq - 1:064x}", "hash": f"{seq:064x}", "assurance": "asserted"}
-            for seq in range(first, first + count)]
+    return [
+        {
+            "seq": seq,
+            "ts": f"2026-01-01T00:00:{seq % 60:02d}.000000Z",
+            "actor": "bob",
+            "action": "read",
+            "asset_key": "t/people",
+            "version": 1,
+            "run_id": None,
+            "details": json.dumps({"i": seq}),
+            "prev_hash": f"{seq - 1:064x}",
+            "hash": f"{seq:064x}",
+            "assurance": "asserted",
+        }
+        for seq in range(first, first + count)
+    ]
 
 
 @pytest.fixture
@@ -82,7 +94,7 @@ def test_a_changed_block_is_torn_when_read(segment):
 def test_a_changed_table_of_contents_is_torn(segment):
     data = segment.path.read_bytes()
     table_at = segment.path.read_bytes().rindex(b'"blocks"')
-    segment.path.write_bytes(data[:table_at] + b"X" + data[table_at + 1:])
+    segment.path.write_bytes(data[:table_at] + b"X" + data[table_at + 1 :])
     with pytest.raises(TornSegment, match="table of contents"):
         open_segment(segment.path)
 

@@ -28,8 +28,9 @@ def evaluate(demo_specs, resources):
 
     def tick() -> tuple[list[dg.RunRequest], str | None]:
         with dg.instance_for_test() as instance:
-            context = dg.build_sensor_context(instance=instance, cursor=cursor[0], resources=resources,
-                                              definitions=definitions)
+            context = dg.build_sensor_context(
+                instance=instance, cursor=cursor[0], resources=resources, definitions=definitions
+            )
             result = sensor.evaluate_tick(context)
         cursor[0] = result.cursor
         return list(result.run_requests or []), result.skip_message
@@ -47,8 +48,10 @@ def test_each_ready_batch_is_one_run_request_keyed_by_the_batch_for_its_requeste
     dropped = drop_demo_batches(lake)
     requests, _ = evaluate()
     by_key = {r.run_key: r for r in requests}
-    assert set(by_key) == {f"sales/products/{dropped.products_batch}",
-                           *(f"sales/clients/{batch}" for batch in dropped.client_batches)}
+    assert set(by_key) == {
+        f"sales/products/{dropped.products_batch}",
+        *(f"sales/clients/{batch}" for batch in dropped.client_batches),
+    }
     products = by_key[f"sales/products/{dropped.products_batch}"]
     assert products.tags["custody/requested_by"] == "bob"
     assert products.asset_selection == [dg.AssetKey(["sales", "products"])]
@@ -89,11 +92,14 @@ def test_a_refused_batch_the_producer_fixes_is_requested_at_the_next_tick(catalo
     assert (request.run_key, request.tags["custody/requested_by"]) == ("sales/products/fixed", "bob")
 
 
-@pytest.mark.parametrize("meta, reason", [
-    (None, "the request names no user: say who asks (custody/requested_by run tag, --as or --by)"),
-    ("requested_by: [bob]\n", "requested_by: "),
-    ("requested_by: \"bob'; DROP TABLE version;--\"\n", "not a directory user name"),
-])
+@pytest.mark.parametrize(
+    "meta, reason",
+    [
+        (None, "the request names no user: say who asks (custody/requested_by run tag, --as or --by)"),
+        ("requested_by: [bob]\n", "requested_by: "),
+        ('requested_by: "bob\'; DROP TABLE version;--"\n', "not a directory user name"),
+    ],
+)
 def test_a_batch_that_names_nobody_or_names_badly_is_refused_with_the_reason(catalog, lake, evaluate, meta, reason):
     folder = drop(lake, "sales/products", "b1", {"products.csv": CSV})
     if meta is not None:

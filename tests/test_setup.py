@@ -39,4 +39,6 @@ def test_missing_packages_a_user_may_not_install_stop_with_the_command_to_run():
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
     assert lines[0].startswith("The tests need system packages that are not installed: openjdk-17-jre-headless")
-    assert lines[-1].startswith("Install them, then run make test again:  sudo apt-get install -y openjdk-17-jre-headless")
+    assert lines[-1].startswith(
+        "Install them, then run make test again:  sudo apt-get install -y openjdk-17-jre-headless"
+    )

@@ -61,7 +61,9 @@ def test_a_verifier_on_another_host_reads_the_same_checkpoints(cli_env, shared, 
     assert "ledger ok: 4 entries, chain intact, 3 checkpoint(s) matched" in capsys.readouterr().out
 
 
-def test_a_verifier_that_finds_no_checkpoints_where_the_catalog_has_entries_fails(cli_env, shared, tmp_path, monkeypatch, capsys):
+def test_a_verifier_that_finds_no_checkpoints_where_the_catalog_has_entries_fails(
+    cli_env, shared, tmp_path, monkeypatch, capsys
+):
     from governance.cli import run
 
     write_entries(Settings.from_env(), 4)
@@ -87,7 +89,9 @@ def test_segments_go_to_the_shared_folder(cli_env, tmp_path, monkeypatch, capsys
 
 @pytest.mark.parametrize("variable", ["CUSTODY_LAKE", "CUSTODY_LEDGER_CHECKPOINTS", "CUSTODY_LEDGER_SEGMENTS"])
 def test_an_object_store_uri_is_refused_naming_its_scheme(variable):
-    with pytest.raises(InvalidInput, match=rf"^{variable}: the scheme s3a:// is not supported; give a POSIX path") as refused:
+    with pytest.raises(
+        InvalidInput, match=rf"^{variable}: the scheme s3a:// is not supported; give a POSIX path"
+    ) as refused:
         Settings.from_env({variable: "s3a://KEY:s3cret@bucket/lake"})
     assert "s3cret" not in str(refused.value)
 
@@ -110,5 +114,8 @@ def test_the_cli_refuses_an_object_store_lake_in_one_line(cli_env, monkeypatch, 
 
 def test_the_default_places_are_under_custody_home(tmp_path):
     settings = Settings.under(tmp_path)
-    assert (settings.checkpoint_folder, settings.ledger_segments) == (tmp_path / "ledger", tmp_path / "ledger" / "segments")
+    assert (settings.checkpoint_folder, settings.ledger_segments) == (
+        tmp_path / "ledger",
+        tmp_path / "ledger" / "segments",
+    )
     assert replace(settings, ledger_checkpoints_at=tmp_path / "x").checkpoint_folder == tmp_path / "x"

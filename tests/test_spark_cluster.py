@@ -20,8 +20,15 @@ CONF = "spark.cores.max=2,spark.executor.memory=512m,spark.driver.host=127.0.0.1
 
 def on_cluster(home: Path, cluster, **extra: str) -> dict[str, str]:
     env = {name: value for name, value in os.environ.items() if not name.startswith("CUSTODY_")}
-    return {**env, "CUSTODY_HOME": str(home), "CUSTODY_SPARK_MASTER": cluster.master, "CUSTODY_SPARK_CONF": CONF,
-            "CUSTODY_SPECS": str(ROOT / "assets" / "specs"), "CUSTODY_SPECS_APPROVAL": "off", **extra}
+    return {
+        **env,
+        "CUSTODY_HOME": str(home),
+        "CUSTODY_SPARK_MASTER": cluster.master,
+        "CUSTODY_SPARK_CONF": CONF,
+        "CUSTODY_SPECS": str(ROOT / "assets" / "specs"),
+        "CUSTODY_SPECS_APPROVAL": "off",
+        **extra,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -29,12 +36,19 @@ def shop(postgres) -> Iterator[dict[str, str]]:
     """A database of the tests' server with 40 orders, as the child finds it in its environment."""
     database = "cluster_shop"
     postgres.create_database(database)
-    dsn = f"host={postgres.host} port={postgres.port} user={postgres.user} password={postgres.password} dbname={database}"
+    dsn = (
+        f"host={postgres.host} port={postgres.port} user={postgres.user} password={postgres.password} dbname={database}"
+    )
     with psycopg.connect(dsn, autocommit=True) as connection:
         connection.execute("CREATE TABLE orders (id bigint PRIMARY KEY, amount double precision)")
         connection.execute("INSERT INTO orders SELECT g, g * 1.5 FROM generate_series(1, 40) g")
-    yield {"SHOP_HOST": postgres.host, "SHOP_PORT": str(postgres.port), "SHOP_DB": database,
-           "SHOP_USER": postgres.user, "SHOP_PASSWORD": postgres.password}
+    yield {
+        "SHOP_HOST": postgres.host,
+        "SHOP_PORT": str(postgres.port),
+        "SHOP_DB": database,
+        "SHOP_USER": postgres.user,
+        "SHOP_PASSWORD": postgres.password,
+    }
     postgres.drop_database(database)
 
 
@@ -46,8 +60,15 @@ def child(spark_cluster, shop, tmp_path_factory) -> tuple[dict, str, list[dict]]
     before = {app["id"] for app in spark_cluster.applications()}
     home = tmp_path_factory.mktemp("cluster-child")
     env = on_cluster(home, spark_cluster, CUSTODY_TRANSFORM_PACKAGES="assets.transforms,tests.transforms", **shop)
-    done = subprocess.run([sys.executable, "-m", "tests.cluster_child"], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=600, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.cluster_child"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     added = [app for app in spark_cluster.applications() if app["id"] not in before]
     return json.loads(done.stdout.strip().splitlines()[-1]), done.stdout, added

@@ -17,7 +17,10 @@ from tests.conftest import ROOT
 
 def test_pairs_separated_by_commas_or_new_lines_are_settings():
     assert spark_conf("spark.executor.memory=2g, spark.cores.max=4\nspark.executor.cores = 2") == {
-        "spark.executor.memory": "2g", "spark.cores.max": "4", "spark.executor.cores": "2"}
+        "spark.executor.memory": "2g",
+        "spark.cores.max": "4",
+        "spark.executor.cores": "2",
+    }
 
 
 def test_a_file_in_spark_defaults_form_is_read(tmp_path):
@@ -38,19 +41,23 @@ def test_a_missing_file_is_named():
         spark_conf("/no/such/spark.conf")
 
 
-@pytest.mark.parametrize(("value", "message"), [
-    ("executor.memory=2g", "item 1: executor.memory is not a Spark setting"),
-    ("spark.cores.max=4,oops", r"item 2 \(oops\) is not KEY=VALUE"),
-    ("spark.master=spark://elsewhere:7077", "spark.master is set by CUSTODY_SPARK_MASTER, not here"),
-])
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("executor.memory=2g", "item 1: executor.memory is not a Spark setting"),
+        ("spark.cores.max=4,oops", r"item 2 \(oops\) is not KEY=VALUE"),
+        ("spark.master=spark://elsewhere:7077", "spark.master is set by CUSTODY_SPARK_MASTER, not here"),
+    ],
+)
 def test_bad_pairs_are_refused_with_their_position(value, message):
     with pytest.raises(InvalidInput, match=message):
         spark_conf(value)
 
 
 def test_the_deployments_settings_come_after_ours_and_before_the_resources():
-    conf = session_conf("spark://h:7077", {"spark.cores.max": "1"},
-                        {"spark.cores.max": "4", "spark.sql.shuffle.partitions": "64"})
+    conf = session_conf(
+        "spark://h:7077", {"spark.cores.max": "1"}, {"spark.cores.max": "4", "spark.sql.shuffle.partitions": "64"}
+    )
     assert conf["spark.sql.shuffle.partitions"] == "64"
     assert conf["spark.cores.max"] == "1"
     assert conf["spark.master"] == "spark://h:7077"
@@ -81,6 +88,8 @@ def test_the_resource_starts_spark_again_when_its_session_was_stopped(tmp_path):
         "print('rows', second.range(3).count(), second is not first)\n"
     )
     env = {**os.environ, "CUSTODY_HOME": str(tmp_path / "home")}
-    done = subprocess.run([sys.executable, "-c", script], check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.stdout.count("starting Spark (local[1])") == 2, done.stderr[-2000:]
     assert "rows 3 True" in done.stdout, done.stderr[-2000:]

@@ -38,7 +38,9 @@ def test_a_cached_load_gives_the_same_specs(tmp_path, specs):
 def test_an_entry_is_used_for_the_same_bytes(tmp_path, specs):
     load_specs(specs, tmp_path / "cache", transform_packages=ALLOWED)
     _rewrite_cached_description(tmp_path, specs, "from the cache")
-    assert load_specs(specs, tmp_path / "cache", transform_packages=ALLOWED)[CLIENTS].body.description == "from the cache"
+    assert (
+        load_specs(specs, tmp_path / "cache", transform_packages=ALLOWED)[CLIENTS].body.description == "from the cache"
+    )
 
 
 def test_entries_written_by_another_version_of_the_model_are_ignored(tmp_path, specs):
@@ -46,7 +48,9 @@ def test_entries_written_by_another_version_of_the_model_are_ignored(tmp_path, s
     stored = _rewrite_cached_description(tmp_path, specs, "from the cache")
     stored["model"] = "another"
     cache_file(tmp_path / "cache", specs).write_text(json.dumps(stored))
-    assert load_specs(specs, tmp_path / "cache", transform_packages=ALLOWED)[CLIENTS].body.description != "from the cache"
+    assert (
+        load_specs(specs, tmp_path / "cache", transform_packages=ALLOWED)[CLIENTS].body.description != "from the cache"
+    )
 
 
 def test_an_edited_file_is_validated_again(tmp_path, specs):
@@ -83,7 +87,9 @@ def test_specs_check_validates_every_file_and_fills_the_cache(tmp_path, specs):
     load_specs(specs, tmp_path / "cache", transform_packages=ALLOWED)
     _rewrite_cached_description(tmp_path, specs, "from the cache")
     assert check_specs(specs, tmp_path / "cache", transform_packages=ALLOWED) == []
-    assert load_specs(specs, tmp_path / "cache", transform_packages=ALLOWED)[CLIENTS].body.description != "from the cache"
+    assert (
+        load_specs(specs, tmp_path / "cache", transform_packages=ALLOWED)[CLIENTS].body.description != "from the cache"
+    )
 
 
 def test_valid_files_are_remembered_when_another_one_is_broken(tmp_path, specs):
@@ -96,8 +102,12 @@ def test_valid_files_are_remembered_when_another_one_is_broken(tmp_path, specs):
 
 def test_a_spec_cached_under_more_transform_packages_is_refused_under_fewer(tmp_path, specs):
     summary = specs / "sales" / "product_summary.yaml"
-    summary.write_text(summary.read_text().replace("assets.transforms.sales:product_summary", "tests.transforms:passthrough"))
+    summary.write_text(
+        summary.read_text().replace("assets.transforms.sales:product_summary", "tests.transforms:passthrough")
+    )
     wider = (*ALLOWED, "tests.transforms")
     assert len(load_specs(specs, tmp_path / "cache", transform_packages=wider)) == 4
-    with pytest.raises(SpecError, match=r"product_summary.yaml:\d+: transform: transform module 'tests.transforms' is outside"):
+    with pytest.raises(
+        SpecError, match=r"product_summary.yaml:\d+: transform: transform module 'tests.transforms' is outside"
+    ):
         load_specs(specs, tmp_path / "cache", transform_packages=ALLOWED)

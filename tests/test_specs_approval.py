@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import replace
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -54,7 +54,12 @@ def apply(capsys, *args: str) -> list[dict]:
 
 def test_an_owner_applies_the_specs_and_the_ledger_says_who_and_which_hashes(specs, capsys):
     before = pending(capsys)
-    assert [edit["asset"] for edit in before] == [PRODUCTS, "sales/clients", "sales/names_and_products", "sales/product_summary"]
+    assert [edit["asset"] for edit in before] == [
+        PRODUCTS,
+        "sales/clients",
+        "sales/names_and_products",
+        "sales/product_summary",
+    ]
     assert all(edit["new"] for edit in before)
     applied = apply(capsys, "--as", "alice")
     assert [a["asset"] for a in applied] == [e["asset"] for e in before]
@@ -66,10 +71,13 @@ def test_an_owner_applies_the_specs_and_the_ledger_says_who_and_which_hashes(spe
     assert products["details"]["changes"][0].startswith("+ new asset: landing, internal, 4 columns, owner sales-owners")
 
 
-@pytest.mark.parametrize("user, reason", [
-    ("bob", "bob may not apply the spec of sales/products: it needs owner (sales-owners)"),
-    ("eve", "eve may not apply the spec of sales/products: it needs owner (sales-owners)"),
-])
+@pytest.mark.parametrize(
+    "user, reason",
+    [
+        ("bob", "bob may not apply the spec of sales/products: it needs owner (sales-owners)"),
+        ("eve", "eve may not apply the spec of sales/products: it needs owner (sales-owners)"),
+    ],
+)
 def test_a_producer_or_a_user_without_a_role_is_refused_and_nothing_is_applied(specs, capsys, user, reason):
     apply(capsys, "--as", "alice")
     edit_spec(specs, PRODUCTS, "delivered as CSV", "delivered as CSV files")
@@ -90,7 +98,11 @@ def test_a_new_asset_is_applied_by_an_owner_it_names_or_else_by_an_admin(specs, 
     assert "it needs owner (returns-owners), or for a new asset the admin group custody-admins" in err
     [applied] = apply(capsys, "sales/returns", "--as", "alice")  # alice is in custody-admins
     assert applied["asset"] == "sales/returns" and applied["old_hash"] is None
-    [decision] = [d for d in ledger_of(capsys, "spec.apply") if d["asset_key"] == "sales/returns" and d["details"]["result"] == "allowed"]
+    [decision] = [
+        d
+        for d in ledger_of(capsys, "spec.apply")
+        if d["asset_key"] == "sales/returns" and d["details"]["result"] == "allowed"
+    ]
     assert decision["details"]["role"] == "admin"
 
 
@@ -116,7 +128,10 @@ def test_a_run_of_an_edited_spec_is_refused_until_an_owner_applies_it(specs, cli
     drop_demo_batches(Lake(cli_env.lake))
     code, _, err = cli(capsys, "ingest", PRODUCTS, "--as", "bob")
     assert code == 3
-    assert "sales/products has no definition in force yet: an owner must apply its spec with `custody specs apply sales/products --as OWNER`" in err
+    assert (
+        "sales/products has no definition in force yet: an owner must apply its spec with `custody specs apply sales/products --as OWNER`"
+        in err
+    )
     apply(capsys, "--as", "alice")
     edit_spec(specs, PRODUCTS, "delivered as CSV", "delivered as CSV files")
     code, _, err = cli(capsys, "ingest", PRODUCTS, "--as", "bob")
@@ -136,8 +151,10 @@ def test_an_applied_spec_runs(specs, cli_env, capsys, spark):
 def test_the_ui_refuses_a_launch_of_an_unapplied_spec_and_shows_the_asset_pending(specs, capsys, webserver):
     answer = launch_answer(webserver, ["sales", "products"], {}, {"custody/requested_by": "bob"})
     assert answer["__typename"] == "PythonError", answer
-    assert answer["message"] == ("Custody refused this run: sales/products has no definition in force yet: an owner "
-                                 "must apply its spec with `custody specs apply sales/products --as OWNER`")
+    assert answer["message"] == (
+        "Custody refused this run: sales/products has no definition in force yet: an owner "
+        "must apply its spec with `custody specs apply sales/products --as OWNER`"
+    )
     nodes = {"/".join(n["assetKey"]["path"]): n for n in graphql(webserver, ASSETS_QUERY)["assetNodes"]}
     products = nodes[PRODUCTS]
     assert {"key": "custody/approval", "value": "pending"} in products["tags"]
@@ -148,7 +165,10 @@ def test_the_git_commit_and_author_of_the_file_are_recorded(specs, capsys):
     git = ["git", "-C", str(specs)]
     subprocess.run([*git, "init", "-q"], check=True)
     subprocess.run([*git, "add", "."], check=True)
-    subprocess.run([*git, "-c", "user.name=Olivia Owner", "-c", "user.email=olivia@example.com", "commit", "-qm", "specs"], check=True)
+    subprocess.run(
+        [*git, "-c", "user.name=Olivia Owner", "-c", "user.email=olivia@example.com", "commit", "-qm", "specs"],
+        check=True,
+    )
     head = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
     applied = apply(capsys, PRODUCTS, "--as", "alice")
     assert applied[0]["git"] == {"commit": head, "author": "Olivia Owner <olivia@example.com>"}
@@ -161,7 +181,12 @@ def test_the_git_commit_and_author_of_the_file_are_recorded(specs, capsys):
 
 def test_history_show_and_diff_across_three_applied_specs(specs, capsys):
     [first] = apply(capsys, PRODUCTS, "--as", "alice")
-    edit_spec(specs, PRODUCTS, "  - {name: category, type: string}\n", "  - {name: category, type: string}\n  - {name: weight, type: double}\n")
+    edit_spec(
+        specs,
+        PRODUCTS,
+        "  - {name: category, type: string}\n",
+        "  - {name: category, type: string}\n  - {name: weight, type: double}\n",
+    )
     [second] = apply(capsys, PRODUCTS, "--as", "alice")
     edit_spec(specs, PRODUCTS, "max_bad_fraction: 0.0", "max_bad_fraction: 0.02")
     edit_spec(specs, PRODUCTS, "{name: weight, type: double}", "{name: weight, type: float}")
@@ -182,7 +207,9 @@ def test_history_show_and_diff_across_three_applied_specs(specs, capsys):
     weight = [column for column in yaml.safe_load(out)["columns"] if column["name"] == "weight"]
     assert weight == [{"name": "weight", "type": "double", "nullable": True, "description": ""}]
 
-    code, out, _ = cli(capsys, "specs", "diff", PRODUCTS, "--from", first["new_hash"][:8], "--to", third["new_hash"][:8], "--json")
+    code, out, _ = cli(
+        capsys, "specs", "diff", PRODUCTS, "--from", first["new_hash"][:8], "--to", third["new_hash"][:8], "--json"
+    )
     assert code == 0
     assert json.loads(out)["changes"] == ["+ columns.weight: float", "~ max_bad_fraction: 0.0 -> 0.02"]
 
@@ -190,8 +217,12 @@ def test_history_show_and_diff_across_three_applied_specs(specs, capsys):
 def test_diff_names_each_change_and_what_follows_from_it(specs, capsys):
     apply(capsys, "--as", "alice")
     edit_spec(specs, PRODUCTS, "  - {name: category, type: string}\n", "")
-    edit_spec(specs, PRODUCTS, '{name: unit_price, type: "decimal(10,2)", nullable: false}',
-         '{name: unit_price, type: double, nullable: false}\n  - {name: weight, type: double}')
+    edit_spec(
+        specs,
+        PRODUCTS,
+        '{name: unit_price, type: "decimal(10,2)", nullable: false}',
+        "{name: unit_price, type: double, nullable: false}\n  - {name: weight, type: double}",
+    )
     edit_spec(specs, PRODUCTS, "consumer: sales-consumers", "consumer: auditors")
     [found] = pending(capsys)
     assert found["asset"] == PRODUCTS
@@ -248,8 +279,12 @@ def test_a_description_edit_is_no_new_code_version(specs, capsys):
     apply(capsys, "--as", "alice")
     edit_spec(specs, PRODUCTS, "delivered as CSV", "delivered as CSV files")
     [found] = pending(capsys)
-    assert found["changes"] == [("~ description: The product catalogue with prices, delivered as CSV. -> "
-                                 "The product catalogue with prices, delivered as CSV files.")]
+    assert found["changes"] == [
+        (
+            "~ description: The product catalogue with prices, delivered as CSV. -> "
+            "The product catalogue with prices, delivered as CSV files."
+        )
+    ]
     assert found["implications"] == ["dependents affected: sales/names_and_products, sales/product_summary"]
 
 
@@ -270,7 +305,9 @@ def test_the_catalog_lists_a_retired_asset_as_it_was_when_retired_even_without_v
     assert code == 0 and json.loads(out)["retired"]
 
 
-def test_a_deleted_spec_file_retires_the_asset_once_an_owner_applies_it_and_its_versions_stay(specs, cli_env, capsys, spark):
+def test_a_deleted_spec_file_retires_the_asset_once_an_owner_applies_it_and_its_versions_stay(
+    specs, cli_env, capsys, spark
+):
     dropped = drop_demo_batches(Lake(cli_env.lake))
     apply(capsys, "--as", "alice")
     assert cli(capsys, "ingest", PRODUCTS, "--batch", dropped.products_batch, "--as", "bob")[0] == 0
@@ -279,7 +316,10 @@ def test_a_deleted_spec_file_retires_the_asset_once_an_owner_applies_it_and_its_
     (specs / "sales" / "products.yaml").unlink()
     found = pending(capsys)
     assert [(e["asset"], e["retired"]) for e in found] == [
-        ("sales/names_and_products", True), ("sales/product_summary", True), ("sales/products", True)]
+        ("sales/names_and_products", True),
+        ("sales/product_summary", True),
+        ("sales/products", True),
+    ]
     code, _, err = cli(capsys, "specs", "apply", PRODUCTS, "--as", "bob")
     assert code == 3 and "bob may not apply the spec of sales/products: it needs owner (sales-owners)" in err
     [retired] = apply(capsys, PRODUCTS, "--as", "alice")
@@ -302,21 +342,39 @@ def test_two_files_declaring_one_asset_are_refused_and_nothing_is_applied(specs,
 
 def test_an_edit_that_makes_a_cycle_or_names_a_foreign_transform_applies_nothing(specs, capsys):
     apply(capsys, "--as", "alice")
-    edit_spec(specs, "sales/names_and_products", "transform: assets.transforms.sales:names_and_products", "transform: os:system")
+    edit_spec(
+        specs,
+        "sales/names_and_products",
+        "transform: assets.transforms.sales:names_and_products",
+        "transform: os:system",
+    )
     code, _, err = cli(capsys, "specs", "apply", "--as", "alice")
     assert code == 1 and "transform module 'os' is outside the allowed transform packages" in err
-    edit_spec(specs, "sales/names_and_products", "transform: os:system", "transform: assets.transforms.sales:names_and_products")
-    edit_spec(specs, "sales/names_and_products", "  - sales/products\n", "  - sales/products\n  - sales/product_summary\n")
+    edit_spec(
+        specs,
+        "sales/names_and_products",
+        "transform: os:system",
+        "transform: assets.transforms.sales:names_and_products",
+    )
+    edit_spec(
+        specs, "sales/names_and_products", "  - sales/products\n", "  - sales/products\n  - sales/product_summary\n"
+    )
     code, _, err = cli(capsys, "specs", "apply", "--as", "alice")
     assert code == 1 and "dependency cycle among" in err
     assert len(ledger_of(capsys, "spec.applied")) == 4
 
 
-@pytest.mark.parametrize(("content", "expected"), [
-    (b"description: [unclosed\n", "not valid YAML"),
-    (alias_bomb().encode(), "alias"),
-    (b"description: " + b"x" * (10 * 1024 * 1024) + b"\n", "more than the 262,144 bytes (256 KB) a spec file may hold"),
-])
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"description: [unclosed\n", "not valid YAML"),
+        (alias_bomb().encode(), "alias"),
+        (
+            b"description: " + b"x" * (10 * 1024 * 1024) + b"\n",
+            "more than the 262,144 bytes (256 KB) a spec file may hold",
+        ),
+    ],
+)
 def test_a_file_that_is_no_spec_applies_nothing(specs, capsys, content, expected):
     (specs / "sales" / "products.yaml").write_bytes(content)
     code, _, err = cli(capsys, "specs", "apply", "--as", "alice")

@@ -52,13 +52,18 @@ LAUNCH = """mutation($params: ExecutionParams!) { launchRun(executionParams: $pa
 def launch_answer(port: int, asset: list[str], config: dict, tags: dict[str, str]) -> dict:
     """What the UI's Launchpad gets back from the GraphQL launchRun mutation."""
     params = {
-        "selector": {"repositoryLocationName": "custody", "repositoryName": "__repository__",
-                     "jobName": "__ASSET_JOB", "assetSelection": [{"path": asset}]},
+        "selector": {
+            "repositoryLocationName": "custody",
+            "repositoryName": "__repository__",
+            "jobName": "__ASSET_JOB",
+            "assetSelection": [{"path": asset}],
+        },
         "runConfigData": config,
         "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in tags.items()]},
     }
     request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": LAUNCH, "variables": {"params": params}}).encode(),
+        f"http://127.0.0.1:{port}/graphql",
+        data=json.dumps({"query": LAUNCH, "variables": {"params": params}}).encode(),
         headers={"Content-Type": "application/json"},
     )
     try:
@@ -106,12 +111,17 @@ def test_a_refused_ui_launch_shows_its_reason_and_leaves_no_run(cli_env, capsys,
 
 
 def test_allowed_ui_launches_queue_and_two_runs_of_one_asset_run_one_after_the_other(
-        cli_env, capsys, webserver, queue_only):
+    cli_env, capsys, webserver, queue_only
+):
     lake = Lake(cli_env.lake)
     batches = [drop_demo_batches(lake).products_batch for _ in range(2)]
     run_ids = [
-        launch_from_ui(webserver, ["sales", "products"], {"ops": {"sales__products": {"config": {"batch": batch}}}},
-                       {"custody/requested_by": "bob"})
+        launch_from_ui(
+            webserver,
+            ["sales", "products"],
+            {"ops": {"sales__products": {"config": {"batch": batch}}}},
+            {"custody/requested_by": "bob"},
+        )
         for batch in batches
     ]
     instance = instance_for(cli_env)
@@ -123,7 +133,8 @@ def test_allowed_ui_launches_queue_and_two_runs_of_one_asset_run_one_after_the_o
     assert run(["ledger", "show", "--action", "ingest", "--json"]) == 0
     decisions = json.loads(capsys.readouterr().out)
     assert sorted((d["run_id"], d["details"].get("at", "start")) for d in decisions) == sorted(
-        (run_id, at) for run_id in run_ids for at in ("submission", "start"))
+        (run_id, at) for run_id in run_ids for at in ("submission", "start")
+    )
     assert {(d["actor"], d["details"]["result"]) for d in decisions} == {("bob", "allowed")}
 
 
@@ -148,7 +159,8 @@ def sensor_ticks(port: int) -> int:
 
 
 def test_the_dropzone_sensor_ingests_each_ready_batch_once_and_refuses_once_across_restarts(
-        cli_env, capsys, webserver, daemon):
+    cli_env, capsys, webserver, daemon
+):
     lake = Lake(cli_env.lake)
     drop(lake, "sales/products", "from-bob", {"products.csv": PRODUCTS_CSV}, requested_by="bob")
     drop(lake, "sales/products", "from-eve", {"products.csv": PRODUCTS_CSV}, requested_by="eve")
@@ -157,7 +169,10 @@ def test_the_dropzone_sensor_ingests_each_ready_batch_once_and_refuses_once_acro
     instance = instance_for(cli_env)
     [launched] = runs_launched(instance, 1, daemon)
     assert finished(instance, launched.run_id, daemon).is_success
-    assert (launched.tags["dagster/run_key"], launched.tags["custody/requested_by"]) == ("sales/products/from-bob", "bob")
+    assert (launched.tags["dagster/run_key"], launched.tags["custody/requested_by"]) == (
+        "sales/products/from-bob",
+        "bob",
+    )
     ticks = sensor_ticks(webserver)
     stop(daemon)
     again = start_daemon(cli_env)
@@ -172,7 +187,8 @@ def test_the_dropzone_sensor_ingests_each_ready_batch_once_and_refuses_once_acro
     assert run(["ledger", "show", "--action", "ingest", "--json"]) == 0
     refused = [d for d in json.loads(capsys.readouterr().out) if d["details"]["result"] == "denied"]
     assert [(d["actor"], d["details"]["batch"], d["details"]["via"]) for d in refused] == [
-        ("eve", "from-eve", "sensor custody_dropzone")]
+        ("eve", "from-eve", "sensor custody_dropzone")
+    ]
 
 
 REEXECUTE = """mutation($parent: String!, $tags: [ExecutionTag!]) { launchPipelineReexecution(
@@ -183,7 +199,8 @@ REEXECUTE = """mutation($parent: String!, $tags: [ExecutionTag!]) { launchPipeli
 def reexecute(port: int, parent: str, tags: dict[str, str] | None = None) -> dict:
     variables = {"parent": parent, "tags": [{"key": k, "value": v} for k, v in (tags or {}).items()]}
     request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/graphql", headers={"Content-Type": "application/json"},
+        f"http://127.0.0.1:{port}/graphql",
+        headers={"Content-Type": "application/json"},
         data=json.dumps({"query": REEXECUTE, "variables": variables}).encode(),
     )
     try:
@@ -194,17 +211,26 @@ def reexecute(port: int, parent: str, tags: dict[str, str] | None = None) -> dic
 
 
 def test_a_run_the_cli_launched_is_re_executed_from_the_ui_for_the_same_requester(
-        cli_env, spark, capsys, webserver, queue_only):
+    cli_env, spark, capsys, webserver, queue_only
+):
     drop_demo_batches(Lake(cli_env.lake))
     instance = instance_for(cli_env)
-    for args in (["ingest", "sales/products"], ["ingest", "sales/clients"], ["materialize", "key:sales/names_and_products"]):
+    for args in (
+        ["ingest", "sales/products"],
+        ["ingest", "sales/clients"],
+        ["materialize", "key:sales/names_and_products"],
+    ):
         assert run([*args, "--as", "bob"]) == 0
     parent = next(r for r in instance.get_runs() if r.asset_selection == {dg.AssetKey(["sales", "names_and_products"])})
     runs = len(instance.get_runs())
     as_eve = reexecute(webserver, parent.run_id, {"custody/requested_by": "eve"})
-    assert as_eve == {"__typename": "PythonError", "message": (
-        "Custody refused this run: eve may not materialize sales/names_and_products: "
-        "it needs producer (sales-producers) or owner (sales-owners)")}
+    assert as_eve == {
+        "__typename": "PythonError",
+        "message": (
+            "Custody refused this run: eve may not materialize sales/names_and_products: "
+            "it needs producer (sales-producers) or owner (sales-owners)"
+        ),
+    }
     assert len(instance.get_runs()) == runs
     answer = reexecute(webserver, parent.run_id)
     assert answer["__typename"] == "LaunchRunSuccess", answer

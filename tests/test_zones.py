@@ -24,7 +24,9 @@ def test_malformed_asset_keys_are_refused(text):
         AssetKey.parse(text)
 
 
-@pytest.mark.parametrize("text", ["sales/clients", "sales/clients@", "sales/clients@0", "sales/clients@x", "sales/clients@-1"])
+@pytest.mark.parametrize(
+    "text", ["sales/clients", "sales/clients@", "sales/clients@0", "sales/clients@x", "sales/clients@-1"]
+)
 def test_malformed_version_refs_are_refused(text):
     with pytest.raises(InvalidName, match="expected DOMAIN/NAME@N"):
         VersionRef.parse(text)

@@ -147,7 +147,9 @@ class FileDirectory:
         return self._change(group, user, lambda members: [m for m in members if m != user] if user in members else None)
 
     def authenticate(self, user: str, password: str) -> bool:
-        raise InvalidInput(f"{self.path} holds no passwords: a verified identity needs an LDAP directory (CUSTODY_DIRECTORY=ldap://… or ldaps://…)")
+        raise InvalidInput(
+            f"{self.path} holds no passwords: a verified identity needs an LDAP directory (CUSTODY_DIRECTORY=ldap://… or ldaps://…)"
+        )
 
     def _change(self, group: str, user: str, edit: Callable[[list[str]], list[str] | None]) -> bool:
         """Edit one group's member list in the file, under a lock, written whole or not at all."""
@@ -336,13 +338,17 @@ class LdapDirectory:
         return frozenset(users)
 
     def _kind(self, connection, dn: str) -> str | None:
-        """"group" for a group entry, the uid for a user entry, None for anything else (or nothing)."""
+        """ "group" for a group entry, the uid for a user entry, None for anything else (or nothing)."""
         from ldap3 import BASE
         from ldap3.core.exceptions import LDAPNoSuchObjectResult
 
         try:
-            connection.search(dn, "(|(objectClass=groupOfNames)(objectClass=inetOrgPerson))", search_scope=BASE,
-                              attributes=["objectClass", "uid"])
+            connection.search(
+                dn,
+                "(|(objectClass=groupOfNames)(objectClass=inetOrgPerson))",
+                search_scope=BASE,
+                attributes=["objectClass", "uid"],
+            )
         except LDAPNoSuchObjectResult:
             return None
         for entry in connection.entries:
@@ -398,12 +404,17 @@ class LdapDirectory:
         from ldap3 import Connection, Server, Tls
 
         tls = Tls(ca_certs_file=self.settings.ca_file, validate=ssl.CERT_REQUIRED, version=ssl.PROTOCOL_TLS_CLIENT)
-        server = Server(self.settings.url, use_ssl=self.settings.url.startswith("ldaps://"), tls=tls,
-                        connect_timeout=self.settings.timeout_seconds)
+        server = Server(
+            self.settings.url,
+            use_ssl=self.settings.url.startswith("ldaps://"),
+            tls=tls,
+            connect_timeout=self.settings.timeout_seconds,
+        )
         if bind_dn is None:
             bind_dn, password = self.settings.bind_dn, self.settings.password
-        connection = Connection(server, bind_dn, password, raise_exceptions=True,
-                                receive_timeout=self.settings.timeout_seconds)
+        connection = Connection(
+            server, bind_dn, password, raise_exceptions=True, receive_timeout=self.settings.timeout_seconds
+        )
         connection.open()
         try:
             if self.settings.url.startswith("ldap://"):
@@ -446,7 +457,8 @@ def _parse(path: Path) -> _Members:
         for member in members:
             if not isinstance(member, str):
                 raise InvalidInput(
-                    f"{path}: groups.{group}: expected names of users and groups, found {shown(repr(member), 80)}")
+                    f"{path}: groups.{group}: expected names of users and groups, found {shown(repr(member), 80)}"
+                )
             if member not in users and member not in groups:
                 raise InvalidInput(f"{path}: groups.{group}: {shown(repr(member), 80)} is neither a user nor a group")
     return _Members(frozenset(map(str, users)), {str(g): tuple(m) for g, m in groups.items()})
@@ -491,15 +503,24 @@ def open_directory(setting: str, environ: Mapping[str, str]) -> Directory:
         return FileDirectory.load(Path(setting.removeprefix("file:")))
     if not setting.startswith(("ldap://", "ldaps://")):
         raise InvalidInput(f"CUSTODY_DIRECTORY={setting!r}: use file:PATH, ldap://… or ldaps://…")
-    missing = [name for name in ("CUSTODY_LDAP_BASE_DN", "CUSTODY_LDAP_BIND_DN", "CUSTODY_LDAP_BIND_PASSWORD") if not environ.get(name)]
+    missing = [
+        name
+        for name in ("CUSTODY_LDAP_BASE_DN", "CUSTODY_LDAP_BIND_DN", "CUSTODY_LDAP_BIND_PASSWORD")
+        if not environ.get(name)
+    ]
     if missing:
         raise InvalidInput(f"CUSTODY_DIRECTORY={setting} needs {', '.join(missing)}")
-    return LdapDirectory(LdapSettings(
-        url=setting, base_dn=environ["CUSTODY_LDAP_BASE_DN"], bind_dn=environ["CUSTODY_LDAP_BIND_DN"],
-        password=environ["CUSTODY_LDAP_BIND_PASSWORD"], ca_file=environ.get("CUSTODY_LDAP_CA_FILE") or None,
-        starttls=(environ.get("CUSTODY_LDAP_STARTTLS") or "on").lower() not in ("off", "false", "0", "no"),
-        ttl_seconds=_seconds(environ),
-    ))
+    return LdapDirectory(
+        LdapSettings(
+            url=setting,
+            base_dn=environ["CUSTODY_LDAP_BASE_DN"],
+            bind_dn=environ["CUSTODY_LDAP_BIND_DN"],
+            password=environ["CUSTODY_LDAP_BIND_PASSWORD"],
+            ca_file=environ.get("CUSTODY_LDAP_CA_FILE") or None,
+            starttls=(environ.get("CUSTODY_LDAP_STARTTLS") or "on").lower() not in ("off", "false", "0", "no"),
+            ttl_seconds=_seconds(environ),
+        )
+    )
 
 
 def _seconds(environ: Mapping[str, str]) -> float:

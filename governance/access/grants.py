@@ -38,8 +38,14 @@ class MembershipChange:
 
 
 def change_role(
-    catalog: Catalog, policy: Policy, identity: Identity, verb: Verb, role: Role, spec: Spec,
-    user: str, specs: Iterable[Spec],
+    catalog: Catalog,
+    policy: Policy,
+    identity: Identity,
+    verb: Verb,
+    role: Role,
+    spec: Spec,
+    user: str,
+    specs: Iterable[Spec],
 ) -> MembershipChange:
     """Grant or revoke `role` on `spec` to `user`, as the owner `identity`. The group may hold roles
     on other assets too: the change is only allowed to someone who owns every one of them."""
@@ -53,7 +59,9 @@ def change_role(
     enforce(catalog, decision, details=details)
     directory = policy.directory
     if verb is Verb.REVOKE and role is Role.OWNER and directory.members_of(group) == {user}:
-        raise InvalidInput(f"{user} is the only owner of {spec.key} (group {group}): grant the role to another owner first")
+        raise InvalidInput(
+            f"{user} is the only owner of {spec.key} (group {group}): grant the role to another owner first"
+        )
     if verb is Verb.GRANT:
         changed = directory.add_member(group, user)
     else:
@@ -61,7 +69,10 @@ def change_role(
     shared = tuple(sorted(str(s.key) for s in others))
     with catalog.session() as session:
         ledger.append(
-            session, actor=ledger_actor(identity.user), assurance=identity.assurance, asset=str(spec.key),
+            session,
+            actor=ledger_actor(identity.user),
+            assurance=identity.assurance,
+            asset=str(spec.key),
             action=ledger.Action.MEMBER_ADDED if verb is Verb.GRANT else ledger.Action.MEMBER_REMOVED,
             details={**details, "changed": changed, "also_affects": list(shared)},
         )
@@ -80,8 +91,10 @@ def _wider_than_owned(policy: Policy, decision: Decision, group: str, others: li
         return denied(f"{group} is the admin group: its members are managed in the directory, not by asset owners")
     for other in others:
         if not policy.decide(identity, decision.verb, other).allowed:
-            return denied(f"{group} also holds a role on {other.key}, which {identity.user} does not own: "
-                          f"only an owner of every asset the group serves may change it")
+            return denied(
+                f"{group} also holds a role on {other.key}, which {identity.user} does not own: "
+                f"only an owner of every asset the group serves may change it"
+            )
     return None
 
 
@@ -116,14 +129,25 @@ def show(policy: Policy, spec: Spec) -> AccessView:
     directory = policy.directory
     verbs = [verb for verb in ROLES_FOR if _applies(verb, spec)]
     roles = tuple(
-        RoleView(role.value, group_of(spec, role), tuple(sorted(directory.members_of(group_of(spec, role)))),
-                 tuple(verb.value for verb in verbs if role in ROLES_FOR[verb]))
+        RoleView(
+            role.value,
+            group_of(spec, role),
+            tuple(sorted(directory.members_of(group_of(spec, role)))),
+            tuple(verb.value for verb in verbs if role in ROLES_FOR[verb]),
+        )
         for role in Role
     )
-    return AccessView(str(spec.key), spec.body.classification.value, spec.body.pii,
-                      spec.body.classification in policy.require_verified, roles, policy.admin_group,
-                      tuple(sorted(directory.members_of(policy.admin_group))), policy.auditor_group,
-                      tuple(sorted(directory.members_of(policy.auditor_group))))
+    return AccessView(
+        str(spec.key),
+        spec.body.classification.value,
+        spec.body.pii,
+        spec.body.classification in policy.require_verified,
+        roles,
+        policy.admin_group,
+        tuple(sorted(directory.members_of(policy.admin_group))),
+        policy.auditor_group,
+        tuple(sorted(directory.members_of(policy.auditor_group))),
+    )
 
 
 def check(policy: Policy, spec: Spec, identity: Identity) -> list[Decision]:

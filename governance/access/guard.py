@@ -39,10 +39,20 @@ def record_all(catalog: Catalog, decisions: Sequence[tuple[Decision, Details]], 
     with catalog.session() as session:
         for decision, details in decisions:
             ledger.append(
-                session, actor=ledger_actor(decision.identity.user), action=decision.verb.value, asset=decision.asset,
-                version=decision.version, run_id=run_id, assurance=decision.identity.assurance,
-                details={"result": decision.result, "reason": decision.reason, "role": decision.role, **(details or {}),
-                         **({"directory": decision.directory} if decision.directory else {})},
+                session,
+                actor=ledger_actor(decision.identity.user),
+                action=decision.verb.value,
+                asset=decision.asset,
+                version=decision.version,
+                run_id=run_id,
+                assurance=decision.identity.assurance,
+                details={
+                    "result": decision.result,
+                    "reason": decision.reason,
+                    "role": decision.role,
+                    **(details or {}),
+                    **({"directory": decision.directory} if decision.directory else {}),
+                },
             )
 
 
@@ -61,8 +71,15 @@ def enforce_all(catalog: Catalog, decisions: Sequence[tuple[Decision, Details]],
 
 
 def authorize(
-    catalog: Catalog, policy: Policy, identity: Identity, verb: Verb, spec: Spec | None, *,
-    version: int | None = None, run_id: str | None = None, details: Mapping[str, Any] | None = None,
+    catalog: Catalog,
+    policy: Policy,
+    identity: Identity,
+    verb: Verb,
+    spec: Spec | None,
+    *,
+    version: int | None = None,
+    run_id: str | None = None,
+    details: Mapping[str, Any] | None = None,
     touching: Sequence[Spec] = (),
 ) -> Decision:
     """Decide, record, and raise AccessDenied unless allowed."""
@@ -70,8 +87,14 @@ def authorize(
 
 
 def authorize_step(
-    catalog: Catalog, policy: Policy, identity: Identity, spec: Spec, inputs: Sequence[Spec] | None, run_id: str | None,
-    versions: Mapping[str, int] | None = None, details: Details = None,
+    catalog: Catalog,
+    policy: Policy,
+    identity: Identity,
+    spec: Spec,
+    inputs: Sequence[Spec] | None,
+    run_id: str | None,
+    versions: Mapping[str, int] | None = None,
+    details: Details = None,
 ) -> None:
     """A run's step as it starts, in one transaction: ingesting `spec` (no `inputs`) or
     materializing it from `inputs` at their pinned `versions` (by asset), and only as its
@@ -84,7 +107,11 @@ def authorize_step(
 
 
 def materialization_decisions(
-    policy: Policy, identity: Identity, spec: Spec, inputs: Sequence[Spec], versions: Mapping[str, int] | None = None,
+    policy: Policy,
+    identity: Identity,
+    spec: Spec,
+    inputs: Sequence[Spec],
+    versions: Mapping[str, int] | None = None,
     details: Details = None,
 ) -> list[tuple[Decision, Details]]:
     decision = policy.decide(identity, Verb.MATERIALIZE, spec)
@@ -95,16 +122,28 @@ def materialization_decisions(
             problems = [error_summary(err)]
         if problems:
             reason = "; ".join(getattr(p, "message", str(p)) for p in problems)
-            decision = Decision(identity, Verb.MATERIALIZE, str(spec.key), False, reason, directory=policy.source or None)
-    reads = [(policy.decide(identity, Verb.READ, source, (versions or {}).get(str(source.key))),
-              {"for": str(spec.key), **(details or {})})
-             for source in inputs]
+            decision = Decision(
+                identity, Verb.MATERIALIZE, str(spec.key), False, reason, directory=policy.source or None
+            )
+    reads = [
+        (
+            policy.decide(identity, Verb.READ, source, (versions or {}).get(str(source.key))),
+            {"for": str(spec.key), **(details or {})},
+        )
+        for source in inputs
+    ]
     return [(decision, details), *reads]
 
 
 def authorize_run(
-    catalog: Catalog, policy: Policy, identity: Identity, specs: SpecSet, writes: Sequence[Spec],
-    checks: Sequence[Spec], run_id: str, details: Details = None,
+    catalog: Catalog,
+    policy: Policy,
+    identity: Identity,
+    specs: SpecSet,
+    writes: Sequence[Spec],
+    checks: Sequence[Spec],
+    run_id: str,
+    details: Details = None,
 ) -> None:
     """A run as it is submitted, all its assets at once: each landing asset it `writes` ingested,
     each integration asset materialized from its inputs. A run that only `checks` assets is an audit
@@ -119,8 +158,10 @@ def authorize_run(
             inputs = [specs[key] for key in spec.inputs]
             decisions.extend(materialization_decisions(policy, identity, spec, inputs, details=details))
     decisions.extend(in_force_denials(catalog, policy, identity, writes, details))
-    decisions.extend((Decision(identity, Verb.READ, str(spec.key), True, CHECKS_ONLY, directory=policy.source or None), details)
-                     for spec in checks)
+    decisions.extend(
+        (Decision(identity, Verb.READ, str(spec.key), True, CHECKS_ONLY, directory=policy.source or None), details)
+        for spec in checks
+    )
     if decisions:
         enforce_all(catalog, decisions, run_id)
 
@@ -135,20 +176,36 @@ def in_force_denials(
     from governance.inforce import pending_reason
 
     pending = not_in_force(writes, in_force(catalog, [spec.key for spec in writes]))
-    return [(Decision(identity, Verb.INGEST if spec.is_landing else Verb.MATERIALIZE, str(spec.key), False,
-                      pending_reason(spec.key, pending[spec.key]), directory=policy.source or None), details)
-            for spec in writes if spec.key in pending]
+    return [
+        (
+            Decision(
+                identity,
+                Verb.INGEST if spec.is_landing else Verb.MATERIALIZE,
+                str(spec.key),
+                False,
+                pending_reason(spec.key, pending[spec.key]),
+                directory=policy.source or None,
+            ),
+            details,
+        )
+        for spec in writes
+        if spec.key in pending
+    ]
 
 
 def authenticate(catalog: Catalog, policy: Policy, user: str, password: str, run_id: str | None = None) -> Identity:
     """Check the password with the policy's directory; the attempt is a ledger entry either way."""
     try:
         verified = policy.directory.authenticate(user, password)
-        reason = f"{ledger_actor(user)}: " + ("password checked by the directory" if verified else "unknown user or wrong password")
+        reason = f"{ledger_actor(user)}: " + (
+            "password checked by the directory" if verified else "unknown user or wrong password"
+        )
     except (DirectoryUnavailable, InvalidInput) as err:  # a bad name, or a directory that holds no passwords
         verified, reason = False, error_summary(err)
     identity = Identity(user, Assurance.VERIFIED if verified else Assurance.NONE)
-    enforce(catalog, Decision(identity, Verb.AUTHENTICATE, None, verified, reason, directory=policy.source or None), run_id)
+    enforce(
+        catalog, Decision(identity, Verb.AUTHENTICATE, None, verified, reason, directory=policy.source or None), run_id
+    )
     return identity
 
 
@@ -165,9 +222,13 @@ def run_identity(catalog: Catalog, run_id: str | None, requested_by: str | None,
 def _verified_for_run(catalog: Catalog, run_id: str, user: str) -> bool:
     with catalog.session() as session:
         found = session.exec(
-            select(LedgerEntry).where(
-                LedgerEntry.run_id == run_id, LedgerEntry.actor == user,
-                LedgerEntry.action == Verb.AUTHENTICATE.value, LedgerEntry.assurance == Assurance.VERIFIED.value,
-            ).order_by(col(LedgerEntry.seq))
+            select(LedgerEntry)
+            .where(
+                LedgerEntry.run_id == run_id,
+                LedgerEntry.actor == user,
+                LedgerEntry.action == Verb.AUTHENTICATE.value,
+                LedgerEntry.assurance == Assurance.VERIFIED.value,
+            )
+            .order_by(col(LedgerEntry.seq))
         )
         return any(json.loads(entry.details).get("result") == "allowed" for entry in found)

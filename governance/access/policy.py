@@ -49,9 +49,14 @@ ROLES_FOR: Mapping[Verb, tuple[Role, ...]] = {
 }
 
 
-PHRASES: Mapping[Verb, str] = {Verb.STATUS: "change the status of", Verb.GRANT: "grant roles on",
-                                Verb.REVOKE: "revoke roles on", Verb.SETTINGS: "change the policy settings",
-                                Verb.APPLY: "apply the spec of", Verb.FEED_DELETE: "delete feed archives"}
+PHRASES: Mapping[Verb, str] = {
+    Verb.STATUS: "change the status of",
+    Verb.GRANT: "grant roles on",
+    Verb.REVOKE: "revoke roles on",
+    Verb.SETTINGS: "change the policy settings",
+    Verb.APPLY: "apply the spec of",
+    Verb.FEED_DELETE: "delete feed archives",
+}
 # What only the admin group may do.
 ADMIN_VERBS = frozenset({Verb.PURGE, Verb.SETTINGS, Verb.FEED_DELETE})
 
@@ -99,8 +104,14 @@ class Policy:
     # Runs use only the specs an owner applied.
     specs_approval: bool = True
 
-    def decide(self, identity: Identity, verb: Verb, spec: Spec | None, version: int | None = None,
-               touching: Iterable[Spec] = ()) -> Decision:
+    def decide(
+        self,
+        identity: Identity,
+        verb: Verb,
+        spec: Spec | None,
+        version: int | None = None,
+        touching: Iterable[Spec] = (),
+    ) -> Decision:
         """Whether `identity` may `verb` the asset of `spec` (a purge: the assets it is `touching`)."""
         asset = str(spec.key) if spec else None
 
@@ -115,9 +126,12 @@ class Policy:
             return answer(False, "the request names no user: say who asks (custody/requested_by run tag, --as or --by)")
         unverified = self._needs_verified(identity, [spec] if spec else list(touching))
         if unverified:
-            return answer(False, f"{unverified.key} is {unverified.body.classification}: {verb} needs a verified identity, "
-                                 f"which the CLI establishes with --password-stdin or CUSTODY_PASSWORD; "
-                                 f"{identity.user}'s is {identity.assurance}")
+            return answer(
+                False,
+                f"{unverified.key} is {unverified.body.classification}: {verb} needs a verified identity, "
+                f"which the CLI establishes with --password-stdin or CUSTODY_PASSWORD; "
+                f"{identity.user}'s is {identity.assurance}",
+            )
         if verb in ADMIN_VERBS:
             return self._admin(identity, verb, answer)
         if spec is None:
@@ -142,7 +156,9 @@ class Policy:
         admin = self.decide(identity, Verb.SETTINGS, None)
         if not admin.allowed:
             return replace(decision, reason=f"{decision.reason}, or for a new asset the admin group {self.admin_group}")
-        return replace(decision, verb=Verb.APPLY, allowed=True, reason=f"{admin.reason}, and {spec.key} is new", role="admin")
+        return replace(
+            decision, verb=Verb.APPLY, allowed=True, reason=f"{admin.reason}, and {spec.key} is new", role="admin"
+        )
 
     def _needs_verified(self, identity: Identity, specs: Iterable[Spec]) -> Spec | None:
         """The first asset whose classification asks for a verified identity that this one lacks."""
@@ -157,7 +173,9 @@ class Policy:
             return answer(False, str(err))
         if self.admin_group in groups:
             return answer(True, f"{identity.user} is in {self.admin_group}, the admin group", "admin")
-        return answer(False, f"{identity.user} may not {PHRASES.get(verb, verb)}: it needs the admin group {self.admin_group}")
+        return answer(
+            False, f"{identity.user} may not {PHRASES.get(verb, verb)}: it needs the admin group {self.admin_group}"
+        )
 
 
 def group_of(spec: Spec, role: Role) -> str:
@@ -174,7 +192,9 @@ def parse_classifications(value: str | None, variable: str = "CUSTODY_REQUIRE_VE
     known = {c.value for c in Classification}
     unknown = [name for name in names if name not in known]
     if unknown:
-        raise InvalidInput(f"{variable}={value!r}: unknown classification {', '.join(unknown)}; use {', '.join(known)} or none")
+        raise InvalidInput(
+            f"{variable}={value!r}: unknown classification {', '.join(unknown)}; use {', '.join(known)} or none"
+        )
     return frozenset(Classification(name) for name in names)
 
 
@@ -190,7 +210,12 @@ def coverage_problems(spec: Spec, inputs: Iterable[Spec], directory: Directory) 
         uncovered = sorted(directory.members_of(mine) - directory.members_of(theirs))
         if uncovered:
             why = "pii" if source.body.pii else source.body.classification.value
-            problems.append(SpecProblem(str(spec.file), "roles.consumer",
-                                        f"{mine} is not covered by {theirs}, consumer group of {source.key} ({why}): "
-                                        f"{', '.join(uncovered)} could read what {source.key} does not let them"))
+            problems.append(
+                SpecProblem(
+                    str(spec.file),
+                    "roles.consumer",
+                    f"{mine} is not covered by {theirs}, consumer group of {source.key} ({why}): "
+                    f"{', '.join(uncovered)} could read what {source.key} does not let them",
+                )
+            )
     return problems

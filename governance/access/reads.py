@@ -37,8 +37,9 @@ class Target:
         return f"{self.key}@{self.number}" if self.number else str(self.key)
 
 
-def open_version(catalog: Catalog, policy: Policy, spec: Spec | None, identity: Identity, target: Target,
-                 run_id: str | None = None) -> VersionRow:
+def open_version(
+    catalog: Catalog, policy: Policy, spec: Spec | None, identity: Identity, target: Target, run_id: str | None = None
+) -> VersionRow:
     """The version to read, once the user is allowed to read it. The decision comes first, so a
     user who may not read an asset learns nothing about its versions."""
     row = _find(catalog, target)

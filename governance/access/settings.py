@@ -116,8 +116,14 @@ def directory_environ(values: Mapping[str, str], environ: Mapping[str, str]) -> 
     return {**environ, **{POLICY_VARIABLES[key]: values[key] for key in DIRECTORY_KEYS if key != "directory"}}
 
 
-def pinned_settings(catalog: Catalog, settings: Settings, environ: Mapping[str, str], *,
-                    directories: Opener = open_directory, refuse: bool = True) -> PolicySettings:
+def pinned_settings(
+    catalog: Catalog,
+    settings: Settings,
+    environ: Mapping[str, str],
+    *,
+    directories: Opener = open_directory,
+    refuse: bool = True,
+) -> PolicySettings:
     """The pinned policy settings. The first time a key is asked for, the value this process has
     (given or default) is pinned, with a ledger entry, once the directory it describes opens (a
     directory that cannot be read, pinned, would leave no admin to change it). With `refuse`, a
@@ -140,9 +146,13 @@ def disagreements(settings: Settings, pinned: PolicySettings) -> list[Disagreeme
     return [Disagreement(key, value, pinned[key]) for key, value in given.items() if value != pinned[key]]
 
 
-def open_policy(catalog: Catalog, settings: Settings, environ: Mapping[str, str], directories: Opener = open_directory) -> Policy:
+def open_policy(
+    catalog: Catalog, settings: Settings, environ: Mapping[str, str], directories: Opener = open_directory
+) -> Policy:
     """The policy the pinned settings describe, over their directory."""
-    return policy_of(pinned_settings(catalog, settings, environ, directories=directories).values(), environ, directories)
+    return policy_of(
+        pinned_settings(catalog, settings, environ, directories=directories).values(), environ, directories
+    )
 
 
 def policy_of(values: Mapping[str, str], environ: Mapping[str, str], directories: Opener = open_directory) -> Policy:
@@ -171,11 +181,18 @@ def _pin_missing(catalog: Catalog, values: Mapping[str, str]) -> dict[str, Polic
         rows = _rows(session)  # again, under the lock: another process may have pinned them
         added = {key: values[key] for key in KEYS if key not in rows}
         for key, value in added.items():
-            rows[key] = PolicySetting(key=key, value=value, set_by=actor, assurance=Assurance.SYSTEM.value, set_at=utcnow())
+            rows[key] = PolicySetting(
+                key=key, value=value, set_by=actor, assurance=Assurance.SYSTEM.value, set_at=utcnow()
+            )
             session.add(rows[key])
         if added:
-            ledger.append(session, actor=ledger_actor(actor), action=ledger.Action.SETTINGS_PINNED,
-                          assurance=Assurance.SYSTEM, details={"settings": added})
+            ledger.append(
+                session,
+                actor=ledger_actor(actor),
+                action=ledger.Action.SETTINGS_PINNED,
+                assurance=Assurance.SYSTEM,
+                details={"settings": added},
+            )
     return rows
 
 
@@ -185,9 +202,13 @@ def _refuse_disagreement(catalog: Catalog, settings: Settings, pinned: PolicySet
         return
     first = found[0]
     with catalog.session() as session:
-        ledger.append(session, actor=ledger_actor(os_user()), action=ledger.Action.SETTINGS_REFUSED,
-                      assurance=Assurance.ASSERTED,
-                      details={"setting": first.key, "given": first.given, "pinned": first.pinned})
+        ledger.append(
+            session,
+            actor=ledger_actor(os_user()),
+            action=ledger.Action.SETTINGS_REFUSED,
+            assurance=Assurance.ASSERTED,
+            details={"setting": first.key, "given": first.given, "pinned": first.pinned},
+        )
     raise SettingDisagrees(
         f"{POLICY_VARIABLES[first.key]}={shown(getattr(settings, first.key), 200)} disagrees with the {first.key} "
         f"pinned in the catalog ({first.pinned}), so no decision is made: unset it, or have an admin change "
@@ -208,7 +229,12 @@ class SettingChange:
 
 
 def change_setting(
-    catalog: Catalog, settings: Settings, environ: Mapping[str, str], identity: Identity, key: str, value: str,
+    catalog: Catalog,
+    settings: Settings,
+    environ: Mapping[str, str],
+    identity: Identity,
+    key: str,
+    value: str,
     directories: Opener = open_directory,
 ) -> SettingChange:
     """Pin a new value for `key` if `identity` is an admin (verified, when the directory can check
@@ -219,8 +245,12 @@ def change_setting(
     policy = policy_of(current, environ, directories)
     decision = policy.decide(identity, Verb.SETTINGS, None)
     if decision.allowed and policy.directory.verifies_passwords and identity.assurance is not Assurance.VERIFIED:
-        decision = _denied(decision, policy, "changing a policy setting needs a verified identity (--password-stdin "
-                                             f"or CUSTODY_PASSWORD); {identity.user}'s is {identity.assurance}")
+        decision = _denied(
+            decision,
+            policy,
+            "changing a policy setting needs a verified identity (--password-stdin "
+            f"or CUSTODY_PASSWORD); {identity.user}'s is {identity.assurance}",
+        )
     if decision.allowed:
         decision = _refuse_lockout(decision, policy, current, {**current, key: after}, environ, directories)
     enforce(catalog, decision, details={"setting": key, "to": after})
@@ -234,8 +264,13 @@ def change_setting(
             row = rows[key]
             row.value, row.set_by, row.assurance, row.set_at = after, identity.user, identity.assurance.value, utcnow()
             session.add(row)
-            ledger.append(session, actor=identity.user, action=ledger.Action.SETTINGS_CHANGED, assurance=identity.assurance,
-                          details={"setting": key, "from": change.before, "to": after})
+            ledger.append(
+                session,
+                actor=identity.user,
+                action=ledger.Action.SETTINGS_CHANGED,
+                assurance=identity.assurance,
+                details={"setting": key, "from": change.before, "to": after},
+            )
     return change
 
 
@@ -243,8 +278,14 @@ def _denied(decision: Decision, policy: Policy, reason: str) -> Decision:
     return Decision(decision.identity, Verb.SETTINGS, None, False, reason, directory=policy.source)
 
 
-def _refuse_lockout(decision: Decision, policy: Policy, current: Mapping[str, str], after: Mapping[str, str],
-                    environ: Mapping[str, str], directories: Opener) -> Decision:
+def _refuse_lockout(
+    decision: Decision,
+    policy: Policy,
+    current: Mapping[str, str],
+    after: Mapping[str, str],
+    environ: Mapping[str, str],
+    directories: Opener,
+) -> Decision:
     """An admin may not move the directory or the admin group to one in which they are no admin:
     no one might be left who could change it back. A directory that cannot be asked denies."""
     user = decision.identity.user
@@ -257,6 +298,10 @@ def _refuse_lockout(decision: Decision, policy: Policy, current: Mapping[str, st
         return _denied(decision, policy, f"the directory after this change cannot be asked: {error_summary(err)}")
     if after["admin_group"] in groups:
         return decision
-    return _denied(decision, policy, f"{user} is not in the admin group {after['admin_group']} of the directory "
-                                     f"{after['directory']}: after this change no one known to be an admin could "
-                                     "change it back")
+    return _denied(
+        decision,
+        policy,
+        f"{user} is not in the admin group {after['admin_group']} of the directory "
+        f"{after['directory']}: after this change no one known to be an admin could "
+        "change it back",
+    )

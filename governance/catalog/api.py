@@ -173,8 +173,9 @@ class Catalog:
         if owed and checkpoints.path in owed and owed[checkpoints.path][1] <= seq:
             del owed[checkpoints.path]
 
-    def register_spec(self, session: Session, spec: Spec, actor: str, run_id: str | None = None,
-                      assurance: str | None = None) -> None:
+    def register_spec(
+        self, session: Session, spec: Spec, actor: str, run_id: str | None = None, assurance: str | None = None
+    ) -> None:
         """Keep the asset's current spec and a snapshot of every spec it ever had, in the caller's transaction."""
         key = str(spec.key)
         row = session.get(AssetRow, key)
@@ -183,23 +184,43 @@ class Catalog:
         body = spec.as_json
         action = ledger.Action.SPEC_REGISTERED if row is None else ledger.Action.SPEC_CHANGED
         previous = None if row is None else row.spec_hash
-        session.merge(AssetRow(key=key, domain=spec.key.domain, name=spec.key.name, zone=spec.body.zone,
-                               spec_hash=spec.hash, spec_json=body, updated_at=utcnow()))
+        session.merge(
+            AssetRow(
+                key=key,
+                domain=spec.key.domain,
+                name=spec.key.name,
+                zone=spec.body.zone,
+                spec_hash=spec.hash,
+                spec_json=body,
+                updated_at=utcnow(),
+            )
+        )
         known = session.exec(
             select(SpecSnapshot).where(SpecSnapshot.asset_key == key, SpecSnapshot.spec_hash == spec.hash)
         ).first()
         if known is None:
             session.add(SpecSnapshot(asset_key=key, spec_hash=spec.hash, spec_json=body, recorded_at=utcnow()))
         ledger.append(
-            session, actor=actor, action=action, asset=key, run_id=run_id, assurance=assurance,
+            session,
+            actor=actor,
+            action=action,
+            asset=key,
+            run_id=run_id,
+            assurance=assurance,
             details={"spec_hash": spec.hash, "previous_hash": previous, "file": str(spec.file)},
         )
 
     def start_attempt(self, attempt_id: str, key: AssetKey, run_id: str | None, requested_by: str) -> None:
         with self.session() as session:
-            session.add(Attempt(id=attempt_id, asset_key=str(key), run_id=run_id, requested_by=requested_by, started_at=utcnow()))
+            session.add(
+                Attempt(
+                    id=attempt_id, asset_key=str(key), run_id=run_id, requested_by=requested_by, started_at=utcnow()
+                )
+            )
 
-    def finish_attempt(self, session: Session, attempt_id: str, status: str, *, version: int | None = None, error: str | None = None) -> None:
+    def finish_attempt(
+        self, session: Session, attempt_id: str, status: str, *, version: int | None = None, error: str | None = None
+    ) -> None:
         attempt = session.get(Attempt, attempt_id)
         if attempt is None:
             return
@@ -248,7 +269,9 @@ class Catalog:
 
     def version_count(self, key: AssetKey) -> int:
         with self.session() as session:
-            return session.exec(select(func.count()).select_from(VersionRow).where(VersionRow.asset_key == str(key))).one()
+            return session.exec(
+                select(func.count()).select_from(VersionRow).where(VersionRow.asset_key == str(key))
+            ).one()
 
     def committed_numbers(self, key: AssetKey) -> set[int]:
         with self.session() as session:
@@ -269,7 +292,10 @@ class Catalog:
     def latest(self, key: AssetKey) -> VersionRow:
         with self.session() as session:
             row = session.exec(
-                select(VersionRow).where(VersionRow.asset_key == str(key)).order_by(col(VersionRow.number).desc()).limit(1)
+                select(VersionRow)
+                .where(VersionRow.asset_key == str(key))
+                .order_by(col(VersionRow.number).desc())
+                .limit(1)
             ).first()
         if row is None:
             raise NotFound(f"{key} has no committed version yet")
@@ -279,10 +305,17 @@ class Catalog:
         """The version a run reads: the one it produced itself, else the newest committed before it began."""
         with self.session() as session:
             base = select(VersionRow).where(VersionRow.asset_key == str(key))
-            own = session.exec(base.where(VersionRow.run_id == run_id).order_by(col(VersionRow.number).desc())).first() if run_id else None
-            row = own or session.exec(
-                base.where(VersionRow.created_at <= started_at).order_by(col(VersionRow.number).desc()).limit(1)
-            ).first()
+            own = (
+                session.exec(base.where(VersionRow.run_id == run_id).order_by(col(VersionRow.number).desc())).first()
+                if run_id
+                else None
+            )
+            row = (
+                own
+                or session.exec(
+                    base.where(VersionRow.created_at <= started_at).order_by(col(VersionRow.number).desc()).limit(1)
+                ).first()
+            )
         if row is None:
             raise NotFound(f"input {key} has no committed version to read; ingest or materialize it first")
         if row.status != VersionStatus.COMMITTED:
@@ -332,9 +365,13 @@ class Catalog:
     def sources_of(self, version_ids: list[int]) -> dict[int, tuple[BatchRow, list[SourceFile]]]:
         with self.session() as session:
             batches = list(session.exec(select(BatchRow).where(col(BatchRow.version_id).in_(version_ids))))
-            files = list(session.exec(
-                select(SourceFile).where(col(SourceFile.batch_pk).in_([b.id for b in batches])).order_by(col(SourceFile.path))
-            ))
+            files = list(
+                session.exec(
+                    select(SourceFile)
+                    .where(col(SourceFile.batch_pk).in_([b.id for b in batches]))
+                    .order_by(col(SourceFile.path))
+                )
+            )
         by_batch: dict[int, list[SourceFile]] = {}
         for f in files:
             by_batch.setdefault(f.batch_pk, []).append(f)
@@ -357,7 +394,11 @@ def _newest_mark(session: Session, key: AssetKey, column: str, name: str) -> str
     return session.exec(
         select(RelationalRead.high_water_to)
         .join(VersionRow, col(VersionRow.id) == col(RelationalRead.version_id))
-        .where(RelationalRead.asset_key == str(key), RelationalRead.incremental_column == column, RelationalRead.name == name)
+        .where(
+            RelationalRead.asset_key == str(key),
+            RelationalRead.incremental_column == column,
+            RelationalRead.name == name,
+        )
         .order_by(col(VersionRow.number).desc())
         .limit(1)
     ).first()
@@ -370,5 +411,7 @@ def check_mark_unchanged(session: Session, key: AssetKey, read: RelationalRead) 
         return
     now = _newest_mark(session, key, read.incremental_column, read.name)
     if now != read.high_water_from:
-        raise DuplicateBatch(f"another run of {key} committed rows of {read.name} up to {read.incremental_column} "
-                             f"{now} while this one read them; ingest again to read past it")
+        raise DuplicateBatch(
+            f"another run of {key} committed rows of {read.name} up to {read.incremental_column} "
+            f"{now} while this one read them; ingest again to read past it"
+        )

@@ -70,7 +70,9 @@ def _add_new_columns(engine: Engine) -> None:
                 default = f" DEFAULT {column.server_default.arg.text}" if column.server_default is not None else ""
                 # IF NOT EXISTS: two PostgreSQL processes may upgrade the same catalog at once.
                 guard = " IF NOT EXISTS" if engine.dialect.name == "postgresql" else ""
-                connection.exec_driver_sql(f'ALTER TABLE {table.name} ADD COLUMN{guard} "{column.name}" {kind}{default}')
+                connection.exec_driver_sql(
+                    f'ALTER TABLE {table.name} ADD COLUMN{guard} "{column.name}" {kind}{default}'
+                )
             for index in table.indexes:
                 index.create(connection, checkfirst=True)
 

@@ -77,14 +77,30 @@ class AssetEntry:
         # Field by field: dataclasses.asdict copies recursively, a third of `custody catalog --json`'s time.
         newest = self.newest
         return {
-            "key": self.key, "domain": self.domain, "zone": self.zone, "description": self.description,
-            "owner": self.owner, "producer": self.producer, "consumer": self.consumer,
-            "classification": self.classification, "pii": self.pii, "tags": self.tags, "columns": list(self.columns),
-            "spec_hash": self.spec_hash, "retired": self.retired, "versions": self.versions, "purged": self.purged,
+            "key": self.key,
+            "domain": self.domain,
+            "zone": self.zone,
+            "description": self.description,
+            "owner": self.owner,
+            "producer": self.producer,
+            "consumer": self.consumer,
+            "classification": self.classification,
+            "pii": self.pii,
+            "tags": self.tags,
+            "columns": list(self.columns),
+            "spec_hash": self.spec_hash,
+            "retired": self.retired,
+            "versions": self.versions,
+            "purged": self.purged,
             "critical": self.critical,
-            "newest": None if newest is None else {
-                "number": newest.number, "label": newest.label, "rows": newest.rows,
-                "created_at": newest.created_at.isoformat(), "requested_by": newest.requested_by,
+            "newest": None
+            if newest is None
+            else {
+                "number": newest.number,
+                "label": newest.label,
+                "rows": newest.rows,
+                "created_at": newest.created_at.isoformat(),
+                "requested_by": newest.requested_by,
             },
         }
 
@@ -99,10 +115,12 @@ class Filters:
     owner: str | None = None
 
     def keep(self, entry: AssetEntry) -> bool:
-        return ((self.search is None or entry.matches(self.search))
-                and (self.domain is None or entry.domain == self.domain)
-                and (self.classification is None or entry.classification == self.classification)
-                and (self.owner is None or entry.owner == self.owner))
+        return (
+            (self.search is None or entry.matches(self.search))
+            and (self.domain is None or entry.domain == self.domain)
+            and (self.classification is None or entry.classification == self.classification)
+            and (self.owner is None or entry.owner == self.owner)
+        )
 
 
 @dataclass(frozen=True)
@@ -123,7 +141,8 @@ class AssetDetail:
         """What the asset is, in words, as the CLI and Jupyter show it above its columns and versions."""
         entry = self.entry
         return {
-            "zone": entry.zone, "classification": entry.classification + (", pii" if entry.pii else ""),
+            "zone": entry.zone,
+            "classification": entry.classification + (", pii" if entry.pii else ""),
             "owner / producer / consumer": f"{entry.owner} / {entry.producer} / {entry.consumer}",
             "inputs": ", ".join(self.inputs) or "none (a landing asset)",
             **({"source": _source_words(self.spec["source"])} if self.spec.get("source") else {}),
@@ -139,14 +158,27 @@ class AssetDetail:
         if declared or self.entry.newest is None:
             return declared
         newest = next(v for v in self.versions if v.number == self.entry.newest.number)
-        return [{"name": f["name"], "type": f["type"] if isinstance(f["type"], str) else f["type"].get("type", "struct"),
-                 "nullable": f.get("nullable", True), "description": ""}
-                for f in json.loads(newest.table_schema).get("fields", [])]
+        return [
+            {
+                "name": f["name"],
+                "type": f["type"] if isinstance(f["type"], str) else f["type"].get("type", "struct"),
+                "nullable": f.get("nullable", True),
+                "description": "",
+            }
+            for f in json.loads(newest.table_schema).get("fields", [])
+        ]
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.entry.to_dict(), "spec": self.spec, "inputs": list(self.inputs), "dependents": list(self.dependents),
-                "columns": self.columns,
-                "versions": [row.model_dump(mode="json", exclude={"table_schema", "column_lineage"}) for row in self.versions]}
+        return {
+            **self.entry.to_dict(),
+            "spec": self.spec,
+            "inputs": list(self.inputs),
+            "dependents": list(self.dependents),
+            "columns": self.columns,
+            "versions": [
+                row.model_dump(mode="json", exclude={"table_schema", "column_lineage"}) for row in self.versions
+            ],
+        }
 
 
 def _source_words(source: dict[str, Any]) -> str:
@@ -162,8 +194,12 @@ def listing(catalog: Catalog, filters: Filters | None = None) -> list[AssetEntry
     """Every asset the catalog knows, in force or retired, sorted by key, that `filters` keep."""
     filters = filters or Filters()
     with catalog.session() as session:
-        specs = {key: (spec_hash, json.loads(body), False) for key, spec_hash, body in
-                 session.connection().execute(select(AssetRow.key, AssetRow.spec_hash, AssetRow.spec_json))}
+        specs = {
+            key: (spec_hash, json.loads(body), False)
+            for key, spec_hash, body in session.connection().execute(
+                select(AssetRow.key, AssetRow.spec_hash, AssetRow.spec_json)
+            )
+        }
         stats = _version_stats(session)
         retired = [key for key in sorted({*stats, *_retirements(session)}) if key not in specs]
         specs.update(_last_specs(session, retired))
@@ -178,8 +214,11 @@ def _version_stats(session: Session) -> dict[str, tuple[int, int, bool, NewestVe
         select(VersionRow.asset_key, VersionRow.status, func.count()).group_by(VersionRow.asset_key, VersionRow.status)
     ):
         counts.setdefault(key, {})[status] = count
-    critical = set(connection.execute(
-        select(VersionRow.asset_key).where(VersionRow.criticality == Criticality.CRITICAL.value).distinct()).scalars())
+    critical = set(
+        connection.execute(
+            select(VersionRow.asset_key).where(VersionRow.criticality == Criticality.CRITICAL.value).distinct()
+        ).scalars()
+    )
     top = (
         select(VersionRow.asset_key, func.max(VersionRow.number).label("number"))
         .where(VersionRow.status == VersionStatus.COMMITTED.value)
@@ -189,20 +228,29 @@ def _version_stats(session: Session) -> dict[str, tuple[int, int, bool, NewestVe
     newest = {
         row.asset_key: NewestVersion(row.number, row.label, row.rows, row.created_at, row.requested_by)
         for row in connection.execute(
-            select(VersionRow.asset_key, VersionRow.number, VersionRow.label, VersionRow.rows, VersionRow.created_at,
-                   VersionRow.requested_by)
-            .join(top, and_(VersionRow.asset_key == top.c.asset_key, VersionRow.number == top.c.number))
+            select(
+                VersionRow.asset_key,
+                VersionRow.number,
+                VersionRow.label,
+                VersionRow.rows,
+                VersionRow.created_at,
+                VersionRow.requested_by,
+            ).join(top, and_(VersionRow.asset_key == top.c.asset_key, VersionRow.number == top.c.number))
         )
     }
-    return {key: (sum(by_status.values()), by_status.get(VersionStatus.PURGED.value, 0), key in critical, newest.get(key))
-            for key, by_status in counts.items()}
+    return {
+        key: (sum(by_status.values()), by_status.get(VersionStatus.PURGED.value, 0), key in critical, newest.get(key))
+        for key, by_status in counts.items()
+    }
 
 
 def _retirements(session: Session) -> dict[str, str | None]:
     """The spec each retired asset had when its owner retired it, by asset (the latest retirement)."""
     rows = session.connection().execute(
         select(SpecApplication.asset_key, SpecApplication.previous_hash)
-        .where(col(SpecApplication.spec_hash).is_(None)).order_by(col(SpecApplication.id)))
+        .where(col(SpecApplication.spec_hash).is_(None))
+        .order_by(col(SpecApplication.id))
+    )
     return {key: previous for key, previous in rows}
 
 
@@ -214,28 +262,47 @@ def _last_specs(session: Session, keys: list[str]) -> dict[str, tuple[str, dict[
         return found
     last = _retirements(session)
     snapshots = session.scalars(
-        select(SpecSnapshot).where(col(SpecSnapshot.asset_key).in_(keys)).order_by(col(SpecSnapshot.id)))
+        select(SpecSnapshot).where(col(SpecSnapshot.asset_key).in_(keys)).order_by(col(SpecSnapshot.id))
+    )
     for row in snapshots:
         if found[row.asset_key][0] != last.get(row.asset_key):  # once it is the retired one, it stays
             found[row.asset_key] = (row.spec_hash, json.loads(row.spec_json), True)
     return found
 
 
-def _entry(key: str, spec_hash: str, body: dict[str, Any], retired: bool,
-           stats: tuple[int, int, bool, NewestVersion | None] | None) -> AssetEntry:
+def _entry(
+    key: str,
+    spec_hash: str,
+    body: dict[str, Any],
+    retired: bool,
+    stats: tuple[int, int, bool, NewestVersion | None] | None,
+) -> AssetEntry:
     versions, purged, critical, newest = stats or (0, 0, False, None)
     roles = body.get("roles", {})
     return AssetEntry(
-        key=key, zone=body.get("zone", ""), description=body.get("description", ""),
-        owner=roles.get("owner", ""), producer=roles.get("producer", ""), consumer=roles.get("consumer", ""),
-        classification=body.get("classification", ""), pii=bool(body.get("pii", False)),
-        tags=dict(body.get("tags", {})), columns=tuple(c["name"] for c in body.get("columns", [])),
-        spec_hash=spec_hash, retired=retired, versions=versions, purged=purged, critical=critical, newest=newest,
+        key=key,
+        zone=body.get("zone", ""),
+        description=body.get("description", ""),
+        owner=roles.get("owner", ""),
+        producer=roles.get("producer", ""),
+        consumer=roles.get("consumer", ""),
+        classification=body.get("classification", ""),
+        pii=bool(body.get("pii", False)),
+        tags=dict(body.get("tags", {})),
+        columns=tuple(c["name"] for c in body.get("columns", [])),
+        spec_hash=spec_hash,
+        retired=retired,
+        versions=versions,
+        purged=purged,
+        critical=critical,
+        newest=newest,
     )
 
 
 def _versions(session: Session, key: AssetKey) -> tuple[VersionRow, ...]:
-    return tuple(session.scalars(select(VersionRow).where(VersionRow.asset_key == str(key)).order_by(col(VersionRow.number))))
+    return tuple(
+        session.scalars(select(VersionRow).where(VersionRow.asset_key == str(key)).order_by(col(VersionRow.number)))
+    )
 
 
 def detail(catalog: Catalog, key: AssetKey) -> AssetDetail:
@@ -248,14 +315,22 @@ def detail(catalog: Catalog, key: AssetKey) -> AssetDetail:
         elif versions or str(key) in _retirements(session):
             spec_hash, body, retired = _last_specs(session, [str(key)])[str(key)]
         else:
-            raise NotFound(f"unknown asset {key}: the catalog has no spec and no version of it (custody catalog lists them)")
-        dependents = tuple(sorted(
-            other for other, spec_json in session.connection().execute(select(AssetRow.key, AssetRow.spec_json))
-            if str(key) in json.loads(spec_json).get("inputs", [])
-        ))
+            raise NotFound(
+                f"unknown asset {key}: the catalog has no spec and no version of it (custody catalog lists them)"
+            )
+        dependents = tuple(
+            sorted(
+                other
+                for other, spec_json in session.connection().execute(select(AssetRow.key, AssetRow.spec_json))
+                if str(key) in json.loads(spec_json).get("inputs", [])
+            )
+        )
     committed = [v for v in versions if v.status == VersionStatus.COMMITTED.value]
     top = committed[-1] if committed else None
-    stats = (len(versions), sum(v.status == VersionStatus.PURGED.value for v in versions),
-             any(v.criticality == Criticality.CRITICAL.value for v in versions),
-             NewestVersion(top.number, top.label, top.rows, top.created_at, top.requested_by) if top else None)
+    stats = (
+        len(versions),
+        sum(v.status == VersionStatus.PURGED.value for v in versions),
+        any(v.criticality == Criticality.CRITICAL.value for v in versions),
+        NewestVersion(top.number, top.label, top.rows, top.created_at, top.requested_by) if top else None,
+    )
     return AssetDetail(_entry(str(key), spec_hash, body, retired, stats), body, versions, dependents)

@@ -109,7 +109,10 @@ class VersionRow(SQLModel, table=True):
     __tablename__ = "version"
     # The catalog's listing counts versions by asset and status and finds each asset's newest
     # committed one from this index alone.
-    __table_args__ = (UniqueConstraint("asset_key", "number"), Index("ix_version_asset_status_number", "asset_key", "status", "number"))
+    __table_args__ = (
+        UniqueConstraint("asset_key", "number"),
+        Index("ix_version_asset_status_number", "asset_key", "status", "number"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     asset_key: str = Field(index=True)

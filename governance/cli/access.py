@@ -50,7 +50,11 @@ def access_check(
     spec = spec_of(custody, AssetKey.parse(asset))
     decisions = check(custody.policy, spec, identify(custody, as_user, password_stdin))
     data = [{"action": d.verb.value, "result": d.result, "reason": d.reason} for d in decisions]
-    show({"asset": str(spec.key), "user": as_user, "decisions": data}, as_json, lambda: render.decisions_table(str(spec.key), as_user, decisions))
+    show(
+        {"asset": str(spec.key), "user": as_user, "decisions": data},
+        as_json,
+        lambda: render.decisions_table(str(spec.key), as_user, decisions),
+    )
 
 
 def _change_role(verb: str, role: str, asset: str, user: str, by: str, password_stdin: bool, as_json: bool) -> None:
@@ -59,8 +63,16 @@ def _change_role(verb: str, role: str, asset: str, user: str, by: str, password_
 
     custody = open_custody(load_settings())
     spec = spec_of(custody, AssetKey.parse(asset))
-    change = change_role(custody.store, custody.policy, identify(custody, by, password_stdin), Verb(verb),
-                         parse_role(role), spec, user, custody.specs)
+    change = change_role(
+        custody.store,
+        custody.policy,
+        identify(custody, by, password_stdin),
+        Verb(verb),
+        parse_role(role),
+        spec,
+        user,
+        custody.specs,
+    )
     if as_json:
         emit_json(asdict(change))
         return
@@ -75,8 +87,12 @@ UserArgument = Annotated[str, typer.Argument(help="The user who gets or loses th
 
 @access_app.command("grant")
 def access_grant(
-    role: RoleArgument, asset: Annotated[str, typer.Argument(help="DOMAIN/NAME")], user: UserArgument,
-    by: ByUser, password_stdin: PasswordStdin = False, as_json: JsonOption = False,
+    role: RoleArgument,
+    asset: Annotated[str, typer.Argument(help="DOMAIN/NAME")],
+    user: UserArgument,
+    by: ByUser,
+    password_stdin: PasswordStdin = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Give USER a role on the asset: add them to the role's group in the directory. Needs the owner role."""
     _change_role("grant", role, asset, user, by, password_stdin, as_json)
@@ -84,8 +100,12 @@ def access_grant(
 
 @access_app.command("revoke")
 def access_revoke(
-    role: RoleArgument, asset: Annotated[str, typer.Argument(help="DOMAIN/NAME")], user: UserArgument,
-    by: ByUser, password_stdin: PasswordStdin = False, as_json: JsonOption = False,
+    role: RoleArgument,
+    asset: Annotated[str, typer.Argument(help="DOMAIN/NAME")],
+    user: UserArgument,
+    by: ByUser,
+    password_stdin: PasswordStdin = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Take a role away: remove USER from the role's group in the directory. Needs the owner role."""
     _change_role("revoke", role, asset, user, by, password_stdin, as_json)

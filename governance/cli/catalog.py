@@ -15,10 +15,19 @@ from governance.zones import AssetKey
 
 @app.command()
 def catalog(
-    asset: Annotated[str | None, typer.Argument(help="Show this asset whole instead of the list.", metavar="ASSET")] = None,
-    search: Annotated[str | None, typer.Option(help="Only assets whose name, description, a column name or a tag contains TEXT (any case).", metavar="TEXT")] = None,
+    asset: Annotated[
+        str | None, typer.Argument(help="Show this asset whole instead of the list.", metavar="ASSET")
+    ] = None,
+    search: Annotated[
+        str | None,
+        typer.Option(
+            help="Only assets whose name, description, a column name or a tag contains TEXT (any case).", metavar="TEXT"
+        ),
+    ] = None,
     domain: Annotated[str | None, typer.Option(help="Only the assets of this domain.")] = None,
-    classification: Annotated[Classification | None, typer.Option(help="Only assets of this classification.", case_sensitive=False)] = None,
+    classification: Annotated[
+        Classification | None, typer.Option(help="Only assets of this classification.", case_sensitive=False)
+    ] = None,
     owner: Annotated[str | None, typer.Option(help="Only assets this group owns.", metavar="GROUP")] = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -30,8 +39,10 @@ def catalog(
     store = open_catalog(load_settings())
     if asset is not None:
         if search or domain or classification or owner:
-            raise typer.BadParameter("--search, --domain, --classification and --owner narrow the list: give no ASSET with them",
-                                     param_hint="ASSET")
+            raise typer.BadParameter(
+                "--search, --domain, --classification and --owner narrow the list: give no ASSET with them",
+                param_hint="ASSET",
+            )
         found = detail(store, AssetKey.parse(asset))
         if as_json:
             emit_json(found.to_dict())

@@ -37,18 +37,30 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 State = {"verbose": False}
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
-AsUser = Annotated[str, typer.Option("--as", help="The user the request is made for (recorded in the ledger).", metavar="USER")]
-ByUser = Annotated[str, typer.Option("--by", help="The user making the change (recorded in the ledger).", metavar="USER")]
-PasswordStdin = Annotated[bool, typer.Option(
-    "--password-stdin",
-    help="Read the user's directory password from stdin and verify it (or set CUSTODY_PASSWORD): "
-         "the ledger then records a verified identity instead of an asserted one.",
-)]
+AsUser = Annotated[
+    str, typer.Option("--as", help="The user the request is made for (recorded in the ledger).", metavar="USER")
+]
+ByUser = Annotated[
+    str, typer.Option("--by", help="The user making the change (recorded in the ledger).", metavar="USER")
+]
+PasswordStdin = Annotated[
+    bool,
+    typer.Option(
+        "--password-stdin",
+        help="Read the user's directory password from stdin and verify it (or set CUSTODY_PASSWORD): "
+        "the ledger then records a verified identity instead of an asserted one.",
+    ),
+]
 DepthOption = Annotated[int | None, typer.Option(min=0, help="How many levels to show (default: all, up to 100).")]
 
 
 @app.callback()
-def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show full tracebacks on errors, and Dagster's own log lines of a run.")] = False) -> None:
+def _main(
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", help="Show full tracebacks on errors, and Dagster's own log lines of a run."),
+    ] = False,
+) -> None:
     State["verbose"] = verbose
 
 

@@ -34,15 +34,19 @@ from governance.zones import AssetKey
 
 feeds_app = group("feeds", "Feeds: sources downloaded on a period, kept in hourly archives, landed hour by hour.")
 
-FeedArgs = Annotated[list[str] | None, typer.Argument(help="Feed assets as DOMAIN/NAME (default: every feed).", show_default=False)]
-FromOption = Annotated[str, typer.Option("--from", help="Start: ISO 8601 UTC, rounded down to the hour.", metavar="TIME")]
+FeedArgs = Annotated[
+    list[str] | None, typer.Argument(help="Feed assets as DOMAIN/NAME (default: every feed).", show_default=False)
+]
+FromOption = Annotated[
+    str, typer.Option("--from", help="Start: ISO 8601 UTC, rounded down to the hour.", metavar="TIME")
+]
 ToOption = Annotated[str, typer.Option("--to", help="End: ISO 8601 UTC, rounded up to the hour.", metavar="TIME")]
 STATUS_EVERY = 10.0
 # How `collect` words each of its events for a person; `--json` prints them as they are.
 HUMAN = {
     "started": "replica {replica} collecting {feeds} into {store}; Ctrl-C stops",
     "status": "{downloads:,} downloads kept, {unchanged:,} unchanged, {failed_ticks:,} failed, {missed:,} missed, "
-              "{archives:,} archives uploaded; max lag {max_lag_seconds:.3f}s",
+    "{archives:,} archives uploaded; max lag {max_lag_seconds:.3f}s",
     "failed": "{feed}: download failed: {error}",
     "uploaded": "{feed}: uploaded {archive} ({downloads:,} downloads)",
     "store_error": "{during} failed, tried again next time: {error}",
@@ -76,10 +80,16 @@ def _store(settings):
 @feeds_app.command("collect")
 def feeds_collect(
     feeds: FeedArgs = None,
-    replica: Annotated[str, typer.Option("--replica", help="This collector's name in the store (default: the host's name).",
-                                         metavar="NAME")] = "",
+    replica: Annotated[
+        str,
+        typer.Option(
+            "--replica", help="This collector's name in the store (default: the host's name).", metavar="NAME"
+        ),
+    ] = "",
     workers: Annotated[int, typer.Option(min=1, max=256, help="Downloads in progress at once.")] = 16,
-    as_json: Annotated[bool, typer.Option("--json", help="JSON lines on stdout: events and a status line every 10s.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="JSON lines on stdout: events and a status line every 10s.")
+    ] = False,
 ) -> None:
     """Download each feed on its period until stopped, pack every finished hour into an archive and
     upload it to the feed store, and each minute merge the archives replicas uploaded for an ended
@@ -122,8 +132,15 @@ def feeds_collect(
                 reported.add(refused.reason)
                 _refused(custody, name, refused.reason)
         for merged in done.consolidated:
-            say({"event": "consolidated", "feed": merged.feed, "hour": merged.hour.isoformat(), "rounds": merged.rounds,
-                 "archive": merged.archive.archive.name if merged.archive else None})
+            say(
+                {
+                    "event": "consolidated",
+                    "feed": merged.feed,
+                    "hour": merged.hour.isoformat(),
+                    "rounds": merged.rounds,
+                    "archive": merged.archive.archive.name if merged.archive else None,
+                }
+            )
 
     collector = Collector(plans, workspace, store, emit=say, workers=workers, every_minute=tend_now)
 
@@ -164,7 +181,17 @@ def _refused(custody, replica: str, reason: str, command: str = "feeds collect")
 
 
 def _totals(status: dict[str, dict]) -> dict[str, Any]:
-    keys = ("downloads", "unchanged", "empty", "failed_attempts", "failed_ticks", "missed", "paused", "bytes", "archives")
+    keys = (
+        "downloads",
+        "unchanged",
+        "empty",
+        "failed_attempts",
+        "failed_ticks",
+        "missed",
+        "paused",
+        "bytes",
+        "archives",
+    )
     totals = {key: sum(counts[key] for counts in status.values()) for key in keys}
     totals["max_lag_seconds"] = round(max((c["max_lag_seconds"] for c in status.values()), default=0.0), 3)
     return totals
@@ -172,15 +199,18 @@ def _totals(status: dict[str, dict]) -> dict[str, Any]:
 
 def _printer(as_json: bool):
     if as_json:
+
         def line(event: dict) -> None:
             sys.stdout.write(json.dumps(event, sort_keys=True) + "\n")
             sys.stdout.flush()
+
         return line
     report = progress_printer()
 
     def human(event: dict) -> None:
         shown = {**event, "feeds": ", ".join(event.get("feeds", ()))}
         report(HUMAN[event["event"]].format_map(shown))
+
     return human
 
 
@@ -196,12 +226,29 @@ def feeds_consolidate(feeds: FeedArgs = None, as_json: JsonOption = False) -> in
     settings = load_settings()
     custody = open_custody(settings)
     specs = _feed_specs(custody, feeds)
-    done = tend(_store(settings), specs, settings.feeds_workspace / "consolidating", utc_now(),
-                lake=Lake(settings.lake), catalog=custody.store)
-    merged = [{"feed": m.feed, "hour": m.hour.isoformat(), "archive": m.archive.archive.name if m.archive else None,
-               "rounds": m.rounds, "bytes_read": m.bytes_read, "bytes_written": m.bytes_written, "deleted": m.deleted}
-              for m in done.consolidated]
-    dropped = [{"feed": d.feed, "hour": d.hour.isoformat(), "batch": d.batch_id, "files": d.files} for d in done.dropped]
+    done = tend(
+        _store(settings),
+        specs,
+        settings.feeds_workspace / "consolidating",
+        utc_now(),
+        lake=Lake(settings.lake),
+        catalog=custody.store,
+    )
+    merged = [
+        {
+            "feed": m.feed,
+            "hour": m.hour.isoformat(),
+            "archive": m.archive.archive.name if m.archive else None,
+            "rounds": m.rounds,
+            "bytes_read": m.bytes_read,
+            "bytes_written": m.bytes_written,
+            "deleted": m.deleted,
+        }
+        for m in done.consolidated
+    ]
+    dropped = [
+        {"feed": d.feed, "hour": d.hour.isoformat(), "batch": d.batch_id, "files": d.files} for d in done.dropped
+    ]
     refused = [{"feed": r.feed, "hour": r.hour.isoformat(), "reason": r.reason} for r in done.refused]
     for item in refused:
         _refused(custody, "", item["reason"], command="feeds consolidate")
@@ -209,12 +256,16 @@ def feeds_consolidate(feeds: FeedArgs = None, as_json: JsonOption = False) -> in
         emit_json({"consolidated": merged, "dropped": dropped, "refused": refused})
         return 1 if refused else 0
     for item in merged:
-        typer.echo(f"{item['feed']} {item['hour'][:13]}: merged into {item['archive']} in {item['rounds']} round(s), "
-                   f"{item['deleted']} archive(s) deleted")
+        typer.echo(
+            f"{item['feed']} {item['hour'][:13]}: merged into {item['archive']} in {item['rounds']} round(s), "
+            f"{item['deleted']} archive(s) deleted"
+        )
     for item in dropped:
         typer.echo(f"{item['feed']} {item['hour'][:13]}: dropped as batch {item['batch']} ({item['files']:,} files)")
     for item in refused:
-        err_console.print(printable(f"error: {item['feed']} {item['hour'][:13]} left as it is: {item['reason']}"), markup=False)
+        err_console.print(
+            printable(f"error: {item['feed']} {item['hour'][:13]} left as it is: {item['reason']}"), markup=False
+        )
     if not merged and not dropped and not refused:
         typer.echo("nothing to merge or drop")
     return 1 if refused else 0
@@ -226,7 +277,9 @@ def feeds_retrieve(
     start: FromOption,
     end: ToOption,
     to_dir: Annotated[Path | None, typer.Option("--to-dir", help="Where to unpack (default: ./<feed>-<from>).")] = None,
-    collapse: Annotated[bool, typer.Option("--collapse", help="All downloads in one folder, not one per hour.")] = False,
+    collapse: Annotated[
+        bool, typer.Option("--collapse", help="All downloads in one folder, not one per hour.")
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Unpack the archives of a time range into a folder: one folder per hour (<feed>/yyyy/mm/dd/hh),
@@ -243,8 +296,16 @@ def feeds_retrieve(
     target = to_dir or Path(f"{feed_id(spec.key)}-{since.strftime('%Y%m%dT%H')}")
     got = retrieve(_store(settings), feed_id(spec.key), since, until, target.absolute(), collapse=collapse)
     if as_json:
-        emit_json({"feed": str(spec.key), "hours": got.hours, "archives": got.archives, "files": got.files,
-                   "bytes": got.bytes, "target": str(got.target)})
+        emit_json(
+            {
+                "feed": str(spec.key),
+                "hours": got.hours,
+                "archives": got.archives,
+                "files": got.files,
+                "bytes": got.bytes,
+                "target": str(got.target),
+            }
+        )
         return
     typer.echo(f"{got.files:,} downloads ({got.bytes:,} bytes) of {got.hours} hour(s) in {got.target}")
 
@@ -274,17 +335,28 @@ def feeds_delete(
         raise InvalidInput(f"--to {end} is not after --from {start}")
     identity = identify(custody, by, password_stdin)
     decision = custody.policy.decide(identity, Verb.FEED_DELETE, None)
-    enforce(custody.store, decision, details={"feed": str(spec.key), "from": since.isoformat(), "to": until.isoformat()})
+    enforce(
+        custody.store, decision, details={"feed": str(spec.key), "from": since.isoformat(), "to": until.isoformat()}
+    )
     removed: list = []
     try:
         removed += delete(_store(settings), feed_id(spec.key), since, until)
     finally:
         # Recorded even when the store fails part-way: what went is in the ledger.
         with custody.store.session() as session:
-            ledger.append(session, actor=identity.user, action=ledger.Action.FEED_DELETED, asset=str(spec.key),
-                          assurance=identity.assurance.value,
-                          details={"from": since.isoformat(), "to": until.isoformat(),
-                                   "archives": [s.archive.name for s in removed], "bytes": sum(s.bytes for s in removed)})
+            ledger.append(
+                session,
+                actor=identity.user,
+                action=ledger.Action.FEED_DELETED,
+                asset=str(spec.key),
+                assurance=identity.assurance.value,
+                details={
+                    "from": since.isoformat(),
+                    "to": until.isoformat(),
+                    "archives": [s.archive.name for s in removed],
+                    "bytes": sum(s.bytes for s in removed),
+                },
+            )
     if as_json:
         emit_json({"feed": str(spec.key), "deleted": [s.archive.name for s in removed]})
         return
@@ -309,9 +381,17 @@ def feeds_status(as_json: JsonOption = False) -> None:
         last = max((r["feeds"].get(name, {}).get("last_download") or "" for r in seen), default="") or None
         failed = sum(r["feeds"].get(name, {}).get("failed_ticks", 0) for r in seen)
         hours = store.hours(name)
-        rows.append({"feed": str(spec.key), "every": spec.feed.every, "last_download": last, "failed_ticks": failed,
-                     "hours_archived": len(hours), "last_hour": hours[-1].isoformat() if hours else None,
-                     "store_bytes": store.size(name)})
+        rows.append(
+            {
+                "feed": str(spec.key),
+                "every": spec.feed.every,
+                "last_download": last,
+                "failed_ticks": failed,
+                "hours_archived": len(hours),
+                "last_hour": hours[-1].isoformat() if hours else None,
+                "store_bytes": store.size(name),
+            }
+        )
     if as_json:
         emit_json({"store": settings.feeds_store, "feeds": rows, "replicas": seen})
         return
@@ -319,9 +399,18 @@ def feeds_status(as_json: JsonOption = False) -> None:
     for column in ("feed", "every", "last download (UTC)", "failed", "hours", "last hour", "bytes"):
         table.add_column(column, no_wrap=column != "feed")
     for row in rows:
-        table.add_row(escape(row["feed"]), row["every"], (row["last_download"] or "-")[:23].replace("T", " "), str(row["failed_ticks"]),
-                      str(row["hours_archived"]), (row["last_hour"] or "-")[:13], f"{row['store_bytes']:,}")
+        table.add_row(
+            escape(row["feed"]),
+            row["every"],
+            (row["last_download"] or "-")[:23].replace("T", " "),
+            str(row["failed_ticks"]),
+            str(row["hours_archived"]),
+            (row["last_hour"] or "-")[:13],
+            f"{row['store_bytes']:,}",
+        )
     render.stdout_console().print(table)
     for replica in seen:
         state = "running" if replica["running"] else "stopped" if replica.get("stopped") else "silent (not running)"
-        typer.echo(printable(f"replica {replica['replica']} on {replica['host']}: {state}, last wrote {replica['seen'][:19]}"))
+        typer.echo(
+            printable(f"replica {replica['replica']} on {replica['host']}: {state}, last wrote {replica['seen'][:19]}")
+        )

@@ -36,9 +36,17 @@ def ledger_show(
     asset: Annotated[str | None, typer.Option(help="Only entries about DOMAIN/NAME.")] = None,
     version: Annotated[int | None, typer.Option(help="Only entries about this version number.")] = None,
     actor: Annotated[str | None, typer.Option(help="Only entries by this user.")] = None,
-    action: Annotated[str | None, typer.Option(help="Only this action, or this family: read, ingestion, ingestion.committed…")] = None,
+    action: Annotated[
+        str | None, typer.Option(help="Only this action, or this family: read, ingestion, ingestion.committed…")
+    ] = None,
     run: Annotated[str | None, typer.Option(help="Only entries of this run id.")] = None,
-    since: Annotated[str | None, typer.Option(help="Only entries at or after this time (ISO 8601, UTC unless it says; a date means its midnight).", metavar="TIME")] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            help="Only entries at or after this time (ISO 8601, UTC unless it says; a date means its midnight).",
+            metavar="TIME",
+        ),
+    ] = None,
     until: Annotated[str | None, typer.Option(help="Only entries before this time (ISO 8601).", metavar="TIME")] = None,
     from_seq: Annotated[int, typer.Option(min=1, help="Start at this sequence number.")] = 1,
     limit: Annotated[int | None, typer.Option(min=1, help="At most this many entries.")] = None,
@@ -47,8 +55,17 @@ def ledger_show(
     """Ledger entries in sequence order; page with --from-seq and --limit."""
     if asset:
         AssetKey.parse(asset)
-    where = ledger.LedgerFilter(asset=asset, version=version, actor=actor, action=action, run_id=run,
-                                since=_moment(since, "--since"), until=_moment(until, "--until"), from_seq=from_seq, limit=limit)
+    where = ledger.LedgerFilter(
+        asset=asset,
+        version=version,
+        actor=actor,
+        action=action,
+        run_id=run,
+        since=_moment(since, "--since"),
+        until=_moment(until, "--until"),
+        from_seq=from_seq,
+        limit=limit,
+    )
     with open_catalog(load_settings()).session() as session:
         found = ledger.entries(session, where)
     if as_json:
@@ -89,17 +106,31 @@ def ledger_verify(as_json: JsonOption = False) -> int:
         result = ledger.verify(session, catalog.checkpoints)
     unfinished = [path.name for path in leftovers(catalog, settings.ledger_segments)]
     if unfinished:
-        err_console.print(f"notice: an interrupted rollover left {len(unfinished)} file(s) in {settings.ledger_segments} "
-                          f"({', '.join(unfinished)}); the ledger reads right without them, and the next "
-                          "`custody ledger rollover` or `maintain` finishes or removes them", markup=False)
+        err_console.print(
+            f"notice: an interrupted rollover left {len(unfinished)} file(s) in {settings.ledger_segments} "
+            f"({', '.join(unfinished)}); the ledger reads right without them, and the next "
+            "`custody ledger rollover` or `maintain` finishes or removes them",
+            markup=False,
+        )
     if as_json:
-        emit_json({"ok": result.ok, "checkpoint_file": str(catalog.checkpoints.path),
-                   "checkpoints_verified": result.checkpoints_verified, "entries": result.entries,
-                   "first_bad_seq": result.first_bad_seq, "reason": result.reason, "checkpoints": result.checkpoints,
-                   "problems": list(result.problems), "unfinished_rollover": unfinished})
+        emit_json(
+            {
+                "ok": result.ok,
+                "checkpoint_file": str(catalog.checkpoints.path),
+                "checkpoints_verified": result.checkpoints_verified,
+                "entries": result.entries,
+                "first_bad_seq": result.first_bad_seq,
+                "reason": result.reason,
+                "checkpoints": result.checkpoints,
+                "problems": list(result.problems),
+                "unfinished_rollover": unfinished,
+            }
+        )
     elif result.ok:
-        summary = (f"{result.entries} entries, chain intact, {result.checkpoints} checkpoint(s) matched "
-                   f"in {catalog.checkpoints.path}")
+        summary = (
+            f"{result.entries} entries, chain intact, {result.checkpoints} checkpoint(s) matched "
+            f"in {catalog.checkpoints.path}"
+        )
         render.stdout_console().print(f"ledger ok: {summary}" if result.checkpoints_verified else summary, markup=False)
     if not result.checkpoints_verified:
         err_console.print(f"notice: checkpoints are not verified: {KEY_VARIABLE} is not set", markup=False)
@@ -121,7 +152,15 @@ def _first_problem(result: ledger.Verification) -> str:
 
 @ledger_app.command("rollover")
 def ledger_rollover(
-    older_than: Annotated[float | None, typer.Option("--older-than", min=0, help="Move entries older than this many days (default: CUSTODY_LEDGER_ROLLOVER_DAYS, else 30).", metavar="DAYS")] = None,
+    older_than: Annotated[
+        float | None,
+        typer.Option(
+            "--older-than",
+            min=0,
+            help="Move entries older than this many days (default: CUSTODY_LEDGER_ROLLOVER_DAYS, else 30).",
+            metavar="DAYS",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Move old entries out of the hot table into compressed segment files; show and verify still read them.
@@ -143,8 +182,24 @@ def ledger_rollover(
 
 @ledger_app.command("age-off")
 def ledger_age_off(
-    older_than: Annotated[float | None, typer.Option("--older-than", min=0, help="Delete segments whose entries are all older than this many days (default: CUSTODY_LEDGER_RETENTION_DAYS).", metavar="DAYS")] = None,
-    max_bytes: Annotated[int | None, typer.Option("--max-bytes", min=1, help="Keep the segments within this size: beyond it, delete the oldest down to 90 % (default: CUSTODY_LEDGER_MAX_BYTES).", metavar="BYTES")] = None,
+    older_than: Annotated[
+        float | None,
+        typer.Option(
+            "--older-than",
+            min=0,
+            help="Delete segments whose entries are all older than this many days (default: CUSTODY_LEDGER_RETENTION_DAYS).",
+            metavar="DAYS",
+        ),
+    ] = None,
+    max_bytes: Annotated[
+        int | None,
+        typer.Option(
+            "--max-bytes",
+            min=1,
+            help="Keep the segments within this size: beyond it, delete the oldest down to 90 % (default: CUSTODY_LEDGER_MAX_BYTES).",
+            metavar="BYTES",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Delete the oldest ledger segments past the retention age or beyond a size budget; the rest stays verifiable.
@@ -159,14 +214,24 @@ def ledger_age_off(
     if older_than is None and max_bytes is None:
         retention = LedgerRetention.from_environ(os.environ)
         if not retention.ages_off:
-            raise typer.BadParameter("say how much to keep: --older-than DAYS, --max-bytes BYTES, or both "
-                                     "(or set CUSTODY_LEDGER_RETENTION_DAYS, CUSTODY_LEDGER_MAX_BYTES)", param_hint="--older-than")
+            raise typer.BadParameter(
+                "say how much to keep: --older-than DAYS, --max-bytes BYTES, or both "
+                "(or set CUSTODY_LEDGER_RETENTION_DAYS, CUSTODY_LEDGER_MAX_BYTES)",
+                param_hint="--older-than",
+            )
         keep_for, max_bytes = retention.keep_for, retention.max_bytes
     else:
         keep_for = timedelta(days=older_than) if older_than is not None else None
     settings = load_settings()
-    report = age_off(open_catalog(settings), settings.ledger_segments, older_than=keep_for, max_bytes=max_bytes,
-                     actor=os_user(), assurance=Assurance.ASSERTED, progress=progress_printer())
+    report = age_off(
+        open_catalog(settings),
+        settings.ledger_segments,
+        older_than=keep_for,
+        max_bytes=max_bytes,
+        actor=os_user(),
+        assurance=Assurance.ASSERTED,
+        progress=progress_printer(),
+    )
     if as_json:
         emit_json(asdict(report))
         return
@@ -185,8 +250,14 @@ def ledger_maintain(as_json: JsonOption = False) -> None:
     retention = LedgerRetention.from_environ(os.environ)
     settings = load_settings()
     catalog = open_catalog(settings)
-    report = maintain(catalog, settings.ledger_segments, retention, actor=os_user(), assurance=Assurance.ASSERTED,
-                      progress=progress_printer())
+    report = maintain(
+        catalog,
+        settings.ledger_segments,
+        retention,
+        actor=os_user(),
+        assurance=Assurance.ASSERTED,
+        progress=progress_printer(),
+    )
     if as_json:
         emit_json(asdict(report))
         return
@@ -194,7 +265,9 @@ def ledger_maintain(as_json: JsonOption = False) -> None:
     if report.age_off is not None:
         _print_age_off(report.age_off)
     else:
-        render.stdout_console().print("no age-off: neither CUSTODY_LEDGER_RETENTION_DAYS nor CUSTODY_LEDGER_MAX_BYTES is set", markup=False)
+        render.stdout_console().print(
+            "no age-off: neither CUSTODY_LEDGER_RETENTION_DAYS nor CUSTODY_LEDGER_MAX_BYTES is set", markup=False
+        )
 
 
 def _print_rollover(report: RolloverReport) -> None:
@@ -209,4 +282,6 @@ def _print_rollover(report: RolloverReport) -> None:
 def _print_age_off(report: AgeOffReport) -> None:
     where = f"; the ledger now begins after entry {report.horizon}" if report.horizon else ""
     render.stdout_console().print(
-        f"aged off {len(report.segments)} segment(s), {report.entries:,} entries, {report.bytes:,} B{where}", markup=False)
+        f"aged off {len(report.segments)} segment(s), {report.entries:,} entries, {report.bytes:,} B{where}",
+        markup=False,
+    )

@@ -21,15 +21,25 @@ from governance.cli.common import (
 from governance.errors import InvalidInput
 from governance.zones import VersionRef
 
-lineage_app = group("lineage", "Lineage of versions as pictures and for graph tools; column lineage down to the DropZone fields.")
+lineage_app = group(
+    "lineage", "Lineage of versions as pictures and for graph tools; column lineage down to the DropZone fields."
+)
 
 
 @lineage_app.command("columns")
 def lineage_columns(
     version: Annotated[str, typer.Argument(help="DOMAIN/NAME@N")],
     column: Annotated[str | None, typer.Argument(help="Follow this column back, version by version.")] = None,
-    origins: Annotated[bool, typer.Option("--origins", help="Only where COLUMN's values begin: DropZone fields and their files.")] = False,
-    direct: Annotated[bool, typer.Option("--direct", help="Only DIRECT dependencies: where the values flow from, not what filters, joins or groups them.")] = False,
+    origins: Annotated[
+        bool, typer.Option("--origins", help="Only where COLUMN's values begin: DropZone fields and their files.")
+    ] = False,
+    direct: Annotated[
+        bool,
+        typer.Option(
+            "--direct",
+            help="Only DIRECT dependencies: where the values flow from, not what filters, joins or groups them.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Which input columns each column of a version derives from, DIRECT or INDIRECT, and how.
@@ -46,12 +56,14 @@ def lineage_columns(
         show(found.to_dict(), as_json, lambda: render.column_overview(found))
     elif origins:
         begins = column_trace.origins(catalog, ref, column, direct_only=direct)
-        show({"version": str(ref), "column": column, "origins": [o.to_dict() for o in begins]}, as_json,
-               lambda: render.origins_tree(str(ref), column, begins))
+        show(
+            {"version": str(ref), "column": column, "origins": [o.to_dict() for o in begins]},
+            as_json,
+            lambda: render.origins_tree(str(ref), column, begins),
+        )
     else:
         tree = column_trace.column_tree(catalog, ref, column, direct_only=direct)
         show(tree.to_dict(), as_json, lambda: render.column_tree(tree))
-
 
 
 class GraphFormat(StrEnum):
@@ -66,9 +78,16 @@ class GraphFormat(StrEnum):
 def lineage_graph(
     version: Annotated[str, typer.Argument(help="The version: DOMAIN/NAME@N.", metavar="ASSET@N")],
     output: Annotated[Path, typer.Option("--output", "-o", help="The file to write.", metavar="FILE")],
-    graph_format: Annotated[GraphFormat | None, typer.Option("--format", help="What to write (default: FILE's suffix).")] = None,
-    impact: Annotated[bool, typer.Option("--impact", help="Every version built from it, instead of those it was built from.")] = False,
-    column: Annotated[str | None, typer.Option("--columns", help="The lineage of this column, back to its DropZone fields.", metavar="COLUMN")] = None,
+    graph_format: Annotated[
+        GraphFormat | None, typer.Option("--format", help="What to write (default: FILE's suffix).")
+    ] = None,
+    impact: Annotated[
+        bool, typer.Option("--impact", help="Every version built from it, instead of those it was built from.")
+    ] = False,
+    column: Annotated[
+        str | None,
+        typer.Option("--columns", help="The lineage of this column, back to its DropZone fields.", metavar="COLUMN"),
+    ] = None,
     depth: DepthOption = None,
     max_nodes: Annotated[int, typer.Option(min=1, help="Refuse a larger graph.")] = 5_000,
     force: Annotated[bool, typer.Option("--force", help="Replace FILE if it exists.")] = False,
@@ -88,7 +107,9 @@ def lineage_graph(
         raise typer.BadParameter(f"cannot tell the format from {output.name!r}: give --format", param_hint="--format")
     drawn = build(open_catalog(load_settings()), VersionRef.parse(version), impact=impact, column=column, depth=depth)
     if len(drawn) > max_nodes:
-        raise InvalidInput(f"the {drawn.title} has {len(drawn):,} nodes, more than --max-nodes {max_nodes:,}: "
-                           "draw fewer levels with --depth K, or raise --max-nodes")
+        raise InvalidInput(
+            f"the {drawn.title} has {len(drawn):,} nodes, more than --max-nodes {max_nodes:,}: "
+            "draw fewer levels with --depth K, or raise --max-nodes"
+        )
     written = save(drawn, output, kind, force=force)
     err_console.print(f"wrote {output} ({kind}, {len(drawn):,} nodes, {len(drawn.edges):,} edges, {written:,} bytes)")

@@ -32,8 +32,12 @@ PAGE = 50
 def versions(
     asset: Annotated[str, typer.Argument(help="DOMAIN/NAME")],
     limit: Annotated[int, typer.Option("--limit", min=1, help="Show at most this many versions, the newest.")] = PAGE,
-    before: Annotated[int | None, typer.Option("--before", min=1, metavar="N",
-                                               help="Only versions numbered below N: the page before one that starts at N.")] = None,
+    before: Annotated[
+        int | None,
+        typer.Option(
+            "--before", min=1, metavar="N", help="Only versions numbered below N: the page before one that starts at N."
+        ),
+    ] = None,
     everything: Annotated[bool, typer.Option("--all", help="Every version, oldest first (JSON is streamed).")] = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -46,16 +50,23 @@ def versions(
     if not total and not catalog.has_asset(key):
         raise NotFound(f"unknown asset {key}: no version and no spec registered")
     if as_json:
-        stream_json(row.model_dump() for row in (catalog.iter_versions(key) if everything
-                                                  else catalog.versions_page(key, limit, before)))
+        stream_json(
+            row.model_dump()
+            for row in (catalog.iter_versions(key) if everything else catalog.versions_page(key, limit, before))
+        )
         return
     rows = list(catalog.iter_versions(key)) if everything else catalog.versions_page(key, limit, before)
     console = render.stdout_console()
     console.print(render.versions_table(str(key), rows, total, width=console.width))
 
 
-AllNodes = Annotated[bool, typer.Option(
-    "--all", help=f"The whole tree even past {SUMMARY_OVER:,} versions (else a summary: versions per asset and depth).")]
+AllNodes = Annotated[
+    bool,
+    typer.Option(
+        "--all",
+        help=f"The whole tree even past {SUMMARY_OVER:,} versions (else a summary: versions per asset and depth).",
+    ),
+]
 
 
 @app.command()
@@ -91,10 +102,14 @@ def _show_lineage(ref: VersionRef, direction: Direction, depth: int | None, ever
 
 @app.command()
 def read(
-    target: Annotated[str, typer.Argument(help="DOMAIN/NAME@N, or DOMAIN/NAME for its newest version.", metavar="ASSET[@N]")],
+    target: Annotated[
+        str, typer.Argument(help="DOMAIN/NAME@N, or DOMAIN/NAME for its newest version.", metavar="ASSET[@N]")
+    ],
     as_user: AsUser,
     limit: Annotated[int, typer.Option(min=0, help="At most this many rows.")] = 20,
-    columns: Annotated[list[str] | None, typer.Option("--column", "-c", help="Only this column (repeat for more).", show_default=False)] = None,
+    columns: Annotated[
+        list[str] | None, typer.Option("--column", "-c", help="Only this column (repeat for more).", show_default=False)
+    ] = None,
     password_stdin: PasswordStdin = False,
     as_json: JsonOption = False,
 ) -> None:

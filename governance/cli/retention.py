@@ -42,8 +42,15 @@ def status(
     from governance.access.guard import authorize
     from governance.access.policy import Verb
 
-    authorize(custody.store, custody.policy, identity, Verb.STATUS, custody.specs.get(ref.key), version=ref.number,
-              details={"to": status_value.value})
+    authorize(
+        custody.store,
+        custody.policy,
+        identity,
+        Verb.STATUS,
+        custody.specs.get(ref.key),
+        version=ref.number,
+        details={"to": status_value.value},
+    )
     change = set_status(custody.store, ref, status_value, by, identity.assurance)
     if as_json:
         emit_json(asdict(change))
@@ -51,15 +58,26 @@ def status(
     console = render.stdout_console()
     console.print(f"{change.ref}: {change.before} -> {change.after}", markup=False)
     if change.after == Criticality.CRITICAL:
-        console.print(f"protected: {change.ref} and {change.protected_upstream} version(s) upstream of it", markup=False)
+        console.print(
+            f"protected: {change.ref} and {change.protected_upstream} version(s) upstream of it", markup=False
+        )
     if change.purged_upstream:
-        err_console.print(f"warning: already purged upstream, cannot be protected: {', '.join(change.purged_upstream)}", markup=False)
+        err_console.print(
+            f"warning: already purged upstream, cannot be protected: {', '.join(change.purged_upstream)}", markup=False
+        )
 
 
 @app.command()
 def purge(
-    versions: Annotated[list[str] | None, typer.Argument(help="DOMAIN/NAME@N to purge now (default: what each spec's retention lets go).", show_default=False)] = None,
-    by: Annotated[str | None, typer.Option("--by", help="The user running the purge (recorded in the ledger).", metavar="USER")] = None,
+    versions: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="DOMAIN/NAME@N to purge now (default: what each spec's retention lets go).", show_default=False
+        ),
+    ] = None,
+    by: Annotated[
+        str | None, typer.Option("--by", help="The user running the purge (recorded in the ledger).", metavar="USER")
+    ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be purged; change nothing.")] = False,
     password_stdin: PasswordStdin = False,
     as_json: JsonOption = False,
@@ -82,12 +100,25 @@ def purge(
         from governance.access.guard import authorize
         from governance.access.policy import Verb
 
-        authorize(custody.store, custody.policy, identity, Verb.PURGE, None, touching=touching,
-                  details={"versions": versions or "by retention"})
+        authorize(
+            custody.store,
+            custody.policy,
+            identity,
+            Verb.PURGE,
+            None,
+            touching=touching,
+            details={"versions": versions or "by retention"},
+        )
         assurance = identity.assurance
     report = purge_versions(
-        open_catalog(settings), Lake(settings.lake), retention, by or "dry-run", explicit=refs, dry_run=dry_run,
-        progress=progress_printer(), assurance=assurance,
+        open_catalog(settings),
+        Lake(settings.lake),
+        retention,
+        by or "dry-run",
+        explicit=refs,
+        dry_run=dry_run,
+        progress=progress_printer(),
+        assurance=assurance,
     )
     if as_json:
         emit_json(asdict(report))
@@ -117,13 +148,19 @@ def repair(
     from assets.runs import fail_runs_of_gone_processes
     from governance.repair import repair as repair_lake
 
-    report = repair_lake(open_catalog(settings), Lake(settings.lake), actor="custody-repair", thorough=True, verify_files=verify)
+    report = repair_lake(
+        open_catalog(settings), Lake(settings.lake), actor="custody-repair", thorough=True, verify_files=verify
+    )
     gone_runs = fail_runs_of_gone_processes(settings, instance_for(settings))
     if as_json:
         emit_json({**asdict(report), "failed_runs": [run.run_id for run in gone_runs]})
     else:
         console = render.stdout_console()
-        for label, items in (("rolled back", report.rolled_back), ("removed", report.removed), ("damaged", report.damaged)):
+        for label, items in (
+            ("rolled back", report.rolled_back),
+            ("removed", report.removed),
+            ("damaged", report.damaged),
+        ):
             for item in items:
                 console.print(f"{label}: {item}", markup=False)
         for run in gone_runs:

@@ -52,7 +52,12 @@ def ingest(
 @app.command()
 def materialize(
     requested_by: AsUser,
-    selection: Annotated[str, typer.Argument(help="Dagster asset selection, e.g. 'key:sales/product_summary' or '+key:sales/product_summary'.")] = "tag:custody/zone=integration",
+    selection: Annotated[
+        str,
+        typer.Argument(
+            help="Dagster asset selection, e.g. 'key:sales/product_summary' or '+key:sales/product_summary'."
+        ),
+    ] = "tag:custody/zone=integration",
     password_stdin: PasswordStdin = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -63,7 +68,9 @@ def materialize(
     _run(load_settings(), selection, requested_by, as_json, password_stdin=password_stdin)
 
 
-def _run(settings: Settings, selection, requested_by: str, as_json: bool, ingest_config=None, password_stdin: bool = False) -> None:
+def _run(
+    settings: Settings, selection, requested_by: str, as_json: bool, ingest_config=None, password_stdin: bool = False
+) -> None:
     # The Dagster code location is loaded only by the commands that run assets.
     from assets.launch import launch
 
@@ -71,8 +78,15 @@ def _run(settings: Settings, selection, requested_by: str, as_json: bool, ingest
     run_id = str(uuid.uuid4())
     # A verified identity is established here, for this run id; the run's own access check finds it.
     identify(open_custody(settings), requested_by, password_stdin, run_id)
-    outcome = launch(settings, selection, requested_by, ingest_config=ingest_config, on_progress=progress_printer(),
-                     run_id=run_id, verbose=State["verbose"])
+    outcome = launch(
+        settings,
+        selection,
+        requested_by,
+        ingest_config=ingest_config,
+        on_progress=progress_printer(),
+        run_id=run_id,
+        verbose=State["verbose"],
+    )
     if as_json:
         emit_json(asdict(outcome))
     else:
@@ -80,12 +94,16 @@ def _run(settings: Settings, selection, requested_by: str, as_json: bool, ingest
             render.stdout_console().print(f"committed {version}  (run {outcome.run_id})", markup=False)
     if not outcome.success:
         for failure in outcome.failures:
-            err_console.print(printable(f"error: {failure.asset.replace('__', '/')}: {failure.message}", keep="\n"), markup=False)
+            err_console.print(
+                printable(f"error: {failure.asset.replace('__', '/')}: {failure.message}", keep="\n"), markup=False
+            )
         raise typer.Exit(max((f.exit_code for f in outcome.failures), default=1))
 
 
 @app.command()
-def demo(as_user: Annotated[str, typer.Option("--as", help="Requester of the demo runs.", metavar="USER")] = "bob") -> None:
+def demo(
+    as_user: Annotated[str, typer.Option("--as", help="Requester of the demo runs.", metavar="USER")] = "bob",
+) -> None:
     """Drop sample batches, run the whole pipeline through Dagster, show the summary's provenance.
 
     Also where its revenue column comes from.

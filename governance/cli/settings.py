@@ -41,8 +41,12 @@ def settings_show(as_json: JsonOption = False) -> None:
     pinned = pinned_settings(custody.store, custody.settings, custody.environ, refuse=False)
     differ = disagreements(custody.settings, pinned)
     if as_json:
-        emit_json({"settings": {key: asdict(value) for key, value in pinned.pinned.items()},
-                   "disagreements": [asdict(d) for d in differ]})
+        emit_json(
+            {
+                "settings": {key: asdict(value) for key, value in pinned.pinned.items()},
+                "disagreements": [asdict(d) for d in differ],
+            }
+        )
         return
     table = Table(title="Policy settings pinned in the catalog", title_justify="left")
     table.add_column("setting", no_wrap=True)
@@ -50,11 +54,21 @@ def settings_show(as_json: JsonOption = False) -> None:
     table.add_column("set by")
     table.add_column("at (UTC)", no_wrap=True)
     for key, value in pinned.pinned.items():
-        table.add_row(key, escape(value.value or "-"), f"{escape(value.set_by)} ({value.assurance})", value.set_at[:19].replace("T", " "))
+        table.add_row(
+            key,
+            escape(value.value or "-"),
+            f"{escape(value.set_by)} ({value.assurance})",
+            value.set_at[:19].replace("T", " "),
+        )
     render.stdout_console().print(table)
     for found in differ:
-        err_console.print(printable(f"warning: {POLICY_VARIABLES[found.key]} says {found.given}, not the pinned "
-                                    f"{found.pinned}: commands in this environment are refused"), markup=False)
+        err_console.print(
+            printable(
+                f"warning: {POLICY_VARIABLES[found.key]} says {found.given}, not the pinned "
+                f"{found.pinned}: commands in this environment are refused"
+            ),
+            markup=False,
+        )
 
 
 @settings_app.command("set")
@@ -74,11 +88,15 @@ def settings_set(
     from governance.access.settings import change_setting
 
     custody = open_custody(load_settings())
-    change = change_setting(custody.store, custody.settings, custody.environ, identify(custody, by, password_stdin),
-                            key, value)
+    change = change_setting(
+        custody.store, custody.settings, custody.environ, identify(custody, by, password_stdin), key, value
+    )
     if as_json:
         emit_json({**asdict(change), "changed": change.changed})
         return
-    said = (f"{change.key}: {change.before or '-'} -> {change.after or '-'} (by {change.by})" if change.changed
-            else f"{change.key} is {change.after or '-'} already: nothing changed")
+    said = (
+        f"{change.key}: {change.before or '-'} -> {change.after or '-'} (by {change.by})"
+        if change.changed
+        else f"{change.key} is {change.after or '-'} already: nothing changed"
+    )
     render.stdout_console().print(printable(said), markup=False)

@@ -29,7 +29,9 @@ if TYPE_CHECKING:
     from governance.api import Custody
 
 specs_app = group("specs", "The owners' asset definitions: validate, compare, apply, and their history.")
-AssetsArgument = Annotated[list[str] | None, typer.Argument(help="DOMAIN/NAME of each asset (default: all).", metavar="ASSET")]
+AssetsArgument = Annotated[
+    list[str] | None, typer.Argument(help="DOMAIN/NAME of each asset (default: all).", metavar="ASSET")
+]
 
 
 @specs_app.command("check")
@@ -61,8 +63,11 @@ def _consumer_coverage(custody: Custody, specs) -> list:
     from governance.spec import sensitive_inputs
 
     gated = [(spec, [specs[key] for key in spec.inputs]) for spec in specs]
-    gated = [(spec, inputs) for spec, inputs in gated
-             if any(i.body.roles.consumer != spec.body.roles.consumer for i in sensitive_inputs(spec, inputs))]
+    gated = [
+        (spec, inputs)
+        for spec, inputs in gated
+        if any(i.body.roles.consumer != spec.body.roles.consumer for i in sensitive_inputs(spec, inputs))
+    ]
     problems = []
     for spec, inputs in gated:  # only these need the directory
         problems.extend(coverage_problems(spec, inputs, custody.policy.directory))
@@ -72,7 +77,10 @@ def _consumer_coverage(custody: Custody, specs) -> list:
 @specs_app.command("diff")
 def specs_diff(
     assets: AssetsArgument = None,
-    from_hash: Annotated[str | None, typer.Option("--from", help="Compare two recorded specs of one ASSET: the older hash.", metavar="HASH")] = None,
+    from_hash: Annotated[
+        str | None,
+        typer.Option("--from", help="Compare two recorded specs of one ASSET: the older hash.", metavar="HASH"),
+    ] = None,
     to_hash: Annotated[str | None, typer.Option("--to", help="The newer hash (with --from).", metavar="HASH")] = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -111,9 +119,21 @@ def specs_apply(
 
     custody = open_custody(load_settings())
     identity = identify(custody, as_user, password_stdin)
-    done = apply(custody.store, custody.policy, identity, custody.specs, [AssetKey.parse(asset) for asset in assets or []])
-    data = [{"asset": str(a.key), "old_hash": a.old_hash, "new_hash": a.new_hash, "by": a.by,
-             "assurance": a.assurance, "changes": list(a.lines), "git": a.git} for a in done]
+    done = apply(
+        custody.store, custody.policy, identity, custody.specs, [AssetKey.parse(asset) for asset in assets or []]
+    )
+    data = [
+        {
+            "asset": str(a.key),
+            "old_hash": a.old_hash,
+            "new_hash": a.new_hash,
+            "by": a.by,
+            "assurance": a.assurance,
+            "changes": list(a.lines),
+            "git": a.git,
+        }
+        for a in done
+    ]
     show(data, as_json, lambda: render.spec_applications(data))
 
 
@@ -128,8 +148,12 @@ def specs_history(asset: Annotated[str, typer.Argument(help="DOMAIN/NAME")], as_
 
 
 @specs_app.command("show")
-def specs_show(target: Annotated[str, typer.Argument(help="DOMAIN/NAME@HASH: at least 6 hex digits of the hash.", metavar="ASSET@HASH")],
-               as_json: JsonOption = False) -> None:
+def specs_show(
+    target: Annotated[
+        str, typer.Argument(help="DOMAIN/NAME@HASH: at least 6 hex digits of the hash.", metavar="ASSET@HASH")
+    ],
+    as_json: JsonOption = False,
+) -> None:
     """A spec the asset had, by its hash (custody specs history lists them), as YAML."""
     from governance.approval import snapshot
 

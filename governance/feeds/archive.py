@@ -33,11 +33,11 @@ class ArchiveProblem(IntegrityError):
     """An archive that is not what an archive of its feed and hour must be; it is left where it is."""
 
 
-
 def read_limit(max_bytes: int) -> int:
     """The largest member a feed's archives are read with: its max_bytes, but never under MAX_BYTES,
     so that the archives written before an owner lowered it still merge and land."""
     return max(max_bytes, MAX_BYTES)
+
 
 @dataclass(frozen=True)
 class Packed:
@@ -78,7 +78,9 @@ def pack(files: Iterable[Path], target: Path) -> Packed:
     return _sealed(target)
 
 
-def merge(sources: Iterable[tuple[str, Path]], target: Path, feed: str, hour: datetime, max_bytes: int = MAX_BYTES) -> Packed:
+def merge(
+    sources: Iterable[tuple[str, Path]], target: Path, feed: str, hour: datetime, max_bytes: int = MAX_BYTES
+) -> Packed:
     """Merge archives, each `(name, path)`, into `target`: every download once, in name order.
 
     Each source is streamed once. A member that is not a regular file named as a download of `feed`
@@ -86,7 +88,9 @@ def merge(sources: Iterable[tuple[str, Path]], target: Path, feed: str, hour: da
     refuses the merge."""
     previous = None
     with ExitStack() as stack, _writer(target) as tar:
-        streams = [_members(stack.enter_context(_reading(path, name)), name, feed, hour, max_bytes) for name, path in sources]
+        streams = [
+            _members(stack.enter_context(_reading(path, name)), name, feed, hour, max_bytes) for name, path in sources
+        ]
         for member in heapq.merge(*streams, key=lambda m: m.name):
             if member.name == previous:
                 continue
@@ -96,7 +100,9 @@ def merge(sources: Iterable[tuple[str, Path]], target: Path, feed: str, hour: da
     return _sealed(target)
 
 
-def downloads(path: Path, name: str, feed: str, hour: datetime, max_bytes: int = MAX_BYTES) -> Iterator[tuple[Download, bytes]]:
+def downloads(
+    path: Path, name: str, feed: str, hour: datetime, max_bytes: int = MAX_BYTES
+) -> Iterator[tuple[Download, bytes]]:
     """Each download an archive holds, checked as `merge` checks them."""
     with _reading(path, name) as tar:
         for member in _members(tar, name, feed, hour, max_bytes):
@@ -124,8 +130,9 @@ def _members(tar: tarfile.TarFile, name: str, feed: str, hour: datetime, max_byt
             raise ArchiveProblem(f"{name} is not a readable tar.gz: {err}") from err
         if info is None:
             return
-        problem = _problem(info, feed, hour) or (f"is {info.size:,} bytes, over max_bytes {max_bytes:,}"
-                                                 if info.size > max_bytes else None)
+        problem = _problem(info, feed, hour) or (
+            f"is {info.size:,} bytes, over max_bytes {max_bytes:,}" if info.size > max_bytes else None
+        )
         if problem:
             raise ArchiveProblem(f"{name}: member {info.name!r} {problem}")
         if info.name <= previous:
@@ -150,9 +157,11 @@ def _problem(info: tarfile.TarInfo, feed: str, hour: datetime) -> str | None:
 
 @contextmanager
 def _writer(target: Path) -> Iterator[tarfile.TarFile]:
-    with open(target, "wb") as raw, \
-            gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=COMPRESSLEVEL, mtime=0) as zipped, \
-            tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar:
+    with (
+        open(target, "wb") as raw,
+        gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=COMPRESSLEVEL, mtime=0) as zipped,
+        tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
         yield tar
 
 

@@ -76,14 +76,26 @@ class _Feed:
 
 def plan_feeds(specs: list[Spec], environ: Mapping[str, str]) -> list[tuple[str, Feed, Filled]]:
     """Each feed's request, its templates filled: an unset variable refuses the whole start."""
-    return [(feed_id(spec.key), spec.feed, fill_request(spec.feed.url, spec.feed.headers, environ, feed_id(spec.key)))
-            for spec in specs if spec.feed]
+    return [
+        (feed_id(spec.key), spec.feed, fill_request(spec.feed.url, spec.feed.headers, environ, feed_id(spec.key)))
+        for spec in specs
+        if spec.feed
+    ]
 
 
 class Collector:
-    def __init__(self, feeds: list[tuple[str, Feed, Filled]], workspace: Workspace, store: FeedStore, *,
-                 now: Callable[[], datetime] = utc_now, emit: Emit = lambda event: None, workers: int = 16,
-                 every_minute: Callable[[], None] | None = None, keep_lags: bool = False):
+    def __init__(
+        self,
+        feeds: list[tuple[str, Feed, Filled]],
+        workspace: Workspace,
+        store: FeedStore,
+        *,
+        now: Callable[[], datetime] = utc_now,
+        emit: Emit = lambda event: None,
+        workers: int = 16,
+        every_minute: Callable[[], None] | None = None,
+        keep_lags: bool = False,
+    ):
         self.feeds = [_Feed(name, feed, request) for name, feed, request in feeds]
         self.workspace, self.store, self.now, self.emit = workspace, store, now, emit
         self.workers, self.every_minute, self.keep_lags = workers, every_minute, keep_lags
@@ -111,8 +123,10 @@ class Collector:
         chores += [(beat_every, "record", on_beat)] if on_beat else []
         chores += [(60.0, "consolidation", self.every_minute)] if self.every_minute else []
         # A thread each: a long consolidation must not hold back the record that says this replica lives.
-        keepers = [threading.Thread(target=self._keep_up, args=(stop, every, what, chore), name=f"feed-{what}", daemon=True)
-                   for every, what, chore in chores]
+        keepers = [
+            threading.Thread(target=self._keep_up, args=(stop, every, what, chore), name=f"feed-{what}", daemon=True)
+            for every, what, chore in chores
+        ]
         for keeper in keepers:
             keeper.start()
         session = requests.Session()
@@ -138,14 +152,18 @@ class Collector:
             try:
                 chore()
             except Exception as err:  # noqa: BLE001 (reported, and retried next period)
-                self.emit({"event": "store_error", "during": what, "error": self._masked(f"{type(err).__name__}: {err}")})
+                self.emit(
+                    {"event": "store_error", "during": what, "error": self._masked(f"{type(err).__name__}: {err}")}
+                )
 
     def _masked(self, text: str) -> str:
         for state in self.feeds:
             text = state.request.mask(text)
         return text
 
-    def _start(self, pool: ThreadPoolExecutor, session: requests.Session, state: _Feed, due: float, stop: threading.Event) -> None:
+    def _start(
+        self, pool: ThreadPoolExecutor, session: requests.Session, state: _Feed, due: float, stop: threading.Event
+    ) -> None:
         period = state.feed.period
         late = time.monotonic() - due
         skipped = int(late // period)
@@ -250,5 +268,12 @@ class Collector:
             if state is not None:
                 with self._lock:
                     state.counts.archives += 1
-            self.emit({"event": "uploaded", "feed": name, "archive": uploaded.name, "downloads": uploaded.downloads,
-                       "bytes": uploaded.bytes})
+            self.emit(
+                {
+                    "event": "uploaded",
+                    "feed": name,
+                    "archive": uploaded.name,
+                    "downloads": uploaded.downloads,
+                    "bytes": uploaded.bytes,
+                }
+            )

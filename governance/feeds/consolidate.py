@@ -50,7 +50,9 @@ def consolidate(store: FeedStore, feed: str, hour: datetime, work: Path, max_byt
             if len(fetched) < 2:
                 continue  # another replica merged them meanwhile: look again
             read += sum(s.bytes for s, _ in fetched)
-            packed = merge([(s.archive.name, path) for s, path in fetched], Path(folder) / "merged.tar.gz", feed, hour, max_bytes)
+            packed = merge(
+                [(s.archive.name, path) for s, path in fetched], Path(folder) / "merged.tar.gz", feed, hour, max_bytes
+            )
             name = archive_name(feed, hour, packed.digest)
             store.put(packed.path, feed, hour, name)
             written += packed.bytes

@@ -36,14 +36,18 @@ def fetch(session: requests.Session, request: Filled, *, timeout: float, max_byt
         headers = {"Accept-Encoding": "identity", **dict(request.headers)}
         with session.get(request.url, headers=headers, timeout=timeout, stream=True, allow_redirects=False) as response:
             if response.is_redirect:
-                raise FetchFailed(f"HTTP {response.status_code}: a redirect, not followed (the headers would go with "
-                                  "it); give the URL it leads to")
+                raise FetchFailed(
+                    f"HTTP {response.status_code}: a redirect, not followed (the headers would go with "
+                    "it); give the URL it leads to"
+                )
             if response.status_code >= 400:
                 raise FetchFailed(f"HTTP {response.status_code} {response.reason or ''}".strip())
             encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
             if encoding not in ("", "identity"):
-                raise FetchFailed(f"the body came compressed ({encoding}) though asked for as it is; "
-                                  "it is not kept, as it could not be read within the timeout")
+                raise FetchFailed(
+                    f"the body came compressed ({encoding}) though asked for as it is; "
+                    "it is not kept, as it could not be read within the timeout"
+                )
             declared = response.headers.get("Content-Length", "")
             if declared.isdigit() and int(declared) > max_bytes:
                 raise TooLarge(f"the body is {int(declared):,} bytes, over max_bytes {max_bytes:,}")

@@ -42,8 +42,16 @@ def batch_id_of(hour: datetime, digest: str) -> str:
     return f"{hour_label(hour)}_{digest}"
 
 
-def drop_hour(store: FeedStore, lake: Lake, spec: Spec, hour: datetime, stored: list[Stored], now: datetime,
-              ingested: set[str], settle: timedelta = SETTLE) -> DroppedHour | None:
+def drop_hour(
+    store: FeedStore,
+    lake: Lake,
+    spec: Spec,
+    hour: datetime,
+    stored: list[Stored],
+    now: datetime,
+    ingested: set[str],
+    settle: timedelta = SETTLE,
+) -> DroppedHour | None:
     """Drop one hour, given its archives, if it is complete, not before the feed's first hour, and
     its archive was not dropped (or ingested) before. Older batches of the hour still waiting are
     no longer ready: the new one holds all they hold, and landing them after it would make the
@@ -83,8 +91,11 @@ def _drop(store: FeedStore, lake: Lake, spec: Spec, key: str, name: str, hour: d
                 previous = download.digest
                 count += 1
         left_out = f"; {repeats} repeated answer{'' if repeats == 1 else 's'} of replicas left out" if repeats else ""
-        meta = {"requested_by": spec.feed.requested_by, "label": hour_label(hour),
-                "note": f"feed {feed_id(spec.key)}, hour {hour_label(hour)}, archive {name}{left_out}"}
+        meta = {
+            "requested_by": spec.feed.requested_by,
+            "label": hour_label(hour),
+            "note": f"feed {feed_id(spec.key)}, hour {hour_label(hour)}, archive {name}{left_out}",
+        }
         (staging / BATCH_META).write_text(yaml.safe_dump(meta, sort_keys=True), encoding="utf-8")
         (staging / READY_MARKER).touch()
         os.rename(staging, lake.batch_dir(spec.key, batch_id))
@@ -112,7 +123,9 @@ def ready_batch_for(lake: Lake, catalog: Catalog, spec: Spec, hour: datetime) ->
     ingested = catalog.ingested_batch_ids(spec.key)
     ready = [b for b in ready_batches(lake, spec.key) if b not in ingested and hour_of_batch(b) == hour]
     if not ready:
-        raise NotFound(f"no ready batch of {spec.key} for the hour {hour_label(hour)}: an hour is dropped "
-                       f"{int(SETTLE.total_seconds() // 60)} minutes after it ends, once its archives are merged "
-                       "(custody feeds status, custody feeds consolidate)")
+        raise NotFound(
+            f"no ready batch of {spec.key} for the hour {hour_label(hour)}: an hour is dropped "
+            f"{int(SETTLE.total_seconds() // 60)} minutes after it ends, once its archives are merged "
+            "(custody feeds status, custody feeds consolidate)"
+        )
     return ready[-1]

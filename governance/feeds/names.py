@@ -92,7 +92,9 @@ def parse_archive(name: str) -> ArchiveName | None:
     match = ARCHIVE_NAME.fullmatch(name)
     if match is None:
         return None
-    return ArchiveName(name, match["feed"], datetime.strptime(match["hour"], "%Y%m%dT%H").replace(tzinfo=UTC), match["hash"])
+    return ArchiveName(
+        name, match["feed"], datetime.strptime(match["hour"], "%Y%m%dT%H").replace(tzinfo=UTC), match["hash"]
+    )
 
 
 def parse_moment(text: str, what: str) -> datetime:
@@ -103,7 +105,9 @@ def parse_moment(text: str, what: str) -> datetime:
     try:
         moment = datetime.fromisoformat(value)
     except ValueError as err:
-        raise InvalidInput(f"{what} {text!r} is not a time: use ISO 8601, e.g. 2026-11-23T14 or 2026-11-23T14:30:00Z") from err
+        raise InvalidInput(
+            f"{what} {text!r} is not a time: use ISO 8601, e.g. 2026-11-23T14 or 2026-11-23T14:30:00Z"
+        ) from err
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 

@@ -61,8 +61,15 @@ def claim(store: FeedStore, lease: Lease, now: datetime, status: dict, max_skew:
 
 def beat(store: FeedStore, lease: Lease, now: datetime, status: dict, *, stopped: bool = False) -> None:
     """Write the replica's record: who holds the name, and each feed's counts; `stopped` frees the name."""
-    record = {"replica": lease.replica, "instance": lease.instance, "host": lease.host, "pid": lease.pid,
-              "written_at": now.isoformat(), "stopped": stopped, "feeds": status}
+    record = {
+        "replica": lease.replica,
+        "instance": lease.instance,
+        "host": lease.host,
+        "pid": lease.pid,
+        "written_at": now.isoformat(),
+        "stopped": stopped,
+        "feeds": status,
+    }
     store.write_text(record_key(lease.replica), json.dumps(record, sort_keys=True))
 
 

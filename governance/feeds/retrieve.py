@@ -31,8 +31,16 @@ def archives_in(store: FeedStore, feed: str, start: datetime, end: datetime) -> 
     return [s for hour, stored in store.index(feed).items() if hour in wanted for s in stored]
 
 
-def retrieve(store: FeedStore, feed: str, start: datetime, end: datetime, target: Path, *, collapse: bool = False,
-             max_bytes: int = MAX_BYTES) -> Retrieved:
+def retrieve(
+    store: FeedStore,
+    feed: str,
+    start: datetime,
+    end: datetime,
+    target: Path,
+    *,
+    collapse: bool = False,
+    max_bytes: int = MAX_BYTES,
+) -> Retrieved:
     """Unpack the range's archives under `target`: `<feed>/<yyyy>/<mm>/<dd>/<hh>/`, or all in
     `target` itself with `collapse`."""
     found = archives_in(store, feed, start, end)
@@ -45,7 +53,9 @@ def retrieve(store: FeedStore, feed: str, start: datetime, end: datetime, target
             # Unpacked beside the target first: an archive found bad half-way leaves nothing there.
             staging = Path(tempfile.mkdtemp(prefix=".retrieving-", dir=target))
             try:
-                unpacked = [(download.name, len(data)) for download, data in _unpack(local, stored, feed, staging, max_bytes)]
+                unpacked = [
+                    (download.name, len(data)) for download, data in _unpack(local, stored, feed, staging, max_bytes)
+                ]
                 place.mkdir(parents=True, exist_ok=True)
                 for name, length in unpacked:
                     (staging / name).replace(place / name)

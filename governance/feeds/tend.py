@@ -38,8 +38,16 @@ class Tended:
     refused: tuple[Refused, ...] = ()
 
 
-def tend(store: FeedStore, specs: Iterable[Spec], work: Path, now: datetime, *, lake: Lake | None = None,
-         catalog: Catalog | None = None, settle: timedelta = SETTLE) -> Tended:
+def tend(
+    store: FeedStore,
+    specs: Iterable[Spec],
+    work: Path,
+    now: datetime,
+    *,
+    lake: Lake | None = None,
+    catalog: Catalog | None = None,
+    settle: timedelta = SETTLE,
+) -> Tended:
     """Consolidate every ended hour with more than one archive; with a lake and catalog, drop the
     complete hours as batches. An hour with a bad archive is refused and the others go on."""
     merged, dropped, refused = [], [], []

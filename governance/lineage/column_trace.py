@@ -32,7 +32,10 @@ class Batch:
     files: tuple[SourceFile, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"batch": self.batch_id, "files": [{"path": f.path, "bytes": f.bytes, "sha256": f.sha256} for f in self.files]}
+        return {
+            "batch": self.batch_id,
+            "files": [{"path": f.path, "bytes": f.bytes, "sha256": f.sha256} for f in self.files],
+        }
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,11 @@ class Origin:
     table: SourceTable | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        where = {"dropzone_field": self.field} if self.ending is Ending.DROPZONE else {"column": self.field, "ends": self.ending.value}
+        where = (
+            {"dropzone_field": self.field}
+            if self.ending is Ending.DROPZONE
+            else {"column": self.field, "ends": self.ending.value}
+        )
         return {"version": self.version.ref, **where, **_edges_dict(self.edges), **_landed_from(self.batch, self.table)}
 
 
@@ -131,10 +138,12 @@ class Overview:
     def to_dict(self) -> dict[str, Any]:
         summary = summary_of(self.version)
         return {
-            "version": self.version.ref, "recorded": recorded(self.version),
+            "version": self.version.ref,
+            "recorded": recorded(self.version),
             "columns": {name: [_dep_dict(d, self.table) for d in deps] for name, deps in self.columns.items()},
             "every_column": [_dep_dict(d, self.table) for d in self.every_column],
-            "fallbacks": summary.get("fallbacks", []), "notes": summary.get("notes", []),
+            "fallbacks": summary.get("fallbacks", []),
+            "notes": summary.get("notes", []),
         }
 
 
@@ -162,9 +171,13 @@ def column_tree(catalog: Catalog, ref: VersionRef, column: str, *, direct_only: 
                 node.expanded_elsewhere = True
                 return node
             seen.add((node.version.id, node.column))
-            for (source_id, name), edges in sorted(graph.feeding(node.version, node.column, direct_only=direct_only).items(), key=_by_input):
+            for (source_id, name), edges in sorted(
+                graph.feeding(node.version, node.column, direct_only=direct_only).items(), key=_by_input
+            ):
                 if source_id is None:
-                    node.fields.append(DropZoneField(name, tuple(sorted(edges)), batches.of(node.version), batches.table(node.version)))
+                    node.fields.append(
+                        DropZoneField(name, tuple(sorted(edges)), batches.of(node.version), batches.table(node.version))
+                    )
                 else:
                     node.inputs.append(grow(ColumnNode(graph.version(source_id), name, tuple(sorted(edges)))))
             return node
@@ -199,9 +212,17 @@ def origins(catalog: Catalog, ref: VersionRef, column: str, *, direct_only: bool
                     known.update(composed)
                     queue.append((source_id, input_column))
         return [
-            Origin(graph.version(version_id), name, tuple(sorted(edges)), batches.of(graph.version(version_id)), ending,
-                   batches.table(graph.version(version_id)))
-            for (version_id, name, ending), edges in sorted(found.items(), key=lambda item: (graph.version(item[0][0]).ref, item[0][1]))
+            Origin(
+                graph.version(version_id),
+                name,
+                tuple(sorted(edges)),
+                batches.of(graph.version(version_id)),
+                ending,
+                batches.table(graph.version(version_id)),
+            )
+            for (version_id, name, ending), edges in sorted(
+                found.items(), key=lambda item: (graph.version(item[0][0]).ref, item[0][1])
+            )
         ]
 
 
@@ -234,15 +255,21 @@ class _Batches:
     def table(self, version: VersionRow) -> SourceTable | None:
         if version.id not in self._tables:
             read = self.session.exec(select(RelationalRead).where(RelationalRead.version_id == version.id)).first()
-            self._tables[version.id] = SourceTable(read.namespace, read.name, read.snapshot_at.isoformat()) if read else None
+            self._tables[version.id] = (
+                SourceTable(read.namespace, read.name, read.snapshot_at.isoformat()) if read else None
+            )
         return self._tables[version.id]
 
     def of(self, version: VersionRow) -> Batch | None:
         if version.id not in self._found:
             batch = self.session.exec(select(BatchRow).where(BatchRow.version_id == version.id)).first()
-            files = self.session.exec(
-                select(SourceFile).where(SourceFile.batch_pk == batch.id).order_by(col(SourceFile.path))
-            ) if batch else []
+            files = (
+                self.session.exec(
+                    select(SourceFile).where(SourceFile.batch_pk == batch.id).order_by(col(SourceFile.path))
+                )
+                if batch
+                else []
+            )
             self._found[version.id] = Batch(batch.batch_id, tuple(files)) if batch else None
         return self._found[version.id]
 
@@ -250,11 +277,18 @@ class _Batches:
 def _edges_dict(edges: tuple[Edge, ...]) -> dict[str, Any]:
     if not edges:
         return {}
-    return {"dependencies": [{"kind": e.kind.value, "transformation": e.transformation.value, "masking": e.masking} for e in edges]}
+    return {
+        "dependencies": [
+            {"kind": e.kind.value, "transformation": e.transformation.value, "masking": e.masking} for e in edges
+        ]
+    }
 
 
 def _dep_dict(dep: ColumnDep, table: str | None) -> dict[str, Any]:
     return {
-        "input": dep.source.ref if dep.source else table or "dropzone", "column": dep.input_column,
-        "kind": dep.edge.kind.value, "transformation": dep.edge.transformation.value, "masking": dep.edge.masking,
+        "input": dep.source.ref if dep.source else table or "dropzone",
+        "column": dep.input_column,
+        "kind": dep.edge.kind.value,
+        "transformation": dep.edge.transformation.value,
+        "masking": dep.edge.masking,
     }

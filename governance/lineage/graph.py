@@ -225,8 +225,13 @@ class LineageSummary:
     counts: tuple[tuple[str, int, int], ...]  # asset, depth, versions
 
     def to_dict(self) -> dict[str, Any]:
-        return {"root": self.root, "direction": self.direction.value, "versions": self.versions, "complete": False,
-                "summary": [{"asset": asset, "depth": depth, "versions": count} for asset, depth, count in self.counts]}
+        return {
+            "root": self.root,
+            "direction": self.direction.value,
+            "versions": self.versions,
+            "complete": False,
+            "summary": [{"asset": asset, "depth": depth, "versions": count} for asset, depth, count in self.counts],
+        }
 
 
 def provenance(catalog: Catalog, ref: VersionRef, depth: int | None = None) -> Lineage:
@@ -246,8 +251,9 @@ def lineage(catalog: Catalog, ref: VersionRef, direction: Direction, depth: int 
     return _lineage(catalog, root_row.id, direction, found)
 
 
-def explore(catalog: Catalog, ref: VersionRef, direction: Direction, depth: int | None = None,
-            summary_over: int = SUMMARY_OVER) -> Lineage | LineageSummary:
+def explore(
+    catalog: Catalog, ref: VersionRef, direction: Direction, depth: int | None = None, summary_over: int = SUMMARY_OVER
+) -> Lineage | LineageSummary:
     """The lineage of `ref`; only its summary when it holds more than `summary_over` versions."""
     root_row = catalog.version(ref)
     with catalog.session() as session:
@@ -290,11 +296,15 @@ def _tree(root: int, nodes: dict[int, VersionNode], found: Closure) -> VersionNo
 def _summary(session: Session, root: str, direction: Direction, found: Closure) -> LineageSummary:
     counts: dict[tuple[str, int], int] = {}
     for chunk in _chunks(list(found.depth_of)):
-        for vid, asset in session.exec(select(VersionRow.id, VersionRow.asset_key).where(col(VersionRow.id).in_(chunk))):
+        for vid, asset in session.exec(
+            select(VersionRow.id, VersionRow.asset_key).where(col(VersionRow.id).in_(chunk))
+        ):
             at = (asset, found.depth_of[vid])
             counts[at] = counts.get(at, 0) + 1
     ordered = sorted(counts.items(), key=lambda item: (item[0][1], item[0][0]))
-    return LineageSummary(root, direction, len(found.depth_of), tuple((asset, depth, n) for (asset, depth), n in ordered))
+    return LineageSummary(
+        root, direction, len(found.depth_of), tuple((asset, depth, n) for (asset, depth), n in ordered)
+    )
 
 
 def _rows(session: Session, ids: list[int]) -> dict[int, VersionRow]:
@@ -321,10 +331,24 @@ def _chunks(ids: list[int]) -> Iterator[list[int]]:
 
 def _node(row: VersionRow, depth: int, protected: bool) -> VersionNode:
     return VersionNode(
-        asset=row.asset_key, version=row.number, label=row.label, label_from=row.label_from,
-        data_version=row.data_version, created_at=row.created_at.isoformat(), run_id=row.run_id,
-        code_version=row.code_version, spec_hash=row.spec_hash, requested_by=row.requested_by,
-        assurance=row.assurance, zone=row.zone, rows=row.rows, rows_quarantined=row.rows_quarantined,
-        path=row.path, status=row.status, purged_at=row.purged_at.isoformat() if row.purged_at else None,
-        criticality=row.criticality, protected=protected, depth=depth,
+        asset=row.asset_key,
+        version=row.number,
+        label=row.label,
+        label_from=row.label_from,
+        data_version=row.data_version,
+        created_at=row.created_at.isoformat(),
+        run_id=row.run_id,
+        code_version=row.code_version,
+        spec_hash=row.spec_hash,
+        requested_by=row.requested_by,
+        assurance=row.assurance,
+        zone=row.zone,
+        rows=row.rows,
+        rows_quarantined=row.rows_quarantined,
+        path=row.path,
+        status=row.status,
+        purged_at=row.purged_at.isoformat() if row.purged_at else None,
+        criticality=row.criticality,
+        protected=protected,
+        depth=depth,
     )

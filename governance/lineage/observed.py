@@ -39,7 +39,7 @@ def observe(frame: DataFrame, lake: Lake, owner: AssetKey, pins: Mapping[AssetKe
 def plan_files(frame: DataFrame) -> set[str]:
     """Every file the plan scans: Spark's own `inputFiles`, plus those it leaves out, read through
     subquery expressions or cached relations (whose plans are physical, possibly adaptive)."""
-    plan = frame._jdf.queryExecution().optimizedPlan()  # noqa: SLF001 (no public API for the plan)
+    plan = frame._jdf.queryExecution().optimizedPlan()
     return set(frame.inputFiles()) | _scanned(plan)
 
 
@@ -80,7 +80,5 @@ def _check_file(path: Path, lake: Lake, owner: AssetKey, pins: Mapping[AssetKey,
             f"(declared inputs: {declared}); add it to the spec's inputs"
         )
     if number != pins[key].number:
-        raise UndeclaredRead(
-            f"the transform of {owner} read {key}@{number}, but this run pinned {pins[key].ref}"
-        )
+        raise UndeclaredRead(f"the transform of {owner} read {key}@{number}, but this run pinned {pins[key].ref}")
     return key

@@ -54,7 +54,12 @@ def transport_config(setting: str, home: Path, api_key: str | None = None) -> di
         return {"type": "file", "log_file_path": str(Path(path).absolute()), "append": True}
     if value.startswith(("http://", "https://")):
         # One quick try: an unreachable endpoint costs a run a few seconds, not the client's default retries.
-        config: dict[str, Any] = {"type": "http", "url": value, "timeout": 5, "retry": {"total": 1, "backoff_factor": 0.2}}
+        config: dict[str, Any] = {
+            "type": "http",
+            "url": value,
+            "timeout": 5,
+            "retry": {"total": 1, "backoff_factor": 0.2},
+        }
         if api_key:
             config["auth"] = {"type": "api_key", "apiKey": api_key}
         return config
@@ -196,7 +201,9 @@ def _event(state: str, run_id: str, job: JobRun, outputs: Sequence[Dataset], err
         run_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
             message=str(error)[:2000] or type(error).__name__, programmingLanguage="python", producer=made_by
         )
-    job_type = job_type_job.JobTypeJobFacet(processingType="BATCH", integration="CUSTODY", jobType=job.job_type, producer=made_by)
+    job_type = job_type_job.JobTypeJobFacet(
+        processingType="BATCH", integration="CUSTODY", jobType=job.job_type, producer=made_by
+    )
     return RunEvent(
         eventType=RunState[state],
         eventTime=datetime.now(UTC).isoformat(),
@@ -221,7 +228,9 @@ def _facets(dataset: Dataset, made_by: str) -> dict[str, Any]:
     if dataset.schema_json:
         fields = json.loads(dataset.schema_json).get("fields", [])
         facets["schema"] = schema_dataset.SchemaDatasetFacet(
-            fields=[schema_dataset.SchemaDatasetFacetFields(name=f["name"], type=_type_name(f["type"])) for f in fields],
+            fields=[
+                schema_dataset.SchemaDatasetFacetFields(name=f["name"], type=_type_name(f["type"])) for f in fields
+            ],
             producer=made_by,
         )
     if dataset.columns:

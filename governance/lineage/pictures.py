@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 
 PICTURES = ("svg", "png")
 FORMATS = (*PICTURES, "dot", "graphml", "json")
-INSTALL_DOT = "drawing lineage needs Graphviz's dot program: apt-get install graphviz (or your system's graphviz package)"
+INSTALL_DOT = (
+    "drawing lineage needs Graphviz's dot program: apt-get install graphviz (or your system's graphviz package)"
+)
 ZONE_FILL = {"landing": "#dbeafe", "integration": "#dcfce7", "quarantine": "#fef3c7"}
 PURGED_FILL = "#e5e7eb"
 HASH_SHOWN = 12
@@ -37,7 +39,7 @@ LEGEND = (
     '<<table border="0" cellborder="1" cellspacing="0" cellpadding="3">'
     f'<tr><td bgcolor="{ZONE_FILL["landing"]}">landing</td><td bgcolor="{ZONE_FILL["integration"]}">integration</td>'
     f'<td bgcolor="{PURGED_FILL}">purged</td><td color="#b91c1c">critical</td><td color="#b45309">protected</td></tr>'
-    '</table>>'
+    "</table>>"
 )
 
 
@@ -53,16 +55,20 @@ class LineageGraph:
         return len(self.nodes)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"title": self.title,
-                "nodes": [{"id": node_id, **attributes} for node_id, attributes in self.nodes.items()],
-                "edges": [{"source": source, "target": target, **attributes} for source, target, attributes in self.edges]}
+        return {
+            "title": self.title,
+            "nodes": [{"id": node_id, **attributes} for node_id, attributes in self.nodes.items()],
+            "edges": [{"source": source, "target": target, **attributes} for source, target, attributes in self.edges],
+        }
 
     def to_frame(self) -> Frame:
         """One row per node, its id first; the attributes a node kind lacks are empty."""
         from governance.frames import typed
 
-        return typed(({"id": node_id, **attributes} for node_id, attributes in self.nodes.items()),
-                     times=["created_at"] if any("created_at" in a for a in self.nodes.values()) else [])
+        return typed(
+            ({"id": node_id, **attributes} for node_id, attributes in self.nodes.items()),
+            times=["created_at"] if any("created_at" in a for a in self.nodes.values()) else [],
+        )
 
     def to_networkx(self) -> nx.DiGraph:
         """A networkx DiGraph; attributes without a value are left out, as GraphML has no null."""
@@ -98,10 +104,18 @@ class LineageGraph:
     def _digraph(self):
         import graphviz
 
-        picture = graphviz.Digraph(name="lineage", graph_attr={"rankdir": "LR", "label": self.title, "labelloc": "t",
-                                                               "fontname": "Helvetica", "fontsize": "14"},
-                                   node_attr={"fontname": "Helvetica", "fontsize": "10"},
-                                   edge_attr={"fontname": "Helvetica", "fontsize": "8", "color": "#6b7280"})
+        picture = graphviz.Digraph(
+            name="lineage",
+            graph_attr={
+                "rankdir": "LR",
+                "label": self.title,
+                "labelloc": "t",
+                "fontname": "Helvetica",
+                "fontsize": "14",
+            },
+            node_attr={"fontname": "Helvetica", "fontsize": "10"},
+            edge_attr={"fontname": "Helvetica", "fontsize": "8", "color": "#6b7280"},
+        )
         # DOT reads a colon in a node's name as a port: the picture names its nodes n0, n1, …
         names = {node_id: f"n{index}" for index, node_id in enumerate(self.nodes)}
         for node_id, attributes in self.nodes.items():
@@ -114,19 +128,26 @@ class LineageGraph:
         for source, target, attributes in self.edges:
             # INDIRECT dependencies (filters, joins, groupings) are dashed: the values flow along solid edges.
             indirect = attributes.get("direct") is False
-            picture.edge(names[source], names[target], label=attributes.get("how", ""),
-                         tooltip=graphviz.escape(_edge_tooltip(attributes)),
-                         style="dashed" if indirect else "solid")
+            picture.edge(
+                names[source],
+                names[target],
+                label=attributes.get("how", ""),
+                tooltip=graphviz.escape(_edge_tooltip(attributes)),
+                style="dashed" if indirect else "solid",
+            )
         return picture
 
 
-def lineage_graph(catalog: Catalog, ref: VersionRef, *, impact: bool = False, column: str | None = None,
-                  depth: int | None = None) -> LineageGraph:
+def lineage_graph(
+    catalog: Catalog, ref: VersionRef, *, impact: bool = False, column: str | None = None, depth: int | None = None
+) -> LineageGraph:
     """The provenance of `ref` (or its impact), or with `column` the lineage of that column back to
     the DropZone; `depth` cuts a version graph that many hops from `ref`."""
     if column is not None:
         if impact or depth is not None:
-            raise InvalidInput("a column's lineage is drawn whole, back to its DropZone fields: --columns takes neither --impact nor --depth")
+            raise InvalidInput(
+                "a column's lineage is drawn whole, back to its DropZone fields: --columns takes neither --impact nor --depth"
+            )
         return column_graph(column_tree(catalog, ref, column))
     return version_graph((graph.impact if impact else graph.provenance)(catalog, ref, depth))
 
@@ -180,14 +201,29 @@ def version_graph(lineage: Lineage) -> LineageGraph:
             edges[(source.ref, target.ref)] = _made_by(target)
         if upstream and node.read and not node.expanded_elsewhere:
             table_id = f"table:{node.read['namespace']}/{node.read['name']}@{node.read['snapshot_at']}"
-            nodes.setdefault(table_id, {"kind": "table", "namespace": node.read["namespace"], "name": node.read["name"],
-                                        "snapshot_at": node.read["snapshot_at"]})
+            nodes.setdefault(
+                table_id,
+                {
+                    "kind": "table",
+                    "namespace": node.read["namespace"],
+                    "name": node.read["name"],
+                    "snapshot_at": node.read["snapshot_at"],
+                },
+            )
             edges[(table_id, node.ref)] = _made_by(node)
         if upstream and node.zone == "landing" and not node.expanded_elsewhere:
             for source_file in node.sources:
                 file_id = f"file:{source_file.sha256}"
-                nodes.setdefault(file_id, {"kind": "file", "path": source_file.path, "bytes": source_file.bytes,
-                                           "sha256": source_file.sha256, "batch": node.batch or ""})
+                nodes.setdefault(
+                    file_id,
+                    {
+                        "kind": "file",
+                        "path": source_file.path,
+                        "bytes": source_file.bytes,
+                        "sha256": source_file.sha256,
+                        "batch": node.batch or "",
+                    },
+                )
                 edges[(file_id, node.ref)] = _made_by(node)
     what = "provenance" if upstream else "impact"
     return LineageGraph(f"{what} of {lineage.root.ref}", nodes, [(s, t, a) for (s, t), a in edges.items()])
@@ -201,31 +237,71 @@ def column_graph(root: ColumnNode) -> LineageGraph:
     def visit(node: ColumnNode) -> str:
         node_id = f"{node.version.ref}.{node.column}"
         version = node.version
-        nodes.setdefault(node_id, {
-            "kind": "column", "asset": version.asset_key, "version": version.number, "column": node.column,
-            "zone": version.zone, "data_version": version.data_version, "requested_by": version.requested_by,
-            "status": version.status, "criticality": version.criticality, "recorded": node.recorded,
-        })
+        nodes.setdefault(
+            node_id,
+            {
+                "kind": "column",
+                "asset": version.asset_key,
+                "version": version.number,
+                "column": node.column,
+                "zone": version.zone,
+                "data_version": version.data_version,
+                "requested_by": version.requested_by,
+                "status": version.status,
+                "criticality": version.criticality,
+                "recorded": node.recorded,
+            },
+        )
         if node.expanded_elsewhere:
             return node_id
         for child in node.inputs:
-            edges.append((visit(child), node_id, {**_how(child.edges), "run": version.run_id or "",
-                                                  "code_version": version.code_version}))
+            edges.append(
+                (
+                    visit(child),
+                    node_id,
+                    {**_how(child.edges), "run": version.run_id or "", "code_version": version.code_version},
+                )
+            )
         for dropped in node.fields:
             if dropped.table is not None:
                 table = dropped.table
                 field_id = f"table:{table.namespace}/{table.name}@{table.snapshot_at}:{dropped.field}"
-                nodes.setdefault(field_id, {"kind": "table_column", "field": dropped.field, "namespace": table.namespace,
-                                            "name": table.name, "snapshot_at": table.snapshot_at})
-                edges.append((field_id, node_id, {**_how(dropped.edges), "run": version.run_id or "",
-                                                  "code_version": version.code_version}))
+                nodes.setdefault(
+                    field_id,
+                    {
+                        "kind": "table_column",
+                        "field": dropped.field,
+                        "namespace": table.namespace,
+                        "name": table.name,
+                        "snapshot_at": table.snapshot_at,
+                    },
+                )
+                edges.append(
+                    (
+                        field_id,
+                        node_id,
+                        {**_how(dropped.edges), "run": version.run_id or "", "code_version": version.code_version},
+                    )
+                )
                 continue
             batch = dropped.batch.batch_id if dropped.batch else ""
             field_id = f"dropzone:{version.asset_key}:{batch}:{dropped.field}"
-            nodes.setdefault(field_id, {"kind": "dropzone_field", "field": dropped.field, "batch": batch,
-                                        "files": ", ".join(f.path for f in dropped.batch.files) if dropped.batch else ""})
-            edges.append((field_id, node_id, {**_how(dropped.edges), "run": version.run_id or "",
-                                              "code_version": version.code_version}))
+            nodes.setdefault(
+                field_id,
+                {
+                    "kind": "dropzone_field",
+                    "field": dropped.field,
+                    "batch": batch,
+                    "files": ", ".join(f.path for f in dropped.batch.files) if dropped.batch else "",
+                },
+            )
+            edges.append(
+                (
+                    field_id,
+                    node_id,
+                    {**_how(dropped.edges), "run": version.run_id or "", "code_version": version.code_version},
+                )
+            )
         return node_id
 
     top = visit(root)
@@ -234,10 +310,21 @@ def column_graph(root: ColumnNode) -> LineageGraph:
 
 def _version_attributes(node: VersionNode) -> dict[str, Any]:
     return {
-        "kind": "version", "asset": node.asset, "version": node.version, "label": node.label or "", "zone": node.zone,
-        "data_version": node.data_version, "requested_by": node.requested_by, "assurance": node.assurance,
-        "status": node.status, "criticality": node.criticality, "protected": node.protected, "rows": node.rows,
-        "created_at": node.created_at, "run": node.run_id or "", "code_version": node.code_version,
+        "kind": "version",
+        "asset": node.asset,
+        "version": node.version,
+        "label": node.label or "",
+        "zone": node.zone,
+        "data_version": node.data_version,
+        "requested_by": node.requested_by,
+        "assurance": node.assurance,
+        "status": node.status,
+        "criticality": node.criticality,
+        "protected": node.protected,
+        "rows": node.rows,
+        "created_at": node.created_at,
+        "run": node.run_id or "",
+        "code_version": node.code_version,
     }
 
 
@@ -246,7 +333,10 @@ def _made_by(output: VersionNode) -> dict[str, Any]:
 
 
 def _how(edges) -> dict[str, Any]:
-    return {"how": ", ".join(edge.label for edge in edges), "direct": any(edge.kind.value == "DIRECT" for edge in edges)}
+    return {
+        "how": ", ".join(edge.label for edge in edges),
+        "direct": any(edge.kind.value == "DIRECT" for edge in edges),
+    }
 
 
 def _present(attributes: dict[str, Any]) -> dict[str, Any]:
@@ -256,17 +346,30 @@ def _present(attributes: dict[str, Any]) -> dict[str, Any]:
 def _look(attributes: dict[str, Any]) -> dict[str, str]:
     kind = attributes["kind"]
     if kind == "file":
-        return {"shape": "note", "style": "filled", "fillcolor": "#f9fafb",
-                "label": f"{Path(attributes['path']).name}\nsha256 {attributes['sha256'][:HASH_SHOWN]}",
-                "tooltip": attributes["path"]}
+        return {
+            "shape": "note",
+            "style": "filled",
+            "fillcolor": "#f9fafb",
+            "label": f"{Path(attributes['path']).name}\nsha256 {attributes['sha256'][:HASH_SHOWN]}",
+            "tooltip": attributes["path"],
+        }
     if kind in ("table", "table_column"):
         column = f"\ncolumn {attributes['field']}" if kind == "table_column" else ""
-        return {"shape": "cylinder", "style": "filled", "fillcolor": "#f9fafb",
-                "label": f"{attributes['name']}{column}\nas of {attributes['snapshot_at'][:19]}",
-                "tooltip": f"{attributes['namespace']}/{attributes['name']}"}
+        return {
+            "shape": "cylinder",
+            "style": "filled",
+            "fillcolor": "#f9fafb",
+            "label": f"{attributes['name']}{column}\nas of {attributes['snapshot_at'][:19]}",
+            "tooltip": f"{attributes['namespace']}/{attributes['name']}",
+        }
     if kind == "dropzone_field":
-        return {"shape": "note", "style": "filled", "fillcolor": "#f9fafb",
-                "label": f"DropZone field {attributes['field']}\nbatch {attributes['batch']}", "tooltip": attributes["files"]}
+        return {
+            "shape": "note",
+            "style": "filled",
+            "fillcolor": "#f9fafb",
+            "label": f"DropZone field {attributes['field']}\nbatch {attributes['batch']}",
+            "tooltip": attributes["files"],
+        }
     purged = attributes["status"] != "committed"
     ref = f"{attributes['asset']}@{attributes['version']}"
     if kind == "column":
@@ -279,9 +382,14 @@ def _look(attributes: dict[str, Any]) -> dict[str, str]:
         label += f"\n{attributes['status']}"
     if attributes["criticality"] == "critical":
         label += "\ncritical"
-    look = {"shape": "box", "style": "rounded,filled" + (",dashed" if purged else ""), "label": label,
-            "fillcolor": PURGED_FILL if purged else ZONE_FILL.get(attributes["zone"], "#ffffff"),
-            "fontcolor": "#6b7280" if purged else "#111827", "tooltip": ref}
+    look = {
+        "shape": "box",
+        "style": "rounded,filled" + (",dashed" if purged else ""),
+        "label": label,
+        "fillcolor": PURGED_FILL if purged else ZONE_FILL.get(attributes["zone"], "#ffffff"),
+        "fontcolor": "#6b7280" if purged else "#111827",
+        "tooltip": ref,
+    }
     if attributes["criticality"] == "critical":
         look.update(color="#b91c1c", penwidth="2.5")
     elif attributes.get("protected"):

@@ -42,19 +42,49 @@ from governance.lineage.columns import (
 )
 
 _AGGREGATES = "org.apache.spark.sql.catalyst.expressions.aggregate."
-_TRANSPARENT = frozenset({
-    "Alias", "SortOrder", "KnownNotNull", "KnownNullable", "KnownFloatingPointNormalized",
-    "PromotePrecision", "WindowSpecDefinition",
-})
+_TRANSPARENT = frozenset(
+    {
+        "Alias",
+        "SortOrder",
+        "KnownNotNull",
+        "KnownNullable",
+        "KnownFloatingPointNormalized",
+        "PromotePrecision",
+        "WindowSpecDefinition",
+    }
+)
 _MASKING = frozenset({"Sha1", "Sha2", "Md5", "Crc32", "Murmur3Hash", "XxHash64", "HiveHash", "Mask"})
-_OPAQUE = frozenset({
-    "PythonUDF", "PythonUDAF", "PythonUDTF", "ScalaUDF", "ScalaUDAF", "ScalaAggregator",
-    "HiveSimpleUDF", "HiveGenericUDF", "HiveUDAFFunction",
-})
-_PASS_THROUGH = frozenset({
-    "SubqueryAlias", "View", "ResolvedHint", "Repartition", "RepartitionByExpression", "RebalancePartitions",
-    "GlobalLimit", "LocalLimit", "Offset", "Tail", "Sample", "CollectMetrics", "Subquery", "EventTimeWatermark",
-})
+_OPAQUE = frozenset(
+    {
+        "PythonUDF",
+        "PythonUDAF",
+        "PythonUDTF",
+        "ScalaUDF",
+        "ScalaUDAF",
+        "ScalaAggregator",
+        "HiveSimpleUDF",
+        "HiveGenericUDF",
+        "HiveUDAFFunction",
+    }
+)
+_PASS_THROUGH = frozenset(
+    {
+        "SubqueryAlias",
+        "View",
+        "ResolvedHint",
+        "Repartition",
+        "RepartitionByExpression",
+        "RebalancePartitions",
+        "GlobalLimit",
+        "LocalLimit",
+        "Offset",
+        "Tail",
+        "Sample",
+        "CollectMetrics",
+        "Subquery",
+        "EventTimeWatermark",
+    }
+)
 _FILE_RELATIONS = frozenset({"LogicalRelation"})
 _TABLE_RELATIONS = frozenset({"DataSourceV2Relation", "DataSourceV2ScanRelation", "HiveTableRelation"})
 _RDD_RELATIONS = frozenset({"LogicalRDD"})
@@ -128,7 +158,7 @@ def extract(frame: DataFrame, *, max_columns: int = MAX_COLUMNS, max_all_to_all:
     `max_columns` caps the output columns traced; `max_all_to_all` caps the dependencies one
     fallback may add, beyond which they are recorded once for the whole dataset.
     """
-    analyzed = frame._jdf.queryExecution().analyzed()  # noqa: SLF001 (no public API for the plan)
+    analyzed = frame._jdf.queryExecution().analyzed()
     reader = _PlanReader(max_all_to_all)
     top = reader.plan(_plan_json(frame, analyzed))
     relations, index_of = _relations(reader, analyzed)
@@ -138,15 +168,17 @@ def extract(frame: DataFrame, *, max_columns: int = MAX_COLUMNS, max_all_to_all:
         notes.append(f"column lineage covers the first {max_columns:,} of {len(outputs):,} columns")
         outputs = outputs[:max_columns]
     columns = tuple(
-        ColumnLineage(reader.names[expr_id], _dependencies(reader.deps_of(expr_id), index_of))
-        for expr_id in outputs
+        ColumnLineage(reader.names[expr_id], _dependencies(reader.deps_of(expr_id), index_of)) for expr_id in outputs
     )
     if reader.unresolved:
         shown = ", ".join(sorted(reader.unresolved)[:5])
         notes.append(f"the origin of {len(reader.unresolved)} column(s) could not be traced: {shown}")
     return PlanLineage(
-        inputs=relations, columns=columns, dataset=_dependencies(top.rows, index_of),
-        fallbacks=tuple(dict.fromkeys(reader.fallbacks)), notes=tuple(notes),
+        inputs=relations,
+        columns=columns,
+        dataset=_dependencies(top.rows, index_of),
+        fallbacks=tuple(dict.fromkeys(reader.fallbacks)),
+        notes=tuple(notes),
     )
 
 
@@ -158,7 +190,7 @@ def _plan_json(frame: DataFrame, analyzed) -> list[dict[str, Any]]:
     os.close(handle)
     try:
         try:
-            mapper, file_class = json_writer(frame.sparkSession._jvm)  # noqa: SLF001
+            mapper, file_class = json_writer(frame.sparkSession._jvm)
             mapper.writeValue(file_class(name), analyzed.jsonValue())
         except Py4JError:
             return json.loads(analyzed.toJSON())
@@ -177,7 +209,8 @@ def json_writer(jvm) -> tuple[Any, Any]:
 def _dependencies(deps: Deps, index_of: Mapping[int, int]) -> tuple[Dependency, ...]:
     found = {
         Dependency(index_of[leaf], column, each.kind, each.transformation, each.masking)
-        for (leaf, column), edges in deps.items() if leaf in index_of
+        for (leaf, column), edges in deps.items()
+        if leaf in index_of
         for each in edges
     }
     return tuple(sorted(found))
@@ -201,7 +234,7 @@ class _Leaf:
 
 def _short(node: Mapping[str, Any]) -> str:
     name = node["class"]
-    return name[name.rfind(".") + 1:]
+    return name[name.rfind(".") + 1 :]
 
 
 def _merge(parts: Iterable[Deps]) -> Deps:
@@ -382,7 +415,11 @@ class _PlanReader:
         inputs = _merge([*(kid.rows for kid in kids), *(self.deps_of(i) for kid in kids for i in kid.output)])
         unknown = _through(inputs, UNKNOWN)
         # A node that does not list its output is taken to pass on its children's columns.
-        output = self.named(node["output"]) if isinstance(node.get("output"), list) else [i for kid in kids for i in kid.output]
+        output = (
+            self.named(node["output"])
+            if isinstance(node.get("output"), list)
+            else [i for kid in kids for i in kid.output]
+        )
         rows = _merge(kid.rows for kid in kids)
         if len(output) * len(inputs) > self.max_all_to_all:
             self.notes.append(
@@ -614,7 +651,9 @@ def _relation(leaf: _Leaf, jvm_relation, position: int) -> Relation:
     if table:
         return Relation("table", table, paths, file_format)
     if paths:
-        return Relation("files", paths[0] if len(paths) == 1 else f"{paths[0]} and {len(paths) - 1} more", paths, file_format)
+        return Relation(
+            "files", paths[0] if len(paths) == 1 else f"{paths[0]} and {len(paths) - 1} more", paths, file_format
+        )
     return Relation("other", f"{jvm_relation.getClass().getSimpleName()} {position}")
 
 

@@ -95,7 +95,9 @@ def warn_about(columns: VersionColumns | None, progress: Progress) -> None:
     if columns is None:
         return
     if columns.fallbacks:
-        progress(f"warning: column lineage took every input column for every output column of {', '.join(columns.fallbacks)}")
+        progress(
+            f"warning: column lineage took every input column for every output column of {', '.join(columns.fallbacks)}"
+        )
     for note in columns.notes:
         progress(f"warning: column lineage: {note}")
 
@@ -118,7 +120,8 @@ def landing_columns(frame: DataFrame, options: ColumnOptions, batch_files: list[
 
     def sources(lineage: PlanLineage) -> dict[int, VersionRow | None]:
         return {
-            index: None for index, relation in enumerate(lineage.inputs)
+            index: None
+            for index, relation in enumerate(lineage.inputs)
             if relation.paths and all(local_path(p).resolve() in batch for p in relation.paths)
         }
 
@@ -135,7 +138,10 @@ def relational_columns(frame: DataFrame, options: ColumnOptions) -> VersionColum
 
 
 def _traced(
-    frame: DataFrame, options: ColumnOptions, sources_of: Callable[[PlanLineage], dict[int, VersionRow | None]], outside: str
+    frame: DataFrame,
+    options: ColumnOptions,
+    sources_of: Callable[[PlanLineage], dict[int, VersionRow | None]],
+    outside: str,
 ) -> VersionColumns:
     from py4j.protocol import Py4JError
 
@@ -147,7 +153,9 @@ def _traced(
         # A plan this release cannot read must not hold back data that passed every check: the
         # version is committed and says, in its notes, the run log and Dagster, that its column
         # lineage is missing and why.
-        return VersionColumns(notes=(f"column lineage could not be extracted: {type(err).__name__}: {error_summary(err)}",))
+        return VersionColumns(
+            notes=(f"column lineage could not be extracted: {type(err).__name__}: {error_summary(err)}",)
+        )
     return _versioned(lineage, sources_of(lineage), outside)
 
 
@@ -169,7 +177,10 @@ def _versioned(lineage: PlanLineage, sources: Mapping[int, VersionRow | None], o
             if d.relation in sources:
                 dep = ColumnDep(column, sources[d.relation], d.column, Edge(d.kind, d.transformation, d.masking))
                 deps.setdefault((column, dep.source.id if dep.source else None, d.column, dep.edge), dep)
-    notes = [*lineage.notes, *(f"{r.name} {outside}; its columns are left out" for i, r in enumerate(lineage.inputs) if i not in sources)]
+    notes = [
+        *lineage.notes,
+        *(f"{r.name} {outside}; its columns are left out" for i, r in enumerate(lineage.inputs) if i not in sources),
+    ]
     return VersionColumns(tuple(deps.values()), lineage.fallbacks, tuple(notes))
 
 
@@ -177,15 +188,21 @@ def record(session: Session, version_id: int, columns: VersionColumns) -> None:
     """Store a version's column lineage in the caller's transaction, in one statement."""
     if not columns.deps:
         return
-    session.execute(insert(ColumnLineageRow), [
-        {
-            "version_id": version_id, "output_column": dep.column,
-            "input_version_id": dep.source.id if dep.source is not None else None,
-            "input_column": dep.input_column, "kind": dep.edge.kind.value,
-            "transformation": dep.edge.transformation.value, "masking": dep.edge.masking,
-        }
-        for dep in columns.deps
-    ])
+    session.execute(
+        insert(ColumnLineageRow),
+        [
+            {
+                "version_id": version_id,
+                "output_column": dep.column,
+                "input_version_id": dep.source.id if dep.source is not None else None,
+                "input_column": dep.input_column,
+                "kind": dep.edge.kind.value,
+                "transformation": dep.edge.transformation.value,
+                "masking": dep.edge.masking,
+            }
+            for dep in columns.deps
+        ],
+    )
 
 
 class RecordedColumns:
@@ -198,18 +215,28 @@ class RecordedColumns:
 
     def of(self, version: VersionRow) -> list[ColumnDep]:
         if version.id not in self._deps:
-            rows = list(self.session.exec(
-                select(ColumnLineageRow).where(ColumnLineageRow.version_id == version.id).order_by(col(ColumnLineageRow.id))
-            ))
+            rows = list(
+                self.session.exec(
+                    select(ColumnLineageRow)
+                    .where(ColumnLineageRow.version_id == version.id)
+                    .order_by(col(ColumnLineageRow.id))
+                )
+            )
             self._load_versions({r.input_version_id for r in rows if r.input_version_id is not None})
             self._deps[version.id] = [
-                ColumnDep(r.output_column, self._versions[r.input_version_id] if r.input_version_id else None,
-                       r.input_column, edge(r.kind, r.transformation, r.masking))
+                ColumnDep(
+                    r.output_column,
+                    self._versions[r.input_version_id] if r.input_version_id else None,
+                    r.input_column,
+                    edge(r.kind, r.transformation, r.masking),
+                )
                 for r in rows
             ]
         return self._deps[version.id]
 
-    def feeding(self, version: VersionRow, column: str, *, direct_only: bool = False) -> dict[tuple[int | None, str], set[Edge]]:
+    def feeding(
+        self, version: VersionRow, column: str, *, direct_only: bool = False
+    ) -> dict[tuple[int | None, str], set[Edge]]:
         """What `column` of `version` depends on, its own dependencies and every column's, by input."""
         found: dict[tuple[int | None, str], set[Edge]] = {}
         # A nested field (`address.city`) is recorded under its top-level column (`address`).
