@@ -360,7 +360,24 @@ def _archived(session: Session, where: LedgerFilter) -> list[LedgerEntry]:
     missing = [seq for seq in seqs if seq not in found]
     if missing:
         raise IntegrityError(f"ledger entry {missing[0]} is indexed as archived, but no segment holds it")
-    return [LedgerEntry.model_construct(**found[seq]) for seq in seqs]
+    matches = [LedgerEntry.model_construct(**found[seq]) for seq in seqs]
+    # The searchable copy chose these entries; each must match the filter on its own, as read from
+    # its segment, or the copy was changed after the rollover.
+    if stray := next((entry for entry in matches if not _matches(entry, where)), None):
+        raise IntegrityError(
+            f"ledger_archive's searchable copy of entry {stray.seq} does not match its segment; "
+            "custody ledger verify names what differs"
+        )
+    return matches
+
+
+def _matches(entry: LedgerEntry, where: LedgerFilter) -> bool:
+    wanted = {"asset_key": where.asset, "version": where.version, "actor": where.actor, "run_id": where.run_id}
+    if any(value is not None and getattr(entry, name) != value for name, value in wanted.items()):
+        return False
+    if where.action is not None and entry.action != where.action and not entry.action.startswith(f"{where.action}."):
+        return False
+    return (where.since is None or entry.ts >= where.since) and (where.until is None or entry.ts < where.until)
 
 
 @dataclass(frozen=True)
@@ -395,7 +412,9 @@ def verify(session: Session, checkpoints: Checkpoints | None = None, chunk: int 
         return Verification(count, seq, reason, matched, problems, verified)
 
     for entry in _scan(session, chunk):
-        if isinstance(entry, TornSegment):
+        if isinstance(entry, IndexDisagreement):
+            return bad(entry.seq, str(entry))
+        if isinstance(entry, IntegrityError):
             return bad(expected_seq, str(entry))
         if entry.seq <= start:
             continue  # aged off, its deletion not finished yet
@@ -429,6 +448,38 @@ def verify(session: Session, checkpoints: Checkpoints | None = None, chunk: int 
     return Verification(count, checkpoints=matched, problems=problems, checkpoints_verified=verified)
 
 
+class IndexDisagreement(IntegrityError):
+    """The searchable copy of a rolled-over entry differs from the entry its segment holds."""
+
+    def __init__(self, seq: int, reason: str) -> None:
+        super().__init__(reason)
+        self.seq = seq
+
+
+def _indexed(session: Session, segment: LedgerSegmentRow) -> dict[int, dict[str, Any]]:
+    """The searchable copies of a segment's entries, by seq."""
+    rows = session.exec(
+        select(ArchivedEntry).where(
+            col(ArchivedEntry.seq) >= segment.first_seq, col(ArchivedEntry.seq) <= segment.last_seq
+        )
+    )
+    return {row.seq: row.model_dump() for row in rows}
+
+
+def _index_disagreement(entry: Mapping[str, Any], indexed: Mapping[str, Any] | None) -> IndexDisagreement | None:
+    """Why the searchable copy of `entry` cannot be trusted, or None when it is the entry's own."""
+    seq = entry["seq"]
+    if indexed is None:
+        return IndexDisagreement(seq, f"ledger_archive has no searchable copy of entry {seq}")
+    for name, value in indexed.items():
+        if entry.get(name) != value:
+            return IndexDisagreement(
+                seq,
+                f"ledger_archive says {name} {value!r} for entry {seq}, its segment says {entry.get(name)!r}",
+            )
+    return None
+
+
 def _horizon_problems(session: Session, horizon) -> tuple[str, ...]:
     """The catalog and the checkpoint file must agree on where the ledger begins."""
     recorded = session.exec(select(LedgerHorizon).order_by(col(LedgerHorizon.seq).desc()).limit(1)).first()
@@ -437,16 +488,23 @@ def _horizon_problems(session: Session, horizon) -> tuple[str, ...]:
     return (f"the catalog says entries up to {recorded.seq} were aged off, but no checkpoint records it",)
 
 
-def _scan(session: Session, chunk: int) -> Iterator[LedgerEntry | TornSegment]:
-    """Every entry in seq order, the segments' then the hot table's; a torn segment ends the scan
-    with the error that says where."""
+def _scan(session: Session, chunk: int) -> Iterator[LedgerEntry | IntegrityError]:
+    """Every entry in seq order, the segments' then the hot table's; a torn segment, or a searchable
+    copy that disagrees with its segment, ends the scan with the error that says where."""
     after = 0
     for row in list(session.exec(select(LedgerSegmentRow).order_by(col(LedgerSegmentRow.first_seq)))):
+        indexed = _indexed(session, row)
         try:
             for entry in open_segment(Path(row.path)).entries():
+                if (disagreement := _index_disagreement(entry, indexed.pop(entry["seq"], None))) is not None:
+                    yield disagreement
+                    return
                 yield LedgerEntry.model_construct(**entry)
         except TornSegment as err:
             yield err
+            return
+        if indexed:
+            yield IndexDisagreement(min(indexed), f"ledger_archive indexes entry {min(indexed)}, its segment has none")
             return
         after = row.last_seq
     while True:

@@ -3,7 +3,7 @@
     CUSTODY_CATALOG_URL=… crash_ledger.py rollover SEGMENTS   roll the old entries over, a few per segment
     CUSTODY_CATALOG_URL=… crash_ledger.py append              append entries forever, printing each seq once committed
 
-It prints `ready` once imported, so the parent's delay measures the work, not the start-up.
+It prints `ready` once imported and connected, so the parent's delay measures the work, not the start-up.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from governance.rollover import rollover
 def main(action: str, folder: str = "") -> None:
     # The URL comes through the environment: it may hold a password, which argv would show to `ps`.
     catalog = Catalog.from_url(os.environ["CUSTODY_CATALOG_URL"])
+    with catalog.session() as session:
+        ledger.last_entry(session)  # connected, so the parent's delay is all work even on a busy machine
     print("ready", flush=True)
     if action == "rollover":
         rollover(catalog, Path(folder), timedelta(days=30), per_segment=5)

@@ -24,7 +24,7 @@ from governance import ledger
 from governance.catalog import Catalog, make_engine
 from governance.catalog.models import ArchivedEntry, LedgerEntry, LedgerSegmentRow
 from governance.checkpoints import Checkpoints
-from governance.errors import InvalidInput
+from governance.errors import IntegrityError, InvalidInput
 from governance.maintenance import (
     MAX_BYTES,
     RETENTION_DAYS,
@@ -132,6 +132,30 @@ def test_a_torn_segment_is_named_by_verify(book, tmp_path):
     second.write_bytes(second.read_bytes()[:-40])
     result = verify(book)
     assert result.first_bad_seq == 301 and "cut short" in result.reason and second.name in result.reason
+
+
+def test_verify_names_an_entry_whose_searchable_copy_was_changed_after_rollover(book, tmp_path):
+    rollover(book, tmp_path / "segments", timedelta(days=30), per_segment=300)
+    with book.session() as session:
+        session.connection().exec_driver_sql("UPDATE ledger_archive SET actor = 'user0' WHERE actor = 'user1'")
+    found = verify(book)
+    assert (found.ok, found.first_bad_seq) == (False, 2)
+    assert found.reason == "ledger_archive says actor 'user0' for entry 2, its segment says 'user1'"
+
+
+def test_verify_names_a_rolled_over_entry_whose_searchable_copy_was_deleted(book, tmp_path):
+    rollover(book, tmp_path / "segments", timedelta(days=30), per_segment=300)
+    with book.session() as session:
+        session.connection().exec_driver_sql("DELETE FROM ledger_archive WHERE seq = 400")
+    assert verify(book).reason == "ledger_archive has no searchable copy of entry 400"
+
+
+def test_a_filter_refuses_entries_its_searchable_copy_chose_but_their_segment_contradicts(book, tmp_path):
+    rollover(book, tmp_path / "segments", timedelta(days=30), per_segment=300)
+    with book.session() as session:
+        session.connection().exec_driver_sql("UPDATE ledger_archive SET actor = 'user0' WHERE actor = 'user1'")
+    with pytest.raises(IntegrityError, match="searchable copy of entry 2 does not match its segment"):
+        everything(book, ledger.LedgerFilter(actor="user0"))
 
 
 def test_recovery_adopts_a_whole_segment_the_catalog_never_recorded(book, tmp_path):
