@@ -280,7 +280,7 @@ def check_results(
     from governance.audit import audit
 
     selected = tuple(Check(key.name) for key in sorted(context.selected_asset_check_keys, key=lambda k: k.name))
-    findings = audit(custody.catalog, spec, version, selected, thorough=thorough)
+    findings = audit(custody.catalog, custody.lake, spec, version, selected, thorough=thorough)
     for finding in findings:
         if not finding.passed:
             context.log.warning(f"check {finding.check} failed: {finding.description}")

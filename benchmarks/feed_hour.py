@@ -204,7 +204,7 @@ def main() -> None:
                         files = sorted(str(p) for p in copies.glob("*.json"))
                     rows = row.rows
                     shutil.rmtree(lake.batch_dir(KEY, batch.batch_id))
-                    shutil.rmtree(row.path)
+                    shutil.rmtree(lake.at(row.path))
                 else:
                     if files is None:
                         continue

@@ -266,9 +266,10 @@ class Bench:
             raise SystemExit(
                 f"governed run landed {row.rows} rows, quarantined {row.rows_quarantined}; expected {rows}"
             )
-        for path in (row.path, row.quarantine_path, folder):
+        for path in (row.path, row.quarantine_path):
             if path:
-                shutil.rmtree(path, ignore_errors=True)
+                shutil.rmtree(self.lake.at(path), ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
         return elapsed, cpu
 
 

@@ -147,7 +147,7 @@ class Bench:
             raise SystemExit(
                 f"governed run landed {row.rows} rows, quarantined {row.rows_quarantined}; expected {self.rows}"
             )
-        shutil.rmtree(row.path)
+        shutil.rmtree(self.lake.at(row.path))
         return elapsed
 
 

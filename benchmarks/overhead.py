@@ -175,7 +175,7 @@ class Bench:
         version = self.custody.catalog.latest(SOURCE)
         if not result.success or version.rows != rows:
             raise SystemExit(f"ingesting {SOURCE} failed or landed {version.rows} rows, expected {rows}")
-        return version.path
+        return str(self.custody.lake.at(version.path))
 
     def _resources(self) -> dict:
         return {"custody": self.bound_custody, "spark": self.spark}

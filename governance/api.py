@@ -29,7 +29,7 @@ from governance.catalog.models import VersionRow
 from governance.config import Settings
 from governance.errors import NotFound
 from governance.spec import SpecSet, load_specs
-from governance.zones import AssetKey, VersionRef
+from governance.zones import AssetKey, Lake, VersionRef
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -59,6 +59,10 @@ class Custody:
     def store(self) -> Catalog:
         """The catalog's database: versions, lineage, specs in force, the ledger."""
         return Catalog.from_settings(self.settings, self.environ)
+
+    @cached_property
+    def lake(self) -> Lake:
+        return Lake(self.settings.lake)
 
     @cached_property
     def specs(self) -> SpecSet:
@@ -101,11 +105,12 @@ class Custody:
         columns: Sequence[str] | None = None,
     ) -> pa.Table:
         """The version's rows as an Arrow table."""
-        return read_table(self.open(target, as_user=as_user, password=password), limit=limit, columns=columns)
+        row = self.open(target, as_user=as_user, password=password)
+        return read_table(self.lake, row, limit=limit, columns=columns)
 
     def read_spark(self, spark: SparkSession, target: str, *, as_user: str, password: str | None = None) -> DataFrame:
         """The version as a Spark DataFrame."""
-        return read_dataframe(spark, self.open(target, as_user=as_user, password=password))
+        return read_dataframe(spark, self.lake, self.open(target, as_user=as_user, password=password))
 
     def spec_edits(self, assets: Sequence[str] = ()) -> list[Edit]:
         """What the spec files change against the definitions in force (of `assets`, else all)."""

@@ -17,6 +17,7 @@ from governance.checks import Check
 from governance.errors import NotFound
 from governance.spec import Spec
 from governance.versions import read_manifest, sha256_file
+from governance.zones import Lake
 
 
 @dataclass(frozen=True)
@@ -46,12 +47,20 @@ def version_to_audit(catalog: Catalog, spec: Spec, number: int | None = None) ->
 
 
 def audit(
-    catalog: Catalog, spec: Spec, version: VersionRow, checks: tuple[Check, ...], *, thorough: bool = True
+    catalog: Catalog,
+    lake: Lake,
+    spec: Spec,
+    version: VersionRow,
+    checks: tuple[Check, ...],
+    *,
+    thorough: bool = True,
 ) -> list[Finding]:
     """What each of `checks` finds. Not `thorough`, the files are found with their sizes but not
     hashed again: right after the commit that sealed them, a second hash would only repeat the first."""
     return [
-        _files_intact(version, thorough) if check is Check.FILES_INTACT else _RUNNERS[check](catalog, spec, version)
+        _files_intact(lake, version, thorough)
+        if check is Check.FILES_INTACT
+        else _RUNNERS[check](catalog, spec, version)
         for check in checks
     ]
 
@@ -140,8 +149,8 @@ def _inputs_as_declared(catalog: Catalog, spec: Spec, version: VersionRow) -> Fi
     return Finding(Check.INPUTS_AS_DECLARED, False, f"{version.ref}: " + "; ".join(problems), {"inputs": refs})
 
 
-def _files_intact(version: VersionRow, thorough: bool) -> Finding:
-    folder = Path(version.path)
+def _files_intact(lake: Lake, version: VersionRow, thorough: bool) -> Finding:
+    folder = lake.at(version.path)
     manifest = read_manifest(folder)
     if manifest is None:
         return Finding(Check.FILES_INTACT, False, f"{version.ref}: no readable manifest in {folder}")

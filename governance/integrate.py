@@ -93,7 +93,7 @@ def materialize(
         events.running(job, progress) as outputs,
         attempt(catalog, lake, spec.key, request, ledger.Action.MATERIALIZATION_FAILED) as (attempt_id, stage),
     ):
-        result = _run_transform(spark, spec, pins)
+        result = _run_transform(spark, lake, spec, pins)
         observation = observe(result, lake, spec.key, pins)
         for ref in observation.unread:
             progress(f"warning: declared input {ref} was not read by {spec.body.transform}")
@@ -147,9 +147,9 @@ def _input_datasets(catalog: Catalog, lake: Lake, pins: dict[AssetKey, VersionRo
     return {row.id: dataset_of(lake, row, roles.get(key, {})) for key, row in pins.items()}
 
 
-def _run_transform(spark: SparkSession, spec: Spec, pins: dict[AssetKey, VersionRow]) -> DataFrame:
+def _run_transform(spark: SparkSession, lake: Lake, spec: Spec, pins: dict[AssetKey, VersionRow]) -> DataFrame:
     function = resolve_transform(spec.body.transform)
-    frames = {key.name: spark.read.parquet(pins[key].path) for key in spec.inputs}
+    frames = {key.name: spark.read.parquet(str(lake.at(pins[key].path))) for key in spec.inputs}
     try:
         result = function(spark, **frames)
     except AnalysisException as err:

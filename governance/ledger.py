@@ -35,6 +35,7 @@ APPENDED = "custody.ledger.appended"
 TAIL = "custody.ledger.tail"
 CHECKPOINTS = "custody.ledger.checkpoints"  # the session's checkpoint file, whose key signs a new ledger's head
 LEDGER_LOCK = "custody.ledger"  # the advisory lock appends take
+SEGMENTS = "custody.ledger.segments"  # the session's folder of segment files
 
 
 class Action:
@@ -355,7 +356,7 @@ def _archived(session: Session, where: LedgerFilter) -> list[LedgerEntry]:
     )
     found: dict[int, dict[str, Any]] = {}
     for row in rows:
-        segment = opened(Path(row.path))  # verify re-reads every file; queries may trust the cache
+        segment = opened(segment_file(session, row))  # verify re-reads every file; queries may trust the cache
         found.update(segment.entries_at(seq for seq in seqs if segment.first_seq <= seq <= segment.last_seq))
     missing = [seq for seq in seqs if seq not in found]
     if missing:
@@ -488,6 +489,19 @@ def _horizon_problems(session: Session, horizon) -> tuple[str, ...]:
     return (f"the catalog says entries up to {recorded.seq} were aged off, but no checkpoint records it",)
 
 
+def segment_file(session: Session, row: LedgerSegmentRow) -> Path:
+    """Where a segment the catalog names is: its file in the session's segments folder, never outside it."""
+    folder: Path | None = session.info.get(SEGMENTS)
+    if folder is None:
+        raise IntegrityError(
+            f"the ledger's entries {row.first_seq} to {row.last_seq} are in segment {row.path}, "
+            "and this catalog was opened without its segments folder"
+        )
+    if Path(row.path).name != row.path:
+        raise IntegrityError(f"the catalog names segment {row.path!r}, not a file name: segments are kept in {folder}")
+    return folder / row.path
+
+
 def _scan(session: Session, chunk: int) -> Iterator[LedgerEntry | IntegrityError]:
     """Every entry in seq order, the segments' then the hot table's; a torn segment, or a searchable
     copy that disagrees with its segment, ends the scan with the error that says where."""
@@ -495,7 +509,7 @@ def _scan(session: Session, chunk: int) -> Iterator[LedgerEntry | IntegrityError
     for row in list(session.exec(select(LedgerSegmentRow).order_by(col(LedgerSegmentRow.first_seq)))):
         indexed = _indexed(session, row)
         try:
-            for entry in open_segment(Path(row.path)).entries():
+            for entry in open_segment(segment_file(session, row)).entries():
                 if (disagreement := _index_disagreement(entry, indexed.pop(entry["seq"], None))) is not None:
                     yield disagreement
                     return

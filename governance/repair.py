@@ -58,7 +58,7 @@ def repair(
             _roll_back(catalog, attempt, actor)
             report.rolled_back.append(f"{attempt.asset_key} attempt {attempt_id}")
     if verify_files:
-        report.damaged.extend(damaged_versions(catalog))
+        report.damaged.extend(damaged_versions(catalog, lake))
     return report
 
 
@@ -110,13 +110,13 @@ def _roll_back(catalog: Catalog, attempt: Attempt, actor: str) -> None:
         )
 
 
-def damaged_versions(catalog: Catalog) -> list[str]:
+def damaged_versions(catalog: Catalog, lake: Lake) -> list[str]:
     """Committed versions whose files are missing or do not match their manifest."""
     with catalog.session() as session:
         rows = list(session.exec(select(VersionRow).where(VersionRow.status == VersionStatus.COMMITTED.value)))
     problems = []
     for row in rows:
-        problem = version_problem(Path(row.path), row.data_version)
+        problem = version_problem(lake.at(row.path), row.data_version)
         if problem:
             problems.append(f"{row.ref}: {problem}")
     return problems

@@ -217,7 +217,7 @@ def _finish(
     progress(f"purging {row.ref}: {reason}")
     for path in (row.path, row.quarantine_path):
         if path:
-            _delete(lake, Path(path), row.ref)
+            _delete(lake, lake.at(path), row.ref)
     with catalog.session() as session:
         row = session.get(VersionRow, version_id)
         if row.status != VersionStatus.PURGING:  # another purge finished it meanwhile

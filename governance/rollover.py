@@ -135,7 +135,7 @@ def _adopt(catalog: Catalog, segment: Segment, rows: list[dict] | None = None) -
             LedgerSegmentRow(
                 first_seq=segment.first_seq,
                 last_seq=segment.last_seq,
-                path=str(segment.path.absolute()),
+                path=segment.path.name,
                 entries=len(archived),
                 bytes=segment.path.stat().st_size,
                 last_hash=segment.last_hash,
@@ -201,7 +201,7 @@ def age_off(
                     run_id=run_id,
                     assurance=assurance,
                     details={
-                        "segment": Path(row.path).name,
+                        "segment": row.path,
                         "first_seq": row.first_seq,
                         "last_seq": row.last_seq,
                         "entries": row.entries,
@@ -211,9 +211,9 @@ def age_off(
                         "max_bytes": max_bytes,
                     },
                 )
-            Path(row.path).unlink(missing_ok=True)
-            progress(f"aged off {Path(row.path).name}: {row.entries:,} entries, {row.bytes:,} B")
-            report.segments.append(Path(row.path).name)
+            (folder / row.path).unlink(missing_ok=True)
+            progress(f"aged off {row.path}: {row.entries:,} entries, {row.bytes:,} B")
+            report.segments.append(row.path)
             report.entries += row.entries
             report.bytes += row.bytes
             report.horizon = row.last_seq

@@ -160,7 +160,7 @@ def commit(catalog: Catalog, lake: Lake, stage: Staging, draft: Draft) -> Versio
                 if destination is not None:
                     publish(source, destination)
                     published.append((source, destination))
-            row = _record(session, catalog, draft, number, created_at, target, q_target)
+            row = _record(session, catalog, lake, draft, number, created_at, target, q_target)
         return row
     except BaseException:
         for source, destination in reversed(published):
@@ -170,7 +170,7 @@ def commit(catalog: Catalog, lake: Lake, stage: Staging, draft: Draft) -> Versio
 
 
 def _record(
-    session, catalog: Catalog, draft: Draft, number: int, created_at, target: Path, q_target: Path | None
+    session, catalog: Catalog, lake: Lake, draft: Draft, number: int, created_at, target: Path, q_target: Path | None
 ) -> VersionRow:
     quarantined = draft.quarantine.rows if draft.quarantine else 0
     row = VersionRow(
@@ -179,10 +179,10 @@ def _record(
         label=draft.label,
         data_version=draft.data.data_version,
         zone=draft.zone.value,
-        path=str(target),
+        path=lake.stored(target),
         rows=draft.data.rows,
         rows_quarantined=quarantined,
-        quarantine_path=str(q_target) if q_target else None,
+        quarantine_path=lake.stored(q_target) if q_target else None,
         bytes=draft.data.bytes,
         table_schema=draft.table_schema,
         created_at=created_at,
@@ -214,7 +214,7 @@ def _record(
         session.add(batch)
         session.flush()
         for f in draft.batch.files:
-            session.add(SourceFile(batch_pk=batch.id, path=f.path, bytes=f.bytes, sha256=f.sha256))
+            session.add(SourceFile(batch_pk=batch.id, path=lake.stored(Path(f.path)), bytes=f.bytes, sha256=f.sha256))
     if draft.read:
         session.add(
             RelationalRead(

@@ -100,6 +100,17 @@ class Lake:
             raise UnsafePath(f"path {path} resolves to {resolved}, outside {base}")
         return resolved
 
+    def stored(self, path: Path) -> str:
+        """`path` as the catalog keeps it: relative to the lake root, so a home restored elsewhere
+        still finds it, and a copy beside its original never reaches into the original."""
+        return self.contain(path).relative_to(self.root.resolve()).as_posix()
+
+    def at(self, stored: str) -> Path:
+        """A location the catalog keeps, under this lake's root; UnsafePath if it would leave it."""
+        if Path(stored).is_absolute():
+            raise UnsafePath(f"the catalog names {stored}, an absolute path: locations are kept relative to the lake")
+        return self.contain(self.root / stored)
+
     def zone_dir(self, zone: Zone, key: AssetKey) -> Path:
         return self.contain(self.root / zone.value / key.domain / key.name)
 

@@ -121,7 +121,7 @@ def without_approval(settings: Settings) -> Settings:
 
 @pytest.fixture
 def catalog(settings: Settings) -> Catalog:
-    return Catalog(make_engine(settings.catalog_url))
+    return Catalog(make_engine(settings.catalog_url), segments=settings.ledger_segments)
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 from collections import deque
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from governance.catalog import Catalog
 from governance.catalog.models import LineageEdge, VersionRow
@@ -19,7 +18,7 @@ def add_version(
     number: int,
     *,
     inputs: tuple[int, ...] = (),
-    folder: Path | None = None,
+    path: str | None = None,
     age_days: float = 0,
     zone: str = "integration",
 ) -> int:
@@ -30,7 +29,7 @@ def add_version(
             number=number,
             data_version=f"{asset}@{number}".encode().hex()[:64],
             zone=zone,
-            path=str(folder or f"/lake/{zone}/{asset}/v={number}"),
+            path=path or f"{zone}/{asset}/v={number}",  # relative to the lake, as the catalog keeps it
             rows=1,
             bytes=10,
             table_schema='{"type":"struct","fields":[]}',

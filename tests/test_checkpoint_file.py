@@ -9,7 +9,6 @@ import hashlib
 import hmac
 import json
 import os
-from pathlib import Path
 
 import pytest
 from sqlmodel import col, select
@@ -334,7 +333,7 @@ def test_a_checkpoint_that_cannot_be_written_never_undoes_what_its_transaction_c
     keep_lines(catalog, 1)
     drop(lake, "t/people", "b1", {"p.csv": (DATA / "batches/csv/good.csv").read_bytes()})
     version = ingest(spark, catalog, lake, test_specs[AssetKey.parse("t/people")], RunRequest("bob"), batch_id="b1")
-    assert Path(version.path).is_dir() and read_manifest(Path(version.path))["version"] == 1
+    assert lake.at(version.path).is_dir() and read_manifest(lake.at(version.path))["version"] == 1
     with pytest.raises(IntegrityError, match="does not write over a checkpoint file the catalog does not recognise"):
         catalog.versions(AssetKey.parse("t/people"))
     assert [v.number for v in Catalog(catalog.engine).versions(AssetKey.parse("t/people"))] == [1]

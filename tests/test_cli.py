@@ -164,7 +164,8 @@ def test_repair_on_a_clean_lake_has_nothing_to_do(cli_env, capsys):
 def test_demo_twice_adds_versions_and_never_touches_old_ones(cli_env, spark, capsys):
     assert cli(capsys, "demo")[0] == 0
     catalog = Catalog.from_url(cli_env.catalog_url)
-    first = {v.ref: {p.name: sha256_file(p) for p in Path(v.path).iterdir()} for v in catalog.versions(CLIENTS)}
+    lake = Lake(cli_env.lake)
+    first = {v.ref: {p.name: sha256_file(p) for p in lake.at(v.path).iterdir()} for v in catalog.versions(CLIENTS)}
     code, out, _ = cli(capsys, "demo")
     assert code == 0 and "sales/product_summary@4 label 18" in out
     assert "Origins of sales/product_summary@4.revenue" in out and "DropZone field order.quantity" in out
@@ -173,7 +174,7 @@ def test_demo_twice_adds_versions_and_never_touches_old_ones(cli_env, spark, cap
     assert [v.number for v in catalog.versions(CLIENTS)] == [1, 2, 3, 4]
     assert [v.number for v in catalog.versions(PRODUCTS)] == [1, 2]
     for version in catalog.versions(CLIENTS)[:2]:
-        assert {p.name: sha256_file(p) for p in Path(version.path).iterdir()} == first[version.ref]
+        assert {p.name: sha256_file(p) for p in lake.at(version.path).iterdir()} == first[version.ref]
 
 
 def test_impact_lists_the_versions_built_from_a_landing_version(ingested, capsys):

@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -69,5 +68,5 @@ def test_a_killed_ingestion_leaves_no_partial_version(spark, settings, catalog, 
     resumed = ingest(spark, catalog, lake, spec, request, batch_id="b1")
     assert resumed.number == 2 and resumed.rows == ROWS
     for version in all_versions(catalog):
-        assert version_problem(Path(version.path), version.data_version) is None
+        assert version_problem(lake.at(version.path), version.data_version) is None
     assert set(lake.version_dirs(Zone.LANDING, PEOPLE)) == {1, 2}

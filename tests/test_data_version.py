@@ -213,7 +213,7 @@ def test_a_batch_ingested_again_with_force_and_split_otherwise_has_the_same_data
     first = ingest(spark, catalog, lake, spec, BOB, batch_id="b1")
     with spark_conf(spark, **{"spark.sql.files.maxPartitionBytes": "65536"}):
         again = ingest(spark, catalog, lake, spec, BOB, batch_id="b1", force=True)
-    assert len(list(Path(again.path).glob("part-*"))) > len(list(Path(first.path).glob("part-*")))
+    assert len(list(lake.at(again.path).glob("part-*"))) > len(list(lake.at(first.path).glob("part-*")))
     assert (again.number, again.data_version) == (2, first.data_version)
 
 
@@ -226,5 +226,5 @@ def test_a_materialization_run_again_on_the_same_inputs_has_the_same_data_versio
     first = materialize(spark, catalog, lake, demo_specs[PRODUCT_SUMMARY], BOB).version
     with spark_conf(spark, **{"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "3"}):
         again = materialize(spark, catalog, lake, demo_specs[PRODUCT_SUMMARY], BOB).version
-    assert len(list(Path(again.path).glob("part-*"))) != len(list(Path(first.path).glob("part-*")))
+    assert len(list(lake.at(again.path).glob("part-*"))) != len(list(lake.at(first.path).glob("part-*")))
     assert (again.number, again.data_version) == (2, first.data_version)

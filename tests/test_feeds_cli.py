@@ -151,7 +151,7 @@ def test_a_dropped_hour_lands_as_a_version_labelled_with_the_hour(tmp_path: Path
     dropped = land(store, lake, catalog, spec, datetime(2026, 11, 23, 16, tzinfo=UTC))
     row = ingest(spark, catalog, lake, spec, RunRequest(requested_by="bob"), batch_id=dropped[0].batch_id)
     assert (row.rows, row.rows_quarantined, row.label) == (4, 0, "2026-11-23T14")
-    assert sorted(r.tick for r in spark.read.parquet(row.path).collect()) == [0, 1, 2, 3]
+    assert sorted(r.tick for r in spark.read.parquet(str(lake.at(row.path))).collect()) == [0, 1, 2, 3]
 
 
 def test_two_hours_of_the_same_answers_both_land(tmp_path: Path, spark, catalog, lake, settings):
@@ -195,7 +195,7 @@ def test_a_raw_feeds_answer_fetched_at_another_time_is_another_row(tmp_path: Pat
     later = make_download(HOUR_START + timedelta(minutes=5), download.read_bytes())[0]
     download.rename(again / later)
     row = ingest(spark, catalog, lake, spec, RunRequest(requested_by="bob"), batch_id=again.name)
-    assert [r.file for r in spark.read.parquet(row.path).collect()] == [later]
+    assert [r.file for r in spark.read.parquet(str(lake.at(row.path))).collect()] == [later]
 
 
 def test_a_download_not_in_the_feeds_format_is_quarantined_and_the_rest_of_the_hour_lands(
@@ -209,7 +209,7 @@ def test_a_download_not_in_the_feeds_format_is_quarantined_and_the_rest_of_the_h
     dropped = land(store, lake, catalog, spec, datetime(2026, 11, 23, 16, tzinfo=UTC))
     row = ingest(spark, catalog, lake, spec, RunRequest(requested_by="bob"), batch_id=dropped[0].batch_id)
     assert (row.rows, row.rows_quarantined) == (3, 1)
-    [refused] = spark.read.json(row.quarantine_path).collect()
+    [refused] = spark.read.json(str(lake.at(row.quarantine_path))).collect()
     assert refused.file.endswith(downloads[-1][0])
 
 
@@ -224,7 +224,7 @@ def test_a_raw_feed_lands_each_download_as_a_row_with_its_bytes(tmp_path: Path, 
     [dropped] = land(store, lake, catalog, spec, datetime(2026, 11, 23, 16, tzinfo=UTC))
     row = ingest(spark, catalog, lake, spec, RunRequest(requested_by="bob"), batch_id=dropped.batch_id)
     assert (row.rows, row.rows_quarantined) == (2, 0)
-    landed = sorted(spark.read.parquet(row.path).collect(), key=lambda r: r.file)
+    landed = sorted(spark.read.parquet(str(lake.at(row.path))).collect(), key=lambda r: r.file)
     assert [(r.file, bytes(r.content), r.bytes) for r in landed] == [
         (name, body, len(body)) for name, body in downloads
     ]

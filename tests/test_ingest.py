@@ -27,31 +27,31 @@ def land(spark, catalog, lake, test_specs, asset, batch_id, files, **kwargs):
     return ingest(spark, catalog, lake, test_specs[AssetKey.parse(asset)], BOB, batch_id=batch_id, **kwargs)
 
 
-def rows(version):
-    return pq.read_table(version.path).to_pylist()
+def rows(lake, version):
+    return pq.read_table(lake.at(version.path)).to_pylist()
 
 
-def quarantined(version):
-    folder = Path(version.quarantine_path)
+def quarantined(lake, version):
+    folder = lake.at(version.quarantine_path)
     return [json.loads(line) for part in sorted(folder.glob("part-*.json")) for line in part.read_text().splitlines()]
 
 
 def test_csv_batch_lands_as_version_1_with_manifest(spark, catalog, lake, test_specs):
     version = land(spark, catalog, lake, test_specs, "t/people", "b1", {"people.csv": BATCHES / "csv/good.csv"})
     assert (version.number, version.rows, version.rows_quarantined) == (1, 2, 0)
-    assert rows(version) == [{"id": 1, "name": "ann", "score": 1.5}, {"id": 2, "name": "bob", "score": 2.5}]
-    manifest = read_manifest(Path(version.path))
+    assert rows(lake, version) == [{"id": 1, "name": "ann", "score": 1.5}, {"id": 2, "name": "bob", "score": 2.5}]
+    manifest = read_manifest(lake.at(version.path))
     assert manifest["version"] == 1 and manifest["data_version"] == version.data_version
     for entry in manifest["files"]:
-        assert sha256_file(Path(version.path) / entry["path"]) == entry["sha256"]
+        assert sha256_file(lake.at(version.path) / entry["path"]) == entry["sha256"]
 
 
 def test_the_next_batch_is_the_next_version_and_the_first_is_untouched(spark, catalog, lake, test_specs):
     first = land(spark, catalog, lake, test_specs, "t/people", "b1", {"p.csv": BATCHES / "csv/good.csv"})
-    before = {p.name: sha256_file(p) for p in Path(first.path).iterdir()}
+    before = {p.name: sha256_file(p) for p in lake.at(first.path).iterdir()}
     second = land(spark, catalog, lake, test_specs, "t/people", "b2", {"p.csv": BATCHES / "csv/wrong_types.csv"})
     assert second.number == 2
-    assert {p.name: sha256_file(p) for p in Path(first.path).iterdir()} == before
+    assert {p.name: sha256_file(p) for p in lake.at(first.path).iterdir()} == before
 
 
 def test_same_content_gives_same_data_version(spark, catalog, lake, test_specs):
@@ -80,7 +80,7 @@ def test_batch_metadata_is_recorded_with_source_file_hashes(spark, catalog, lake
     version = ingest(spark, catalog, lake, test_specs[AssetKey.parse("t/people")], BOB, batch_id="b1")
     batch, files = catalog.sources_of([version.id])[version.id]
     assert (batch.requested_by, batch.label, batch.note, version.label) == ("bob", "15", "first", "15")
-    assert [(Path(f.path).name, f.bytes, f.sha256) for f in files] == [
+    assert [(lake.at(f.path).name, f.bytes, f.sha256) for f in files] == [
         ("p.csv", (BATCHES / "csv/good.csv").stat().st_size, sha256_file(BATCHES / "csv/good.csv"))
     ]
 
@@ -106,8 +106,8 @@ def test_the_ledger_records_request_and_commit(spark, catalog, lake, test_specs)
 )
 def test_malformed_csv_rows_are_quarantined_with_a_reason(spark, catalog, lake, test_specs, file, landed, reason):
     version = land(spark, catalog, lake, test_specs, "t/people", "b1", {file: BATCHES / "csv" / file})
-    assert sorted(r["id"] for r in rows(version)) == landed
-    refused = quarantined(version)
+    assert sorted(r["id"] for r in rows(lake, version)) == landed
+    refused = quarantined(lake, version)
     assert version.rows_quarantined == len(refused) >= 1
     assert all(r["file"].endswith(file) for r in refused)
     assert any(reason in r["reason"] for r in refused), refused
@@ -122,14 +122,14 @@ def entries_for(catalog, action):
 
 def test_wrong_types_name_the_column_and_type(spark, catalog, lake, test_specs):
     version = land(spark, catalog, lake, test_specs, "t/people", "b1", {"w.csv": BATCHES / "csv/wrong_types.csv"})
-    reasons = sorted(r["reason"] for r in quarantined(version))
+    reasons = sorted(r["reason"] for r in quarantined(lake, version))
     assert reasons == ["column id is not a valid int", "column score is not a valid double"]
-    assert any("x2" in r["record"] for r in quarantined(version))
+    assert any("x2" in r["record"] for r in quarantined(lake, version))
 
 
 def test_a_utf8_bom_is_accepted(spark, catalog, lake, test_specs):
     version = land(spark, catalog, lake, test_specs, "t/people", "b1", {"bom.csv": BATCHES / "csv/bom.csv"})
-    assert [r["id"] for r in rows(version)] == [1, 2]
+    assert [r["id"] for r in rows(lake, version)] == [1, 2]
 
 
 def test_a_write_the_scan_finds_pointless_is_stopped_without_an_error(spark, lake, test_specs):
@@ -157,7 +157,7 @@ def test_blank_lines_and_crlf_line_ends_are_not_rows(spark, catalog, lake, test_
     version = land(
         spark, catalog, lake, test_specs, "t/people", "b1", {"crlf.csv": BATCHES / "csv/blank_lines_crlf.csv"}
     )
-    assert [r["id"] for r in rows(version)] == [1, 2]
+    assert [r["id"] for r in rows(lake, version)] == [1, 2]
     assert (version.rows_quarantined, version.quarantine_path) == (0, None)
     assert entries_for(catalog, Action.INGESTION_COMMITTED)[0]["rows_read"] == 2
 
@@ -166,7 +166,7 @@ def test_a_parquet_row_group_of_nulls_in_a_required_column_is_quarantined(spark,
     version = land(
         spark, catalog, lake, test_specs, "t/measures", "b1", {"m.parquet": BATCHES / "parquet/null_row_group.parquet"}
     )
-    assert [r["sensor"] for r in rows(version)] == ["s3", "s4"]
+    assert [r["sensor"] for r in rows(lake, version)] == ["s3", "s4"]
     assert version.rows_quarantined == 2
     assert entries_for(catalog, Action.INGESTION_COMMITTED)[0]["rows_read"] == 4
 
@@ -182,7 +182,7 @@ def test_embedded_newlines_land_when_the_spec_says_multiline(spark, catalog, lak
     version = land(
         spark, catalog, lake, test_specs, "t/people_multiline", "b1", {"n.csv": BATCHES / "csv/embedded_newline.csv"}
     )
-    assert [r["name"] for r in rows(version)] == ["ann", "bob\nby", "cid"]
+    assert [r["name"] for r in rows(lake, version)] == ["ann", "bob\nby", "cid"]
 
 
 def test_bad_rows_fail_the_batch_when_the_spec_says_fail(spark, catalog, lake, test_specs):
@@ -272,7 +272,7 @@ def test_unsafe_batch_ids_are_refused(spark, catalog, lake, test_specs, batch_id
 
 def test_json_nested_objects_are_flattened_and_typed(spark, catalog, lake, test_specs):
     version = land(spark, catalog, lake, test_specs, "t/events", "b1", {"e.json": BATCHES / "json/nested.json"})
-    assert rows(version) == [
+    assert rows(lake, version) == [
         {"id": 1, "kind": "click", "user__name": "ann", "user__age": 31},
         {"id": 2, "kind": "view", "user__name": "bob", "user__age": 42},
     ]
@@ -280,8 +280,8 @@ def test_json_nested_objects_are_flattened_and_typed(spark, catalog, lake, test_
 
 def test_json_lines_that_are_not_objects_or_break_types_are_quarantined(spark, catalog, lake, test_specs):
     version = land(spark, catalog, lake, test_specs, "t/events", "b1", {"e.json": BATCHES / "json/some_bad_lines.json"})
-    assert sorted(r["id"] for r in rows(version)) == [1, 4]
-    assert sorted(r["reason"] for r in quarantined(version)) == [
+    assert sorted(r["id"] for r in rows(lake, version)) == [1, 4]
+    assert sorted(r["reason"] for r in quarantined(lake, version)) == [
         "column user__age is not a valid int",
         "not valid JSON: expecting value at character 1",
     ]
@@ -291,8 +291,8 @@ def test_json_null_in_a_required_column_is_quarantined_and_counted(spark, catalo
     version = land(
         spark, catalog, lake, test_specs, "t/events", "b1", {"e.json": BATCHES / "json/null_in_required.json"}
     )
-    assert sorted(r["id"] for r in rows(version)) == [1, 3]
-    assert [r["reason"] for r in quarantined(version)] == ["column id is null but declared not nullable"]
+    assert sorted(r["id"] for r in rows(lake, version)) == [1, 3]
+    assert [r["reason"] for r in quarantined(lake, version)] == ["column id is null but declared not nullable"]
     assert entries_for(catalog, Action.INGESTION_COMMITTED)[0]["rows_read"] == 3
 
 
@@ -300,7 +300,7 @@ def test_json_without_declared_columns_keeps_the_inferred_schema(spark, catalog,
     version = land(
         spark, catalog, lake, test_specs, "t/events_inferred", "b1", {"e.json": BATCHES / "json/nested.json"}
     )
-    assert sorted(rows(version)[0]) == ["id", "kind", "user__age", "user__name"]
+    assert sorted(rows(lake, version)[0]) == ["id", "kind", "user__age", "user__name"]
 
 
 def test_parquet_lands_as_is_and_nulls_in_required_columns_are_quarantined(spark, catalog, lake, test_specs):
@@ -314,4 +314,4 @@ def test_parquet_lands_as_is_and_nulls_in_required_columns_are_quarantined(spark
         {"a.parquet": BATCHES / "parquet/good.parquet", "b.parquet": BATCHES / "parquet/null_sensor.parquet"},
     )
     assert (version.rows, version.rows_quarantined) == (4, 1)
-    assert quarantined(version)[0]["reason"] == "column sensor is null but declared not nullable"
+    assert quarantined(lake, version)[0]["reason"] == "column sensor is null but declared not nullable"

@@ -33,8 +33,8 @@ def land(spark, catalog, lake, test_specs, asset, batch_id, files):
     return ingest_batch(spark, catalog, lake, test_specs, asset, batch_id)
 
 
-def quarantined(version):
-    folder = Path(version.quarantine_path)
+def quarantined(lake, version):
+    folder = lake.at(version.quarantine_path)
     return [json.loads(line) for part in sorted(folder.glob("part-*.json")) for line in part.read_text().splitlines()]
 
 
@@ -113,7 +113,9 @@ def test_file_names_holding_glob_or_url_characters_are_read_as_they_are(spark, c
     files = {name: GOOD_CSV + b"x,bad,row\n", **({decoy: b"id,name,score\n9,zed,9.5\n"} if decoy else {})}
     version = land(spark, catalog, lake, test_specs, "t/people", "b1", files)
     assert (version.rows, version.rows_quarantined) == (3 if decoy else 2, 1)
-    assert [r["file"] for r in quarantined(version)] == [str(lake.batch_dir(AssetKey.parse("t/people"), "b1") / name)]
+    assert [r["file"] for r in quarantined(lake, version)] == [
+        str(lake.batch_dir(AssetKey.parse("t/people"), "b1") / name)
+    ]
     assert "not a file of the DropZone batch" not in (version.column_lineage or "")
 
 
@@ -150,7 +152,7 @@ def test_json_nested_too_deep_is_quarantined_by_line_and_spark_survives(spark, c
     lines.insert(7, deep(500))
     version = land(spark, catalog, lake, test_specs, "t/events", "b1", {"e.json": ("\n".join(lines) + "\n").encode()})
     assert (version.rows, version.rows_quarantined) == (40, 1)
-    assert [r["reason"] for r in quarantined(version)] == ["not valid JSON: nested deeper than 64 levels"]
+    assert [r["reason"] for r in quarantined(lake, version)] == ["not valid JSON: nested deeper than 64 levels"]
     still_usable(spark, catalog, lake, test_specs)
 
 
@@ -232,7 +234,7 @@ def test_a_control_character_quarantines_its_row_wherever_it_is_and_its_line_is_
     lines = ["id,name,score", "1,ann,1.5", *good, "2,b\x00b,2.5", "99,zed,9.5"]
     version = land(spark, catalog, lake, test_specs, "t/people", "b1", {"p.csv": ("\n".join(lines) + "\n").encode()})
     assert (version.rows, version.rows_quarantined) == (len(lines) - 2, 1)
-    (refused,) = quarantined(version)
+    (refused,) = quarantined(lake, version)
     assert refused["reason"] == "column name holds control character U+0000"
     assert committed_details(catalog, "t/people")["control_characters"] == [
         {"file": "p.csv", "line": len(lines) - 1, "character": "U+0000"}
@@ -243,7 +245,7 @@ def test_a_control_character_in_a_typed_column_is_named_too(spark, catalog, lake
     version = land(
         spark, catalog, lake, test_specs, "t/people", "b1", {"p.csv": b"id,name,score\n1,a,1.5\n2\x07,b,2.5\n"}
     )
-    assert [r["reason"] for r in quarantined(version)] == ["holds control character U+0007"]
+    assert [r["reason"] for r in quarantined(lake, version)] == ["holds control character U+0007"]
 
 
 def test_control_characters_in_json_quarantine_their_row(spark, catalog, lake, test_specs):
@@ -255,7 +257,7 @@ def test_control_characters_in_json_quarantine_their_row(spark, catalog, lake, t
     version = land(
         spark, catalog, lake, test_specs, "t/events_inferred", "b1", {"e.json": ("\n".join(lines) + "\n").encode()}
     )
-    assert [r["reason"] for r in quarantined(version)] == ["not valid JSON: holds control character U+0001"]
+    assert [r["reason"] for r in quarantined(lake, version)] == ["not valid JSON: holds control character U+0001"]
     assert committed_details(catalog, "t/events_inferred")["control_characters"] == [
         {"file": "e.json", "line": 2, "character": "U+0001"}
     ]
@@ -271,7 +273,7 @@ def test_control_characters_written_as_json_escapes_quarantine_their_row(spark, 
         spark, catalog, lake, test_specs, "t/events_inferred", "b1", {"e.json": ("\n".join(lines) + "\n").encode()}
     )
     assert (version.rows, version.rows_quarantined) == (199, 1)
-    assert [r["reason"] for r in quarantined(version)] == ["column kind holds control character U+001B"]
+    assert [r["reason"] for r in quarantined(lake, version)] == ["column kind holds control character U+001B"]
     assert committed_details(catalog, "t/events_inferred")["control_characters"] == [
         {"file": "e.json", "line": 2, "character": "U+001B"}
     ]

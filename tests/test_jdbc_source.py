@@ -101,12 +101,12 @@ def shop(postgres: PostgresServer, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     postgres.drop_database(database)
 
 
-def rows(version) -> list[dict]:
-    return sorted(pq.read_table(version.path).to_pylist(), key=lambda row: row["id"])
+def rows(lake, version) -> list[dict]:
+    return sorted(pq.read_table(lake.at(version.path)).to_pylist(), key=lambda row: row["id"])
 
 
-def quarantined(version) -> list[dict]:
-    folder = Path(version.quarantine_path)
+def quarantined(lake, version) -> list[dict]:
+    folder = lake.at(version.quarantine_path)
     return [json.loads(line) for part in sorted(folder.glob("part-*.json")) for line in part.read_text().splitlines()]
 
 
@@ -124,7 +124,12 @@ def test_a_table_lands_whole_with_where_and_when_it_was_read(spark, catalog, lak
     shop.spec("table: public.orders")
     version = ingest(spark, catalog, lake, shop.load(), BOB)
     assert (version.number, version.rows, version.rows_quarantined) == (1, 20, 0)
-    assert rows(version)[0] == {"id": 1, "customer": "c1", "amount": 1.5, "updated_at": rows(version)[0]["updated_at"]}
+    assert rows(lake, version)[0] == {
+        "id": 1,
+        "customer": "c1",
+        "amount": 1.5,
+        "updated_at": rows(lake, version)[0]["updated_at"],
+    }
     read = read_of(catalog, version)
     assert (read.namespace, read.name) == (
         f"postgres://{shop.server.host}:{shop.server.port}",
@@ -174,7 +179,7 @@ def test_an_incremental_read_takes_only_rows_past_the_last_versions_mark(spark, 
     )
     second = ingest(spark, catalog, lake, shop.load(), BOB)
     assert (first.rows, second.rows) == (20, 5)
-    assert [row["id"] for row in rows(second)] == [21, 22, 23, 24, 25]
+    assert [row["id"] for row in rows(lake, second)] == [21, 22, 23, 24, 25]
     marks = read_of(catalog, first), read_of(catalog, second)
     assert marks[0].high_water_from is None and marks[0].high_water_to == "2026-11-01 00:20:00+00"
     assert (marks[1].high_water_from, marks[1].high_water_to) == ("2026-11-01 00:20:00+00", "2026-11-02 00:00:25+00")
@@ -222,7 +227,13 @@ def test_a_query_source_lands_its_answer_and_keeps_its_text(spark, catalog, lake
     query = "SELECT id, customer, amount::numeric * 2 AS amount, updated_at FROM orders WHERE id <= 5;"
     shop.spec(f'query: "{query}"')
     version = ingest(spark, catalog, lake, shop.load(), BOB)
-    assert [(row["id"], row["amount"]) for row in rows(version)] == [(1, 3.0), (2, 6.0), (3, 9.0), (4, 12.0), (5, 15.0)]
+    assert [(row["id"], row["amount"]) for row in rows(lake, version)] == [
+        (1, 3.0),
+        (2, 6.0),
+        (3, 9.0),
+        (4, 12.0),
+        (5, 15.0),
+    ]
     read = read_of(catalog, version)
     assert read.query == query.rstrip(";") and read.table_name is None
     assert read.name.startswith(f"{shop.database}.query_")
@@ -233,7 +244,7 @@ def test_bad_rows_are_quarantined_with_their_reason_and_the_counts_add_up(spark,
     shop.spec("table: public.orders", COLUMNS + "max_bad_fraction: 0.2\n")
     version = ingest(spark, catalog, lake, shop.load(), BOB)
     assert (version.rows, version.rows_quarantined) == (18, 2)
-    refused = sorted(quarantined(version), key=lambda row: json.loads(row["record"])["id"])
+    refused = sorted(quarantined(lake, version), key=lambda row: json.loads(row["record"])["id"])
     assert [r["reason"] for r in refused] == [
         "column amount is not a valid double",
         "column customer is null but declared not nullable",
@@ -251,7 +262,7 @@ def test_a_null_where_none_is_allowed_is_quarantined_when_no_column_needs_conver
     )
     version = ingest(spark, catalog, lake, shop.load(), BOB)
     assert (version.rows, version.rows_quarantined) == (19, 1)
-    assert [r["reason"] for r in quarantined(version)] == ["column customer is null but declared not nullable"]
+    assert [r["reason"] for r in quarantined(lake, version)] == ["column customer is null but declared not nullable"]
 
 
 def test_text_its_declared_type_would_change_is_quarantined(spark, catalog, lake, shop):
@@ -269,8 +280,8 @@ def test_text_its_declared_type_would_change_is_quarantined(spark, catalog, lake
         name="readings",
     )
     version = ingest(spark, catalog, lake, shop.load(key), BOB)
-    assert [(row["id"], row["ratio"]) for row in rows(version)] == [(1, 0.5), (7, float("inf"))]
-    assert sorted((json.loads(r["record"])["id"], r["reason"]) for r in quarantined(version)) == [
+    assert [(row["id"], row["ratio"]) for row in rows(lake, version)] == [(1, 0.5), (7, float("inf"))]
+    assert sorted((json.loads(r["record"])["id"], r["reason"]) for r in quarantined(lake, version)) == [
         (2, "column day is not a valid date"),
         (3, "column price is not a valid decimal(12,2)"),
         (4, "column amount is not a valid int"),
@@ -335,10 +346,10 @@ def test_a_table_that_changes_during_the_read_lands_as_of_the_snapshot(spark, ca
             )
 
     first = ingest(spark, catalog, lake, shop.load(), BOB, progress=meanwhile)
-    assert [(row["id"], row["amount"]) for row in rows(first)] == [(g, g * 1.5) for g in range(1, 21)]
+    assert [(row["id"], row["amount"]) for row in rows(lake, first)] == [(g, g * 1.5) for g in range(1, 21)]
     assert read_of(catalog, first).partitions == 3
     second = ingest(spark, catalog, lake, shop.load(), BOB)
-    assert second.rows == 30 and {row["amount"] for row in rows(second) if row["id"] <= 10} == {999.0}
+    assert second.rows == 30 and {row["amount"] for row in rows(lake, second) if row["id"] <= 10} == {999.0}
 
 
 def test_a_database_asset_takes_no_batch(spark, catalog, lake, shop):

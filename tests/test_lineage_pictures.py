@@ -165,7 +165,7 @@ def test_an_unknown_column_is_not_found_and_named_with_the_columns_there_are(
 
 
 def test_a_backslash_in_the_data_is_drawn_as_it_is(catalog, tmp_path):
-    add_version(catalog, "raw/a", 1, zone="landing", folder=tmp_path / "x")
+    add_version(catalog, "raw/a", 1, zone="landing")
     with catalog.session() as session:
         session.connection().exec_driver_sql("UPDATE version SET requested_by = 'dom\\ain\\', label = '\\N'")
     drawn = lineage_graph(catalog, VersionRef.parse("raw/a@1"))

@@ -47,7 +47,7 @@ def extra_path(monkeypatch):
 
 
 def test_reading_an_undeclared_asset_fails_and_names_it(spark, catalog, lake, demo_specs, landed, extra_path):
-    extra_path(catalog.latest(PRODUCTS).path)
+    extra_path(str(lake.at(catalog.latest(PRODUCTS).path)))
     spec = variant(
         demo_specs[NAMES_AND_PRODUCTS],
         inputs=["sales/clients"],
@@ -62,7 +62,7 @@ def test_reading_an_undeclared_asset_fails_and_names_it(spark, catalog, lake, de
 
 
 def test_reading_another_version_than_the_pinned_one_fails(spark, catalog, lake, demo_specs, landed, extra_path):
-    extra_path(catalog.versions(CLIENTS)[0].path)
+    extra_path(str(lake.at(catalog.versions(CLIENTS)[0].path)))
     spec = variant(demo_specs[NAMES_AND_PRODUCTS], transform="tests.transforms:joins_an_extra_path")
     with pytest.raises(UndeclaredRead, match="read sales/clients@1, but this run pinned sales/clients@2"):
         materialize(spark, catalog, lake, spec, bob())
@@ -75,7 +75,7 @@ def test_reading_another_version_than_the_pinned_one_fails(spark, catalog, lake,
 def test_a_read_inside_a_subquery_or_a_cached_frame_is_seen(
     spark, catalog, lake, demo_specs, landed, extra_path, transform
 ):
-    extra_path(catalog.versions(CLIENTS)[0].path)
+    extra_path(str(lake.at(catalog.versions(CLIENTS)[0].path)))
     spec = variant(demo_specs[NAMES_AND_PRODUCTS], transform=f"tests.transforms:{transform}")
     with pytest.raises(UndeclaredRead, match="read sales/clients@1, but this run pinned sales/clients@2"):
         materialize(spark, catalog, lake, spec, bob())

@@ -55,7 +55,7 @@ def book(settings, tmp_path) -> Catalog:
             entry.prev_hash, entry.hash = prev, ledger.entry_hash(prev, entry)
             prev = entry.hash
             session.add(entry)
-    catalog = Catalog(catalog.engine, Checkpoints(tmp_path / "checkpoints.jsonl", every=50))
+    catalog = Catalog(catalog.engine, Checkpoints(tmp_path / "checkpoints.jsonl", every=50), tmp_path / "segments")
     catalog.checkpoint()
     for i in range(OLD, OLD + NEW):
         with catalog.session() as session:
@@ -243,7 +243,7 @@ def test_rollover_cli_moves_entries_and_show_reads_across(cli_env, capsys):
     assert run(["ledger", "verify"]) == 5  # chain intact, checkpoints unsigned
     with catalog.session() as session:
         [segment] = session.exec(select(LedgerSegmentRow))
-    assert Path(segment.path).parent == cli_env.home / "ledger" / "segments"
+    assert (cli_env.home / "ledger" / "segments" / segment.path).is_file()
 
 
 def rolled(book: Catalog, folder: Path, per_segment: int = 100) -> Path:
@@ -295,7 +295,7 @@ def test_everything_aged_off_still_continues_the_chain(book, tmp_path):
 
 def test_deleting_old_entries_without_a_signed_age_off_record_is_detected(settings, tmp_path):
     signed = Checkpoints(tmp_path / "signed.jsonl", key=b"k3y", every=50)
-    catalog = Catalog(make_engine(settings.catalog_url), signed)
+    catalog = Catalog(make_engine(settings.catalog_url), signed, tmp_path / "segments")
     with catalog.session() as session:
         ledger.append_many(session, [event(i) for i in range(120)])
     folder = tmp_path / "segments"
@@ -315,7 +315,7 @@ def test_an_age_off_interrupted_after_its_record_is_finished_by_the_next(book, t
     book.record_checkpoint(first.last_seq, first.last_hash, aged_off=True)  # the crash came right after
     assert verify(book).ok
     report = age_off(book, folder, max_bytes=sum(p.stat().st_size for p in folder.glob("*.segment")) - 1)
-    assert report.segments[0] == Path(first.path).name and verify(book).ok
+    assert report.segments[0] == first.path and verify(book).ok
 
 
 def test_age_off_cli_needs_a_limit_and_reports_the_new_start(cli_env, capsys):

@@ -12,7 +12,7 @@ from governance.catalog import Catalog
 from governance.catalog.models import VersionRow, VersionStatus
 from governance.errors import NotFound
 from governance.spec import Spec
-from governance.zones import AssetKey, VersionRef
+from governance.zones import AssetKey, Lake, VersionRef
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -59,11 +59,13 @@ def _find(catalog: Catalog, target: Target) -> VersionRow | None:
     return committed[-1] if committed else None
 
 
-def read_table(row: VersionRow, *, limit: int | None = None, columns: Sequence[str] | None = None) -> pa.Table:
+def read_table(
+    lake: Lake, row: VersionRow, *, limit: int | None = None, columns: Sequence[str] | None = None
+) -> pa.Table:
     """The version's rows as an Arrow table, the first `limit` of them when given."""
     import pyarrow.dataset as ds
 
-    dataset = ds.dataset(row.path, format="parquet")
+    dataset = ds.dataset(str(lake.at(row.path)), format="parquet")
     unknown = sorted(set(columns or ()) - set(dataset.schema.names))
     if unknown:
         raise NotFound(f"{row.ref} has no column {', '.join(unknown)}; it has {', '.join(dataset.schema.names)}")
@@ -71,6 +73,6 @@ def read_table(row: VersionRow, *, limit: int | None = None, columns: Sequence[s
     return dataset.head(limit, columns=selected) if limit is not None else dataset.to_table(columns=selected)
 
 
-def read_dataframe(spark: SparkSession, row: VersionRow) -> DataFrame:
+def read_dataframe(spark: SparkSession, lake: Lake, row: VersionRow) -> DataFrame:
     """The version as a Spark DataFrame over its immutable files."""
-    return spark.read.parquet(row.path)
+    return spark.read.parquet(str(lake.at(row.path)))

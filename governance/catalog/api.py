@@ -81,20 +81,24 @@ def _shared_engine(url: str) -> Engine:
 class Catalog:
     """Everything Custody knows about assets and their versions."""
 
-    def __init__(self, engine: Engine, checkpoints: Checkpoints | None = None):
+    def __init__(self, engine: Engine, checkpoints: Checkpoints | None = None, segments: Path | None = None):
         self.engine = engine
         self.checkpoints = checkpoints
+        # The folder of the ledger's segment files, which the catalog names relative to it.
+        self.segments = segments
 
     @classmethod
-    def from_url(cls, url: str, checkpoints: Checkpoints | None = None) -> Catalog:
+    def from_url(cls, url: str, checkpoints: Checkpoints | None = None, segments: Path | None = None) -> Catalog:
         """The catalog at `url`; one engine (and its connection pool) per URL and process. With
-        `checkpoints`, the ledger is checkpointed there every `checkpoints.every` entries."""
-        return cls(_shared_engine(url), checkpoints)
+        `checkpoints`, the ledger is checkpointed there every `checkpoints.every` entries; its
+        rolled-over entries are read from the files in `segments`."""
+        return cls(_shared_engine(url), checkpoints, segments)
 
     @classmethod
     def from_settings(cls, settings: Settings, environ: Mapping[str, str]) -> Catalog:
-        """The catalog the settings name, its ledger checkpointed where they say."""
-        return cls.from_url(settings.catalog_url, Checkpoints.under(settings.checkpoint_folder, environ))
+        """The catalog the settings name, its ledger checkpointed and rolled over where they say."""
+        checkpoints = Checkpoints.under(settings.checkpoint_folder, environ)
+        return cls.from_url(settings.catalog_url, checkpoints, settings.ledger_segments)
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -122,6 +126,7 @@ class Catalog:
     def _transaction(self) -> Iterator[Session]:
         with Session(self.engine, expire_on_commit=False) as session:
             session.info[ledger.CHECKPOINTS] = self.checkpoints
+            session.info[ledger.SEGMENTS] = self.segments
             try:
                 with session.begin():
                     yield session

@@ -10,6 +10,7 @@ from sqlalchemy.exc import OperationalError
 from sqlmodel import SQLModel, create_engine
 
 from governance.catalog import models  # noqa: F401  (registers the tables)
+from governance.catalog.migrations import migrate
 from governance.errors import CatalogUnavailable, error_summary
 
 BUSY_TIMEOUT_SECONDS = 30
@@ -25,6 +26,7 @@ def make_engine(url: str) -> Engine:
     try:
         SQLModel.metadata.create_all(engine)
         _add_new_columns(engine)
+        migrate(engine)
     except OperationalError as err:
         if not unreachable(err):
             raise

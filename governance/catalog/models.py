@@ -120,6 +120,8 @@ class VersionRow(SQLModel, table=True):
     label: str | None = None
     data_version: str = Field(index=True)
     zone: str
+    # Folders relative to the lake root (`landing/sales/clients/v=3`): a home restored elsewhere
+    # finds them under its own lake.
     path: str
     rows: int
     rows_quarantined: int = 0
@@ -168,7 +170,7 @@ class SourceFile(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     batch_pk: int = Field(foreign_key="batch.id", index=True)
-    path: str
+    path: str  # relative to the lake root, as the DropZone is a zone of the lake
     bytes: int
     sha256: str
 
@@ -269,7 +271,7 @@ class LedgerSegmentRow(SQLModel, table=True):
 
     first_seq: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
     last_seq: int = Field(index=True)
-    path: str
+    path: str  # the file's name in the ledger's segments folder
     entries: int
     bytes: int
     last_hash: str
@@ -306,3 +308,12 @@ class ArchivedEntry(SearchableEntry, table=True):
 
     __tablename__ = "ledger_archive"
     __table_args__ = (Index("ix_ledger_archive_asset_version", "asset_key", "version"),)
+
+
+class CatalogMigration(SQLModel, table=True):
+    """A change of stored data an earlier release's catalog was brought through, once."""
+
+    __tablename__ = "catalog_migration"
+
+    name: str = Field(primary_key=True)
+    applied_at: datetime

@@ -121,7 +121,7 @@ def read(
 
     custody = open_custody(load_settings())
     row = custody.open(target, as_user=as_user, password=read_password(password_stdin))
-    table = read_table(row, limit=limit, columns=columns)
+    table = read_table(custody.lake, row, limit=limit, columns=columns)
     if as_json:
         emit_json({"version": row.ref, "rows": table.to_pylist()})
     else:
