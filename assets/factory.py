@@ -9,14 +9,14 @@
 
 import json
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import dagster as dg
 
 from governance.checks import DESCRIPTIONS, Check, checks_for
-from governance.errors import CustodyError, NotFound, SpecProblem
+from governance.errors import CatalogUnavailable, CustodyError, NotFound, SpecProblem
 from governance.sources import Place
 from governance.spec import Spec, SpecSet, code_version
 from resources import CustodyResource, SparkResource
@@ -191,14 +191,16 @@ def landing_asset(spec: Spec, pending: str | None = None) -> dg.AssetsDefinition
                 events=custody.events(),
                 column_lineage=custody.column_options(),
             )
-        # Only a database asset's versions have a read to show: a batch's would cost a query for nothing.
-        read = database_read(custody, row) if spec.reads_database else None
-        yield materialize_result(
-            row,
-            lineage_table=lineage_table(custody, row),
-            read=read,
-            checks=check_results(context, custody, spec, row, thorough=False),
-        )
+        with committed(custody, row.ref):
+            # Only a database asset's versions have a read to show: a batch's would cost a query for nothing.
+            read = database_read(custody, row) if spec.reads_database else None
+            result = materialize_result(
+                row,
+                lineage_table=lineage_table(custody, row),
+                read=read,
+                checks=check_results(context, custody, spec, row, thorough=False),
+            )
+        yield result
 
     return _landing
 
@@ -247,14 +249,16 @@ def integration_asset(spec: Spec, specs: SpecSet, pending: str | None = None) ->
                 events=custody.events(),
                 column_lineage=custody.column_options(),
             )
-        yield materialize_result(
-            done.version,
-            done.inputs,
-            done.observation.unread,
-            done.columns,
-            lineage_table(custody, done.version),
-            check_results(context, custody, spec, done.version, thorough=False),
-        )
+        with committed(custody, done.version.ref):
+            result = materialize_result(
+                done.version,
+                done.inputs,
+                done.observation.unread,
+                done.columns,
+                lineage_table(custody, done.version),
+                check_results(context, custody, spec, done.version, thorough=False),
+            )
+        yield result
 
     return _integration
 
@@ -346,28 +350,62 @@ def run_request(context: dg.AssetExecutionContext, spec: Spec, identity: "Identi
 
 @contextmanager
 def governed(custody: CustodyResource) -> Iterator[None]:
-    """Failures end the step with one line. Only transient ones are retried: Custody's own
-    (`retryable`) and a connection that dropped or timed out. Anything else, bad input or a Spark
-    context that died on it, would fail the same way again. Either way the step ends with a ledger
-    checkpoint, so every run ends with one."""
+    """Failures up to the commit end the step with one line. Only transient ones are retried: Custody's
+    own (`retryable`) and a connection that dropped or timed out. Anything else, bad input or a Spark
+    context that died on it, would fail the same way again. A failing step's ledger entries are
+    checkpointed, as `committed` checkpoints a succeeding one's, so every run ends with one."""
     try:
         yield
+    except CatalogUnavailable as err:
+        _checkpoint_failing(custody)
+        raise failure(f"{err}; nothing was committed; custody repair rolls the attempt back", err) from err
     except CustodyError as err:
-        raise dg.Failure(
-            description=str(err),
-            metadata={"custody/error": type(err).__name__, "custody/exit_code": err.exit_code},
-            allow_retries=err.retryable,
-        ) from err
+        _checkpoint_failing(custody)
+        raise failure(str(err), err) from err
     except TRANSIENT:
+        _checkpoint_failing(custody)
         raise
     except Exception as err:
-        raise dg.Failure(
-            # Its words may quote data (a value that did not convert): the run's log has them.
-            description=f"{type(err).__name__}, unexpected: the run's log has what it said and where",
-            metadata={"custody/error": type(err).__name__, "custody/exit_code": 1},
-            allow_retries=False,
+        _checkpoint_failing(custody)
+        # Its words may quote data (a value that did not convert): the run's log has them.
+        raise failure(f"{type(err).__name__}, unexpected: the run's log has what it said and where", err) from err
+
+
+@contextmanager
+def committed(custody: CustodyResource, ref: str) -> Iterator[None]:
+    """What follows a commit. A failure names the version, which stands, and is never retried: the
+    step run again would ingest the next batch, or build the asset again."""
+    try:
+        yield
+        custody.catalog.checkpoint()
+    except CatalogUnavailable as err:
+        raise failure(
+            f"{ref} was committed; the catalog became unreachable afterwards: {err}", err, retry=False
         ) from err
-    finally:
+    except CustodyError as err:
+        raise failure(f"{ref} was committed; then: {err}", err, retry=False) from err
+    except Exception as err:
+        raise failure(
+            f"{ref} was committed; then {type(err).__name__}, unexpected: the run's log has what it said and where",
+            err,
+            retry=False,
+        ) from err
+
+
+def failure(description: str, err: Exception, *, retry: bool = True) -> dg.Failure:
+    """The step's failure, retried if `retry` allows it and `err` is a retryable Custody error."""
+    known = err if isinstance(err, CustodyError) else None
+    return dg.Failure(
+        description=description,
+        metadata={"custody/error": type(err).__name__, "custody/exit_code": known.exit_code if known else 1},
+        allow_retries=retry and known is not None and known.retryable,
+    )
+
+
+def _checkpoint_failing(custody: CustodyResource) -> None:
+    """A failing step's checkpoint. A catalog that cannot be reached takes none, and needs none: the
+    next run's checkpoint pins this one's entries too. The step's own failure says what happened."""
+    with suppress(CatalogUnavailable):
         custody.catalog.checkpoint()
 
 

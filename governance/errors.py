@@ -12,6 +12,22 @@ def error_summary(err: BaseException) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
+# The most a reason in the ledger or an attempt row holds: a failure's trace belongs in the run's log.
+REASON_LIMIT = 500
+
+
+def bounded_reason(text: str) -> str:
+    """A failure's reason as the ledger keeps it: at most REASON_LIMIT characters."""
+    text = text.strip()
+    return text if len(text) <= REASON_LIMIT else text[: REASON_LIMIT - 1] + "…"
+
+
+def reason_of(err: BaseException) -> str:
+    """Why `err` happened, bounded: a Custody error's message, or another's type and first line."""
+    text = str(err) if isinstance(err, CustodyError) else f"{type(err).__name__}: {error_summary(err)}"
+    return bounded_reason(text)
+
+
 def printable(text: str, keep: str = "") -> str:
     """`text` with control and other unprintable characters escaped (`\\x1b`), but those in `keep`:
     what a terminal shows as it is, with no escape sequence of someone else's."""
@@ -127,6 +143,10 @@ class DirectoryUnavailable(AccessDenied):
 
 class EnvironmentProblem(CustodyError):
     """The machine lacks something Custody needs, such as Java 17 for Spark."""
+
+
+class StorageFull(EnvironmentProblem):
+    """The lake's file system has no space left: retried before someone frees space, a write fails the same way."""
 
 
 class IntegrityError(CustodyError):

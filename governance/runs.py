@@ -13,7 +13,8 @@ from typing import Any
 
 from governance import ledger
 from governance.catalog import Catalog, utcnow
-from governance.errors import CustodyError
+from governance.errors import reason_of
+from governance.sparkerrors import writing
 from governance.zones import AssetKey, Lake, Staging, new_attempt_id
 
 Progress = Callable[[str], None]
@@ -57,12 +58,14 @@ class RunRequest:
 def attempt(
     catalog: Catalog, lake: Lake, key: AssetKey, request: RunRequest, failed_action: str
 ) -> Iterator[tuple[str, Staging]]:
-    """A locked staging folder and an attempt row; a failure is recorded in the ledger, then re-raised."""
+    """A locked staging folder and an attempt row; a failure is recorded in the ledger, then re-raised.
+    A write that finds the lake's file system full fails as StorageFull."""
     attempt_id = new_attempt_id()
     with lake.staging(attempt_id) as stage:
         catalog.start_attempt(attempt_id, key, request.run_id, request.requested_by)
         try:
-            yield attempt_id, stage
+            with writing(lake.root):
+                yield attempt_id, stage
         except BaseException as err:
             _fail_attempt(catalog, attempt_id, key, request, failed_action, err)
             raise
@@ -72,7 +75,7 @@ def _fail_attempt(
     catalog: Catalog, attempt_id: str, key: AssetKey, request: RunRequest, action: str, err: BaseException
 ) -> None:
     with catalog.session() as session:
-        catalog.finish_attempt(session, attempt_id, "failed", error=_reason(err))
+        catalog.finish_attempt(session, attempt_id, "failed", error=reason_of(err))
         _append_failure(session, key, request, action, err, {"attempt": attempt_id})
 
 
@@ -89,10 +92,6 @@ def record_failure(
         _append_failure(session, key, request, action, err, details or {})
 
 
-def _reason(err: BaseException) -> str:
-    return str(err) if isinstance(err, CustodyError) else f"{type(err).__name__}: {err}"
-
-
 def _append_failure(
     session, key: AssetKey, request: RunRequest, action: str, err: BaseException, details: Mapping[str, Any]
 ) -> None:
@@ -103,5 +102,5 @@ def _append_failure(
         asset=str(key),
         run_id=request.run_id,
         assurance=request.assurance,
-        details={"error": _reason(err)[:2000], "error_type": type(err).__name__, **details},
+        details={"error": reason_of(err), "error_type": type(err).__name__, **details},
     )

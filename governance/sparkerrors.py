@@ -1,8 +1,9 @@
-"""Spark failures read for what they say about a batch: a file Spark cannot read is bad input, named
-in one line, and never worth a retry."""
+"""Spark failures read for what they say: a batch file Spark cannot read is bad input, a write that
+found no space left is the lake's file system full; each named in one line, and never worth a retry."""
 
 from __future__ import annotations
 
+import errno
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,7 +12,7 @@ from pathlib import Path
 from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.errors import PySparkException
 
-from governance.errors import BatchError, error_summary, shown
+from governance.errors import BatchError, StorageFull, error_summary, shown
 from governance.zones import local_path
 
 READ_FAILURE = "FAILED_READ_FILE"
@@ -19,6 +20,8 @@ FILE_IN_MESSAGE = re.compile(r"Encountered error while reading file (\S+?)\.?(?:
 # The JVM's own words that say nothing about the file: the generic wrapper of a failed read.
 WRAPPERS = ("org.apache.spark.SparkException",)
 MAX_REASON = 200
+# What the JVM's IOException says for ENOSPC, wrapped by Hadoop and Spark as it rises.
+NO_SPACE = "No space left on device"
 
 
 @contextmanager
@@ -33,6 +36,24 @@ def reading(files: list[Path], fmt: str) -> Iterator[None]:
             raise
         path, why = found
         raise BatchError(f"{path}: cannot be read as {fmt_name(fmt)}: {why}") from err
+
+
+@contextmanager
+def writing(lake_root: Path) -> Iterator[None]:
+    """Turn a write that ran out of space, Spark's or Python's, into StorageFull naming the lake;
+    other failures pass through as they are."""
+    try:
+        yield
+    except (Py4JJavaError, PySparkException, OSError) as err:
+        if not out_of_space(err):
+            raise
+        raise StorageFull(f"no space left on device writing {lake_root}") from err
+
+
+def out_of_space(err: Exception) -> bool:
+    if isinstance(err, OSError):
+        return err.errno == errno.ENOSPC
+    return any(NO_SPACE in message for _name, message, _ in _java_chain(err))
 
 
 def fmt_name(fmt: str) -> str:

@@ -31,6 +31,16 @@ class PostgresServer:
     port: int
     user: str
     password: str
+    data: Path | None = None
+
+    def stop(self) -> None:
+        """Stop the server as an administrator does: its sessions are ended, new ones refused."""
+        _run(_as_server_user([str(postgres_bin() / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop"]))
+
+    def start(self) -> None:
+        """Start the stopped server again, on the same port."""
+        _start(postgres_bin(), self.data, self.port)
+        _wait_ready(self)
 
     def url(self, database: str) -> str:
         return f"postgresql+psycopg://{self.user}:{self.password}@{self.host}:{self.port}/{database}"
@@ -102,27 +112,8 @@ def running_postgres() -> Iterator[PostgresServer]:
                 ]
             )
         )
-        options = (
-            f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories='' -c fsync=off -c max_connections=200"
-        )
-        _run(
-            _as_server_user(
-                [
-                    str(binaries / "pg_ctl"),
-                    "-D",
-                    str(data),
-                    "-l",
-                    str(folder / "server.log"),
-                    "-o",
-                    options,
-                    "-w",
-                    "-t",
-                    "60",
-                    "start",
-                ]
-            )
-        )
-        server = PostgresServer("127.0.0.1", port, SUPERUSER, password)
+        _start(binaries, data, port)
+        server = PostgresServer("127.0.0.1", port, SUPERUSER, password, data)
         _wait_ready(server)
         yield server
     finally:
@@ -133,6 +124,18 @@ def running_postgres() -> Iterator[PostgresServer]:
                 check=False,
             )
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _start(binaries: Path, data: Path, port: int) -> None:
+    options = (
+        f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories='' -c fsync=off -c max_connections=200"
+    )
+    log = data.parent / "server.log"
+    _run(
+        _as_server_user(
+            [str(binaries / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", "60", "start"]
+        )
+    )
 
 
 def _run(command: list[str]) -> None:

@@ -13,7 +13,7 @@ from governance.access.directory import NAME
 from governance.access.policy import Decision, Identity, Policy, Verb, coverage_problems
 from governance.catalog import Catalog
 from governance.catalog.models import LedgerEntry
-from governance.errors import AccessDenied, DirectoryUnavailable, InvalidInput, error_summary
+from governance.errors import AccessDenied, DirectoryUnavailable, InvalidInput, bounded_reason, error_summary
 from governance.runs import Assurance
 from governance.spec import Spec, SpecSet
 
@@ -48,7 +48,7 @@ def record_all(catalog: Catalog, decisions: Sequence[tuple[Decision, Details]], 
                 assurance=decision.identity.assurance,
                 details={
                     "result": decision.result,
-                    "reason": decision.reason,
+                    "reason": bounded_reason(decision.reason),
                     "role": decision.role,
                     **(details or {}),
                     **({"directory": decision.directory} if decision.directory else {}),

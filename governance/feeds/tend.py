@@ -13,6 +13,7 @@ from pathlib import Path
 
 from governance import ledger
 from governance.catalog import Catalog
+from governance.errors import bounded_reason
 from governance.feeds.archive import ArchiveProblem, read_limit
 from governance.feeds.consolidate import Consolidated, consolidate
 from governance.feeds.hours import SETTLE, DroppedHour, drop_hour
@@ -72,4 +73,9 @@ def tend(
 def record_refusal(catalog: Catalog, actor: str, reason: str, **details: str) -> None:
     """A refusal to the ledger: a collector that may not start, an hour left as it is."""
     with catalog.session() as session:
-        ledger.append(session, actor=actor, action=ledger.Action.FEED_REFUSED, details={"reason": reason, **details})
+        ledger.append(
+            session,
+            actor=actor,
+            action=ledger.Action.FEED_REFUSED,
+            details={"reason": bounded_reason(reason), **details},
+        )
