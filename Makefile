@@ -36,7 +36,7 @@ demo: setup
 
 test: system-packages
 	@$(MAKE) --no-print-directory setup
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=30
 
 # The lock agrees with pyproject.toml; ruff's lint and format check, and mypy, over the shipped code.
 lint: setup
