@@ -101,6 +101,15 @@ def test_a_cast_transforms(orders):
     assert columns["qty_text"] == {("orders.qty", D, TRANSFORMATION)}
 
 
+def test_nullif_takes_its_value_from_the_first_argument_and_compares_both(orders):
+    _, columns, _ = traced(orders.select(F.expr("nullif(customer, product)").alias("customer_unless_product")))
+    assert columns["customer_unless_product"] == {
+        ("orders.customer", D, TRANSFORMATION),
+        ("orders.customer", I, CONDITIONAL),
+        ("orders.product", I, CONDITIONAL),
+    }
+
+
 def test_a_filter_is_an_indirect_dependency_of_every_column(orders):
     lineage, columns, dataset = traced(orders.filter(F.col("price") > 5).select("id"))
     assert columns == {"id": {("orders.id", D, IDENTITY)}}

@@ -531,6 +531,13 @@ class _PlanReader:
             _through(kid, CONDITIONAL if position in conditions else TRANSFORM) for position, kid in enumerate(kids)
         )
 
+    def null_if(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
+        """`nullif(a, b)` is `a` unless it equals `b`: only `a`'s value comes through, and both decide
+        whether it does. Read from its arguments: the replacement Spark builds reads `a` through
+        references whose JSON does not say what they refer to."""
+        value, other = self.value(node["left"]), self.value(node["right"])
+        return _merge([_through(value, TRANSFORM), _through(_merge([value, other]), CONDITIONAL)])
+
     def aggregate_expression(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
         """`sum(x) FILTER (WHERE y > 0)`: the filter decides which rows the aggregate sees."""
         function, *row_filter = kids
@@ -593,6 +600,7 @@ _EXPRESSION_RULES = {
     "Cast": _PlanReader.cast,
     "CaseWhen": _PlanReader.case_when,
     "If": _PlanReader.if_,
+    "NullIf": _PlanReader.null_if,
     "AggregateExpression": _PlanReader.aggregate_expression,
     "WindowExpression": _PlanReader.window_expression,
     **dict.fromkeys(_RANKING, _PlanReader.ranking),
