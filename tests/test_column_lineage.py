@@ -110,6 +110,17 @@ def test_nullif_takes_its_value_from_the_first_argument_and_compares_both(orders
     }
 
 
+@pytest.mark.parametrize("function", ["coalesce", "nvl", "ifnull"])
+def test_coalesce_takes_each_argument_as_value_and_its_nullness_as_condition(orders, function):
+    _, columns, _ = traced(orders.select(F.expr(f"{function}(customer, product)").alias("first_known")))
+    assert columns["first_known"] == {
+        ("orders.customer", D, TRANSFORMATION),
+        ("orders.customer", I, CONDITIONAL),
+        ("orders.product", D, TRANSFORMATION),
+        ("orders.product", I, CONDITIONAL),
+    }
+
+
 def test_a_filter_is_an_indirect_dependency_of_every_column(orders):
     lineage, columns, dataset = traced(orders.filter(F.col("price") > 5).select("id"))
     assert columns == {"id": {("orders.id", D, IDENTITY)}}
@@ -132,7 +143,12 @@ def test_a_left_join_keeps_the_right_columns_it_brings(orders, customers):
 
 def test_a_full_join_on_a_using_column_merges_both_keys(orders, customers):
     _, columns, dataset = traced(orders.join(customers, "customer", "full"))
-    assert columns["customer"] == {("orders.customer", D, TRANSFORMATION), ("customers.customer", D, TRANSFORMATION)}
+    assert columns["customer"] == {
+        ("orders.customer", D, TRANSFORMATION),
+        ("orders.customer", I, CONDITIONAL),
+        ("customers.customer", D, TRANSFORMATION),
+        ("customers.customer", I, CONDITIONAL),
+    }
     assert columns["name"] == {("customers.name", D, IDENTITY)}
     assert dataset == {("orders.customer", I, JOIN), ("customers.customer", I, JOIN)}
 

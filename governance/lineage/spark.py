@@ -538,6 +538,12 @@ class _PlanReader:
         value, other = self.value(node["left"]), self.value(node["right"])
         return _merge([_through(value, TRANSFORM), _through(_merge([value, other]), CONDITIONAL)])
 
+    def coalesce(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
+        """`coalesce(a, b, ...)` (also `nvl`, `ifnull`) gives the first argument that is not null:
+        each argument may be the value, and each one's nullness decides whether the next is."""
+        arguments = _merge(kids)
+        return _merge([_through(arguments, TRANSFORM), _through(arguments, CONDITIONAL)])
+
     def aggregate_expression(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
         """`sum(x) FILTER (WHERE y > 0)`: the filter decides which rows the aggregate sees."""
         function, *row_filter = kids
@@ -601,6 +607,7 @@ _EXPRESSION_RULES = {
     "CaseWhen": _PlanReader.case_when,
     "If": _PlanReader.if_,
     "NullIf": _PlanReader.null_if,
+    "Coalesce": _PlanReader.coalesce,
     "AggregateExpression": _PlanReader.aggregate_expression,
     "WindowExpression": _PlanReader.window_expression,
     **dict.fromkeys(_RANKING, _PlanReader.ranking),
