@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,11 @@ def test_case_when_values_are_direct_and_conditions_indirect(orders):
 def test_a_cast_transforms(orders):
     _, columns, _ = traced(orders.select(F.col("qty").cast("string").alias("qty_text")))
     assert columns["qty_text"] == {("orders.qty", D, TRANSFORMATION)}
+
+
+def test_a_cast_to_the_type_a_column_already_has_is_identity(orders):
+    _, columns, _ = traced(orders.select(F.col("qty").cast("int").alias("units")))
+    assert columns["units"] == {("orders.qty", D, IDENTITY)}
 
 
 def test_nullif_takes_its_value_from_the_first_argument_and_compares_both(orders):
@@ -366,6 +372,32 @@ def test_a_cte_is_followed_to_its_definition(spark, orders):
     _, columns, dataset = traced(frame)
     assert columns["amount"] == {("orders.qty", D, TRANSFORMATION), ("orders.price", D, TRANSFORMATION)}
     assert dataset == {("orders.qty", I, FILTER), ("orders.price", I, FILTER)}
+
+
+@pytest.fixture
+def catalog_views(spark: SparkSession, tables, tmp_path: Path) -> Iterator[str]:
+    """A catalog database of persistent views over the orders files, dropped after the test."""
+    spark.sql(f"CREATE DATABASE lineage_views LOCATION '{tmp_path / 'warehouse'}'")
+    spark.sql(
+        "CREATE VIEW lineage_views.orders_view AS SELECT id, tags, address, upper(customer) AS who, "
+        f"CAST(qty AS BIGINT) AS units FROM parquet.`{tables['orders']}`"
+    )
+    yield "lineage_views.orders_view"
+    spark.sql("DROP DATABASE lineage_views CASCADE")
+
+
+def test_a_column_read_through_a_catalog_view_keeps_its_identity(spark, catalog_views):
+    _, columns, _ = traced(spark.table(catalog_views).select("id", "tags", "address"))
+    assert columns == {
+        "id": {("orders.id", D, IDENTITY)},
+        "tags": {("orders.tags", D, IDENTITY)},
+        "address": {("orders.address", D, IDENTITY)},
+    }
+
+
+def test_a_catalog_view_s_own_functions_and_casts_still_transform(spark, catalog_views):
+    _, columns, _ = traced(spark.table(catalog_views).select("who", "units"))
+    assert columns == {"who": {("orders.customer", D, TRANSFORMATION)}, "units": {("orders.qty", D, TRANSFORMATION)}}
 
 
 def test_spark_sql_over_temp_views_traces_to_the_files_behind_them(spark, orders, customers):

@@ -44,7 +44,7 @@ def deps(found: list) -> set[tuple[str, str, str, str]]:
 def test_a_landing_column_comes_from_a_field_of_its_dropzone_batch(catalog, pipeline):
     found = overview(catalog, VersionRef(CLIENTS, 1))
     assert deps(found.columns["order__product_id"]) == {("dropzone", "order.product_id", "DIRECT", "TRANSFORMATION")}
-    assert deps(found.columns["name"]) == {("dropzone", "name", "DIRECT", "TRANSFORMATION")}
+    assert deps(found.columns["name"]) == {("dropzone", "name", "DIRECT", "IDENTITY")}
     assert ("dropzone", "order.product_id", "INDIRECT", "FILTER") in deps(found.every_column)
 
 

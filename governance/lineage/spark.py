@@ -280,6 +280,13 @@ def _cast(deps: Deps, data_type: Any) -> Deps:
     return whole
 
 
+def _keeps_type(cast: Mapping[str, Any], child: Mapping[str, Any]) -> bool:
+    """Whether a cast is to the type its child has already, and so changes no value: Spark casts every
+    column read through a catalog view to the type the view declares. Only a child whose JSON gives
+    its type (a column) can be compared; any other counts as retyped."""
+    return "dataType" in child and child["dataType"] == cast.get("dataType")
+
+
 def _expr_id(node: Mapping[str, Any]) -> int:
     return node["exprId"]["id"]
 
@@ -448,16 +455,21 @@ class _PlanReader:
     # Expressions -----------------------------------------------------------------------------
 
     def value(self, nodes: list[dict[str, Any]]) -> Deps:
-        """What an expression's value depends on; its nodes come in pre-order, children inline."""
+        """What an expression's value depends on; its nodes come in pre-order, children inline, so a
+        node's first child is the node that follows it."""
         stack: list[Deps] = []
-        for node in reversed(nodes):
+        for index in range(len(nodes) - 1, -1, -1):
+            node = nodes[index]
             count = node["num-children"]
             if count:
                 kids = stack[-count:][::-1]
                 del stack[-count:]
             else:
                 kids = []
-            stack.append(self.expression(node, kids))
+            if _short(node) == "Cast" and _keeps_type(node, nodes[index + 1]):
+                stack.append(kids[0])
+            else:
+                stack.append(self.expression(node, kids))
         return stack[0]
 
     def expression(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
