@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,31 @@ def test_a_cast_transforms(orders):
     assert columns["qty_text"] == {("orders.qty", D, TRANSFORMATION)}
 
 
+def test_a_cast_to_the_type_a_column_already_has_is_identity(orders):
+    _, columns, _ = traced(orders.select(F.col("qty").cast("int").alias("units")))
+    assert columns["units"] == {("orders.qty", D, IDENTITY)}
+
+
+def test_nullif_takes_its_value_from_the_first_argument_and_compares_both(orders):
+    _, columns, _ = traced(orders.select(F.expr("nullif(customer, product)").alias("customer_unless_product")))
+    assert columns["customer_unless_product"] == {
+        ("orders.customer", D, TRANSFORMATION),
+        ("orders.customer", I, CONDITIONAL),
+        ("orders.product", I, CONDITIONAL),
+    }
+
+
+@pytest.mark.parametrize("function", ["coalesce", "nvl", "ifnull"])
+def test_coalesce_takes_each_argument_as_value_and_its_nullness_as_condition(orders, function):
+    _, columns, _ = traced(orders.select(F.expr(f"{function}(customer, product)").alias("first_known")))
+    assert columns["first_known"] == {
+        ("orders.customer", D, TRANSFORMATION),
+        ("orders.customer", I, CONDITIONAL),
+        ("orders.product", D, TRANSFORMATION),
+        ("orders.product", I, CONDITIONAL),
+    }
+
+
 def test_a_filter_is_an_indirect_dependency_of_every_column(orders):
     lineage, columns, dataset = traced(orders.filter(F.col("price") > 5).select("id"))
     assert columns == {"id": {("orders.id", D, IDENTITY)}}
@@ -123,7 +149,12 @@ def test_a_left_join_keeps_the_right_columns_it_brings(orders, customers):
 
 def test_a_full_join_on_a_using_column_merges_both_keys(orders, customers):
     _, columns, dataset = traced(orders.join(customers, "customer", "full"))
-    assert columns["customer"] == {("orders.customer", D, TRANSFORMATION), ("customers.customer", D, TRANSFORMATION)}
+    assert columns["customer"] == {
+        ("orders.customer", D, TRANSFORMATION),
+        ("orders.customer", I, CONDITIONAL),
+        ("customers.customer", D, TRANSFORMATION),
+        ("customers.customer", I, CONDITIONAL),
+    }
     assert columns["name"] == {("customers.name", D, IDENTITY)}
     assert dataset == {("orders.customer", I, JOIN), ("customers.customer", I, JOIN)}
 
@@ -341,6 +372,32 @@ def test_a_cte_is_followed_to_its_definition(spark, orders):
     _, columns, dataset = traced(frame)
     assert columns["amount"] == {("orders.qty", D, TRANSFORMATION), ("orders.price", D, TRANSFORMATION)}
     assert dataset == {("orders.qty", I, FILTER), ("orders.price", I, FILTER)}
+
+
+@pytest.fixture
+def catalog_views(spark: SparkSession, tables, tmp_path: Path) -> Iterator[str]:
+    """A catalog database of persistent views over the orders files, dropped after the test."""
+    spark.sql(f"CREATE DATABASE lineage_views LOCATION '{tmp_path / 'warehouse'}'")
+    spark.sql(
+        "CREATE VIEW lineage_views.orders_view AS SELECT id, tags, address, upper(customer) AS who, "
+        f"CAST(qty AS BIGINT) AS units FROM parquet.`{tables['orders']}`"
+    )
+    yield "lineage_views.orders_view"
+    spark.sql("DROP DATABASE lineage_views CASCADE")
+
+
+def test_a_column_read_through_a_catalog_view_keeps_its_identity(spark, catalog_views):
+    _, columns, _ = traced(spark.table(catalog_views).select("id", "tags", "address"))
+    assert columns == {
+        "id": {("orders.id", D, IDENTITY)},
+        "tags": {("orders.tags", D, IDENTITY)},
+        "address": {("orders.address", D, IDENTITY)},
+    }
+
+
+def test_a_catalog_view_s_own_functions_and_casts_still_transform(spark, catalog_views):
+    _, columns, _ = traced(spark.table(catalog_views).select("who", "units"))
+    assert columns == {"who": {("orders.customer", D, TRANSFORMATION)}, "units": {("orders.qty", D, TRANSFORMATION)}}
 
 
 def test_spark_sql_over_temp_views_traces_to_the_files_behind_them(spark, orders, customers):

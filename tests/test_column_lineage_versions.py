@@ -44,7 +44,7 @@ def deps(found: list) -> set[tuple[str, str, str, str]]:
 def test_a_landing_column_comes_from_a_field_of_its_dropzone_batch(catalog, pipeline):
     found = overview(catalog, VersionRef(CLIENTS, 1))
     assert deps(found.columns["order__product_id"]) == {("dropzone", "order.product_id", "DIRECT", "TRANSFORMATION")}
-    assert deps(found.columns["name"]) == {("dropzone", "name", "DIRECT", "TRANSFORMATION")}
+    assert deps(found.columns["name"]) == {("dropzone", "name", "DIRECT", "IDENTITY")}
     assert ("dropzone", "order.product_id", "INDIRECT", "FILTER") in deps(found.every_column)
 
 
@@ -195,6 +195,22 @@ def test_openlineage_events_carry_the_column_lineage_facet(spark, catalog, lake,
     assert source["name"] == complete["inputs"][0]["name"] and source["field"] == "amount"
     assert source["transformations"] == [{"type": "DIRECT", "subtype": "AGGREGATION", "masking": False}]
     assert {(f["field"], f["transformations"][0]["subtype"]) for f in facet["dataset"]} >= {("product_id", "GROUP_BY")}
+
+
+def test_the_openlineage_facet_gives_an_input_field_each_way_it_feeds_a_column(
+    spark, catalog, lake, demo_specs, pipeline, tmp_path
+):
+    events = tmp_path / "events.jsonl"
+    spec = demo_specs[PRODUCT_SUMMARY]
+    spec = Spec(spec.key, spec.file, spec.body.model_copy(update={"transform": "tests.transforms:names_or_unnamed"}))
+    materialize(spark, catalog, lake, spec, bob(), events=Emitter(transport_config(f"file:{events}", tmp_path)))
+    facet = read_events(events)[-1]["outputs"][0]["facets"]["columnLineage"]
+    [source] = facet["fields"]["label"]["inputFields"]
+    assert source["field"] == "product_name"
+    assert sorted((t["type"], t["subtype"]) for t in source["transformations"]) == [
+        ("DIRECT", "TRANSFORMATION"),
+        ("INDIRECT", "CONDITIONAL"),
+    ]
 
 
 def test_the_resource_reads_the_switch_and_cap_from_the_environment(settings, monkeypatch):

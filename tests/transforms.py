@@ -54,6 +54,14 @@ def with_a_constant(spark: SparkSession, **inputs: DataFrame) -> DataFrame:
     return next(iter(inputs.values())).select("product_id", F.lit("shop").alias("source"))
 
 
+def names_or_unnamed(spark: SparkSession, **inputs: DataFrame) -> DataFrame:
+    """The first input's product ids, each with its product's name or, where it has none, "unnamed"."""
+    from pyspark.sql import functions as F
+
+    first = next(iter(inputs.values()))
+    return first.select("product_id", F.coalesce("product_name", F.lit("unnamed")).alias("label"))
+
+
 def nests_the_client(spark: SparkSession, clients: DataFrame, products: DataFrame) -> DataFrame:
     """Each order with its client's names in one struct column."""
     from pyspark.sql import functions as F

@@ -280,6 +280,13 @@ def _cast(deps: Deps, data_type: Any) -> Deps:
     return whole
 
 
+def _keeps_type(cast: Mapping[str, Any], child: Mapping[str, Any]) -> bool:
+    """Whether a cast is to the type its child has already, and so changes no value: Spark casts every
+    column read through a catalog view to the type the view declares. Only a child whose JSON gives
+    its type (a column) can be compared; any other counts as retyped."""
+    return "dataType" in child and child["dataType"] == cast.get("dataType")
+
+
 def _expr_id(node: Mapping[str, Any]) -> int:
     return node["exprId"]["id"]
 
@@ -448,16 +455,21 @@ class _PlanReader:
     # Expressions -----------------------------------------------------------------------------
 
     def value(self, nodes: list[dict[str, Any]]) -> Deps:
-        """What an expression's value depends on; its nodes come in pre-order, children inline."""
+        """What an expression's value depends on; its nodes come in pre-order, children inline, so a
+        node's first child is the node that follows it."""
         stack: list[Deps] = []
-        for node in reversed(nodes):
+        for index in range(len(nodes) - 1, -1, -1):
+            node = nodes[index]
             count = node["num-children"]
             if count:
                 kids = stack[-count:][::-1]
                 del stack[-count:]
             else:
                 kids = []
-            stack.append(self.expression(node, kids))
+            if _short(node) == "Cast" and _keeps_type(node, nodes[index + 1]):
+                stack.append(kids[0])
+            else:
+                stack.append(self.expression(node, kids))
         return stack[0]
 
     def expression(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
@@ -531,6 +543,19 @@ class _PlanReader:
             _through(kid, CONDITIONAL if position in conditions else TRANSFORM) for position, kid in enumerate(kids)
         )
 
+    def null_if(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
+        """`nullif(a, b)` is `a` unless it equals `b`: only `a`'s value comes through, and both decide
+        whether it does. Read from its arguments: the replacement Spark builds reads `a` through
+        references whose JSON does not say what they refer to."""
+        value, other = self.value(node["left"]), self.value(node["right"])
+        return _merge([_through(value, TRANSFORM), _through(_merge([value, other]), CONDITIONAL)])
+
+    def coalesce(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
+        """`coalesce(a, b, ...)` (also `nvl`, `ifnull`) gives the first argument that is not null:
+        each argument may be the value, and each one's nullness decides whether the next is."""
+        arguments = _merge(kids)
+        return _merge([_through(arguments, TRANSFORM), _through(arguments, CONDITIONAL)])
+
     def aggregate_expression(self, node: dict[str, Any], kids: list[Deps]) -> Deps:
         """`sum(x) FILTER (WHERE y > 0)`: the filter decides which rows the aggregate sees."""
         function, *row_filter = kids
@@ -593,6 +618,8 @@ _EXPRESSION_RULES = {
     "Cast": _PlanReader.cast,
     "CaseWhen": _PlanReader.case_when,
     "If": _PlanReader.if_,
+    "NullIf": _PlanReader.null_if,
+    "Coalesce": _PlanReader.coalesce,
     "AggregateExpression": _PlanReader.aggregate_expression,
     "WindowExpression": _PlanReader.window_expression,
     **dict.fromkeys(_RANKING, _PlanReader.ranking),
