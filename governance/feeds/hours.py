@@ -20,12 +20,12 @@ import yaml
 
 from governance.batches import BATCH_META, READY_MARKER, ready_batches
 from governance.catalog import Catalog
-from governance.errors import NotFound
+from governance.errors import InvalidInput, NotFound
 from governance.feeds.archive import downloads, read_limit
 from governance.feeds.names import HOUR, feed_id, hour_label
 from governance.feeds.store import FeedStore, Stored
-from governance.spec import Spec
-from governance.zones import Lake
+from governance.spec import Feed, Spec
+from governance.zones import AssetKey, Lake
 
 SETTLE = timedelta(minutes=5)
 
@@ -129,3 +129,32 @@ def ready_batch_for(lake: Lake, catalog: Catalog, spec: Spec, hour: datetime) ->
             "(custody feeds status, custody feeds consolidate)"
         )
     return ready[-1]
+
+
+def batch_to_ingest(lake: Lake, catalog: Catalog, key: AssetKey, feed: Feed, named: str | None) -> tuple[str, datetime]:
+    """The batch `custody ingest` lands for the feed of `key`, and the hour (the partition) it lands
+    in: the one named, else the newest ready batch of the earliest hour not ingested yet."""
+    if named is not None:
+        hour = _hour_in_feed(feed, named)
+        if hour is None:
+            raise InvalidInput(
+                f"batch {named!r} of {key} holds no hour of the feed since {feed.start}: "
+                "a feed's batches are named <yyyy-mm-ddThh>_<hash>"
+            )
+        return named, hour
+    ingested = catalog.ingested_batch_ids(key)
+    # Of two ready batches of one hour the newer holds all the older holds: a partition's run takes it too.
+    waiting = [
+        (hour, -index, batch)
+        for index, batch in enumerate(ready_batches(lake, key))
+        if batch not in ingested and (hour := _hour_in_feed(feed, batch)) is not None
+    ]
+    if not waiting:
+        raise NotFound(f"no ready batch of an hour to ingest for {key} in {lake.drop_dir(key)}")
+    hour, _, batch = min(waiting)
+    return batch, hour
+
+
+def _hour_in_feed(feed: Feed, batch_id: str) -> datetime | None:
+    hour = hour_of_batch(batch_id)
+    return hour if hour is not None and hour >= feed.first_hour else None
