@@ -7,11 +7,13 @@ import base64
 import hashlib
 import io
 import json
+import subprocess
 import tarfile
 import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -492,6 +494,17 @@ def test_a_second_collector_under_the_same_replica_name_is_refused(store):
     ):
         claim(store, new_lease("east", "second"), datetime.now(UTC), {})
     claim(store, new_lease("west", "third"), datetime.now(UTC), {})
+
+
+def test_a_replica_name_whose_pid_now_runs_a_process_started_after_it_is_free(store):
+    this = new_lease("east", "first")
+    with subprocess.Popen(["sleep", "60"]) as later:
+        try:
+            # The record of a collector whose pid the kernel gave since to `later`.
+            claim(store, replace(this, pid=later.pid, pid_started=this.pid_started), datetime.now(UTC), {})
+            claim(store, new_lease("east", "second"), datetime.now(UTC), {})
+        finally:
+            later.kill()
 
 
 def test_a_replica_whose_clock_is_off_from_the_stores_is_refused(store):

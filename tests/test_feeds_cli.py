@@ -273,3 +273,31 @@ def test_custody_ingest_of_a_feed_refuses_a_batch_named_for_no_hour(cli_env, tmp
         "error: batch 'prices-of-monday' of market/prices holds no hour of the feed since 2026-11-01T00: "
         "a feed's batches are named <yyyy-mm-ddThh>_<hash>"
     ) in err
+
+
+def collecting(replica: str) -> tuple[subprocess.Popen, dict]:
+    """`custody feeds collect --replica REPLICA` started, and its first event once it printed one."""
+    process = subprocess.Popen(
+        [str(CUSTODY), "feeds", "collect", "--json", "--replica", replica],
+        cwd=ROOT,
+        env=os.environ.copy(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    line = process.stdout.readline()
+    return process, json.loads(line) if line else {"event": "ended", "error": process.communicate()[1]}
+
+
+def test_a_collector_restarted_at_once_after_a_kill_takes_its_replica_name_back(feed_env, catalog):
+    killed, first = collecting("r1")
+    assert first["event"] == "started", first
+    os.kill(killed.pid, signal.SIGKILL)
+    killed.communicate()
+
+    restarted, event = collecting("r1")
+    assert event["event"] == "started", event
+    restarted.send_signal(signal.SIGTERM)
+    _, err = restarted.communicate(timeout=60)
+    assert restarted.returncode == 0, err
+    assert entries(catalog, "feed.refused") == []
