@@ -380,23 +380,6 @@ def test_two_collectors_and_concurrent_consolidation_keep_every_download_once(tm
     assert len(names) == len(set(names)) == kept
 
 
-class _DiesOnDelete(FeedStore):
-    def delete(self, key: str) -> bool:
-        raise KeyboardInterrupt("killed between upload and delete")
-
-
-def test_a_consolidation_killed_before_deleting_is_finished_by_the_next(tmp_path: Path, store):
-    downloads = [make_download(HOUR_START + timedelta(seconds=i), f'{{"tick": {i}}}'.encode()) for i in range(10)]
-    upload_archive(tmp_path, store, HOUR_START, downloads[:6])
-    upload_archive(tmp_path, store, HOUR_START, downloads[4:])
-    with pytest.raises(KeyboardInterrupt):
-        consolidate(_DiesOnDelete(store.url), FEED, HOUR_START, tmp_path)
-    assert len(store.archives(FEED, HOUR_START)) == 3
-    consolidate(store, FEED, HOUR_START, tmp_path)
-    assert len(store.archives(FEED, HOUR_START)) == 1
-    assert archived(store)[HOUR_START] == sorted(name for name, _ in downloads)
-
-
 def hostile_archive(store: FeedStore, tmp_path: Path, member: tarfile.TarInfo, data: bytes = b"") -> None:
     path = tmp_path / "hostile.tar.gz"
     with tarfile.open(path, "w:gz") as tar:
