@@ -13,16 +13,17 @@ import dagster as dg
 import yaml
 from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
 from dagster._core.events import DagsterEvent
+from dagster._core.storage.tags import PARTITION_NAME_TAG
 
 from assets.coordinator import admitted, start_when_free
 from assets.definitions import definitions_for
-from assets.factory import REQUESTED_BY_TAG
+from assets.factory import PARTITION_FORMAT, REQUESTED_BY_TAG
 from assets.origin import plan_run
 from assets.runs import fail_runs_of_gone_processes, held_for_run
 from governance.config import Settings
 from governance.errors import InvalidInput, NotFound, SpecError, SpecProblem
 from governance.locks import file_lock
-from governance.spec import load_valid_specs
+from governance.spec import SpecSet, load_valid_specs
 from governance.zones import AssetKey
 
 INSTANCE_YAML = Path(__file__).with_name("dagster.yaml")
@@ -144,7 +145,8 @@ def launch(
         _check_known(graph, keys)
     _check_loadable(loaded.broken, keys)
     _check_ingestible(graph, ingest_config or {})
-    ops = {"__".join(asset_key(k).path): {"config": dict(cfg)} for k, cfg in (ingest_config or {}).items()}
+    ingest_config, partition = _feed_hour(settings, loaded.specs, ingest_config or {})
+    ops = {"__".join(asset_key(k).path): {"config": dict(cfg)} for k, cfg in ingest_config.items()}
     console = VERBOSE_CONSOLE if verbose else QUIET_CONSOLE
     run_config = {**console, "ops": ops} if ops else console
     instance = instance_for(settings)
@@ -152,7 +154,7 @@ def launch(
         on_progress(f"marked failed: {gone}")
     run_id = run_id or str(uuid.uuid4())
     with held_for_run(settings, instance, run_id) as process_tags:
-        tags = {REQUESTED_BY_TAG: requested_by, "custody/launched_from": "cli", **process_tags}
+        tags = {REQUESTED_BY_TAG: requested_by, "custody/launched_from": "cli", **partition, **process_tags}
         planned = plan_run(instance, defs, keys, run_config, tags, run_id)
         start_when_free(instance, admitted(instance, planned.run), on_progress)
         follower = _Follower(instance, run_id, on_progress)
@@ -184,6 +186,31 @@ def _check_ingestible(graph: AssetGraph, ingest_config: Mapping[AssetKey, object
             raise InvalidInput(
                 f"{key} is an integration asset: it is built from its inputs, not ingested; use `custody materialize`"
             )
+
+
+def _feed_hour(
+    settings: Settings, specs: SpecSet, ingest_config: Mapping[AssetKey, Mapping[str, object]]
+) -> tuple[dict[AssetKey, Mapping[str, object]], dict[str, str]]:
+    """A feed's asset is partitioned by the hour: its run names the partition of the batch it lands,
+    the one given or the one `batch_to_ingest` chooses, and its config names that batch."""
+    from governance.catalog import Catalog
+    from governance.feeds.hours import batch_to_ingest
+    from governance.zones import Lake
+
+    config = dict(ingest_config)
+    partitions = set()
+    for key, given in ingest_config.items():
+        feed = specs[key].feed
+        if feed is None:
+            continue
+        named = given.get("batch")
+        lake, catalog = Lake(settings.lake), Catalog.from_url(settings.catalog_url)
+        batch, hour = batch_to_ingest(lake, catalog, key, feed, str(named) if named else None)
+        config[key] = {**given, "batch": batch}
+        partitions.add(hour.strftime(PARTITION_FORMAT))
+    if len(partitions) > 1:
+        raise InvalidInput(f"one run lands one hour of a feed, not {len(partitions)}: ingest each feed on its own")
+    return config, {PARTITION_NAME_TAG: partitions.pop()} if partitions else {}
 
 
 def _outcome(instance: dg.DagsterInstance, run_id: str) -> RunOutcome:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,14 +16,59 @@ if TYPE_CHECKING:
     from sqlmodel import Session
 
 
+# Beside private folders: held shared while one is made and locked, exclusively while they are swept.
+FOLDERS_LOCK = ".private-folders.lock"
+
+
 @contextmanager
-def file_lock(path: Path) -> Iterator[int]:
-    """Hold an exclusive lock on `path` (created if missing) for the block; yields its descriptor."""
+def file_lock(path: Path, *, shared: bool = False) -> Iterator[int]:
+    """Hold an exclusive (or shared) lock on `path` (created if missing) for the block; yields its descriptor."""
     path.parent.mkdir(parents=True, exist_ok=True)
     descriptor = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
     try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        fcntl.flock(descriptor, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         yield descriptor
+    finally:
+        os.close(descriptor)
+
+
+@contextmanager
+def private_folder(parent: Path, prefix: str) -> Iterator[Path]:
+    """A new folder `parent/<prefix>…`, locked while the block runs and removed after it. A process
+    killed in the block leaves it unlocked, for `remove_abandoned` to take away."""
+    with file_lock(parent / FOLDERS_LOCK, shared=True):
+        folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.close(descriptor)
+
+
+def remove_abandoned(parent: Path, prefix: str) -> list[Path]:
+    """Remove the folders `parent/<prefix>…` that no live process holds: those of processes killed
+    in `private_folder`. Returns them."""
+    found = sorted(parent.glob(f"{prefix}*"))
+    if not found:
+        return []
+    with file_lock(parent / FOLDERS_LOCK):
+        return [folder for folder in found if _removed_if_free(folder)]
+
+
+def _removed_if_free(folder: Path) -> bool:
+    try:
+        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    else:
+        shutil.rmtree(folder)
+        return True
     finally:
         os.close(descriptor)
 

@@ -13,8 +13,10 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import dagster as dg
 import pytest
 
+from assets.launch import instance_for
 from governance import ledger
 from governance.errors import DuplicateBatch
 from governance.feeds.store import FeedStore
@@ -35,6 +37,7 @@ from tests.test_feeds import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
+CUSTODY = Path(sys.executable).with_name("custody")
 
 
 @pytest.fixture
@@ -230,3 +233,71 @@ def test_a_raw_feed_lands_each_download_as_a_row_with_its_bytes(tmp_path: Path, 
     ]
     assert [r.sha256 for r in landed] == [hashlib.sha256(body).hexdigest() for body in bodies]
     assert landed[1].fetched_at.replace(tzinfo=UTC) == HOUR_START + timedelta(minutes=1, milliseconds=250)
+
+
+def custody(*args: str) -> subprocess.CompletedProcess:
+    """`custody ARGS` as a user runs it: its own process, in the environment the test set."""
+    return subprocess.run(
+        [str(CUSTODY), *args], cwd=ROOT, env=os.environ.copy(), capture_output=True, text=True, timeout=600, check=False
+    )
+
+
+def test_custody_ingest_lands_a_feeds_hour_in_its_partition_the_named_batch_or_the_oldest_ready(
+    cli_env, tmp_path: Path, monkeypatch, catalog, lake
+):
+    specs = feed_spec(tmp_path / "feed-specs", "https://prices.example/list")
+    monkeypatch.setenv("CUSTODY_SPECS", str(specs))
+    store = FeedStore(cli_env.feeds_store)
+    for hour in (HOUR_START, HOUR_START + timedelta(hours=1)):
+        upload_archive(tmp_path, store, hour, [make_download(hour + timedelta(minutes=1), b'{"tick": 1, "price": 2}')])
+    _, newer = land(store, lake, catalog, load(specs)[KEY], HOUR_START + timedelta(hours=3))
+
+    named = custody("ingest", "market/prices", "--batch", newer.batch_id, "--as", "bob")
+    assert named.returncode == 0, named.stderr
+    assert "committed market/prices@1" in named.stdout
+    oldest = custody("ingest", "market/prices", "--as", "bob")
+    assert oldest.returncode == 0, oldest.stderr
+    assert "committed market/prices@2" in oldest.stdout
+
+    assert [(v.number, v.label) for v in catalog.versions(KEY)] == [(1, "2026-11-23T15"), (2, "2026-11-23T14")]
+    with instance_for(cli_env) as instance:
+        partitions = instance.get_materialized_partitions(dg.AssetKey(["market", "prices"]))
+    assert partitions == {"2026-11-23-14:00", "2026-11-23-15:00"}
+
+
+def test_custody_ingest_of_a_feed_refuses_a_batch_named_for_no_hour(cli_env, tmp_path: Path, monkeypatch, capsys):
+    monkeypatch.setenv("CUSTODY_SPECS", str(feed_spec(tmp_path / "feed-specs", "https://prices.example/list")))
+    code, _, err = cli(capsys, "ingest", "market/prices", "--batch", "prices-of-monday", "--as", "bob")
+    assert code == 1
+    assert (
+        "error: batch 'prices-of-monday' of market/prices holds no hour of the feed since 2026-11-01T00: "
+        "a feed's batches are named <yyyy-mm-ddThh>_<hash>"
+    ) in err
+
+
+def collecting(replica: str) -> tuple[subprocess.Popen, dict]:
+    """`custody feeds collect --replica REPLICA` started, and its first event once it printed one."""
+    process = subprocess.Popen(
+        [str(CUSTODY), "feeds", "collect", "--json", "--replica", replica],
+        cwd=ROOT,
+        env=os.environ.copy(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    line = process.stdout.readline()
+    return process, json.loads(line) if line else {"event": "ended", "error": process.communicate()[1]}
+
+
+def test_a_collector_restarted_at_once_after_a_kill_takes_its_replica_name_back(feed_env, catalog):
+    killed, first = collecting("r1")
+    assert first["event"] == "started", first
+    os.kill(killed.pid, signal.SIGKILL)
+    killed.communicate()
+
+    restarted, event = collecting("r1")
+    assert event["event"] == "started", event
+    restarted.send_signal(signal.SIGTERM)
+    _, err = restarted.communicate(timeout=60)
+    assert restarted.returncode == 0, err
+    assert entries(catalog, "feed.refused") == []

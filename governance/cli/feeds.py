@@ -250,11 +250,14 @@ def feeds_consolidate(feeds: FeedArgs = None, as_json: JsonOption = False) -> in
         {"feed": d.feed, "hour": d.hour.isoformat(), "batch": d.batch_id, "files": d.files} for d in done.dropped
     ]
     refused = [{"feed": r.feed, "hour": r.hour.isoformat(), "reason": r.reason} for r in done.refused]
+    removed = [str(path) for path in done.removed]
     for item in refused:
         _refused(custody, "", item["reason"], command="feeds consolidate")
     if as_json:
-        emit_json({"consolidated": merged, "dropped": dropped, "refused": refused})
+        emit_json({"consolidated": merged, "dropped": dropped, "refused": refused, "removed": removed})
         return 1 if refused else 0
+    for path in removed:
+        typer.echo(f"removed {path}: left by a merge or drop whose process was killed")
     for item in merged:
         typer.echo(
             f"{item['feed']} {item['hour'][:13]}: merged into {item['archive']} in {item['rounds']} round(s), "
@@ -266,7 +269,7 @@ def feeds_consolidate(feeds: FeedArgs = None, as_json: JsonOption = False) -> in
         err_console.print(
             printable(f"error: {item['feed']} {item['hour'][:13]} left as it is: {item['reason']}"), markup=False
         )
-    if not merged and not dropped and not refused:
+    if not merged and not dropped and not refused and not removed:
         typer.echo("nothing to merge or drop")
     return 1 if refused else 0
 

@@ -142,15 +142,19 @@ def repair(
     verify: Annotated[bool, typer.Option("--verify", help="Also re-hash every committed version's files.")] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Roll back interrupted attempts, remove folders no committed version owns, fail runs whose process is gone."""
+    """Roll back interrupted attempts, remove folders no committed version owns or no live feed merge or drop
+    uses, fail runs whose process is gone."""
     settings = load_settings()
     from assets.launch import instance_for
     from assets.runs import fail_runs_of_gone_processes
+    from governance.feeds.tend import remove_abandoned_work
     from governance.repair import repair as repair_lake
 
     report = repair_lake(
         open_catalog(settings), Lake(settings.lake), actor="custody-repair", thorough=True, verify_files=verify
     )
+    left = remove_abandoned_work(settings.feeds_workspace / "consolidating", Lake(settings.lake))
+    report.removed.extend(str(path) for path in left)
     gone_runs = fail_runs_of_gone_processes(settings, instance_for(settings))
     if as_json:
         emit_json({**asdict(report), "failed_runs": [run.run_id for run in gone_runs]})

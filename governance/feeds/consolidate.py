@@ -10,7 +10,6 @@ deletion removes exactly the data that was merged.
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -19,8 +18,10 @@ from governance.errors import NotFound
 from governance.feeds.archive import MAX_BYTES, merge
 from governance.feeds.names import archive_name
 from governance.feeds.store import FeedStore, Stored
+from governance.locks import private_folder, remove_abandoned
 
 MAX_ROUNDS = 20
+MERGING = "consolidate-"
 
 
 @dataclass(frozen=True)
@@ -45,13 +46,13 @@ def consolidate(store: FeedStore, feed: str, hour: datetime, work: Path, max_byt
         if len(stored) <= 1:
             return Consolidated(feed, hour, stored[0] if stored else None, rounds, read, written, deleted)
         rounds += 1
-        with tempfile.TemporaryDirectory(prefix="consolidate-", dir=work) as folder:
-            fetched = _fetch(store, stored, Path(folder))
+        with private_folder(work, MERGING) as folder:
+            fetched = _fetch(store, stored, folder)
             if len(fetched) < 2:
                 continue  # another replica merged them meanwhile: look again
             read += sum(s.bytes for s, _ in fetched)
             packed = merge(
-                [(s.archive.name, path) for s, path in fetched], Path(folder) / "merged.tar.gz", feed, hour, max_bytes
+                [(s.archive.name, path) for s, path in fetched], folder / "merged.tar.gz", feed, hour, max_bytes
             )
             name = archive_name(feed, hour, packed.digest)
             store.put(packed.path, feed, hour, name)
@@ -69,3 +70,8 @@ def _fetch(store: FeedStore, stored: list[Stored], folder: Path) -> list[tuple[S
         except NotFound:
             continue
     return fetched
+
+
+def remove_abandoned_merges(work: Path) -> list[Path]:
+    """The private folders of merges in `work` whose process was killed, removed."""
+    return remove_abandoned(work, MERGING)

@@ -9,9 +9,7 @@ a new batch, and a new version, never as a change to the one ingested.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
-import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,14 +18,17 @@ import yaml
 
 from governance.batches import BATCH_META, READY_MARKER, ready_batches
 from governance.catalog import Catalog
-from governance.errors import NotFound
+from governance.errors import InvalidInput, NotFound
 from governance.feeds.archive import downloads, read_limit
 from governance.feeds.names import HOUR, feed_id, hour_label
 from governance.feeds.store import FeedStore, Stored
-from governance.spec import Spec
-from governance.zones import Lake
+from governance.locks import private_folder, remove_abandoned
+from governance.spec import Feed, Spec
+from governance.zones import AssetKey, Lake, Zone
 
 SETTLE = timedelta(minutes=5)
+# A drop's private folder in the DropZone: hidden, so it never looks like a batch.
+DROPPING = ".feed-drop-"
 
 
 @dataclass(frozen=True)
@@ -71,25 +72,26 @@ def drop_hour(
 
 
 def _drop(store: FeedStore, lake: Lake, spec: Spec, key: str, name: str, hour: datetime, batch_id: str) -> int | None:
-    """Unpack the archive beside the DropZone batch's place, then move it there whole; None when the
-    archive went meanwhile (it was merged with a late one) or another replica dropped it first."""
-    drop = lake.drop_dir(spec.key)
-    drop.mkdir(parents=True, exist_ok=True)
-    staging = drop / f".{batch_id}.{uuid.uuid4().hex}.partial"
-    staging.mkdir()
-    try:
-        with tempfile.TemporaryDirectory(prefix="feed-drop-", dir=drop) as folder:
-            local = store.get(key, Path(folder) / name)
-            count, repeats, previous = 0, 0, None
-            # Members come in name order, which is time order: a body that repeats the one before
-            # is the same answer fetched by two replicas, as each collector skips its own repeats.
-            for download, data in downloads(local, name, feed_id(spec.key), hour, read_limit(spec.feed.max_bytes)):
-                if download.digest == previous:
-                    repeats += 1
-                    continue
-                (staging / download.name).write_bytes(data)
-                previous = download.digest
-                count += 1
+    """Fetch and unpack the archive in a private folder of the DropZone, then move the batch to its
+    place whole; None when the archive went meanwhile (it was merged with a late one) or another
+    replica dropped it first."""
+    with private_folder(lake.drop_dir(spec.key), DROPPING) as folder:
+        try:
+            local = store.get(key, folder / name)
+        except NotFound:
+            return None
+        staging = folder / "batch"
+        staging.mkdir()
+        count, repeats, previous = 0, 0, None
+        # Members come in name order, which is time order: a body that repeats the one before
+        # is the same answer fetched by two replicas, as each collector skips its own repeats.
+        for download, data in downloads(local, name, feed_id(spec.key), hour, read_limit(spec.feed.max_bytes)):
+            if download.digest == previous:
+                repeats += 1
+                continue
+            (staging / download.name).write_bytes(data)
+            previous = download.digest
+            count += 1
         left_out = f"; {repeats} repeated answer{'' if repeats == 1 else 's'} of replicas left out" if repeats else ""
         meta = {
             "requested_by": spec.feed.requested_by,
@@ -98,16 +100,20 @@ def _drop(store: FeedStore, lake: Lake, spec: Spec, key: str, name: str, hour: d
         }
         (staging / BATCH_META).write_text(yaml.safe_dump(meta, sort_keys=True), encoding="utf-8")
         (staging / READY_MARKER).touch()
-        os.rename(staging, lake.batch_dir(spec.key, batch_id))
+        try:
+            os.rename(staging, lake.batch_dir(spec.key, batch_id))
+        except OSError:
+            if lake.batch_dir(spec.key, batch_id).exists():
+                return None
+            raise
         return count
-    except NotFound:
-        return None
-    except OSError:
-        if lake.batch_dir(spec.key, batch_id).exists():
-            return None
-        raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+
+
+def remove_abandoned_drops(lake: Lake, keys: Iterable[AssetKey] | None = None) -> list[Path]:
+    """The private folders of drops whose process was killed, removed from the DropZones of `keys`
+    (default: every asset's)."""
+    folders = [lake.drop_dir(key) for key in keys] if keys is not None else (lake.root / Zone.DROP.value).glob("*/*")
+    return [removed for folder in folders for removed in remove_abandoned(folder, DROPPING)]
 
 
 def hour_of_batch(batch_id: str) -> datetime | None:
@@ -129,3 +135,32 @@ def ready_batch_for(lake: Lake, catalog: Catalog, spec: Spec, hour: datetime) ->
             "(custody feeds status, custody feeds consolidate)"
         )
     return ready[-1]
+
+
+def batch_to_ingest(lake: Lake, catalog: Catalog, key: AssetKey, feed: Feed, named: str | None) -> tuple[str, datetime]:
+    """The batch `custody ingest` lands for the feed of `key`, and the hour (the partition) it lands
+    in: the one named, else the newest ready batch of the earliest hour not ingested yet."""
+    if named is not None:
+        hour = _hour_in_feed(feed, named)
+        if hour is None:
+            raise InvalidInput(
+                f"batch {named!r} of {key} holds no hour of the feed since {feed.start}: "
+                "a feed's batches are named <yyyy-mm-ddThh>_<hash>"
+            )
+        return named, hour
+    ingested = catalog.ingested_batch_ids(key)
+    # Of two ready batches of one hour the newer holds all the older holds: a partition's run takes it too.
+    waiting = [
+        (hour, -index, batch)
+        for index, batch in enumerate(ready_batches(lake, key))
+        if batch not in ingested and (hour := _hour_in_feed(feed, batch)) is not None
+    ]
+    if not waiting:
+        raise NotFound(f"no ready batch of an hour to ingest for {key} in {lake.drop_dir(key)}")
+    hour, _, batch = min(waiting)
+    return batch, hour
+
+
+def _hour_in_feed(feed: Feed, batch_id: str) -> datetime | None:
+    hour = hour_of_batch(batch_id)
+    return hour if hour is not None and hour >= feed.first_hour else None

@@ -2,9 +2,11 @@
 
 A collector writes `_replicas/<name>.json` when it starts and every beat after. Another collector
 that finds the name's record written less than three beats ago by the store's clock refuses to
-start. The same first write tells the collector how far its clock is from the store's, by the time
-the store gives the record: a replica files downloads under the hour of its own clock, so one whose
-clock is off by more than `max_skew` refuses to start.
+start, unless that record names a process of this host that is gone: its pid runs no more, or runs a
+process started since (a collector restarted at once after a `kill -9`). The same first write tells
+the collector how far its clock is from the store's, by the time the store gives the record: a
+replica files downloads under the hour of its own clock, so one whose clock is off by more than
+`max_skew` refuses to start.
 """
 
 from __future__ import annotations
@@ -14,12 +16,16 @@ import os
 import socket
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from governance.errors import EnvironmentProblem
 from governance.feeds.store import FeedStore
 
 BEAT = timedelta(seconds=10)
 MAX_SKEW = timedelta(seconds=60)
+PROC = Path("/proc")
+# Fields of /proc/<pid>/stat after the command's closing parenthesis: its state, and when it started.
+STATE, START_TICKS = 0, 19
 
 
 @dataclass(frozen=True)
@@ -28,6 +34,10 @@ class Lease:
     instance: str
     host: str
     pid: int
+    # Where the pid is meaningful (the boot and the pid namespace), and when its process started:
+    # a pid reused later, or in another container of the host, does not match both.
+    pid_space: str | None = None
+    pid_started: str | None = None
 
 
 def record_key(replica: str) -> str:
@@ -50,7 +60,7 @@ def claim(store: FeedStore, lease: Lease, now: datetime, status: dict, max_skew:
     if before is not None:
         held = json.loads(before[0])
         live = not held.get("stopped") and store_now - before[1] < 3 * BEAT
-        if held.get("instance") != lease.instance and live:
+        if held.get("instance") != lease.instance and live and not held_by_gone_process(held, lease):
             raise EnvironmentProblem(
                 f"replica {lease.replica} is already collecting (on {held.get('host')}, pid {held.get('pid')}); "
                 "give each collector its own --replica name"
@@ -66,6 +76,8 @@ def beat(store: FeedStore, lease: Lease, now: datetime, status: dict, *, stopped
         "instance": lease.instance,
         "host": lease.host,
         "pid": lease.pid,
+        "pid_space": lease.pid_space,
+        "pid_started": lease.pid_started,
         "written_at": now.isoformat(),
         "stopped": stopped,
         "feeds": status,
@@ -88,4 +100,34 @@ def replicas(store: FeedStore, now: datetime) -> list[dict]:
 
 
 def new_lease(replica: str, instance: str) -> Lease:
-    return Lease(replica, instance, socket.gethostname(), os.getpid())
+    pid = os.getpid()
+    return Lease(replica, instance, socket.gethostname(), pid, pid_space(), process_started(pid))
+
+
+def held_by_gone_process(held: dict, lease: Lease) -> bool:
+    """True when `held`, a replica's record, names a process where `lease` runs, whose pid no longer
+    runs it. A record of another host or pid space, or without them, cannot be judged from here."""
+    if lease.pid_space is None or (held.get("host"), held.get("pid_space")) != (lease.host, lease.pid_space):
+        return False
+    started = process_started(int(held.get("pid") or 0))
+    return started is None or started != held.get("pid_started")
+
+
+def pid_space() -> str | None:
+    """The boot and pid namespace of this process; None where /proc does not say (not Linux)."""
+    try:
+        boot = (PROC / "sys/kernel/random/boot_id").read_text().strip()
+        return f"{boot}/{os.readlink(PROC / 'self/ns/pid')}"
+    except OSError:
+        return None
+
+
+def process_started(pid: int) -> str | None:
+    """When the process `pid` started, in clock ticks since boot; None when none runs (a zombie,
+    killed but not yet reaped, runs no more)."""
+    try:
+        stat = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()
+    return None if fields[STATE] in ("Z", "X") else fields[START_TICKS]

@@ -15,12 +15,12 @@ from governance import ledger
 from governance.catalog import Catalog
 from governance.errors import bounded_reason
 from governance.feeds.archive import ArchiveProblem, read_limit
-from governance.feeds.consolidate import Consolidated, consolidate
-from governance.feeds.hours import SETTLE, DroppedHour, drop_hour
+from governance.feeds.consolidate import Consolidated, consolidate, remove_abandoned_merges
+from governance.feeds.hours import SETTLE, DroppedHour, drop_hour, remove_abandoned_drops
 from governance.feeds.names import feed_id, hour_of
 from governance.feeds.store import FeedStore
 from governance.spec import Spec
-from governance.zones import Lake
+from governance.zones import AssetKey, Lake
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class Tended:
     consolidated: tuple[Consolidated, ...]
     dropped: tuple[DroppedHour, ...]
     refused: tuple[Refused, ...] = ()
+    removed: tuple[Path, ...] = ()
 
 
 def tend(
@@ -50,9 +51,11 @@ def tend(
     settle: timedelta = SETTLE,
 ) -> Tended:
     """Consolidate every ended hour with more than one archive; with a lake and catalog, drop the
-    complete hours as batches. An hour with a bad archive is refused and the others go on."""
+    complete hours as batches. An hour with a bad archive is refused and the others go on. First,
+    what merges and drops killed mid-way left is removed."""
     merged, dropped, refused = [], [], []
-    work.mkdir(parents=True, exist_ok=True)
+    specs = list(specs)
+    removed = remove_abandoned_work(work, lake, [spec.key for spec in specs])
     for spec in specs:
         feed = feed_id(spec.key)
         ingested = catalog.ingested_batch_ids(spec.key) if catalog is not None else set()
@@ -67,7 +70,13 @@ def tend(
                     dropped += [landed] if landed else []
             except ArchiveProblem as err:
                 refused.append(Refused(feed, hour, str(err)))
-    return Tended(tuple(merged), tuple(dropped), tuple(refused))
+    return Tended(tuple(merged), tuple(dropped), tuple(refused), tuple(removed))
+
+
+def remove_abandoned_work(work: Path, lake: Lake | None, keys: Iterable[AssetKey] | None = None) -> list[Path]:
+    """The private folders of merges in `work`, and of drops in the DropZones of `keys` (default:
+    every asset's), whose process was killed, removed; those of live processes are left to them."""
+    return remove_abandoned_merges(work) + (remove_abandoned_drops(lake, keys) if lake is not None else [])
 
 
 def record_refusal(catalog: Catalog, actor: str, reason: str, **details: str) -> None:
