@@ -143,7 +143,9 @@ def run(args: argparse.Namespace, work: Path, server) -> None:
         "ldap uncached": timed(lambda: uncached.decide(carol, Verb.READ, products, 1), few, 2),
         "ldap verify": timed(lambda: cached.directory.authenticate("carol", password_of("carol")), few, 2),
         "ledger entry": timed(lambda: record(catalog, decision), args.rounds, args.warmup),
-        "plain read": timed(lambda: ds.dataset(str(custody.lake.at(row.path)), format="parquet").to_table(), args.rounds, args.warmup),
+        "plain read": timed(
+            lambda: ds.dataset(str(custody.lake.at(row.path)), format="parquet").to_table(), args.rounds, args.warmup
+        ),
         "governed read": timed(lambda: custody.read("sales/products@1", as_user="carol"), args.rounds, args.warmup),
     }
     print(
