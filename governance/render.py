@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
+from html import escape as escape_html
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
@@ -14,6 +17,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from governance.catalog.models import Criticality, LedgerEntry, VersionRow, VersionStatus
+from governance.checkpoints import KEY_VARIABLE
 from governance.errors import printable
 from governance.lineage.column_trace import Batch, ColumnNode, Ending, Origin, Overview, SourceTable
 from governance.lineage.columns import Edge
@@ -26,6 +30,7 @@ if TYPE_CHECKING:
     from governance.access.grants import AccessView, MembershipChange
     from governance.access.policy import Decision
     from governance.catalog.listing import AssetDetail, AssetEntry
+    from governance.ledger import Verification
 
 
 def escape(text: str) -> str:
@@ -331,6 +336,73 @@ def _details(raw: str, width: int = 120) -> str:
         data["directory"] = data.pop("directory", None)
     text = ", ".join(f"{k}={v}" for k, v in data.items() if v not in (None, "", [], {}))
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@dataclass(frozen=True)
+class LedgerReport:
+    """A ledger verification in the words `custody ledger verify` prints, as Jupyter shows it too:
+    what held, what could not be verified and why, and the first thing that broke."""
+
+    result: Verification
+    checkpoint_file: Path | None  # None: the catalog keeps no checkpoints
+    segments: Path | None = None
+    unfinished: tuple[str, ...] = ()  # files an interrupted rollover left in `segments`
+
+    @property
+    def ok(self) -> bool:
+        return self.result.ok
+
+    def held(self) -> str | None:
+        """What was verified, when nothing broke."""
+        result = self.result
+        if not result.ok:
+            return None
+        where = f" in {self.checkpoint_file}" if self.checkpoint_file else ""
+        summary = f"{result.entries} entries, chain intact, {result.checkpoints} checkpoint(s) matched{where}"
+        return f"ledger ok: {summary}" if result.checkpoints_verified else summary
+
+    def notices(self) -> list[str]:
+        """What could not be verified, and why."""
+        notices = []
+        if self.unfinished:
+            notices.append(
+                f"an interrupted rollover left {len(self.unfinished)} file(s) in {self.segments} "
+                f"({', '.join(self.unfinished)}); the ledger reads right without them, and the next "
+                "`custody ledger rollover` or `maintain` finishes or removes them"
+            )
+        if not self.result.checkpoints_verified:
+            notices.append(f"checkpoints are not verified: {KEY_VARIABLE} is not set")
+        return notices
+
+    def failure(self) -> str | None:
+        """The first thing that broke, on one line: whatever the chain does against broken
+        checkpoints follows from them."""
+        result = self.result
+        if result.problems:
+            more = len(result.problems) - 1
+            also = [f"{more} more problem(s), all in --json"] if more else []
+            if result.first_bad_seq is not None:
+                also.append(f"the chain breaks at seq {result.first_bad_seq}: {result.reason}")
+            return f"checkpoints cannot be trusted: {result.problems[0]}" + (f" ({'; '.join(also)})" if also else "")
+        if result.first_bad_seq is not None:
+            return f"ledger broken at seq {result.first_bad_seq}: {result.reason}"
+        return None
+
+    def lines(self) -> list[str]:
+        held, failure = self.held(), self.failure()
+        return [
+            *([held] if held else []),
+            *(f"notice: {notice}" for notice in self.notices()),
+            *([f"error: {failure}"] if failure else []),
+        ]
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        return "".join(f"<p>{escape_html(line)}</p>" for line in self.lines())
 
 
 def rows_table(ref: str, table: pa.Table, total: int) -> Table:
