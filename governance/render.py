@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape as escape_html
@@ -531,6 +532,27 @@ def spec_yaml(asset: str, spec_hash: str, body: dict) -> str:
     return f"# {asset}, spec {spec_hash}\n" + yaml.safe_dump(body, sort_keys=False, allow_unicode=True)
 
 
+# What Markdown marks in a line: its lead (heading, quote, list item), links and images (their text
+# stays), emphasis, strike-through and code spans. Underscores inside words are names, kept.
+MARKDOWN_LEAD = re.compile(r"^\s*(?:#{1,6}\s+|>\s*|[-*+]\s+|\d+[.)]\s+)+")
+MARKDOWN_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+MARKDOWN_SPANS = (
+    re.compile(r"(\*\*|__|~~)(?=\S)(.+?)(?<=\S)\1"),
+    re.compile(r"(\*)(?=\S)(.+?)(?<=\S)\*"),
+    re.compile(r"(?<!\w)(_)(?=\S)(.+?)(?<=\S)_(?!\w)"),
+    re.compile(r"(`+)(.+?)\1"),
+)
+
+
+def plain_first_line(markdown: str) -> str:
+    """The first line of a description written in Markdown, as plain words."""
+    line = next((line for line in markdown.splitlines() if line.strip()), "")
+    line = MARKDOWN_LINK.sub(r"\1", MARKDOWN_LEAD.sub("", line))
+    for span in MARKDOWN_SPANS:
+        line = span.sub(r"\2", line)
+    return line.strip()
+
+
 def catalog_listing(entries: list[AssetEntry]) -> Group:
     """Each asset as a short block that wraps at any width: what it is, who holds it, its newest version."""
     blocks: list[Text] = [Text(f"Catalog: {len(entries):,} asset{'s' if len(entries) != 1 else ''}\n", style="bold")]
@@ -543,7 +565,7 @@ def catalog_listing(entries: list[AssetEntry]) -> Group:
             *marks,
         ]
         block = Text.assemble((printable(entry.key), "bold"), "  ", (" · ".join(facts), "dim"), "\n")
-        block.append(f"  {printable(entry.description)}\n")
+        block.append(f"  {printable(plain_first_line(entry.description))}\n")
         block.append(
             f"  owner {printable(entry.owner)} · producer {printable(entry.producer)} · consumer {printable(entry.consumer)}\n"
         )
