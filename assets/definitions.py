@@ -14,7 +14,7 @@ from assets.maintenance import ledger_maintenance, nightly_ledger_maintenance
 from assets.sensors import dropzone_sensor, feeds_sensor
 from governance.config import Settings
 from governance.errors import SpecProblem
-from governance.spec import SpecSet, load_valid_specs
+from governance.spec import LoadedSpecs, Spec, SpecSet, load_valid_specs
 from governance.zones import AssetKey
 from resources import CustodyResource, SparkResource
 
@@ -23,11 +23,16 @@ SPARK_DESCRIPTION = "The Spark session, with the master and settings of CUSTODY_
 
 
 def build_definitions(
-    specs_dir: Path, cache_dir: Path | None = None, *, transform_packages: tuple[str, ...]
+    specs_dir: Path,
+    cache_dir: Path | None = None,
+    *,
+    transform_packages: tuple[str, ...],
+    catalog_url: str | None = None,
 ) -> dg.Definitions:
-    """Every valid spec as an asset; each broken one as an asset that cannot run, saying why."""
+    """Every valid spec as an asset; each broken one as an asset that cannot run, saying why, with
+    the lineage, owners and kinds of its definition in force in the catalog at `catalog_url`."""
     loaded = load_valid_specs(specs_dir, cache_dir, transform_packages=transform_packages)
-    return definitions_for(loaded.specs, broken=loaded.broken)
+    return definitions_for(loaded.specs, broken=loaded.broken, shown=shown_broken(loaded, catalog_url))
 
 
 def definitions_for(
@@ -36,12 +41,14 @@ def definitions_for(
     sensor_running: bool = True,
     pending: Mapping[AssetKey, str] | None = None,
     broken: Mapping[AssetKey, tuple[SpecProblem, ...]] | None = None,
+    shown: Mapping[AssetKey, Spec] | None = None,
 ) -> dg.Definitions:
     sensors = [sensor for sensor in (dropzone_sensor(specs, running=sensor_running), feeds_sensor(specs)) if sensor]
+    shown = shown or {}
     return dg.Definitions(
         assets=[
             *build_assets(specs, pending),
-            *(broken_asset(key, problems) for key, problems in (broken or {}).items()),
+            *(broken_asset(key, problems, shown.get(key)) for key, problems in (broken or {}).items()),
         ],
         jobs=[ledger_maintenance],
         schedules=[nightly_ledger_maintenance],
@@ -67,10 +74,24 @@ def defs() -> dg.Definitions:
     settings = Settings.from_env()
     loaded = load_valid_specs(settings.specs, settings.cache_dir, transform_packages=settings.transform_packages)
     pending = awaiting_approval(settings, loaded.specs)  # before the collector is told to skip what is loaded by now
+    shown = shown_broken(loaded, settings.catalog_url)
     with _few_collections():
         return definitions_for(
-            loaded.specs, sensor_running=settings.dropzone_sensor, pending=pending, broken=loaded.broken
+            loaded.specs,
+            sensor_running=settings.dropzone_sensor,
+            pending=pending,
+            broken=loaded.broken,
+            shown=shown,
         )
+
+
+def shown_broken(loaded: LoadedSpecs, catalog_url: str | None) -> dict[AssetKey, Spec]:
+    """The spec each broken asset is shown with: its definition in force, when the catalog has one,
+    else its own file where that was read (only what it names is wrong)."""
+    from governance.inforce import applied
+
+    in_force = applied(catalog_url, loaded.specs.root, list(loaded.broken)) if catalog_url else {}
+    return {**loaded.parsed, **in_force}
 
 
 def awaiting_approval(settings: Settings, specs: SpecSet) -> dict[AssetKey, str]:

@@ -74,14 +74,25 @@ def build_assets(specs: SpecSet, pending: "Mapping[AssetKey, str] | None" = None
     ]
 
 
-def broken_asset(key: "AssetKey", problems: "tuple[SpecProblem, ...]") -> dg.AssetSpec:
-    """An asset whose spec cannot be loaded: shown with its problems, never run."""
+def broken_asset(key: "AssetKey", problems: "tuple[SpecProblem, ...]", shown: Spec | None = None) -> dg.AssetSpec:
+    """An asset whose spec cannot be loaded: shown with its problems, never run. With `shown` (its
+    definition in force, or its own file where that was read), it keeps that spec's inputs, owners
+    and kinds, so its lineage stays on the graph while the owner fixes it."""
     listed = "\n".join(f"- `{problem}`" for problem in problems)
-    return dg.AssetSpec(
-        key=dg.AssetKey([key.domain, key.name]),
-        group_name=key.domain,
-        tags={INVALID_TAG: "invalid"},
-        description=f"**Invalid spec:** this asset cannot run until its owner fixes it (`custody specs check`).\n\n{listed}",
+    description = (
+        f"**Invalid spec:** this asset cannot run until its owner fixes it (`custody specs check`).\n\n{listed}"
+    )
+    if shown is None:
+        return dg.AssetSpec(
+            key=dg.AssetKey([key.domain, key.name]),
+            group_name=key.domain,
+            tags={INVALID_TAG: "invalid"},
+            description=description,
+        )
+    kept = _asset_spec(shown, [dg.AssetKey([source.domain, source.name]) for source in shown.inputs])
+    return kept.replace_attributes(
+        tags={**kept.tags, INVALID_TAG: "invalid"},
+        description=f"{description}\n\nInputs, owners and kinds as spec `{shown.hash[:12]}` declares them.",
     )
 
 

@@ -37,8 +37,8 @@ if TYPE_CHECKING:
 
     from governance.approval import Applied, Edit, HistoryEntry
     from governance.frames import AssetCard, Frame
-    from governance.ledger import Verification
     from governance.lineage.pictures import LineageGraph
+    from governance.render import LedgerReport
 
 PASSWORD_VARIABLE = "CUSTODY_PASSWORD"
 
@@ -238,9 +238,16 @@ class Custody:
             raise NotFound(f"unknown asset {asset}: no definition of it is in force (custody catalog lists the assets)")
         return access_frame(show(self.policy, spec_in_force(found, Path(f"{asset}.yaml"))))
 
-    def verify(self) -> Verification:
-        """Recompute the ledger's hash chain and hold it against its checkpoints."""
+    def verify(self) -> LedgerReport:
+        """Recompute the ledger's hash chain and hold it against its checkpoints; shown as
+        `custody ledger verify` prints it: what held, what could not be verified and why."""
         from governance import ledger
+        from governance.render import LedgerReport
+        from governance.rollover import leftovers
 
         with self.store.session() as session:
-            return ledger.verify(session, self.store.checkpoints)
+            result = ledger.verify(session, self.store.checkpoints)
+        segments = self.settings.ledger_segments
+        unfinished = tuple(path.name for path in leftovers(self.store, segments))
+        checkpoints = self.store.checkpoints
+        return LedgerReport(result, checkpoints.path if checkpoints else None, segments, unfinished)

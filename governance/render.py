@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
+from dataclasses import dataclass
+from html import escape as escape_html
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
@@ -14,6 +18,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from governance.catalog.models import Criticality, LedgerEntry, VersionRow, VersionStatus
+from governance.checkpoints import KEY_VARIABLE
 from governance.errors import printable
 from governance.lineage.column_trace import Batch, ColumnNode, Ending, Origin, Overview, SourceTable
 from governance.lineage.columns import Edge
@@ -26,6 +31,7 @@ if TYPE_CHECKING:
     from governance.access.grants import AccessView, MembershipChange
     from governance.access.policy import Decision
     from governance.catalog.listing import AssetDetail, AssetEntry
+    from governance.ledger import Verification
 
 
 def escape(text: str) -> str:
@@ -333,6 +339,73 @@ def _details(raw: str, width: int = 120) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+@dataclass(frozen=True)
+class LedgerReport:
+    """A ledger verification in the words `custody ledger verify` prints, as Jupyter shows it too:
+    what held, what could not be verified and why, and the first thing that broke."""
+
+    result: Verification
+    checkpoint_file: Path | None  # None: the catalog keeps no checkpoints
+    segments: Path | None = None
+    unfinished: tuple[str, ...] = ()  # files an interrupted rollover left in `segments`
+
+    @property
+    def ok(self) -> bool:
+        return self.result.ok
+
+    def held(self) -> str | None:
+        """What was verified, when nothing broke."""
+        result = self.result
+        if not result.ok:
+            return None
+        where = f" in {self.checkpoint_file}" if self.checkpoint_file else ""
+        summary = f"{result.entries} entries, chain intact, {result.checkpoints} checkpoint(s) matched{where}"
+        return f"ledger ok: {summary}" if result.checkpoints_verified else summary
+
+    def notices(self) -> list[str]:
+        """What could not be verified, and why."""
+        notices = []
+        if self.unfinished:
+            notices.append(
+                f"an interrupted rollover left {len(self.unfinished)} file(s) in {self.segments} "
+                f"({', '.join(self.unfinished)}); the ledger reads right without them, and the next "
+                "`custody ledger rollover` or `maintain` finishes or removes them"
+            )
+        if not self.result.checkpoints_verified:
+            notices.append(f"checkpoints are not verified: {KEY_VARIABLE} is not set")
+        return notices
+
+    def failure(self) -> str | None:
+        """The first thing that broke, on one line: whatever the chain does against broken
+        checkpoints follows from them."""
+        result = self.result
+        if result.problems:
+            more = len(result.problems) - 1
+            also = [f"{more} more problem(s), all in --json"] if more else []
+            if result.first_bad_seq is not None:
+                also.append(f"the chain breaks at seq {result.first_bad_seq}: {result.reason}")
+            return f"checkpoints cannot be trusted: {result.problems[0]}" + (f" ({'; '.join(also)})" if also else "")
+        if result.first_bad_seq is not None:
+            return f"ledger broken at seq {result.first_bad_seq}: {result.reason}"
+        return None
+
+    def lines(self) -> list[str]:
+        held, failure = self.held(), self.failure()
+        return [
+            *([held] if held else []),
+            *(f"notice: {notice}" for notice in self.notices()),
+            *([f"error: {failure}"] if failure else []),
+        ]
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        return "".join(f"<p>{escape_html(line)}</p>" for line in self.lines())
+
+
 def rows_table(ref: str, table: pa.Table, total: int) -> Table:
     shown = Table(title=f"{ref}: {table.num_rows:,} of {total:,} rows", title_justify="left")
     for name in table.column_names:
@@ -459,6 +532,27 @@ def spec_yaml(asset: str, spec_hash: str, body: dict) -> str:
     return f"# {asset}, spec {spec_hash}\n" + yaml.safe_dump(body, sort_keys=False, allow_unicode=True)
 
 
+# What Markdown marks in a line: its lead (heading, quote, list item), links and images (their text
+# stays), emphasis, strike-through and code spans. Underscores inside words are names, kept.
+MARKDOWN_LEAD = re.compile(r"^\s*(?:#{1,6}\s+|>\s*|[-*+]\s+|\d+[.)]\s+)+")
+MARKDOWN_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+MARKDOWN_SPANS = (
+    re.compile(r"(\*\*|__|~~)(?=\S)(.+?)(?<=\S)\1"),
+    re.compile(r"(\*)(?=\S)(.+?)(?<=\S)\*"),
+    re.compile(r"(?<!\w)(_)(?=\S)(.+?)(?<=\S)_(?!\w)"),
+    re.compile(r"(`+)(.+?)\1"),
+)
+
+
+def plain_first_line(markdown: str) -> str:
+    """The first line of a description written in Markdown, as plain words."""
+    line = next((line for line in markdown.splitlines() if line.strip()), "")
+    line = MARKDOWN_LINK.sub(r"\1", MARKDOWN_LEAD.sub("", line))
+    for span in MARKDOWN_SPANS:
+        line = span.sub(r"\2", line)
+    return line.strip()
+
+
 def catalog_listing(entries: list[AssetEntry]) -> Group:
     """Each asset as a short block that wraps at any width: what it is, who holds it, its newest version."""
     blocks: list[Text] = [Text(f"Catalog: {len(entries):,} asset{'s' if len(entries) != 1 else ''}\n", style="bold")]
@@ -471,7 +565,7 @@ def catalog_listing(entries: list[AssetEntry]) -> Group:
             *marks,
         ]
         block = Text.assemble((printable(entry.key), "bold"), "  ", (" · ".join(facts), "dim"), "\n")
-        block.append(f"  {printable(entry.description)}\n")
+        block.append(f"  {printable(plain_first_line(entry.description))}\n")
         block.append(
             f"  owner {printable(entry.owner)} · producer {printable(entry.producer)} · consumer {printable(entry.consumer)}\n"
         )

@@ -369,6 +369,8 @@ class LoadedSpecs:
     broken: Mapping[AssetKey, tuple[SpecProblem, ...]]
     # Problems of files that name no asset: a misplaced file, a name that breaks the rules.
     unplaced: tuple[SpecProblem, ...] = ()
+    # Broken assets whose file itself was read: what they name (an input, a transform) is the problem.
+    parsed: Mapping[AssetKey, Spec] = field(default_factory=dict)
 
 
 def load_valid_specs(root: Path, cache_dir: Path | None = None, *, transform_packages: tuple[str, ...]) -> LoadedSpecs:
@@ -397,7 +399,9 @@ def load_valid_specs(root: Path, cache_dir: Path | None = None, *, transform_pac
             ]
             continue
         valid[key] = spec
-    return LoadedSpecs(SpecSet(root, valid), {key: tuple(found) for key, found in by_key.items()}, tuple(unplaced))
+    broken = {key: tuple(found) for key, found in by_key.items()}
+    parsed = {key: spec for key, spec in specs.items() if key in broken}
+    return LoadedSpecs(SpecSet(root, valid), broken, tuple(unplaced), parsed)
 
 
 def _key_of(root: Path, file: Path) -> AssetKey | None:

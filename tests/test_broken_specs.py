@@ -11,7 +11,7 @@ import pytest
 from assets.definitions import build_definitions
 from governance.config import DEFAULT_TRANSFORM_PACKAGES
 from governance.demo import drop_demo_batches
-from governance.spec import load_valid_specs
+from governance.spec import load_specs, load_valid_specs
 from governance.zones import AssetKey, Lake
 from tests.conftest import DEMO_SPECS
 from tests.helpers import cli, edit_spec
@@ -61,3 +61,41 @@ def test_the_cli_runs_a_valid_asset_beside_a_broken_one_and_refuses_the_broken_o
     assert f"{summary}:7: colour: unknown key" in err
     code, _, err = cli(capsys, "specs", "check", str(specs_dir))
     assert code == 1 and "colour: unknown key" in err
+
+
+def applied(catalog, specs_dir: Path) -> None:
+    with catalog.session() as session:
+        for spec in load_specs(specs_dir, transform_packages=DEFAULT_TRANSFORM_PACKAGES):
+            catalog.register_spec(session, spec, "alice")
+
+
+def shown(specs_dir: Path, catalog_url: str | None = None) -> dict:
+    graph = build_definitions(
+        specs_dir, transform_packages=DEFAULT_TRANSFORM_PACKAGES, catalog_url=catalog_url
+    ).resolve_asset_graph()
+    return {key.to_user_string(): graph.get(key) for key in graph.get_all_asset_keys()}
+
+
+@pytest.mark.both_backends
+def test_a_broken_spec_keeps_the_edges_owners_and_kinds_of_its_last_applied_definition(specs_dir, catalog, settings):
+    applied(catalog, specs_dir)
+    edit_spec(specs_dir, "sales/names_and_products", "zone: integration", "zone: integration\ncolour: blue")
+    nodes = shown(specs_dir, settings.catalog_url)
+    joined = nodes["sales/names_and_products"]
+    assert not joined.is_materializable and joined.tags["custody/spec"] == "invalid"
+    assert {key.to_user_string() for key in joined.parent_keys} == {"sales/clients", "sales/products"}
+    assert {key.to_user_string() for key in joined.child_keys} == {"sales/product_summary"}
+    assert joined.owners == ["team:sales-owners"] and set(joined.kinds) == {"spark", "parquet"}
+    assert "colour: unknown key" in joined.description
+
+
+def test_an_asset_held_back_by_a_broken_input_keeps_what_its_own_file_declares(specs_dir):
+    edit_spec(specs_dir, "sales/clients", "format: json", "format: xml")
+    nodes = shown(specs_dir)
+    summary = nodes["sales/product_summary"]
+    assert not summary.is_materializable
+    assert {key.to_user_string() for key in summary.parent_keys} == {"sales/names_and_products"}
+    assert summary.owners == ["team:sales-owners"] and set(summary.kinds) == {"spark", "parquet"}
+    joined = nodes["sales/names_and_products"]
+    assert {key.to_user_string() for key in joined.parent_keys} == {"sales/clients", "sales/products"}
+    assert nodes["sales/clients"].owners == []  # never applied: nothing is known of it but its problems

@@ -116,6 +116,22 @@ def test_the_cli_shows_the_list_and_one_asset_to_people(registered, cli_env, cap
     assert "# sales/products, spec " in out and "max_bad_fraction:" in out  # the spec in force, as YAML
 
 
+def test_an_asset_no_other_takes_as_an_input_says_so_in_plain_words(registered):
+    assert detail(registered, AssetKey.parse(SUMMARY)).facts()["built from it"] == "no asset takes it as an input"
+
+
+def test_the_cli_lists_the_first_line_of_a_markdown_description_as_plain_words(registered, cli_env, capsys):
+    markdown = "## Units and **revenue** of [the shop](https://shop.example/x)\\n\\nPer product, from `orders`."
+    execute(
+        registered,
+        f"UPDATE asset SET spec_json = replace(spec_json, 'Units, revenue and distinct buyers per product.', "
+        f"'{markdown}') WHERE key = '{SUMMARY}'",
+    )
+    code, out, _ = cli(capsys, "catalog", "--search", "summary")
+    assert code == 0
+    assert "\n  Units and revenue of the shop\n" in out and "Per product" not in out
+
+
 def test_the_cli_names_an_unknown_asset_and_refuses_filters_with_one(registered, cli_env, capsys):
     code, _, err = cli(capsys, "catalog", "sales/nope")
     assert code == 4 and "unknown asset sales/nope" in err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 from pathlib import Path
 
@@ -22,6 +23,13 @@ def test_the_notebook_is_committed_with_its_outputs_cleared():
     assert all(cell.outputs == [] and cell.execution_count is None for cell in code_cells(notebook))
 
 
+def test_jupyters_checkpoints_beside_the_notebook_are_ignored_by_git():
+    checkpoint = NOTEBOOK.parent / ".ipynb_checkpoints" / "auditor-checkpoint.ipynb"
+    assert (
+        subprocess.run(["git", "check-ignore", "-q", str(checkpoint)], check=False, cwd=NOTEBOOK.parent).returncode == 0
+    )
+
+
 def test_the_notebook_runs_top_to_bottom_on_the_demo(cli_env, spark, capsys, monkeypatch):
     assert cli(capsys, "demo")[0] == 0
     monkeypatch.delenv("CUSTODY_SPECS")  # as `make notebook` runs it: the catalog is all it reads
@@ -37,3 +45,7 @@ def test_the_notebook_runs_top_to_bottom_on_the_demo(cli_env, spark, capsys, mon
     assert len(pictures) == 3 and all("sales/product_summary" in svg or "sales/clients@1" in svg for svg in pictures)
     tables = "".join(output.data["text/html"] for output in shown if "text/html" in output.get("data", {}))
     assert "sales/product_summary" in tables and "denied" in tables and "carol" in tables
+    verification = code_cells(notebook)[-1].outputs[-1].data
+    assert "Verification(" not in verification["text/plain"]
+    assert "entries, chain intact" in verification["text/plain"]
+    assert "checkpoints are not verified: CUSTODY_LEDGER_KEY is not set" in verification["text/html"]

@@ -89,7 +89,17 @@ def test_access_lists_each_role_from_the_definition_in_force(custody):
 
 def test_verify_holds_the_ledger_against_its_checkpoints(custody):
     verification = custody.verify()
-    assert verification.ok and verification.entries == len(custody.ledger(limit=None))
+    assert verification.ok and verification.result.entries == len(custody.ledger(limit=None))
+
+
+def test_verify_shows_what_it_verified_and_what_it_could_not_and_why_as_the_cli_does(custody):
+    verification = custody.verify()
+    entries = len(custody.ledger(limit=None))
+    shown = str(verification)
+    assert shown.startswith(f"{entries} entries, chain intact, ") and str(custody.store.checkpoints.path) in shown
+    assert "notice: checkpoints are not verified: CUSTODY_LEDGER_KEY is not set" in shown
+    assert repr(verification) == shown and "Verification(" not in verification._repr_html_()
+    assert "CUSTODY_LEDGER_KEY is not set" in verification._repr_html_()
 
 
 def test_a_long_frame_shows_its_first_and_last_rows_only(custody):

@@ -146,7 +146,7 @@ class AssetDetail:
             "owner / producer / consumer": f"{entry.owner} / {entry.producer} / {entry.consumer}",
             "inputs": ", ".join(self.inputs) or "none (a landing asset)",
             **({"source": _source_words(self.spec["source"])} if self.spec.get("source") else {}),
-            "built from it": ", ".join(self.dependents) or "nothing in force",
+            "built from it": ", ".join(self.dependents) or "no asset takes it as an input",
             "spec": f"{'retired, last spec' if entry.retired else 'in force'} {entry.spec_hash}",
         }
 

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from governance import ledger, render
-from governance.checkpoints import KEY_VARIABLE
 from governance.cli.common import (
     JsonOption,
     emit_json,
@@ -104,50 +103,39 @@ def ledger_verify(as_json: JsonOption = False) -> int:
     catalog = open_catalog(settings)
     with catalog.session() as session:
         result = ledger.verify(session, catalog.checkpoints)
-    unfinished = [path.name for path in leftovers(catalog, settings.ledger_segments)]
-    if unfinished:
-        err_console.print(
-            f"notice: an interrupted rollover left {len(unfinished)} file(s) in {settings.ledger_segments} "
-            f"({', '.join(unfinished)}); the ledger reads right without them, and the next "
-            "`custody ledger rollover` or `maintain` finishes or removes them",
-            markup=False,
-        )
+    unfinished = tuple(path.name for path in leftovers(catalog, settings.ledger_segments))
+    checkpoints = catalog.checkpoints
+    report = render.LedgerReport(
+        result, checkpoints.path if checkpoints else None, settings.ledger_segments, unfinished
+    )
     if as_json:
         emit_json(
             {
                 "ok": result.ok,
-                "checkpoint_file": str(catalog.checkpoints.path),
+                "checkpoint_file": str(report.checkpoint_file),
                 "checkpoints_verified": result.checkpoints_verified,
                 "entries": result.entries,
                 "first_bad_seq": result.first_bad_seq,
                 "reason": result.reason,
                 "checkpoints": result.checkpoints,
                 "problems": list(result.problems),
-                "unfinished_rollover": unfinished,
+                "unfinished_rollover": list(unfinished),
             }
         )
-    elif result.ok:
-        summary = (
-            f"{result.entries} entries, chain intact, {result.checkpoints} checkpoint(s) matched "
-            f"in {catalog.checkpoints.path}"
-        )
-        render.stdout_console().print(f"ledger ok: {summary}" if result.checkpoints_verified else summary, markup=False)
-    if not result.checkpoints_verified:
-        err_console.print(f"notice: checkpoints are not verified: {KEY_VARIABLE} is not set", markup=False)
-    if result.problems:
-        raise IntegrityError(_first_problem(result))
-    if result.first_bad_seq is not None:
-        raise IntegrityError(f"ledger broken at seq {result.first_bad_seq}: {result.reason}")
+    _print_report(report, as_json)
+    failure = report.failure()
+    if failure:
+        raise IntegrityError(failure)
     return 0 if result.checkpoints_verified else UNVERIFIED
 
 
-def _first_problem(result: ledger.Verification) -> str:
-    """The checkpoints' first problem, on one line: whatever the chain does against them follows from it."""
-    more = len(result.problems) - 1
-    also = [f"{more} more problem(s), all in --json"] if more else []
-    if result.first_bad_seq is not None:
-        also.append(f"the chain breaks at seq {result.first_bad_seq}: {result.reason}")
-    return f"checkpoints cannot be trusted: {result.problems[0]}" + (f" ({'; '.join(also)})" if also else "")
+def _print_report(report: render.LedgerReport, as_json: bool) -> None:
+    """What held on standard output (unless --json), what could not be verified on standard error."""
+    held = report.held()
+    if held and not as_json:
+        render.stdout_console().print(held, markup=False)
+    for notice in report.notices():
+        err_console.print(f"notice: {notice}", markup=False)
 
 
 @ledger_app.command("rollover")
