@@ -102,8 +102,9 @@ def ledger_verify(as_json: JsonOption = False) -> int:
 
     settings = load_settings()
     catalog = open_catalog(settings)
+    checkpoints = catalog.checkpoint_file()
     with catalog.session() as session:
-        result = ledger.verify(session, catalog.checkpoints)
+        result = ledger.verify(session, checkpoints)
     unfinished = [path.name for path in leftovers(catalog, settings.ledger_segments)]
     if unfinished:
         err_console.print(
@@ -116,7 +117,7 @@ def ledger_verify(as_json: JsonOption = False) -> int:
         emit_json(
             {
                 "ok": result.ok,
-                "checkpoint_file": str(catalog.checkpoints.path),
+                "checkpoint_file": str(checkpoints.path),
                 "checkpoints_verified": result.checkpoints_verified,
                 "entries": result.entries,
                 "first_bad_seq": result.first_bad_seq,
@@ -128,8 +129,7 @@ def ledger_verify(as_json: JsonOption = False) -> int:
         )
     elif result.ok:
         summary = (
-            f"{result.entries} entries, chain intact, {result.checkpoints} checkpoint(s) matched "
-            f"in {catalog.checkpoints.path}"
+            f"{result.entries} entries, chain intact, {result.checkpoints} checkpoint(s) matched in {checkpoints.path}"
         )
         render.stdout_console().print(f"ledger ok: {summary}" if result.checkpoints_verified else summary, markup=False)
     if not result.checkpoints_verified:
