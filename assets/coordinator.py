@@ -28,7 +28,7 @@ from dagster_graphql.implementation.utils import UserFacingGraphQLError
 from dagster_graphql.schema.errors import GraphenePythonError
 
 from assets.factory import REQUESTED_BY_TAG, SYSTEM_TAGS, channel
-from governance.errors import CustodyError
+from governance.errors import CustodyError, NotFound
 from governance.locks import file_lock
 from governance.spec import Spec, SpecSet, load_valid_specs
 from governance.zones import AssetKey
@@ -68,8 +68,11 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
 
     @classmethod
     def config_type(cls) -> dict[str, dg.Field]:
+        inherited = super().config_type()
+        # Declared as any config schema, the queued coordinator's is a dict of fields.
+        assert isinstance(inherited, dict)
         return {
-            **super().config_type(),
+            **inherited,
             DOMAIN_LIMITS: dg.Field(
                 dg.Map(str, int),
                 is_required=False,
@@ -107,7 +110,10 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
             forget(self._instance, run.run_id)
             raise
         self._instance.add_run_tags(run.run_id, tags)
-        return self._instance.get_run_by_id(run.run_id)
+        admitted = self._instance.get_run_by_id(run.run_id)
+        if admitted is None:
+            raise NotFound(f"run {run.run_id} was deleted while it was being admitted")
+        return admitted
 
     def decide(self, run: dg.DagsterRun) -> dict[str, str]:
         """Decide the run and record the decisions; the tags that count it against its limits."""

@@ -22,6 +22,8 @@ from governance.spec import Spec, SpecSet, code_version
 from resources import CustodyResource, SparkResource
 
 if TYPE_CHECKING:
+    from dagster._core.definitions.metadata import RawMetadataValue
+
     from governance.access.policy import Identity
     from governance.catalog.models import VersionRow
     from governance.lineage.versioned import VersionColumns
@@ -109,11 +111,11 @@ def _asset_spec(spec: Spec, deps: "list[dg.AssetKey] | None" = None, pending: st
         **({PENDING_TAG: "pending"} if pending else {}),
     }
     description = f"**Pending approval:** {pending}\n\n{spec.body.description}" if pending else spec.body.description
-    metadata = {"custody/spec": dg.MetadataValue.path(str(spec.file))}
+    metadata: dict[str, RawMetadataValue] = {"custody/spec": dg.MetadataValue.path(str(spec.file))}
     if spec.feed:
         metadata["custody/feed"] = dg.MetadataValue.text(f"every {spec.feed.every} from {feed_origin(spec.feed.url)}")
     if spec.reads_database:
-        place = Place.of(spec.body.source)
+        place = Place.of(spec.database_source)
         metadata["custody/source"] = dg.MetadataValue.text(f"{place.namespace} {place.name}")
     if spec.body.columns:
         metadata["dagster/column_schema"] = column_schema_from_spec(spec)
@@ -153,7 +155,7 @@ def _asset_args(spec: Spec, deps: "list[dg.AssetKey] | None" = None, pending: st
 def feed_partitions(spec: Spec) -> dg.HourlyPartitionsDefinition:
     """A feed's hours from its first: each partition's materialization lands that hour as a version."""
     return dg.HourlyPartitionsDefinition(
-        start_date=spec.feed.first_hour.strftime(PARTITION_FORMAT), timezone="UTC", fmt=PARTITION_FORMAT
+        start_date=spec.declared_feed.first_hour.strftime(PARTITION_FORMAT), timezone="UTC", fmt=PARTITION_FORMAT
     )
 
 
@@ -433,7 +435,7 @@ def database_read(custody: CustodyResource, row: "VersionRow") -> "dict[str, obj
     """What a landing version read from a database (where, what, the snapshot, the marks), if it did."""
     from governance.catalog.models import described_read
 
-    read = custody.catalog.reads_of([row.id]).get(row.id)
+    read = custody.catalog.reads_of([row.stored_id]).get(row.stored_id)
     return described_read(read) if read else None
 
 
@@ -446,7 +448,7 @@ def materialize_result(
     checks: "list[dg.AssetCheckResult] | None" = None,
     read: "dict[str, object] | None" = None,
 ) -> dg.MaterializeResult:
-    metadata: dict[str, object] = {
+    metadata: dict[str, RawMetadataValue] = {
         "custody/version": row.ref,
         "version": dg.MetadataValue.int(row.number),
         "data_version": row.data_version,
@@ -485,10 +487,10 @@ def materialize_result(
     )
 
 
-def column_lineage_metadata(columns: "VersionColumns") -> dict[str, object]:
+def column_lineage_metadata(columns: "VersionColumns") -> "dict[str, RawMetadataValue]":
     """Dagster's own column lineage (each column's input assets' columns; a landing asset's come from
     DropZone files, which Dagster does not know), and what the extraction approximated."""
-    metadata: dict[str, object] = {}
+    metadata: dict[str, RawMetadataValue] = {}
     by_column = columns.by_column()
     if by_column:
         metadata["dagster/column_lineage"] = dg.TableColumnLineage(

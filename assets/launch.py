@@ -232,8 +232,9 @@ def _failure(event: DagsterEvent) -> StepFailure:
     user = data.user_failure_data
     metadata = user.metadata if user else {}
     code = metadata.get("custody/exit_code")
+    exit_code = code.value if isinstance(code, dg.IntMetadataValue) and code.value is not None else 1
     message = user.description if user and user.description else data.error.message.strip() if data.error else "failed"
-    return StepFailure(event.step_key or "?", message, int(code.value) if code else 1)
+    return StepFailure(event.step_key or "?", message, exit_code)
 
 
 class _Follower(threading.Thread):
@@ -261,7 +262,7 @@ class _Follower(threading.Thread):
             return
         for entry in entries[self.seen :]:
             step = entry.step_key.replace("__", "/") if entry.step_key else ""
-            if entry.is_dagster_event and entry.dagster_event.event_type_value == "STEP_START":
+            if entry.dagster_event is not None and entry.dagster_event.event_type_value == "STEP_START":
                 self.report(f"{step}: started")
             elif not entry.is_dagster_event and entry.user_message:
                 self.report(f"{step}: {entry.user_message}")

@@ -28,6 +28,8 @@ from dagster._core.remote_origin import (
 )
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
+from governance.errors import NotFound
+
 MODULE, ATTRIBUTE = "assets.definitions", "defs"
 LOCATION = "custody"
 REPOSITORY = "__repository__"
@@ -43,6 +45,8 @@ class PlannedRun:
     def execute(self, instance: dg.DagsterInstance) -> None:
         """Execute the run as it now stands in the instance (admitted, tagged, starting)."""
         run = instance.get_run_by_id(self.run.run_id)
+        if run is None:
+            raise NotFound(f"run {self.run.run_id} was deleted before it started")
         manager = PlanOrchestrationContextManager(
             context_event_generator=orchestration_context_event_generator,
             job=self.job,

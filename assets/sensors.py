@@ -78,7 +78,9 @@ def feed_partition(spec: Spec, batch_id: str) -> str | None:
     """The hourly partition a feed's batch lands in; None for other assets, or an hour before the feed's first."""
     from governance.feeds.hours import hour_of_batch
 
-    hour = hour_of_batch(batch_id) if spec.feed else None
+    if spec.feed is None:
+        return None
+    hour = hour_of_batch(batch_id)
     if hour is None or hour < spec.feed.first_hour:
         return None
     return hour.strftime(PARTITION_FORMAT)

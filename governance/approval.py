@@ -22,7 +22,7 @@ from governance.access.policy import Decision, Identity, Policy, Verb, coverage_
 from governance.catalog import Catalog, utcnow
 from governance.catalog.models import AssetRow, SpecApplication, SpecSnapshot
 from governance.errors import DirectoryUnavailable, InvalidInput, NotFound, error_summary
-from governance.spec import RANK, AssetSpec, Spec, SpecSet, code_version
+from governance.spec import RANK, AssetSpec, Classification, Spec, SpecSet, code_version
 from governance.specdiff import Change, changes
 from governance.zones import AssetKey
 
@@ -51,7 +51,9 @@ class Implications:
         )
         if self.classification:
             before, after = self.classification
-            lines.append(f"classification {'lowered' if RANK[after] < RANK[before] else 'raised'}: {before} -> {after}")
+            lines.append(
+                f"classification {'lowered' if RANK[Classification(after)] < RANK[Classification(before)] else 'raised'}: {before} -> {after}"
+            )
         if self.consumers_gain:
             lines.append(f"gain read access: {', '.join(self.consumers_gain)}")
         if self.consumers_lose:
@@ -269,7 +271,8 @@ def _decision(policy: Policy, identity: Identity, edit: Edit, specs: SpecSet) ->
 def _widens(edit: Edit) -> bool:
     lowered = (
         edit.implications.classification is not None
-        and RANK[edit.implications.classification[1]] < RANK[edit.implications.classification[0]]
+        and RANK[Classification(edit.implications.classification[1])]
+        < RANK[Classification(edit.implications.classification[0])]
     )
     consumers = any(change.field == "roles.consumer" for change in edit.changes)
     return edit.is_new or lowered or consumers

@@ -137,8 +137,8 @@ class BatchScan:
     @property
     def lines(self) -> int | None:
         """Lines in the text files: no reader finds more records than that."""
-        counts = [f.lines for f in self.files]
-        return None if None in counts else sum(counts)
+        counts = [f.lines for f in self.files if f.lines is not None]
+        return sum(counts) if len(counts) == len(self.files) else None
 
     def record(self) -> BatchRecord:
         batch = self.batch

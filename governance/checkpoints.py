@@ -353,9 +353,8 @@ class _Reading:
 
     def _earlier(self, number: int, body: dict[str, Any] | None) -> None:
         """A line of the earlier format: `seq`, `hash`, `ts`, `aged_off` and a signature over them."""
-        try:
-            checkpoint = Checkpoint(int(body["seq"]), str(body["hash"]), str(body["ts"]), bool(body.get("aged_off")))
-        except (ValueError, KeyError, TypeError):
+        checkpoint = _earlier_checkpoint(body)
+        if body is None or checkpoint is None:
             self._problem(number, "not a checkpoint")
             return
         what = f"the {'aged-off record' if checkpoint.aged_off else 'checkpoint'} of entry {checkpoint.seq}"
@@ -465,6 +464,15 @@ def _canonical(fields: Mapping[str, Any]) -> str:
 
 def _mac(key: bytes, message: str) -> str:
     return hmac.new(key, message.encode(), hashlib.sha256).hexdigest()
+
+
+def _earlier_checkpoint(body: dict[str, Any] | None) -> Checkpoint | None:
+    if body is None:
+        return None
+    try:
+        return Checkpoint(int(body["seq"]), str(body["hash"]), str(body["ts"]), bool(body.get("aged_off")))
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def _earlier_mac(key: bytes, checkpoint: Checkpoint) -> str:

@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeGuard
 
 import numpy as np
 import pyarrow as pa
@@ -140,7 +141,7 @@ def _feed_file(
         coerce_int96_timestamp_unit="us",
     )
     batches = reader.reader.iter_batches(
-        BATCH_ROWS, range(metadata.num_row_groups), column_indices=leaves, use_threads=False
+        BATCH_ROWS, list(range(metadata.num_row_groups)), column_indices=leaves, use_threads=False
     )
     for batch in batches:
         _feed(column, batch.column(0))
@@ -196,7 +197,7 @@ def _dictionary_encoded(metadata: pq.FileMetaData) -> list[str]:
     return names
 
 
-def _is_list(arrow_type: pa.DataType) -> bool:
+def _is_list(arrow_type: pa.DataType) -> TypeGuard[pa.ListType | pa.LargeListType]:
     return pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type)
 
 
@@ -209,28 +210,38 @@ def _is_binary(arrow_type: pa.DataType) -> bool:
 
 
 def _feed(column: _Column, array: pa.Array) -> None:
-    if pa.types.is_dictionary(array.type):
+    if isinstance(array, pa.DictionaryArray):
         array = array.dictionary_decode()
     nulls = pc.is_null(array).to_numpy(zero_copy_only=False) if array.null_count else None
     if nulls is not None:
-        column.nulls.update(np.flatnonzero(nulls) + column.seen)
+        _update(column.nulls, np.flatnonzero(nulls) + column.seen)
     column.seen += len(array)
     arrow_type = column.type
     if pa.types.is_map(arrow_type):
         entries = array.cast(_entries(arrow_type))
+        assert isinstance(entries, pa.ListArray)  # cast to a list of structs
         _feed_lengths(column, entries)
-        for child, values in zip(column.children, entries.flatten().flatten()):
+        fields = entries.flatten()
+        assert isinstance(fields, pa.StructArray)  # the entries, each a key and a value
+        for child, values in zip(column.children, fields.flatten()):
             _feed(child, values)
     elif _is_list(arrow_type):
+        assert isinstance(array, pa.ListArray | pa.LargeListArray)  # the array of a list type
         _feed_lengths(column, array)
         _feed(column.children[0], array.flatten())
     elif pa.types.is_struct(arrow_type):
+        assert isinstance(array, pa.StructArray)  # the array of a struct type
         for child, values in zip(column.children, array.flatten()):
             _feed(child, values)
     elif _is_binary(arrow_type):
         _feed_binary(column, array, nulls)
     else:
-        column.values.update(_fixed_width(_canonical(array), nulls))
+        _update(column.values, _fixed_width(_canonical(array), nulls))
+
+
+def _update(digest: hashlib._Hash, values: np.ndarray) -> None:
+    # numpy's stubs give ndarray the buffer protocol (`__buffer__`) on Python 3.12 and later only.
+    digest.update(values)  # type: ignore[arg-type]
 
 
 def _entries(arrow_type: pa.MapType) -> pa.DataType:
@@ -248,11 +259,20 @@ def _feed_binary(column: _Column, array: pa.Array, nulls: np.ndarray | None) -> 
     if nulls is not None:
         # Arrow lets a null slot point at bytes; only the values' bytes count.
         array = pc.if_else(pc.invert(pa.array(nulls)), array, pa.scalar(b"", array.type))
-    offsets = np.frombuffer(array.buffers()[1], dtype=np.int64 if _is_large_binary(array.type) else np.int32)
+    offsets = np.frombuffer(_buffer(array, 1), dtype=np.int64 if _is_large_binary(array.type) else np.int32)
     offsets = offsets[array.offset : array.offset + len(array) + 1]
-    column.lengths.update(np.diff(offsets).astype(np.int64))
+    _update(column.lengths, np.diff(offsets).astype(np.int64))
     if len(array):
-        column.values.update(memoryview(array.buffers()[2])[offsets[0] : offsets[-1]])
+        column.values.update(_buffer(array, 2)[offsets[0] : offsets[-1]])
+
+
+def _buffer(array: pa.Array, index: int) -> memoryview:
+    """Buffer `index` of the array: its offsets or values, which every array of its type has (only
+    the validity bitmap, buffer 0, may be absent)."""
+    buffer = array.buffers()[index]
+    if buffer is None:
+        raise IntegrityError(f"cannot hash values of type {array.type}: they have no buffer {index}")
+    return memoryview(buffer)
 
 
 def _canonical(array: pa.Array) -> pa.Array:
@@ -274,7 +294,7 @@ def _fixed_width(array: pa.Array, nulls: np.ndarray | None) -> np.ndarray:
         width = array.type.byte_width
     except ValueError as err:
         raise IntegrityError(f"cannot hash values of type {array.type}") from err
-    raw = np.frombuffer(array.buffers()[1], dtype=np.uint8)[array.offset * width : (array.offset + len(array)) * width]
+    raw = np.frombuffer(_buffer(array, 1), dtype=np.uint8)[array.offset * width : (array.offset + len(array)) * width]
     if nulls is None:
         return raw
     values = raw.reshape(len(array), width).copy()

@@ -4,7 +4,7 @@ times in ISO form, long hashes cut short (the whole value is in the frame, and i
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -42,8 +42,8 @@ class Frame(pd.DataFrame):
 
 def _styled(frame: pd.DataFrame):
     """ISO times, and hashes cut short with the whole value as the cell's tooltip."""
-    hashes = [name for name in frame.columns if name in HASHES]
-    times = [name for name in frame.columns if _is_time(frame[name])]
+    hashes: list[Hashable] = [name for name in frame.columns if name in HASHES]
+    times: list[Hashable] = [name for name in frame.columns if _is_time(frame[name])]
     styler = frame.style.format(na_rep="")
     if times:
         styler = styler.format(_iso, subset=times, na_rep="")

@@ -105,7 +105,7 @@ def ingest(
         attempt(catalog, lake, spec.key, request, ledger.Action.INGESTION_FAILED) as (attempt_id, stage),
     ):
         progress(f"reading {len(batch.files)} file(s), {batch.bytes / 1e6:.1f} MB, writing Parquet")
-        with reading([f.path for f in batch.files], spec.body.source.format):
+        with reading([f.path for f in batch.files], spec.file_source.format):
             written = write_while_scanning(spark, spec, batch, stage, stop_if=lambda scan: scan.fingerprint in seen)
             _refuse_same_files(catalog, spec, written.scan, force)
             landed = land(spark, spec, written, stage)
@@ -159,9 +159,9 @@ def _checked_batch(
     try:
         batch_id = next_batch(catalog, lake, spec) if batch_id is None else batch_id
         progress(f"checking batch {batch_id} of {spec.key}")
-        batch = open_batch(lake, spec.key, batch_id, spec.body.source.format, downloads=spec.feed is not None)
+        batch = open_batch(lake, spec.key, batch_id, spec.file_source.format, downloads=spec.feed is not None)
         _refuse_known_batch(catalog, spec, batch, force)
-        if spec.body.source.format == "csv" and spec.body.source.header:
+        if spec.file_source.format == "csv" and spec.file_source.header:
             check_csv_headers(spec, batch)
     except CustodyError as err:
         record_failure(
@@ -198,7 +198,7 @@ def check_csv_headers(spec: Spec, batch: Batch) -> None:
     """Refuse, before anything is written, any file whose header is not the declared columns in order."""
     declared = [c.name for c in spec.body.columns]
     for f in batch.files:
-        header = next(csv.reader([first_line(f)[0]], delimiter=spec.body.source.delimiter), [])
+        header = next(csv.reader([first_line(f)[0]], delimiter=spec.file_source.delimiter), [])
         header = [h.strip() for h in header]
         if header != declared:
             raise BatchError(
@@ -327,7 +327,7 @@ def holds_nulls(folder: Path, sealed: Sealed, columns: tuple[str, ...]) -> bool:
         for group in range(footer.num_row_groups):
             for name in columns:
                 stats = footer.row_group(group).column(names.index(name)).statistics
-                if stats is None or not stats.has_null_count or stats.null_count > 0:
+                if stats is None or stats.null_count is None or stats.null_count > 0:
                     return True
     return False
 

@@ -148,6 +148,8 @@ def _input_datasets(catalog: Catalog, lake: Lake, pins: dict[AssetKey, VersionRo
 
 
 def _run_transform(spark: SparkSession, lake: Lake, spec: Spec, pins: dict[AssetKey, VersionRow]) -> DataFrame:
+    if spec.body.transform is None:
+        raise TransformError(f"{spec.key} names no transform")
     function = resolve_transform(spec.body.transform)
     frames = {key.name: spark.read.parquet(str(lake.at(pins[key].path))) for key in spec.inputs}
     try:

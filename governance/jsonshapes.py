@@ -98,4 +98,6 @@ def _shape(value: object, depth: int) -> Hashable:
         return "double"
     if isinstance(value, list):
         return ("array", frozenset(_shape(item, depth + 1) for item in value))
-    return ("object", frozenset((key, _shape(item, depth + 1)) for key, item in value.items()))
+    if isinstance(value, dict):
+        return ("object", frozenset((key, _shape(item, depth + 1)) for key, item in value.items()))
+    raise _Doubt(f"a {type(value).__name__}, which no JSON parser makes")

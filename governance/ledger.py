@@ -199,7 +199,7 @@ def append_many(session: Session, events: Sequence[Event]) -> list[Appended]:
     rows = []
     for event in events:
         seq += 1
-        row = {
+        row: dict[str, Any] = {
             "seq": seq,
             "ts": ts,
             "actor": event.actor,
@@ -274,8 +274,8 @@ def _name_ledger(session: Session) -> None:
 
 def head(session: Session) -> Head | None:
     """The catalog's record of the ledger's checkpoint file."""
-    columns = (LedgerHead.ledger_id, LedgerHead.lines, LedgerHead.last_line, LedgerHead.mac)
-    row = session.connection().execute(select(*columns).where(LedgerHead.id == 1)).first()
+    columns = select(col(LedgerHead.ledger_id), col(LedgerHead.lines), col(LedgerHead.last_line), col(LedgerHead.mac))
+    row = session.connection().execute(columns.where(col(LedgerHead.id) == 1)).first()
     return None if row is None else Head(*row)
 
 
@@ -289,7 +289,7 @@ def keep_head(session: Session, kept: Head) -> None:
         "updated_at": datetime.now(UTC),
     }
     connection = session.connection()
-    if connection.execute(update(LedgerHead).where(LedgerHead.id == 1).values(values)).rowcount == 0:
+    if connection.execute(update(LedgerHead).where(col(LedgerHead.id) == 1).values(values)).rowcount == 0:
         connection.execute(insert(LedgerHead).values(id=1, **values))
 
 

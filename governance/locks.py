@@ -94,4 +94,4 @@ def advisory_lock(session: Session, name: str) -> None:
     from sqlalchemy import text
 
     if session.get_bind().dialect.name == "postgresql":
-        session.exec(text("SELECT pg_advisory_xact_lock(hashtext(:name))").bindparams(name=name))
+        session.connection().execute(text("SELECT pg_advisory_xact_lock(hashtext(:name))").bindparams(name=name))

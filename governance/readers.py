@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import reduce
 
@@ -78,7 +78,7 @@ class Parsed:
 def read_batch(spark: SparkSession, spec: Spec, batch: Batch, *, text: TextChecks = TextChecks()) -> Parsed:
     """The batch as Spark reads it, with the text checks `text` asks for."""
     readers = {"csv": _read_csv, "json": _read_json, "parquet": _read_parquet, "raw": _read_raw}
-    return readers[spec.body.source.format](spark, spec, batch, text)
+    return readers[spec.file_source.format](spark, spec, batch, text)
 
 
 def literal_paths(batch: Batch) -> list[str]:
@@ -123,7 +123,7 @@ def _refused_rows(
 def _read_csv(spark: SparkSession, spec: Spec, batch: Batch, text: TextChecks) -> Parsed:
     """Good rows come from a reader that drops malformed rows itself, as cheap as a bare read; only
     when fewer rows land than the batch has lines does a second reader keep them, to say why."""
-    source, columns = spec.body.source, spec.body.columns
+    source, columns = spec.file_source, spec.body.columns
     reader = (
         spark.read.option("header", source.header)
         .option("sep", source.delimiter)
@@ -202,12 +202,12 @@ def _json_frame(spark: SparkSession, spec: Spec, batch: Batch) -> DataFrame:
     reader = (
         spark.read.option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", CORRUPT)
-        .option("multiLine", spec.body.source.multiline)
+        .option("multiLine", spec.file_source.multiline)
         .option("encoding", "UTF-8")
         .option("maxNestingDepth", MAX_JSON_DEPTH)
     )
     try:
-        if spec.body.source.multiline and len(batch.files) >= SHAPES_FROM_FILES:
+        if spec.file_source.multiline and len(batch.files) >= SHAPES_FROM_FILES:
             sample = representatives(batch.files)
             schema = reader.json([_literal(f) for f in sample]).schema
             return reader.schema(schema).json(literal_paths(batch))
@@ -246,6 +246,7 @@ def _flatten(schema: T.StructType, prefix: Sequence[str] = ()) -> dict[str, _Lea
         if not prefix and field.name == CORRUPT:
             continue
         path = [*prefix, field.name]
+        found: Iterable[tuple[str, _Leaf]]
         if isinstance(field.dataType, T.StructType):
             found = _flatten(field.dataType, path).items()
         else:

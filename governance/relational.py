@@ -16,7 +16,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from py4j.java_gateway import JavaClass
+from py4j.java_gateway import JavaClass, JavaObject
 from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -57,9 +57,7 @@ class Credentials:
 
 def credentials(spec: Spec, environ: Mapping[str, str]) -> Credentials:
     """The user and password from the environment variables the spec names."""
-    source = spec.body.source
-    if not isinstance(source, JdbcSource):
-        raise InvalidInput(f"{spec.key} is not read from a database")
+    source = spec.database_source
     missing = [name for name in (source.user_env, source.password_env) if not environ.get(name)]
     if missing:
         raise InvalidInput(
@@ -73,7 +71,7 @@ def credentials(spec: Spec, environ: Mapping[str, str]) -> Credentials:
 class Snapshot:
     """An open transaction whose view of the database every read of one version shares."""
 
-    connection: object
+    connection: JavaObject
     snapshot_id: str
     taken_at: datetime
 
@@ -123,7 +121,7 @@ def snapshot(spark: SparkSession, place: Place, login: Credentials, where: str) 
             snapshot_id, at = _row(
                 connection, "SELECT pg_export_snapshot(), to_char(now(), 'YYYY-MM-DD\"T\"HH24:MI:SS.US')"
             )
-        if not snapshot_id or not SNAPSHOT_ID.fullmatch(snapshot_id):
+        if not snapshot_id or not at or not SNAPSHOT_ID.fullmatch(snapshot_id):
             raise SourceRefused(f"{where}: {place.url} did not export a snapshot to read in")
         yield Snapshot(connection, snapshot_id, datetime.fromisoformat(at).replace(tzinfo=UTC))
     finally:
@@ -137,13 +135,16 @@ def snapshot(spark: SparkSession, place: Place, login: Credentials, where: str) 
 
 def _connect(spark: SparkSession, place: Place, login: Credentials, where: str):
     # The JVM's own driver, the one Spark's reader uses: one URL syntax, one TLS configuration.
-    driver = spark._jvm.org.postgresql.Driver
+    jvm = spark._jvm
+    if jvm is None:
+        raise EnvironmentProblem(f"{where}: reading a database needs a Spark session with a JVM, not Spark Connect")
+    driver = jvm.org.postgresql.Driver
     if not isinstance(driver, JavaClass):
         raise EnvironmentProblem(
             f"{where}: the PostgreSQL JDBC driver is not on Spark's class path; install libpostgresql-jdbc-java "
             "or set CUSTODY_JDBC_DRIVER to the driver's jar, then start Custody again"
         )
-    properties = spark._jvm.java.util.Properties()
+    properties = jvm.java.util.Properties()
     properties.setProperty("user", login.user)
     properties.setProperty("password", login.password)
     properties.setProperty("ApplicationName", "custody")

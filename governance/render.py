@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
-from rich.console import Console, Group
+from rich.console import Console, Group, JustifyMethod, RenderableType
 from rich.markup import escape as escape_markup
 from rich.table import Table
 from rich.text import Text
@@ -44,7 +44,7 @@ def short(value: str | None, width: int = 12) -> str:
 
 
 # Each version column: how it is aligned, and its cell for a version (Text: data is never markup).
-VERSION_COLUMNS: dict[str, tuple[str, Callable[[VersionRow], Text]]] = {
+VERSION_COLUMNS: dict[str, tuple[JustifyMethod, Callable[[VersionRow], Text]]] = {
     "version": ("right", lambda row: Text(str(row.number))),
     "label": ("left", lambda row: Text(printable(row.label or ""))),
     "created (UTC)": ("left", lambda row: Text(row.created_at.strftime("%Y-%m-%d %H:%M:%S"))),
@@ -590,8 +590,8 @@ def asset_detail(found: AssetDetail, width: int | None = None) -> Group:
     facts = "".join(f"{name}: {value}\n" for name, value in found.facts().items())
     head = Text.assemble((printable(entry.key), "bold"), "\n", printable(f"{entry.description}\n{facts}", keep="\n"))
     columns = Table(title="Columns", title_justify="left")
-    for column in ("name", "type", "nullable", "description"):
-        columns.add_column(column)
+    for heading in ("name", "type", "nullable", "description"):
+        columns.add_column(heading)
     for column in found.columns:
         columns.add_row(
             escape(column["name"]),
@@ -601,7 +601,7 @@ def asset_detail(found: AssetDetail, width: int | None = None) -> Group:
         )
     if not found.spec.get("columns"):
         columns.title = "Columns (as the newest version was written; the spec declares none)"
-    parts = [head, columns] if found.columns else [head]
+    parts: list[RenderableType] = [head, columns] if found.columns else [head]
     parts.append(
         versions_table(entry.key, list(found.versions), width=width) if found.versions else Text("no version yet")
     )

@@ -42,13 +42,13 @@ def set_status(
     row = catalog.version(ref)
     with catalog.session() as session:
         catalog.lock_protection(session)
-        current = session.get(VersionRow, row.id)
+        current = _stored(session, row.stored_id)
         if current.status != VersionStatus.COMMITTED and status is Criticality.CRITICAL:
             raise InvalidInput(f"{ref} is {current.status}: its files are gone, so it cannot be made critical")
         before = current.criticality
         current.criticality = status.value
         session.add(current)
-        upstream = _upstream_rows(session, current.id)
+        upstream = _upstream_rows(session, current.stored_id)
         gone = tuple(
             sorted(f"{asset}@{number}" for asset, number, state in upstream if state != VersionStatus.COMMITTED)
         )
@@ -67,6 +67,14 @@ def set_status(
             },
         )
     return StatusChange(str(ref), before, status.value, len(upstream) - len(gone), gone)
+
+
+def _stored(session: Session, version_id: int) -> VersionRow:
+    """A version the caller read from the catalog: versions are never deleted, purged ones included."""
+    row = session.get(VersionRow, version_id)
+    if row is None:
+        raise NotFound(f"no version with id {version_id} in the catalog")
+    return row
 
 
 def _upstream_rows(session: Session, version_id: int) -> list[tuple[str, int, str]]:
@@ -156,7 +164,7 @@ def purge(
             candidates = _by_retention(session, retention, now, protected, report)
         if not dry_run:
             for candidate in candidates:
-                row = session.get(VersionRow, candidate.version_id)
+                row = _stored(session, candidate.version_id)
                 row.status = VersionStatus.PURGING.value
                 session.add(row)
     report.finished = [row.ref for row in interrupted]
@@ -164,7 +172,7 @@ def purge(
     if dry_run:
         return report
     reasons = {c.version_id: c.reason for c in candidates}
-    reasons.update({row.id: "an interrupted purge, finished" for row in interrupted})
+    reasons.update({row.stored_id: "an interrupted purge, finished" for row in interrupted})
     for version_id, reason in reasons.items():
         _finish(catalog, lake, version_id, reason, actor, progress, assurance)
     return report
@@ -174,18 +182,19 @@ def _explicit(
     session: Session, catalog: Catalog, refs: list[VersionRef], protected: set[int], report: PurgeReport
 ) -> list[Candidate]:
     """The versions named, all known and none protected, or an error and nothing purged."""
-    rows = [catalog.find_version(session, ref) for ref in refs]
-    unknown = [str(ref) for ref, row in zip(refs, rows) if row is None]
+    found = [catalog.find_version(session, ref) for ref in refs]
+    unknown = [str(ref) for ref, row in zip(refs, found) if row is None]
     if unknown:
         raise NotFound(f"no version {', '.join(unknown)}; nothing was purged")
+    rows = [row for row in found if row is not None]
     candidates = []
     for ref, row in zip(refs, rows):
         if row.status != VersionStatus.COMMITTED:
             report.already_purged.append(row.ref)
-        elif row.id in protected:
+        elif row.stored_id in protected:
             raise Protected(f"{ref} is protected: {_protection(row)}; nothing was purged")
         else:
-            candidates.append(Candidate(row.ref, row.id, "requested explicitly", row.bytes))
+            candidates.append(Candidate(row.ref, row.stored_id, "requested explicitly", row.bytes))
     return candidates
 
 
@@ -202,10 +211,10 @@ def _by_retention(
     for key, rules in sorted(retention.items()):
         rows = list(session.exec(select(VersionRow).where(VersionRow.asset_key == str(key))))
         for row, reason in expired(rows, rules, now):
-            if row.id in protected:
+            if row.stored_id in protected:
                 report.kept_protected.append(row.ref)
             else:
-                candidates.append(Candidate(row.ref, row.id, reason, row.bytes))
+                candidates.append(Candidate(row.ref, row.stored_id, reason, row.bytes))
     return candidates
 
 
@@ -213,13 +222,13 @@ def _finish(
     catalog: Catalog, lake: Lake, version_id: int, reason: str, actor: str, progress: Progress, assurance: str | None
 ) -> None:
     with catalog.session() as session:
-        row = session.get(VersionRow, version_id)
+        row = _stored(session, version_id)
     progress(f"purging {row.ref}: {reason}")
     for path in (row.path, row.quarantine_path):
         if path:
             _delete(lake, lake.at(path), row.ref)
     with catalog.session() as session:
-        row = session.get(VersionRow, version_id)
+        row = _stored(session, version_id)
         if row.status != VersionStatus.PURGING:  # another purge finished it meanwhile
             return
         row.status, row.purged_at = VersionStatus.PURGED.value, utcnow()

@@ -220,11 +220,15 @@ def age_off(
     return report
 
 
+def _ends_before(segment: LedgerSegmentRow, cutoff: str) -> bool:
+    return segment.last_ts is not None and segment.last_ts < cutoff
+
+
 def _expired(segments: list[LedgerSegmentRow], cutoff: str | None, max_bytes: int | None) -> list[LedgerSegmentRow]:
     """The oldest segments to delete, always a prefix: deleting from the start keeps the rest verifiable."""
     by_age = 0
     if cutoff is not None:
-        while by_age < len(segments) and segments[by_age].last_ts is not None and segments[by_age].last_ts < cutoff:
+        while by_age < len(segments) and _ends_before(segments[by_age], cutoff):
             by_age += 1
     by_size = 0
     if max_bytes is not None:

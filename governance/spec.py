@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from governance import yamlsource
 from governance.access.directory import NAME as USER_NAME
 from governance.config import is_dotted_name
-from governance.errors import InvalidName, SpecError, SpecProblem, UnsafeYaml
+from governance.errors import InvalidInput, InvalidName, SpecError, SpecProblem, UnsafeYaml
 from governance.speccache import SpecCache, cache_file
 from governance.specmessages import error_path, owner_message
 from governance.yamlsource import LocatedYaml, load_located, read_capped
@@ -139,6 +139,7 @@ class Feed(_Strict):
     def period(self) -> float:
         """Seconds between two downloads."""
         match = DURATION.fullmatch(self.every)
+        assert match is not None  # `_known_period` accepts durations only
         return int(match["count"]) * UNIT_SECONDS[match["unit"]]
 
 
@@ -182,7 +183,7 @@ class JdbcSource(_Strict):
             problems.append("a query is one SELECT statement, without ;")
         if (self.lower_bound is None) != (self.upper_bound is None):
             problems.append("give lower_bound and upper_bound together, or neither to take them from the data")
-        elif self.lower_bound is not None and self.lower_bound >= self.upper_bound:
+        elif self.lower_bound is not None and self.upper_bound is not None and self.lower_bound >= self.upper_bound:
             problems.append("lower_bound must be below upper_bound")
         if self.partition_column is None and (self.lower_bound is not None or self.num_partitions is not None):
             problems.append("bounds and num_partitions split the read on a partition_column; name one")
@@ -306,6 +307,29 @@ class Spec:
     def feed(self) -> Feed | None:
         source = self.body.source
         return source.feed if isinstance(source, FileSource) else None
+
+    @property
+    def declared_feed(self) -> Feed:
+        """The feed of an asset that must have one."""
+        if self.feed is None:
+            raise InvalidInput(f"{self.key} declares no feed")
+        return self.feed
+
+    @property
+    def file_source(self) -> FileSource:
+        """The source of an asset that must be read from files."""
+        source = self.body.source
+        if not isinstance(source, FileSource):
+            raise InvalidInput(f"{self.key} is not read from files")
+        return source
+
+    @property
+    def database_source(self) -> JdbcSource:
+        """The source of an asset that must be read from a database."""
+        source = self.body.source
+        if not isinstance(source, JdbcSource):
+            raise InvalidInput(f"{self.key} is not read from a database")
+        return source
 
     @property
     def takes_batches(self) -> bool:

@@ -22,6 +22,7 @@ from governance.catalog.models import (
     described_read,
 )
 from governance.content import digest_parquet
+from governance.errors import IntegrityError
 from governance.lineage.versioned import VersionColumns
 from governance.lineage.versioned import record as record_columns
 from governance.zones import AssetKey, Lake, Staging, Zone, publish
@@ -173,6 +174,8 @@ def _record(
     session, catalog: Catalog, lake: Lake, draft: Draft, number: int, created_at, target: Path, q_target: Path | None
 ) -> VersionRow:
     quarantined = draft.quarantine.rows if draft.quarantine else 0
+    if draft.data.data_version is None:
+        raise IntegrityError(f"{draft.key}: the version's files are not Parquet, so they have no data_version")
     row = VersionRow(
         asset_key=str(draft.key),
         number=number,
@@ -197,29 +200,31 @@ def _record(
     )
     session.add(row)
     session.flush()
+    version_id = row.stored_id
     if draft.columns is not None:
-        record_columns(session, row.id, draft.columns)
+        record_columns(session, version_id, draft.columns)
     for source in draft.inputs:
-        session.add(LineageEdge(output_version_id=row.id, input_version_id=source.id, run_id=draft.run_id))
+        session.add(LineageEdge(output_version_id=version_id, input_version_id=source.stored_id, run_id=draft.run_id))
     if draft.batch:
         batch = BatchRow(
             asset_key=str(draft.key),
             batch_id=draft.batch.batch_id,
             fingerprint=draft.batch.fingerprint,
-            version_id=row.id,
+            version_id=version_id,
             requested_by=draft.batch.requested_by,
             label=draft.batch.label,
             note=draft.batch.note,
         )
         session.add(batch)
         session.flush()
+        assert batch.id is not None  # the flush just above gave it one
         for f in draft.batch.files:
             session.add(SourceFile(batch_pk=batch.id, path=lake.stored(Path(f.path)), bytes=f.bytes, sha256=f.sha256))
     if draft.read:
         session.add(
             RelationalRead(
                 **draft.read.model_dump(exclude={"id", "version_id", "asset_key"}),
-                version_id=row.id,
+                version_id=version_id,
                 asset_key=str(draft.key),
             )
         )

@@ -87,11 +87,11 @@ def _refuse_unsafe(text: str) -> None:
     try:
         for event in yaml.parse(text, Loader=Loader):
             if isinstance(event, yaml.AliasEvent):
-                raise UnsafeYaml(event.start_mark.line + 1, ALIASES)
+                raise UnsafeYaml(_line(event), ALIASES)
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > MAX_DEPTH:
-                    raise UnsafeYaml(event.start_mark.line + 1, TOO_DEEP)
+                    raise UnsafeYaml(_line(event), TOO_DEEP)
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
     except yaml.MarkedYAMLError as err:
@@ -100,6 +100,12 @@ def _refuse_unsafe(text: str) -> None:
         if "nesting depth" not in str(err.problem) or err.problem_mark is None:
             raise
         raise UnsafeYaml(err.problem_mark.line + 1, TOO_DEEP) from err
+
+
+def _line(event: yaml.Event) -> int:
+    # The parser marks every event it makes; only events built by hand have none.
+    assert event.start_mark is not None
+    return event.start_mark.line + 1
 
 
 def _depth_bound(text: str) -> int:

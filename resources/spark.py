@@ -92,5 +92,5 @@ def ship_code(session: SparkSession, settings: Settings) -> None:
     quarantine's explanations and transforms' UDFs import them there."""
     archive = code_archive(settings.cache_dir / "spark", ("governance", *settings.transform_packages))
     context = session.sparkContext
-    if archive.name not in context._python_includes:  # the archives addPyFile has shipped
+    if archive.name not in (context._python_includes or []):  # the archives addPyFile has shipped
         context.addPyFile(str(archive))

@@ -117,11 +117,11 @@ def materialization_decisions(
     decision = policy.decide(identity, Verb.MATERIALIZE, spec)
     if decision.allowed:
         try:
-            problems = coverage_problems(spec, inputs, policy.directory)
+            problems = [problem.message for problem in coverage_problems(spec, inputs, policy.directory)]
         except DirectoryUnavailable as err:
             problems = [error_summary(err)]
         if problems:
-            reason = "; ".join(getattr(p, "message", str(p)) for p in problems)
+            reason = "; ".join(problems)
             decision = Decision(
                 identity, Verb.MATERIALIZE, str(spec.key), False, reason, directory=policy.source or None
             )

@@ -31,7 +31,7 @@ from governance.catalog.models import (
 )
 from governance.checkpoints import Checkpoints
 from governance.config import Settings
-from governance.errors import CustodyError, DuplicateBatch, NotFound
+from governance.errors import CustodyError, DuplicateBatch, InvalidInput, NotFound
 from governance.locks import advisory_lock
 from governance.spec import Spec
 from governance.zones import AssetKey, VersionRef
@@ -118,7 +118,7 @@ class Catalog:
         if appended and self.checkpoints:
             first, last, last_hash = appended
             if self.checkpoints.due(first, last):
-                self._checkpoint_committed(last, last_hash)
+                self._checkpoint_committed(self.checkpoints, last, last_hash)
             elif (owed := _owed.get()) is not None:
                 owed[self.checkpoints.path] = (self, last, last_hash)
 
@@ -135,14 +135,14 @@ class Catalog:
                     raise
                 raise unavailable(self.engine.url, err) from err
 
-    def _checkpoint_committed(self, seq: int, entry_hash: str) -> None:
+    def _checkpoint_committed(self, checkpoints: Checkpoints, seq: int, entry_hash: str) -> None:
         try:
             self.record_checkpoint(seq, entry_hash)
         except CHECKPOINT_FAILURES:
             with _failed_lock:
-                _failed[self.checkpoints.path] = (self, seq, entry_hash)
+                _failed[checkpoints.path] = (self, seq, entry_hash)
             if (owed := _owed.get()) is not None:  # so that the enclosing command fails with it
-                owed[self.checkpoints.path] = (self, seq, entry_hash)
+                owed[checkpoints.path] = (self, seq, entry_hash)
 
     def _retry_failed_checkpoint(self) -> None:
         if _failed and self.checkpoints is not None:
@@ -158,10 +158,16 @@ class Catalog:
         if last is not None:
             self.record_checkpoint(last.seq, last.hash)
 
+    def checkpoint_file(self) -> Checkpoints:
+        """The file the ledger is checkpointed in; a catalog opened without one has none to use."""
+        if self.checkpoints is None:
+            raise InvalidInput("this catalog was opened without a ledger checkpoint file")
+        return self.checkpoints
+
     def record_checkpoint(self, seq: int, entry_hash: str, *, aged_off: bool = False) -> None:
         """Append a checkpoint of entry `seq` to the file, then record the file's new head, in the
         transaction that read the head. A file that does not continue that head is left alone."""
-        checkpoints = self.checkpoints
+        checkpoints = self.checkpoint_file()
         with checkpoints.locked(), self._transaction() as session:
             head = ledger.head(session)
             end = checkpoints.continuing(head)
@@ -357,7 +363,7 @@ class Catalog:
                 .where(BatchRow.asset_key == str(key), condition)
                 .order_by(col(VersionRow.number))
             ).first()
-        return tuple(found) if found else None
+        return (found[0], found[1]) if found else None
 
     def batch_fingerprints(self, key: AssetKey) -> frozenset[str]:
         with self.session() as session:
@@ -377,7 +383,7 @@ class Catalog:
                     .order_by(col(SourceFile.path))
                 )
             )
-        by_batch: dict[int, list[SourceFile]] = {}
+        by_batch: dict[int | None, list[SourceFile]] = {}
         for f in files:
             by_batch.setdefault(f.batch_pk, []).append(f)
         return {b.version_id: (b, by_batch.get(b.id, [])) for b in batches}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sqlalchemy import event, inspect
+from sqlalchemy import Column, DefaultClause, TextClause, event, inspect
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import OperationalError
 from sqlmodel import SQLModel, create_engine
@@ -56,6 +56,15 @@ def unavailable(url: URL, err: OperationalError) -> CatalogUnavailable:
     return CatalogUnavailable(f"the catalog at {where} is unavailable: {error_summary(err.orig or err)}")
 
 
+def _default_clause(column: Column) -> str:
+    default = column.server_default
+    if default is None:
+        return ""
+    # The models give every server default as text(...): a literal SQL expression.
+    assert isinstance(default, DefaultClause) and isinstance(default.arg, TextClause)
+    return f" DEFAULT {default.arg.text}"
+
+
 def _add_new_columns(engine: Engine) -> None:
     """Bring a catalog made by an earlier release up to date: add the columns and indexes it lacks.
 
@@ -69,7 +78,7 @@ def _add_new_columns(engine: Engine) -> None:
             missing = [column for column in table.columns if column.name not in present]
             for column in missing:
                 kind = column.type.compile(dialect=engine.dialect)
-                default = f" DEFAULT {column.server_default.arg.text}" if column.server_default is not None else ""
+                default = _default_clause(column)
                 # IF NOT EXISTS: two PostgreSQL processes may upgrade the same catalog at once.
                 guard = " IF NOT EXISTS" if engine.dialect.name == "postgresql" else ""
                 connection.exec_driver_sql(

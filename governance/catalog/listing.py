@@ -197,7 +197,7 @@ def listing(catalog: Catalog, filters: Filters | None = None) -> list[AssetEntry
         specs = {
             key: (spec_hash, json.loads(body), False)
             for key, spec_hash, body in session.connection().execute(
-                select(AssetRow.key, AssetRow.spec_hash, AssetRow.spec_json)
+                select(col(AssetRow.key), col(AssetRow.spec_hash), col(AssetRow.spec_json))
             )
         }
         stats = _version_stats(session)
@@ -211,17 +211,21 @@ def _version_stats(session: Session) -> dict[str, tuple[int, int, bool, NewestVe
     connection = session.connection()
     counts: dict[str, dict[str, int]] = {}
     for key, status, count in connection.execute(
-        select(VersionRow.asset_key, VersionRow.status, func.count()).group_by(VersionRow.asset_key, VersionRow.status)
+        select(col(VersionRow.asset_key), col(VersionRow.status), func.count()).group_by(
+            VersionRow.asset_key, VersionRow.status
+        )
     ):
         counts.setdefault(key, {})[status] = count
     critical = set(
         connection.execute(
-            select(VersionRow.asset_key).where(VersionRow.criticality == Criticality.CRITICAL.value).distinct()
+            select(col(VersionRow.asset_key))
+            .where(col(VersionRow.criticality) == Criticality.CRITICAL.value)
+            .distinct()
         ).scalars()
     )
     top = (
-        select(VersionRow.asset_key, func.max(VersionRow.number).label("number"))
-        .where(VersionRow.status == VersionStatus.COMMITTED.value)
+        select(col(VersionRow.asset_key), func.max(VersionRow.number).label("number"))
+        .where(col(VersionRow.status) == VersionStatus.COMMITTED.value)
         .group_by(VersionRow.asset_key)
         .subquery()
     )
@@ -229,13 +233,13 @@ def _version_stats(session: Session) -> dict[str, tuple[int, int, bool, NewestVe
         row.asset_key: NewestVersion(row.number, row.label, row.rows, row.created_at, row.requested_by)
         for row in connection.execute(
             select(
-                VersionRow.asset_key,
-                VersionRow.number,
-                VersionRow.label,
-                VersionRow.rows,
-                VersionRow.created_at,
-                VersionRow.requested_by,
-            ).join(top, and_(VersionRow.asset_key == top.c.asset_key, VersionRow.number == top.c.number))
+                col(VersionRow.asset_key),
+                col(VersionRow.number),
+                col(VersionRow.label),
+                col(VersionRow.rows),
+                col(VersionRow.created_at),
+                col(VersionRow.requested_by),
+            ).join(top, and_(col(VersionRow.asset_key) == top.c.asset_key, col(VersionRow.number) == top.c.number))
         )
     }
     return {
@@ -247,7 +251,7 @@ def _version_stats(session: Session) -> dict[str, tuple[int, int, bool, NewestVe
 def _retirements(session: Session) -> dict[str, str | None]:
     """The spec each retired asset had when its owner retired it, by asset (the latest retirement)."""
     rows = session.connection().execute(
-        select(SpecApplication.asset_key, SpecApplication.previous_hash)
+        select(col(SpecApplication.asset_key), col(SpecApplication.previous_hash))
         .where(col(SpecApplication.spec_hash).is_(None))
         .order_by(col(SpecApplication.id))
     )
@@ -301,7 +305,9 @@ def _entry(
 
 def _versions(session: Session, key: AssetKey) -> tuple[VersionRow, ...]:
     return tuple(
-        session.scalars(select(VersionRow).where(VersionRow.asset_key == str(key)).order_by(col(VersionRow.number)))
+        session.scalars(
+            select(VersionRow).where(col(VersionRow.asset_key) == str(key)).order_by(col(VersionRow.number))
+        )
     )
 
 
@@ -321,7 +327,7 @@ def detail(catalog: Catalog, key: AssetKey) -> AssetDetail:
         dependents = tuple(
             sorted(
                 other
-                for other, spec_json in session.connection().execute(select(AssetRow.key, AssetRow.spec_json))
+                for other, spec_json in session.connection().execute(select(col(AssetRow.key), col(AssetRow.spec_json)))
                 if str(key) in json.loads(spec_json).get("inputs", [])
             )
         )

@@ -8,7 +8,7 @@ from enum import StrEnum
 from sqlalchemy import Column, Index, Text, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
-from governance.errors import InvalidInput
+from governance.errors import InvalidInput, NotFound
 
 
 class VersionStatus(StrEnum):
@@ -148,6 +148,13 @@ class VersionRow(SQLModel, table=True):
     @property
     def ref(self) -> str:
         return f"{self.asset_key}@{self.number}"
+
+    @property
+    def stored_id(self) -> int:
+        """The id the catalog gave this version: every row read from the catalog, or flushed to it, has one."""
+        if self.id is None:
+            raise NotFound(f"{self.ref} is not in the catalog yet: it has no id")
+        return self.id
 
 
 class BatchRow(SQLModel, table=True):

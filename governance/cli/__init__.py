@@ -27,7 +27,7 @@ def _unwrapped(doc: str) -> str:
 
 def _wrap_help_paragraphs() -> None:
     """Typer's rich help keeps a docstring's line breaks; joined, its paragraphs wrap to the terminal."""
-    groups = [app, *(info.typer_instance for info in app.registered_groups)]
+    groups = [app, *(info.typer_instance for info in app.registered_groups if info.typer_instance is not None)]
     for group in groups:
         for command in group.registered_commands:
             if command.help is None and command.callback is not None and command.callback.__doc__:
@@ -44,7 +44,9 @@ def run(args: list[str] | None = None) -> int:
         with closing_checkpoint():
             result = app(args=args, prog_name="custody", standalone_mode=False)
     except typer.TyperException as err:
-        err.show()
+        # Typer declares TyperException without show(), yet raises it only as its click's
+        # ClickException, which has it.
+        err.show()  # type: ignore[attr-defined]
         return getattr(err, "exit_code", 2)
     except typer.Abort:
         err_console.print("aborted")

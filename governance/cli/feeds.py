@@ -234,7 +234,7 @@ def feeds_consolidate(feeds: FeedArgs = None, as_json: JsonOption = False) -> in
         lake=Lake(settings.lake),
         catalog=custody.store,
     )
-    merged = [
+    merged: list[dict[str, Any]] = [
         {
             "feed": m.feed,
             "hour": m.hour.isoformat(),
@@ -246,7 +246,7 @@ def feeds_consolidate(feeds: FeedArgs = None, as_json: JsonOption = False) -> in
         }
         for m in done.consolidated
     ]
-    dropped = [
+    dropped: list[dict[str, Any]] = [
         {"feed": d.feed, "hour": d.hour.isoformat(), "batch": d.batch_id, "files": d.files} for d in done.dropped
     ]
     refused = [{"feed": r.feed, "hour": r.hour.isoformat(), "reason": r.reason} for r in done.refused]
@@ -258,13 +258,13 @@ def feeds_consolidate(feeds: FeedArgs = None, as_json: JsonOption = False) -> in
         return 1 if refused else 0
     for path in removed:
         typer.echo(f"removed {path}: left by a merge or drop whose process was killed")
-    for item in merged:
+    for merge in merged:
         typer.echo(
-            f"{item['feed']} {item['hour'][:13]}: merged into {item['archive']} in {item['rounds']} round(s), "
-            f"{item['deleted']} archive(s) deleted"
+            f"{merge['feed']} {merge['hour'][:13]}: merged into {merge['archive']} in {merge['rounds']} round(s), "
+            f"{merge['deleted']} archive(s) deleted"
         )
-    for item in dropped:
-        typer.echo(f"{item['feed']} {item['hour'][:13]}: dropped as batch {item['batch']} ({item['files']:,} files)")
+    for drop in dropped:
+        typer.echo(f"{drop['feed']} {drop['hour'][:13]}: dropped as batch {drop['batch']} ({drop['files']:,} files)")
     for item in refused:
         err_console.print(
             printable(f"error: {item['feed']} {item['hour'][:13]} left as it is: {item['reason']}"), markup=False

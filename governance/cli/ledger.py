@@ -101,13 +101,11 @@ def ledger_verify(as_json: JsonOption = False) -> int:
 
     settings = load_settings()
     catalog = open_catalog(settings)
+    checkpoints = catalog.checkpoint_file()
     with catalog.session() as session:
-        result = ledger.verify(session, catalog.checkpoints)
+        result = ledger.verify(session, checkpoints)
     unfinished = tuple(path.name for path in leftovers(catalog, settings.ledger_segments))
-    checkpoints = catalog.checkpoints
-    report = render.LedgerReport(
-        result, checkpoints.path if checkpoints else None, settings.ledger_segments, unfinished
-    )
+    report = render.LedgerReport(result, checkpoints.path, settings.ledger_segments, unfinished)
     if as_json:
         emit_json(
             {

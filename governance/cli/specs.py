@@ -99,8 +99,8 @@ def specs_diff(
         data = {"asset": str(keys[0]), "from": old, "to": new, "changes": [change.line() for change in found]}
         show(data, as_json, lambda: render.spec_comparison(data))
         return
-    found = edits(custody.store, custody.specs, custody.policy.directory, keys)
-    show([edit.as_dict() for edit in found], as_json, lambda: render.spec_edits([edit.as_dict() for edit in found]))
+    pending = edits(custody.store, custody.specs, custody.policy.directory, keys)
+    show([edit.as_dict() for edit in pending], as_json, lambda: render.spec_edits([edit.as_dict() for edit in pending]))
 
 
 @specs_app.command("apply")

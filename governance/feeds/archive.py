@@ -60,7 +60,9 @@ class _Member:
 
     def read(self) -> bytes:
         try:
-            data = self.tar.extractfile(self.info).read()
+            handle = self.tar.extractfile(self.info)
+            assert handle is not None  # `_problem` lets regular files through only, and each has a handle
+            data = handle.read()
         except READ_ERRORS as err:
             raise ArchiveProblem(f"{self.archive}: member {self.name} cannot be read: {err}") from err
         if content_hash(data) != self.download.digest:

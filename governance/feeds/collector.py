@@ -114,7 +114,7 @@ class Collector:
         """Collect until `stop` is set, then ship everything. Packing, uploads, the replica's record
         and consolidation run beside the downloads, on a thread of their own: they take seconds."""
         start = time.monotonic()
-        queue = []
+        queue: list[tuple[float, int]] = []
         for index, state in enumerate(self.feeds):
             # Spread over their period, feeds do not all ask at the same instant.
             state.due = start + state.feed.period * index / len(self.feeds)

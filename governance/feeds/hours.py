@@ -57,7 +57,7 @@ def drop_hour(
     its archive was not dropped (or ingested) before. Older batches of the hour still waiting are
     no longer ready: the new one holds all they hold, and landing them after it would make the
     hour's newest version the smaller one."""
-    if hour + HOUR + settle > now or hour < spec.feed.first_hour or len(stored) != 1:
+    if hour + HOUR + settle > now or hour < spec.declared_feed.first_hour or len(stored) != 1:
         return None
     batch_id = batch_id_of(hour, stored[0].archive.digest)
     if batch_id in ingested or lake.batch_dir(spec.key, batch_id).exists():
@@ -85,7 +85,7 @@ def _drop(store: FeedStore, lake: Lake, spec: Spec, key: str, name: str, hour: d
         count, repeats, previous = 0, 0, None
         # Members come in name order, which is time order: a body that repeats the one before
         # is the same answer fetched by two replicas, as each collector skips its own repeats.
-        for download, data in downloads(local, name, feed_id(spec.key), hour, read_limit(spec.feed.max_bytes)):
+        for download, data in downloads(local, name, feed_id(spec.key), hour, read_limit(spec.declared_feed.max_bytes)):
             if download.digest == previous:
                 repeats += 1
                 continue
@@ -94,7 +94,7 @@ def _drop(store: FeedStore, lake: Lake, spec: Spec, key: str, name: str, hour: d
             count += 1
         left_out = f"; {repeats} repeated answer{'' if repeats == 1 else 's'} of replicas left out" if repeats else ""
         meta = {
-            "requested_by": spec.feed.requested_by,
+            "requested_by": spec.declared_feed.requested_by,
             "label": hour_label(hour),
             "note": f"feed {feed_id(spec.key)}, hour {hour_label(hour)}, archive {name}{left_out}",
         }

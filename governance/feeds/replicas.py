@@ -49,7 +49,10 @@ def claim(store: FeedStore, lease: Lease, now: datetime, status: dict, max_skew:
     before = store.read_text(record_key(lease.replica))
     probe = f"_replicas/.probe-{lease.instance}"
     store.write_text(probe, "{}")
-    _, store_now = store.read_text(probe)
+    probed = store.read_text(probe)
+    if probed is None:
+        raise EnvironmentProblem(f"the feed store lost {probe} as soon as it was written")
+    _, store_now = probed
     store.delete(f"{store.root}/{probe}")
     skew = now - store_now
     if abs(skew) > max_skew:

@@ -44,7 +44,7 @@ class FeedStore:
         self.url = url
         environ = os.environ if environ is None else environ
         if scheme == "s3":
-            options = {"use_listings_cache": False}
+            options: dict[str, object] = {"use_listings_cache": False}
             if environ.get(S3_ENDPOINT):
                 options["client_kwargs"] = {"endpoint_url": environ[S3_ENDPOINT]}
             self.fs, root = fsspec.core.url_to_fs(url, **options)
@@ -139,6 +139,8 @@ class FeedStore:
 
 def _modified(info: Mapping) -> datetime:
     value = info.get("LastModified") or info.get("mtime") or info.get("created")
+    if value is None:
+        raise EnvironmentProblem(f"the feed store gives no modification time for {info.get('name')}")
     if isinstance(value, datetime):
         return value if value.tzinfo else value.replace(tzinfo=UTC)
     return datetime.fromtimestamp(float(value), tz=UTC)

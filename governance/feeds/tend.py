@@ -62,7 +62,7 @@ def tend(
         for hour, stored in store.index(feed).items():
             try:
                 if hour < hour_of(now) and len(stored) > 1:
-                    done = consolidate(store, feed, hour, work, read_limit(spec.feed.max_bytes))
+                    done = consolidate(store, feed, hour, work, read_limit(spec.declared_feed.max_bytes))
                     merged.append(done)
                     stored = [done.archive] if done.archive else []
                 if lake is not None and catalog is not None:

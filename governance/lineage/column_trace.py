@@ -4,6 +4,7 @@ columns) it came from."""
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -191,7 +192,7 @@ def origins(catalog: Catalog, ref: VersionRef, column: str, *, direct_only: bool
         root = _version(catalog, session, ref)
         _require_column(root, column)
         graph, batches = RecordedColumns(session), _Batches(session)
-        reached: dict[tuple[int, str], set[Edge]] = {(root.id, column): {IDENTITY}}
+        reached: dict[tuple[int, str], set[Edge]] = {(root.stored_id, column): {IDENTITY}}
         found: dict[tuple[int, str, Ending], set[Edge]] = {}
         queue = deque(reached)
         while queue:
@@ -253,25 +254,27 @@ class _Batches:
         self._tables: dict[int, SourceTable | None] = {}
 
     def table(self, version: VersionRow) -> SourceTable | None:
-        if version.id not in self._tables:
-            read = self.session.exec(select(RelationalRead).where(RelationalRead.version_id == version.id)).first()
-            self._tables[version.id] = (
+        version_id = version.stored_id
+        if version_id not in self._tables:
+            read = self.session.exec(select(RelationalRead).where(RelationalRead.version_id == version_id)).first()
+            self._tables[version_id] = (
                 SourceTable(read.namespace, read.name, read.snapshot_at.isoformat()) if read else None
             )
-        return self._tables[version.id]
+        return self._tables[version_id]
 
     def of(self, version: VersionRow) -> Batch | None:
-        if version.id not in self._found:
-            batch = self.session.exec(select(BatchRow).where(BatchRow.version_id == version.id)).first()
-            files = (
+        version_id = version.stored_id
+        if version_id not in self._found:
+            batch = self.session.exec(select(BatchRow).where(BatchRow.version_id == version_id)).first()
+            files: Iterable[SourceFile] = (
                 self.session.exec(
                     select(SourceFile).where(SourceFile.batch_pk == batch.id).order_by(col(SourceFile.path))
                 )
                 if batch
                 else []
             )
-            self._found[version.id] = Batch(batch.batch_id, tuple(files)) if batch else None
-        return self._found[version.id]
+            self._found[version_id] = Batch(batch.batch_id, tuple(files)) if batch else None
+        return self._found[version_id]
 
 
 def _edges_dict(edges: tuple[Edge, ...]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -100,7 +100,7 @@ class _Edges:
 
     def __init__(self, session: Session, direction: Direction):
         source, target = _STEP[direction]
-        self.cursor = session.connection().connection.dbapi_connection.cursor()
+        self.cursor = session.connection().connection.cursor()
         self.dialect = session.get_bind().dialect.name
         if self.dialect == "sqlite":
             members = "IN (SELECT value FROM json_each(?))"
@@ -113,7 +113,7 @@ class _Edges:
     def close(self) -> None:
         self.cursor.close()
 
-    def leaving(self, ids: list[int]) -> list[tuple[int, int]]:
+    def leaving(self, ids: list[int]) -> Sequence[tuple[int, int]]:
         if self.dialect == "sqlite":
             self.cursor.execute(self.query, (json.dumps(ids),))
             return self.cursor.fetchall()
@@ -128,7 +128,8 @@ class _Edges:
 
 
 def _existing(session: Session, ids: list[int]) -> list[int]:
-    return list(session.exec(select(VersionRow.id).where(col(VersionRow.id).in_(ids)))) if ids else []
+    # sqlmodel types a selected primary key as the model's `int | None`; the column is NOT NULL.
+    return list(session.exec(select(VersionRow.id).where(col(VersionRow.id).in_(ids)))) if ids else []  # type: ignore[arg-type]
 
 
 def protected_ids(session: Session) -> set[int]:
@@ -247,8 +248,8 @@ def impact(catalog: Catalog, ref: VersionRef, depth: int | None = None) -> Linea
 def lineage(catalog: Catalog, ref: VersionRef, direction: Direction, depth: int | None = None) -> Lineage:
     root_row = catalog.version(ref)
     with catalog.session() as session:
-        found = closure(session, [root_row.id], direction, depth)
-    return _lineage(catalog, root_row.id, direction, found)
+        found = closure(session, [root_row.stored_id], direction, depth)
+    return _lineage(catalog, root_row.stored_id, direction, found)
 
 
 def explore(
@@ -257,10 +258,10 @@ def explore(
     """The lineage of `ref`; only its summary when it holds more than `summary_over` versions."""
     root_row = catalog.version(ref)
     with catalog.session() as session:
-        found = closure(session, [root_row.id], direction, depth)
+        found = closure(session, [root_row.stored_id], direction, depth)
         if len(found.depth_of) > summary_over:
             return _summary(session, root_row.ref, direction, found)
-    return _lineage(catalog, root_row.id, direction, found)
+    return _lineage(catalog, root_row.stored_id, direction, found)
 
 
 def _lineage(catalog: Catalog, root: int, direction: Direction, found: Closure) -> Lineage:
@@ -299,7 +300,7 @@ def _summary(session: Session, root: str, direction: Direction, found: Closure) 
         for vid, asset in session.exec(
             select(VersionRow.id, VersionRow.asset_key).where(col(VersionRow.id).in_(chunk))
         ):
-            at = (asset, found.depth_of[vid])
+            at = (asset, found.depth_of[vid])  # type: ignore[index]  # as in `_existing`
             counts[at] = counts.get(at, 0) + 1
     ordered = sorted(counts.items(), key=lambda item: (item[0][1], item[0][0]))
     return LineageSummary(
@@ -310,7 +311,9 @@ def _summary(session: Session, root: str, direction: Direction, found: Closure) 
 def _rows(session: Session, ids: list[int]) -> dict[int, VersionRow]:
     rows: dict[int, VersionRow] = {}
     for chunk in _chunks(ids):
-        rows.update((row.id, row) for row in session.exec(select(VersionRow).where(col(VersionRow.id).in_(chunk))))
+        rows.update(
+            (row.stored_id, row) for row in session.exec(select(VersionRow).where(col(VersionRow.id).in_(chunk)))
+        )
     return rows
 
 

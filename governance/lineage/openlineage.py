@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 from uuid import UUID
 
 from governance.catalog.models import VersionRow
@@ -281,7 +281,7 @@ def _transformation(edge: Edge):
     )
 
 
-def _is_uuid(value: str | None) -> bool:
+def _is_uuid(value: str | None) -> TypeGuard[str]:
     try:
         UUID(value or "")
     except ValueError:

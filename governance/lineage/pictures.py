@@ -74,7 +74,7 @@ class LineageGraph:
         """A networkx DiGraph; attributes without a value are left out, as GraphML has no null."""
         import networkx as nx
 
-        graph = nx.DiGraph(name=self.title)
+        graph: nx.DiGraph[str] = nx.DiGraph(name=self.title)
         graph.add_nodes_from((node_id, _present(attributes)) for node_id, attributes in self.nodes.items())
         graph.add_edges_from((source, target, _present(attributes)) for source, target, attributes in self.edges)
         return graph

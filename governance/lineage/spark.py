@@ -703,7 +703,7 @@ class _JvmRelations:
     def __init__(self, analyzed, main_leaves: int):
         self.analyzed = analyzed
         self.main_leaves = main_leaves
-        self._leaves = None
+        self._leaves: Any = None
         self._by_first_id: dict[int, Any] | None = None
 
     def of(self, leaf: _Leaf):
@@ -715,6 +715,8 @@ class _JvmRelations:
                     return self._leaves.apply(leaf.position).relation()
                 except Py4JError:
                     pass  # not the relation expected there: look it up by its first column below
+        if leaf.first_id is None:
+            return None
         if self._by_first_id is None:
             self._by_first_id = _by_first_id(self.analyzed)
         return self._by_first_id.get(leaf.first_id)

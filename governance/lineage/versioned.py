@@ -161,9 +161,12 @@ def _traced(
 
 def _pinned_version(relation: Relation, lake: Lake, pins: Mapping[AssetKey, VersionRow]) -> VersionRow | None:
     found = {lake.locate(local_path(p)) for p in relation.paths}
-    if len(found) != 1 or None in found:
+    if len(found) != 1:
         return None
-    ((_zone, key, number),) = found
+    (place,) = found
+    if place is None:
+        return None
+    _zone, key, number = place
     row = pins.get(key)
     return row if row is not None and row.number == number else None
 
@@ -214,16 +217,17 @@ class RecordedColumns:
         self._versions: dict[int, VersionRow] = {}
 
     def of(self, version: VersionRow) -> list[ColumnDep]:
-        if version.id not in self._deps:
+        version_id = version.stored_id
+        if version_id not in self._deps:
             rows = list(
                 self.session.exec(
                     select(ColumnLineageRow)
-                    .where(ColumnLineageRow.version_id == version.id)
+                    .where(ColumnLineageRow.version_id == version_id)
                     .order_by(col(ColumnLineageRow.id))
                 )
             )
             self._load_versions({r.input_version_id for r in rows if r.input_version_id is not None})
-            self._deps[version.id] = [
+            self._deps[version_id] = [
                 ColumnDep(
                     r.output_column,
                     self._versions[r.input_version_id] if r.input_version_id else None,
@@ -232,7 +236,7 @@ class RecordedColumns:
                 )
                 for r in rows
             ]
-        return self._deps[version.id]
+        return self._deps[version_id]
 
     def feeding(
         self, version: VersionRow, column: str, *, direct_only: bool = False
@@ -256,7 +260,7 @@ class RecordedColumns:
         missing = ids - set(self._versions)
         if missing:
             for row in self.session.exec(select(VersionRow).where(col(VersionRow.id).in_(missing))):
-                self._versions[row.id] = row
+                self._versions[row.stored_id] = row
 
 
 def recorded(version: VersionRow) -> bool:
