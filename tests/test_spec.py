@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from assets.definitions import build_definitions
+from governance import yamlsource
 from governance.cli import run
 from governance.config import DEFAULT_TRANSFORM_PACKAGES, Settings
-from governance import yamlsource
 from governance.errors import InvalidInput, SpecError
 from governance.spec import check_specs, load_specs
 from governance.zones import AssetKey
