@@ -112,6 +112,8 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
     def decide(self, run: dg.DagsterRun) -> dict[str, str]:
         """Decide the run and record the decisions; the tags that count it against its limits."""
         from governance.access.guard import authorize_run, run_identity
+        from governance.dropzone import require_ready_batch
+        from governance.runs import RunRequest
 
         specs = self.specs()
         writes = written(run, specs)
@@ -124,6 +126,11 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
             authorize_run(
                 catalog, self.custody.policy(), identity, specs, writes, checked, run.run_id, channel(run.tags)
             )
+            request = RunRequest(requested_by=identity.user, run_id=run.run_id, assurance=identity.assurance)
+            for spec in awaiting_a_batch(run, writes):
+                require_ready_batch(
+                    catalog, self.custody.lake, spec, request, {"at": "submission", **channel(run.tags)}
+                )
         finally:
             catalog.checkpoint()
         return concurrency_tags(writes)
@@ -208,6 +215,20 @@ def written(run: dg.DagsterRun, specs: SpecSet) -> list[Spec]:
     if run.job_name == ASSET_JOB and run.asset_check_selection is None:
         return list(specs)
     return []
+
+
+def awaiting_a_batch(run: dg.DagsterRun, writes: Sequence[Spec]) -> list[Spec]:
+    """The landing assets a run ingests without naming a batch: each takes its oldest ready one. A
+    feed's partition names its hour, which its step checks."""
+    return [spec for spec in writes if spec.takes_batches and not spec.feed and not named_batch(run, spec)]
+
+
+def named_batch(run: dg.DagsterRun, spec: Spec) -> object:
+    """The batch the run's config names for the asset's op, if any."""
+    ops = run.run_config.get("ops")
+    op = ops.get(f"{spec.key.domain}__{spec.key.name}") if isinstance(ops, Mapping) else None
+    config = op.get("config") if isinstance(op, Mapping) else None
+    return config.get("batch") if isinstance(config, Mapping) else None
 
 
 def checked_only(run: dg.DagsterRun, specs: SpecSet) -> list[Spec]:

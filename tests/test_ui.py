@@ -12,7 +12,7 @@ import dagster as dg
 
 from assets.launch import instance_for
 from governance.cli import run
-from governance.demo import drop_demo_batches
+from governance.demo import PRODUCTS, drop_demo_batches
 from governance.zones import Lake
 from tests.conftest import drop
 from tests.dagster_servers import finished, graphql, start_daemon, stop
@@ -108,6 +108,26 @@ def test_a_refused_ui_launch_shows_its_reason_and_leaves_no_run(cli_env, capsys,
     assert [d["details"]["result"] for d in decisions] == ["denied"] * len(REFUSED)
     assert {d["details"]["at"] for d in decisions} == {"submission"}
     assert [d["actor"] for d in decisions[1:3]] == ["eve", "mallory"]
+
+
+def test_a_ui_materialize_of_a_landing_asset_without_a_ready_batch_is_refused_at_launch(cli_env, capsys, webserver):
+    lake = Lake(cli_env.lake)
+    answer = launch_answer(webserver, ["sales", "products"], {}, {"custody/requested_by": "bob"})
+    assert answer == {
+        "__typename": "PythonError",
+        "message": f"Custody refused this run: no ready batch of sales/products in {lake.drop_dir(PRODUCTS)}",
+    }
+    instance = instance_for(cli_env)
+    assert instance.get_runs() == []
+    assert not instance.get_latest_materialization_event(dg.AssetKey(["sales", "products"]))
+    assert run(["ledger", "show", "--action", "ingestion.failed", "--json"]) == 0
+    [failed] = json.loads(capsys.readouterr().out)
+    assert (failed["actor"], failed["details"]["at"], failed["details"]["error_type"]) == (
+        "bob",
+        "submission",
+        "NotFound",
+    )
+    assert failed["details"]["error"] == f"no ready batch of sales/products in {lake.drop_dir(PRODUCTS)}"
 
 
 def test_allowed_ui_launches_queue_and_two_runs_of_one_asset_run_one_after_the_other(
