@@ -24,10 +24,18 @@ class ReadyBatch:
     spec: Spec
     batch_id: str
     requested_by: str
+    # What its `_READY` and `_batch.yaml` were when it was seen (`batch_stamp`).
+    stamp: str
 
     @property
     def key(self) -> str:
         return f"{self.spec.key}/{self.batch_id}"
+
+    @property
+    def run_key(self) -> str:
+        """One run per batch as its producer marked it ready: touching `_READY` after a failed run
+        asks for another."""
+        return f"{self.key}@{self.stamp}"
 
 
 @dataclass(frozen=True)
@@ -61,15 +69,16 @@ def watch(
             if batch_id in done:
                 continue
             try:
-                stamp = f"{spec.key}/{batch_id}@{batch_stamp(lake, spec.key, batch_id)}"
+                found = batch_stamp(lake, spec.key, batch_id)
             except NotFound:
                 continue
+            stamp = f"{spec.key}/{batch_id}@{found}"
             if stamp in reported:
                 still.add(stamp)
                 continue
             decision = _decide(lake, policy, spec, batch_id)
             if decision.allowed:
-                ready.append(ReadyBatch(spec, batch_id, decision.identity.user))
+                ready.append(ReadyBatch(spec, batch_id, decision.identity.user, found))
                 continue
             record(catalog, decision, details={"batch": batch_id, "via": via})
             refused.append(Refusal(f"{spec.key}/{batch_id}", decision.reason))

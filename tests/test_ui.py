@@ -11,6 +11,7 @@ import urllib.request
 import dagster as dg
 
 from assets.launch import instance_for
+from governance.batches import batch_stamp
 from governance.cli import run
 from governance.demo import PRODUCTS, drop_demo_batches
 from governance.zones import Lake
@@ -190,7 +191,7 @@ def test_the_dropzone_sensor_ingests_each_ready_batch_once_and_refuses_once_acro
     [launched] = runs_launched(instance, 1, daemon)
     assert finished(instance, launched.run_id, daemon).is_success
     assert (launched.tags["dagster/run_key"], launched.tags["custody/requested_by"]) == (
-        "sales/products/from-bob",
+        f"sales/products/from-bob@{batch_stamp(lake, PRODUCTS, 'from-bob')}",
         "bob",
     )
     ticks = sensor_ticks(webserver)
