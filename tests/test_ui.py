@@ -261,3 +261,19 @@ def test_a_run_the_cli_launched_is_re_executed_from_the_ui_for_the_same_requeste
     capsys.readouterr()
     assert run(["versions", "sales/names_and_products", "--json"]) == 0
     assert [v["number"] for v in json.loads(capsys.readouterr().out)] == [1, 2]
+
+
+def test_a_ui_re_execution_of_a_cli_run_carries_none_of_the_cli_process_s_tags(cli_env, spark, capsys, webserver):
+    dropped = drop_demo_batches(Lake(cli_env.lake))
+    assert run(["ingest", "sales/products", "--batch", dropped.products_batch, "--as", "bob"]) == 0
+    instance = instance_for(cli_env)
+    [parent] = instance.get_runs()
+    cli_tags = {"custody/launched_from", "custody/pid", "custody/host"}
+    assert cli_tags <= set(parent.tags)
+    answer = reexecute(webserver, parent.run_id)
+    assert answer["__typename"] == "LaunchRunSuccess", answer
+    child = instance.get_run_by_id(answer["run"]["runId"])
+    assert child.parent_run_id == parent.run_id and child.tags["custody/requested_by"] == "bob"
+    assert not cli_tags & set(child.tags)
+    for tag in cli_tags:
+        assert instance.get_runs(filters=dg.RunsFilter(tags={tag: parent.tags[tag]})) == [parent]
