@@ -243,6 +243,8 @@ def test_a_run_the_cli_launched_is_re_executed_from_the_ui_for_the_same_requeste
     ):
         assert run([*args, "--as", "bob"]) == 0
     parent = next(r for r in instance.get_runs() if r.asset_selection == {dg.AssetKey(["sales", "names_and_products"])})
+    # A new input version, so the re-execution makes a version of its own.
+    assert run(["ingest", "sales/clients", "--as", "bob"]) == 0
     runs = len(instance.get_runs())
     as_eve = reexecute(webserver, parent.run_id, {"custody/requested_by": "eve"})
     assert as_eve == {
