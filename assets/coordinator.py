@@ -21,13 +21,16 @@ from dagster._core.run_coordinator.queued_run_coordinator import RunQueueConfig
 from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES, RunsFilter
 from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
 from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
-from dagster._serdes import ConfigurableClassData
+from dagster._core.storage.runs.schema import RunsTable, RunTagsTable
+from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
+from dagster._serdes import ConfigurableClassData, serialize_value
 from dagster._utils.error import SerializableErrorInfo
 from dagster._utils.tags import TagConcurrencyLimitsCounter
 from dagster_graphql.implementation.utils import UserFacingGraphQLError
 from dagster_graphql.schema.errors import GraphenePythonError
 
 from assets.factory import REQUESTED_BY_TAG, SYSTEM_TAGS, channel
+from assets.runs import PROCESS_TAGS
 from governance.errors import CustodyError, NotFound
 from governance.locks import file_lock
 from governance.spec import Spec, SpecSet, load_valid_specs
@@ -96,8 +99,11 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
 
     def submit_run(self, context: dg.SubmitRunContext) -> dg.DagsterRun:
         if context.dagster_run.status == dg.DagsterRunStatus.NOT_STARTED:
+            # A run submitted here was launched by the webserver or the daemon, never by the CLI; a
+            # re-execution of a CLI run copied its process tags, which would name a process not its own.
+            run = without_tags(self._instance, context.dagster_run, PROCESS_TAGS)
             try:
-                self.admit(context.dagster_run)
+                self.admit(run)
             except CustodyError as err:
                 raise RunRefused(str(err)) from err
         return super().submit_run(context)
@@ -118,6 +124,8 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
     def decide(self, run: dg.DagsterRun) -> dict[str, str]:
         """Decide the run and record the decisions; the tags that count it against its limits."""
         from governance.access.guard import authorize_run, run_identity
+        from governance.dropzone import require_ready_batch
+        from governance.runs import RunRequest
 
         specs = self.specs()
         writes = written(run, specs)
@@ -130,6 +138,11 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
             authorize_run(
                 catalog, self.custody.policy(), identity, specs, writes, checked, run.run_id, channel(run.tags)
             )
+            request = RunRequest(requested_by=identity.user, run_id=run.run_id, assurance=identity.assurance)
+            for spec in awaiting_a_batch(run, writes):
+                require_ready_batch(
+                    catalog, self.custody.lake, spec, request, {"at": "submission", **channel(run.tags)}
+                )
         finally:
             catalog.checkpoint()
         return concurrency_tags(writes)
@@ -176,6 +189,24 @@ def forget(instance: dg.DagsterInstance, run_id: str) -> None:
             connection.execute(AssetCheckExecutionsTable.delete().where(AssetCheckExecutionsTable.c.run_id == run_id))
 
 
+def without_tags(instance: dg.DagsterInstance, run: dg.DagsterRun, keys: frozenset[str]) -> dg.DagsterRun:
+    """The run with none of the tags `keys` names, in the instance's storage too: Dagster adds or
+    changes tags, it never removes one."""
+    dropped = keys & run.tags.keys()
+    storage = instance.run_storage
+    if not dropped or not isinstance(storage, SqlRunStorage):
+        return run
+    kept = run.with_tags({key: value for key, value in run.tags.items() if key not in dropped})
+    with storage.connect() as connection:
+        connection.execute(
+            RunsTable.update().where(RunsTable.c.run_id == run.run_id).values(run_body=serialize_value(kept))
+        )
+        connection.execute(
+            RunTagsTable.delete().where(RunTagsTable.c.run_id == run.run_id, RunTagsTable.c.key.in_(sorted(dropped)))
+        )
+    return kept
+
+
 def admitted(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dg.DagsterRun:
     """A run created outside the webserver, decided as one submitted to the instance would be."""
     coordinator = instance.run_coordinator
@@ -214,6 +245,20 @@ def written(run: dg.DagsterRun, specs: SpecSet) -> list[Spec]:
     if run.job_name == ASSET_JOB and run.asset_check_selection is None:
         return list(specs)
     return []
+
+
+def awaiting_a_batch(run: dg.DagsterRun, writes: Sequence[Spec]) -> list[Spec]:
+    """The landing assets a run ingests without naming a batch: each takes its oldest ready one. A
+    feed's partition names its hour, which its step checks."""
+    return [spec for spec in writes if spec.takes_batches and not spec.feed and not named_batch(run, spec)]
+
+
+def named_batch(run: dg.DagsterRun, spec: Spec) -> object:
+    """The batch the run's config names for the asset's op, if any."""
+    ops = run.run_config.get("ops")
+    op = ops.get(f"{spec.key.domain}__{spec.key.name}") if isinstance(ops, Mapping) else None
+    config = op.get("config") if isinstance(op, Mapping) else None
+    return config.get("batch") if isinstance(config, Mapping) else None
 
 
 def checked_only(run: dg.DagsterRun, specs: SpecSet) -> list[Spec]:

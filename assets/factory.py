@@ -270,6 +270,7 @@ def integration_asset(spec: Spec, specs: SpecSet, pending: str | None = None) ->
                 done.columns,
                 lineage_table(custody, done.version),
                 check_results(context, custody, spec, done.version, thorough=False),
+                unchanged=done.unchanged,
             )
         yield result
 
@@ -447,6 +448,7 @@ def materialize_result(
     lineage_table: str = "",
     checks: "list[dg.AssetCheckResult] | None" = None,
     read: "dict[str, object] | None" = None,
+    unchanged: bool = False,
 ) -> dg.MaterializeResult:
     metadata: dict[str, RawMetadataValue] = {
         "custody/version": row.ref,
@@ -469,6 +471,10 @@ def materialize_result(
         )
     if read:
         metadata["custody/read"] = dg.MetadataValue.json(read)
+    if unchanged:
+        metadata["custody/unchanged"] = dg.MetadataValue.md(
+            f"Made again from the same input versions and code, with the same data: no new version, {row.ref} stands."
+        )
     if row.quarantine_path:
         metadata["quarantine_path"] = dg.MetadataValue.path(row.quarantine_path)
     if row.label_from:

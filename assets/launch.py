@@ -19,7 +19,7 @@ from assets.coordinator import admitted, start_when_free
 from assets.definitions import definitions_for
 from assets.factory import PARTITION_FORMAT, REQUESTED_BY_TAG
 from assets.origin import plan_run
-from assets.runs import fail_runs_of_gone_processes, held_for_run
+from assets.runs import LAUNCHED_FROM_TAG, fail_runs_of_gone_processes, held_for_run
 from governance.config import Settings
 from governance.errors import InvalidInput, NotFound, SpecError, SpecProblem
 from governance.locks import file_lock
@@ -154,7 +154,7 @@ def launch(
         on_progress(f"marked failed: {gone}")
     run_id = run_id or str(uuid.uuid4())
     with held_for_run(settings, instance, run_id) as process_tags:
-        tags = {REQUESTED_BY_TAG: requested_by, "custody/launched_from": "cli", **partition, **process_tags}
+        tags = {REQUESTED_BY_TAG: requested_by, LAUNCHED_FROM_TAG: "cli", **partition, **process_tags}
         planned = plan_run(instance, defs, keys, run_config, tags, run_id)
         start_when_free(instance, admitted(instance, planned.run), on_progress)
         follower = _Follower(instance, run_id, on_progress)

@@ -5,8 +5,8 @@ run executed in process is no worker of any launcher. So each launch takes an ex
 `<run id>.lock` under `$CUSTODY_HOME/run-locks/<host>/` before its run exists and holds it until the
 run has finished; the lock dies with the process. A lock file nobody holds, for a run still in
 progress, is certain proof that the process that ran it is gone (a reused pid cannot fool it). Runs
-launched by the Dagster webserver or daemon have no lock file (nor has a re-execution that copied a
-CLI run's tags), so they are left to Dagster.
+launched by the Dagster webserver or daemon have no lock file, so they are left to Dagster; nor do
+they keep a CLI run's process tags, which a re-execution copies (the run coordinator drops them).
 """
 
 from __future__ import annotations
@@ -28,8 +28,11 @@ from governance.config import Settings
 from governance.locks import take_if_free
 
 LEFT_AFTER_SECONDS = 60
+LAUNCHED_FROM_TAG = "custody/launched_from"
 HOST_TAG = "custody/host"
 PID_TAG = "custody/pid"
+# What a CLI run says of the process that runs it; true of no run the webserver or daemon starts.
+PROCESS_TAGS = frozenset({LAUNCHED_FROM_TAG, HOST_TAG, PID_TAG})
 
 
 @dataclass(frozen=True)

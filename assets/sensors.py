@@ -6,12 +6,17 @@ import hashlib
 import json
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 import dagster as dg
+from dagster._core.storage.tags import RUN_KEY_TAG, SENSOR_NAME_TAG
 
 from assets.factory import PARTITION_FORMAT, REQUESTED_BY_TAG
 from governance.spec import Spec, SpecSet
 from resources import CustodyResource
+
+if TYPE_CHECKING:
+    from governance.dropzone import ReadyBatch
 
 SENSOR = "custody_dropzone"
 FEEDS_SENSOR = "custody_feeds"
@@ -52,6 +57,8 @@ def dropzone_sensor(specs: SpecSet, *, running: bool = True) -> dg.SensorDefinit
         for refusal in seen.refused:
             context.log.warning(f"{refusal.key}: not ingested: {refusal.reason}")
         context.update_cursor(json.dumps(sorted(seen.reported)))
+        used = runs_by_key(context.instance, [batch.run_key for batch in seen.ready])
+        requested, skipped = 0, []
         for batch in seen.ready:
             partition = feed_partition(batch.spec, batch.batch_id)
             if batch.spec.feed and partition is None:
@@ -59,19 +66,50 @@ def dropzone_sensor(specs: SpecSet, *, running: bool = True) -> dg.SensorDefinit
                     f"{batch.key}: not ingested: it holds no hour of the feed since {batch.spec.feed.start}"
                 )
                 continue
-            yield dg.RunRequest(
-                run_key=batch.key,
-                asset_selection=[dg.AssetKey([batch.spec.key.domain, batch.spec.key.name])],
-                run_config={
-                    "ops": {f"{batch.spec.key.domain}__{batch.spec.key.name}": {"config": {"batch": batch.batch_id}}}
-                },
-                tags={REQUESTED_BY_TAG: batch.requested_by, BATCH_TAG: batch.batch_id},
-                partition_key=partition,
-            )
-        if not seen.ready:
-            yield dg.SkipReason(f"no new ready batch; {len(seen.reported)} refused batch(es) wait for a fix")
+            if batch.run_key in used:
+                skipped.append(f"{batch.key}: {waiting(used[batch.run_key])}")
+                context.log.info(skipped[-1])
+                continue
+            requested += 1
+            yield run_request(batch, partition)
+        if not requested:
+            refused = f"no new ready batch; {len(seen.reported)} refused batch(es) wait for a fix"
+            yield dg.SkipReason("; ".join([*skipped, refused]))
 
     return custody_dropzone
+
+
+def run_request(batch: "ReadyBatch", partition: str | None) -> dg.RunRequest:
+    key = batch.spec.key
+    return dg.RunRequest(
+        run_key=batch.run_key,
+        asset_selection=[dg.AssetKey([key.domain, key.name])],
+        run_config={"ops": {f"{key.domain}__{key.name}": {"config": {"batch": batch.batch_id}}}},
+        tags={REQUESTED_BY_TAG: batch.requested_by, BATCH_TAG: batch.batch_id},
+        partition_key=partition,
+    )
+
+
+def runs_by_key(instance: dg.DagsterInstance, run_keys: list[str]) -> dict[str, dg.DagsterRun]:
+    """The newest run the sensor launched for each of these run keys. Dagster launches no second
+    run for a key, and says so only in the daemon's log: the tick says it instead."""
+    if not run_keys:
+        return {}
+    runs = instance.get_runs(filters=dg.RunsFilter(tags={SENSOR_NAME_TAG: SENSOR, RUN_KEY_TAG: run_keys}))
+    newest: dict[str, dg.DagsterRun] = {}
+    for run in runs:  # newest first
+        newest.setdefault(run.tags[RUN_KEY_TAG], run)
+    return newest
+
+
+def waiting(run: dg.DagsterRun) -> str:
+    """Why a batch its run has not ingested is not requested again."""
+    if not run.is_finished:
+        return f"its run {run.run_id} is {run.status.value}"
+    return (
+        f"its run {run.run_id} ended {run.status.value} (see its log); fix the batch, then touch "
+        "_READY to ingest it again"
+    )
 
 
 def feed_partition(spec: Spec, batch_id: str) -> str | None:

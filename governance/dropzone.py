@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from governance import ledger
 from governance.access.guard import ANONYMOUS, record
 from governance.access.policy import Decision, Identity, Policy, Verb
 from governance.batches import batch_meta, batch_stamp, ready_batches
 from governance.catalog import Catalog
 from governance.errors import BatchError, NotFound
-from governance.runs import Assurance
+from governance.runs import Assurance, RunRequest, record_failure
 from governance.spec import Spec
 from governance.zones import Lake
 
@@ -22,10 +24,18 @@ class ReadyBatch:
     spec: Spec
     batch_id: str
     requested_by: str
+    # What its `_READY` and `_batch.yaml` were when it was seen (`batch_stamp`).
+    stamp: str
 
     @property
     def key(self) -> str:
         return f"{self.spec.key}/{self.batch_id}"
+
+    @property
+    def run_key(self) -> str:
+        """One run per batch as its producer marked it ready: touching `_READY` after a failed run
+        asks for another."""
+        return f"{self.key}@{self.stamp}"
 
 
 @dataclass(frozen=True)
@@ -59,15 +69,16 @@ def watch(
             if batch_id in done:
                 continue
             try:
-                stamp = f"{spec.key}/{batch_id}@{batch_stamp(lake, spec.key, batch_id)}"
+                found = batch_stamp(lake, spec.key, batch_id)
             except NotFound:
                 continue
+            stamp = f"{spec.key}/{batch_id}@{found}"
             if stamp in reported:
                 still.add(stamp)
                 continue
             decision = _decide(lake, policy, spec, batch_id)
             if decision.allowed:
-                ready.append(ReadyBatch(spec, batch_id, decision.identity.user))
+                ready.append(ReadyBatch(spec, batch_id, decision.identity.user, found))
                 continue
             record(catalog, decision, details={"batch": batch_id, "via": via})
             refused.append(Refusal(f"{spec.key}/{batch_id}", decision.reason))
@@ -92,3 +103,24 @@ def _decide(lake: Lake, policy: Policy, spec: Spec, batch_id: str) -> Decision:
     return policy.decide(
         Identity(named or ANONYMOUS, Assurance.ASSERTED if named else Assurance.NONE), Verb.INGEST, spec
     )
+
+
+def next_batch(catalog: Catalog, lake: Lake, spec: Spec) -> str:
+    """The oldest ready batch of `spec` not yet ingested."""
+    done = catalog.ingested_batch_ids(spec.key)
+    pending = [b for b in ready_batches(lake, spec.key) if b not in done]
+    if not pending:
+        raise NotFound(f"no ready batch of {spec.key} in {lake.drop_dir(spec.key)}")
+    return pending[0]
+
+
+def require_ready_batch(
+    catalog: Catalog, lake: Lake, spec: Spec, request: RunRequest, details: Mapping[str, Any]
+) -> None:
+    """A run about to ingest the oldest ready batch of `spec` is refused when there is none, as its
+    step would refuse it, but before any Spark work starts; the refusal is an `ingestion.failed` entry."""
+    try:
+        next_batch(catalog, lake, spec)
+    except NotFound as err:
+        record_failure(catalog, spec.key, request, ledger.Action.INGESTION_FAILED, err, details)
+        raise

@@ -22,18 +22,17 @@ from governance.batches import (
     check_unchanged,
     first_line,
     open_batch,
-    ready_batches,
     scan_batch,
 )
 from governance.catalog import Catalog
 from governance.catalog.models import VersionRow
+from governance.dropzone import next_batch
 from governance.errors import (
     BatchError,
     CustodyError,
     DuplicateBatch,
     IntegrityError,
     InvalidInput,
-    NotFound,
     ValidationFailed,
 )
 from governance.lineage.openlineage import Dataset, Emitter, JobRun, column_inputs, dataset_of
@@ -141,14 +140,6 @@ def ingest(
         row = commit(catalog, lake, stage, draft)
         outputs.add(dataset_of(lake, row, spec.body.roles.model_dump(), column_inputs(columns, {None: dropped})))
     return row
-
-
-def next_batch(catalog: Catalog, lake: Lake, spec: Spec) -> str:
-    done = catalog.ingested_batch_ids(spec.key)
-    pending = [b for b in ready_batches(lake, spec.key) if b not in done]
-    if not pending:
-        raise NotFound(f"no ready batch to ingest for {spec.key} in {lake.drop_dir(spec.key)}")
-    return pending[0]
 
 
 def _checked_batch(

@@ -37,6 +37,8 @@ class Materialized:
     inputs: tuple[VersionRow, ...]
     observation: Observation
     columns: VersionColumns | None = None
+    # The newest version was made again, the same: no version was committed.
+    unchanged: bool = False
 
 
 def pin_inputs(
@@ -99,6 +101,12 @@ def materialize(
             progress(f"warning: declared input {ref} was not read by {spec.body.transform}")
         data, columns = _written(result, stage.data, lake, pins, column_lineage)
         warn_about(columns, progress)
+        same = made_again(catalog, spec.key, request.code_version, pins, data)
+        if same is not None:
+            progress(f"unchanged: the same inputs and code made {same.ref} again; no new version")
+            record_unchanged(catalog, attempt_id, request, same, pins)
+            outputs.add(dataset_of(lake, same, spec.body.roles.model_dump(), column_inputs(columns, inputs)))
+            return Materialized(same, tuple(pins.values()), observation, columns, unchanged=True)
         label_from = AssetKey.parse(spec.body.version_label_from) if spec.body.version_label_from else None
         draft = Draft(
             key=spec.key,
@@ -125,6 +133,40 @@ def materialize(
         row = commit(catalog, lake, stage, draft)
         outputs.add(dataset_of(lake, row, spec.body.roles.model_dump(), column_inputs(columns, inputs)))
     return Materialized(row, tuple(pins.values()), observation, columns)
+
+
+def made_again(
+    catalog: Catalog, key: AssetKey, code_version: str, pins: Mapping[AssetKey, VersionRow], data: Sealed
+) -> VersionRow | None:
+    """The newest committed version, when this run made exactly it: from the same input versions,
+    by the same code version, with the same data_version. A new number would say something changed."""
+    newest = catalog.newest_committed(key)
+    if newest is None or (newest.code_version, newest.data_version) != (code_version, data.data_version):
+        return None
+    return newest if catalog.input_ids(newest.id) == {row.id for row in pins.values()} else None
+
+
+def record_unchanged(
+    catalog: Catalog, attempt_id: str, request: RunRequest, same: VersionRow, pins: Mapping[AssetKey, VersionRow]
+) -> None:
+    """The attempt ends without a version of its own (its staged files go with its staging folder),
+    and the ledger says which version the run made again."""
+    with catalog.session() as session:
+        catalog.finish_attempt(session, attempt_id, "unchanged", version=same.number)
+        ledger.append(
+            session,
+            actor=request.requested_by,
+            action=ledger.Action.MATERIALIZATION_UNCHANGED,
+            asset=same.asset_key,
+            version=same.number,
+            run_id=request.run_id,
+            assurance=request.assurance,
+            details={
+                "inputs": [row.ref for row in pins.values()],
+                "code_version": same.code_version,
+                "data_version": same.data_version,
+            },
+        )
 
 
 def _written(

@@ -46,6 +46,7 @@ class Action:
     MATERIALIZATION_REQUESTED = "materialization.requested"
     MATERIALIZATION_COMMITTED = "materialization.committed"
     MATERIALIZATION_FAILED = "materialization.failed"
+    MATERIALIZATION_UNCHANGED = "materialization.unchanged"
     ATTEMPT_ROLLED_BACK = "attempt.rolled_back"
     SPEC_REGISTERED = "spec.registered"
     SPEC_CHANGED = "spec.changed"

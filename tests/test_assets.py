@@ -11,6 +11,7 @@ from py4j.protocol import Py4JNetworkError
 import governance.ingest
 from assets.definitions import build_definitions
 from assets.factory import build_assets
+from governance import ledger
 from governance.config import DEFAULT_TRANSFORM_PACKAGES
 from governance.demo import (
     CLIENTS,
@@ -228,3 +229,22 @@ def test_a_description_edit_leaves_the_asset_fresh_and_a_column_change_makes_it_
         encoding="utf-8",
     )
     assert staleness(instance, specs_dir) == "STALE"
+
+
+def test_materializing_again_from_the_same_inputs_and_code_names_the_newest_version_and_makes_none(
+    demo_specs, resources, instance, catalog, lake, demo_round
+):
+    run(demo_specs, resources, instance, [PRODUCTS], batch_config(PRODUCTS, demo_round.products_batch))
+    run(demo_specs, resources, instance, [CLIENTS], batch_config(CLIENTS, demo_round.client_batches[0]))
+    assert run(demo_specs, resources, instance, [NAMES_AND_PRODUCTS]).success
+    again = run(demo_specs, resources, instance, [NAMES_AND_PRODUCTS])
+    assert again.success
+    [event] = again.get_asset_materialization_events()
+    assert event.materialization.metadata["custody/version"].value == "sales/names_and_products@1"
+    assert "no new version" in event.materialization.metadata["custody/unchanged"].value
+    [newest] = catalog.versions(NAMES_AND_PRODUCTS)
+    assert event.materialization.tags["dagster/data_version"] == newest.data_version
+    with catalog.session() as session:
+        [entry] = ledger.entries(session, ledger.LedgerFilter(action="materialization.unchanged"))
+    assert (entry.asset_key, entry.version, entry.run_id) == ("sales/names_and_products", 1, again.run_id)
+    assert list(lake.staging_root.iterdir()) == [] and catalog.running_attempts() == []

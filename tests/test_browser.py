@@ -203,6 +203,8 @@ def test_materialize_without_a_requester_is_refused_and_the_launchpad_with_one_r
     assert 'File "' not in refusal  # the reason alone, no stack
     ui.close_dialog("OK")
     instance = instance_for(cli_env)
+    # A new input version, so the Launchpad's run makes a version of its own.
+    assert run(["ingest", "sales/clients", "--as", "bob"]) == 0
     before = {r.run_id for r in instance.get_runs()}
 
     ui.choose("//button[.//div[@aria-label='arrow_drop_down']]", "//*[normalize-space()='Open launchpad']")

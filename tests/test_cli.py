@@ -126,7 +126,7 @@ def assert_nothing_committed_cli(settings):
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
-        (["ingest", "sales/products", "--as", "bob"], 4, "no ready batch to ingest for sales/products"),
+        (["ingest", "sales/products", "--as", "bob"], 4, "no ready batch of sales/products in "),
         (["ingest", "sales/nope", "--as", "bob"], 4, "unknown asset sales/nope"),
         (["ingest", "../etc/passwd", "--as", "bob"], 1, "invalid asset key"),
         (["ingest", "sales/product_summary", "--as", "bob"], 1, "is an integration asset"),

@@ -240,7 +240,9 @@ def test_a_plan_the_extractor_cannot_read_still_commits_and_says_why(
         raise KeyError("projectList")
 
     monkeypatch.setattr("governance.lineage.spark.extract", unreadable)
-    done = materialize(spark, catalog, lake, demo_specs[PRODUCT_SUMMARY], bob())
+    # Under another code version: the same one would make no new version.
+    rebuilt = RunRequest(requested_by="bob", code_version="rebuilt")
+    done = materialize(spark, catalog, lake, demo_specs[PRODUCT_SUMMARY], rebuilt)
     assert done.columns.deps == () and done.columns.notes == (
         "column lineage could not be extracted: KeyError: 'projectList'",
     )

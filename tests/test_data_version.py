@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -224,7 +225,9 @@ def test_a_materialization_run_again_on_the_same_inputs_has_the_same_data_versio
     ingest(spark, catalog, lake, demo_specs[CLIENTS], BOB, batch_id=demo.client_batches[0])
     materialize(spark, catalog, lake, demo_specs[NAMES_AND_PRODUCTS], BOB)
     first = materialize(spark, catalog, lake, demo_specs[PRODUCT_SUMMARY], BOB).version
+    # Under another code version: the same one would make no new version (nor files to compare).
+    rebuilt = replace(BOB, code_version="rebuilt")
     with spark_conf(spark, **{"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "3"}):
-        again = materialize(spark, catalog, lake, demo_specs[PRODUCT_SUMMARY], BOB).version
+        again = materialize(spark, catalog, lake, demo_specs[PRODUCT_SUMMARY], rebuilt).version
     assert len(list(lake.at(again.path).glob("part-*"))) != len(list(lake.at(first.path).glob("part-*")))
     assert (again.number, again.data_version) == (2, first.data_version)

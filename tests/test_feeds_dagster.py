@@ -13,7 +13,7 @@ import pytest
 from assets.definitions import definitions_for
 from assets.factory import build_assets
 from assets.sensors import FEEDS_SENSOR, SENSOR, feeds_cursor
-from governance.batches import ready_batches
+from governance.batches import batch_stamp, ready_batches
 from governance.feeds.replicas import beat, new_lease
 from governance.feeds.store import FeedStore
 from tests.test_feeds import (
@@ -118,7 +118,10 @@ def test_the_feeds_sensor_drops_complete_hours_the_dropzone_sensor_requests_thei
         assert observation.metadata["custody/last_error"].value == "HTTP 500"
         context = dg.build_sensor_context(instance=instance, resources=resources, definitions=definitions)
         [request] = definitions.resolve_sensor_def(SENSOR).evaluate_tick(context).run_requests
-    assert (request.partition_key, request.run_key) == (PARTITION, f"market/prices/{batch}")
+    assert (request.partition_key, request.run_key) == (
+        PARTITION,
+        f"market/prices/{batch}@{batch_stamp(lake, KEY, batch)}",
+    )
 
 
 @pytest.fixture

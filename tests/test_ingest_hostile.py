@@ -316,7 +316,7 @@ def refusal(lake, tmp_path, kind):
 @pytest.mark.parametrize(
     ("kind", "reason"),
     [
-        ("no ready batch", "no ready batch to ingest"),
+        ("no ready batch", "no ready batch of t/people in "),
         ("empty batch", "is empty"),
         ("symlink", "symlink that points outside the DropZone"),
         ("sub-folder", "sub-folders are not ingested"),

@@ -10,32 +10,58 @@ import pytest
 
 import governance.dropzone
 from assets.definitions import definitions_for
+from assets.factory import build_assets
 from assets.sensors import SENSOR
 from governance import ledger
-from governance.batches import READY_MARKER
+from governance.batches import READY_MARKER, batch_stamp
 from governance.demo import PRODUCTS, drop_demo_batches
 from tests.conftest import drop
 
 CSV = b"product_id,product_name,category,unit_price\nP1,Pen,office,1.50\n"
+# A price that is no number: its row is quarantined, over the products' max_bad_fraction of 0.
+BAD_CSV = b"product_id,product_name,category,unit_price\nP1,Pen,office,cheap\n"
 
 
 @pytest.fixture
-def evaluate(demo_specs, resources):
+def instance():
+    with dg.instance_for_test() as instance:
+        yield instance
+
+
+@pytest.fixture
+def evaluate(demo_specs, resources, instance):
     """One tick of the sensor with the cursor the last tick left; returns its run requests and skip reason."""
     definitions = definitions_for(demo_specs)
     sensor = definitions.resolve_sensor_def(SENSOR)
     cursor: list[str | None] = [None]
 
     def tick() -> tuple[list[dg.RunRequest], str | None]:
-        with dg.instance_for_test() as instance:
-            context = dg.build_sensor_context(
-                instance=instance, cursor=cursor[0], resources=resources, definitions=definitions
-            )
-            result = sensor.evaluate_tick(context)
+        context = dg.build_sensor_context(
+            instance=instance, cursor=cursor[0], resources=resources, definitions=definitions
+        )
+        result = sensor.evaluate_tick(context)
         cursor[0] = result.cursor
         return list(result.run_requests or []), result.skip_message
 
     return tick
+
+
+@pytest.fixture
+def launch(demo_specs, resources, instance):
+    """Run a request in the sensor's instance as the daemon would: tagged with the sensor and its run key."""
+
+    def run(request: dg.RunRequest) -> dg.ExecuteInProcessResult:
+        return dg.materialize(
+            build_assets(demo_specs),
+            resources=resources,
+            instance=instance,
+            tags={**request.tags, "dagster/sensor_name": SENSOR, "dagster/run_key": request.run_key},
+            selection=request.asset_selection,
+            run_config=request.run_config,
+            raise_on_error=False,
+        )
+
+    return run
 
 
 def refusals(catalog) -> list[tuple[str, str, str]]:
@@ -47,12 +73,14 @@ def refusals(catalog) -> list[tuple[str, str, str]]:
 def test_each_ready_batch_is_one_run_request_keyed_by_the_batch_for_its_requester(lake, evaluate):
     dropped = drop_demo_batches(lake)
     requests, _ = evaluate()
-    by_key = {r.run_key: r for r in requests}
+    by_key = {r.run_key.rpartition("@")[0]: r for r in requests}
     assert set(by_key) == {
         f"sales/products/{dropped.products_batch}",
         *(f"sales/clients/{batch}" for batch in dropped.client_batches),
     }
     products = by_key[f"sales/products/{dropped.products_batch}"]
+    stamp = batch_stamp(lake, PRODUCTS, dropped.products_batch)
+    assert products.run_key == f"sales/products/{dropped.products_batch}@{stamp}"
     assert products.tags["custody/requested_by"] == "bob"
     assert products.asset_selection == [dg.AssetKey(["sales", "products"])]
     assert products.run_config == {"ops": {"sales__products": {"config": {"batch": dropped.products_batch}}}}
@@ -89,7 +117,7 @@ def test_a_refused_batch_the_producer_fixes_is_requested_at_the_next_tick(catalo
     (folder / "_batch.yaml").write_text("requested_by: bob\n")
     (folder / READY_MARKER).touch()
     [request] = evaluate()[0]
-    assert (request.run_key, request.tags["custody/requested_by"]) == ("sales/products/fixed", "bob")
+    assert (request.tags["custody/batch"], request.tags["custody/requested_by"]) == ("fixed", "bob")
 
 
 @pytest.mark.parametrize(
@@ -122,3 +150,26 @@ def test_a_batch_that_disappears_during_a_tick_is_left_out(lake, evaluate, monke
     monkeypatch.setattr(governance.dropzone, "ready_batches", listed_then_removed)
     requests, _ = evaluate()
     assert not [r for r in requests if "vanishing" in r.run_key]
+
+
+def test_a_batch_whose_run_failed_is_requested_again_once_its_producer_touches_ready(lake, evaluate, launch):
+    folder = drop(lake, "sales/products", "b1", {"products.csv": BAD_CSV}, requested_by="bob")
+    [first] = evaluate()[0]
+    assert not launch(first).success
+    (folder / "products.csv").write_bytes(CSV)
+    (folder / READY_MARKER).touch()
+    [again] = evaluate()[0]
+    assert again.run_key != first.run_key and again.run_key.startswith("sales/products/b1@")
+    assert launch(again).success
+
+
+def test_a_tick_says_it_skips_a_batch_whose_run_failed_until_its_producer_touches_ready(lake, evaluate, launch):
+    drop(lake, "sales/products", "b1", {"products.csv": BAD_CSV}, requested_by="bob")
+    [first] = evaluate()[0]
+    failed = launch(first)
+    requests, skip = evaluate()
+    assert requests == []
+    assert skip == (
+        f"sales/products/b1: its run {failed.run_id} ended FAILURE (see its log); fix the batch, then touch "
+        "_READY to ingest it again; no new ready batch; 0 refused batch(es) wait for a fix"
+    )

@@ -11,8 +11,9 @@ import urllib.request
 import dagster as dg
 
 from assets.launch import instance_for
+from governance.batches import batch_stamp
 from governance.cli import run
-from governance.demo import drop_demo_batches
+from governance.demo import PRODUCTS, drop_demo_batches
 from governance.zones import Lake
 from tests.conftest import drop
 from tests.dagster_servers import finished, graphql, start_daemon, stop
@@ -110,6 +111,26 @@ def test_a_refused_ui_launch_shows_its_reason_and_leaves_no_run(cli_env, capsys,
     assert [d["actor"] for d in decisions[1:3]] == ["eve", "mallory"]
 
 
+def test_a_ui_materialize_of_a_landing_asset_without_a_ready_batch_is_refused_at_launch(cli_env, capsys, webserver):
+    lake = Lake(cli_env.lake)
+    answer = launch_answer(webserver, ["sales", "products"], {}, {"custody/requested_by": "bob"})
+    assert answer == {
+        "__typename": "PythonError",
+        "message": f"Custody refused this run: no ready batch of sales/products in {lake.drop_dir(PRODUCTS)}",
+    }
+    instance = instance_for(cli_env)
+    assert instance.get_runs() == []
+    assert not instance.get_latest_materialization_event(dg.AssetKey(["sales", "products"]))
+    assert run(["ledger", "show", "--action", "ingestion.failed", "--json"]) == 0
+    [failed] = json.loads(capsys.readouterr().out)
+    assert (failed["actor"], failed["details"]["at"], failed["details"]["error_type"]) == (
+        "bob",
+        "submission",
+        "NotFound",
+    )
+    assert failed["details"]["error"] == f"no ready batch of sales/products in {lake.drop_dir(PRODUCTS)}"
+
+
 def test_allowed_ui_launches_queue_and_two_runs_of_one_asset_run_one_after_the_other(
     cli_env, capsys, webserver, queue_only
 ):
@@ -170,7 +191,7 @@ def test_the_dropzone_sensor_ingests_each_ready_batch_once_and_refuses_once_acro
     [launched] = runs_launched(instance, 1, daemon)
     assert finished(instance, launched.run_id, daemon).is_success
     assert (launched.tags["dagster/run_key"], launched.tags["custody/requested_by"]) == (
-        "sales/products/from-bob",
+        f"sales/products/from-bob@{batch_stamp(lake, PRODUCTS, 'from-bob')}",
         "bob",
     )
     ticks = sensor_ticks(webserver)
@@ -222,6 +243,8 @@ def test_a_run_the_cli_launched_is_re_executed_from_the_ui_for_the_same_requeste
     ):
         assert run([*args, "--as", "bob"]) == 0
     parent = next(r for r in instance.get_runs() if r.asset_selection == {dg.AssetKey(["sales", "names_and_products"])})
+    # A new input version, so the re-execution makes a version of its own.
+    assert run(["ingest", "sales/clients", "--as", "bob"]) == 0
     runs = len(instance.get_runs())
     as_eve = reexecute(webserver, parent.run_id, {"custody/requested_by": "eve"})
     assert as_eve == {
@@ -240,3 +263,19 @@ def test_a_run_the_cli_launched_is_re_executed_from_the_ui_for_the_same_requeste
     capsys.readouterr()
     assert run(["versions", "sales/names_and_products", "--json"]) == 0
     assert [v["number"] for v in json.loads(capsys.readouterr().out)] == [1, 2]
+
+
+def test_a_ui_re_execution_of_a_cli_run_carries_none_of_the_cli_process_s_tags(cli_env, spark, capsys, webserver):
+    dropped = drop_demo_batches(Lake(cli_env.lake))
+    assert run(["ingest", "sales/products", "--batch", dropped.products_batch, "--as", "bob"]) == 0
+    instance = instance_for(cli_env)
+    [parent] = instance.get_runs()
+    cli_tags = {"custody/launched_from", "custody/pid", "custody/host"}
+    assert cli_tags <= set(parent.tags)
+    answer = reexecute(webserver, parent.run_id)
+    assert answer["__typename"] == "LaunchRunSuccess", answer
+    child = instance.get_run_by_id(answer["run"]["runId"])
+    assert child.parent_run_id == parent.run_id and child.tags["custody/requested_by"] == "bob"
+    assert not cli_tags & set(child.tags)
+    for tag in cli_tags:
+        assert instance.get_runs(filters=dg.RunsFilter(tags={tag: parent.tags[tag]})) == [parent]

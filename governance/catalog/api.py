@@ -23,6 +23,7 @@ from governance.catalog.models import (
     AssetRow,
     Attempt,
     BatchRow,
+    LineageEdge,
     RelationalRead,
     SourceFile,
     SpecSnapshot,
@@ -311,6 +312,21 @@ class Catalog:
         if row is None:
             raise NotFound(f"{key} has no committed version yet")
         return row
+
+    def newest_committed(self, key: AssetKey) -> VersionRow | None:
+        with self.session() as session:
+            return session.exec(
+                select(VersionRow)
+                .where(VersionRow.asset_key == str(key), VersionRow.status == VersionStatus.COMMITTED.value)
+                .order_by(col(VersionRow.number).desc())
+                .limit(1)
+            ).first()
+
+    def input_ids(self, version_id: int | None) -> set[int]:
+        """The ids of the versions a version was made from."""
+        with self.session() as session:
+            query = select(LineageEdge.input_version_id).where(LineageEdge.output_version_id == version_id)
+            return set(session.exec(query))
 
     def pinned(self, key: AssetKey, run_id: str | None, started_at: datetime) -> VersionRow:
         """The version a run reads: the one it produced itself, else the newest committed before it began."""
