@@ -126,7 +126,7 @@ def read_while_it_changes(spark, catalog: Catalog, lake: Lake, bob: RunRequest) 
                 connection.execute("UPDATE orders SET amount = 999")
 
     version = ingest(spark, catalog, lake, spec, bob, progress=meanwhile)
-    amounts = {row["amount"] for row in pq.read_table(version.path).to_pylist()}
+    amounts = {row["amount"] for row in pq.read_table(lake.at(version.path)).to_pylist()}
     return {
         "rows": version.rows,
         "saw_the_change": 999.0 in amounts,
