@@ -67,7 +67,7 @@ def main() -> None:
     )
     bad = ingest(spark, catalog, lake, specs[CLIENTS], bob, batch_id="with-bad-rows")
     joined = materialize(spark, catalog, lake, specs[NAMES_AND_PRODUCTS], RunRequest(requested_by="bob"))
-    transforms.EXTRA_PATH["path"] = bad.path
+    transforms.EXTRA_PATH["path"] = str(lake.at(bad.path))
     join = specs[NAMES_AND_PRODUCTS]
     undeclared = Spec(
         join.key,
