@@ -311,8 +311,9 @@ def reads(args: argparse.Namespace, work: Path) -> list[str]:
     }
     verdicts = query_times("hot table", catalog, shapes, args.queries)
     started = time.perf_counter()
-    report = rollover(catalog, work / "segments", timedelta(days=-1))
-    size = sum(p.stat().st_size for p in (work / "segments").glob("*.segment"))
+    catalog.segments = work / "segments"
+    report = rollover(catalog, catalog.segments, timedelta(days=-1))
+    size = sum(p.stat().st_size for p in catalog.segments.glob("*.segment"))
     print(
         f"\nrolled every entry into {len(report.segments)} segments in {time.perf_counter() - started:.0f} s "
         f"({size / 1e6:.0f} MB of files)"
