@@ -71,7 +71,7 @@ def test_origins_follow_a_column_through_every_version_to_dropzone_fields_and_fi
     assert [(e.kind.value, e.transformation.value) for e in quantity.edges] == [("DIRECT", "AGGREGATION")]
     assert quantity.batch.batch_id == pipeline.client_batches[0]
     assert [f.path for f in quantity.batch.files] == [
-        str(lake.batch_dir(CLIENTS, pipeline.client_batches[0]) / "clients-v15.json")
+        lake.stored(lake.batch_dir(CLIENTS, pipeline.client_batches[0]) / "clients-v15.json")
     ]
 
 
