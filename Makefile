@@ -39,7 +39,8 @@ test: system-packages
 	$(BIN)/pytest -q --durations=30
 
 # The lock agrees with pyproject.toml; ruff's lint and format check, and mypy, over the shipped code.
-lint: setup
+lint: system-packages
+	@$(MAKE) --no-print-directory setup
 	$(UV) lock --check --quiet
 	$(BIN)/ruff check $(CHECKED) tests benchmarks
 	$(BIN)/ruff format --check $(CHECKED) tests benchmarks
