@@ -40,12 +40,10 @@ _wrap_help_paragraphs()
 def run(args: list[str] | None = None) -> int:
     """Run the CLI and return its exit code: errors become one line on stderr. A command that
     appended to the ledger ends with a checkpoint of its last entry, whatever its outcome."""
-    failed: list[int] = []
+    result: object = 0
     try:
         with closing_checkpoint():
             result = app(args=args, prog_name="custody", standalone_mode=False)
-            if isinstance(result, int) and result != 0:
-                failed.append(result)
     except typer.TyperException as err:
         # Typer declares TyperException without show(), yet raises it only as its click's
         # ClickException, which has it.
@@ -55,10 +53,10 @@ def run(args: list[str] | None = None) -> int:
         err_console.print("aborted")
         return 1
     except CustodyError as err:
-        if failed and isinstance(err, CatalogUnavailable):
+        if isinstance(err, CatalogUnavailable) and isinstance(result, int) and result != 0:
             # The command has said why it failed, naming the catalog it lost; the checkpoint it
             # owes is written by the next command that reaches the catalog.
-            return failed[0]
+            return result
         if State["verbose"]:
             err_console.print_exception()
         err_console.print(printable(f"error: {err}", keep="\n"), markup=False)
