@@ -34,9 +34,13 @@ system-packages:
 demo: setup
 	$(BIN)/custody demo
 
+# Tests run in TEST_WORKERS processes (pytest-xdist): much of a test's time is spent waiting on the
+# servers and subprocesses it starts, so two processes keep a two-core machine busy.
+TEST_WORKERS ?= 2
+
 test: system-packages
 	@$(MAKE) --no-print-directory setup
-	$(BIN)/pytest -q --durations=30
+	$(BIN)/pytest -q --durations=30 --numprocesses $(TEST_WORKERS) --dist loadgroup
 
 # The lock agrees with pyproject.toml; ruff's lint and format check, and mypy, over the shipped code.
 lint: system-packages
