@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,6 +14,7 @@ from pyspark.sql import SparkSession
 
 from governance.batches import BatchMeta, drop_batch
 from governance.catalog import Catalog, make_engine
+from governance.cli import run
 from governance.config import DEFAULT_TRANSFORM_PACKAGES, Settings
 from governance.demo import (
     CLIENTS,
@@ -27,7 +30,6 @@ from governance.spec import SpecSet, load_specs
 from governance.zones import AssetKey, Lake
 from resources import CustodyResource, SparkResource
 from resources.spark import session_conf
-from tests.helpers import cli
 from tests.openlineage_spec import read_events
 from tests.pg_server import PostgresServer, running_postgres
 from tests.spark_cluster import SparkCluster, running_cluster
@@ -180,9 +182,72 @@ def drop(lake: Lake, asset: str, batch_id: str, files: dict[str, bytes | Path], 
     return drop_batch(lake, AssetKey.parse(asset), batch_id, content, BatchMeta(**meta) if meta else None)
 
 
+def custody_environ() -> dict[str, str]:
+    """The variables a home's commands read from the environment."""
+    return {name: value for name, value in os.environ.items() if name.startswith(("CUSTODY_", "DAGSTER_"))}
+
+
+def plain_environ(home: Path) -> dict[str, str]:
+    """What cli_env and the autouse fixtures set for a home of their own, and nothing more."""
+    return {
+        "CUSTODY_HOME": str(home),
+        "CUSTODY_SPECS": str(DEMO_SPECS),
+        "CUSTODY_CATALOG_URL": Settings.under(home).catalog_url,
+        "CUSTODY_SPECS_APPROVAL": "off",
+    }
+
+
+class PreparedHomes:
+    """Homes made once per session through the CLI and copied into each test that starts from one: a
+    home keeps every location relative to itself, so a copy works as the home it was copied from.
+    A test whose environment differs from a plain one, or whose home holds something already, gets
+    its home made in place: a copy would not be the home it had before."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def make(self, settings: Settings, name: str, build: Callable[[Settings], None]) -> None:
+        """Make in the home of `settings`, which cli_env points the environment at, what `build` makes."""
+        if settings.home.exists() or custody_environ() != plain_environ(settings.home):
+            build(settings)
+            return
+        prepared = self.root / name / "home"
+        if not prepared.exists():
+            self._prepare(prepared, build)
+        shutil.copytree(prepared, settings.home)
+        # The last command checkpointed the ledger as it ended: for the next one, just now.
+        for checkpoints in settings.home.glob("ledger/*.jsonl"):
+            os.utime(checkpoints)
+
+    @staticmethod
+    def _prepare(home: Path, build: Callable[[Settings], None]) -> None:
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            for name in custody_environ():
+                monkeypatch.delenv(name)
+            for name, value in plain_environ(home).items():
+                monkeypatch.setenv(name, value)
+            try:
+                build(Settings.from_env())
+            except BaseException:
+                shutil.rmtree(home, ignore_errors=True)
+                raise
+
+
+@pytest.fixture(scope="session")
+def prepared_homes(tmp_path_factory: pytest.TempPathFactory) -> PreparedHomes:
+    return PreparedHomes(tmp_path_factory.mktemp("prepared"))
+
+
 @pytest.fixture
-def landed(cli_env: Settings, spark: SparkSession, capsys: pytest.CaptureFixture[str]) -> Settings:
+def landed(
+    cli_env: Settings, spark: SparkSession, capsys: pytest.CaptureFixture[str], prepared_homes: PreparedHomes
+) -> Settings:
     """The demo batches dropped, and the products batch ingested by bob through the CLI."""
-    drop_demo_batches(Lake(cli_env.lake))
-    assert cli(capsys, "ingest", "sales/products", "--as", "bob")[0] == 0
+    prepared_homes.make(cli_env, "landed", land_products)
+    capsys.readouterr()  # the test reads only what its own commands print
     return cli_env
+
+
+def land_products(settings: Settings) -> None:
+    drop_demo_batches(Lake(settings.lake))
+    assert run(["ingest", "sales/products", "--as", "bob"]) == 0
