@@ -197,53 +197,63 @@ def plain_environ(home: Path) -> dict[str, str]:
     }
 
 
-class PreparedHomes:
-    """Homes made once per session through the CLI and copied into each test that starts from one: a
-    home keeps every location relative to itself, so a copy works as the home it was copied from.
-    A test whose environment differs from a plain one, or whose home holds something already, gets
-    its home made in place: a copy would not be the home it had before."""
+class Prepared:
+    """What fixtures make for many tests, made once per session and copied into each test's tmp_path:
+    a home keeps every location relative to itself, so a copy works as what it was copied from. A test
+    that holds something already where the copy would go, or whose environment is not a plain one,
+    gets it made in place: a copy would not be what it had before."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
 
-    def make(self, settings: Settings, name: str, build: Callable[[Settings], None]) -> None:
-        """Make in the home of `settings`, which cli_env points the environment at, what `build` makes."""
-        if settings.home.exists() or custody_environ() != plain_environ(settings.home):
+    def files(self, name: str, into: Path, build: Callable[[Path], None]) -> None:
+        """What `build` makes in a folder: copied into `into`, from a folder it made once."""
+        prepared = self.root / name
+        if not prepared.exists():
+            try:
+                build(prepared)
+            except BaseException:
+                shutil.rmtree(prepared, ignore_errors=True)
+                raise
+        if any((into / made.name).exists() for made in prepared.iterdir()):
+            build(into)
+            return
+        shutil.copytree(prepared, into, dirs_exist_ok=True)
+        # A checkpoint file was last written as the build ended: for what comes next, just now.
+        for checkpoints in prepared.rglob("*.jsonl"):
+            os.utime(into / checkpoints.relative_to(prepared))
+
+    def home(self, settings: Settings, name: str, build: Callable[[Settings], None]) -> None:
+        """What `build` makes with the CLI in the home that cli_env points the environment at."""
+        if custody_environ() != plain_environ(settings.home):
             build(settings)
             return
-        prepared = self.root / name / "home"
-        if not prepared.exists():
-            self._prepare(prepared, build)
-        shutil.copytree(prepared, settings.home)
-        # The last command checkpointed the ledger as it ended: for the next one, just now.
-        for checkpoints in settings.home.glob("ledger/*.jsonl"):
-            os.utime(checkpoints)
 
-    @staticmethod
-    def _prepare(home: Path, build: Callable[[Settings], None]) -> None:
-        with pytest.MonkeyPatch.context() as monkeypatch:
-            for name in custody_environ():
-                monkeypatch.delenv(name)
-            for name, value in plain_environ(home).items():
-                monkeypatch.setenv(name, value)
-            try:
+        def in_plain_environ(folder: Path) -> None:
+            with pytest.MonkeyPatch.context() as monkeypatch:
+                for variable in custody_environ():
+                    monkeypatch.delenv(variable)
+                for variable, value in plain_environ(folder / settings.home.name).items():
+                    monkeypatch.setenv(variable, value)
                 build(Settings.from_env())
-            except BaseException:
-                shutil.rmtree(home, ignore_errors=True)
-                raise
+
+        self.files(name, settings.home.parent, in_plain_environ)
+
+
+def catalog_in_home(settings: Settings) -> bool:
+    """Whether the catalog is the home's SQLite file, which a copy of the home carries."""
+    return settings.catalog_url == Settings.under(settings.home).catalog_url
 
 
 @pytest.fixture(scope="session")
-def prepared_homes(tmp_path_factory: pytest.TempPathFactory) -> PreparedHomes:
-    return PreparedHomes(tmp_path_factory.mktemp("prepared"))
+def prepared(tmp_path_factory: pytest.TempPathFactory) -> Prepared:
+    return Prepared(tmp_path_factory.mktemp("prepared"))
 
 
 @pytest.fixture
-def landed(
-    cli_env: Settings, spark: SparkSession, capsys: pytest.CaptureFixture[str], prepared_homes: PreparedHomes
-) -> Settings:
+def landed(cli_env: Settings, spark: SparkSession, capsys: pytest.CaptureFixture[str], prepared: Prepared) -> Settings:
     """The demo batches dropped, and the products batch ingested by bob through the CLI."""
-    prepared_homes.make(cli_env, "landed", land_products)
+    prepared.home(cli_env, "landed", land_products)
     capsys.readouterr()  # the test reads only what its own commands print
     return cli_env
 

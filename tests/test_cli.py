@@ -24,9 +24,9 @@ def cli(capsys, *args):
 
 
 @pytest.fixture
-def ingested(cli_env, spark, capsys, prepared_homes):
+def ingested(cli_env, spark, capsys, prepared):
     """Products and the first clients batch ingested, the integration assets materialized, via the CLI."""
-    prepared_homes.make(cli_env, "ingested", ingest_and_materialize)
+    prepared.home(cli_env, "ingested", ingest_and_materialize)
     capsys.readouterr()  # the test reads only what its own commands print
     return cli_env
 
