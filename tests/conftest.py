@@ -8,12 +8,16 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 from pyspark.sql import SparkSession
+from sqlmodel import select
 
+from governance import ledger
 from governance.batches import BatchMeta, drop_batch
 from governance.catalog import Catalog, make_engine
+from governance.catalog.models import VersionRow
 from governance.cli import run
 from governance.config import DEFAULT_TRANSFORM_PACKAGES, Settings
 from governance.demo import (
@@ -40,6 +44,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
 DEMO_SPECS = ROOT / "assets" / "specs"
 TEST_SPECS = DATA / "specs"
+
+T = TypeVar("T")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -142,8 +148,40 @@ def test_specs() -> SpecSet:
 
 
 @pytest.fixture
-def pipeline(spark: SparkSession, catalog: Catalog, lake: Lake, demo_specs: SpecSet) -> DemoRound:
+def pipeline(
+    spark: SparkSession,
+    catalog: Catalog,
+    lake: Lake,
+    demo_specs: SpecSet,
+    settings: Settings,
+    tmp_path: Path,
+    prepared: Prepared,
+) -> DemoRound:
     """products@1, clients@1, names_and_products@1 and product_summary@1, each with its column lineage, made for bob."""
+    if not (catalog_in_home(settings) and only_an_empty_catalog(catalog, settings.home)):
+        return run_pipeline(spark, catalog, lake, demo_specs)
+    catalog.engine.dispose()  # it opens the copy from now on
+    shutil.rmtree(settings.home)
+
+    def in_a_home_of_its_own(folder: Path) -> DemoRound:
+        home = Settings.under(folder / settings.home.name)
+        engine = make_engine(home.catalog_url)
+        try:
+            return run_pipeline(spark, Catalog(engine, segments=home.ledger_segments), Lake(home.lake), demo_specs)
+        finally:
+            engine.dispose()
+
+    return prepared.files("pipeline", tmp_path, in_a_home_of_its_own)
+
+
+def only_an_empty_catalog(catalog: Catalog, home: Path) -> bool:
+    """Whether the home holds nothing but the catalog the `catalog` fixture made, with no entry and no version."""
+    with catalog.session() as session:
+        empty = ledger.last_entry(session) is None and session.exec(select(VersionRow)).first() is None
+    return empty and {path.name for path in home.iterdir()} <= {"catalog.db", "catalog.db-wal", "catalog.db-shm"}
+
+
+def run_pipeline(spark: SparkSession, catalog: Catalog, lake: Lake, demo_specs: SpecSet) -> DemoRound:
     from governance.ingest import ingest
     from governance.integrate import materialize
 
@@ -205,23 +243,24 @@ class Prepared:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.made: dict[str, Any] = {}
 
-    def files(self, name: str, into: Path, build: Callable[[Path], None]) -> None:
-        """What `build` makes in a folder: copied into `into`, from a folder it made once."""
+    def files(self, name: str, into: Path, build: Callable[[Path], T]) -> T:
+        """What `build` makes in a folder, and returns: copied into `into`, from a folder it made once."""
         prepared = self.root / name
         if not prepared.exists():
             try:
-                build(prepared)
+                self.made[name] = build(prepared)
             except BaseException:
                 shutil.rmtree(prepared, ignore_errors=True)
                 raise
         if any((into / made.name).exists() for made in prepared.iterdir()):
-            build(into)
-            return
+            return build(into)
         shutil.copytree(prepared, into, dirs_exist_ok=True)
         # A checkpoint file was last written as the build ended: for what comes next, just now.
         for checkpoints in prepared.rglob("*.jsonl"):
             os.utime(into / checkpoints.relative_to(prepared))
+        return self.made[name]
 
     def home(self, settings: Settings, name: str, build: Callable[[Settings], None]) -> None:
         """What `build` makes with the CLI in the home that cli_env points the environment at."""
