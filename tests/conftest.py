@@ -258,7 +258,7 @@ class Prepared:
             return build(into)
         shutil.copytree(prepared, into, dirs_exist_ok=True)
         # A checkpoint file was last written as the build ended: for what comes next, just now.
-        for checkpoints in prepared.rglob("*.jsonl"):
+        for checkpoints in prepared.rglob("checkpoints.jsonl"):
             os.utime(into / checkpoints.relative_to(prepared))
         return self.made[name]
 
