@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 from pyspark.sql import SparkSession
+from sqlmodel import select
 
+from governance import ledger
 from governance.batches import BatchMeta, drop_batch
 from governance.catalog import Catalog, make_engine
+from governance.catalog.models import VersionRow
+from governance.cli import run
 from governance.config import DEFAULT_TRANSFORM_PACKAGES, Settings
 from governance.demo import (
     CLIENTS,
@@ -27,7 +34,6 @@ from governance.spec import SpecSet, load_specs
 from governance.zones import AssetKey, Lake
 from resources import CustodyResource, SparkResource
 from resources.spark import session_conf
-from tests.helpers import cli
 from tests.openlineage_spec import read_events
 from tests.pg_server import PostgresServer, running_postgres
 from tests.spark_cluster import SparkCluster, running_cluster
@@ -38,6 +44,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
 DEMO_SPECS = ROOT / "assets" / "specs"
 TEST_SPECS = DATA / "specs"
+
+T = TypeVar("T")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -140,8 +148,40 @@ def test_specs() -> SpecSet:
 
 
 @pytest.fixture
-def pipeline(spark: SparkSession, catalog: Catalog, lake: Lake, demo_specs: SpecSet) -> DemoRound:
+def pipeline(
+    spark: SparkSession,
+    catalog: Catalog,
+    lake: Lake,
+    demo_specs: SpecSet,
+    settings: Settings,
+    tmp_path: Path,
+    prepared: Prepared,
+) -> DemoRound:
     """products@1, clients@1, names_and_products@1 and product_summary@1, each with its column lineage, made for bob."""
+    if not (catalog_in_home(settings) and only_an_empty_catalog(catalog, settings.home)):
+        return run_pipeline(spark, catalog, lake, demo_specs)
+    catalog.engine.dispose()  # it opens the copy from now on
+    shutil.rmtree(settings.home)
+
+    def in_a_home_of_its_own(folder: Path) -> DemoRound:
+        home = Settings.under(folder / settings.home.name)
+        engine = make_engine(home.catalog_url)
+        try:
+            return run_pipeline(spark, Catalog(engine, segments=home.ledger_segments), Lake(home.lake), demo_specs)
+        finally:
+            engine.dispose()
+
+    return prepared.files("pipeline", tmp_path, in_a_home_of_its_own)
+
+
+def only_an_empty_catalog(catalog: Catalog, home: Path) -> bool:
+    """Whether the home holds nothing but the catalog the `catalog` fixture made, with no entry and no version."""
+    with catalog.session() as session:
+        empty = ledger.last_entry(session) is None and session.exec(select(VersionRow)).first() is None
+    return empty and {path.name for path in home.iterdir()} <= {"catalog.db", "catalog.db-wal", "catalog.db-shm"}
+
+
+def run_pipeline(spark: SparkSession, catalog: Catalog, lake: Lake, demo_specs: SpecSet) -> DemoRound:
     from governance.ingest import ingest
     from governance.integrate import materialize
 
@@ -180,9 +220,83 @@ def drop(lake: Lake, asset: str, batch_id: str, files: dict[str, bytes | Path], 
     return drop_batch(lake, AssetKey.parse(asset), batch_id, content, BatchMeta(**meta) if meta else None)
 
 
+def custody_environ() -> dict[str, str]:
+    """The variables a home's commands read from the environment."""
+    return {name: value for name, value in os.environ.items() if name.startswith(("CUSTODY_", "DAGSTER_"))}
+
+
+def plain_environ(home: Path) -> dict[str, str]:
+    """What cli_env and the autouse fixtures set for a home of their own, and nothing more."""
+    return {
+        "CUSTODY_HOME": str(home),
+        "CUSTODY_SPECS": str(DEMO_SPECS),
+        "CUSTODY_CATALOG_URL": Settings.under(home).catalog_url,
+        "CUSTODY_SPECS_APPROVAL": "off",
+    }
+
+
+class Prepared:
+    """What fixtures make for many tests, made once per session and copied into each test's tmp_path:
+    a home keeps every location relative to itself, so a copy works as what it was copied from. A test
+    that holds something already where the copy would go, or whose environment is not a plain one,
+    gets it made in place: a copy would not be what it had before."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.made: dict[str, Any] = {}
+
+    def files(self, name: str, into: Path, build: Callable[[Path], T]) -> T:
+        """What `build` makes in a folder, and returns: copied into `into`, from a folder it made once."""
+        prepared = self.root / name
+        if not prepared.exists():
+            try:
+                self.made[name] = build(prepared)
+            except BaseException:
+                shutil.rmtree(prepared, ignore_errors=True)
+                raise
+        if any((into / made.name).exists() for made in prepared.iterdir()):
+            return build(into)
+        shutil.copytree(prepared, into, dirs_exist_ok=True)
+        # A checkpoint file was last written as the build ended: for what comes next, just now.
+        for checkpoints in prepared.rglob("checkpoints.jsonl"):
+            os.utime(into / checkpoints.relative_to(prepared))
+        return self.made[name]
+
+    def home(self, settings: Settings, name: str, build: Callable[[Settings], None]) -> None:
+        """What `build` makes with the CLI in the home that cli_env points the environment at."""
+        if custody_environ() != plain_environ(settings.home):
+            build(settings)
+            return
+
+        def in_plain_environ(folder: Path) -> None:
+            with pytest.MonkeyPatch.context() as monkeypatch:
+                for variable in custody_environ():
+                    monkeypatch.delenv(variable)
+                for variable, value in plain_environ(folder / settings.home.name).items():
+                    monkeypatch.setenv(variable, value)
+                build(Settings.from_env())
+
+        self.files(name, settings.home.parent, in_plain_environ)
+
+
+def catalog_in_home(settings: Settings) -> bool:
+    """Whether the catalog is the home's SQLite file, which a copy of the home carries."""
+    return settings.catalog_url == Settings.under(settings.home).catalog_url
+
+
+@pytest.fixture(scope="session")
+def prepared(tmp_path_factory: pytest.TempPathFactory) -> Prepared:
+    return Prepared(tmp_path_factory.mktemp("prepared"))
+
+
 @pytest.fixture
-def landed(cli_env: Settings, spark: SparkSession, capsys: pytest.CaptureFixture[str]) -> Settings:
+def landed(cli_env: Settings, spark: SparkSession, capsys: pytest.CaptureFixture[str], prepared: Prepared) -> Settings:
     """The demo batches dropped, and the products batch ingested by bob through the CLI."""
-    drop_demo_batches(Lake(cli_env.lake))
-    assert cli(capsys, "ingest", "sales/products", "--as", "bob")[0] == 0
+    prepared.home(cli_env, "landed", land_products)
+    capsys.readouterr()  # the test reads only what its own commands print
     return cli_env
+
+
+def land_products(settings: Settings) -> None:
+    drop_demo_batches(Lake(settings.lake))
+    assert run(["ingest", "sales/products", "--as", "bob"]) == 0

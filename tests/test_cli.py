@@ -24,13 +24,18 @@ def cli(capsys, *args):
 
 
 @pytest.fixture
-def ingested(cli_env, spark, capsys):
+def ingested(cli_env, spark, capsys, prepared):
     """Products and the first clients batch ingested, the integration assets materialized, via the CLI."""
-    dropped = drop_demo_batches(Lake(cli_env.lake))
-    assert cli(capsys, "ingest", "sales/products", "--as", "bob")[0] == 0
-    assert cli(capsys, "ingest", "sales/clients", "--batch", dropped.client_batches[0], "--as", "bob")[0] == 0
-    assert cli(capsys, "materialize", "--as", "alice")[0] == 0
+    prepared.home(cli_env, "ingested", ingest_and_materialize)
+    capsys.readouterr()  # the test reads only what its own commands print
     return cli_env
+
+
+def ingest_and_materialize(settings):
+    dropped = drop_demo_batches(Lake(settings.lake))
+    assert run(["ingest", "sales/products", "--as", "bob"]) == 0
+    assert run(["ingest", "sales/clients", "--batch", dropped.client_batches[0], "--as", "bob"]) == 0
+    assert run(["materialize", "--as", "alice"]) == 0
 
 
 def test_ingest_runs_through_dagster_with_the_requester_as_tag(ingested, capsys):

@@ -23,8 +23,9 @@ from governance import ledger
 from governance.catalog import Catalog, make_engine
 from governance.catalog.models import LedgerEntry
 from governance.checkpoints import Checkpoints
+from governance.config import Settings
 from governance.errors import AccessDenied, InvalidInput
-from tests.conftest import ROOT
+from tests.conftest import ROOT, catalog_in_home
 from tests.helpers import execute, verify_ledger
 
 ENTRIES, EVERY = 40, 5
@@ -33,13 +34,29 @@ SEEDS = range(12)
 
 @pytest.fixture
 def checkpoints(tmp_path) -> Checkpoints:
-    return Checkpoints(tmp_path / "ledger" / "checkpoints.jsonl", every=EVERY, seconds=3600)
+    return checkpoints_in(tmp_path)
+
+
+def checkpoints_in(folder: Path) -> Checkpoints:
+    return Checkpoints(folder / "ledger" / "checkpoints.jsonl", every=EVERY, seconds=3600)
 
 
 @pytest.fixture
-def book(settings, checkpoints) -> Catalog:
+def book(settings, checkpoints, tmp_path, prepared) -> Catalog:
     """A catalog whose ledger holds ENTRIES entries, checkpointed every EVERY."""
-    catalog = Catalog(make_engine(settings.catalog_url), checkpoints)
+    if not catalog_in_home(settings):
+        return written(Catalog(make_engine(settings.catalog_url), checkpoints))
+    prepared.files("checkpointed-book", tmp_path, write_book)
+    return Catalog(make_engine(settings.catalog_url), checkpoints)
+
+
+def write_book(folder: Path) -> None:
+    """The book of a SQLite catalog, made in `folder` as in a test's tmp_path."""
+    book = written(Catalog(make_engine(Settings.under(folder / "home").catalog_url), checkpoints_in(folder)))
+    book.engine.dispose()
+
+
+def written(catalog: Catalog) -> Catalog:
     for i in range(ENTRIES):
         append(catalog, i)
     return catalog

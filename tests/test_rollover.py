@@ -17,6 +17,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from sqlalchemy import Engine
 from sqlmodel import select
 
 from assets.definitions import build_definitions
@@ -24,6 +25,7 @@ from governance import ledger
 from governance.catalog import Catalog, make_engine
 from governance.catalog.models import ArchivedEntry, LedgerEntry, LedgerSegmentRow
 from governance.checkpoints import Checkpoints
+from governance.config import Settings
 from governance.errors import IntegrityError, InvalidInput
 from governance.maintenance import (
     MAX_BYTES,
@@ -34,7 +36,7 @@ from governance.maintenance import (
 )
 from governance.rollover import age_off, recover, rollover
 from governance.segments import write_segment
-from tests.conftest import ROOT
+from tests.conftest import ROOT, catalog_in_home
 
 pytestmark = pytest.mark.both_backends
 
@@ -42,9 +44,21 @@ OLD, NEW = 700, 60
 
 
 @pytest.fixture
-def book(settings, tmp_path) -> Catalog:
+def book(settings, tmp_path, prepared) -> Catalog:
     """OLD entries dated 2020, then NEW entries of today."""
-    catalog = Catalog(make_engine(settings.catalog_url))
+    if not catalog_in_home(settings):
+        return written(settings.catalog_url, tmp_path)
+    prepared.files("dated-book", tmp_path, write_book)
+    return kept_in(make_engine(settings.catalog_url), tmp_path)
+
+
+def write_book(folder: Path) -> None:
+    """The book of a SQLite catalog, made in `folder` as in a test's tmp_path."""
+    written(Settings.under(folder / "home").catalog_url, folder).engine.dispose()
+
+
+def written(catalog_url: str, folder: Path) -> Catalog:
+    catalog = Catalog(make_engine(catalog_url))
     with catalog.session() as session:
         ledger.append_many(session, [event(i) for i in range(OLD)])
         session.connection().exec_driver_sql("UPDATE ledger SET ts = '2020-01-01T00:00:00.000000Z'")
@@ -55,12 +69,17 @@ def book(settings, tmp_path) -> Catalog:
             entry.prev_hash, entry.hash = prev, ledger.entry_hash(prev, entry)
             prev = entry.hash
             session.add(entry)
-    catalog = Catalog(catalog.engine, Checkpoints(tmp_path / "checkpoints.jsonl", every=50), tmp_path / "segments")
+    catalog = kept_in(catalog.engine, folder)
     catalog.checkpoint()
     for i in range(OLD, OLD + NEW):
         with catalog.session() as session:
             ledger.append_many(session, [event(i)])
     return catalog
+
+
+def kept_in(engine: Engine, folder: Path) -> Catalog:
+    """The catalog with its checkpoints and segments in `folder`."""
+    return Catalog(engine, Checkpoints(folder / "checkpoints.jsonl", every=50), folder / "segments")
 
 
 def event(i: int) -> ledger.Event:
