@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
@@ -57,6 +58,18 @@ def spark() -> SparkSession:
     session = builder.getOrCreate()
     yield session
     session.stop()
+
+
+# Spark's JVMs in the processes a test starts (the CLI, Dagster's run workers) each live for one
+# command: compiling for peak speed and collecting garbage on many threads cost them seconds they
+# never earn back. The test process's own session, started first, keeps the JVM's defaults.
+QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+@pytest.fixture(autouse=True)
+def quick_spark_in_child_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in ("SPARK_SUBMIT_OPTS", "SPARK_LAUNCHER_OPTS"):  # Spark's driver, and the launcher before it
+        monkeypatch.setenv(variable, f"{os.environ.get(variable, '')} {QUICK_JVM}".strip())
 
 
 @pytest.fixture(autouse=True)
