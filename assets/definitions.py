@@ -12,7 +12,7 @@ import dagster as dg
 from assets.factory import broken_asset, build_assets
 from assets.maintenance import ledger_maintenance, nightly_ledger_maintenance
 from assets.sensors import dropzone_sensor, feeds_sensor
-from governance.config import Settings
+from governance.config import DROPZONE_SENSOR_SECONDS, Settings
 from governance.errors import SpecProblem
 from governance.spec import LoadedSpecs, Spec, SpecSet, load_valid_specs
 from governance.zones import AssetKey
@@ -39,11 +39,13 @@ def definitions_for(
     specs: SpecSet,
     *,
     sensor_running: bool = True,
+    sensor_seconds: int = DROPZONE_SENSOR_SECONDS,
     pending: Mapping[AssetKey, str] | None = None,
     broken: Mapping[AssetKey, tuple[SpecProblem, ...]] | None = None,
     shown: Mapping[AssetKey, Spec] | None = None,
 ) -> dg.Definitions:
-    sensors = [sensor for sensor in (dropzone_sensor(specs, running=sensor_running), feeds_sensor(specs)) if sensor]
+    dropzone = dropzone_sensor(specs, running=sensor_running, every_seconds=sensor_seconds)
+    sensors = [sensor for sensor in (dropzone, feeds_sensor(specs)) if sensor]
     shown = shown or {}
     return dg.Definitions(
         assets=[
@@ -79,6 +81,7 @@ def defs() -> dg.Definitions:
         return definitions_for(
             loaded.specs,
             sensor_running=settings.dropzone_sensor,
+            sensor_seconds=settings.dropzone_sensor_seconds,
             pending=pending,
             broken=loaded.broken,
             shown=shown,

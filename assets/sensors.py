@@ -12,6 +12,7 @@ import dagster as dg
 from dagster._core.storage.tags import RUN_KEY_TAG, SENSOR_NAME_TAG
 
 from assets.factory import PARTITION_FORMAT, REQUESTED_BY_TAG
+from governance.config import DROPZONE_SENSOR_SECONDS
 from governance.spec import Spec, SpecSet
 from resources import CustodyResource
 
@@ -26,12 +27,14 @@ HEALTH_EVERY = timedelta(minutes=15)
 # What changes a feed's state, shown on its asset at the next tick.
 STATE = ("custody/collectors_running", "custody/replicas", "custody/last_error")
 BATCH_TAG = "custody/batch"
-EVERY_SECONDS = 30
 
 
-def dropzone_sensor(specs: SpecSet, *, running: bool = True) -> dg.SensorDefinition | None:
+def dropzone_sensor(
+    specs: SpecSet, *, running: bool = True, every_seconds: int = DROPZONE_SENSOR_SECONDS
+) -> dg.SensorDefinition | None:
     """None when no spec is a landing asset: there is no DropZone to watch. `running` is its state
-    until someone starts or stops it in the UI (CUSTODY_DROPZONE_SENSOR=off: stopped)."""
+    until someone starts or stops it in the UI (CUSTODY_DROPZONE_SENSOR=off: stopped); it ticks at
+    most every `every_seconds` (CUSTODY_DROPZONE_SENSOR_SECONDS)."""
     landing = [spec for spec in specs if spec.takes_batches]
     if not landing:
         return None
@@ -40,7 +43,7 @@ def dropzone_sensor(specs: SpecSet, *, running: bool = True) -> dg.SensorDefinit
         name=SENSOR,
         asset_selection=[dg.AssetKey([s.key.domain, s.key.name]) for s in landing],
         default_status=dg.DefaultSensorStatus.RUNNING if running else dg.DefaultSensorStatus.STOPPED,
-        minimum_interval_seconds=EVERY_SECONDS,
+        minimum_interval_seconds=every_seconds,
         required_resource_keys={"custody"},
         description="One ingestion run per ready DropZone batch, as the user its _batch.yaml names; "
         "a batch that user may not ingest is refused in the ledger and reported once.",

@@ -29,6 +29,7 @@ DEFAULT_JDBC_DRIVER = Path("/usr/share/java/postgresql.jar")
 URI = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://(.*)")
 # How a policy switch may be spelled; it is pinned as on or off.
 ON, OFF = ("on", "true", "1", "yes"), ("off", "false", "0", "no")
+DROPZONE_SENSOR_SECONDS = 30
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ class Settings:
     # Which policy settings this process was given rather than defaulted: those must agree with the pinned ones.
     explicit: frozenset[str] = field(default=frozenset())
     dropzone_sensor: bool = True
+    # How often the DropZone sensor looks for ready batches.
+    dropzone_sensor_seconds: int = DROPZONE_SENSOR_SECONDS
     transform_packages: tuple[str, ...] = DEFAULT_TRANSFORM_PACKAGES
     # CUSTODY_SPARK_CONF as given: a file's path or KEY=VALUE pairs, read when Spark starts.
     spark_conf: str = ""
@@ -91,6 +94,8 @@ class Settings:
             specs_approval=env.get("CUSTODY_SPECS_APPROVAL") or "on",
             explicit=_explicit(env),
             dropzone_sensor=_on_off(env, "CUSTODY_DROPZONE_SENSOR", default=True),
+            dropzone_sensor_seconds=env_count(env, "CUSTODY_DROPZONE_SENSOR_SECONDS", "seconds")
+            or DROPZONE_SENSOR_SECONDS,
             transform_packages=_packages(env, "CUSTODY_TRANSFORM_PACKAGES") or DEFAULT_TRANSFORM_PACKAGES,
             spark_conf=env.get("CUSTODY_SPARK_CONF") or "",
             feeds_store_url=env.get("CUSTODY_FEEDS_STORE") or "",

@@ -67,6 +67,18 @@ def spark() -> SparkSession:
     session.stop()
 
 
+# Spark's JVMs in the processes a test starts (the CLI, Dagster's run workers) each live for one
+# command: compiling for peak speed and collecting garbage on many threads cost them seconds they
+# never earn back. The test process's own session, started first, keeps the JVM's defaults.
+QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+@pytest.fixture(autouse=True)
+def quick_spark_in_child_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in ("SPARK_SUBMIT_OPTS", "SPARK_LAUNCHER_OPTS"):  # Spark's driver, and the launcher before it
+        monkeypatch.setenv(variable, f"{os.environ.get(variable, '')} {QUICK_JVM}".strip())
+
+
 @pytest.fixture(autouse=True)
 def specs_taken_as_they_are(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests of other features run on spec files without an owner applying them first; the tests of

@@ -60,14 +60,20 @@ def webserver(cli_env):
             if server.poll() is not None:
                 raise AssertionError(f"webserver exited: {server.stderr.read()[-2000:]}") from None
             assert time.monotonic() < deadline, "webserver did not start in 120 s"
-            time.sleep(0.5)
+            time.sleep(0.1)
     yield port
     os.killpg(server.pid, signal.SIGTERM)
     server.wait(timeout=30)
 
 
 def start_daemon(cli_env, sensor: str = "on") -> subprocess.Popen:
-    env = {**os.environ, "DAGSTER_HOME": str(cli_env.dagster_home), "CUSTODY_DROPZONE_SENSOR": sensor}
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(cli_env.dagster_home),
+        "CUSTODY_DROPZONE_SENSOR": sensor,
+        # As often as the daemon looks at its sensors: a test waits for the next tick, not half a minute.
+        "CUSTODY_DROPZONE_SENSOR_SECONDS": "5",
+    }
     return subprocess.Popen(
         [str(WEBSERVER.with_name("dagster-daemon")), "run", "-w", "workspace.yaml"],
         cwd=ROOT,

@@ -52,6 +52,7 @@ class Page:
     def __init__(self, driver: WebDriver, port: int):
         self.driver, self.port = driver, port
         self.wait = WebDriverWait(driver, WAIT_SECONDS)
+        self.community_asked = False
         # For what React may redraw between finding an element and using it: find it again.
         self.redrawn = WebDriverWait(driver, WAIT_SECONDS, ignored_exceptions=(StaleElementReferenceException,))
 
@@ -65,13 +66,17 @@ class Page:
         self._dismiss_newsletter()
 
     def _dismiss_newsletter(self) -> None:
-        """Dagster asks a new browser once to join its community; the question covers the page."""
+        """Dagster asks a new browser once to join its community; the question covers the page. Once
+        skipped, it is not asked again: no page after waits for it."""
+        if self.community_asked:
+            return
         try:
             WebDriverWait(self.driver, 5).until(
                 ready.element_to_be_clickable((By.XPATH, "//button[normalize-space()='Skip']"))
             ).click()
         except TimeoutException:
             return
+        self.community_asked = True
 
     def click(self, xpath: str) -> None:
         """Click once the element is clickable; again if React redrew it between finding and clicking."""

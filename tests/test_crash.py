@@ -21,8 +21,9 @@ PEOPLE = AssetKey("t", "people")
 ROWS = 400_000
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def big_csv(tmp_path_factory):
+    """Written once: each test copies it into its own DropZone and never changes it."""
     path = tmp_path_factory.mktemp("big") / "people.csv"
     with open(path, "w") as handle:
         handle.write("id,name,score\n")

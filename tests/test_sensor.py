@@ -9,12 +9,14 @@ import dagster as dg
 import pytest
 
 import governance.dropzone
-from assets.definitions import definitions_for
+from assets.definitions import definitions_for, defs
 from assets.factory import build_assets
 from assets.sensors import SENSOR
 from governance import ledger
 from governance.batches import READY_MARKER, batch_stamp
+from governance.config import Settings
 from governance.demo import PRODUCTS, drop_demo_batches
+from governance.errors import InvalidInput
 from tests.conftest import drop
 
 CSV = b"product_id,product_name,category,unit_price\nP1,Pen,office,1.50\n"
@@ -68,6 +70,24 @@ def refusals(catalog) -> list[tuple[str, str, str]]:
     with catalog.session() as session:
         found = ledger.entries(session, ledger.LedgerFilter(action="ingest"))
     return [(e.actor, json.loads(e.details)["batch"], json.loads(e.details)["reason"]) for e in found]
+
+
+def test_the_code_location_s_sensor_ticks_every_30_seconds_or_as_custody_dropzone_sensor_seconds_says(
+    cli_env, monkeypatch
+):
+    assert defs().resolve_sensor_def(SENSOR).minimum_interval_seconds == 30
+    monkeypatch.setenv("CUSTODY_DROPZONE_SENSOR_SECONDS", "5")
+    assert defs().resolve_sensor_def(SENSOR).minimum_interval_seconds == 5
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "2.5", "half a minute"])
+def test_a_sensor_interval_that_is_not_a_whole_number_of_seconds_is_refused(value):
+    with pytest.raises(InvalidInput) as refused:
+        Settings.from_env({"CUSTODY_DROPZONE_SENSOR_SECONDS": value})
+    assert (
+        str(refused.value)
+        == f"CUSTODY_DROPZONE_SENSOR_SECONDS={value!r}: expected a whole number of seconds, at least 1"
+    )
 
 
 def test_each_ready_batch_is_one_run_request_keyed_by_the_batch_for_its_requester(lake, evaluate):
