@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from assets.launch import _outcome, instance_for
+from assets.launch import EARLIER_INSTANCE_YAMLS, INSTANCE_YAML, _outcome, instance_for
 from governance.zones import Lake
 from tests.conftest import ROOT, drop
 from tests.dagster_servers import free_port
@@ -137,3 +137,16 @@ def test_make_ui_verbose_shows_dagster_s_own_lines_for_a_run(verbose_ui, cli_env
     assert f"{run_id} - " in text and "STEP_FAILURE" in text and "Stack Trace" in text
     assert f" - custody - run {run_id} failed: sales/names_and_products: {message}" in text
     assert "Use 'dg dev' instead" in text
+
+
+def test_a_home_with_an_earlier_default_instance_gets_the_quiet_console_and_an_edited_one_is_kept(settings):
+    home = settings.dagster_home
+    instance_for(settings)
+    for earlier in EARLIER_INSTANCE_YAMLS:
+        (home / "dagster.yaml").write_text(earlier, encoding="utf-8")
+        instance_for(settings)
+        assert (home / "dagster.yaml").read_text(encoding="utf-8") == INSTANCE_YAML.read_text(encoding="utf-8")
+    edited = EARLIER_INSTANCE_YAMLS[-1].replace("max_concurrent_runs: 10", "max_concurrent_runs: 4")
+    (home / "dagster.yaml").write_text(edited, encoding="utf-8")
+    instance_for(settings)
+    assert (home / "dagster.yaml").read_text(encoding="utf-8") == edited
