@@ -9,6 +9,7 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
@@ -44,13 +45,17 @@ class Console:
             time.sleep(1)
 
     def stop(self) -> str:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=30)
+        """Stop make and every process it started: `dagster dev` outlives a make stopped first."""
+        group = self.process.pid
+        with suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGTERM)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                self.process.poll()
+                os.killpg(group, 0)
+                time.sleep(0.5)
+            os.killpg(group, signal.SIGKILL)
+        self.process.wait(timeout=30)
         return self.text()
 
 
