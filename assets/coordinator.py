@@ -8,6 +8,7 @@ decision is recorded in the ledger as the one each step makes again when it star
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +30,7 @@ from dagster._utils.tags import TagConcurrencyLimitsCounter
 from dagster_graphql.implementation.utils import UserFacingGraphQLError
 from dagster_graphql.schema.errors import GraphenePythonError
 
+from assets.console import say, verbose
 from assets.factory import REQUESTED_BY_TAG, SYSTEM_TAGS, channel
 from assets.runs import PROCESS_TAGS
 from governance.errors import CustodyError, NotFound
@@ -52,7 +54,8 @@ class RunRefused(UserFacingGraphQLError):
     shows the decision's reason alone: no stack of the webserver's own frames under it."""
 
     def __init__(self, reason: str):
-        self.message = f"Custody refused this run: {reason.removeprefix('denied: ')}"
+        self.reason = reason.removeprefix("denied: ")
+        self.message = f"Custody refused this run: {self.reason}"
         super().__init__(GraphenePythonError(SerializableErrorInfo(self.message, stack=[], cls_name=None)))
 
     def __str__(self) -> str:
@@ -105,7 +108,11 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
             try:
                 self.admit(run)
             except CustodyError as err:
-                raise RunRefused(str(err)) from err
+                refused = RunRefused(str(err))
+                say(f"run {run.run_id} refused: {refused.reason}")
+                if not verbose():
+                    leave_refusals_to_their_line()
+                raise refused from err
         return super().submit_run(context)
 
     def admit(self, run: dg.DagsterRun) -> dg.DagsterRun:
@@ -176,6 +183,22 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
             ]
             self._limits_for = stamp
         return self._limits
+
+
+class _RefusalsSaid(logging.Filter):
+    """Drops a record that logs a refusal's stack: the refusal's own line has said it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], RunRefused))
+
+
+def leave_refusals_to_their_line() -> None:
+    """Dagster's daemon logs a refused run that a sensor or schedule submitted as an error, with the
+    refusal's whole stack, on the handlers of its `dagster` logger; the webserver hands the refusal to
+    the UI and logs nothing."""
+    for handler in logging.getLogger("dagster").handlers:
+        if not any(isinstance(f, _RefusalsSaid) for f in handler.filters):
+            handler.addFilter(_RefusalsSaid())
 
 
 def forget(instance: dg.DagsterInstance, run_id: str) -> None:

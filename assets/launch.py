@@ -15,6 +15,7 @@ from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
 from dagster._core.events import DagsterEvent
 from dagster._core.storage.tags import PARTITION_NAME_TAG
 
+from assets.console import step_failure_message
 from assets.coordinator import admitted, start_when_free
 from assets.definitions import definitions_for
 from assets.factory import PARTITION_FORMAT, REQUESTED_BY_TAG
@@ -27,8 +28,16 @@ from governance.spec import SpecSet, load_valid_specs
 from governance.zones import AssetKey
 
 INSTANCE_YAML = Path(__file__).with_name("dagster.yaml")
-# What homes made before Custody had its coordinator hold: replaced, as nobody chose it.
-EARLIER_INSTANCE_YAML = "telemetry:\n  enabled: false\n"
+# What homes were given before assets/dagster.yaml said what it says now: replaced, as nobody chose it.
+EARLIER_INSTANCE_YAMLS = (
+    "telemetry:\n  enabled: false\n",
+    (
+        "# Custody's Dagster instance, written to $CUSTODY_HOME/dagster/dagster.yaml when missing; `make ui`\n"
+        '# and the custody CLI share it. Edit the copy there: the README\'s "The Dagster UI" says what it decides.\n'
+        "telemetry:\n  enabled: false\nrun_coordinator:\n  module: assets.coordinator\n  class: CustodyRunCoordinator\n"
+        "  config:\n    max_concurrent_runs: 10\n    dequeue_interval_seconds: 1\n"
+    ),
+)
 # Dagster's own console lines only with --verbose: a failure's one clean message is the CLI's.
 QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 VERBOSE_CONSOLE = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -91,18 +100,22 @@ def instance_for(settings: Settings) -> dg.DagsterInstance:
     The first process to open it writes its settings and creates its storage while the others
     wait: commands started at once on a fresh home would otherwise create the same tables together."""
     home = settings.dagster_home
-    require_psycopg2(home / "dagster.yaml")
-    if (home / CREATED).exists():
+    config = home / "dagster.yaml"
+    require_psycopg2(config)
+    if (home / CREATED).exists() and not _unchosen(config):
         return dg.DagsterInstance.from_config(str(home))
     with file_lock(home / CREATING_LOCK):
-        config = home / "dagster.yaml"
-        if not config.exists() or config.read_text(encoding="utf-8") == EARLIER_INSTANCE_YAML:
+        if not config.exists() or _unchosen(config):
             temporary = config.with_name(config.name + ".tmp")
             temporary.write_text(INSTANCE_YAML.read_text(encoding="utf-8"), encoding="utf-8")
             os.replace(temporary, config)  # the webserver or daemon may be reading it
         instance = dg.DagsterInstance.from_config(str(home))
         (home / CREATED).touch()
         return instance
+
+
+def _unchosen(config: Path) -> bool:
+    return config.exists() and config.read_text(encoding="utf-8") in EARLIER_INSTANCE_YAMLS
 
 
 if __name__ == "__main__":
@@ -228,13 +241,11 @@ def _outcome(instance: dg.DagsterInstance, run_id: str) -> RunOutcome:
 
 
 def _failure(event: DagsterEvent) -> StepFailure:
-    data = event.step_failure_data
-    user = data.user_failure_data
+    user = event.step_failure_data.user_failure_data
     metadata = user.metadata if user else {}
     code = metadata.get("custody/exit_code")
     exit_code = code.value if isinstance(code, dg.IntMetadataValue) and code.value is not None else 1
-    message = user.description if user and user.description else data.error.message.strip() if data.error else "failed"
-    return StepFailure(event.step_key or "?", message, exit_code)
+    return StepFailure(event.step_key or "?", step_failure_message(event), exit_code)
 
 
 class _Follower(threading.Thread):

@@ -1,0 +1,157 @@
+"""What `make ui` prints: one line for each refused or failed run, and Dagster's own lines with VERBOSE=1."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import suppress
+from pathlib import Path
+
+import pytest
+
+from assets.launch import EARLIER_INSTANCE_YAMLS, INSTANCE_YAML, _outcome, instance_for
+from governance.zones import Lake
+from tests.conftest import ROOT, drop
+from tests.dagster_servers import free_port
+from tests.helpers import cli
+from tests.test_ui import PRODUCTS_CSV, launch_answer
+
+REFUSAL = re.compile(r" - custody - run (\S+) refused: (.*)$")
+NOT_IN_FORCE = "sales/products has no definition in force yet"
+
+
+class Console:
+    """`make ui` on the test's home, its console written to a file."""
+
+    def __init__(self, path: Path, process: subprocess.Popen, port: int):
+        self.path, self.process, self.port = path, process, port
+
+    def text(self) -> str:
+        return self.path.read_text(encoding="utf-8")
+
+    def lines(self) -> list[str]:
+        return self.text().splitlines()
+
+    def wait_for(self, pattern: str, seconds: float = 240) -> None:
+        deadline = time.monotonic() + seconds
+        while pattern not in self.text():
+            assert self.process.poll() is None, f"make ui exited: {self.text()[-2000:]}"
+            assert time.monotonic() < deadline, f"{pattern!r} not on the console in {seconds:g} s"
+            time.sleep(1)
+
+    def stop(self) -> str:
+        """Stop make and every process it started: `dagster dev` outlives a make stopped first."""
+        group = self.process.pid
+        with suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGTERM)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                self.process.poll()
+                os.killpg(group, 0)
+                time.sleep(0.5)
+            os.killpg(group, signal.SIGKILL)
+        self.process.wait(timeout=30)
+        return self.text()
+
+
+def make_ui(tmp_path: Path, *make_args: str) -> Iterator[Console]:
+    port = free_port()
+    path = tmp_path / "console.txt"
+    with path.open("w", encoding="utf-8") as out:
+        process = subprocess.Popen(
+            ["make", "--no-print-directory", "ui", f"UI_ARGS=-h 127.0.0.1 -p {port}", *make_args],
+            cwd=ROOT,
+            start_new_session=True,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    console = Console(path, process, port)
+    try:
+        deadline = time.monotonic() + 240
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2)
+                break
+            except OSError:
+                assert process.poll() is None, f"make ui exited: {console.text()[-2000:]}"
+                assert time.monotonic() < deadline, "the webserver did not start in 240 s"
+                time.sleep(1)
+        yield console
+    finally:
+        console.stop()
+
+
+@pytest.fixture
+def ui(cli_env, tmp_path, monkeypatch, capsys) -> Iterator[Console]:
+    """`make ui`, with approval on and only sales/names_and_products applied: the DropZone sensor's
+    run of a products batch is refused when the daemon submits it."""
+    monkeypatch.setenv("CUSTODY_SPECS_APPROVAL", "on")
+    monkeypatch.setenv("CUSTODY_DROPZONE_SENSOR", "on")
+    code, _, err = cli(capsys, "specs", "apply", "sales/names_and_products", "--as", "alice")
+    assert code == 0, err
+    drop(Lake(cli_env.lake), "sales/products", "from-bob", {"products.csv": PRODUCTS_CSV}, requested_by="bob")
+    yield from make_ui(tmp_path)
+
+
+@pytest.fixture
+def verbose_ui(cli_env, tmp_path, monkeypatch) -> Iterator[Console]:
+    monkeypatch.setenv("CUSTODY_DROPZONE_SENSOR", "off")
+    yield from make_ui(tmp_path, "VERBOSE=1")
+
+
+def failed_run(console: Console, cli_env) -> tuple[str, str]:
+    """A UI run of sales/names_and_products before its inputs have versions: its step fails. Its id,
+    and what its failed step said."""
+    answer = launch_answer(console.port, ["sales", "names_and_products"], {}, {"custody/requested_by": "bob"})
+    assert answer["__typename"] == "LaunchRunSuccess", answer
+    run_id = answer["run"]["runId"]
+    instance = instance_for(cli_env)
+    deadline = time.monotonic() + 300
+    while not (run := instance.get_run_by_id(run_id)).is_finished:
+        assert time.monotonic() < deadline, f"the run did not finish in 300 s: {run.status}"
+        time.sleep(1)
+    [failure] = _outcome(instance, run_id).failures
+    console.wait_for(f"run {run_id} failed")
+    return run_id, failure.message
+
+
+def test_make_ui_says_one_line_for_each_refused_or_failed_run_and_no_stack(ui, cli_env):
+    answer = launch_answer(ui.port, ["sales", "names_and_products"], {}, {})
+    reason = answer["message"].removeprefix("Custody refused this run: ")
+    run_id, message = failed_run(ui, cli_env)
+    ui.wait_for(NOT_IN_FORCE)
+    text = ui.stop()
+    assert "Traceback" not in text and "Stack Trace" not in text
+    [failed] = [line for line in ui.lines() if run_id in line]
+    assert failed.endswith(f" - custody - run {run_id} failed: sales/names_and_products: {message}")
+    refusals = [match.groups() for line in ui.lines() if (match := REFUSAL.search(line))]
+    assert [why for _, why in refusals if why == reason] == [reason]
+    assert {why for _, why in refusals} - {reason} and all(NOT_IN_FORCE in why for _, why in refusals if why != reason)
+    assert len({refused for refused, _ in refusals}) == len(refusals)
+    assert "Use 'dg dev' instead" not in text and "is currently in beta" not in text
+
+
+def test_make_ui_verbose_shows_dagster_s_own_lines_for_a_run(verbose_ui, cli_env):
+    run_id, message = failed_run(verbose_ui, cli_env)
+    text = verbose_ui.stop()
+    assert f"{run_id} - " in text and "STEP_FAILURE" in text and "Stack Trace" in text
+    assert f" - custody - run {run_id} failed: sales/names_and_products: {message}" in text
+    assert "Use 'dg dev' instead" in text
+
+
+def test_a_home_with_an_earlier_default_instance_gets_the_quiet_console_and_an_edited_one_is_kept(settings):
+    home = settings.dagster_home
+    instance_for(settings)
+    for earlier in EARLIER_INSTANCE_YAMLS:
+        (home / "dagster.yaml").write_text(earlier, encoding="utf-8")
+        instance_for(settings)
+        assert (home / "dagster.yaml").read_text(encoding="utf-8") == INSTANCE_YAML.read_text(encoding="utf-8")
+    edited = EARLIER_INSTANCE_YAMLS[-1].replace("max_concurrent_runs: 10", "max_concurrent_runs: 4")
+    (home / "dagster.yaml").write_text(edited, encoding="utf-8")
+    instance_for(settings)
+    assert (home / "dagster.yaml").read_text(encoding="utf-8") == edited
