@@ -56,6 +56,39 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     setattr(item, f"rep_{report.when}", report)
 
 
+# The modules whose tests share a set-up made once per module or session. `make test` runs the tests
+# on several workers (pytest-xdist, --dist loadgroup); each of these modules runs on one of them.
+SHARED_SETUP = {
+    "test_spark_cluster.py": "a standalone cluster and the demo run on it",
+    "test_restore.py": "a home built for the module",
+    "test_feeds.py": "an S3-compatible server",
+    "test_access_ldap.py": "a slapd",
+    "test_directory.py": "a slapd",
+    "test_column_lineage.py": "the tables written for the module",
+}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name in SHARED_SETUP:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """pytest-xdist keeps a group on one worker by writing the group into its tests' node ids; under a
+    pytest where that no longer takes (pytest-xdist#1386), each worker would make every shared set-up."""
+    if node.config.getoption("dist") != "loadgroup":
+        return
+    spread = [nodeid for nodeid in ids if Path(nodeid.split("::")[0]).name in SHARED_SETUP and "@" not in nodeid]
+    if spread:
+        raise pytest.UsageError(
+            f"pytest-xdist did not group {spread[0]} with the tests it shares its set-up with: "
+            "this pytest and pytest-xdist's --dist loadgroup do not work together (pytest-xdist#1386)"
+        )
+
+
 @pytest.fixture(scope="session")
 def spark() -> SparkSession:
     require_java()

@@ -16,9 +16,6 @@ from governance.demo import drop_demo_batches
 from governance.zones import Lake
 from tests.ldap_server import LdapServer, environment, free_port, password_of, populated_slapd
 
-# Under pytest-xdist this module's tests run on one worker, as they share one slapd.
-pytestmark = pytest.mark.xdist_group("ldap")
-
 CANARY = "canary-Bind-5ecret-7f3a"
 
 

@@ -13,9 +13,6 @@ from pyspark.sql import functions as F
 from governance.lineage.columns import Kind, Transformation
 from governance.lineage.spark import PlanLineage, extract
 
-# Under pytest-xdist this module's tests run on one worker, as they share the tables written for the module.
-pytestmark = pytest.mark.xdist_group("column_lineage")
-
 D, I = Kind.DIRECT, Kind.INDIRECT
 IDENTITY, TRANSFORMATION, AGGREGATION, UNKNOWN = (
     Transformation.IDENTITY,

@@ -14,9 +14,6 @@ from governance.errors import DirectoryUnavailable, InvalidInput, InvalidName, N
 from tests.helpers import alias_bomb
 from tests.ldap_server import LdapServer, admin, make_ca, password_of, populated_slapd
 
-# Under pytest-xdist this module's tests run on one worker, as they share one slapd.
-pytestmark = pytest.mark.xdist_group("directory_ldap")
-
 CANARY = "canary-b1nd-Pa55w0rd"
 INJECTIONS = [
     "*",

@@ -45,9 +45,6 @@ from governance.zones import AssetKey
 from tests.feed_server import running_feed_server
 from tests.s3_server import CREDENTIALS, running_s3
 
-# Under pytest-xdist this module's tests run on one worker, as they share one S3-compatible server.
-pytestmark = pytest.mark.xdist_group("feeds_s3")
-
 HOUR_START = datetime(2026, 11, 23, 14, tzinfo=UTC)
 KEY = AssetKey("market", "prices")
 FEED = "market.prices"

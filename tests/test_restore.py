@@ -25,9 +25,6 @@ from governance.zones import Lake
 from tests.conftest import DEMO_SPECS, drop
 from tests.helpers import cli
 
-# Under pytest-xdist this module's tests run on one worker, as they copy one home built for the module.
-pytestmark = pytest.mark.xdist_group("restore")
-
 KEY = "restore-test-key"
 CLIENT = {"name": "ann", "surname": "lee", "order": {"product_id": 1, "quantity": 2}, "version": "30"}
 # 20 good rows and one that is not JSON: under the spec's max_bad_fraction of 5 %, so it is quarantined.

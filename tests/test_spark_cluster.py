@@ -12,9 +12,6 @@ from pathlib import Path
 import psycopg
 import pytest
 
-# Under pytest-xdist this module's tests run on one worker, as they share one standalone cluster and the demo run on it.
-pytestmark = pytest.mark.xdist_group("spark_cluster")
-
 ROOT = Path(__file__).resolve().parents[1]
 # A run takes both workers' cores and half their memory; the driver is reached on loopback, where
 # the workers are, whatever this host's name resolves to.
