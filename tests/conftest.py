@@ -68,11 +68,26 @@ SHARED_SETUP = {
 }
 
 
+# The modules with the longest tests (a cluster, Dagster's servers, a browser, child processes). They
+# run first, so that xdist's workers share out the short tests at the end and finish together.
+LONGEST_FIRST = (
+    "test_spark_cluster.py",
+    "test_ui.py",
+    "test_browser.py",
+    "test_ui_console.py",
+    "test_feeds_cli.py",
+    "test_dagster_postgres.py",
+    "test_crash.py",
+)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name in SHARED_SETUP:
             item.add_marker(pytest.mark.xdist_group(item.path.stem))
+    rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 @pytest.hookimpl(optionalhook=True)
