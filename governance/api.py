@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from governance.access.guard import authenticate
+from governance.access.passwords import delay_base
 from governance.access.policy import Identity, Policy
 from governance.access.reads import Target, open_version, read_dataframe, read_table
 from governance.access.settings import pinned_settings, policy_of
@@ -75,7 +76,7 @@ class Custody:
         from the next decision. The directory is kept while they stay the same."""
         values = pinned_settings(self.store, self.settings, self.environ).values()
         if self._policy is None or self._policy[0] != values:
-            self._policy = (values, policy_of(values, self.environ))
+            self._policy = (values, policy_of(values, self.environ, self.settings.home))
         return self._policy[1]
 
     def identity(self, user: str, password: str | None = None, run_id: str | None = None) -> Identity:
@@ -85,7 +86,7 @@ class Custody:
         if password is None:
             return Identity.asserted(user)
         with closing_checkpoint():
-            return authenticate(self.store, self.policy, user, password, run_id)
+            return authenticate(self.store, self.policy, user, password, run_id, delay_base(self.environ))
 
     def open(self, target: str, *, as_user: str, password: str | None = None) -> VersionRow:
         """The version `target` names (newest committed without `@N`), once `as_user` may read it.

@@ -74,7 +74,7 @@ class Settings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
-        home = Path(env.get("CUSTODY_HOME") or DEFAULT_HOME).absolute()
+        home = home_of(env)
         return cls(
             home=home,
             lake=posix_path(env["CUSTODY_LAKE"], "CUSTODY_LAKE") if env.get("CUSTODY_LAKE") else home / "lake",
@@ -206,6 +206,11 @@ def _on_off(environ: Mapping[str, str], name: str, *, default: bool) -> bool:
 def is_dotted_name(name: str) -> bool:
     """`a.b.c`, each part a Python identifier: no empty part, no leading dot (a relative name)."""
     return all(part.isidentifier() for part in name.split("."))
+
+
+def home_of(environ: Mapping[str, str]) -> Path:
+    """CUSTODY_HOME, or the default under the current folder."""
+    return Path(environ.get("CUSTODY_HOME") or DEFAULT_HOME).absolute()
 
 
 def env_amount(environ: Mapping[str, str], name: str, unit: str) -> float | None:

@@ -62,6 +62,7 @@ class Action:
     SETTINGS_REFUSED = "settings.refused"
     FEED_REFUSED = "feed.refused"
     FEED_DELETED = "feed.deleted"
+    PASSWORD_CHANGED = "password.changed"
 
 
 HASHED = ("seq", "ts", "actor", "action", "asset_key", "version", "run_id", "details", "assurance")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import dagster as dg
 from pydantic import PrivateAttr
 
-from governance.config import Settings, posix_path
+from governance.config import Settings, home_of, posix_path
 from governance.zones import Lake
 
 if TYPE_CHECKING:
@@ -105,14 +105,16 @@ def _emitter(setting: str, home: Path, api_key: str | None) -> Emitter:
 
 
 def _directory(setting: str, environ: Mapping[str, str]) -> Directory:
-    ldap = {name: value for name, value in environ.items() if name.startswith("CUSTODY_LDAP_")}
-    return _shared_directory(setting, str(Path.cwd()), tuple(sorted(ldap.items())))
+    # What the directory is opened with: the LDAP settings, and the home that keeps a file directory.
+    used = {name: value for name, value in environ.items() if name.startswith("CUSTODY_LDAP_")}
+    used["CUSTODY_HOME"] = str(home_of(environ))
+    return _shared_directory(setting, str(Path.cwd()), tuple(sorted(used.items())))
 
 
 @cache
-def _shared_directory(setting: str, cwd: str, ldap: tuple[tuple[str, str], ...]) -> Directory:
+def _shared_directory(setting: str, cwd: str, used: tuple[tuple[str, str], ...]) -> Directory:
     # Kept across runs for as long as the settings stay the same: an LDAP directory with its
     # membership cache; a file directory, which reads its file again whenever it changes.
     from governance.access.directory import open_directory
 
-    return open_directory(setting, dict(ldap))
+    return open_directory(setting, dict(used))

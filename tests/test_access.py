@@ -11,7 +11,7 @@ import pytest
 
 from governance import ledger
 from governance.access.directory import FileDirectory
-from governance.access.guard import authenticate, authorize, run_identity
+from governance.access.guard import authorize, run_identity
 from governance.access.policy import (
     Identity,
     Policy,
@@ -153,14 +153,6 @@ def test_a_refused_name_is_recorded_escaped(catalog, policy, demo_specs):
     with catalog.session() as session:
         [entry] = ledger.entries(session, ledger.LedgerFilter(action="read"))
     assert entry.actor == "'ali\\x00ce'"
-
-
-def test_a_password_the_file_directory_cannot_check_is_denied_and_recorded(catalog, policy):
-    with pytest.raises(AccessDenied, match="needs an LDAP directory"):
-        authenticate(catalog, policy, "carol", "secret")
-    with catalog.session() as session:
-        [entry] = ledger.entries(session, ledger.LedgerFilter(action="authenticate"))
-    assert (entry.actor, entry.assurance, json.loads(entry.details)["result"]) == ("carol", "none", "denied")
 
 
 def test_a_purge_touching_a_restricted_asset_needs_a_verified_admin(policy, demo_specs):

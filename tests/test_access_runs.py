@@ -145,13 +145,13 @@ def test_run_config_cannot_change_the_catalog_the_directory_or_spark(
     assert decisions(catalog, "ingest") == []
 
 
-@pytest.fixture
-def directory_copy(cli_env, tmp_path, monkeypatch) -> Path:
-    """The demo directory, copied so that grants can change it."""
-    path = tmp_path / "directory.yaml"
-    shutil.copy("assets/directory.yaml", path)
-    monkeypatch.setenv("CUSTODY_DIRECTORY", f"file:{path}")
-    return path
+DEMO_DIRECTORY = Path("assets/directory.yaml")
+
+
+def home_directory(settings) -> Path:
+    """The home's copy of the demo directory, which grants and revokes change."""
+    [copy] = (settings.home / "directory").glob("*.yaml")
+    return copy
 
 
 def test_read_gives_rows_to_a_consumer_and_denies_others_with_exit_3(landed, capsys):
@@ -227,12 +227,15 @@ def test_purge_needs_the_admin_group(landed, capsys):
     assert cli(capsys, "purge", "sales/products@1", "--by", "alice")[0] == 0
 
 
-def test_an_owner_grants_and_revokes_a_role_in_the_file_directory(directory_copy, landed, capsys):
+def test_an_owner_grants_and_revokes_a_role_in_the_home_s_copy_of_the_file_directory(landed, capsys):
+    seed = DEMO_DIRECTORY.read_bytes()
     code, out, _ = cli(capsys, "access", "grant", "consumer", "sales/products", "eve", "--by", "alice")
     assert code == 0 and "eve added to sales-consumers: consumer of sales/products" in out
     assert "sales/clients" in out  # the group holds roles on the other sales assets too
-    assert "eve" in directory_copy.read_text().split("sales-consumers:")[1].splitlines()[0]
-    assert directory_copy.read_text().startswith("# The demo's file directory")
+    copy = home_directory(landed).read_text()
+    assert "eve" in copy.split("sales-consumers:")[1].splitlines()[0]
+    assert copy.startswith("# This home's file directory, first copied from ") and "# The demo's file" in copy
+    assert DEMO_DIRECTORY.read_bytes() == seed
     assert cli(capsys, "read", "sales/products", "--as", "eve")[0] == 0
     code, out, _ = cli(capsys, "access", "revoke", "consumer", "sales/products", "eve", "--by", "alice")
     assert code == 0 and "eve removed from sales-consumers" in out and "still in" not in out
@@ -244,25 +247,24 @@ def test_an_owner_grants_and_revokes_a_role_in_the_file_directory(directory_copy
     ]
 
 
-def test_only_an_owner_grants(directory_copy, cli_env, capsys):
-    before = directory_copy.read_text()
+def test_only_an_owner_grants(cli_env, capsys):
     code, _, err = cli(capsys, "access", "grant", "producer", "sales/products", "eve", "--by", "bob")
     assert code == 3 and "bob may not grant roles on sales/products: it needs owner (sales-owners)" in err
-    assert directory_copy.read_text() == before
+    assert "eve" not in home_directory(cli_env).read_text().split("sales-producers:")[1].splitlines()[0]
     code, out, _ = cli(capsys, "ledger", "show", "--action", "grant", "--json")
     assert [(e["actor"], e["details"]["result"], e["details"]["user"]) for e in json.loads(out)] == [
         ("bob", "denied", "eve")
     ]
 
 
-def test_grant_refuses_an_unknown_role_or_a_bad_user_name(directory_copy, cli_env, capsys):
+def test_grant_refuses_an_unknown_role_or_a_bad_user_name(cli_env, capsys):
     code, _, err = cli(capsys, "access", "grant", "reader", "sales/products", "eve", "--by", "alice")
     assert code == 1 and "unknown role 'reader': use owner, producer or consumer" in err
     code, _, err = cli(capsys, "access", "grant", "consumer", "sales/products", "*)(uid=*", "--by", "alice")
     assert code == 1 and "invalid user name" in err
 
 
-def test_the_only_owner_cannot_be_revoked(directory_copy, cli_env, capsys):
+def test_the_only_owner_cannot_be_revoked(cli_env, capsys):
     code, _, err = cli(capsys, "access", "revoke", "owner", "sales/products", "alice", "--by", "alice")
     assert code == 1 and "alice is the only owner of sales/products" in err
 

@@ -130,7 +130,7 @@ def test_open_directory_reads_ldap_settings_from_the_environment(ldap):
 def test_the_file_directory_gives_groups_and_resolves_nesting(tmp_path):
     path = tmp_path / "directory.yaml"
     path.write_text("users: {alice: {}, dave: {}}\ngroups:\n  auditors: [dave]\n  readers: [auditors, alice]\n")
-    directory = open_directory(f"file:{path}", {})
+    directory = open_directory(f"file:{path}", {"CUSTODY_HOME": str(tmp_path / "home")})
     assert directory.groups_of("dave") == {"auditors", "readers"}
     assert directory.groups_of("alice") == {"readers"}
     assert directory.groups_of("zoe") == frozenset()
@@ -146,7 +146,7 @@ def test_a_file_directory_naming_an_unknown_member_is_refused_with_the_file(tmp_
     path = tmp_path / "directory.yaml"
     path.write_text("users: {alice: {}}\ngroups:\n  owners: [alice, mallory]\n")
     with pytest.raises(InvalidInput, match=r"directory.yaml: groups.owners: 'mallory' is neither a user nor a group"):
-        open_directory(f"file:{path}", {})
+        open_directory(f"file:{path}", {"CUSTODY_HOME": str(tmp_path / "home")})
 
 
 NOT_A_DIRECTORY = "expected `users:` and `groups:` mappings"
@@ -199,7 +199,7 @@ def test_a_file_that_is_not_a_directory_is_refused_in_one_line_naming_it(tmp_pat
     path = tmp_path / "directory.yaml"
     path.write_text(content, encoding="latin-1")  # the same bytes as UTF-8, but for the one case that is not
     with pytest.raises(InvalidInput) as raised:
-        open_directory(f"file:{path}", {})
+        open_directory(f"file:{path}", {"CUSTODY_HOME": str(tmp_path / "home")})
     assert str(raised.value) == f"{path}: {message}"
 
 
@@ -209,8 +209,8 @@ def test_the_cli_names_a_directory_file_it_cannot_use_in_one_line(cli_env, monke
     assert capsys.readouterr().err == f"error: /etc/passwd: {NOT_A_DIRECTORY}\n"
 
 
-def test_the_demo_directory_loads():
-    directory = open_directory("file:assets/directory.yaml", {})
+def test_the_demo_directory_loads(tmp_path):
+    directory = open_directory("file:assets/directory.yaml", {"CUSTODY_HOME": str(tmp_path)})
     assert directory.groups_of("alice") == {"sales-owners", "custody-admins"}
 
 
@@ -283,9 +283,13 @@ def test_the_file_directory_lists_members_and_changes_the_file_keeping_its_heade
         directory.add_member("auditors", "zoe")
 
 
-def test_the_file_directory_cannot_verify_a_password():
-    with pytest.raises(InvalidInput, match="a verified identity needs an LDAP directory"):
-        FileDirectory.load(Path("assets/directory.yaml")).authenticate("alice", "secret")
+def test_a_file_directory_without_passwords_says_how_to_set_them(tmp_path):
+    path = tmp_path / "directory.yaml"
+    path.write_text("users: {alice: {}}\ngroups: {owners: [alice]}\n")
+    directory = FileDirectory.load(path)
+    assert not directory.verifies_passwords
+    with pytest.raises(InvalidInput, match="holds no passwords: set them with `custody directory set-password USER`"):
+        directory.authenticate("alice", "secret")
 
 
 def test_a_connection_the_server_closed_is_opened_again(tmp_path):

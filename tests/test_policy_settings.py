@@ -28,6 +28,24 @@ def ledger_of(capsys, action):
     return json.loads(out)
 
 
+def set_by_alice(capsys, monkeypatch, key: str, value: str) -> tuple[int, str, str]:
+    """`custody settings set KEY VALUE --by alice`, with the password the demo directory documents for her."""
+    with monkeypatch.context() as scoped:
+        scoped.setenv("CUSTODY_PASSWORD", "alice-demo")
+        return cli(capsys, "settings", "set", key, value, "--by", "alice")
+
+
+def test_an_admin_whose_identity_is_only_asserted_may_not_change_a_setting(landed, capsys):
+    code, _, err = cli(capsys, "settings", "set", "require_verified", "none", "--by", "alice")
+    assert code == 3 and "changing a policy setting needs a verified identity" in err
+    assert "alice's is asserted" in err
+    [denied] = [e for e in ledger_of(capsys, "settings") if e["action"] == "settings"]
+    assert (denied["actor"], denied["assurance"], denied["details"]["result"]) == ("alice", "asserted", "denied")
+    assert json.loads(cli(capsys, "settings", "show", "--json")[1])["settings"]["require_verified"]["value"] == (
+        "restricted"
+    )
+
+
 def own_directory(tmp_path: Path, groups: str) -> Path:
     """A directory file of someone's own making: the demo's users, other groups."""
     users = DEMO_DIRECTORY.read_text().split("groups:")[0]
@@ -91,9 +109,9 @@ def test_each_decision_records_which_directory_answered(landed, capsys):
     assert "result=allowed, reason=carol is in sales-consumers" in line  # the answer and why come first
 
 
-def test_an_admin_changes_a_setting_and_decisions_follow_it(landed, capsys):
+def test_an_admin_changes_a_setting_and_decisions_follow_it(landed, capsys, monkeypatch):
     assert cli(capsys, "read", "sales/products", "--as", "carol")[0] == 0
-    code, out, _ = cli(capsys, "settings", "set", "require_verified", "restricted,internal", "--by", "alice")
+    code, out, _ = set_by_alice(capsys, monkeypatch, "require_verified", "restricted,internal")
     assert code == 0 and out.strip() == "require_verified: restricted -> internal,restricted (by alice)"
     code, _, err = cli(capsys, "read", "sales/products", "--as", "carol")
     assert code == 3 and "sales/products is internal: read needs a verified identity" in err
@@ -105,12 +123,12 @@ def test_an_admin_changes_a_setting_and_decisions_follow_it(landed, capsys):
     }
 
 
-def test_moving_the_directory_moves_every_decision_there(landed, capsys, tmp_path):
+def test_moving_the_directory_moves_every_decision_there(landed, capsys, monkeypatch, tmp_path):
     moved = own_directory(
         tmp_path, "sales-consumers: [eve]\nsales-producers: [bob]\nsales-owners: [alice]\ncustody-admins: [alice]\n"
     )
     assert cli(capsys, "read", "sales/products", "--as", "eve")[0] == 3
-    assert cli(capsys, "settings", "set", "directory", f"file:{moved}", "--by", "alice")[0] == 0
+    assert set_by_alice(capsys, monkeypatch, "directory", f"file:{moved}")[0] == 0
     code, _, err = cli(capsys, "read", "sales/products", "--as", "eve")
     assert code == 0, err
     assert cli(capsys, "read", "sales/products", "--as", "carol")[0] == 3
@@ -130,9 +148,9 @@ def test_a_user_outside_the_admin_group_may_not_change_a_setting(cli_env, capsys
     ("key", "value"),
     [("admin_group", "sales-consumers"), ("directory", "file:{tmp}/mine.yaml")],
 )
-def test_an_admin_may_not_lock_every_admin_out(cli_env, capsys, tmp_path, key, value):
+def test_an_admin_may_not_lock_every_admin_out(cli_env, capsys, monkeypatch, tmp_path, key, value):
     own_directory(tmp_path, "custody-admins: [carol]\n")
-    code, _, err = cli(capsys, "settings", "set", key, value.format(tmp=tmp_path), "--by", "alice")
+    code, _, err = set_by_alice(capsys, monkeypatch, key, value.format(tmp=tmp_path))
     assert code == 3 and "alice is not in the admin group" in err and "could change it back" in err
     assert (
         json.loads(cli(capsys, "settings", "show", "--json")[1])["settings"]["admin_group"]["value"] == "custody-admins"
@@ -206,7 +224,7 @@ def test_settings_show_shows_the_pinned_values_even_when_the_environment_disagre
     assert "warning: CUSTODY_ADMIN_GROUP says sales-consumers, not the pinned custody-admins" in err
 
 
-def test_setting_a_value_it_has_already_changes_nothing(cli_env, capsys):
-    code, out, _ = cli(capsys, "settings", "set", "admin_group", "custody-admins", "--by", "alice")
+def test_setting_a_value_it_has_already_changes_nothing(cli_env, capsys, monkeypatch):
+    code, out, _ = set_by_alice(capsys, monkeypatch, "admin_group", "custody-admins")
     assert code == 0 and out.strip() == "admin_group is custody-admins already: nothing changed"
     assert ledger_of(capsys, "settings.changed") == []

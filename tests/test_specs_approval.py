@@ -385,7 +385,9 @@ def test_a_file_that_is_no_spec_applies_nothing(specs, capsys, content, expected
 
 def test_an_admin_turning_approval_off_lets_runs_take_the_files(specs, cli_env, capsys, monkeypatch, spark):
     dropped = drop_demo_batches(Lake(cli_env.lake))
-    code, _, err = cli(capsys, "settings", "set", "specs_approval", "off", "--by", "alice")
+    with monkeypatch.context() as scoped:
+        scoped.setenv("CUSTODY_PASSWORD", "alice-demo")  # a setting needs a verified admin
+        code, _, err = cli(capsys, "settings", "set", "specs_approval", "off", "--by", "alice")
     assert code == 0, err
     monkeypatch.delenv("CUSTODY_SPECS_APPROVAL")  # the deployment now agrees with the pinned setting
     code, _, err = cli(capsys, "ingest", PRODUCTS, "--batch", dropped.products_batch, "--as", "bob")

@@ -8,6 +8,8 @@ every access decision built on it fails closed.
 from __future__ import annotations
 
 import contextlib
+import copy
+import hashlib
 import os
 import re
 import ssl
@@ -21,7 +23,8 @@ from typing import Protocol
 
 import yaml
 
-from governance.config import env_amount
+from governance.access.passwords import checked_hash, hashed, matches
+from governance.config import env_amount, home_of
 from governance.errors import (
     DirectoryUnavailable,
     InvalidInput,
@@ -79,22 +82,22 @@ class Directory(Protocol):
 class _Members:
     users: frozenset[str]
     groups: Mapping[str, tuple[str, ...]]
+    passwords: Mapping[str, str]  # user -> argon2id hash
 
 
 class FileDirectory:
-    """Users and groups from a YAML file: `users: {name: {...}}`, `groups: {group: [member, ...]}`.
+    """Users and groups from a YAML file: `users: {name: {password: <argon2id hash>, ...}}`,
+    `groups: {group: [member, ...]}`.
 
-    The file is read again whenever it changes, so a grant or revoke made by another process (or
-    by this one) counts from the next question on.
+    The file is read again whenever it changes, so a grant, revoke or new password made by another
+    process (or by this one) counts from the next question on.
     """
-
-    verifies_passwords = False
 
     def __init__(self, path: Path):
         self.path = Path(path)
         self._lock = threading.Lock()
         self._seen: tuple[int, int, int] | None = None
-        self._members = _Members(frozenset(), {})
+        self._members = _Members(frozenset(), {}, {})
 
     def __repr__(self) -> str:
         return f"FileDirectory({str(self.path)!r})"
@@ -113,6 +116,13 @@ class FileDirectory:
     @property
     def groups(self) -> Mapping[str, tuple[str, ...]]:
         return self._current().groups
+
+    @property
+    def verifies_passwords(self) -> bool:
+        return bool(self._current().passwords)
+
+    def has_password(self, user: str) -> bool:
+        return checked_name(user) in self._current().passwords
 
     def _current(self) -> _Members:
         try:
@@ -147,27 +157,49 @@ class FileDirectory:
         return self._change(group, user, lambda members: [m for m in members if m != user] if user in members else None)
 
     def authenticate(self, user: str, password: str) -> bool:
-        raise InvalidInput(
-            f"{self.path} holds no passwords: a verified identity needs an LDAP directory (CUSTODY_DIRECTORY=ldap://… or ldaps://…)"
-        )
+        checked_name(user)
+        now = self._current()
+        if not now.passwords:
+            raise InvalidInput(
+                f"{self.path} holds no passwords: set them with `custody directory set-password USER`, "
+                "or use an LDAP directory (CUSTODY_DIRECTORY=ldap://… or ldaps://…)"
+            )
+        return matches(now.passwords.get(user), password)
+
+    def set_password(self, user: str, password: str) -> None:
+        """Keep the hash of `user`'s new password in the file; the password itself is never written."""
+        checked_name(user)
+        digest = hashed(password, user)
+        with self._editing() as data:
+            users = data.get("users") or {}
+            if user not in users:
+                raise NotFound(f"{self.path}: no user {user!r} in the directory")
+            users[user] = {**(users[user] or {}), "password": digest}
 
     def _change(self, group: str, user: str, edit: Callable[[list[str]], list[str] | None]) -> bool:
         """Edit one group's member list in the file, under a lock, written whole or not at all."""
         checked_name(group, "group")
         checked_name(user)
-        with file_lock(self.path.with_name(self.path.name + ".lock")):
-            data = safe_load(self.path.read_text(encoding="utf-8")) or {}
+        with self._editing() as data:
             if user not in (data.get("users") or {}):
                 raise NotFound(f"{self.path}: no user {user!r} in the directory")
             groups = data.get("groups") or {}
             if group not in groups:
                 raise NotFound(f"{self.path}: no group {group!r} in the directory")
             changed = edit([str(m) for m in groups[group]])
-            if changed is None:
-                return False
-            groups[group] = changed
-            _write_keeping_header(self.path, data)
-            return True
+            if changed is not None:
+                groups[group] = changed
+        return changed is not None
+
+    @contextlib.contextmanager
+    def _editing(self) -> Iterator[dict]:
+        """The file's data to edit in place, under a lock; written whole, and only if it changed."""
+        with file_lock(self.path.with_name(self.path.name + ".lock")):
+            data = safe_load(self.path.read_text(encoding="utf-8")) or {}
+            before = copy.deepcopy(data)
+            yield data
+            if data != before:
+                _write_keeping_header(self.path, data)
 
 
 @dataclass(frozen=True)
@@ -461,7 +493,19 @@ def _parse(path: Path) -> _Members:
                 )
             if member not in users and member not in groups:
                 raise InvalidInput(f"{path}: groups.{group}: {shown(repr(member), 80)} is neither a user nor a group")
-    return _Members(frozenset(map(str, users)), {str(g): tuple(m) for g, m in groups.items()})
+    return _Members(frozenset(map(str, users)), {str(g): tuple(m) for g, m in groups.items()}, _passwords(path, users))
+
+
+def _passwords(path: Path, users: Mapping) -> dict[str, str]:
+    found = {}
+    for user, entry in users.items():
+        if entry is None:
+            continue
+        if not isinstance(entry, dict):
+            raise InvalidInput(f"{path}: users.{user}: expected a mapping of the user's attributes")
+        if "password" in entry:
+            found[str(user)] = checked_hash(entry["password"], f"{path}: users.{user}.password")
+    return found
 
 
 def _write_keeping_header(path: Path, data: dict) -> None:
@@ -469,12 +513,16 @@ def _write_keeping_header(path: Path, data: dict) -> None:
     original = path.read_text(encoding="utf-8").splitlines(keepends=True)
     header = "".join(line for line in _leading_comments(original))
     body = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, allow_unicode=True)
+    _write_atomically(path, header + body, path.stat().st_mode & 0o777)
+
+
+def _write_atomically(path: Path, text: str, mode: int) -> None:
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(handle, "w", encoding="utf-8") as out:
-        out.write(header + body)
+        out.write(text)
         out.flush()
         os.fsync(out.fileno())
-    os.chmod(temporary, path.stat().st_mode & 0o777)
+    os.chmod(temporary, mode)
     os.replace(temporary, path)
 
 
@@ -500,7 +548,7 @@ def open_directory(setting: str, environ: Mapping[str, str]) -> Directory:
     """The directory `CUSTODY_DIRECTORY` names: `file:PATH`, or an `ldap://`/`ldaps://` URL with the
     CUSTODY_LDAP_* variables (the bind password only ever from CUSTODY_LDAP_BIND_PASSWORD)."""
     if setting.startswith("file:"):
-        return FileDirectory.load(Path(setting.removeprefix("file:")))
+        return FileDirectory.load(home_copy(Path(setting.removeprefix("file:")), home_of(environ)))
     if not setting.startswith(("ldap://", "ldaps://")):
         raise InvalidInput(f"CUSTODY_DIRECTORY={setting!r}: use file:PATH, ldap://… or ldaps://…")
     missing = [
@@ -521,6 +569,28 @@ def open_directory(setting: str, environ: Mapping[str, str]) -> Directory:
             ttl_seconds=_seconds(environ),
         )
     )
+
+
+def home_copy(seed: Path, home: Path) -> Path:
+    """The file directory a home keeps, copied from `seed` the first time it is asked for, so that
+    grants, revokes and passwords change the home's copy and never a file of the source tree. The
+    copy is named after the seed's full path, as the policy settings pin it: another seed gets a
+    copy of its own, and a home restored elsewhere keeps finding its copy."""
+    seed = seed.resolve()
+    name = f"{seed.stem}.{hashlib.sha256(str(seed).encode()).hexdigest()[:12]}.yaml"
+    copy_at = home / "directory" / name
+    if copy_at.exists():
+        return copy_at
+    _parse(seed)  # a bad seed is refused, naming it, before anything is copied
+    copy_at.parent.mkdir(parents=True, exist_ok=True)
+    with file_lock(copy_at.with_name(copy_at.name + ".lock")):
+        if not copy_at.exists():
+            header = (
+                f"# This home's file directory, first copied from {seed}.\n"
+                "# Grants, revokes and passwords change this copy; the file it came from is never written.\n"
+            )
+            _write_atomically(copy_at, header + seed.read_text(encoding="utf-8"), 0o600)
+    return copy_at
 
 
 def _seconds(environ: Mapping[str, str]) -> float:

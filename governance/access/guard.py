@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from math import ceil
 from typing import Any
 
 from sqlmodel import col, select
 
 from governance import ledger
 from governance.access.directory import NAME
+from governance.access.passwords import DEFAULT_DELAY_SECONDS, Attempt, wait_before_next
 from governance.access.policy import Decision, Identity, Policy, Verb, coverage_problems
 from governance.catalog import Catalog
 from governance.catalog.models import LedgerEntry
@@ -193,8 +196,26 @@ def in_force_denials(
     ]
 
 
-def authenticate(catalog: Catalog, policy: Policy, user: str, password: str, run_id: str | None = None) -> Identity:
-    """Check the password with the policy's directory; the attempt is a ledger entry either way."""
+def authenticate(
+    catalog: Catalog,
+    policy: Policy,
+    user: str,
+    password: str,
+    run_id: str | None = None,
+    delay: float = DEFAULT_DELAY_SECONDS,
+) -> Identity:
+    """Check the password with the policy's directory; the attempt is a ledger entry either way.
+    After failed attempts in a row, the next is refused unchecked until its delay has passed."""
+
+    def decided(allowed: bool, reason: str, verb: Verb = Verb.AUTHENTICATE) -> Identity:
+        identity = Identity(user, Assurance.VERIFIED if allowed else Assurance.NONE)
+        enforce(catalog, Decision(identity, verb, None, allowed, reason, directory=policy.source or None), run_id)
+        return identity  # a denial has raised
+
+    wait = wait_before_next(_attempts(catalog, user), delay, datetime.now(UTC))
+    if wait > 0:
+        reason = f"{ledger_actor(user)}: too many failed logins in a row; try again in {ceil(wait)} s"
+        return decided(False, reason, Verb.AUTHENTICATE_DELAYED)
     try:
         verified = policy.directory.authenticate(user, password)
         reason = f"{ledger_actor(user)}: " + (
@@ -202,11 +223,19 @@ def authenticate(catalog: Catalog, policy: Policy, user: str, password: str, run
         )
     except (DirectoryUnavailable, InvalidInput) as err:  # a bad name, or a directory that holds no passwords
         verified, reason = False, error_summary(err)
-    identity = Identity(user, Assurance.VERIFIED if verified else Assurance.NONE)
-    enforce(
-        catalog, Decision(identity, Verb.AUTHENTICATE, None, verified, reason, directory=policy.source or None), run_id
-    )
-    return identity
+    return decided(verified, reason)
+
+
+def _attempts(catalog: Catalog, user: str, newest: int = 100) -> list[Attempt]:
+    """The user's latest logins whose password was checked, newest first."""
+    with catalog.session() as session:
+        found = session.exec(
+            select(LedgerEntry.ts, LedgerEntry.details)
+            .where(LedgerEntry.actor == ledger_actor(user), LedgerEntry.action == Verb.AUTHENTICATE.value)
+            .order_by(col(LedgerEntry.seq).desc())
+            .limit(newest)
+        ).all()
+    return [Attempt(datetime.fromisoformat(ts), json.loads(details)["result"] == "allowed") for ts, details in found]
 
 
 def run_identity(catalog: Catalog, run_id: str | None, requested_by: str | None, *, system: bool = False) -> Identity:

@@ -33,9 +33,12 @@ class Verb(StrEnum):
     STATUS = "status"
     PURGE = "purge"
     AUTHENTICATE = "authenticate"
+    # A login refused unchecked, for coming before the delay after failed ones had passed.
+    AUTHENTICATE_DELAYED = "authenticate.delayed"
     SETTINGS = "settings"
     APPLY = "spec.apply"
     FEED_DELETE = "feed.delete"
+    SET_PASSWORD = "password.set"
 
 
 ROLES_FOR: Mapping[Verb, tuple[Role, ...]] = {

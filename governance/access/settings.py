@@ -110,10 +110,11 @@ def _switch(value: str, where: str) -> str:
     raise InvalidInput(f"{where}: use on or off")
 
 
-def directory_environ(values: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, str]:
+def directory_environ(values: Mapping[str, str], environ: Mapping[str, str], home: Path) -> dict[str, str]:
     """`environ` with the directory's pinned settings in place of its own: only the service
-    account and its password still come from the environment."""
-    return {**environ, **{POLICY_VARIABLES[key]: values[key] for key in DIRECTORY_KEYS if key != "directory"}}
+    account and its password still come from the environment. A file directory is kept in `home`."""
+    pinned = {POLICY_VARIABLES[key]: values[key] for key in DIRECTORY_KEYS if key != "directory"}
+    return {**environ, **pinned, "CUSTODY_HOME": str(home)}
 
 
 def pinned_settings(
@@ -133,7 +134,7 @@ def pinned_settings(
     if any(key not in rows for key in KEYS):
         values = {key: rows[key].value if key in rows else normalized(key, getattr(settings, key)) for key in KEYS}
         if any(key not in rows for key in DIRECTORY_KEYS):
-            directories(values["directory"], directory_environ(values, environ))
+            directories(values["directory"], directory_environ(values, environ, settings.home))
         rows = _pin_missing(catalog, values)
     pinned = PolicySettings({key: _pinned(rows[key]) for key in KEYS})
     if refuse:
@@ -150,14 +151,15 @@ def open_policy(
     catalog: Catalog, settings: Settings, environ: Mapping[str, str], directories: Opener = open_directory
 ) -> Policy:
     """The policy the pinned settings describe, over their directory."""
-    return policy_of(
-        pinned_settings(catalog, settings, environ, directories=directories).values(), environ, directories
-    )
+    values = pinned_settings(catalog, settings, environ, directories=directories).values()
+    return policy_of(values, environ, settings.home, directories)
 
 
-def policy_of(values: Mapping[str, str], environ: Mapping[str, str], directories: Opener = open_directory) -> Policy:
+def policy_of(
+    values: Mapping[str, str], environ: Mapping[str, str], home: Path, directories: Opener = open_directory
+) -> Policy:
     return Policy(
-        directory=directories(values["directory"], directory_environ(values, environ)),
+        directory=directories(values["directory"], directory_environ(values, environ, home)),
         admin_group=values["admin_group"],
         require_verified=parse_classifications(values["require_verified"]),
         source=values["directory"],
@@ -242,7 +244,7 @@ def change_setting(
     recorded. Settings changed by someone else meanwhile refuse the change rather than override."""
     after = normalized(key, value)
     current = pinned_settings(catalog, settings, environ, directories=directories).values()
-    policy = policy_of(current, environ, directories)
+    policy = policy_of(current, environ, settings.home, directories)
     decision = policy.decide(identity, Verb.SETTINGS, None)
     if decision.allowed and policy.directory.verifies_passwords and identity.assurance is not Assurance.VERIFIED:
         decision = _denied(
@@ -252,7 +254,9 @@ def change_setting(
             f"or CUSTODY_PASSWORD); {identity.user}'s is {identity.assurance}",
         )
     if decision.allowed:
-        decision = _refuse_lockout(decision, policy, current, {**current, key: after}, environ, directories)
+        decision = _refuse_lockout(
+            decision, policy, current, {**current, key: after}, environ, directories, settings.home
+        )
     enforce(catalog, decision, details={"setting": key, "to": after})
     with catalog.session() as session:
         advisory_lock(session, "custody.settings")
@@ -285,6 +289,7 @@ def _refuse_lockout(
     after: Mapping[str, str],
     environ: Mapping[str, str],
     directories: Opener,
+    home: Path,
 ) -> Decision:
     """An admin may not move the directory or the admin group to one in which they are no admin:
     no one might be left who could change it back. A directory that cannot be asked denies."""
@@ -292,7 +297,7 @@ def _refuse_lockout(
     try:
         directory = policy.directory
         if any(after[key] != current[key] for key in DIRECTORY_KEYS):
-            directory = directories(after["directory"], directory_environ(after, environ))
+            directory = directories(after["directory"], directory_environ(after, environ, home))
         groups = directory.groups_of(user)
     except (DirectoryUnavailable, InvalidInput) as err:
         return _denied(decision, policy, f"the directory after this change cannot be asked: {error_summary(err)}")
