@@ -2,20 +2,32 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from sqlmodel import select
 
 from governance import ledger
+from governance.api import PASSWORD_VARIABLE
 from governance.catalog import Catalog
 from governance.catalog.models import VersionRow
 from governance.cli import run
 from governance.zones import AssetKey, Lake, Zone
 
 
-def cli(capsys, *args: str) -> tuple[int, str, str]:
-    """Run `custody ARGS`; its exit code, standard output and standard error."""
-    code = run(list(args))
+def cli(capsys, *args: str, password: str | None = None) -> tuple[int, str, str]:
+    """Run `custody ARGS`; its exit code, standard output and standard error. `password` is the one
+    the user of --as or --by gives (in CUSTODY_PASSWORD), which makes their identity verified."""
+    before = os.environ.get(PASSWORD_VARIABLE)
+    if password is not None:
+        os.environ[PASSWORD_VARIABLE] = password
+    try:
+        code = run(list(args))
+    finally:
+        if before is None:
+            os.environ.pop(PASSWORD_VARIABLE, None)
+        else:
+            os.environ[PASSWORD_VARIABLE] = before
     out, err = capsys.readouterr()
     return code, out, err
 

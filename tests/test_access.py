@@ -13,6 +13,8 @@ from governance import ledger
 from governance.access.directory import FileDirectory
 from governance.access.guard import authorize, run_identity
 from governance.access.policy import (
+    ADMIN_VERBS,
+    VERIFIED_ALWAYS,
     Identity,
     Policy,
     Verb,
@@ -75,7 +77,22 @@ def who(user: str, assurance: Assurance = Assurance.ASSERTED) -> Identity:
     ],
 )
 def test_roles_decide_who_may_do_what(policy, demo_specs, user, verb, allowed):
-    assert policy.decide(who(user), verb, spec(demo_specs, CLIENTS)).allowed is allowed
+    assert policy.decide(who(user, Assurance.VERIFIED), verb, spec(demo_specs, CLIENTS)).allowed is allowed
+
+
+@pytest.mark.parametrize("verb", sorted(VERIFIED_ALWAYS))
+@pytest.mark.parametrize("assurance", [Assurance.ASSERTED, Assurance.SYSTEM])
+def test_changing_who_may_do_what_or_deleting_needs_a_verified_identity_whatever_the_roles(
+    policy, demo_specs, verb, assurance
+):
+    target = None if verb in ADMIN_VERBS else spec(demo_specs, CLIENTS)
+    denied = policy.decide(who("alice", assurance), verb, target)
+    assert not denied.allowed
+    assert denied.reason.endswith(
+        f", but {VERIFIED_ALWAYS[verb]} needs a verified identity (--password-stdin or CUSTODY_PASSWORD); "
+        f"alice's is {assurance}"
+    )
+    assert policy.decide(who("alice", Assurance.VERIFIED), verb, target).allowed
 
 
 def test_an_allowed_decision_names_the_group_and_role(policy, demo_specs):
@@ -93,7 +110,7 @@ def test_a_denial_names_the_roles_that_would_allow_it(policy, demo_specs):
 
 
 def test_purge_needs_the_admin_group(policy):
-    assert policy.decide(who("alice"), Verb.PURGE, None).allowed
+    assert policy.decide(who("alice", Assurance.VERIFIED), Verb.PURGE, None).allowed
     denied = policy.decide(who("bob"), Verb.PURGE, None)
     assert not denied.allowed and denied.reason == "bob may not purge: it needs the admin group custody-admins"
 
@@ -182,7 +199,16 @@ def test_an_owner_cannot_change_a_group_that_also_serves_an_asset_they_do_not_ow
     with pytest.raises(
         AccessDenied, match="sales-consumers also holds a role on other/ledger, which alice does not own"
     ):
-        change_role(catalog, policy, who("alice"), Verb.GRANT, Role.CONSUMER, products, "eve", [*demo_specs, other])
+        change_role(
+            catalog,
+            policy,
+            who("alice", Assurance.VERIFIED),
+            Verb.GRANT,
+            Role.CONSUMER,
+            products,
+            "eve",
+            [*demo_specs, other],
+        )
     assert policy.directory.groups_of("eve") == frozenset()
     with pytest.raises(AccessDenied, match="custody-admins is the admin group"):
         admins = Spec(
@@ -192,7 +218,9 @@ def test_an_owner_cannot_change_a_group_that_also_serves_an_asset_they_do_not_ow
                 update={"roles": products.body.roles.model_copy(update={"producer": "custody-admins"})}
             ),
         )
-        change_role(catalog, policy, who("alice"), Verb.GRANT, Role.PRODUCER, admins, "eve", [admins])
+        change_role(
+            catalog, policy, who("alice", Assurance.VERIFIED), Verb.GRANT, Role.PRODUCER, admins, "eve", [admins]
+        )
     with catalog.session() as session:
         assert [
             json.loads(e.details)["result"] for e in ledger.entries(session, ledger.LedgerFilter(action="grant"))

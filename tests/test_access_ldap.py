@@ -111,7 +111,12 @@ def test_a_grant_adds_the_user_to_the_ldap_group_and_a_revoke_removes_them(ldap_
     )
     assert code == 0 and "eve added to sales-producers" in out
     assert directory.groups_of("eve") == {"sales-producers"}
-    code, out, _ = cli(capsys, monkeypatch, "access", "revoke", "producer", "sales/products", "eve", "--by", "alice")
+    code, out, _ = cli(
+        capsys,
+        monkeypatch,
+        *("access", "revoke", "producer", "sales/products", "eve", "--by", "alice", "--password-stdin"),
+        stdin=password_of("alice"),
+    )
     assert code == 0 and "eve removed from sales-producers" in out
     assert open_directory(ldap.url, environment(ldap)).groups_of("eve") == frozenset()
 
@@ -139,7 +144,10 @@ def test_no_password_reaches_logs_run_config_catalog_or_ledger(ldap_env, ldap, s
         (("ingest", "sales/products", "--as", "bob", "--password-stdin"), password_of("bob")),
         (("ingest", "sales/products", "--as", "bob", "--password-stdin"), "wrong-" + password_of("bob")),
         (("read", "sales/products", "--as", "carol", "--password-stdin"), password_of("carol")),
-        (("access", "grant", "consumer", "sales/products", "eve", "--by", "alice"), None),
+        (
+            ("access", "grant", "consumer", "sales/products", "eve", "--by", "alice", "--password-stdin"),
+            password_of("alice"),
+        ),
         (("access", "show", "sales/products"), None),
     ]:
         said.append(cli(capsys, monkeypatch, *args, stdin=stdin))
@@ -148,7 +156,7 @@ def test_no_password_reaches_logs_run_config_catalog_or_ledger(ldap_env, ldap, s
     said.append(cli(capsys, monkeypatch, "--verbose", "ingest", "sales/products", "--as", "bob"))
     assert [code for code, _, _ in said] == [0, 3, 0, 0, 0, 3, 3]
 
-    secrets = [CANARY, password_of("bob"), password_of("carol")]
+    secrets = [CANARY, password_of("bob"), password_of("carol"), password_of("alice")]
     text = "".join(out + err for _, out, err in said)
     runs = instance_for(ldap_env).get_runs()
     text += "".join(json.dumps(r.run_config) + json.dumps(r.tags) for r in runs)

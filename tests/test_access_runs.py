@@ -214,7 +214,7 @@ def test_the_python_read_api_enforces_and_records_too(landed, spark):
 def test_status_needs_the_owner(landed, capsys):
     code, _, err = cli(capsys, "status", "sales/products@1", "critical", "--by", "bob")
     assert code == 3 and "bob may not change the status of sales/products: it needs owner (sales-owners)" in err
-    assert cli(capsys, "status", "sales/products@1", "critical", "--by", "alice")[0] == 0
+    assert cli(capsys, "status", "sales/products@1", "critical", "--by", "alice", password="alice-demo")[0] == 0
     code, out, _ = cli(capsys, "ledger", "show", "--action", "status", "--json")
     assert [(e["actor"], e["details"]["result"]) for e in json.loads(out)] == [("bob", "denied"), ("alice", "allowed")]
 
@@ -224,12 +224,14 @@ def test_purge_needs_the_admin_group(landed, capsys):
     assert code == 3 and "bob may not purge: it needs the admin group custody-admins" in err
     code, out, _ = cli(capsys, "versions", "sales/products", "--json")
     assert json.loads(out)[0]["status"] == "committed"
-    assert cli(capsys, "purge", "sales/products@1", "--by", "alice")[0] == 0
+    assert cli(capsys, "purge", "sales/products@1", "--by", "alice", password="alice-demo")[0] == 0
 
 
 def test_an_owner_grants_and_revokes_a_role_in_the_home_s_copy_of_the_file_directory(landed, capsys):
     seed = DEMO_DIRECTORY.read_bytes()
-    code, out, _ = cli(capsys, "access", "grant", "consumer", "sales/products", "eve", "--by", "alice")
+    code, out, _ = cli(
+        capsys, "access", "grant", "consumer", "sales/products", "eve", "--by", "alice", password="alice-demo"
+    )
     assert code == 0 and "eve added to sales-consumers: consumer of sales/products" in out
     assert "sales/clients" in out  # the group holds roles on the other sales assets too
     copy = home_directory(landed).read_text()
@@ -237,7 +239,9 @@ def test_an_owner_grants_and_revokes_a_role_in_the_home_s_copy_of_the_file_direc
     assert copy.startswith("# This home's file directory, first copied from ") and "# The demo's file" in copy
     assert DEMO_DIRECTORY.read_bytes() == seed
     assert cli(capsys, "read", "sales/products", "--as", "eve")[0] == 0
-    code, out, _ = cli(capsys, "access", "revoke", "consumer", "sales/products", "eve", "--by", "alice")
+    code, out, _ = cli(
+        capsys, "access", "revoke", "consumer", "sales/products", "eve", "--by", "alice", password="alice-demo"
+    )
     assert code == 0 and "eve removed from sales-consumers" in out and "still in" not in out
     assert cli(capsys, "read", "sales/products", "--as", "eve")[0] == 3
     code, out, _ = cli(capsys, "ledger", "show", "--action", "member", "--json")
@@ -258,14 +262,18 @@ def test_only_an_owner_grants(cli_env, capsys):
 
 
 def test_grant_refuses_an_unknown_role_or_a_bad_user_name(cli_env, capsys):
-    code, _, err = cli(capsys, "access", "grant", "reader", "sales/products", "eve", "--by", "alice")
+    code, _, err = cli(
+        capsys, "access", "grant", "reader", "sales/products", "eve", "--by", "alice", password="alice-demo"
+    )
     assert code == 1 and "unknown role 'reader': use owner, producer or consumer" in err
     code, _, err = cli(capsys, "access", "grant", "consumer", "sales/products", "*)(uid=*", "--by", "alice")
     assert code == 1 and "invalid user name" in err
 
 
 def test_the_only_owner_cannot_be_revoked(cli_env, capsys):
-    code, _, err = cli(capsys, "access", "revoke", "owner", "sales/products", "alice", "--by", "alice")
+    code, _, err = cli(
+        capsys, "access", "revoke", "owner", "sales/products", "alice", "--by", "alice", password="alice-demo"
+    )
     assert code == 1 and "alice is the only owner of sales/products" in err
 
 

@@ -14,13 +14,7 @@ from governance.demo import CLIENTS, PRODUCTS, drop_demo_batches
 from governance.versions import sha256_file
 from governance.zones import Lake
 from tests.conftest import DATA, drop
-from tests.helpers import assert_nothing_committed
-
-
-def cli(capsys, *args):
-    code = run(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
+from tests.helpers import assert_nothing_committed, cli
 
 
 @pytest.fixture
@@ -151,7 +145,8 @@ def assert_nothing_committed_cli(settings):
     ],
 )
 def test_errors_follow_the_exit_code_contract(cli_env, spark, capsys, args, code, message):
-    got, _, err = cli(capsys, *args)
+    # alice, an admin, proves who she is, so that her commands come to what they ask about.
+    got, _, err = cli(capsys, *args, password="alice-demo" if "alice" in args else None)
     assert got == code, err
     assert message in err
 
@@ -195,7 +190,7 @@ def test_impact_lists_the_versions_built_from_a_landing_version(ingested, capsys
 
 
 def test_status_critical_protects_upstream_and_both_commands_show_it(ingested, capsys):
-    code, out, _ = cli(capsys, "status", "sales/product_summary@1", "critical", "--by", "alice")
+    code, out, _ = cli(capsys, "status", "sales/product_summary@1", "critical", "--by", "alice", password="alice-demo")
     assert code == 0 and "protected: sales/product_summary@1 and 3 version(s) upstream of it" in out
     code, out, _ = cli(capsys, "provenance", "sales/product_summary@1", "--json")
     tree = json.loads(out)
@@ -206,8 +201,8 @@ def test_status_critical_protects_upstream_and_both_commands_show_it(ingested, c
 
 
 def test_an_explicit_purge_of_a_protected_version_exits_1_and_changes_nothing(ingested, capsys):
-    cli(capsys, "status", "sales/product_summary@1", "critical", "--by", "alice")
-    code, _, err = cli(capsys, "purge", "sales/clients@1", "--by", "alice")
+    cli(capsys, "status", "sales/product_summary@1", "critical", "--by", "alice", password="alice-demo")
+    code, _, err = cli(capsys, "purge", "sales/clients@1", "--by", "alice", password="alice-demo")
     assert code == 1 and "error: sales/clients@1 is protected: a critical version depends on it" in err
     code, out, _ = cli(capsys, "versions", "sales/clients", "--json")
     assert json.loads(out)[0]["status"] == "committed"
@@ -216,7 +211,7 @@ def test_an_explicit_purge_of_a_protected_version_exits_1_and_changes_nothing(in
 def test_purge_removes_a_version_s_files_and_provenance_shows_it_purged(ingested, capsys):
     code, out, _ = cli(capsys, "purge", "sales/clients@1", "--dry-run")
     assert code == 0 and "would purge sales/clients@1: requested explicitly" in out
-    code, out, _ = cli(capsys, "purge", "sales/clients@1", "--by", "alice")
+    code, out, _ = cli(capsys, "purge", "sales/clients@1", "--by", "alice", password="alice-demo")
     assert code == 0 and "purged sales/clients@1" in out
     code, out, _ = cli(capsys, "provenance", "sales/product_summary@1")
     assert "sales/clients@1 label 15 landing PURGED" in out
@@ -225,7 +220,7 @@ def test_purge_removes_a_version_s_files_and_provenance_shows_it_purged(ingested
 
 
 def test_purge_by_retention_with_nothing_expired_says_so(ingested, capsys):
-    code, out, _ = cli(capsys, "purge", "--by", "alice")
+    code, out, _ = cli(capsys, "purge", "--by", "alice", password="alice-demo")
     assert code == 0 and "nothing to purge" in out
 
 

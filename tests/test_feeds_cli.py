@@ -135,7 +135,17 @@ def test_status_retrieve_and_delete(feed_env, capsys, tmp_path: Path, catalog):
     )
     assert code == 3 and "bob may not delete feed archives: it needs the admin group custody-admins" in err
     code, out, _ = cli(
-        capsys, "feeds", "delete", "market/prices", "--from", "2026-11-23T14", "--to", "2026-11-23T15", "--by", "alice"
+        capsys,
+        "feeds",
+        "delete",
+        "market/prices",
+        "--from",
+        "2026-11-23T14",
+        "--to",
+        "2026-11-23T15",
+        "--by",
+        "alice",
+        password="alice-demo",
     )
     assert (code, out.strip().split(" ")[:2]) == (0, ["deleted", "1"])
     assert store.hours(FEED) == [HOUR_START + timedelta(hours=1)]

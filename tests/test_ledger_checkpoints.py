@@ -315,17 +315,21 @@ def assert_last_entry_checkpointed(settings) -> None:
 
 
 @pytest.mark.parametrize(
-    ("command", "code"),
+    ("command", "code", "password"),
     [
-        (["read", "sales/products@9", "--as", "carol"], 4),  # allowed, then there is no such version
-        (["read", "sales/products@9", "--as", "eve"], 3),
-        (["access", "grant", "consumer", "sales/products", "eve", "--by", "alice"], 0),
-        (["status", "sales/products@9", "critical", "--by", "bob"], 3),
+        (["read", "sales/products@9", "--as", "carol"], 4, None),  # allowed, then there is no such version
+        (["read", "sales/products@9", "--as", "eve"], 3, None),
+        (["access", "grant", "consumer", "sales/products", "eve", "--by", "alice"], 0, "alice-demo"),
+        (["status", "sales/products@9", "critical", "--by", "bob"], 3, None),
     ],
 )
-def test_every_command_that_appends_ends_with_a_checkpoint_of_its_last_entry(quiet_ledger, command, code):
+def test_every_command_that_appends_ends_with_a_checkpoint_of_its_last_entry(
+    quiet_ledger, monkeypatch, command, code, password
+):
     from governance.cli import run
 
+    if password:
+        monkeypatch.setenv("CUSTODY_PASSWORD", password)
     assert run(command) == code
     assert_last_entry_checkpointed(quiet_ledger)
 

@@ -135,7 +135,7 @@ def test_a_home_restored_elsewhere_reads_repairs_materializes_purges_and_verifie
     code, out, err = cli(capsys, "repair", "--verify")
     assert (code, "damaged" in out + err) == (0, False), out + err
     assert cli(capsys, "materialize", "sales/names_and_products", "--as", "alice")[0] == 0
-    code, out, err = cli(capsys, "purge", "--by", "alice")
+    code, out, err = cli(capsys, "purge", "--by", "alice", password="alice-demo")
     assert code == 0, err
     assert "sales/clients@1" in out
     assert not (restored / "lake" / "landing" / "sales" / "clients" / "v=1").exists()
@@ -157,7 +157,7 @@ def test_a_copy_beside_its_original_never_reads_or_writes_the_original(original,
     assert code == 0, err
     code, out, err = cli(capsys, "repair", "--verify")
     assert (code, "damaged" in out + err) == (0, False), out + err
-    assert cli(capsys, "purge", "--by", "alice")[0] == 0
+    assert cli(capsys, "purge", "--by", "alice", password="alice-demo")[0] == 0
     assert (original / "lake" / "landing" / "sales" / "clients" / "v=1").is_dir()
     assert cli(capsys, "ledger", "verify")[0] == 0
     assert original_status("sales/clients", 1, original) == VersionStatus.PURGING.value

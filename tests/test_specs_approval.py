@@ -47,7 +47,9 @@ def pending(capsys) -> list[dict]:
 
 
 def apply(capsys, *args: str) -> list[dict]:
-    code, out, err = cli(capsys, "specs", "apply", *args, "--json")
+    """`custody specs apply ARGS`, the user of --as giving the password the demo directory documents."""
+    user = args[args.index("--as") + 1]
+    code, out, err = cli(capsys, "specs", "apply", *args, "--json", password=f"{user}-demo")
     assert code == 0, err
     return json.loads(out)
 
@@ -66,7 +68,7 @@ def test_an_owner_applies_the_specs_and_the_ledger_says_who_and_which_hashes(spe
     assert pending(capsys) == []
     entries = {entry["asset_key"]: entry for entry in ledger_of(capsys, "spec.applied")}
     products = entries[PRODUCTS]
-    assert products["actor"] == "alice" and products["assurance"] == "asserted"
+    assert products["actor"] == "alice" and products["assurance"] == "verified"
     assert products["details"]["spec_hash"] == before[0]["new_hash"] and products["details"]["previous_hash"] is None
     assert products["details"]["changes"][0].startswith("+ new asset: landing, internal, 4 columns, owner sales-owners")
 
@@ -109,7 +111,7 @@ def test_a_new_asset_is_applied_by_an_owner_it_names_or_else_by_an_admin(specs, 
 def test_widening_the_consumers_past_what_they_may_read_upstream_is_refused(specs, capsys):
     apply(capsys, "--as", "alice")
     edit_spec(specs, "sales/names_and_products", "consumer: sales-consumers", "consumer: auditors")
-    code, _, err = cli(capsys, "specs", "apply", "--as", "alice")
+    code, _, err = cli(capsys, "specs", "apply", "--as", "alice", password="alice-demo")
     assert code == 3
     assert "auditors is not covered by sales-consumers, consumer group of sales/clients (pii)" in err
     assert [e["asset"] for e in pending(capsys)] == ["sales/names_and_products"]
@@ -118,7 +120,7 @@ def test_widening_the_consumers_past_what_they_may_read_upstream_is_refused(spec
 def test_a_spec_that_breaks_the_folder_is_refused_before_any_decision(specs, capsys):
     apply(capsys, "--as", "alice")
     edit_spec(specs, "sales/names_and_products", "classification: confidential", "classification: public")
-    code, _, err = cli(capsys, "specs", "apply", "--as", "alice")
+    code, _, err = cli(capsys, "specs", "apply", "--as", "alice", password="alice-demo")
     assert code == 1
     assert "names_and_products.yaml" in err and "public is below its input(s) sales/clients (confidential)" in err
     assert len(ledger_of(capsys, "spec.applied")) == 4
@@ -266,10 +268,10 @@ def test_the_python_api_edits_applies_and_reads_history(specs):
 
     custody = Custody.from_env()
     assert [edit.key for edit in custody.spec_edits([PRODUCTS])] == [AssetKey.parse(PRODUCTS)]
-    [first] = custody.apply_specs([PRODUCTS], as_user="alice")
+    [first] = custody.apply_specs([PRODUCTS], as_user="alice", password="alice-demo")
     edit_spec(specs, PRODUCTS, "max_bad_fraction: 0.0", "max_bad_fraction: 0.1")
     custody = Custody.from_env()  # the specs are read once per object
-    [second] = custody.apply_specs([PRODUCTS], as_user="alice")
+    [second] = custody.apply_specs([PRODUCTS], as_user="alice", password="alice-demo")
     assert [h.spec_hash for h in custody.spec_history(PRODUCTS)] == [first.new_hash, second.new_hash]
     assert custody.spec(f"{PRODUCTS}@{second.new_hash[:10]}")["max_bad_fraction"] == 0.1
     assert custody.spec_diff(PRODUCTS, first.new_hash[:8], second.new_hash[:8]) == ["~ max_bad_fraction: 0.0 -> 0.1"]
@@ -334,7 +336,7 @@ def test_a_deleted_spec_file_retires_the_asset_once_an_owner_applies_it_and_its_
 
 def test_two_files_declaring_one_asset_are_refused_and_nothing_is_applied(specs, capsys):
     shutil.copy(specs / "sales" / "products.yaml", specs / "sales" / "products.yml")
-    code, _, err = cli(capsys, "specs", "apply", "--as", "alice")
+    code, _, err = cli(capsys, "specs", "apply", "--as", "alice", password="alice-demo")
     assert code == 1
     assert "sales/products is declared twice: by products.yaml and products.yml; keep one" in err
     assert ledger_of(capsys, "spec.applied") == []
@@ -348,7 +350,7 @@ def test_an_edit_that_makes_a_cycle_or_names_a_foreign_transform_applies_nothing
         "transform: assets.transforms.sales:names_and_products",
         "transform: os:system",
     )
-    code, _, err = cli(capsys, "specs", "apply", "--as", "alice")
+    code, _, err = cli(capsys, "specs", "apply", "--as", "alice", password="alice-demo")
     assert code == 1 and "transform module 'os' is outside the allowed transform packages" in err
     edit_spec(
         specs,
@@ -359,7 +361,7 @@ def test_an_edit_that_makes_a_cycle_or_names_a_foreign_transform_applies_nothing
     edit_spec(
         specs, "sales/names_and_products", "  - sales/products\n", "  - sales/products\n  - sales/product_summary\n"
     )
-    code, _, err = cli(capsys, "specs", "apply", "--as", "alice")
+    code, _, err = cli(capsys, "specs", "apply", "--as", "alice", password="alice-demo")
     assert code == 1 and "dependency cycle among" in err
     assert len(ledger_of(capsys, "spec.applied")) == 4
 
@@ -377,7 +379,7 @@ def test_an_edit_that_makes_a_cycle_or_names_a_foreign_transform_applies_nothing
 )
 def test_a_file_that_is_no_spec_applies_nothing(specs, capsys, content, expected):
     (specs / "sales" / "products.yaml").write_bytes(content)
-    code, _, err = cli(capsys, "specs", "apply", "--as", "alice")
+    code, _, err = cli(capsys, "specs", "apply", "--as", "alice", password="alice-demo")
     assert code == 1
     assert "products.yaml" in err and expected in err
     assert ledger_of(capsys, "spec.applied") == [] and ledger_of(capsys, "spec.apply") == []
@@ -402,10 +404,13 @@ def test_the_code_location_reads_which_specs_wait_for_approval(settings, catalog
     from governance.api import Custody
     from governance.approval import apply as apply_specs
     from governance.inforce import awaiting
+    from governance.runs import Assurance
 
     assert set(awaiting(settings.catalog_url, demo_specs, "on")) == {spec.key for spec in demo_specs}
     approving = Custody(replace(settings, specs_approval="on"))  # pins approval on
-    apply_specs(catalog, approving.policy, Identity.asserted("alice"), demo_specs, [AssetKey.parse(PRODUCTS)])
+    apply_specs(
+        catalog, approving.policy, Identity("alice", Assurance.VERIFIED), demo_specs, [AssetKey.parse(PRODUCTS)]
+    )
     waiting = awaiting(settings.catalog_url, demo_specs, "on")
     assert AssetKey.parse(PRODUCTS) not in waiting and len(waiting) == 3
     assert waiting[AssetKey("sales", "clients")].startswith("sales/clients has no definition in force yet")

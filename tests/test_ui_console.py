@@ -92,7 +92,7 @@ def ui(cli_env, tmp_path, monkeypatch, capsys) -> Iterator[Console]:
     run of a products batch is refused when the daemon submits it."""
     monkeypatch.setenv("CUSTODY_SPECS_APPROVAL", "on")
     monkeypatch.setenv("CUSTODY_DROPZONE_SENSOR", "on")
-    code, _, err = cli(capsys, "specs", "apply", "sales/names_and_products", "--as", "alice")
+    code, _, err = cli(capsys, "specs", "apply", "sales/names_and_products", "--as", "alice", password="alice-demo")
     assert code == 0, err
     drop(Lake(cli_env.lake), "sales/products", "from-bob", {"products.csv": PRODUCTS_CSV}, requested_by="bob")
     yield from make_ui(tmp_path)

@@ -62,6 +62,17 @@ PHRASES: Mapping[Verb, str] = {
 }
 # What only the admin group may do.
 ADMIN_VERBS = frozenset({Verb.PURGE, Verb.SETTINGS, Verb.FEED_DELETE})
+# What changes who may do what, or deletes: never on a name given without proof, whatever the
+# classification. Each with the words a refusal uses.
+VERIFIED_ALWAYS: Mapping[Verb, str] = {
+    Verb.PURGE: "purging",
+    Verb.SETTINGS: "changing a policy setting",
+    Verb.FEED_DELETE: "deleting feed archives",
+    Verb.GRANT: "granting a role",
+    Verb.REVOKE: "revoking a role",
+    Verb.STATUS: "changing a version's status",
+    Verb.APPLY: "applying a spec",
+}
 
 
 @dataclass(frozen=True)
@@ -135,6 +146,17 @@ class Policy:
                 f"which the CLI establishes with --password-stdin or CUSTODY_PASSWORD; "
                 f"{identity.user}'s is {identity.assurance}",
             )
+        decision = self._decide_role(identity, verb, spec, answer)
+        if decision.allowed and verb in VERIFIED_ALWAYS and identity.assurance is not Assurance.VERIFIED:
+            return answer(
+                False,
+                f"{decision.reason}, but {VERIFIED_ALWAYS[verb]} needs a verified identity (--password-stdin "
+                f"or CUSTODY_PASSWORD); {identity.user}'s is {identity.assurance}",
+            )
+        return decision
+
+    def _decide_role(self, identity: Identity, verb: Verb, spec: Spec | None, answer) -> Decision:
+        asset = str(spec.key) if spec else None
         if verb in ADMIN_VERBS:
             return self._admin(identity, verb, answer)
         if spec is None:

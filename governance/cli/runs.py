@@ -146,11 +146,11 @@ def demo(
 
 def _apply_demo_specs(custody: Custody) -> None:
     """The demo's owner puts its specs in force, as an owner does before the first runs."""
-    from governance.access.policy import Identity
     from governance.approval import apply
-    from governance.demo import OWNER
+    from governance.demo import OWNER, demo_password
 
-    applied = apply(custody.store, custody.policy, Identity.asserted(OWNER), custody.specs)
+    # Applying needs a verified owner: the demo's gives the password the demo directory documents.
+    applied = apply(custody.store, custody.policy, custody.identity(OWNER, demo_password(OWNER)), custody.specs)
     if applied:
         progress_printer()(f"{OWNER} applied the specs of {', '.join(str(done.key) for done in applied)}")
 
