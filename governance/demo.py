@@ -21,6 +21,7 @@ def demo_password(user: str) -> str:
     """The password assets/directory.yaml documents for a demo user: for the demo only."""
     return f"{user}-demo"
 
+
 _PEOPLE = [("Mike", "Bike"), ("Kevin", "Poll"), ("Ada", "Stone"), ("Lin", "Park"), ("Omar", "Reyes"), ("Zoe", "Brandt")]
 _PRODUCTS = [
     ("B12", "Bicycle", "outdoor", 249.0),
