@@ -121,9 +121,6 @@ class FileDirectory:
     def verifies_passwords(self) -> bool:
         return bool(self._current().passwords)
 
-    def has_password(self, user: str) -> bool:
-        return checked_name(user) in self._current().passwords
-
     def _current(self) -> _Members:
         try:
             stat = self.path.stat()
