@@ -176,7 +176,7 @@ def launch(
             planned.execute(instance)
         finally:
             follower.stop()
-    return _outcome(instance, run_id)
+    return run_outcome(instance, run_id)
 
 
 def _check_known(graph: AssetGraph, keys: Sequence[dg.AssetKey]) -> None:
@@ -226,7 +226,8 @@ def _feed_hour(
     return config, {PARTITION_NAME_TAG: partitions.pop()} if partitions else {}
 
 
-def _outcome(instance: dg.DagsterInstance, run_id: str) -> RunOutcome:
+def run_outcome(instance: dg.DagsterInstance, run_id: str) -> RunOutcome:
+    """The versions a finished run made and the failures its steps reported, from its event log."""
     versions, failures = [], []
     for entry in instance.all_logs(run_id):
         event = entry.dagster_event

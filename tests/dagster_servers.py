@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
@@ -37,6 +38,19 @@ def graphql(port: int, query: str) -> dict:
         return json.load(response)["data"]
 
 
+def serving(port: int, process: subprocess.Popen, seconds: float, said: Callable[[], str]) -> None:
+    """Wait until Dagster's webserver answers on `port`; `said` tells what `process` printed if it exits."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2)
+            return
+        except OSError:
+            assert process.poll() is None, f"the webserver exited: {said()[-2000:]}"
+            assert time.monotonic() < deadline, f"the webserver did not start in {seconds:g} s"
+            time.sleep(0.1)
+
+
 @pytest.fixture
 def webserver(cli_env):
     instance_for(cli_env)
@@ -51,16 +65,7 @@ def webserver(cli_env):
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2)
-            break
-        except OSError:
-            if server.poll() is not None:
-                raise AssertionError(f"webserver exited: {server.stderr.read()[-2000:]}") from None
-            assert time.monotonic() < deadline, "webserver did not start in 120 s"
-            time.sleep(0.1)
+    serving(port, server, 120, lambda: server.stderr.read())
     yield port
     os.killpg(server.pid, signal.SIGTERM)
     server.wait(timeout=30)

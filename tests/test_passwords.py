@@ -98,6 +98,8 @@ def test_nobody_sets_another_user_s_password_without_being_a_verified_admin(cli_
     code, _, err = set_password(capsys, monkeypatch, "bob", "taken-over", "--by", "eve", proof="eve-demo")
     assert code == 3 and "setting bob's password needs bob's current password, or a verified admin" in err
     assert "eve's identity is verified" in err
+    code, _, err = set_password(capsys, monkeypatch, "bob", "taken-over", "--by", "alice")
+    assert code == 3 and "alice's identity is asserted" in err
     code, _, err = set_password(capsys, monkeypatch, "bob", "taken-over")
     assert code == 3 and f"{os_user()}'s identity is system" in err
     assert Custody(cli_env).identity("bob", "bob-demo").assurance is Assurance.VERIFIED
@@ -128,9 +130,12 @@ def test_a_directory_without_passwords_takes_its_first_from_whoever_runs_the_hom
     assert "password" not in seed.read_text()
 
 
-def test_a_new_password_too_short_changes_nothing(cli_env, capsys, monkeypatch):
+def test_a_new_password_too_short_or_for_an_unknown_user_changes_nothing(cli_env, capsys, monkeypatch):
     code, _, err = set_password(capsys, monkeypatch, "bob", "short", proof="bob-demo")
     assert code == 1 and "the password for bob must have 8 to 1024 characters" in err
+    code, _, err = set_password(capsys, monkeypatch, "zoe", "long-enough", "--by", "alice", proof="alice-demo")
+    assert code == 4 and "no user 'zoe' in the directory" in err
+    assert logins(capsys, "password.set") == [] and logins(capsys, "password.changed") == []
     assert Custody(cli_env).identity("bob", "bob-demo").assurance is Assurance.VERIFIED
 
 

@@ -7,17 +7,16 @@ import re
 import signal
 import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import suppress
 from pathlib import Path
 
 import pytest
 
-from assets.launch import EARLIER_INSTANCE_YAMLS, INSTANCE_YAML, _outcome, instance_for
+from assets.launch import EARLIER_INSTANCE_YAMLS, INSTANCE_YAML, instance_for, run_outcome
 from governance.zones import Lake
 from tests.conftest import ROOT, drop
-from tests.dagster_servers import free_port
+from tests.dagster_servers import finished, free_port, serving
 from tests.helpers import cli
 from tests.test_ui import PRODUCTS_CSV, launch_answer
 
@@ -72,15 +71,7 @@ def make_ui(tmp_path: Path, *make_args: str) -> Iterator[Console]:
         )
     console = Console(path, process, port)
     try:
-        deadline = time.monotonic() + 240
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2)
-                break
-            except OSError:
-                assert process.poll() is None, f"make ui exited: {console.text()[-2000:]}"
-                assert time.monotonic() < deadline, "the webserver did not start in 240 s"
-                time.sleep(1)
+        serving(port, process, 240, console.text)
         yield console
     finally:
         console.stop()
@@ -111,11 +102,8 @@ def failed_run(console: Console, cli_env) -> tuple[str, str]:
     assert answer["__typename"] == "LaunchRunSuccess", answer
     run_id = answer["run"]["runId"]
     instance = instance_for(cli_env)
-    deadline = time.monotonic() + 300
-    while not (run := instance.get_run_by_id(run_id)).is_finished:
-        assert time.monotonic() < deadline, f"the run did not finish in 300 s: {run.status}"
-        time.sleep(1)
-    [failure] = _outcome(instance, run_id).failures
+    finished(instance, run_id, console.process, 300)
+    [failure] = run_outcome(instance, run_id).failures
     console.wait_for(f"run {run_id} failed")
     return run_id, failure.message
 

@@ -10,25 +10,30 @@ from __future__ import annotations
 from governance import ledger
 from governance.access.directory import FileDirectory, checked_name
 from governance.access.guard import enforce, ledger_actor
+from governance.access.passwords import hashed
 from governance.access.policy import Decision, Identity, Policy, Verb
 from governance.catalog import Catalog
-from governance.errors import InvalidInput
+from governance.errors import InvalidInput, NotFound
 from governance.runs import Assurance
 
 
 def set_password(catalog: Catalog, policy: Policy, identity: Identity, user: str, password: str) -> None:
-    """Give `user` a new password, if `identity` may; the decision is recorded either way."""
+    """Give `user` a new password, if `identity` may; the decision is recorded either way. An unknown
+    user or a password too short or too long is refused before any decision, and changes nothing."""
     checked_name(user)
     directory = policy.directory
     if not isinstance(directory, FileDirectory):
         raise InvalidInput(f"{policy.source} keeps its own passwords: change {user}'s there")
+    if user not in directory.users:
+        raise NotFound(f"{directory.path}: no user {user!r} in the directory")
+    digest = hashed(password, user)
     allowed, reason = _may_set(policy, directory, identity, user)
     enforce(
         catalog,
         Decision(identity, Verb.SET_PASSWORD, None, allowed, reason, directory=policy.source or None),
         details={"user": user},
     )
-    directory.set_password(user, password)
+    directory.set_password_hash(user, digest)
     with catalog.session() as session:
         ledger.append(
             session,

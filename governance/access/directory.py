@@ -23,7 +23,7 @@ from typing import Protocol
 
 import yaml
 
-from governance.access.passwords import checked_hash, hashed, matches
+from governance.access.passwords import checked_hash, matches
 from governance.config import env_amount, home_of
 from governance.errors import (
     DirectoryUnavailable,
@@ -163,10 +163,9 @@ class FileDirectory:
             )
         return matches(now.passwords.get(user), password)
 
-    def set_password(self, user: str, password: str) -> None:
+    def set_password_hash(self, user: str, digest: str) -> None:
         """Keep the hash of `user`'s new password in the file; the password itself is never written."""
         checked_name(user)
-        digest = hashed(password, user)
         with self._editing() as data:
             users = data.get("users") or {}
             if user not in users:

@@ -39,7 +39,8 @@ def directory_set_password(
     if proof is None and terminal and custody.policy.directory.verifies_passwords:
         proof = typer.prompt(f"{prover}'s current password", hide_input=True)
     if proof is None:
-        identity = Identity(os_user(), Assurance.SYSTEM)
+        # Without proof: a name given is only asserted; no name is whoever runs the home.
+        identity = Identity.asserted(by) if by else Identity(os_user(), Assurance.SYSTEM)
     else:
         identity = custody.identity(prover, proof)
     if terminal:
