@@ -58,14 +58,11 @@ lint: system-packages
 lock: | $(UV)
 	$(UV) lock --upgrade
 
-# One line per refused or failed run; VERBOSE=1 shows Dagster's own lines for every run as well.
-# UI_ARGS: more options of `dagster dev`, such as `-p 3001`.
-# `dagster dev` warns that `dg dev` supersedes it, but `dg dev` runs only a dg project or workspace
-# (dg.toml, [tool.dg]) and Custody is a plain code location: the warning is filtered by its text.
+# The Dagster UI behind Custody's login, with Dagster's daemon: one line per refused or failed run;
+# VERBOSE=1 shows Dagster's own lines for every run as well. UI_ARGS: more options of `custody serve`,
+# such as `--port 3001`.
 ui: setup
-	$(BIN)/python -m assets.launch
-	DAGSTER_HOME=$(CUSTODY_HOME)/dagster CUSTODY_VERBOSE=$(if $(VERBOSE),1,0) $(BIN)/python \
-		$(if $(VERBOSE),,-W 'ignore:Function `dev_command` is superseded') -m dagster dev -w workspace.yaml $(UI_ARGS)
+	DAGSTER_HOME=$(CUSTODY_HOME)/dagster CUSTODY_VERBOSE=$(if $(VERBOSE),1,0) $(BIN)/custody serve $(UI_ARGS)
 
 $(BIN)/jupyter-lab: $(BIN)/custody
 	$(UV) sync --quiet --locked --inexact $(EXTRAS) --extra notebook

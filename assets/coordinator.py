@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import dagster as dg
 from dagster._core.events import DagsterEvent, DagsterEventType
@@ -24,6 +24,7 @@ from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
 from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
 from dagster._core.storage.runs.schema import RunsTable, RunTagsTable
 from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
+from dagster._core.storage.tags import PARENT_RUN_ID_TAG as PARENT_RUN_TAG
 from dagster._serdes import ConfigurableClassData, serialize_value
 from dagster._utils.error import SerializableErrorInfo
 from dagster._utils.tags import TagConcurrencyLimitsCounter
@@ -33,8 +34,14 @@ from dagster_graphql.schema.errors import GraphenePythonError
 from assets.console import say, verbose
 from assets.factory import REQUESTED_BY_TAG, SYSTEM_TAGS, channel
 from assets.runs import PROCESS_TAGS
-from governance.errors import CustodyError, NotFound
+from governance.access.guard import ANONYMOUS, enforce, record
+from governance.access.policy import Decision, Identity, Verb
+from governance.catalog import Catalog
+from governance.errors import CustodyError, NotFound, NotSignedIn, shown
 from governance.locks import file_lock
+from governance.runs import Assurance
+from governance.service.principal import PRINCIPAL_HEADER, principal_from
+from governance.service.sessions import Principal
 from governance.spec import Spec, SpecSet, load_valid_specs
 from governance.zones import AssetKey
 from resources import CustodyResource
@@ -106,7 +113,7 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
             # re-execution of a CLI run copied its process tags, which would name a process not its own.
             run = without_tags(self._instance, context.dagster_run, PROCESS_TAGS)
             try:
-                self.admit(run)
+                self.admit(run, launched_by(context))
             except CustodyError as err:
                 refused = RunRefused(str(err))
                 say(f"run {run.run_id} refused: {refused.reason}")
@@ -115,10 +122,11 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
                 raise refused from err
         return super().submit_run(context)
 
-    def admit(self, run: dg.DagsterRun) -> dg.DagsterRun:
-        """The run, decided and tagged for its limits; a refused run is deleted and the refusal raised."""
+    def admit(self, run: dg.DagsterRun, launcher: Launcher = None) -> dg.DagsterRun:
+        """The run, decided and tagged for its requester and limits; a refused run is deleted and the
+        refusal raised."""
         try:
-            tags = self.decide(run)
+            tags = self.decide(run, launcher)
         except CustodyError:
             forget(self._instance, run.run_id)
             raise
@@ -128,8 +136,9 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
             raise NotFound(f"run {run.run_id} was deleted while it was being admitted")
         return admitted
 
-    def decide(self, run: dg.DagsterRun) -> dict[str, str]:
-        """Decide the run and record the decisions; the tags that count it against its limits."""
+    def decide(self, run: dg.DagsterRun, launcher: Launcher = None) -> dict[str, str]:
+        """Decide the run and record the decisions; the tags that name its requester and count it
+        against its limits."""
         from governance.access.guard import authorize_run, run_identity
         from governance.dropzone import require_ready_batch
         from governance.runs import RunRequest
@@ -139,9 +148,17 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
         checked = [spec for spec in checked_only(run, specs) if spec not in writes]
         catalog = self.custody.catalog
         try:
-            identity = run_identity(
-                catalog, run.run_id, run.tags.get(REQUESTED_BY_TAG), system=any(tag in run.tags for tag in SYSTEM_TAGS)
-            )
+            if isinstance(launcher, Principal):
+                identity = signed_in(catalog, run, launcher)
+            elif isinstance(launcher, NotSignedIn):
+                refuse_unsigned(catalog, run, launcher)
+            else:
+                identity = run_identity(
+                    catalog,
+                    run.run_id,
+                    run.tags.get(REQUESTED_BY_TAG),
+                    system=any(tag in run.tags for tag in SYSTEM_TAGS),
+                )
             authorize_run(
                 catalog, self.custody.policy(), identity, specs, writes, checked, run.run_id, channel(run.tags)
             )
@@ -152,7 +169,8 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
                 )
         finally:
             catalog.checkpoint()
-        return concurrency_tags(writes)
+        signed = {REQUESTED_BY_TAG: identity.user} if isinstance(launcher, Principal) else {}
+        return {**signed, **concurrency_tags(writes)}
 
     def specs(self) -> SpecSet:
         """The valid specs: the code location shows a broken one as an asset no run can select."""
@@ -183,6 +201,50 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
             ]
             self._limits_for = stamp
         return self._limits
+
+
+# Who launched a run being submitted: a user signed in to the UI; a request that carries no signed
+# principal (the webserver served without Custody's login); or None, the daemon (a sensor, schedule
+# or backfill), whose runs name their requester by tags.
+Launcher = Principal | NotSignedIn | None
+UI_CHANNEL = {"channel": "ui"}
+
+
+def launched_by(context: dg.SubmitRunContext) -> Launcher:
+    """Who launched the run `context` submits. Only the webserver submits in answer to a request."""
+    if context.get_request_header("host") is None:
+        return None
+    principal = principal_from(context.get_request_header(PRINCIPAL_HEADER))
+    if principal is None:
+        return NotSignedIn(
+            "the Dagster UI launches runs only for a signed-in user: open it through `custody serve` "
+            "(`make ui`) and sign in"
+        )
+    return principal
+
+
+def signed_in(catalog: Catalog, run: dg.DagsterRun, principal: Principal) -> Identity:
+    """The signed-in user the run is for, verified, recorded as a `session` decision of the run. A
+    requester tag that names someone else is refused, but on a re-execution, which copied its parent's."""
+    identity = Identity(principal.user, Assurance.VERIFIED)
+    details = {**UI_CHANNEL, "method": principal.method, "session": principal.reference}
+    tagged = run.tags.get(REQUESTED_BY_TAG)
+    if tagged and tagged != principal.user and PARENT_RUN_TAG not in run.tags:
+        reason = (
+            f"the run's {REQUESTED_BY_TAG} tag names {shown(tagged)}, but {principal.user} launched it: "
+            "a run launched from the UI is for the signed-in user"
+        )
+        enforce(catalog, Decision(identity, Verb.SESSION, None, False, reason), run.run_id, details)
+    reason = f"{principal.user} launched the run signed in to the UI ({principal.method})"
+    enforce(catalog, Decision(identity, Verb.SESSION, None, True, reason), run.run_id, details)
+    return identity
+
+
+def refuse_unsigned(catalog: Catalog, run: dg.DagsterRun, refusal: NotSignedIn) -> NoReturn:
+    tagged = run.tags.get(REQUESTED_BY_TAG) or ANONYMOUS
+    decision = Decision(Identity(tagged, Assurance.NONE), Verb.SESSION, None, False, str(refusal))
+    record(catalog, decision, run.run_id, UI_CHANNEL)
+    raise refusal
 
 
 class _RefusalsSaid(logging.Filter):

@@ -85,8 +85,15 @@ class Custody:
         password = password if password is not None else self.environ.get(PASSWORD_VARIABLE)
         if password is None:
             return Identity.asserted(user)
+        return self.authenticate(user, password, run_id)
+
+    def authenticate(
+        self, user: str, password: str, run_id: str | None = None, details: Mapping[str, Any] | None = None
+    ) -> Identity:
+        """`user` verified by the directory's check of `password`; the attempt is in the ledger, with
+        `details`, either way, and a wrong password raises AccessDenied."""
         with closing_checkpoint():
-            return authenticate(self.store, self.policy, user, password, run_id, delay_base(self.environ))
+            return authenticate(self.store, self.policy, user, password, run_id, delay_base(self.environ), details)
 
     def open(self, target: str, *, as_user: str, password: str | None = None) -> VersionRow:
         """The version `target` names (newest committed without `@N`), once `as_user` may read it.

@@ -117,6 +117,10 @@ class SourceRefused(InvalidInput):
     """A database source that refuses the read: wrong credentials, an unknown table, a query it cannot run."""
 
 
+class RequestTooLarge(InvalidInput):
+    """A request to the service whose body is larger than a request may send."""
+
+
 class Protected(InvalidInput):
     """A version that critical lineage depends on cannot be purged."""
 
@@ -131,6 +135,11 @@ class AccessDenied(CustodyError):
     """A request refused by policy."""
 
     exit_code = 3
+
+
+class NotSignedIn(AccessDenied):
+    """A request to the service without a valid session or token: none, expired, ended, or signed
+    with another key."""
 
 
 class SettingDisagrees(AccessDenied):

@@ -63,6 +63,7 @@ class Action:
     FEED_REFUSED = "feed.refused"
     FEED_DELETED = "feed.deleted"
     PASSWORD_CHANGED = "password.changed"
+    SESSION_ENDED = "session.ended"
 
 
 HASHED = ("seq", "ts", "actor", "action", "asset_key", "version", "run_id", "details", "assurance")

@@ -1,25 +1,31 @@
-"""Dagster's own webserver and daemon on a test's instance, as `make ui` starts them, and its GraphQL API."""
+"""The Custody service with Dagster's UI behind its login, and Dagster's daemon, on a test's instance, as
+`make ui` starts them; a signed-in user's requests, GraphQL among them."""
 
 from __future__ import annotations
 
-import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
 import pytest
+import requests
 
 from assets.launch import instance_for
+from governance.config import Settings
+from governance.demo import demo_password
 from tests.conftest import ROOT
 
-WEBSERVER = Path(sys.executable).with_name("dagster-webserver")
+CUSTODY = Path(sys.executable).with_name("custody")
+DAEMON = Path(sys.executable).with_name("dagster-daemon")
 
 
 def free_port() -> int:
@@ -28,47 +34,93 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def graphql(port: int, query: str) -> dict:
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/graphql",
-        data=json.dumps({"query": query}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.load(response)["data"]
-
-
 def serving(port: int, process: subprocess.Popen, seconds: float, said: Callable[[], str]) -> None:
-    """Wait until Dagster's webserver answers on `port`; `said` tells what `process` printed if it exits."""
+    """Wait until the service answers on `port`; `said` tells what `process` printed if it exits. It
+    listens once the UI's code location has loaded."""
     deadline = time.monotonic() + seconds
     while True:
         try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2)
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/login", timeout=2)
             return
         except OSError:
-            assert process.poll() is None, f"the webserver exited: {said()[-2000:]}"
-            assert time.monotonic() < deadline, f"the webserver did not start in {seconds:g} s"
+            assert process.poll() is None, f"the service exited: {said()[-2000:]}"
+            assert time.monotonic() < deadline, f"the service did not start in {seconds:g} s"
             time.sleep(0.1)
 
 
-@pytest.fixture
-def webserver(cli_env):
-    instance_for(cli_env)
+class SignedIn:
+    """A user of the service, signed in at its login as a script is: its session cookie, sent back."""
+
+    def __init__(self, port: int, user: str | None = None, password: str | None = None):
+        self.base = f"http://127.0.0.1:{port}"
+        self.http = requests.Session()
+        if user is not None:
+            answer = self.sign_in(user, demo_password(user) if password is None else password)
+            assert answer.status_code == 303, answer.text
+
+    def sign_in(self, user: str, password: str) -> requests.Response:
+        form = self.http.get(f"{self.base}/login", timeout=30)
+        data = {"user": user, "password": password, "csrf": form_token(form.text)}
+        return self.http.post(f"{self.base}/login", data=data, allow_redirects=False, timeout=60)
+
+    def post(self, path: str, body: object, headers: Mapping[str, str] | None = None) -> requests.Response:
+        return self.http.post(f"{self.base}{path}", json=body, headers=headers, allow_redirects=False, timeout=120)
+
+    def graphql(self, query: str, variables: Mapping[str, object] | None = None) -> dict:
+        """What the UI's GraphQL answers: its data. Dagster answers an error with HTTP 500 and data."""
+        answer = self.post("/graphql", {"query": query, "variables": dict(variables or {})})
+        assert answer.status_code in (200, 500), f"{answer.status_code}: {answer.text}"
+        return answer.json()["data"]
+
+
+CSRF = re.compile(r'name="csrf" value="([^"]+)"')
+
+
+def form_token(page: str) -> str:
+    """The token a form of the service's page carries against cross-site request forgery."""
+    token = CSRF.search(page)
+    assert token, page
+    return token.group(1)
+
+
+@dataclass(frozen=True)
+class Served:
+    """`custody serve` on a test's home: the login, and the Dagster UI behind it."""
+
+    port: int
+
+    def as_user(self, user: str | None = None, password: str | None = None) -> SignedIn:
+        return SignedIn(self.port, user, password)
+
+
+def graphql(served: Served, query: str) -> dict:
+    """The UI's answer to `query`, asked by carol (a consumer): reading needs only a session."""
+    return served.as_user("carol").graphql(query)
+
+
+def start_service(settings: Settings, env: Mapping[str, str] | None = None) -> tuple[subprocess.Popen, int]:
+    """`custody serve` on the home of `settings`, with the process's environment and `env`."""
+    instance_for(settings)
     port = free_port()
-    env = {**os.environ, "DAGSTER_HOME": str(cli_env.dagster_home)}
     server = subprocess.Popen(
-        [str(WEBSERVER), "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
+        [str(CUSTODY), "serve", "--port", str(port), "--no-daemon"],
         cwd=ROOT,
-        env=env,
+        env={**os.environ, "DAGSTER_HOME": str(settings.dagster_home), **(env or {})},
         start_new_session=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
     )
     serving(port, server, 120, lambda: server.stderr.read())
-    yield port
-    os.killpg(server.pid, signal.SIGTERM)
-    server.wait(timeout=30)
+    return server, port
+
+
+@pytest.fixture
+def webserver(cli_env) -> Iterator[Served]:
+    """The Dagster UI as `make ui` serves it: behind Custody's login, in `custody serve`."""
+    server, port = start_service(cli_env)
+    yield Served(port)
+    stop(server)
 
 
 def start_daemon(cli_env, sensor: str = "on") -> subprocess.Popen:
@@ -80,7 +132,7 @@ def start_daemon(cli_env, sensor: str = "on") -> subprocess.Popen:
         "CUSTODY_DROPZONE_SENSOR_SECONDS": "5",
     }
     return subprocess.Popen(
-        [str(WEBSERVER.with_name("dagster-daemon")), "run", "-w", "workspace.yaml"],
+        [str(DAEMON), "run", "-w", "workspace.yaml"],
         cwd=ROOT,
         env=env,
         start_new_session=True,

@@ -5,6 +5,7 @@ A failed test leaves a screenshot of the page it was on in `.test-artifacts/` at
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -22,10 +23,10 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from assets.launch import instance_for
 from governance.cli import run
-from governance.demo import drop_demo_batches
+from governance.demo import demo_password, drop_demo_batches
 from governance.zones import Lake
 from tests.conftest import ROOT
-from tests.dagster_servers import finished
+from tests.dagster_servers import Served, finished
 from tests.helpers import edit_spec
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
@@ -55,6 +56,13 @@ class Page:
         self.community_asked = False
         # For what React may redraw between finding an element and using it: find it again.
         self.redrawn = WebDriverWait(driver, WAIT_SECONDS, ignored_exceptions=(StaleElementReferenceException,))
+
+    def sign_in(self, user: str, password: str, then: str = "/") -> None:
+        """Sign in at the login page, as a person does, asking for `then`."""
+        self.driver.get(f"http://127.0.0.1:{self.port}/login?next={then}")
+        self.wait.until(ready.visibility_of_element_located((By.ID, "user"))).send_keys(user)
+        self.driver.find_element(By.ID, "password").send_keys(password)
+        self.driver.find_element(By.XPATH, "//button[normalize-space()='Sign in']").click()
 
     def open(self, path: str) -> None:
         """An asset page, once its Materialize button is there."""
@@ -151,8 +159,12 @@ def browser(request: pytest.FixtureRequest) -> Iterator[WebDriver]:
 
 
 @pytest.fixture
-def ui(browser: WebDriver, webserver: int) -> Page:
-    return Page(browser, webserver)
+def ui(browser: WebDriver, webserver: Served) -> Page:
+    """The browser, signed in as bob (a producer of sales) at the login page."""
+    page = Page(browser, webserver.port)
+    page.sign_in("bob", demo_password("bob"))
+    page.wait.until(lambda driver: "/login" not in driver.current_url)
+    return page
 
 
 @pytest.fixture
@@ -200,33 +212,46 @@ def test_an_asset_page_shows_its_governance_columns_and_column_lineage(ui, joine
     )
 
 
-def test_materialize_without_a_requester_is_refused_and_the_launchpad_with_one_runs(ui, joined, cli_env, queue_only):
-    ui.open("/assets/sales/names_and_products")
-    ui.click("//button[normalize-space()='Materialize']")
-    refusal = ui.dialog()
-    assert "Custody refused this run: the request names no user" in refusal
-    assert 'File "' not in refusal  # the reason alone, no stack
-    ui.close_dialog("OK")
+def test_the_plain_materialize_runs_for_the_signed_in_user_verified(ui, joined, cli_env, capsys, queue_only):
     instance = instance_for(cli_env)
-    # A new input version, so the Launchpad's run makes a version of its own.
+    # A new input version, so the run makes a version of its own.
     assert run(["ingest", "sales/clients", "--as", "bob"]) == 0
     before = {r.run_id for r in instance.get_runs()}
-
-    ui.choose("//button[.//div[@aria-label='arrow_drop_down']]", "//*[normalize-space()='Open launchpad']")
-    ui.click("//button[normalize-space()='Edit tags']")
-    ui.wait.until(ready.visibility_of_element_located((By.XPATH, "//input[@placeholder='Tag Key']"))).send_keys(
-        "custody/requested_by"
-    )
-    ui.driver.find_element(By.XPATH, "//input[@placeholder='Tag Value']").send_keys("bob")
-    ui.click("//button[normalize-space()='Apply']")
-    ui.click("//div[contains(@class, 'dagster-dialog')]//button[normalize-space()='Materialize']")
-    [launched] = until(
-        lambda: [r for r in instance.get_runs() if r.run_id not in before], "a launch from the Launchpad"
-    )
-    assert launched.tags["custody/requested_by"] == "bob"
-    assert finished(instance, launched.run_id, queue_only).is_success
     ui.open("/assets/sales/names_and_products")
-    ui.shows("sales/names_and_products@2")
+    ui.click("//button[normalize-space()='Materialize']")
+    [launched] = until(lambda: [r for r in instance.get_runs() if r.run_id not in before], "a run of Materialize")
+    done = finished(instance, launched.run_id, queue_only)
+    assert done.is_success and done.tags["custody/requested_by"] == "bob"
+    ui.open("/assets/sales/names_and_products")
+    ui.shows("sales/names_and_products@2", "verified")
+    capsys.readouterr()
+    assert run(["ledger", "show", "--run", launched.run_id, "--json"]) == 0
+    entries = json.loads(capsys.readouterr().out)
+    [session] = [e for e in entries if e["action"] == "session"]
+    assert (session["actor"], session["assurance"], session["details"]["result"]) == ("bob", "verified", "allowed")
+    assert (session["details"]["channel"], session["details"]["method"]) == ("ui", "password")
+    assert {(e["actor"], e["assurance"]) for e in entries if e["action"] in ("materialize", "read")} == {
+        ("bob", "verified")
+    }
+    assert run(["versions", "sales/names_and_products", "--json"]) == 0
+    newest = json.loads(capsys.readouterr().out)[-1]
+    assert (newest["number"], newest["requested_by"], newest["assurance"]) == (2, "bob", "verified")
+
+
+def test_a_wrong_password_stays_at_the_login_and_logout_ends_the_session(browser, webserver):
+    page = Page(browser, webserver.port)
+    page.sign_in("carol", "not-her-password", then="/assets")
+    page.shows("Sign in to Custody", "carol: unknown user or wrong password")
+    page.sign_in("carol", demo_password("carol"), then="/assets")
+    page.wait.until(lambda driver: driver.current_url.endswith("/assets"))
+    page.shows("names_and_products", "product_summary")
+    browser.get(f"http://127.0.0.1:{webserver.port}/logout")
+    page.shows("Signed in as carol")
+    page.click("//button[normalize-space()='Sign out']")
+    page.shows("Sign in to Custody")
+    browser.get(f"http://127.0.0.1:{webserver.port}/assets")
+    page.shows("Sign in to Custody")
+    assert "/login?next=/assets" in browser.current_url
 
 
 def test_a_check_runs_on_demand_from_the_asset_s_checks_tab(ui, joined, cli_env, queue_only):

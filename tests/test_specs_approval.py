@@ -151,7 +151,7 @@ def test_an_applied_spec_runs(specs, cli_env, capsys, spark):
 
 
 def test_the_ui_refuses_a_launch_of_an_unapplied_spec_and_shows_the_asset_pending(specs, capsys, webserver):
-    answer = launch_answer(webserver, ["sales", "products"], {}, {"custody/requested_by": "bob"})
+    answer = launch_answer(webserver.as_user("bob"), ["sales", "products"], {})
     assert answer["__typename"] == "PythonError", answer
     assert answer["message"] == (
         "Custody refused this run: sales/products has no definition in force yet: an owner "

@@ -1,12 +1,11 @@
-"""What `make ui` shows: Dagster's own webserver on the shared instance, asked through its GraphQL API."""
+"""What `make ui` shows: Dagster's own webserver on the shared instance, behind Custody's login, asked
+through its GraphQL API by signed-in users."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import time
-import urllib.error
-import urllib.request
 
 import dagster as dg
 
@@ -16,7 +15,7 @@ from governance.cli import run
 from governance.demo import PRODUCTS, drop_demo_batches
 from governance.zones import Lake
 from tests.conftest import drop
-from tests.dagster_servers import finished, graphql, start_daemon, stop
+from tests.dagster_servers import SignedIn, finished, graphql, start_daemon, stop
 
 ASSETS_QUERY = """{ assetNodes { assetKey { path } groupName description kinds
   owners { ... on TeamAssetOwner { team } } tags { key value }
@@ -50,7 +49,7 @@ LAUNCH = """mutation($params: ExecutionParams!) { launchRun(executionParams: $pa
   ... on RunConfigValidationInvalid { errors { message } } } }"""
 
 
-def launch_answer(port: int, asset: list[str], config: dict, tags: dict[str, str]) -> dict:
+def launch_answer(user: SignedIn, asset: list[str], config: dict, tags: dict[str, str] | None = None) -> dict:
     """What the UI's Launchpad gets back from the GraphQL launchRun mutation."""
     params = {
         "selector": {
@@ -60,22 +59,13 @@ def launch_answer(port: int, asset: list[str], config: dict, tags: dict[str, str
             "assetSelection": [{"path": asset}],
         },
         "runConfigData": config,
-        "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in tags.items()]},
+        "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in (tags or {}).items()]},
     }
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/graphql",
-        data=json.dumps({"query": LAUNCH, "variables": {"params": params}}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return json.load(response)["data"]["launchRun"]
-    except urllib.error.HTTPError as err:  # the webserver answers an error with HTTP 500, and the error
-        return json.load(err)["data"]["launchRun"]
+    return user.graphql(LAUNCH, {"params": params})["launchRun"]
 
 
-def launch_from_ui(port: int, asset: list[str], config: dict, tags: dict[str, str]) -> str:
-    answer = launch_answer(port, asset, config, tags)
+def launch_from_ui(user: SignedIn, asset: list[str], config: dict) -> str:
+    answer = launch_answer(user, asset, config)
     assert answer["__typename"] == "LaunchRunSuccess", answer
     return answer["run"]["runId"]
 
@@ -83,37 +73,75 @@ def launch_from_ui(port: int, asset: list[str], config: dict, tags: dict[str, st
 CHECK_EXECUTIONS = """{ assetCheckExecutions(assetKey: {path: ["sales", "products"]}, checkName: "files_intact", limit: 5) {
   runId status } }"""
 PRODUCERS_ONLY = "it needs producer (sales-producers) or owner (sales-owners)"
-REFUSED = {
-    "": "the request names no user: say who asks (custody/requested_by run tag, --as or --by)",
-    "eve": f"eve may not ingest sales/products: {PRODUCERS_ONLY}",
-    "mallory": f"mallory may not ingest sales/products: {PRODUCERS_ONLY}",
-    "bob'); DROP TABLE runs;--": "user",
-}
 
 
 def test_a_refused_ui_launch_shows_its_reason_and_leaves_no_run(cli_env, capsys, webserver):
     dropped = drop_demo_batches(Lake(cli_env.lake))
     config = {"ops": {"sales__products": {"config": {"batch": dropped.products_batch}}}}
-    for requester, reason in REFUSED.items():
-        tags = {"custody/requested_by": requester} if requester else {}
-        answer = launch_answer(webserver, ["sales", "products"], config, tags)
-        assert answer["__typename"] == "PythonError", answer
-        assert answer["message"].startswith("Custody refused this run: ")
-        assert reason in answer["message"] and "\n" not in answer["message"]
+    for user in ("eve", "dave"):
+        answer = launch_answer(webserver.as_user(user), ["sales", "products"], config)
+        assert answer == {
+            "__typename": "PythonError",
+            "message": f"Custody refused this run: {user} may not ingest sales/products: {PRODUCERS_ONLY}",
+        }
     instance = instance_for(cli_env)
     assert instance.get_runs() == []
     assert not instance.get_latest_materialization_event(dg.AssetKey(["sales", "products"]))
     assert graphql(webserver, CHECK_EXECUTIONS)["assetCheckExecutions"] == []
     assert run(["ledger", "show", "--action", "ingest", "--json"]) == 0
     decisions = json.loads(capsys.readouterr().out)
-    assert [d["details"]["result"] for d in decisions] == ["denied"] * len(REFUSED)
+    assert [(d["actor"], d["assurance"], d["details"]["result"]) for d in decisions] == [
+        ("eve", "verified", "denied"),
+        ("dave", "verified", "denied"),
+    ]
     assert {d["details"]["at"] for d in decisions} == {"submission"}
-    assert [d["actor"] for d in decisions[1:3]] == ["eve", "mallory"]
+
+
+def test_a_ui_launch_is_for_the_signed_in_user_and_a_tag_naming_another_is_refused(cli_env, capsys, webserver):
+    dropped = drop_demo_batches(Lake(cli_env.lake))
+    config = {"ops": {"sales__products": {"config": {"batch": dropped.products_batch}}}}
+    eve = webserver.as_user("eve")
+    answer = launch_answer(eve, ["sales", "products"], config, {"custody/requested_by": "bob"})
+    assert answer == {
+        "__typename": "PythonError",
+        "message": (
+            "Custody refused this run: the run's custody/requested_by tag names bob, but eve launched it: "
+            "a run launched from the UI is for the signed-in user"
+        ),
+    }
+    forged = eve.post("/graphql", {"query": "{ version }"}, headers={"X-Custody-Principal": "bob"})
+    assert forged.status_code == 200  # the header a client sends is dropped; the session says who asks
+    assert instance_for(cli_env).get_runs() == []
+    assert run(["ledger", "show", "--action", "session", "--json"]) == 0
+    [refused] = json.loads(capsys.readouterr().out)
+    assert (refused["actor"], refused["assurance"], refused["details"]["result"]) == ("eve", "verified", "denied")
+    assert (refused["details"]["channel"], refused["details"]["method"]) == ("ui", "password")
+
+
+def test_a_ui_launch_without_a_session_is_refused_with_401_and_recorded(cli_env, capsys, webserver):
+    params = {
+        "selector": {
+            "repositoryLocationName": "custody",
+            "repositoryName": "__repository__",
+            "jobName": "__ASSET_JOB",
+            "assetSelection": [{"path": ["sales", "products"]}],
+        }
+    }
+    answer = SignedIn(webserver.port).post("/graphql", {"query": LAUNCH, "variables": {"params": params}})
+    assert (answer.status_code, answer.json()) == (401, {"detail": "sign in first"})
+    assert instance_for(cli_env).get_runs() == []
+    assert run(["ledger", "show", "--action", "session", "--json"]) == 0
+    [refused] = json.loads(capsys.readouterr().out)
+    assert (refused["actor"], refused["details"]["result"], refused["details"]["path"]) == (
+        "anonymous",
+        "denied",
+        "/graphql",
+    )
 
 
 def test_a_ui_materialize_of_a_landing_asset_without_a_ready_batch_is_refused_at_launch(cli_env, capsys, webserver):
     lake = Lake(cli_env.lake)
-    answer = launch_answer(webserver, ["sales", "products"], {}, {"custody/requested_by": "bob"})
+    answer = launch_answer(webserver.as_user("bob"), ["sales", "products"], {})
     assert answer == {
         "__typename": "PythonError",
         "message": f"Custody refused this run: no ready batch of sales/products in {lake.drop_dir(PRODUCTS)}",
@@ -136,13 +164,9 @@ def test_allowed_ui_launches_queue_and_two_runs_of_one_asset_run_one_after_the_o
 ):
     lake = Lake(cli_env.lake)
     batches = [drop_demo_batches(lake).products_batch for _ in range(2)]
+    bob = webserver.as_user("bob")
     run_ids = [
-        launch_from_ui(
-            webserver,
-            ["sales", "products"],
-            {"ops": {"sales__products": {"config": {"batch": batch}}}},
-            {"custody/requested_by": "bob"},
-        )
+        launch_from_ui(bob, ["sales", "products"], {"ops": {"sales__products": {"config": {"batch": batch}}}})
         for batch in batches
     ]
     instance = instance_for(cli_env)
@@ -156,7 +180,8 @@ def test_allowed_ui_launches_queue_and_two_runs_of_one_asset_run_one_after_the_o
     assert sorted((d["run_id"], d["details"].get("at", "start")) for d in decisions) == sorted(
         (run_id, at) for run_id in run_ids for at in ("submission", "start")
     )
-    assert {(d["actor"], d["details"]["result"]) for d in decisions} == {("bob", "allowed")}
+    assert {(d["actor"], d["assurance"], d["details"]["result"]) for d in decisions} == {("bob", "verified", "allowed")}
+    assert {r.tags["custody/requested_by"] for r in done} == {"bob"}
 
 
 def runs_launched(instance, count: int, daemon: subprocess.Popen, seconds: float = 120) -> list[dg.DagsterRun]:
@@ -173,9 +198,9 @@ SENSOR_TICKS = """{ sensorOrError(sensorSelector: {repositoryLocationName: "cust
   sensorName: "custody_dropzone"}) { ... on Sensor { sensorState { status ticks(limit: 50) { id status } } } } }"""
 
 
-def sensor_ticks(port: int) -> set[str]:
+def sensor_ticks(served) -> set[str]:
     """The sensor's ticks that ended, among its newest 50."""
-    state = graphql(port, SENSOR_TICKS)["sensorOrError"]["sensorState"]
+    state = graphql(served, SENSOR_TICKS)["sensorOrError"]["sensorState"]
     assert state["status"] == "RUNNING"
     return {tick["id"] for tick in state["ticks"] if tick["status"] in ("SUCCESS", "SKIPPED")}
 
@@ -218,21 +243,12 @@ REEXECUTE = """mutation($parent: String!, $tags: [ExecutionTag!]) { launchPipeli
   __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }"""
 
 
-def reexecute(port: int, parent: str, tags: dict[str, str] | None = None) -> dict:
+def reexecute(user: SignedIn, parent: str, tags: dict[str, str] | None = None) -> dict:
     variables = {"parent": parent, "tags": [{"key": k, "value": v} for k, v in (tags or {}).items()]}
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/graphql",
-        headers={"Content-Type": "application/json"},
-        data=json.dumps({"query": REEXECUTE, "variables": variables}).encode(),
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return json.load(response)["data"]["launchPipelineReexecution"]
-    except urllib.error.HTTPError as err:
-        return json.load(err)["data"]["launchPipelineReexecution"]
+    return user.graphql(REEXECUTE, variables)["launchPipelineReexecution"]
 
 
-def test_a_run_the_cli_launched_is_re_executed_from_the_ui_for_the_same_requester(
+def test_a_run_the_cli_launched_is_re_executed_from_the_ui_for_the_user_who_re_executes_it(
     cli_env, spark, capsys, webserver, queue_only
 ):
     drop_demo_batches(Lake(cli_env.lake))
@@ -247,7 +263,7 @@ def test_a_run_the_cli_launched_is_re_executed_from_the_ui_for_the_same_requeste
     # A new input version, so the re-execution makes a version of its own.
     assert run(["ingest", "sales/clients", "--as", "bob"]) == 0
     runs = len(instance.get_runs())
-    as_eve = reexecute(webserver, parent.run_id, {"custody/requested_by": "eve"})
+    as_eve = reexecute(webserver.as_user("eve"), parent.run_id)
     assert as_eve == {
         "__typename": "PythonError",
         "message": (
@@ -256,14 +272,15 @@ def test_a_run_the_cli_launched_is_re_executed_from_the_ui_for_the_same_requeste
         ),
     }
     assert len(instance.get_runs()) == runs
-    answer = reexecute(webserver, parent.run_id)
+    answer = reexecute(webserver.as_user("alice"), parent.run_id)
     assert answer["__typename"] == "LaunchRunSuccess", answer
     child = finished(instance, answer["run"]["runId"], queue_only)
     assert child.is_success and child.parent_run_id == parent.run_id
-    assert child.tags["custody/requested_by"] == "bob"
+    assert child.tags["custody/requested_by"] == "alice"
     capsys.readouterr()
     assert run(["versions", "sales/names_and_products", "--json"]) == 0
-    assert [v["number"] for v in json.loads(capsys.readouterr().out)] == [1, 2]
+    versions = json.loads(capsys.readouterr().out)
+    assert [(v["number"], v["requested_by"]) for v in versions] == [(1, "bob"), (2, "alice")]
 
 
 def test_a_ui_re_execution_of_a_cli_run_carries_none_of_the_cli_process_s_tags(cli_env, spark, capsys, webserver):
@@ -273,7 +290,7 @@ def test_a_ui_re_execution_of_a_cli_run_carries_none_of_the_cli_process_s_tags(c
     [parent] = instance.get_runs()
     cli_tags = {"custody/launched_from", "custody/pid", "custody/host"}
     assert cli_tags <= set(parent.tags)
-    answer = reexecute(webserver, parent.run_id)
+    answer = reexecute(webserver.as_user("bob"), parent.run_id)
     assert answer["__typename"] == "LaunchRunSuccess", answer
     child = instance.get_run_by_id(answer["run"]["runId"])
     assert child.parent_run_id == parent.run_id and child.tags["custody/requested_by"] == "bob"

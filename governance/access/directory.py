@@ -77,6 +77,11 @@ class Directory(Protocol):
         """Whether `authenticate` can establish a verified identity here."""
         ...
 
+    @property
+    def method(self) -> str:
+        """How `authenticate` checks a password, as the ledger names it."""
+        ...
+
 
 @dataclass(frozen=True)
 class _Members:
@@ -92,6 +97,8 @@ class FileDirectory:
     The file is read again whenever it changes, so a grant, revoke or new password made by another
     process (or by this one) counts from the next question on.
     """
+
+    method = "password"
 
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -220,6 +227,7 @@ class LdapDirectory:
     `groupOfNames` whose `member` names users or other groups. Answers are cached for `ttl_seconds`."""
 
     verifies_passwords = True
+    method = "ldap-bind"
 
     def __init__(self, settings: LdapSettings):
         if settings.url.startswith("ldap://") and not settings.starttls:

@@ -203,13 +203,16 @@ def authenticate(
     password: str,
     run_id: str | None = None,
     delay: float = DEFAULT_DELAY_SECONDS,
+    details: Details = None,
 ) -> Identity:
-    """Check the password with the policy's directory; the attempt is a ledger entry either way.
-    After failed attempts in a row, the next is refused unchecked until its delay has passed."""
+    """Check the password with the policy's directory; the attempt is a ledger entry either way,
+    with `details` (the channel, a session). After failed attempts in a row, the next is refused
+    unchecked until its delay has passed."""
 
     def decided(allowed: bool, reason: str, verb: Verb = Verb.AUTHENTICATE) -> Identity:
         identity = Identity(user, Assurance.VERIFIED if allowed else Assurance.NONE)
-        enforce(catalog, Decision(identity, verb, None, allowed, reason, directory=policy.source or None), run_id)
+        decision = Decision(identity, verb, None, allowed, reason, directory=policy.source or None)
+        enforce(catalog, decision, run_id, {"method": policy.directory.method, **(details or {})})
         return identity  # a denial has raised
 
     wait = wait_before_next(_attempts(catalog, user), delay, datetime.now(UTC))
@@ -240,7 +243,8 @@ def _attempts(catalog: Catalog, user: str, newest: int = 100) -> list[Attempt]:
 
 def run_identity(catalog: Catalog, run_id: str | None, requested_by: str | None, *, system: bool = False) -> Identity:
     """Who a run is for, and how we know: verified when the CLI checked their password for this very
-    run (an `authenticate` entry with its run id), system for a schedule, asserted for a run tag."""
+    run (an `authenticate` entry with its run id) or they launched it signed in to the UI (a `session`
+    entry), system for a schedule, asserted for a run tag."""
     if not requested_by:
         return Identity(ANONYMOUS, Assurance.NONE)
     if run_id and _verified_for_run(catalog, run_id, requested_by):
@@ -255,7 +259,7 @@ def _verified_for_run(catalog: Catalog, run_id: str, user: str) -> bool:
             .where(
                 LedgerEntry.run_id == run_id,
                 LedgerEntry.actor == user,
-                LedgerEntry.action == Verb.AUTHENTICATE.value,
+                col(LedgerEntry.action).in_([Verb.AUTHENTICATE.value, Verb.SESSION.value]),
                 LedgerEntry.assurance == Assurance.VERIFIED.value,
             )
             .order_by(col(LedgerEntry.seq))

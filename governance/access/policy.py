@@ -39,6 +39,8 @@ class Verb(StrEnum):
     APPLY = "spec.apply"
     FEED_DELETE = "feed.delete"
     SET_PASSWORD = "password.set"
+    # A request made in a signed-in session of the service: a run launched from the UI, for its user.
+    SESSION = "session"
 
 
 ROLES_FOR: Mapping[Verb, tuple[Role, ...]] = {

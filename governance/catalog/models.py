@@ -324,3 +324,19 @@ class CatalogMigration(SQLModel, table=True):
 
     name: str = Field(primary_key=True)
     applied_at: datetime
+
+
+class ServiceSession(SQLModel, table=True):
+    """A sign-in to the service: a browser's session or an API token, valid until it expires or ends.
+    The cookie or token carries the id signed; the row says whose it is, so that ending it counts for
+    every process that shares the catalog."""
+
+    __tablename__ = "service_session"
+
+    id: str = Field(primary_key=True)
+    user: str = Field(index=True)
+    method: str  # how the user proved who they are: password, ldap-bind, gateway
+    kind: str  # session (a browser's cookie) or token (an API client's)
+    issued_at: datetime
+    expires_at: datetime
+    ended_at: datetime | None = None

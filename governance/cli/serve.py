@@ -1,0 +1,54 @@
+"""`custody serve`: the service, with the Dagster UI behind its login."""
+
+from __future__ import annotations
+
+import os
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from governance.cli.common import app, load_settings, open_custody
+
+WORKSPACE = Path(__file__).resolve().parents[2] / "workspace.yaml"
+
+
+@app.command("serve")
+def serve(
+    host: Annotated[str, typer.Option(help="The address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="The port to listen on.")] = 3000,
+    ui: Annotated[bool, typer.Option("--ui/--no-ui", help="Serve the Dagster UI behind the login.")] = True,
+    daemon: Annotated[
+        bool,
+        typer.Option("--daemon/--no-daemon", help="Run Dagster's daemon beside it: the queue, sensors, schedules."),
+    ] = True,
+    workspace: Annotated[
+        Path, typer.Option(help="The Dagster workspace whose code locations the UI shows.", exists=True)
+    ] = WORKSPACE,
+) -> None:
+    """Serve Custody over HTTP: the login, and the Dagster UI behind it.
+
+    Every page of the UI, its GraphQL and its WebSocket need a session, opened at /login with a
+    directory password; a run launched from the UI is for the signed-in user, verified. Sessions are
+    signed with CUSTODY_SESSION_SECRET (else a key of this process's own, so they end when it stops)
+    and last CUSTODY_SESSION_SECONDS (8 hours by default)."""
+    import uvicorn
+
+    from governance.service.app import create_app
+    from governance.service.sessions import SessionSettings
+
+    settings = load_settings()
+    session_settings = SessionSettings.from_environ(os.environ)
+    custody = open_custody(settings)
+    with ExitStack() as stack:
+        served = None
+        if ui:
+            from assets.ui import dagster_daemon, dagster_ui
+
+            os.environ.setdefault("DAGSTER_HOME", str(settings.dagster_home))
+            if daemon:
+                stack.enter_context(dagster_daemon(settings, workspace))
+            served = stack.enter_context(dagster_ui(settings, workspace))
+        typer.echo(f"Custody serves on http://{host}:{port} (sign in at /login)")
+        uvicorn.run(create_app(custody, session_settings, served), host=host, port=port, log_level="warning")

@@ -1,0 +1,62 @@
+"""The service's ASGI app: the login, and the Dagster UI behind its gate when one is given."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from governance.api import Custody
+from governance.errors import RequestTooLarge
+from governance.service import login
+from governance.service.context import Service
+from governance.service.gate import Gate
+from governance.service.sessions import Sessions, SessionSettings
+
+# The most a request may send: the UI's largest (a launch with its run config) stays far below.
+MAX_BODY_BYTES = 4 * 1024 * 1024
+
+
+def create_app(custody: Custody, settings: SessionSettings, ui: ASGIApp | None = None) -> ASGIApp:
+    app = FastAPI(title="Custody", docs_url="/api/docs", redoc_url=None, openapi_url="/api/openapi.json")
+    app.state.service = Service(custody, Sessions(custody.store, settings))
+    app.include_router(login.router)
+    if ui is not None:
+        app.mount("/", Gate(ui, app.state.service))
+    return BoundedBody(app, MAX_BODY_BYTES)
+
+
+class BoundedBody:
+    """Refuses a request whose body is larger than `limit` bytes with 413, before the app reads it
+    when Content-Length says so, else as soon as the bytes received pass it."""
+
+    def __init__(self, app: ASGIApp, limit: int):
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"0")
+        if not declared.isdigit() or int(declared) > self.limit:
+            await self._too_large(scope, receive, send)
+            return
+        received = 0
+
+        async def bounded() -> Message:
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > self.limit:
+                raise RequestTooLarge(str(received))
+            return message
+
+        try:
+            await self.app(scope, bounded, send)
+        except RequestTooLarge:
+            await self._too_large(scope, receive, send)
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        detail = f"the request's body is larger than the {self.limit // 1024 // 1024} MiB a request may send"
+        await JSONResponse({"detail": detail}, status_code=413)(scope, receive, send)

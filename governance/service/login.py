@@ -1,0 +1,143 @@
+"""The login and logout of the UI: a form that checks the password with the directory (a bind for
+LDAP, the stored hash for the file directory), then a signed, HttpOnly, SameSite session cookie.
+Both forms carry a token that must match a cookie of the same browser, and Origin is checked too."""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from governance import ledger
+from governance.access.guard import ledger_actor
+from governance.catalog import closing_checkpoint
+from governance.errors import AccessDenied, NotSignedIn
+from governance.runs import Assurance
+from governance.service.context import CSRF_COOKIE, SESSION_COOKIE, Service, cross_site
+from governance.service.gate import UI_CHANNEL
+from governance.service.pages import login_page, logout_page
+from governance.service.sessions import Principal, new_session_id, reference_of
+
+router = APIRouter(include_in_schema=False)
+
+User = Annotated[str, Form(max_length=256)]
+Password = Annotated[str, Form(max_length=1024)]
+Token = Annotated[str, Form(max_length=128)]
+
+
+def service_of(request: Request) -> Service:
+    service: Service = request.app.state.service
+    return service
+
+
+@router.get("/login")
+def show_login(request: Request, next: str = "/") -> Response:
+    return _login_form(request, _local(next))
+
+
+@router.post("/login")
+def sign_in(request: Request, user: User, password: Password, csrf: Token, next: str = Form("/")) -> Response:
+    service = service_of(request)
+    target = _local(next)
+    refusal = _forged(request, csrf)
+    if refusal is not None:
+        service.refused(request, refusal, UI_CHANNEL)
+        return _login_form(request, target, refusal, user, status=403)
+    session_id = new_session_id()
+    details = {"channel": UI_CHANNEL, "session": reference_of(session_id), "peer": _peer(request)}
+    try:
+        service.custody.authenticate(user, password, details=details)
+    except AccessDenied as err:
+        return _login_form(request, target, str(err).removeprefix("denied: "), user, status=401)
+    principal = Principal(user, service.custody.policy.directory.method, session_id)
+    response = RedirectResponse(target, status_code=303)
+    response.set_cookie(
+        SESSION_COOKIE,
+        service.sessions.open(principal),
+        max_age=int(service.sessions.settings.lifetime.total_seconds()),
+        httponly=True,
+        samesite="lax",
+        secure=request.url.scheme == "https",
+    )
+    response.delete_cookie(CSRF_COOKIE)
+    return response
+
+
+@router.get("/logout")
+async def show_logout(request: Request) -> Response:
+    try:
+        principal = await run_in_threadpool(_principal, request)
+    except NotSignedIn:
+        return RedirectResponse("/login", status_code=303)
+    token = secrets.token_urlsafe(24)
+    response = HTMLResponse(logout_page(token, principal.user))
+    _set_csrf(request, response, token)
+    return response
+
+
+@router.post("/logout")
+def sign_out(request: Request, csrf: Token) -> Response:
+    service = service_of(request)
+    refusal = _forged(request, csrf)
+    if refusal is not None:
+        service.refused(request, refusal, UI_CHANNEL)
+        return HTMLResponse(refusal, status_code=403)
+    try:
+        principal = _principal(request)
+    except NotSignedIn:
+        return RedirectResponse("/login", status_code=303)
+    service.sessions.end(principal)
+    with closing_checkpoint(), service.custody.store.session() as session:
+        ledger.append(
+            session,
+            actor=ledger_actor(principal.user),
+            action=ledger.Action.SESSION_ENDED,
+            assurance=Assurance.VERIFIED,
+            details={"channel": UI_CHANNEL, "method": principal.method, "session": principal.reference},
+        )
+    response = RedirectResponse("/login", status_code=303)
+    response.delete_cookie(SESSION_COOKIE)
+    response.delete_cookie(CSRF_COOKIE)
+    return response
+
+
+def _principal(request: Request) -> Principal:
+    return service_of(request).sessions.find(request.cookies.get(SESSION_COOKIE))
+
+
+def _login_form(
+    request: Request, target: str, problem: str | None = None, user: str = "", status: int = 200
+) -> Response:
+    token = secrets.token_urlsafe(24)
+    response = HTMLResponse(login_page(token, target, problem, user), status_code=status)
+    _set_csrf(request, response, token)
+    return response
+
+
+def _set_csrf(request: Request, response: Response, token: str) -> None:
+    response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", secure=request.url.scheme == "https")
+
+
+def _forged(request: Request, token: str) -> str | None:
+    """Why a form looks sent from elsewhere than this service's own page, or None."""
+    reason = cross_site(request)
+    if reason is not None:
+        return reason
+    if not hmac.compare_digest(token.encode(), request.cookies.get(CSRF_COOKIE, "").encode()):
+        return "this form has expired or was not sent by this service's page: load it again"
+    return None
+
+
+def _local(target: str) -> str:
+    """Where to go after signing in: a path of this service, never another site."""
+    if not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/"
+    return target
+
+
+def _peer(request: Request) -> str:
+    return request.client.host if request.client else "unknown"

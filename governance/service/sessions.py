@@ -1,0 +1,126 @@
+"""Sessions of the service. A session is a random id with a row in the catalog that says whose it is,
+how they proved it and until when; the browser holds the id signed with the service's key. Ending a
+session marks its row, so a copied cookie stops working in every process that shares the catalog."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from itsdangerous import BadData, URLSafeTimedSerializer
+
+from governance.catalog import Catalog
+from governance.catalog.models import ServiceSession
+from governance.errors import InvalidInput, NotSignedIn
+
+SECRET_VARIABLE = "CUSTODY_SESSION_SECRET"
+LIFETIME_VARIABLE = "CUSTODY_SESSION_SECONDS"
+DEFAULT_LIFETIME_SECONDS = 8 * 3600
+SHORTEST_SECRET = 32
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a request is for, and how they proved it: the directory's method and the session."""
+
+    user: str
+    method: str
+    session: str
+
+    @property
+    def reference(self) -> str:
+        """What the ledger keeps of the session: enough to tell sessions apart, never the id itself."""
+        return reference_of(self.session)
+
+
+def reference_of(session_id: str) -> str:
+    return hashlib.sha256(session_id.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    """The key sessions are signed with and how long one lasts. Without CUSTODY_SESSION_SECRET the
+    key is this process's own, so sessions end when the service stops and only one process serves."""
+
+    secret: bytes
+    lifetime: timedelta
+
+    def __repr__(self) -> str:
+        return f"SessionSettings(secret=***, lifetime={self.lifetime})"
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> SessionSettings:
+        secret = environ.get(SECRET_VARIABLE)
+        if secret is not None and len(secret) < SHORTEST_SECRET:
+            raise InvalidInput(
+                f"{SECRET_VARIABLE} is shorter than {SHORTEST_SECRET} characters: "
+                "make one with `python -c 'import secrets; print(secrets.token_urlsafe(32))'`"
+            )
+        seconds = environ.get(LIFETIME_VARIABLE, str(DEFAULT_LIFETIME_SECONDS))
+        if not seconds.isdigit() or int(seconds) <= 0:
+            raise InvalidInput(f"{LIFETIME_VARIABLE}={seconds!r}: give a whole number of seconds, such as 28800")
+        key = secret.encode() if secret is not None else secrets.token_bytes(SHORTEST_SECRET)
+        return cls(key, timedelta(seconds=int(seconds)))
+
+
+class Sessions:
+    """Opens, finds and ends the sessions of one kind (`session` for browsers, `token` for the API)."""
+
+    def __init__(self, catalog: Catalog, settings: SessionSettings, kind: str = "session"):
+        self.catalog = catalog
+        self.settings = settings
+        self.kind = kind
+        self._signer = URLSafeTimedSerializer(settings.secret, salt=f"custody-{kind}")
+
+    def open(self, principal: Principal, now: datetime | None = None) -> str:
+        """Record `principal`'s new session; the signed value its holder presents."""
+        issued = now or datetime.now(UTC)
+        row = ServiceSession(
+            id=principal.session,
+            user=principal.user,
+            method=principal.method,
+            kind=self.kind,
+            issued_at=issued,
+            expires_at=issued + self.settings.lifetime,
+        )
+        with self.catalog.session() as session:
+            session.add(row)
+        return self._signer.dumps(principal.session)
+
+    def find(self, signed: str | None) -> Principal:
+        """The principal of a valid session; NotSignedIn says why there is none."""
+        if not signed:
+            raise NotSignedIn("sign in first")
+        try:
+            session_id = self._signer.loads(signed, max_age=int(self.settings.lifetime.total_seconds()))
+        except BadData as err:
+            raise NotSignedIn(f"this {self.kind} is expired or was not made by this service: sign in again") from err
+        with self.catalog.session() as session:
+            row = session.get(ServiceSession, session_id)
+        now = datetime.now(UTC)
+        if row is None or row.kind != self.kind:
+            raise NotSignedIn(f"this {self.kind} is unknown to the catalog: sign in again")
+        if row.ended_at is not None:
+            raise NotSignedIn(f"this {self.kind} has ended: sign in again")
+        if _aware(row.expires_at) <= now:
+            raise NotSignedIn(f"this {self.kind} has expired: sign in again")
+        return Principal(row.user, row.method, row.id)
+
+    def end(self, principal: Principal) -> None:
+        with self.catalog.session() as session:
+            row = session.get(ServiceSession, principal.session)
+            if row is not None and row.ended_at is None:
+                row.ended_at = datetime.now(UTC)
+                session.add(row)
+
+
+def new_session_id() -> str:
+    return secrets.token_urlsafe(24)
+
+
+def _aware(moment: datetime) -> datetime:
+    """SQLite gives back a stored time without its zone; the catalog stores UTC."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
