@@ -142,6 +142,11 @@ class NotSignedIn(AccessDenied):
     with another key."""
 
 
+class UntrustedGateway(AccessDenied):
+    """A request naming its user in the gateway's header, but not sent by the gateway: from a peer
+    outside its allow-list, or without its shared secret."""
+
+
 class SettingDisagrees(AccessDenied):
     """The environment names a policy setting other than the one pinned in the catalog."""
 

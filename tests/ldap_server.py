@@ -55,7 +55,7 @@ def make_ca(folder: Path, hostname: str = "localhost") -> tuple[Path, Path, Path
     ca_key, ca_cert = folder / "ca.key", folder / "ca.pem"
     key, csr, cert = folder / "server.key", folder / "server.csr", folder / "server.pem"
     extensions = folder / "server.ext"
-    extensions.write_text(f"subjectAltName=DNS:{hostname}\nextendedKeyUsage=serverAuth\n")
+    extensions.write_text(f"subjectAltName={alternative_names(hostname)}\nextendedKeyUsage=serverAuth\n")
 
     def run(*args: str) -> None:
         subprocess.run(["openssl", *args], check=True, capture_output=True)
@@ -95,6 +95,15 @@ def make_ca(folder: Path, hostname: str = "localhost") -> tuple[Path, Path, Path
     )
     key.chmod(0o600)
     return ca_cert, cert, key
+
+
+def alternative_names(hostname: str) -> str:
+    """The names the certificate is for. OpenLDAP's client library (httpd's mod_ldap) checks a
+    connection to `localhost` against the machine's own name, so a localhost certificate names it too."""
+    names = [hostname]
+    if hostname == "localhost":
+        names += sorted({socket.gethostname(), socket.getfqdn()} - {"localhost"})
+    return ",".join(f"DNS:{name}" for name in names)
 
 
 def start_slapd(folder: Path, password: str, idle_timeout: int = 0) -> LdapServer:

@@ -32,14 +32,18 @@ def serve(
     Every page of the UI, its GraphQL and its WebSocket need a session, opened at /login with a
     directory password; a run launched from the UI is for the signed-in user, verified. Sessions are
     signed with CUSTODY_SESSION_SECRET (else a key of this process's own, so they end when it stops)
-    and last CUSTODY_SESSION_SECONDS (8 hours by default)."""
+    and last CUSTODY_SESSION_SECONDS (8 hours by default). Behind an authenticating gateway, the user
+    it names in CUSTODY_GATEWAY_USER_HEADER is trusted from it alone: from the addresses in
+    CUSTODY_GATEWAY_PEERS, with the secret CUSTODY_GATEWAY_SECRET in X-Custody-Gateway-Secret, or both."""
     import uvicorn
 
     from governance.service.app import create_app
+    from governance.service.gateway import Gateway
     from governance.service.sessions import SessionSettings
 
     settings = load_settings()
     session_settings = SessionSettings.from_environ(os.environ)
+    gateway = Gateway.from_environ(os.environ)
     custody = open_custody(settings)
     with ExitStack() as stack:
         served = None
@@ -51,4 +55,5 @@ def serve(
                 stack.enter_context(dagster_daemon(settings, workspace))
             served = stack.enter_context(dagster_ui(settings, workspace))
         typer.echo(f"Custody serves on http://{host}:{port} (sign in at /login)")
-        uvicorn.run(create_app(custody, session_settings, served), host=host, port=port, log_level="warning")
+        served_app = create_app(custody, session_settings, served, gateway)
+        uvicorn.run(served_app, host=host, port=port, log_level="warning")

@@ -11,15 +11,18 @@ from governance.errors import RequestTooLarge
 from governance.service import login
 from governance.service.context import Service
 from governance.service.gate import Gate
+from governance.service.gateway import Gateway
 from governance.service.sessions import Sessions, SessionSettings
 
 # The most a request may send: the UI's largest (a launch with its run config) stays far below.
 MAX_BODY_BYTES = 4 * 1024 * 1024
 
 
-def create_app(custody: Custody, settings: SessionSettings, ui: ASGIApp | None = None) -> ASGIApp:
+def create_app(
+    custody: Custody, settings: SessionSettings, ui: ASGIApp | None = None, gateway: Gateway | None = None
+) -> ASGIApp:
     app = FastAPI(title="Custody", docs_url="/api/docs", redoc_url=None, openapi_url="/api/openapi.json")
-    app.state.service = Service(custody, Sessions(custody.store, settings))
+    app.state.service = Service(custody, Sessions(custody.store, settings), gateway)
     app.include_router(login.router)
     if ui is not None:
         app.mount("/", Gate(ui, app.state.service))

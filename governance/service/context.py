@@ -15,7 +15,8 @@ from governance.api import Custody
 from governance.catalog import closing_checkpoint
 from governance.errors import shown
 from governance.runs import Assurance
-from governance.service.sessions import Sessions
+from governance.service.gateway import Gateway
+from governance.service.sessions import Principal, Sessions
 
 SESSION_COOKIE = "custody_session"
 CSRF_COOKIE = "custody_csrf"
@@ -45,7 +46,14 @@ class Refusals:
 class Service:
     custody: Custody
     sessions: Sessions
+    gateway: Gateway | None = None
     refusals: Refusals = field(default_factory=Refusals)
+
+    def principal(self, connection: HTTPConnection) -> Principal:
+        """Who the request is for: the user a trusted gateway names, else its session's. Raises
+        UntrustedGateway or NotSignedIn."""
+        vouched = self.gateway.principal(connection) if self.gateway is not None else None
+        return vouched or self.sessions.find(connection.cookies.get(SESSION_COOKIE))
 
     def refused(self, connection: HTTPConnection, reason: str, channel: str, user: str = ANONYMOUS) -> None:
         """Record a request refused before it reached anything: who, from where, to what, why."""

@@ -1,6 +1,7 @@
 """The gate in front of the Dagster UI: every page, GraphQL request and WebSocket needs a valid
-session. A request that has one reaches the UI with its principal in a header only this process can
-sign; any such header a client sent is dropped first."""
+session, or a trusted gateway's word for its user. A request that has one reaches the UI with its
+principal in a header only this process can sign; any such header a client sent, and the gateway's
+own headers, are dropped first."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
-from governance.errors import NotSignedIn
-from governance.service.context import SESSION_COOKIE, Service, cross_site
+from governance.errors import NotSignedIn, UntrustedGateway
+from governance.service.context import Service, cross_site
 from governance.service.principal import PRINCIPAL_HEADER, signed_principal
 
 UI_CHANNEL = "ui"
@@ -23,6 +24,8 @@ class Gate:
     def __init__(self, app: ASGIApp, service: Service):
         self.app = app
         self.service = service
+        gateway = service.gateway.strips() if service.gateway is not None else frozenset()
+        self.dropped = {PRINCIPAL_HEADER.encode(), *gateway}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -36,7 +39,7 @@ class Gate:
             else:
                 await refusal(scope, receive, send)
             return
-        headers = [(name, value) for name, value in scope["headers"] if name.lower() != PRINCIPAL_HEADER.encode()]
+        headers = [(name, value) for name, value in scope["headers"] if name.lower() not in self.dropped]
         headers.append((PRINCIPAL_HEADER.encode(), refusal.encode()))
         await self.app({**scope, "headers": headers}, receive, send)
 
@@ -47,7 +50,10 @@ class Gate:
             self.service.refused(connection, reason, UI_CHANNEL)
             return JSONResponse({"detail": reason}, status_code=403)
         try:
-            principal = self.service.sessions.find(connection.cookies.get(SESSION_COOKIE))
+            principal = self.service.principal(connection)
+        except UntrustedGateway as err:
+            self.service.refused(connection, str(err), UI_CHANNEL)
+            return JSONResponse({"detail": str(err)}, status_code=403)
         except NotSignedIn as err:
             if _a_page(connection):  # a person opening the UI: to the login, and back here after it
                 wanted = connection.url.path + (f"?{connection.url.query}" if connection.url.query else "")

@@ -1,0 +1,91 @@
+"""Single sign-on through an authenticating gateway (Apache httpd with mod_authnz_ldap or
+mod_auth_openidc, Knox, a company's proxy): the gateway names the user it authenticated in a header,
+which Custody trusts only from the gateway itself, proven by a shared secret it adds, by the address it
+connects from, or both. A request that names a user in that header and is not proven to come from the
+gateway is refused, whatever else it carries."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Mapping
+from dataclasses import dataclass
+from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
+
+from starlette.requests import HTTPConnection
+
+from governance.access.directory import checked_name
+from governance.errors import InvalidInput, InvalidName, UntrustedGateway, shown
+from governance.service.sessions import SHORTEST_SECRET, Principal
+
+HEADER_VARIABLE = "CUSTODY_GATEWAY_USER_HEADER"
+SECRET_VARIABLE = "CUSTODY_GATEWAY_SECRET"
+PEERS_VARIABLE = "CUSTODY_GATEWAY_PEERS"
+SECRET_HEADER = "x-custody-gateway-secret"
+METHOD = "gateway"
+
+
+@dataclass(frozen=True)
+class Gateway:
+    header: str  # lower case, as ASGI gives headers
+    secret: str | None
+    peers: tuple[IPv4Network | IPv6Network, ...]
+
+    def __repr__(self) -> str:
+        secret = "***" if self.secret else None
+        return f"Gateway(header={self.header!r}, secret={secret}, peers={self.peers!r})"
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> Gateway | None:
+        """The gateway the environment configures; None when CUSTODY_GATEWAY_USER_HEADER is unset."""
+        header = environ.get(HEADER_VARIABLE, "").strip()
+        if not header:
+            return None
+        secret = environ.get(SECRET_VARIABLE) or None
+        peers = tuple(_network(part.strip()) for part in environ.get(PEERS_VARIABLE, "").split(",") if part.strip())
+        if secret is None and not peers:
+            raise InvalidInput(
+                f"{HEADER_VARIABLE} is set, but neither {SECRET_VARIABLE} nor {PEERS_VARIABLE}: a header "
+                "trusted from anyone is a name anyone types; set the gateway's secret, its addresses, or both"
+            )
+        if secret is not None and len(secret) < SHORTEST_SECRET:
+            raise InvalidInput(f"{SECRET_VARIABLE} is shorter than {SHORTEST_SECRET} characters")
+        return cls(header.lower(), secret, peers)
+
+    def principal(self, connection: HTTPConnection) -> Principal | None:
+        """The user the gateway vouches for; None when the request names nobody in its header.
+        UntrustedGateway when it names someone but is not proven to come from the gateway."""
+        named = connection.headers.get(self.header)
+        if named is None:
+            return None
+        peer = connection.client.host if connection.client else "unknown"
+        if self.peers and not any(_address(peer) in network for network in self.peers):
+            raise UntrustedGateway(f"a {self.header} header from {peer}, which is not the gateway, is refused")
+        if self.secret is not None:
+            given = connection.headers.get(SECRET_HEADER, "")
+            if not hmac.compare_digest(given.encode(), self.secret.encode()):
+                raise UntrustedGateway(f"a {self.header} header without the gateway's secret is refused")
+        try:
+            user = checked_name(named)
+        except InvalidName as err:
+            raise UntrustedGateway(f"the gateway named an invalid user {shown(named)!r}") from err
+        return Principal(user, METHOD, f"{METHOD} {peer}")
+
+    def strips(self) -> frozenset[bytes]:
+        """The headers that never go further than the gate."""
+        return frozenset({self.header.encode(), SECRET_HEADER.encode()})
+
+
+def _network(text: str) -> IPv4Network | IPv6Network:
+    try:
+        return ip_network(text, strict=False)
+    except ValueError as err:
+        raise InvalidInput(
+            f"{PEERS_VARIABLE}: {text!r} is not an address or network (such as 10.0.0.5 or 10.0.0.0/24)"
+        ) from err
+
+
+def _address(peer: str) -> object:
+    try:
+        return ip_address(peer)
+    except ValueError:
+        return None

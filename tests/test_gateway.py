@@ -1,0 +1,183 @@
+"""Single sign-on: Apache httpd with mod_authnz_ldap, configured as deploy/httpd/custody-ldap.conf says,
+authenticates people against the tests' slapd and names them to `custody serve`, which trusts that
+header from httpd alone. One slapd, one service and one httpd serve every test of this module."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+from sqlmodel import col, select
+from websockets.sync.client import connect
+
+from assets.launch import instance_for
+from governance.catalog import Catalog
+from governance.catalog.engine import make_engine
+from governance.catalog.models import LedgerEntry
+from governance.config import Settings
+from tests.conftest import plain_environ
+from tests.dagster_servers import start_service, stop
+from tests.helpers import cli
+from tests.httpd_server import httpd_gateway
+from tests.ldap_server import LdapServer, environment, password_of, populated_slapd
+from tests.test_ui import LAUNCH
+
+pytestmark = pytest.mark.xdist_group("gateway")
+SECRET = secrets.token_urlsafe(32)
+MATERIALIZE = {
+    "params": {
+        "selector": {
+            "repositoryLocationName": "custody",
+            "repositoryName": "__repository__",
+            "jobName": "__ASSET_JOB",
+            "assetSelection": [{"path": ["sales", "names_and_products"]}],
+        },
+        "runConfigData": {},
+        "executionMetadata": {"tags": []},
+    }
+}
+
+
+@pytest.fixture(scope="module")
+def ldap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LdapServer]:
+    with populated_slapd(tmp_path_factory.mktemp("slapd"), secrets.token_urlsafe(16)) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("gateway") / "home"
+
+
+@pytest.fixture(scope="module")
+def service(home: Path, ldap: LdapServer) -> Iterator[int]:
+    env = {
+        **plain_environ(home),
+        **environment(ldap),
+        "CUSTODY_GATEWAY_USER_HEADER": "X-Remote-User",
+        "CUSTODY_GATEWAY_SECRET": SECRET,
+        "CUSTODY_GATEWAY_PEERS": "127.0.0.1",
+    }
+    server, port = start_service(Settings.under(home), env)
+    yield port
+    stop(server)
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory, service: int, ldap: LdapServer) -> Iterator[str]:
+    with httpd_gateway(tmp_path_factory.mktemp("httpd"), service, ldap, SECRET) as port:
+        yield f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="module")
+def catalog(home: Path, service: int) -> Catalog:
+    return Catalog(make_engine(Settings.under(home).catalog_url))
+
+
+def launch(url: str, user: str, password: str, headers: dict[str, str] | None = None) -> requests.Response:
+    return requests.post(
+        f"{url}/graphql",
+        json={"query": LAUNCH, "variables": MATERIALIZE},
+        auth=(user, password),
+        headers=headers,
+        timeout=120,
+    )
+
+
+def session_entries(catalog: Catalog, actor: str) -> list[dict]:
+    with catalog.session() as session:
+        found = session.exec(
+            select(LedgerEntry)
+            .where(LedgerEntry.action == "session", LedgerEntry.actor == actor)
+            .order_by(col(LedgerEntry.seq))
+        ).all()
+    return [{"assurance": e.assurance, "run_id": e.run_id, **json.loads(e.details)} for e in found]
+
+
+def test_a_user_httpd_authenticated_against_ldap_launches_a_run_for_themselves_verified(gateway, catalog, home):
+    answer = launch(gateway, "bob", password_of("bob"))
+    assert answer.status_code == 200, answer.text
+    launched = answer.json()["data"]["launchRun"]
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+    run = instance_for(Settings.under(home)).get_run_by_id(launched["run"]["runId"])
+    assert run is not None and run.tags["custody/requested_by"] == "bob"
+    [entry] = [e for e in session_entries(catalog, "bob") if e["run_id"] == run.run_id]
+    assert (entry["assurance"], entry["result"], entry["method"], entry["channel"]) == (
+        "verified",
+        "allowed",
+        "gateway",
+        "ui",
+    )
+
+
+def test_a_name_the_client_puts_in_the_gateway_s_header_is_replaced_by_the_one_httpd_authenticated(gateway):
+    answer = launch(gateway, "eve", password_of("eve"), headers={"X-Remote-User": "bob"})
+    assert answer.json()["data"]["launchRun"] == {
+        "__typename": "PythonError",
+        "message": (
+            "Custody refused this run: eve may not materialize sales/names_and_products: "
+            "it needs producer (sales-producers) or owner (sales-owners)"
+        ),
+    }
+
+
+def test_httpd_refuses_a_wrong_password_and_an_ldap_injection_name(gateway):
+    for user, password in (("bob", "not-his"), ("*)(uid=*", "anything"), ("*", password_of("bob"))):
+        assert launch(gateway, user, password).status_code == 401
+
+
+def test_the_gateway_s_header_from_anywhere_but_httpd_is_refused_and_recorded(service, catalog):
+    direct = f"http://127.0.0.1:{service}/graphql"
+    for headers in ({"X-Remote-User": "alice"}, {"X-Remote-User": "alice", "X-Custody-Gateway-Secret": "guessed"}):
+        answer = requests.post(direct, json={"query": "{ version }"}, headers=headers, timeout=30)
+        assert (answer.status_code, answer.json()["detail"]) == (
+            403,
+            "a x-remote-user header without the gateway's secret is refused",
+        )
+    [refused] = [e for e in session_entries(catalog, "anonymous") if "gateway's secret" in e["reason"]]
+    assert (refused["result"], refused["channel"]) == ("denied", "ui")
+
+
+def test_the_ui_s_websocket_passes_httpd_for_a_user_it_authenticated(gateway):
+    credentials = requests.auth._basic_auth_str("carol", password_of("carol"))
+    with connect(
+        f"{gateway.replace('http', 'ws')}/graphql",
+        subprotocols=["graphql-ws"],
+        additional_headers={"Authorization": credentials},
+        open_timeout=30,
+    ) as socket:
+        assert socket.subprotocol == "graphql-ws"
+
+
+@pytest.mark.parametrize(
+    ("variables", "said"),
+    [
+        (
+            {"CUSTODY_GATEWAY_USER_HEADER": "X-Remote-User"},
+            (
+                "error: CUSTODY_GATEWAY_USER_HEADER is set, but neither CUSTODY_GATEWAY_SECRET nor "
+                "CUSTODY_GATEWAY_PEERS: a header trusted from anyone is a name anyone types; set the gateway's "
+                "secret, its addresses, or both"
+            ),
+        ),
+        (
+            {"CUSTODY_GATEWAY_USER_HEADER": "X-Remote-User", "CUSTODY_GATEWAY_PEERS": "10.0.0.5,the-proxy"},
+            "error: CUSTODY_GATEWAY_PEERS: 'the-proxy' is not an address or network (such as 10.0.0.5 or 10.0.0.0/24)",
+        ),
+        (
+            {"CUSTODY_GATEWAY_USER_HEADER": "X-Remote-User", "CUSTODY_GATEWAY_SECRET": "short"},
+            "error: CUSTODY_GATEWAY_SECRET is shorter than 32 characters",
+        ),
+    ],
+)
+def test_serve_refuses_a_gateway_header_it_could_not_tell_from_a_typed_name(
+    cli_env, capsys, monkeypatch, variables, said
+):
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    code, _, err = cli(capsys, "serve", "--no-ui")
+    assert (code, err.strip()) == (1, said)
