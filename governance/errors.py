@@ -177,5 +177,9 @@ class SourceUnavailable(TransientError):
     """A database source that cannot be reached now."""
 
 
+class ServiceUnavailable(TransientError):
+    """The Custody service (CUSTODY_URL) could not be reached, or failed to answer."""
+
+
 class CatalogUnavailable(TransientError):
     """The catalog's database cannot be reached, or stayed busy past the timeout."""

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
@@ -98,20 +99,31 @@ def graphql(served: Served, query: str) -> dict:
     return served.as_user("carol").graphql(query)
 
 
+SERVES = re.compile(r"Custody serves on http://[^:]+:(\d+) ")
+
+
 def start_service(settings: Settings, env: Mapping[str, str] | None = None) -> tuple[subprocess.Popen, int]:
-    """`custody serve` on the home of `settings`, with the process's environment and `env`."""
+    """`custody serve` on the home of `settings`, with the process's environment and `env`, on a port
+    it binds itself: one chosen here could be taken by another test's server before it binds."""
     instance_for(settings)
-    port = free_port()
     server = subprocess.Popen(
-        [str(CUSTODY), "serve", "--port", str(port), "--no-daemon"],
+        [str(CUSTODY), "serve", "--port", "0", "--no-daemon"],
         cwd=ROOT,
         env={**os.environ, "DAGSTER_HOME": str(settings.dagster_home), **(env or {})},
         start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
     )
-    serving(port, server, 120, lambda: server.stderr.read())
+    assert server.stdout is not None
+    said = []
+    while (line := server.stdout.readline()) and not (found := SERVES.search(line)):
+        said.append(line)
+    assert line, f"the service exited: {''.join(said)[-2000:]}"
+    port = int(found.group(1))
+    serving(port, server, 120, lambda: "".join(said))
+    # Read on, so that what it says later never fills the pipe and stops it.
+    threading.Thread(target=server.stdout.read, daemon=True).start()
     return server, port
 
 

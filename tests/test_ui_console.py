@@ -16,7 +16,7 @@ import pytest
 from assets.launch import EARLIER_INSTANCE_YAMLS, INSTANCE_YAML, instance_for, run_outcome
 from governance.zones import Lake
 from tests.conftest import ROOT, drop
-from tests.dagster_servers import SignedIn, finished, free_port, serving
+from tests.dagster_servers import SERVES, SignedIn, finished, serving
 from tests.helpers import cli
 from tests.test_ui import PRODUCTS_CSV, launch_answer
 
@@ -59,19 +59,22 @@ class Console:
 
 
 def make_ui(tmp_path: Path, *make_args: str) -> Iterator[Console]:
-    port = free_port()
     path = tmp_path / "console.txt"
     with path.open("w", encoding="utf-8") as out:
         process = subprocess.Popen(
-            ["make", "--no-print-directory", "ui", f"UI_ARGS=--host 127.0.0.1 --port {port}", *make_args],
+            ["make", "--no-print-directory", "ui", "UI_ARGS=--host 127.0.0.1 --port 0", *make_args],
             cwd=ROOT,
             start_new_session=True,
             stdout=out,
             stderr=subprocess.STDOUT,
         )
-    console = Console(path, process, port)
+    console = Console(path, process, 0)
     try:
-        serving(port, process, 240, console.text)
+        console.wait_for("Custody serves on http://")
+        found = SERVES.search(console.text())
+        assert found, console.text()
+        console.port = int(found.group(1))
+        serving(console.port, process, 240, console.text)
         yield console
     finally:
         console.stop()

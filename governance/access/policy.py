@@ -41,6 +41,8 @@ class Verb(StrEnum):
     SET_PASSWORD = "password.set"
     # A request made in a signed-in session of the service: a run launched from the UI, for its user.
     SESSION = "session"
+    # The ledger read through the service, which only auditors and admins may.
+    LEDGER_READ = "ledger.read"
 
 
 ROLES_FOR: Mapping[Verb, tuple[Role, ...]] = {

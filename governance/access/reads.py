@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from governance.access.guard import authorize
 from governance.access.policy import Identity, Policy, Verb
@@ -38,12 +38,20 @@ class Target:
 
 
 def open_version(
-    catalog: Catalog, policy: Policy, spec: Spec | None, identity: Identity, target: Target, run_id: str | None = None
+    catalog: Catalog,
+    policy: Policy,
+    spec: Spec | None,
+    identity: Identity,
+    target: Target,
+    run_id: str | None = None,
+    details: Mapping[str, Any] | None = None,
 ) -> VersionRow:
-    """The version to read, once the user is allowed to read it. The decision comes first, so a
-    user who may not read an asset learns nothing about its versions."""
+    """The version to read, once the user is allowed to read it; the decision is recorded with
+    `details` (the channel). It comes first, so a user who may not read an asset learns nothing
+    about its versions."""
     row = _find(catalog, target)
-    authorize(catalog, policy, identity, Verb.READ, spec, version=row.number if row else target.number, run_id=run_id)
+    number = row.number if row else target.number
+    authorize(catalog, policy, identity, Verb.READ, spec, version=number, run_id=run_id, details=details)
     if row is None:
         raise NotFound(f"{target} has no committed version" if target.number is None else f"no version {target}")
     if row.status != VersionStatus.COMMITTED:

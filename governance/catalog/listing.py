@@ -9,6 +9,7 @@ version; and the last recorded spec of the assets that were retired.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -72,6 +73,19 @@ class AssetEntry:
         needle = text.casefold()
         haystack = [self.key, self.description, *self.columns, *self.tags, *self.tags.values()]
         return any(needle in each.casefold() for each in haystack)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AssetEntry:
+        """The entry `to_dict` gave, as the service sends it."""
+        newest = data["newest"]
+        fields = {name: data[name] for name in cls.__dataclass_fields__ if name not in ("columns", "newest")}
+        return cls(
+            **fields,
+            columns=tuple(data["columns"]),
+            newest=None
+            if newest is None
+            else NewestVersion(**{**newest, "created_at": datetime.fromisoformat(newest["created_at"])}),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         # Field by field: dataclasses.asdict copies recursively, a third of `custody catalog --json`'s time.

@@ -7,8 +7,9 @@ from typing import Annotated
 import typer
 
 from governance import render
-from governance.catalog.listing import Filters, detail, listing
-from governance.cli.common import JsonOption, app, emit_json, load_settings, open_catalog
+from governance.catalog.listing import AssetEntry, Filters, detail, listing
+from governance.cli.common import JsonOption, app, emit_json, load_settings, open_catalog, service_client
+from governance.errors import InvalidInput
 from governance.spec import Classification
 from governance.zones import AssetKey
 
@@ -36,13 +37,27 @@ def catalog(
     Retired assets are listed too, with their versions. With ASSET, that asset whole: the spec in
     force with its hash, its columns, every version, its inputs and the assets built from it.
     """
+    if asset is not None and (search or domain or classification or owner):
+        raise typer.BadParameter(
+            "--search, --domain, --classification and --owner narrow the list: give no ASSET with them",
+            param_hint="ASSET",
+        )
+    remote = service_client()
+    if remote is not None:
+        if asset is not None:
+            if not as_json:
+                raise InvalidInput("through the service (CUSTODY_URL), `custody catalog ASSET` answers with --json")
+            emit_json(remote.get(f"/assets/{AssetKey.parse(asset)}"))
+            return
+        params = {"search": search, "domain": domain, "owner": owner}
+        listed = remote.get("/catalog", {**params, "classification": classification.value if classification else None})
+        if as_json:
+            emit_json(listed)
+        else:
+            render.stdout_console().print(render.catalog_listing([AssetEntry.from_dict(entry) for entry in listed]))
+        return
     store = open_catalog(load_settings())
     if asset is not None:
-        if search or domain or classification or owner:
-            raise typer.BadParameter(
-                "--search, --domain, --classification and --owner narrow the list: give no ASSET with them",
-                param_hint="ASSET",
-            )
         found = detail(store, AssetKey.parse(asset))
         if as_json:
             emit_json(found.to_dict())

@@ -23,6 +23,7 @@ from governance.zones import AssetKey
 if TYPE_CHECKING:
     from governance.access.policy import Identity
     from governance.api import Custody
+    from governance.service.client import ServiceClient
 
 app = typer.Typer(
     name="custody",
@@ -69,6 +70,14 @@ def group(name: str, help: str) -> typer.Typer:
     sub = typer.Typer(help=help, no_args_is_help=True)
     app.add_typer(sub, name=name)
     return sub
+
+
+def service_client() -> ServiceClient | None:
+    """The Custody service CUSTODY_URL names, which the commands ask instead of the catalog and the
+    lake; None when it is unset, and they work in process."""
+    from governance.service.client import ServiceClient
+
+    return ServiceClient.from_environ(os.environ)
 
 
 def load_settings() -> Settings:

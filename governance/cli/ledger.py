@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from governance import ledger, render
+from governance.catalog.models import LedgerEntry
 from governance.cli.common import (
     JsonOption,
     emit_json,
@@ -19,6 +20,7 @@ from governance.cli.common import (
     load_settings,
     open_catalog,
     progress_printer,
+    service_client,
 )
 from governance.errors import IntegrityError, InvalidInput
 from governance.runs import Assurance, os_user
@@ -26,6 +28,7 @@ from governance.zones import AssetKey
 
 if TYPE_CHECKING:
     from governance.rollover import AgeOffReport, RolloverReport
+    from governance.service.client import ServiceClient
 
 ledger_app = group("ledger", "Read and verify the audit ledger.")
 
@@ -65,14 +68,37 @@ def ledger_show(
         from_seq=from_seq,
         limit=limit,
     )
-    with open_catalog(load_settings()).session() as session:
-        found = ledger.entries(session, where)
+    remote = service_client()
+    if remote is not None:
+        found = _remote_entries(remote, where)
+    else:
+        with open_catalog(load_settings()).session() as session:
+            found = ledger.entries(session, where)
     if as_json:
         emit_json([{**e.model_dump(), "details": json.loads(e.details)} for e in found])
     else:
         console = render.stdout_console()
         for line in render.ledger_lines(found):
             console.print(line, markup=False, soft_wrap=True)
+
+
+def _remote_entries(remote: ServiceClient, where: ledger.LedgerFilter) -> list[LedgerEntry]:
+    """The entries as the service gives them to an auditor, as rows of the ledger."""
+    params = {
+        "asset": where.asset,
+        "version": where.version,
+        "actor": where.actor,
+        "action": where.action,
+        "run": where.run_id,
+        "since": where.since,
+        "until": where.until,
+        "from_seq": where.from_seq,
+        "limit": where.limit,
+    }
+    return [
+        LedgerEntry.model_validate({**entry, "details": json.dumps(entry["details"])})
+        for entry in remote.get("/ledger", params)
+    ]
 
 
 def _moment(value: str | None, option: str) -> str | None:

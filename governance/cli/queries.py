@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from governance import render
+from governance.catalog.models import VersionRow
 from governance.cli.common import (
     AsUser,
     DepthOption,
@@ -18,12 +19,16 @@ from governance.cli.common import (
     open_catalog,
     open_custody,
     read_password,
+    service_client,
     show,
     stream_json,
 )
-from governance.errors import NotFound
-from governance.lineage.graph import SUMMARY_OVER, Direction, LineageSummary, explore, lineage
+from governance.errors import InvalidInput, NotFound
+from governance.lineage.graph import SUMMARY_OVER, Direction, Lineage, LineageSummary, explore, lineage
 from governance.zones import AssetKey, VersionRef
+
+if TYPE_CHECKING:
+    from governance.service.client import ServiceClient
 
 PAGE = 50
 
@@ -43,9 +48,13 @@ def versions(
 ) -> None:
     """List the versions of an asset, a page at a time: the newest 50 unless told otherwise."""
     key = AssetKey.parse(asset)
-    catalog = open_catalog(load_settings())
     if everything and before is not None:
         raise typer.BadParameter("--all lists every version; leave out --before", param_hint="--all")
+    remote = service_client()
+    if remote is not None:
+        _remote_versions(remote, key, limit, before, everything, as_json)
+        return
+    catalog = open_catalog(load_settings())
     total = catalog.version_count(key)
     if not total and not catalog.has_asset(key):
         raise NotFound(f"unknown asset {key}: no version and no spec registered")
@@ -58,6 +67,23 @@ def versions(
     rows = list(catalog.iter_versions(key)) if everything else catalog.versions_page(key, limit, before)
     console = render.stdout_console()
     console.print(render.versions_table(str(key), rows, total, width=console.width))
+
+
+def _remote_versions(
+    remote: ServiceClient, key: AssetKey, limit: int, before: int | None, everything: bool, as_json: bool
+) -> None:
+    """The versions as the service pages them; with --all, every page, oldest first."""
+    pages, found = [], remote.get(f"/assets/{key}/versions", {"limit": limit, "before": before})
+    while everything and found:
+        pages.append(found)
+        found = remote.get(f"/assets/{key}/versions", {"limit": 1000, "before": min(v["number"] for v in found)})
+    listed = sorted((v for page in pages for v in page), key=lambda v: v["number"]) if everything else found
+    if as_json:
+        emit_json(listed)
+        return
+    console = render.stdout_console()
+    rows = [VersionRow.model_validate(v) for v in listed]
+    console.print(render.versions_table(str(key), rows, width=console.width))
 
 
 AllNodes = Annotated[
@@ -92,8 +118,17 @@ def impact(
 
 
 def _show_lineage(ref: VersionRef, direction: Direction, depth: int | None, everything: bool, as_json: bool) -> None:
-    catalog = open_catalog(load_settings())
-    found = lineage(catalog, ref, direction, depth) if everything else explore(catalog, ref, direction, depth)
+    remote = service_client()
+    if remote is not None:
+        if everything:
+            raise typer.BadParameter(
+                "the service answers with a summary past its size: leave out --all", param_hint="--all"
+            )
+        path = f"/versions/{ref.key}/{ref.number}/{'provenance' if direction is Direction.UPSTREAM else 'impact'}"
+        found: Lineage | LineageSummary = Lineage.from_dict(remote.get(path, {"depth": depth}), direction)
+    else:
+        catalog = open_catalog(load_settings())
+        found = lineage(catalog, ref, direction, depth) if everything else explore(catalog, ref, direction, depth)
     if isinstance(found, LineageSummary):
         show(found.to_dict(), as_json, lambda: render.lineage_summary(found))
     else:
@@ -119,6 +154,10 @@ def read(
     """
     from governance.access.reads import read_table
 
+    remote = service_client()
+    if remote is not None:
+        _remote_read(remote, target, as_user, limit, columns, as_json)
+        return
     custody = open_custody(load_settings())
     row = custody.open(target, as_user=as_user, password=read_password(password_stdin))
     table = read_table(custody.lake, row, limit=limit, columns=columns)
@@ -126,3 +165,20 @@ def read(
         emit_json({"version": row.ref, "rows": table.to_pylist()})
     else:
         render.stdout_console().print(render.rows_table(row.ref, table, row.rows))
+
+
+def _remote_read(
+    remote: ServiceClient, target: str, as_user: str, limit: int, columns: list[str] | None, as_json: bool
+) -> None:
+    """Rows through the service, for the user its token names: --as must name them too."""
+    from governance.access.reads import Target
+
+    parsed = Target.parse(target)
+    who = remote.get("/whoami")["user"]
+    if who != as_user:
+        raise InvalidInput(f"--as names {as_user}, but the token of {remote.url} is {who}'s: `custody login {as_user}`")
+    ref, total, table = remote.rows(str(parsed.key), parsed.number, limit, columns)
+    if as_json:
+        emit_json({"version": ref, "rows": table.to_pylist()})
+    else:
+        render.stdout_console().print(render.rows_table(ref, table, total))

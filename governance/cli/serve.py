@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated
@@ -10,6 +11,7 @@ from typing import Annotated
 import typer
 
 from governance.cli.common import app, load_settings, open_custody
+from governance.errors import EnvironmentProblem
 
 WORKSPACE = Path(__file__).resolve().parents[2] / "workspace.yaml"
 
@@ -17,7 +19,7 @@ WORKSPACE = Path(__file__).resolve().parents[2] / "workspace.yaml"
 @app.command("serve")
 def serve(
     host: Annotated[str, typer.Option(help="The address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="The port to listen on.")] = 3000,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="The port to listen on; 0 for any free one.")] = 3000,
     ui: Annotated[bool, typer.Option("--ui/--no-ui", help="Serve the Dagster UI behind the login.")] = True,
     daemon: Annotated[
         bool,
@@ -45,6 +47,9 @@ def serve(
     session_settings = SessionSettings.from_environ(os.environ)
     gateway = Gateway.from_environ(os.environ)
     custody = open_custody(settings)
+    # Bound before the UI loads, so the port is this service's from the start (and `--port 0` says
+    # which one it got); connections wait in the queue until it serves.
+    listening = _listen(host, port)
     with ExitStack() as stack:
         served = None
         if ui:
@@ -54,6 +59,20 @@ def serve(
             if daemon:
                 stack.enter_context(dagster_daemon(settings, workspace))
             served = stack.enter_context(dagster_ui(settings, workspace))
-        typer.echo(f"Custody serves on http://{host}:{port} (sign in at /login)")
-        served_app = create_app(custody, session_settings, served, gateway)
-        uvicorn.run(served_app, host=host, port=port, log_level="warning")
+        bound = listening.getsockname()[1]
+        typer.echo(f"Custody serves on http://{host}:{bound} (sign in at /login)")
+        config = uvicorn.Config(create_app(custody, session_settings, served, gateway), log_level="warning")
+        uvicorn.Server(config).run(sockets=[listening])
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind((host, port))
+    except OSError as err:
+        listening.close()
+        raise EnvironmentProblem(f"cannot listen on {host}:{port}: {err.strerror}") from err
+    listening.listen(2048)
+    return listening

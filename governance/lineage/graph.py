@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -196,6 +196,16 @@ class VersionNode:
         for link in self.links:
             yield from link.walk()
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], children_key: str = "inputs") -> VersionNode:
+        """The node `to_dict` gave, with the nodes below it, as the service sends it."""
+        fields = {k: v for k, v in data.items() if k not in ("sources", children_key)}
+        return cls(
+            **fields,
+            sources=[Source(**source) for source in data.get("sources", ())],
+            links=[cls.from_dict(link, children_key) for link in data.get(children_key, ())],
+        )
+
     def to_dict(self, children_key: str = "inputs") -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if k not in ("sources", "links")}
         out[children_key] = [node.to_dict(children_key) for node in self.links]
@@ -214,6 +224,15 @@ class Lineage:
 
     def to_dict(self) -> dict[str, Any]:
         return self.root.to_dict(self.direction.children_key)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], direction: Direction) -> Lineage | LineageSummary:
+        """The lineage or summary `to_dict` gave, as the service sends it."""
+        if data.get("complete") is False:
+            counts = tuple((c["asset"], c["depth"], c["versions"]) for c in data["summary"])
+            return LineageSummary(data["root"], direction, data["versions"], counts)
+        root = VersionNode.from_dict(data, direction.children_key)
+        return cls(root, direction, len({node.ref for node in root.walk()}))
 
 
 @dataclass(frozen=True)

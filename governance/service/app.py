@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 from fastapi import FastAPI
-from starlette.responses import JSONResponse
+from fastapi.exceptions import RequestValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from governance.api import Custody
-from governance.errors import RequestTooLarge
-from governance.service import login
+from governance.errors import (
+    AccessDenied,
+    CatalogUnavailable,
+    CustodyError,
+    InvalidInput,
+    NotFound,
+    NotSignedIn,
+    RequestTooLarge,
+)
+from governance.service import api, login
 from governance.service.context import Service
 from governance.service.gate import Gate
 from governance.service.gateway import Gateway
@@ -21,12 +31,49 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 def create_app(
     custody: Custody, settings: SessionSettings, ui: ASGIApp | None = None, gateway: Gateway | None = None
 ) -> ASGIApp:
-    app = FastAPI(title="Custody", docs_url="/api/docs", redoc_url=None, openapi_url="/api/openapi.json")
-    app.state.service = Service(custody, Sessions(custody.store, settings), gateway)
+    app = FastAPI(
+        title="Custody",
+        summary="Governed data assets: the catalog, versions, lineage, the ledger and rows, for signed-in users.",
+        docs_url="/api/docs",
+        redoc_url=None,
+        openapi_url="/api/openapi.json",
+    )
+    app.state.service = Service(
+        custody, Sessions(custody.store, settings), Sessions(custody.store, settings, "token"), gateway
+    )
     app.include_router(login.router)
+    app.include_router(api.router)
+    app.add_exception_handler(CustodyError, refused)
+    app.add_exception_handler(RequestValidationError, invalid)
     if ui is not None:
         app.mount("/", Gate(ui, app.state.service))
     return BoundedBody(app, MAX_BODY_BYTES)
+
+
+# The status each kind of refusal answers with, the first that matches; anything else is 500.
+STATUS: tuple[tuple[type[CustodyError], int], ...] = (
+    (NotSignedIn, 401),
+    (AccessDenied, 403),
+    (NotFound, 404),
+    (InvalidInput, 400),
+    (CatalogUnavailable, 503),
+)
+
+
+async def refused(request: Request, err: Exception) -> Response:
+    """A Custody error as the API answers it: its status and its one message."""
+    status = next((code for kind, code in STATUS if isinstance(err, kind)), 500)
+    detail = str(err).removeprefix("denied: ")
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse({"detail": detail}, status_code=status, headers=headers)
+
+
+async def invalid(request: Request, err: Exception) -> Response:
+    """A request whose parameters or body do not fit the API: the first problem, in one line."""
+    problems = err.errors() if isinstance(err, RequestValidationError) else []
+    first = problems[0] if problems else {"loc": (), "msg": str(err)}
+    where = " ".join(str(part) for part in first["loc"])
+    return JSONResponse({"detail": f"{where}: {first['msg']}" if where else first["msg"]}, status_code=400)
 
 
 class BoundedBody:

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 from starlette.requests import HTTPConnection
 
-from governance.access.guard import ANONYMOUS, record
+from governance import ledger
+from governance.access.guard import ANONYMOUS, ledger_actor, record
 from governance.access.policy import Decision, Identity, Verb
 from governance.api import Custody
 from governance.catalog import closing_checkpoint
@@ -46,6 +47,7 @@ class Refusals:
 class Service:
     custody: Custody
     sessions: Sessions
+    tokens: Sessions
     gateway: Gateway | None = None
     refusals: Refusals = field(default_factory=Refusals)
 
@@ -54,6 +56,19 @@ class Service:
         UntrustedGateway or NotSignedIn."""
         vouched = self.gateway.principal(connection) if self.gateway is not None else None
         return vouched or self.sessions.find(connection.cookies.get(SESSION_COOKIE))
+
+    def end(self, sessions: Sessions, principal: Principal, channel: str) -> None:
+        """End a session or token for every copy of it, and record that it ended."""
+        sessions.end(principal)
+        details = {"channel": channel, "method": principal.method, "session": principal.reference}
+        with closing_checkpoint(), self.custody.store.session() as session:
+            ledger.append(
+                session,
+                actor=ledger_actor(principal.user),
+                action=ledger.Action.SESSION_ENDED,
+                assurance=Assurance.VERIFIED,
+                details=details,
+            )
 
     def refused(self, connection: HTTPConnection, reason: str, channel: str, user: str = ANONYMOUS) -> None:
         """Record a request refused before it reached anything: who, from where, to what, why."""

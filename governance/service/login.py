@@ -12,11 +12,7 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from governance import ledger
-from governance.access.guard import ledger_actor
-from governance.catalog import closing_checkpoint
 from governance.errors import AccessDenied, NotSignedIn
-from governance.runs import Assurance
 from governance.service.context import CSRF_COOKIE, SESSION_COOKIE, Service, cross_site
 from governance.service.gate import UI_CHANNEL
 from governance.service.pages import login_page, logout_page
@@ -58,7 +54,7 @@ def sign_in(request: Request, user: User, password: Password, csrf: Token, next:
     response.set_cookie(
         SESSION_COOKIE,
         service.sessions.open(principal),
-        max_age=int(service.sessions.settings.lifetime.total_seconds()),
+        max_age=int(service.sessions.lifetime.total_seconds()),
         httponly=True,
         samesite="lax",
         secure=request.url.scheme == "https",
@@ -90,15 +86,7 @@ def sign_out(request: Request, csrf: Token) -> Response:
         principal = _principal(request)
     except NotSignedIn:
         return RedirectResponse("/login", status_code=303)
-    service.sessions.end(principal)
-    with closing_checkpoint(), service.custody.store.session() as session:
-        ledger.append(
-            session,
-            actor=ledger_actor(principal.user),
-            action=ledger.Action.SESSION_ENDED,
-            assurance=Assurance.VERIFIED,
-            details={"channel": UI_CHANNEL, "method": principal.method, "session": principal.reference},
-        )
+    service.end(service.sessions, principal, UI_CHANNEL)
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(SESSION_COOKIE)
     response.delete_cookie(CSRF_COOKIE)

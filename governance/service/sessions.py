@@ -18,7 +18,9 @@ from governance.errors import InvalidInput, NotSignedIn
 
 SECRET_VARIABLE = "CUSTODY_SESSION_SECRET"
 LIFETIME_VARIABLE = "CUSTODY_SESSION_SECONDS"
+TOKEN_LIFETIME_VARIABLE = "CUSTODY_TOKEN_SECONDS"
 DEFAULT_LIFETIME_SECONDS = 8 * 3600
+DEFAULT_TOKEN_LIFETIME_SECONDS = 3600
 SHORTEST_SECRET = 32
 
 
@@ -47,9 +49,10 @@ class SessionSettings:
 
     secret: bytes
     lifetime: timedelta
+    token_lifetime: timedelta = timedelta(seconds=DEFAULT_TOKEN_LIFETIME_SECONDS)
 
     def __repr__(self) -> str:
-        return f"SessionSettings(secret=***, lifetime={self.lifetime})"
+        return f"SessionSettings(secret=***, lifetime={self.lifetime}, token_lifetime={self.token_lifetime})"
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> SessionSettings:
@@ -59,11 +62,19 @@ class SessionSettings:
                 f"{SECRET_VARIABLE} is shorter than {SHORTEST_SECRET} characters: "
                 "make one with `python -c 'import secrets; print(secrets.token_urlsafe(32))'`"
             )
-        seconds = environ.get(LIFETIME_VARIABLE, str(DEFAULT_LIFETIME_SECONDS))
-        if not seconds.isdigit() or int(seconds) <= 0:
-            raise InvalidInput(f"{LIFETIME_VARIABLE}={seconds!r}: give a whole number of seconds, such as 28800")
         key = secret.encode() if secret is not None else secrets.token_bytes(SHORTEST_SECRET)
-        return cls(key, timedelta(seconds=int(seconds)))
+        return cls(
+            key,
+            _seconds(environ, LIFETIME_VARIABLE, DEFAULT_LIFETIME_SECONDS),
+            _seconds(environ, TOKEN_LIFETIME_VARIABLE, DEFAULT_TOKEN_LIFETIME_SECONDS),
+        )
+
+
+def _seconds(environ: Mapping[str, str], variable: str, default: int) -> timedelta:
+    seconds = environ.get(variable, str(default))
+    if not seconds.isdigit() or int(seconds) <= 0:
+        raise InvalidInput(f"{variable}={seconds!r}: give a whole number of seconds, such as {default}")
+    return timedelta(seconds=int(seconds))
 
 
 class Sessions:
@@ -71,8 +82,8 @@ class Sessions:
 
     def __init__(self, catalog: Catalog, settings: SessionSettings, kind: str = "session"):
         self.catalog = catalog
-        self.settings = settings
         self.kind = kind
+        self.lifetime = settings.token_lifetime if kind == "token" else settings.lifetime
         self._signer = URLSafeTimedSerializer(settings.secret, salt=f"custody-{kind}")
 
     def open(self, principal: Principal, now: datetime | None = None) -> str:
@@ -84,7 +95,7 @@ class Sessions:
             method=principal.method,
             kind=self.kind,
             issued_at=issued,
-            expires_at=issued + self.settings.lifetime,
+            expires_at=issued + self.lifetime,
         )
         with self.catalog.session() as session:
             session.add(row)
@@ -95,7 +106,7 @@ class Sessions:
         if not signed:
             raise NotSignedIn("sign in first")
         try:
-            session_id = self._signer.loads(signed, max_age=int(self.settings.lifetime.total_seconds()))
+            session_id = self._signer.loads(signed, max_age=int(self.lifetime.total_seconds()))
         except BadData as err:
             raise NotSignedIn(f"this {self.kind} is expired or was not made by this service: sign in again") from err
         with self.catalog.session() as session:

@@ -1,0 +1,263 @@
+"""The service's HTTP API under /api/v1, for producers, consumers and auditors who hold none of the
+catalog's, the lake's or the directory's credentials: a token from a directory password, then the
+catalog, versions, lineage, the ledger (for auditors) and the rows of a version (for entitled users,
+as an Arrow IPC stream). Reads of data and the ledger are decided and recorded with channel `api`."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+import pyarrow as pa
+from fastapi import APIRouter, Depends, Query, Request, Response
+from pydantic import BaseModel, Field
+
+from governance import ledger
+from governance.access.guard import enforce
+from governance.access.policy import Decision, Identity, Verb
+from governance.access.reads import Target, open_version, read_table
+from governance.catalog import closing_checkpoint
+from governance.catalog.listing import Filters, detail, listing
+from governance.errors import AccessDenied, NotFound, NotSignedIn, shown
+from governance.lineage.graph import Direction, explore
+from governance.runs import Assurance
+from governance.service.context import Service
+from governance.service.sessions import Principal, new_session_id, reference_of
+from governance.zones import AssetKey, VersionRef
+
+API_CHANNEL = "api"
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+# The most rows one request reads: more is a job for Spark next to the lake, not for HTTP.
+MAX_ROWS = 100_000
+MAX_LEDGER_ENTRIES = 10_000
+
+router = APIRouter(prefix="/api/v1")
+
+
+def service_of(request: Request) -> Service:
+    service: Service = request.app.state.service
+    return service
+
+
+def caller(request: Request) -> Principal:
+    """The principal of a request: a trusted gateway's user, else the bearer token's."""
+    service = service_of(request)
+    vouched = service.gateway.principal(request) if service.gateway is not None else None
+    if vouched is not None:
+        return vouched
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        raise NotSignedIn("this needs a token: `custody login`, or POST /api/v1/tokens with a user and password")
+    return service.tokens.find(token.strip())
+
+
+Caller = Annotated[Principal, Depends(caller)]
+
+
+def key_of(domain: str, name: str) -> AssetKey:
+    return AssetKey.parse(f"{domain}/{name}")
+
+
+def identity_of(principal: Principal) -> Identity:
+    return Identity(principal.user, Assurance.VERIFIED)
+
+
+def recorded(principal: Principal) -> dict[str, str]:
+    """What the ledger keeps of how a request reached us."""
+    return {"channel": API_CHANNEL, "method": principal.method, "session": principal.reference}
+
+
+class Login(BaseModel):
+    user: str = Field(max_length=256)
+    password: str = Field(max_length=1024)
+
+
+class Token(BaseModel):
+    token: str
+    user: str
+    method: str
+    expires_in: int = Field(description="Seconds the token stays valid.")
+
+
+class Who(BaseModel):
+    user: str
+    method: str
+
+
+@router.post("/tokens", status_code=201, response_model=Token, tags=["tokens"])
+def issue_token(login: Login, request: Request) -> Token:
+    """A short-lived token for a directory user, proven by their password (recorded either way)."""
+    service = service_of(request)
+    session_id = new_session_id()
+    details = {"channel": API_CHANNEL, "session": reference_of(session_id), "peer": _peer(request)}
+    try:
+        service.custody.authenticate(login.user, login.password, details=details)
+    except AccessDenied as err:
+        raise NotSignedIn(str(err).removeprefix("denied: ")) from err
+    principal = Principal(login.user, service.custody.policy.directory.method, session_id)
+    lifetime = int(service.tokens.lifetime.total_seconds())
+    return Token(
+        token=service.tokens.open(principal), user=principal.user, method=principal.method, expires_in=lifetime
+    )
+
+
+@router.delete("/tokens/current", status_code=204, tags=["tokens"])
+def revoke_token(principal: Caller, request: Request) -> Response:
+    """End the token the request carries, for every copy of it."""
+    service = service_of(request)
+    service.end(service.tokens, principal, API_CHANNEL)
+    return Response(status_code=204)
+
+
+@router.get("/whoami", response_model=Who, tags=["tokens"])
+def whoami(principal: Caller) -> Who:
+    """Who the token or gateway says the caller is, and how they proved it."""
+    return Who(user=principal.user, method=principal.method)
+
+
+@router.get("/catalog", tags=["catalog"])
+def catalog(
+    principal: Caller,
+    request: Request,
+    search: str | None = None,
+    domain: str | None = None,
+    classification: str | None = None,
+    owner: str | None = None,
+) -> list[dict[str, Any]]:
+    """Every asset, as `custody catalog --json` lists it."""
+    found = listing(service_of(request).custody.store, Filters(search, domain, classification, owner))
+    return [entry.to_dict() for entry in found]
+
+
+@router.get("/assets/{domain}/{name}", tags=["catalog"])
+def asset(principal: Caller, request: Request, domain: str, name: str) -> dict[str, Any]:
+    """One asset whole: its spec in force, columns, versions, inputs and dependents."""
+    return detail(service_of(request).custody.store, key_of(domain, name)).to_dict()
+
+
+@router.get("/assets/{domain}/{name}/versions", tags=["catalog"])
+def versions(
+    principal: Caller,
+    request: Request,
+    domain: str,
+    name: str,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    before: Annotated[int | None, Query(ge=1)] = None,
+) -> list[dict[str, Any]]:
+    """A page of an asset's versions, the newest first unless `before` says where the page ends."""
+    store = service_of(request).custody.store
+    key = key_of(domain, name)
+    if not store.version_count(key) and not store.has_asset(key):
+        raise NotFound(f"unknown asset {key}: no version and no spec registered")
+    return [json.loads(row.model_dump_json()) for row in store.versions_page(key, limit, before)]
+
+
+@router.get("/versions/{domain}/{name}/{number}/{direction}", tags=["lineage"])
+def lineage(
+    principal: Caller,
+    request: Request,
+    domain: str,
+    name: str,
+    number: int,
+    direction: Literal["provenance", "impact"],
+    depth: Annotated[int | None, Query(ge=1)] = None,
+) -> dict[str, Any]:
+    """A version's provenance (the upstream tree: inputs, runs, code, requesters, source files) or
+    impact (every version built from it), as `custody provenance|impact --json`: its summary past
+    the size the CLI summarizes at."""
+    ref = VersionRef(key_of(domain, name), number)
+    way = Direction.UPSTREAM if direction == "provenance" else Direction.DOWNSTREAM
+    return explore(service_of(request).custody.store, ref, way, depth).to_dict()
+
+
+@router.get(
+    "/assets/{domain}/{name}/rows",
+    tags=["data"],
+    response_class=Response,
+    responses={200: {"content": {ARROW_STREAM: {}}, "description": "The rows, as an Arrow IPC stream."}},
+)
+def rows(
+    principal: Caller,
+    request: Request,
+    domain: str,
+    name: str,
+    version: Annotated[
+        int | None, Query(ge=1, description="The version; its newest committed one if left out.")
+    ] = None,
+    limit: Annotated[int, Query(ge=0, le=MAX_ROWS)] = 1000,
+    column: Annotated[list[str] | None, Query()] = None,
+) -> Response:
+    """The rows of a version, for a consumer, producer or owner of its asset: decided and recorded.
+    The headers X-Custody-Version and X-Custody-Rows name the version and its whole row count."""
+    custody = service_of(request).custody
+    target = Target(key_of(domain, name), version)
+    with closing_checkpoint():
+        row = open_version(
+            custody.store,
+            custody.policy,
+            custody.specs.get(target.key),
+            identity_of(principal),
+            target,
+            details=recorded(principal),
+        )
+    table = read_table(custody.lake, row, limit=limit, columns=column)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    headers = {"X-Custody-Version": row.ref, "X-Custody-Rows": str(row.rows)}
+    return Response(sink.getvalue().to_pybytes(), media_type=ARROW_STREAM, headers=headers)
+
+
+@router.get("/ledger", tags=["ledger"])
+def ledger_entries(
+    principal: Caller,
+    request: Request,
+    asset: str | None = None,
+    version: int | None = None,
+    actor: str | None = None,
+    action: str | None = None,
+    run: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    from_seq: Annotated[int, Query(ge=1)] = 1,
+    limit: Annotated[int, Query(ge=1, le=MAX_LEDGER_ENTRIES)] = 1000,
+) -> list[dict[str, Any]]:
+    """Ledger entries in sequence order, for the auditor and admin groups: the request is recorded."""
+    custody = service_of(request).custody
+    policy = custody.policy
+    groups = policy.directory.groups_of(principal.user)
+    allowed = bool({policy.auditor_group, policy.admin_group} & groups)
+    reason = (
+        f"{principal.user} reads the ledger as a member of {policy.auditor_group if policy.auditor_group in groups else policy.admin_group}"
+        if allowed
+        else f"{principal.user} may not read the ledger: it needs the auditor group ({policy.auditor_group}) or the admin group ({policy.admin_group})"
+    )
+    with closing_checkpoint():
+        enforce(
+            custody.store,
+            Decision(identity_of(principal), Verb.LEDGER_READ, None, allowed, reason),
+            details=recorded(principal),
+        )
+    where = ledger.LedgerFilter(
+        asset=asset,
+        version=version,
+        actor=actor,
+        action=action,
+        run_id=run,
+        since=ledger.moment(since) if since else None,
+        until=ledger.moment(until) if until else None,
+        from_seq=from_seq,
+        limit=limit,
+    )
+    with custody.store.session() as session:
+        found = ledger.entries(session, where)
+    return [{**json.loads(entry.model_dump_json()), "details": json.loads(entry.details)} for entry in found]
+
+
+@router.api_route("/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False)
+def unknown(path: str) -> None:
+    raise NotFound(f"the API has no /api/v1/{shown(path, 200)}: /api/docs lists what it has")
+
+
+def _peer(request: Request) -> str:
+    return request.client.host if request.client else "unknown"

@@ -1,0 +1,138 @@
+"""A client of the Custody service, for whoever holds none of the catalog's, the lake's or the
+directory's credentials: with CUSTODY_URL set, the CLI asks the service. Its token comes from
+`custody login` (or CUSTODY_TOKEN) and is kept, readable by its owner only, in the user's config
+folder, one per service URL."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import requests
+
+from governance.errors import (
+    AccessDenied,
+    CustodyError,
+    InvalidInput,
+    NotFound,
+    NotSignedIn,
+    ServiceUnavailable,
+    shown,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+URL_VARIABLE = "CUSTODY_URL"
+TOKEN_VARIABLE = "CUSTODY_TOKEN"
+TIMEOUT_SECONDS = 120
+ERRORS: Mapping[int, type[CustodyError]] = {400: InvalidInput, 401: NotSignedIn, 403: AccessDenied, 404: NotFound}
+
+
+def token_file(environ: Mapping[str, str]) -> Path:
+    config = environ.get("XDG_CONFIG_HOME") or str(Path(environ.get("HOME", str(Path.home()))) / ".config")
+    return Path(config) / "custody" / "tokens.json"
+
+
+class ServiceClient:
+    def __init__(self, url: str, environ: Mapping[str, str]):
+        self.url = url.rstrip("/")
+        self.environ = environ
+        self.http = requests.Session()
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> ServiceClient | None:
+        """The client of the service CUSTODY_URL names; None without it (the CLI then works in process)."""
+        url = environ.get(URL_VARIABLE, "").strip()
+        if not url:
+            return None
+        if not url.startswith(("http://", "https://")):
+            raise InvalidInput(f"{URL_VARIABLE}={url!r}: give the service's http:// or https:// address")
+        return cls(url, environ)
+
+    def login(self, user: str, password: str) -> dict[str, Any]:
+        """A token for `user`, kept for the next commands."""
+        answer = self._send("POST", "/tokens", json={"user": user, "password": password}, signed=False)
+        self._keep(answer["token"])
+        return answer
+
+    def logout(self) -> None:
+        """End the kept token at the service, and forget it."""
+        try:
+            self._send("DELETE", "/tokens/current")
+        finally:
+            self._keep(None)
+
+    def get(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
+        return self._send("GET", path, params={k: v for k, v in (params or {}).items() if v is not None})
+
+    def rows(self, asset: str, version: int | None, limit: int, columns: list[str] | None) -> tuple[str, int, pa.Table]:
+        """The version's reference, its row count and its first `limit` rows."""
+        import pyarrow as pa
+
+        params = {"version": version, "limit": limit, "column": columns or None}
+        response = self._request(
+            "GET", f"/assets/{asset}/rows", params={k: v for k, v in params.items() if v is not None}
+        )
+        table = pa.ipc.open_stream(response.content).read_all()
+        return response.headers["X-Custody-Version"], int(response.headers["X-Custody-Rows"]), table
+
+    def _send(self, method: str, path: str, *, signed: bool = True, **kwargs: Any) -> Any:
+        response = self._request(method, path, signed=signed, **kwargs)
+        return response.json() if response.content else None
+
+    def _request(self, method: str, path: str, *, signed: bool = True, **kwargs: Any) -> requests.Response:
+        headers = {"Authorization": f"Bearer {self._token()}"} if signed else {}
+        try:
+            response = self.http.request(
+                method, f"{self.url}/api/v1{path}", headers=headers, timeout=TIMEOUT_SECONDS, **kwargs
+            )
+        except requests.RequestException as err:
+            raise ServiceUnavailable(
+                f"the Custody service at {self.url} cannot be reached: {type(err).__name__}"
+            ) from err
+        if response.status_code >= 400:
+            raise self._refusal(response)
+        return response
+
+    def _refusal(self, response: requests.Response) -> CustodyError:
+        try:
+            detail = str(response.json().get("detail"))
+        except ValueError:
+            detail = shown(response.text, 200)
+        kind = ERRORS.get(response.status_code, InvalidInput if response.status_code < 500 else ServiceUnavailable)
+        if kind is NotSignedIn:
+            detail = f"{detail} (`custody login` gets a token from {self.url})"
+        return kind(detail)
+
+    def _token(self) -> str:
+        token = self.environ.get(TOKEN_VARIABLE) or self._kept().get(self.url)
+        if not token:
+            raise NotSignedIn(f"no token for {self.url}: `custody login` gets one")
+        return str(token)
+
+    def _kept(self) -> dict[str, str]:
+        path = token_file(self.environ)
+        try:
+            kept = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except ValueError as err:
+            raise InvalidInput(f"{path}: not the tokens `custody login` keeps; delete it and log in again") from err
+        return kept if isinstance(kept, dict) else {}
+
+    def _keep(self, token: str | None) -> None:
+        """Keep `token` for this service (or forget it), in a file only its owner can read."""
+        path = token_file(self.environ)
+        kept = {url: value for url, value in self._kept().items() if url != self.url}
+        if token is not None:
+            kept[self.url] = token
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}")
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+            json.dump(kept, out)
+        os.replace(temporary, path)

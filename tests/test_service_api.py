@@ -1,0 +1,306 @@
+"""The Custody service's HTTP API: tokens from directory passwords, then the catalog, versions,
+lineage, the ledger for auditors and rows for entitled users, each endpoint asked by a user it serves
+and by one it refuses; and a client that holds no credential of the catalog or the lake reading as
+a consumer and as an auditor through it.
+
+One home, with the demo's versions made by bob, and one `custody serve` on it serve every test."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+import requests
+from itsdangerous import URLSafeTimedSerializer
+from sqlmodel import col, select
+
+from governance.catalog import Catalog
+from governance.catalog.engine import make_engine
+from governance.catalog.models import LedgerEntry, ServiceSession
+from governance.cli import run
+from governance.config import Settings
+from governance.demo import demo_password, drop_demo_batches
+from governance.zones import Lake
+from tests.conftest import plain_environ
+from tests.dagster_servers import start_service, stop
+
+pytestmark = pytest.mark.xdist_group("service-api")
+CUSTODY = Path(sys.executable).with_name("custody")
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory, spark) -> Path:
+    """products@1 and clients@1 ingested and names_and_products@1 materialized, by bob."""
+    home = tmp_path_factory.mktemp("service-api") / "home"
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        for name, value in plain_environ(home).items():
+            monkeypatch.setenv(name, value)
+        drop_demo_batches(Lake(Settings.from_env().lake))
+        for args in (
+            ["ingest", "sales/products"],
+            ["ingest", "sales/clients"],
+            ["materialize", "key:sales/names_and_products"],
+        ):
+            assert run([*args, "--as", "bob"]) == 0
+    return home
+
+
+@pytest.fixture(scope="module")
+def api(home: Path) -> Iterator[str]:
+    server, port = start_service(Settings.under(home), {**plain_environ(home), "CUSTODY_LOGIN_DELAY_SECONDS": "0.01"})
+    yield f"http://127.0.0.1:{port}/api/v1"
+    stop(server)
+
+
+@pytest.fixture(scope="module")
+def catalog(home: Path) -> Catalog:
+    return Catalog(make_engine(Settings.under(home).catalog_url))
+
+
+def token(api: str, user: str) -> dict[str, str]:
+    answer = requests.post(f"{api}/tokens", json={"user": user, "password": demo_password(user)}, timeout=60)
+    assert answer.status_code == 201, answer.text
+    return {"Authorization": f"Bearer {answer.json()['token']}"}
+
+
+def entries(catalog: Catalog, action: str, actor: str) -> list[dict]:
+    with catalog.session() as session:
+        found = session.exec(
+            select(LedgerEntry)
+            .where(LedgerEntry.action == action, LedgerEntry.actor == actor)
+            .order_by(col(LedgerEntry.seq))
+        ).all()
+    return [{"assurance": e.assurance, **json.loads(e.details)} for e in found]
+
+
+READS = (
+    "/catalog",
+    "/assets/sales/clients",
+    "/assets/sales/clients/versions",
+    "/versions/sales/names_and_products/1/provenance",
+    "/versions/sales/clients/1/impact",
+    "/assets/sales/clients/rows",
+    "/ledger",
+    "/whoami",
+)
+
+
+def test_a_token_comes_from_a_directory_password_and_is_recorded(api, catalog):
+    answer = requests.post(f"{api}/tokens", json={"user": "carol", "password": demo_password("carol")}, timeout=60)
+    assert answer.status_code == 201
+    assert {k: v for k, v in answer.json().items() if k != "token"} == {
+        "user": "carol",
+        "method": "password",
+        "expires_in": 3600,
+    }
+    me = requests.get(f"{api}/whoami", headers={"Authorization": f"Bearer {answer.json()['token']}"}, timeout=30)
+    assert me.json() == {"user": "carol", "method": "password"}
+    [issued] = [e for e in entries(catalog, "authenticate", "carol") if e["channel"] == "api"][-1:]
+    assert (issued["result"], issued["assurance"], issued["method"]) == ("allowed", "verified", "password")
+
+
+def test_a_wrong_password_gets_401_and_no_token(api, catalog):
+    answer = requests.post(f"{api}/tokens", json={"user": "eve", "password": "guess"}, timeout=60)
+    assert (answer.status_code, answer.json()) == (401, {"detail": "eve: unknown user or wrong password"})
+    assert entries(catalog, "authenticate", "eve")[-1]["result"] == "denied"
+
+
+def test_every_endpoint_refuses_no_token_an_expired_one_and_one_signed_with_another_key(api, catalog):
+    expired = token(api, "carol")
+    with catalog.session() as session:
+        row = session.exec(
+            select(ServiceSession).where(ServiceSession.kind == "token").order_by(col(ServiceSession.issued_at).desc())
+        ).first()
+        assert row is not None
+        row.expires_at = datetime.now(UTC) - timedelta(seconds=1)
+        session.add(row)
+        newest = row.id
+    foreign = URLSafeTimedSerializer(b"another service's key, 32 bytes long", salt="custody-token").dumps(newest)
+    for path in READS:
+        for headers, said in (
+            ({}, "this needs a token: `custody login`, or POST /api/v1/tokens with a user and password"),
+            (expired, "this token has expired: sign in again"),
+            (
+                {"Authorization": f"Bearer {foreign}"},
+                "this token is expired or was not made by this service: sign in again",
+            ),
+        ):
+            answer = requests.get(f"{api}{path}", headers=headers, timeout=30)
+            assert (answer.status_code, answer.json()["detail"]) == (401, said), path
+
+
+def test_a_browser_session_s_cookie_is_no_token(api):
+    browser = requests.Session()
+    base = api.removesuffix("/api/v1")
+    form = browser.get(f"{base}/login", timeout=30)
+    token_field = form.text.split('name="csrf" value="')[1].split('"')[0]
+    browser.post(
+        f"{base}/login",
+        data={"user": "carol", "password": demo_password("carol"), "csrf": token_field},
+        allow_redirects=False,
+    )
+    cookie = browser.cookies["custody_session"]
+    answer = requests.get(f"{api}/whoami", headers={"Authorization": f"Bearer {cookie}"}, timeout=30)
+    assert answer.status_code == 401
+
+
+def test_the_catalog_versions_and_lineage_answer_any_signed_in_user_as_the_cli_does(api, home):
+    headers = token(api, "eve")
+    listed = requests.get(f"{api}/catalog", headers=headers, timeout=30).json()
+    assert [entry["key"] for entry in listed] == [
+        "sales/clients",
+        "sales/names_and_products",
+        "sales/products",
+    ]
+    versions = requests.get(f"{api}/assets/sales/clients/versions", headers=headers, timeout=30).json()
+    assert [(v["number"], v["requested_by"]) for v in versions] == [(1, "bob")]
+    tree = requests.get(f"{api}/versions/sales/names_and_products/1/provenance", headers=headers, timeout=30).json()
+    assert {node["asset"] for node in tree["inputs"]} == {"sales/clients", "sales/products"}
+    impact = requests.get(f"{api}/versions/sales/clients/1/impact", headers=headers, timeout=30).json()
+    assert [node["asset"] for node in impact["dependents"]] == ["sales/names_and_products"]
+    detail = requests.get(f"{api}/assets/sales/clients", headers=headers, timeout=30).json()
+    assert detail["key"] == "sales/clients"
+
+
+def test_rows_come_as_arrow_to_an_entitled_user_and_are_refused_to_another_both_recorded(api, catalog, home):
+    answer = requests.get(
+        f"{api}/assets/sales/products/rows", params={"limit": 2}, headers=token(api, "carol"), timeout=60
+    )
+    assert answer.status_code == 200 and answer.headers["content-type"] == "application/vnd.apache.arrow.stream"
+    assert (answer.headers["x-custody-version"], answer.headers["x-custody-rows"]) == ("sales/products@1", "4")
+    table = pa.ipc.open_stream(answer.content).read_all()
+    assert table.num_rows == 2 and "product_name" in table.column_names
+    refused = requests.get(f"{api}/assets/sales/products/rows", headers=token(api, "eve"), timeout=60)
+    assert (refused.status_code, refused.json()["detail"]) == (
+        403,
+        (
+            "eve may not read sales/products: it needs consumer (sales-consumers) or producer "
+            "(sales-producers) or owner (sales-owners)"
+        ),
+    )
+    reads = [
+        (e["result"], e["channel"], e["assurance"])
+        for e in entries(catalog, "read", "carol") + entries(catalog, "read", "eve")
+    ]
+    assert reads == [("allowed", "api", "verified"), ("denied", "api", "verified")]
+
+
+def test_the_ledger_answers_an_auditor_and_refuses_a_consumer_both_recorded(api, catalog):
+    answer = requests.get(
+        f"{api}/ledger", params={"action": "ingestion.committed"}, headers=token(api, "dave"), timeout=30
+    )
+    assert answer.status_code == 200
+    assert [(e["asset_key"], e["actor"]) for e in answer.json()] == [
+        ("sales/products", "bob"),
+        ("sales/clients", "bob"),
+    ]
+    refused = requests.get(f"{api}/ledger", headers=token(api, "carol"), timeout=30)
+    assert (refused.status_code, refused.json()["detail"]) == (
+        403,
+        "carol may not read the ledger: it needs the auditor group (auditors) or the admin group (custody-admins)",
+    )
+    assert [e["result"] for e in entries(catalog, "ledger.read", "dave")] == ["allowed"]
+    assert [e["result"] for e in entries(catalog, "ledger.read", "carol")] == ["denied"]
+
+
+def test_bad_requests_get_one_clear_message_each(api):
+    headers = token(api, "carol")
+    for path, status, said in (
+        ("/nothing/here", 404, "the API has no /api/v1/nothing/here: /api/docs lists what it has"),
+        ("/assets/sales/nope", 404, "unknown asset sales/nope: the catalog has no spec and no version of it"),
+        ("/versions/sales/clients/1/sideways", 400, "path direction: Input should be 'provenance' or 'impact'"),
+        ("/assets/sales/clients/versions?limit=0", 400, "query limit: Input should be greater than or equal to 1"),
+        ("/assets/sales/nope/versions", 404, "unknown asset sales/nope: no version and no spec registered"),
+        ("/assets/sa$les/clients/versions", 400, "invalid domain 'sa$les': use 1 to 63 characters"),
+    ):
+        answer = requests.get(f"{api}{path}", headers=headers, timeout=30)
+        assert answer.status_code == status, (path, answer.text)
+        assert answer.json()["detail"].startswith(said), (path, answer.text)
+    huge = requests.post(
+        f"{api}/tokens", data=b"x" * (5 * 1024 * 1024), headers={"Content-Type": "application/json"}, timeout=60
+    )
+    assert huge.status_code == 413
+
+
+def test_a_revoked_token_is_refused_everywhere(api, catalog):
+    headers = token(api, "carol")
+    assert requests.delete(f"{api}/tokens/current", headers=headers, timeout=30).status_code == 204
+    answer = requests.get(f"{api}/whoami", headers=headers, timeout=30)
+    assert (answer.status_code, answer.json()["detail"]) == (401, "this token has ended: sign in again")
+    assert entries(catalog, "session.ended", "carol")[-1]["channel"] == "api"
+
+
+def test_the_openapi_schema_documents_every_endpoint(api):
+    schema = requests.get(api.replace("/v1", "/openapi.json"), timeout=30).json()
+    assert set(schema["paths"]) == {
+        "/api/v1/tokens",
+        "/api/v1/tokens/current",
+        "/api/v1/whoami",
+        "/api/v1/catalog",
+        "/api/v1/assets/{domain}/{name}",
+        "/api/v1/assets/{domain}/{name}/versions",
+        "/api/v1/assets/{domain}/{name}/rows",
+        "/api/v1/versions/{domain}/{name}/{number}/{direction}",
+        "/api/v1/ledger",
+    }
+
+
+def client(api: str, tmp_path: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """`custody ARGS` in a process that knows the service's address and nothing of the catalog, the
+    lake or the directory: its home is an empty folder, and no CUSTODY_* variable but CUSTODY_URL."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUSTODY_", "DAGSTER_"))}
+    env.update(
+        CUSTODY_URL=api.removesuffix("/api/v1"),
+        CUSTODY_HOME=str(tmp_path / "empty-home"),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+    )
+    return subprocess.run(
+        [str(CUSTODY), *args],
+        check=False,
+        env=env,
+        cwd=tmp_path,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_client_without_credentials_reads_as_a_consumer_and_an_auditor_through_the_service(api, tmp_path):
+    login = client(api, tmp_path, "login", "carol", "--password-stdin", stdin="carol-demo\n")
+    assert login.returncode == 0, login.stderr
+    assert (
+        login.stdout.startswith("logged in to http://127.0.0.1:")
+        and "as carol (password) for 60 minutes" in login.stdout
+    )
+    kept = tmp_path / "config" / "custody" / "tokens.json"
+    assert kept.stat().st_mode & 0o777 == 0o600
+    listed = client(api, tmp_path, "catalog", "--json")
+    assert [e["key"] for e in json.loads(listed.stdout)][:1] == ["sales/clients"], listed.stderr
+    assert "sales/names_and_products" in client(api, tmp_path, "catalog").stdout
+    versions = client(api, tmp_path, "versions", "sales/clients")
+    assert versions.returncode == 0 and "bob" in versions.stdout, versions.stderr
+    tree = client(api, tmp_path, "provenance", "sales/names_and_products@1")
+    assert tree.returncode == 0 and "sales/products@1" in tree.stdout, tree.stderr
+    rows = json.loads(client(api, tmp_path, "read", "sales/products", "--as", "carol", "--limit", "3", "--json").stdout)
+    assert rows["version"] == "sales/products@1" and len(rows["rows"]) == 3
+    other = client(api, tmp_path, "read", "sales/products", "--as", "bob")
+    assert other.returncode != 0 and "--as names bob, but the token" in other.stderr
+    refused = client(api, tmp_path, "ledger", "show")
+    assert refused.returncode == 3 and "carol may not read the ledger" in refused.stderr
+    assert client(api, tmp_path, "login", "dave", "--password-stdin", stdin="dave-demo\n").returncode == 0
+    shown = client(api, tmp_path, "ledger", "show", "--action", "ingestion.committed")
+    assert shown.returncode == 0 and "ingestion.committed" in shown.stdout and "sales/clients" in shown.stdout, (
+        shown.stderr
+    )
+    assert client(api, tmp_path, "logout").returncode == 0
+    after = client(api, tmp_path, "catalog")
+    assert after.returncode == 3 and "custody login" in after.stderr
+    assert not (tmp_path / "empty-home").exists()
