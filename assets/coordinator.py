@@ -25,6 +25,7 @@ from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
 from dagster._core.storage.runs.schema import RunsTable, RunTagsTable
 from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
 from dagster._core.storage.tags import PARENT_RUN_ID_TAG as PARENT_RUN_TAG
+from dagster._core.workspace.context import WorkspaceRequestContext
 from dagster._serdes import ConfigurableClassData, serialize_value
 from dagster._utils.error import SerializableErrorInfo
 from dagster._utils.tags import TagConcurrencyLimitsCounter
@@ -159,14 +160,11 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
                     run.tags.get(REQUESTED_BY_TAG),
                     system=any(tag in run.tags for tag in SYSTEM_TAGS),
                 )
-            authorize_run(
-                catalog, self.custody.policy(), identity, specs, writes, checked, run.run_id, channel(run.tags)
-            )
+            how = launched_how(launcher) if isinstance(launcher, Principal) else channel(run.tags)
+            authorize_run(catalog, self.custody.policy(), identity, specs, writes, checked, run.run_id, how)
             request = RunRequest(requested_by=identity.user, run_id=run.run_id, assurance=identity.assurance)
             for spec in awaiting_a_batch(run, writes):
-                require_ready_batch(
-                    catalog, self.custody.lake, spec, request, {"at": "submission", **channel(run.tags)}
-                )
+                require_ready_batch(catalog, self.custody.lake, spec, request, {"at": "submission", **how})
         finally:
             catalog.checkpoint()
         signed = {REQUESTED_BY_TAG: identity.user} if isinstance(launcher, Principal) else {}
@@ -207,12 +205,12 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
 # principal (the webserver served without Custody's login); or None, the daemon (a sensor, schedule
 # or backfill), whose runs name their requester by tags.
 Launcher = Principal | NotSignedIn | None
-UI_CHANNEL = {"channel": "ui"}
 
 
 def launched_by(context: dg.SubmitRunContext) -> Launcher:
-    """Who launched the run `context` submits. Only the webserver submits in answer to a request."""
-    if context.get_request_header("host") is None:
+    """Who launched the run `context` submits. Only the webserver submits in answer to a request;
+    the daemon's submissions answer none."""
+    if not isinstance(context.workspace, WorkspaceRequestContext) or context.workspace.source is None:
         return None
     principal = principal_from(context.get_request_header(PRINCIPAL_HEADER))
     if principal is None:
@@ -227,7 +225,7 @@ def signed_in(catalog: Catalog, run: dg.DagsterRun, principal: Principal) -> Ide
     """The signed-in user the run is for, verified, recorded as a `session` decision of the run. A
     requester tag that names someone else is refused, but on a re-execution, which copied its parent's."""
     identity = Identity(principal.user, Assurance.VERIFIED)
-    details = {**UI_CHANNEL, "method": principal.method, "session": principal.reference}
+    details = launched_how(principal)
     tagged = run.tags.get(REQUESTED_BY_TAG)
     if tagged and tagged != principal.user and PARENT_RUN_TAG not in run.tags:
         reason = (
@@ -240,10 +238,17 @@ def signed_in(catalog: Catalog, run: dg.DagsterRun, principal: Principal) -> Ide
     return identity
 
 
+def launched_how(principal: Principal) -> dict[str, str]:
+    """What the ledger keeps of how a run launched from the UI reached us."""
+    return {"channel": "ui", "method": principal.method, "session": principal.reference}
+
+
 def refuse_unsigned(catalog: Catalog, run: dg.DagsterRun, refusal: NotSignedIn) -> NoReturn:
-    tagged = run.tags.get(REQUESTED_BY_TAG) or ANONYMOUS
-    decision = Decision(Identity(tagged, Assurance.NONE), Verb.SESSION, None, False, str(refusal))
-    record(catalog, decision, run.run_id, UI_CHANNEL)
+    """Record the refusal of a run launched without a proven user, as anonymous: the name its tag
+    claims is only kept beside."""
+    decision = Decision(Identity(ANONYMOUS, Assurance.NONE), Verb.SESSION, None, False, str(refusal))
+    claimed = run.tags.get(REQUESTED_BY_TAG)
+    record(catalog, decision, run.run_id, {"channel": "ui", **({"claimed": shown(claimed)} if claimed else {})})
     raise refusal
 
 

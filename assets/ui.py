@@ -40,7 +40,7 @@ def dagster_ui(settings: Settings, workspace: Path) -> Iterator[ASGIApp]:
 def dagster_daemon(settings: Settings, workspace: Path) -> Iterator[subprocess.Popen[bytes]]:
     """Dagster's daemon on the home's instance: it takes runs off the queue, and runs sensors and
     schedules. Stopped, with its children, when the block ends."""
-    instance_for(settings)
+    instance_for(settings)  # its settings written before the daemon reads them
     process = subprocess.Popen(
         [str(DAEMON), "run", "-w", str(workspace)],
         env={**os.environ, "DAGSTER_HOME": str(settings.dagster_home)},
@@ -49,6 +49,17 @@ def dagster_daemon(settings: Settings, workspace: Path) -> Iterator[subprocess.P
     try:
         yield process
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
+        _stop(process.pid)
+        try:
             process.wait(timeout=STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            _stop(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def _stop(group: int, how: signal.Signals = signal.SIGTERM) -> None:
+    """Stop the daemon's process group: the daemons it started too, even when it has exited."""
+    try:
+        os.killpg(group, how)
+    except ProcessLookupError:
+        pass

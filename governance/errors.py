@@ -142,6 +142,10 @@ class NotSignedIn(AccessDenied):
     with another key."""
 
 
+class CrossSite(AccessDenied):
+    """A request a page of another site sent: refused whatever session or token it carries."""
+
+
 class UntrustedGateway(AccessDenied):
     """A request naming its user in the gateway's header, but not sent by the gateway: from a peer
     outside its allow-list, or without its shared secret."""

@@ -132,14 +132,25 @@ def test_httpd_refuses_a_wrong_password_and_an_ldap_injection_name(gateway):
 
 def test_the_gateway_s_header_from_anywhere_but_httpd_is_refused_and_recorded(service, catalog):
     direct = f"http://127.0.0.1:{service}/graphql"
-    for headers in ({"X-Remote-User": "alice"}, {"X-Remote-User": "alice", "X-Custody-Gateway-Secret": "guessed"}):
+    for headers in (
+        {"X-Remote-User": "alice"},
+        {"X-Remote-User": "alice", "X-Custody-Gateway-Secret": "guessed", "X-Forwarded-For": "10.9.9.9"},
+    ):
         answer = requests.post(direct, json={"query": "{ version }"}, headers=headers, timeout=30)
         assert (answer.status_code, answer.json()["detail"]) == (
             403,
             "a x-remote-user header without the gateway's secret is refused",
         )
     [refused] = [e for e in session_entries(catalog, "anonymous") if "gateway's secret" in e["reason"]]
-    assert (refused["result"], refused["channel"]) == ("denied", "ui")
+    assert (refused["result"], refused["channel"], refused["peer"]) == ("denied", "ui", "127.0.0.1")
+
+
+def test_the_api_takes_the_gateway_s_user_for_a_token_but_has_none_of_its_to_end(service):
+    api = f"http://127.0.0.1:{service}/api/v1"
+    vouched = {"X-Remote-User": "carol", "X-Custody-Gateway-Secret": SECRET}
+    assert requests.get(f"{api}/whoami", headers=vouched, timeout=30).json() == {"user": "carol", "method": "gateway"}
+    answer = requests.delete(f"{api}/tokens/current", headers=vouched, timeout=30)
+    assert answer.status_code == 400 and "carries no token" in answer.json()["detail"]
 
 
 def test_the_ui_s_websocket_passes_httpd_for_a_user_it_authenticated(gateway):

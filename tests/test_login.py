@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from itsdangerous import URLSafeTimedSerializer
 from sqlmodel import col, select
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from governance.catalog import Catalog
@@ -23,6 +23,7 @@ from governance.catalog.engine import make_engine
 from governance.catalog.models import LedgerEntry, ServiceSession
 from governance.config import Settings
 from governance.demo import demo_password
+from governance.service.gate import ENDED, RECHECK_SECONDS
 from tests.conftest import plain_environ
 from tests.dagster_servers import Served, SignedIn, form_token, start_service, stop
 from tests.helpers import cli
@@ -120,6 +121,55 @@ def test_a_request_sent_by_another_site_s_page_is_refused_with_a_session_too(ser
     same = carol.post("/graphql", ASK_VERSION, headers={"Origin": carol.base, "Sec-Fetch-Site": "same-origin"})
     assert same.status_code == 200
     assert any("evil.example" in e["reason"] for e in entries(catalog, "session"))
+
+
+def test_a_page_of_another_site_gets_nothing_but_a_person_following_its_link_gets_the_page(served):
+    carol = served.as_user("carol")
+    image = carol.http.get(
+        f"{carol.base}/graphql",
+        params={"query": "{ version }"},
+        headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"},
+        allow_redirects=False,
+    )
+    assert image.status_code == 403
+    link = carol.http.get(
+        f"{carol.base}/assets",
+        headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Accept": "text/html"},
+        allow_redirects=False,
+    )
+    assert link.status_code == 200 and "<html" in link.text.lower()
+    behind_tls = carol.post(
+        "/graphql", ASK_VERSION, headers={"Origin": f"https://{carol.base.removeprefix('http://')}"}
+    )
+    assert behind_tls.status_code == 200  # a gateway that ends TLS: the same host, another scheme
+
+
+def test_graphql_asked_with_a_get_is_refused_since_it_would_run_a_mutation_from_a_link(served):
+    carol = served.as_user("carol")
+    answer = carol.http.get(f"{carol.base}/graphql", params={"query": "mutation { logTelemetry { __typename } }"})
+    assert (answer.status_code, answer.json()["detail"]) == (
+        405,
+        "GraphQL is asked with POST: a GET with a query is refused",
+    )
+
+
+def test_an_open_websocket_closes_once_its_session_has_ended(served):
+    carol = served.as_user("carol")
+    headers = {"Cookie": f"custody_session={session_cookie(carol)}"}
+    with connect(
+        f"ws://127.0.0.1:{served.port}/graphql", subprotocols=["graphql-ws"], additional_headers=headers
+    ) as socket:
+        socket.send(json.dumps({"type": "connection_init", "payload": {}}))
+        assert json.loads(socket.recv(timeout=30))["type"] == "connection_ack"
+        page = carol.http.get(f"{carol.base}/logout")
+        carol.http.post(f"{carol.base}/logout", data={"csrf": form_token(page.text)}, allow_redirects=False)
+        time.sleep(RECHECK_SECONDS + 0.5)
+        logs = 'subscription { pipelineRunLogs(runId: "no-such-run") { __typename } }'
+        socket.send(json.dumps({"id": "1", "type": "start", "payload": {"query": logs}}))
+        with pytest.raises(ConnectionClosed) as closed:
+            while True:
+                socket.recv(timeout=30)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == ENDED
 
 
 def test_a_login_form_not_sent_by_the_service_s_page_opens_no_session(served, catalog):

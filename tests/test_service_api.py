@@ -136,6 +136,12 @@ def test_every_endpoint_refuses_no_token_an_expired_one_and_one_signed_with_anot
             assert (answer.status_code, answer.json()["detail"]) == (401, said), path
 
 
+def test_a_request_without_a_token_is_recorded(api, catalog):
+    requests.get(f"{api}/catalog", headers={"Authorization": "Basic Ym9iOmJvYg=="}, timeout=30)
+    refused = [e for e in entries(catalog, "session", "anonymous") if e["channel"] == "api"]
+    assert refused and refused[-1]["result"] == "denied" and refused[-1]["path"].startswith("/api/v1/")
+
+
 def test_a_browser_session_s_cookie_is_no_token(api):
     browser = requests.Session()
     base = api.removesuffix("/api/v1")

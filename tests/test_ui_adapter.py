@@ -4,14 +4,22 @@ changes them fails these tests rather than the login."""
 
 from __future__ import annotations
 
+import json
+
 import dagster as dg
+import pytest
 from dagster._core.storage.tags import PARENT_RUN_ID_TAG
 from dagster._core.workspace.context import WorkspaceProcessContext
+from sqlmodel import select
 from starlette.requests import Request
 from starlette.testclient import TestClient
 
+from assets.coordinator import launched_by, refuse_unsigned
+from assets.factory import REQUESTED_BY_TAG
 from assets.launch import instance_for
 from assets.ui import dagster_ui
+from governance.catalog.models import LedgerEntry
+from governance.errors import NotSignedIn
 from governance.service.principal import PRINCIPAL_HEADER, principal_from, signed_principal
 from governance.service.sessions import Principal
 from tests.conftest import ROOT
@@ -28,16 +36,34 @@ def test_the_ui_is_an_asgi_app_serving_the_workspace_s_assets_over_graphql(cli_e
         assert client.get("/server_info").json()["dagster_webserver_version"]
 
 
-def test_a_submitted_run_s_context_reads_the_headers_of_the_request_that_launched_it(cli_env):
+def request(*headers: tuple[bytes, bytes]) -> Request:
+    return Request({"type": "http", "method": "POST", "path": "/graphql", "headers": list(headers)})
+
+
+def test_a_run_is_launched_by_the_signed_principal_of_the_request_that_submits_it_or_by_the_daemon(cli_env):
     instance = instance_for(cli_env)
-    request = Request(
-        {"type": "http", "method": "POST", "path": "/graphql", "headers": [(b"x-custody-principal", b"signed")]}
-    )
+    bob = Principal("bob", "password", "session-id")
     with WorkspaceProcessContext(instance, None) as process:
-        launched = dg.SubmitRunContext(dg.DagsterRun(job_name="any"), process.create_request_context(source=request))
-        assert launched.get_request_header(PRINCIPAL_HEADER) == "signed"
-        queued = dg.SubmitRunContext(dg.DagsterRun(job_name="any"), process.create_request_context())
-        assert queued.get_request_header("host") is None  # the daemon's submissions answer no request
+
+        def submitted(source: Request | None) -> dg.SubmitRunContext:
+            return dg.SubmitRunContext(dg.DagsterRun(job_name="any"), process.create_request_context(source=source))
+
+        signed = submitted(request((PRINCIPAL_HEADER.encode(), signed_principal(bob).encode())))
+        assert launched_by(signed) == bob
+        # A request without a Host header is a request all the same: never taken for the daemon.
+        unsigned = launched_by(submitted(request((PRINCIPAL_HEADER.encode(), b"bob"))))
+        assert isinstance(unsigned, NotSignedIn)
+        assert launched_by(submitted(None)) is None
+
+
+def test_a_run_launched_unsigned_is_refused_and_recorded_as_anonymous_with_the_name_it_claimed(catalog):
+    run = dg.DagsterRun(job_name="any", tags={REQUESTED_BY_TAG: "alice"})
+    refusal = NotSignedIn("sign in")
+    with pytest.raises(NotSignedIn):
+        refuse_unsigned(catalog, run, refusal)
+    with catalog.session() as session:
+        [entry] = session.exec(select(LedgerEntry).where(LedgerEntry.action == "session")).all()
+    assert (entry.actor, json.loads(entry.details)["claimed"]) == ("anonymous", "alice")
 
 
 def test_a_re_execution_names_its_parent_in_the_tag_the_coordinator_reads():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Annotated
 
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from governance.service.client import ServiceClient
 
 ledger_app = group("ledger", "Read and verify the audit ledger.")
+PAGE = 10_000  # the most entries the service gives in one answer
 
 
 @ledger_app.command("show")
@@ -83,7 +84,20 @@ def ledger_show(
 
 
 def _remote_entries(remote: ServiceClient, where: ledger.LedgerFilter) -> list[LedgerEntry]:
-    """The entries as the service gives them to an auditor, as rows of the ledger."""
+    """The entries as the service gives them to an auditor, as rows of the ledger: page after page
+    until the limit, or the end."""
+    found: list[LedgerEntry] = []
+    while where.limit is None or len(found) < where.limit:
+        wanted = PAGE if where.limit is None else min(PAGE, where.limit - len(found))
+        page = _remote_page(remote, replace(where, limit=wanted))
+        found.extend(page)
+        if len(page) < wanted:
+            break
+        where = replace(where, from_seq=page[-1].seq + 1)
+    return found
+
+
+def _remote_page(remote: ServiceClient, where: ledger.LedgerFilter) -> list[LedgerEntry]:
     params = {
         "asset": where.asset,
         "version": where.version,

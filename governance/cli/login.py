@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from governance.cli.common import PasswordStdin, app, read_password, service_client
+from governance.cli.common import PasswordStdin, app, err_console, read_password, service_client
 from governance.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -27,6 +27,10 @@ def login(
     default); the commands that read the catalog, lineage, the ledger and rows then ask the service
     and need none of its credentials."""
     client = _client()
+    if client.in_clear:
+        err_console.print(
+            f"warning: {client.url} is plain HTTP: the password crosses the network unencrypted; use https://"
+        )
     password = read_password(password_stdin)
     if password is None:
         if not sys.stdin.isatty():

@@ -14,6 +14,7 @@ from governance.cli.common import app, load_settings, open_custody
 from governance.errors import EnvironmentProblem
 
 WORKSPACE = Path(__file__).resolve().parents[2] / "workspace.yaml"
+SERVICE_SECRETS = ("CUSTODY_SESSION_SECRET", "CUSTODY_GATEWAY_SECRET")
 
 
 @app.command("serve")
@@ -46,11 +47,15 @@ def serve(
     settings = load_settings()
     session_settings = SessionSettings.from_environ(os.environ)
     gateway = Gateway.from_environ(os.environ)
+    # Read, the service's own secrets leave the environment: the daemon, the code servers and the
+    # run workers (which run owners' transforms) inherit it, and need neither.
+    for variable in SERVICE_SECRETS:
+        os.environ.pop(variable, None)
     custody = open_custody(settings)
-    # Bound before the UI loads, so the port is this service's from the start (and `--port 0` says
-    # which one it got); connections wait in the queue until it serves.
-    listening = _listen(host, port)
     with ExitStack() as stack:
+        # Bound before the UI loads, so the port is this service's from the start (and `--port 0`
+        # says which one it got); connections wait in the queue until it serves.
+        listening = stack.enter_context(_listen(host, port))
         served = None
         if ui:
             from assets.ui import dagster_daemon, dagster_ui
@@ -61,7 +66,10 @@ def serve(
             served = stack.enter_context(dagster_ui(settings, workspace))
         bound = listening.getsockname()[1]
         typer.echo(f"Custody serves on http://{host}:{bound} (sign in at /login)")
-        config = uvicorn.Config(create_app(custody, session_settings, served, gateway), log_level="warning")
+        # The peer is the TCP peer: an X-Forwarded-For a client sends must not stand for the address
+        # a gateway is trusted from.
+        app = create_app(custody, session_settings, served, gateway)
+        config = uvicorn.Config(app, log_level="warning", proxy_headers=False)
         uvicorn.Server(config).run(sockets=[listening])
 
 

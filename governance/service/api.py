@@ -18,10 +18,11 @@ from governance.access.policy import Decision, Identity, Verb
 from governance.access.reads import Target, open_version, read_table
 from governance.catalog import closing_checkpoint
 from governance.catalog.listing import Filters, detail, listing
-from governance.errors import AccessDenied, NotFound, NotSignedIn, shown
+from governance.errors import AccessDenied, InvalidInput, NotFound, NotSignedIn, shown
 from governance.lineage.graph import Direction, explore
 from governance.runs import Assurance
-from governance.service.context import Service
+from governance.service.context import peer_of, service_of
+from governance.service.gateway import METHOD as GATEWAY_METHOD
 from governance.service.sessions import Principal, new_session_id, reference_of
 from governance.zones import AssetKey, VersionRef
 
@@ -34,21 +35,21 @@ MAX_LEDGER_ENTRIES = 10_000
 router = APIRouter(prefix="/api/v1")
 
 
-def service_of(request: Request) -> Service:
-    service: Service = request.app.state.service
-    return service
-
-
 def caller(request: Request) -> Principal:
-    """The principal of a request: a trusted gateway's user, else the bearer token's."""
+    """The principal of a request: a trusted gateway's user, else the bearer token's. A refusal is
+    recorded (once a minute for the same peer and kind)."""
     service = service_of(request)
-    vouched = service.gateway.principal(request) if service.gateway is not None else None
-    if vouched is not None:
-        return vouched
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not token:
-        raise NotSignedIn("this needs a token: `custody login`, or POST /api/v1/tokens with a user and password")
-    return service.tokens.find(token.strip())
+    try:
+        vouched = service.gateway.principal(request) if service.gateway is not None else None
+        if vouched is not None:
+            return vouched
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            raise NotSignedIn("this needs a token: `custody login`, or POST /api/v1/tokens with a user and password")
+        return service.tokens.find(token.strip())
+    except AccessDenied as err:
+        service.refused(request, err, API_CHANNEL)
+        raise
 
 
 Caller = Annotated[Principal, Depends(caller)]
@@ -89,7 +90,7 @@ def issue_token(login: Login, request: Request) -> Token:
     """A short-lived token for a directory user, proven by their password (recorded either way)."""
     service = service_of(request)
     session_id = new_session_id()
-    details = {"channel": API_CHANNEL, "session": reference_of(session_id), "peer": _peer(request)}
+    details = {"channel": API_CHANNEL, "session": reference_of(session_id), "peer": peer_of(request)}
     try:
         service.custody.authenticate(login.user, login.password, details=details)
     except AccessDenied as err:
@@ -104,6 +105,8 @@ def issue_token(login: Login, request: Request) -> Token:
 @router.delete("/tokens/current", status_code=204, tags=["tokens"])
 def revoke_token(principal: Caller, request: Request) -> Response:
     """End the token the request carries, for every copy of it."""
+    if principal.method == GATEWAY_METHOD:
+        raise InvalidInput("this request carries no token: the gateway names its user, and ends its own sessions")
     service = service_of(request)
     service.end(service.tokens, principal, API_CHANNEL)
     return Response(status_code=204)
@@ -195,7 +198,7 @@ def rows(
         row = open_version(
             custody.store,
             custody.policy,
-            custody.specs.get(target.key),
+            service_of(request).specs().get(target.key),
             identity_of(principal),
             target,
             details=recorded(principal),
@@ -257,7 +260,3 @@ def ledger_entries(
 @router.api_route("/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False)
 def unknown(path: str) -> None:
     raise NotFound(f"the API has no /api/v1/{shown(path, 200)}: /api/docs lists what it has")
-
-
-def _peer(request: Request) -> str:
-    return request.client.host if request.client else "unknown"

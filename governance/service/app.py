@@ -52,6 +52,7 @@ def create_app(
 
 # The status each kind of refusal answers with, the first that matches; anything else is 500.
 STATUS: tuple[tuple[type[CustodyError], int], ...] = (
+    (RequestTooLarge, 413),
     (NotSignedIn, 401),
     (AccessDenied, 403),
     (NotFound, 404),

@@ -10,6 +10,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import requests
 
@@ -52,6 +53,12 @@ class ServiceClient:
         if not url.startswith(("http://", "https://")):
             raise InvalidInput(f"{URL_VARIABLE}={url!r}: give the service's http:// or https:// address")
         return cls(url, environ)
+
+    @property
+    def in_clear(self) -> bool:
+        """Whether a password would cross a network unencrypted: plain HTTP to another host."""
+        parts = urlsplit(self.url)
+        return parts.scheme == "http" and parts.hostname not in ("localhost", "127.0.0.1", "::1")
 
     def login(self, user: str, password: str) -> dict[str, Any]:
         """A token for `user`, kept for the next commands."""
@@ -132,7 +139,8 @@ class ServiceClient:
             kept[self.url] = token
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         temporary = path.with_name(f".{path.name}.{os.getpid()}")
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        temporary.unlink(missing_ok=True)  # a leftover keeps its own mode; a new file gets 0600
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(descriptor, "w", encoding="utf-8") as out:
             json.dump(kept, out)
         os.replace(temporary, path)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from starlette.requests import HTTPConnection
 
@@ -14,10 +15,11 @@ from governance.access.guard import ANONYMOUS, ledger_actor, record
 from governance.access.policy import Decision, Identity, Verb
 from governance.api import Custody
 from governance.catalog import closing_checkpoint
-from governance.errors import shown
+from governance.errors import CrossSite, CustodyError, shown
 from governance.runs import Assurance
 from governance.service.gateway import Gateway
 from governance.service.sessions import Principal, Sessions
+from governance.spec import SpecSet, load_valid_specs
 
 SESSION_COOKIE = "custody_session"
 CSRF_COOKIE = "custody_csrf"
@@ -25,21 +27,25 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # A client refused again and again for the same reason (a tab left open past its session's end
 # polls every few seconds) is recorded once a minute, not once a request.
 REPEAT_SECONDS = 60.0
+PRUNE_AT = 10_000
 
 
 @dataclass
 class Refusals:
-    """When each (peer, reason) was last recorded."""
+    """When each (peer, kind of refusal) was last recorded; entries older than a minute are dropped
+    as new ones come, so a client that varies what it sends grows neither this nor the ledger."""
 
     seen: dict[tuple[str, str], float] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def due(self, peer: str, reason: str) -> bool:
+    def due(self, peer: str, kind: str) -> bool:
         now = time.monotonic()
         with self.lock:
-            if now - self.seen.get((peer, reason), -REPEAT_SECONDS) < REPEAT_SECONDS:
+            if now - self.seen.get((peer, kind), -REPEAT_SECONDS) < REPEAT_SECONDS:
                 return False
-            self.seen[(peer, reason)] = now
+            if len(self.seen) >= PRUNE_AT:
+                self.seen = {key: at for key, at in self.seen.items() if now - at < REPEAT_SECONDS}
+            self.seen[(peer, kind)] = now
             return True
 
 
@@ -50,6 +56,14 @@ class Service:
     tokens: Sessions
     gateway: Gateway | None = None
     refusals: Refusals = field(default_factory=Refusals)
+
+    def specs(self) -> SpecSet:
+        """The valid specs as their files are now: a decision follows an owner's edit without a
+        restart, and a broken spec leaves the others decidable."""
+        settings = self.custody.settings
+        return load_valid_specs(
+            settings.specs, settings.cache_dir, transform_packages=settings.transform_packages
+        ).specs
 
     def principal(self, connection: HTTPConnection) -> Principal:
         """Who the request is for: the user a trusted gateway names, else its session's. Raises
@@ -70,32 +84,45 @@ class Service:
                 details=details,
             )
 
-    def refused(self, connection: HTTPConnection, reason: str, channel: str, user: str = ANONYMOUS) -> None:
-        """Record a request refused before it reached anything: who, from where, to what, why."""
-        peer = connection.client.host if connection.client else "unknown"
-        if not self.refusals.due(peer, reason):
+    def refused(self, connection: HTTPConnection, err: CustodyError | str, channel: str) -> None:
+        """Record a request refused before it reached anything: from where, to what, why. The same
+        kind of refusal from the same peer is recorded once a minute."""
+        reason = str(err)
+        peer = peer_of(connection)
+        if not self.refusals.due(peer, type(err).__name__ if isinstance(err, CustodyError) else reason):
             return
+        user = ANONYMOUS
         decision = Decision(Identity(user, Assurance.NONE), Verb.SESSION, None, False, reason)
         details = {"channel": channel, "peer": peer, "path": shown(connection.url.path, 200)}
         with closing_checkpoint():
             record(self.custody.store, decision, details=details)
 
 
-def own_origin(connection: HTTPConnection) -> str:
-    scheme = {"ws": "http", "wss": "https"}.get(connection.url.scheme, connection.url.scheme)
-    return f"{scheme}://{connection.headers.get('host', '')}"
+def service_of(connection: HTTPConnection) -> Service:
+    """The service a route of its app answers for."""
+    service: Service = connection.app.state.service
+    return service
 
 
-def cross_site(connection: HTTPConnection) -> str | None:
-    """Why a request that may change something looks sent by a page of another site, or None. Every
-    browser says where a POST or a WebSocket comes from (Origin, Sec-Fetch-Site); a client that is
-    not a browser says neither and holds its own cookie."""
-    if connection.scope["type"] == "http" and connection.scope["method"] in SAFE_METHODS:
-        return None
+def peer_of(connection: HTTPConnection) -> str:
+    return connection.client.host if connection.client else "unknown"
+
+
+def cross_site(connection: HTTPConnection) -> CrossSite | None:
+    """Why a request looks sent by a page of another site, or None. A browser says where every
+    request comes from (Sec-Fetch-Site), and where a POST or a WebSocket does (Origin); only a person
+    following a link to a page (a top-level navigation) may come from elsewhere. A client that is not
+    a browser says neither and holds its own cookie or token. The origin's host is compared, not its
+    scheme: behind a gateway that ends TLS, the service itself is reached over plain HTTP."""
+    navigation = connection.scope["type"] == "http" and connection.scope["method"] in SAFE_METHODS
     site = connection.headers.get("sec-fetch-site")
-    if site in ("cross-site", "same-site"):
-        return f"a request sent by a page of another site (Sec-Fetch-Site: {site}) is refused"
+    if site in ("cross-site", "same-site") and not (
+        navigation and connection.headers.get("sec-fetch-mode") == "navigate"
+    ):
+        return CrossSite(f"a request sent by a page of another site (Sec-Fetch-Site: {site}) is refused")
     origin = connection.headers.get("origin")
-    if origin is not None and origin != own_origin(connection):
-        return f"a request sent by a page of {shown(origin)} is refused: only this service's pages may send it"
+    if not navigation and origin is not None and urlsplit(origin).netloc != connection.headers.get("host", ""):
+        return CrossSite(
+            f"a request sent by a page of {shown(origin)} is refused: only this service's pages may send it"
+        )
     return None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
-from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
+from ipaddress import IPv4Network, IPv6Address, IPv6Network, ip_address, ip_network
 
 from starlette.requests import HTTPConnection
 
@@ -55,10 +55,10 @@ class Gateway:
         """The user the gateway vouches for; None when the request names nobody in its header.
         UntrustedGateway when it names someone but is not proven to come from the gateway."""
         named = connection.headers.get(self.header)
-        if named is None:
+        if not named:  # httpd gives an empty name where it authenticated nobody
             return None
         peer = connection.client.host if connection.client else "unknown"
-        if self.peers and not any(_address(peer) in network for network in self.peers):
+        if self.peers and not _among(peer, self.peers):
             raise UntrustedGateway(f"a {self.header} header from {peer}, which is not the gateway, is refused")
         if self.secret is not None:
             given = connection.headers.get(SECRET_HEADER, "")
@@ -84,8 +84,13 @@ def _network(text: str) -> IPv4Network | IPv6Network:
         ) from err
 
 
-def _address(peer: str) -> object:
+def _among(peer: str, networks: tuple[IPv4Network | IPv6Network, ...]) -> bool:
+    """Whether the peer's address is in one of `networks`; an address that is no IP address is not.
+    An IPv4 peer of a dual-stack socket (`::ffff:10.0.0.5`) counts as its IPv4 address."""
     try:
-        return ip_address(peer)
+        address = ip_address(peer)
     except ValueError:
-        return None
+        return False
+    if isinstance(address, IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return any(address in network for network in networks)

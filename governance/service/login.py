@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hmac
 import secrets
+from html import escape
 from typing import Annotated
 
 from fastapi import APIRouter, Form, Request
@@ -13,7 +14,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from governance.errors import AccessDenied, NotSignedIn
-from governance.service.context import CSRF_COOKIE, SESSION_COOKIE, Service, cross_site
+from governance.service.context import CSRF_COOKIE, SESSION_COOKIE, cross_site, peer_of, service_of
 from governance.service.gate import UI_CHANNEL
 from governance.service.pages import login_page, logout_page
 from governance.service.sessions import Principal, new_session_id, reference_of
@@ -23,11 +24,6 @@ router = APIRouter(include_in_schema=False)
 User = Annotated[str, Form(max_length=256)]
 Password = Annotated[str, Form(max_length=1024)]
 Token = Annotated[str, Form(max_length=128)]
-
-
-def service_of(request: Request) -> Service:
-    service: Service = request.app.state.service
-    return service
 
 
 @router.get("/login")
@@ -44,7 +40,7 @@ def sign_in(request: Request, user: User, password: Password, csrf: Token, next:
         service.refused(request, refusal, UI_CHANNEL)
         return _login_form(request, target, refusal, user, status=403)
     session_id = new_session_id()
-    details = {"channel": UI_CHANNEL, "session": reference_of(session_id), "peer": _peer(request)}
+    details = {"channel": UI_CHANNEL, "session": reference_of(session_id), "peer": peer_of(request)}
     try:
         service.custody.authenticate(user, password, details=details)
     except AccessDenied as err:
@@ -57,7 +53,7 @@ def sign_in(request: Request, user: User, password: Password, csrf: Token, next:
         max_age=int(service.sessions.lifetime.total_seconds()),
         httponly=True,
         samesite="lax",
-        secure=request.url.scheme == "https",
+        secure=_over_tls(request),
     )
     response.delete_cookie(CSRF_COOKIE)
     return response
@@ -81,7 +77,7 @@ def sign_out(request: Request, csrf: Token) -> Response:
     refusal = _forged(request, csrf)
     if refusal is not None:
         service.refused(request, refusal, UI_CHANNEL)
-        return HTMLResponse(refusal, status_code=403)
+        return HTMLResponse(escape(refusal), status_code=403)
     try:
         principal = _principal(request)
     except NotSignedIn:
@@ -107,14 +103,14 @@ def _login_form(
 
 
 def _set_csrf(request: Request, response: Response, token: str) -> None:
-    response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", secure=request.url.scheme == "https")
+    response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", secure=_over_tls(request))
 
 
 def _forged(request: Request, token: str) -> str | None:
     """Why a form looks sent from elsewhere than this service's own page, or None."""
     reason = cross_site(request)
     if reason is not None:
-        return reason
+        return str(reason)
     if not hmac.compare_digest(token.encode(), request.cookies.get(CSRF_COOKIE, "").encode()):
         return "this form has expired or was not sent by this service's page: load it again"
     return None
@@ -127,5 +123,7 @@ def _local(target: str) -> str:
     return target
 
 
-def _peer(request: Request) -> str:
-    return request.client.host if request.client else "unknown"
+def _over_tls(request: Request) -> bool:
+    """Whether the browser reached us over TLS: directly, or through a gateway that ends it, which
+    the page's own origin says (a browser sends it with every form)."""
+    return request.url.scheme == "https" or request.headers.get("origin", "").startswith("https://")

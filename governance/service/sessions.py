@@ -86,9 +86,9 @@ class Sessions:
         self.lifetime = settings.token_lifetime if kind == "token" else settings.lifetime
         self._signer = URLSafeTimedSerializer(settings.secret, salt=f"custody-{kind}")
 
-    def open(self, principal: Principal, now: datetime | None = None) -> str:
+    def open(self, principal: Principal) -> str:
         """Record `principal`'s new session; the signed value its holder presents."""
-        issued = now or datetime.now(UTC)
+        issued = datetime.now(UTC)
         row = ServiceSession(
             id=principal.session,
             user=principal.user,

@@ -1,0 +1,213 @@
+#!/usr/bin/env python
+"""The Custody service next to in-process answers, on a catalog of 100,000 versions (the "assets"
+shape of benchmarks.provenance: 1,000 assets in 50 layers, each materialized 100 times).
+
+1. Provenance of the version whose closure has the median size among 200 drawn with a fixed seed,
+   200 times each way, after a warm-up:
+     in process    explore(catalog, ref, upstream).to_dict() and json.dumps: what the API computes
+                   and sends
+     the service   GET /api/v1/versions/<asset>/<n>/provenance from `custody serve` on loopback, on a
+                   kept-alive connection, JSON parsed
+   p50/p95 of each and what the service adds; goal: at most 10 ms added at p95.
+2. Load: 50 clients at once for 60 s on loopback, each asking in turn for the catalog, that
+   provenance and a page of 100 ledger entries (as dave, an auditor: each page is a recorded
+   decision), the next request as soon as the last is answered: requests/s, p50/p95 by kind, errors.
+   Goal: no error, p95 at most 100 ms. The clients run in this process, on the same machine.
+
+    .venv/bin/python -m benchmarks.service
+    .venv/bin/python -m benchmarks.service --versions 10000 --seconds 10 --samples 50   # smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import httpx
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.provenance import build_catalog, draw_sample, generate_assets, sql_closure, typical
+from governance.catalog import Catalog
+from governance.config import Settings
+from governance.lineage.graph import Direction, explore
+from governance.zones import AssetKey, VersionRef
+
+CUSTODY = Path(sys.executable).with_name("custody")
+SERVES = re.compile(r"Custody serves on http://[^:]+:(\d+) ")
+WARM_UP = 20
+ADDED_GOAL_MS = 10
+LOAD_GOAL_MS = 100
+SEED = 7
+
+
+def percentile(values: list[float], q: int) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+def milliseconds(values: list[float]) -> str:
+    return f"p50 {percentile(values, 50) * 1000:7.2f} ms   p95 {percentile(values, 95) * 1000:7.2f} ms"
+
+
+def median_version(catalog: Catalog, n: int, samples: int) -> tuple[VersionRef, int]:
+    sample = draw_sample(n, samples, SEED)
+    sizes = [len(sql_closure(catalog, vid, Direction.UPSTREAM)[0].depth_of) for vid in sample]
+    vid, size = typical(sample, sizes)
+    with catalog.session() as session:
+        row = session.connection().exec_driver_sql("SELECT asset_key, number FROM version WHERE id = ?", (vid,)).one()
+    return VersionRef(AssetKey.parse(row[0]), row[1]), size
+
+
+def in_process(catalog: Catalog, ref: VersionRef, runs: int) -> list[float]:
+    timings = []
+    for run in range(WARM_UP + runs):
+        started = time.perf_counter()
+        json.dumps(explore(catalog, ref, Direction.UPSTREAM).to_dict())
+        if run >= WARM_UP:
+            timings.append(time.perf_counter() - started)
+    return timings
+
+
+def start_service(env: dict[str, str]) -> tuple[subprocess.Popen, str]:
+    server = subprocess.Popen(
+        [str(CUSTODY), "serve", "--no-ui", "--port", "0"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    assert server.stdout is not None
+    said = []
+    while (line := server.stdout.readline()) and not (found := SERVES.search(line)):
+        said.append(line)
+    if not line:
+        raise SystemExit(f"custody serve exited: {''.join(said)}")
+    threading.Thread(target=server.stdout.read, daemon=True).start()
+    return server, f"http://127.0.0.1:{found.group(1)}/api/v1"
+
+
+def token(api: str, user: str) -> dict[str, str]:
+    answer = requests.post(f"{api}/tokens", json={"user": user, "password": f"{user}-demo"}, timeout=60)
+    answer.raise_for_status()
+    return {"Authorization": f"Bearer {answer.json()['token']}"}
+
+
+def through_service(api: str, headers: dict[str, str], ref: VersionRef, runs: int) -> list[float]:
+    http = requests.Session()
+    url = f"{api}/versions/{ref.key}/{ref.number}/provenance"
+    timings = []
+    for run in range(WARM_UP + runs):
+        started = time.perf_counter()
+        answer = http.get(url, headers=headers, timeout=60)
+        answer.raise_for_status()
+        answer.json()
+        if run >= WARM_UP:
+            timings.append(time.perf_counter() - started)
+    return timings
+
+
+async def load(
+    api: str, headers: dict[str, str], ref: VersionRef, clients: int, seconds: float
+) -> tuple[dict, int, float]:
+    paths = {
+        "catalog": "/catalog",
+        "provenance": f"/versions/{ref.key}/{ref.number}/provenance",
+        "ledger": "/ledger?limit=100",
+    }
+    latencies: dict[str, list[float]] = defaultdict(list)
+    errors = 0
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=api, headers=headers, limits=limits, timeout=60) as client:
+        deadline = time.perf_counter() + seconds
+
+        async def one_client(offset: int) -> None:
+            nonlocal errors
+            kinds = list(paths)
+            turn = offset
+            while time.perf_counter() < deadline:
+                kind = kinds[turn % len(kinds)]
+                turn += 1
+                started = time.perf_counter()
+                try:
+                    answer = await client.get(paths[kind])
+                    ok = answer.status_code == 200
+                except httpx.HTTPError:
+                    ok = False
+                if ok:
+                    latencies[kind].append(time.perf_counter() - started)
+                else:
+                    errors += 1
+
+        began = time.perf_counter()
+        await asyncio.gather(*(one_client(offset) for offset in range(clients)))
+        elapsed = time.perf_counter() - began
+    return latencies, errors, elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--versions", type=int, default=100_000)
+    parser.add_argument("--samples", type=int, default=200, help="timed provenance requests, each way")
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--seconds", type=float, default=60)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="custody-service-bench-") as folder:
+        home = Path(folder) / "home"
+        settings = Settings.under(home)
+        catalog_path = Path(settings.catalog_url.removeprefix("sqlite:///"))
+        catalog_path.parent.mkdir(parents=True, exist_ok=True)
+        built = time.perf_counter()
+        catalog = build_catalog(catalog_path, generate_assets(args.versions, SEED), SEED)
+        print(f"catalog: {args.versions:,} versions built in {time.perf_counter() - built:.1f} s")
+        ref, size = median_version(catalog, args.versions, 200)
+        print(f"median version: {ref} (its provenance holds {size} versions)")
+
+        local = in_process(catalog, ref, args.samples)
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("CUSTODY_", "DAGSTER_"))},
+            "CUSTODY_HOME": str(home),
+            "CUSTODY_CATALOG_URL": settings.catalog_url,
+        }
+        server, api = start_service(env)
+        try:
+            headers = token(api, "dave")
+            remote = through_service(api, headers, ref, args.samples)
+            print(f"\nprovenance of {ref}, {args.samples} requests each way")
+            print(f"  in process    {milliseconds(local)}")
+            print(f"  the service   {milliseconds(remote)}")
+            added = (percentile(remote, 95) - percentile(local, 95)) * 1000
+            print(f"  added at p95  {added:.2f} ms (goal: at most {ADDED_GOAL_MS} ms)")
+
+            latencies, errors, elapsed = asyncio.run(load(api, headers, ref, args.clients, args.seconds))
+            answered = sum(len(values) for values in latencies.values())
+            everything = [value for values in latencies.values() for value in values]
+            print(f"\nload: {args.clients} clients for {elapsed:.0f} s, catalog, provenance and ledger in turn")
+            print(f"  {answered:,} answered, {answered / elapsed:.0f} requests/s, {errors} errors")
+            for kind, values in sorted(latencies.items()):
+                print(f"  {kind:<11} {len(values):6,}   {milliseconds(values)}")
+            print(
+                f"  all         {answered:6,}   {milliseconds(everything)} (goal: no error, p95 at most {LOAD_GOAL_MS} ms)"
+            )
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()
