@@ -13,7 +13,11 @@ from collections.abc import Callable, Iterator
 import dagster as dg
 import pytest
 from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+from selenium.common.exceptions import (
+    ElementClickInterceptedException,
+    StaleElementReferenceException,
+    TimeoutException,
+)
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -94,7 +98,13 @@ class Page:
             element = clickable(driver)
             if not element:
                 return False
-            element.click()
+            try:
+                element.click()
+            except ElementClickInterceptedException:
+                # Dagster's question to a new browser came late, over the page: skip it, click again.
+                self.community_asked = False
+                self._dismiss_newsletter()
+                return False
             return True
 
         self.redrawn.until(clicked)

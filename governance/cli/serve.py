@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 from contextlib import ExitStack
 from pathlib import Path
+from types import FrameType
 from typing import Annotated
 
 import typer
@@ -70,7 +72,14 @@ def serve(
         # a gateway is trusted from.
         app = create_app(custody, session_settings, served, gateway)
         config = uvicorn.Config(app, log_level="warning", proxy_headers=False)
+        # uvicorn stops gracefully on SIGTERM, then raises it again once stopped: handled here as an
+        # exit, it unwinds this block, which stops the daemon and the code servers with the service.
+        signal.signal(signal.SIGTERM, _exit)
         uvicorn.Server(config).run(sockets=[listening])
+
+
+def _exit(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _listen(host: str, port: int) -> socket.socket:
