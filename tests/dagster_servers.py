@@ -102,12 +102,14 @@ def graphql(served: Served, query: str) -> dict:
 SERVES = re.compile(r"Custody serves on http://[^:]+:(\d+) ")
 
 
-def start_service(settings: Settings, env: Mapping[str, str] | None = None) -> tuple[subprocess.Popen, int]:
+def start_service(
+    settings: Settings, env: Mapping[str, str] | None = None, *, ui: bool = True
+) -> tuple[subprocess.Popen, int]:
     """`custody serve` on the home of `settings`, with the process's environment and `env`, on a port
     it binds itself: one chosen here could be taken by another test's server before it binds."""
     instance_for(settings)
     server = subprocess.Popen(
-        [str(CUSTODY), "serve", "--port", "0", "--no-daemon"],
+        [str(CUSTODY), "serve", "--port", "0", "--no-daemon", *(() if ui else ("--no-ui",))],
         cwd=ROOT,
         env={**os.environ, "DAGSTER_HOME": str(settings.dagster_home), **(env or {})},
         start_new_session=True,

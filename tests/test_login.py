@@ -18,19 +18,23 @@ from sqlmodel import col, select
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
+from assets.launch import instance_for
 from governance.catalog import Catalog
 from governance.catalog.engine import make_engine
 from governance.catalog.models import LedgerEntry, ServiceSession
 from governance.config import Settings
 from governance.demo import demo_password
-from governance.service.gate import ENDED, RECHECK_SECONDS
+from governance.service.gate import ENDED
 from tests.conftest import plain_environ
 from tests.dagster_servers import Served, SignedIn, form_token, start_service, stop
 from tests.helpers import cli
+from tests.test_gateway import MATERIALIZE
+from tests.test_ui import LAUNCH
 
 pytestmark = pytest.mark.xdist_group("login")
 DELAY_SECONDS = 0.02  # the wait after failed logins starts here and doubles, capped at 64 times it
 ASK_VERSION = {"query": "{ version }"}
+RECHECK_SECONDS = 1  # how soon an open WebSocket's session is looked at again
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +44,11 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def served(home: Path) -> Iterator[Served]:
-    env = {**plain_environ(home), "CUSTODY_LOGIN_DELAY_SECONDS": str(DELAY_SECONDS)}
+    env = {
+        **plain_environ(home),
+        "CUSTODY_LOGIN_DELAY_SECONDS": str(DELAY_SECONDS),
+        "CUSTODY_SESSION_RECHECK_SECONDS": str(RECHECK_SECONDS),
+    }
     server, port = start_service(Settings.under(home), env)
     yield Served(port)
     stop(server)
@@ -85,9 +93,12 @@ def test_a_page_of_the_ui_without_a_session_leads_to_the_login_and_back_after_it
     assert cookie.split(".")[0] not in json.dumps(entries(catalog, "authenticate"))
 
 
-def test_graphql_and_a_websocket_without_a_session_get_401(served, catalog):
+def test_graphql_and_a_websocket_without_a_session_get_401(served, catalog, home):
     answer = SignedIn(served.port).post("/graphql", ASK_VERSION)
     assert (answer.status_code, answer.json()) == (401, {"detail": "sign in first"})
+    launch = SignedIn(served.port).post("/graphql", {"query": LAUNCH, "variables": MATERIALIZE})
+    assert (launch.status_code, launch.json()) == (401, {"detail": "sign in first"})
+    assert instance_for(Settings.under(home)).get_runs() == []
     with pytest.raises(InvalidStatus) as refused:
         connect(f"ws://127.0.0.1:{served.port}/graphql", subprotocols=["graphql-ws"], open_timeout=30)
     assert refused.value.response.status_code == 401

@@ -54,7 +54,9 @@ def home(tmp_path_factory: pytest.TempPathFactory, spark) -> Path:
 
 @pytest.fixture(scope="module")
 def api(home: Path) -> Iterator[str]:
-    server, port = start_service(Settings.under(home), {**plain_environ(home), "CUSTODY_LOGIN_DELAY_SECONDS": "0.01"})
+    server, port = start_service(
+        Settings.under(home), {**plain_environ(home), "CUSTODY_LOGIN_DELAY_SECONDS": "0.01"}, ui=False
+    )
     yield f"http://127.0.0.1:{port}/api/v1"
     stop(server)
 

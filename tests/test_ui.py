@@ -118,27 +118,6 @@ def test_a_ui_launch_is_for_the_signed_in_user_and_a_tag_naming_another_is_refus
     assert (refused["details"]["channel"], refused["details"]["method"]) == ("ui", "password")
 
 
-def test_a_ui_launch_without_a_session_is_refused_with_401_and_recorded(cli_env, capsys, webserver):
-    params = {
-        "selector": {
-            "repositoryLocationName": "custody",
-            "repositoryName": "__repository__",
-            "jobName": "__ASSET_JOB",
-            "assetSelection": [{"path": ["sales", "products"]}],
-        }
-    }
-    answer = SignedIn(webserver.port).post("/graphql", {"query": LAUNCH, "variables": {"params": params}})
-    assert (answer.status_code, answer.json()) == (401, {"detail": "sign in first"})
-    assert instance_for(cli_env).get_runs() == []
-    assert run(["ledger", "show", "--action", "session", "--json"]) == 0
-    [refused] = json.loads(capsys.readouterr().out)
-    assert (refused["actor"], refused["details"]["result"], refused["details"]["path"]) == (
-        "anonymous",
-        "denied",
-        "/graphql",
-    )
-
-
 def test_a_ui_materialize_of_a_landing_asset_without_a_ready_batch_is_refused_at_launch(cli_env, capsys, webserver):
     lake = Lake(cli_env.lake)
     answer = launch_answer(webserver.as_user("bob"), ["sales", "products"], {})

@@ -55,6 +55,9 @@ def serve(
         os.environ.pop(variable, None)
     custody = open_custody(settings)
     with ExitStack() as stack:
+        # A long-running service checkpoints the ledger when due, not at every request; its last
+        # entries are checkpointed as it stops.
+        stack.callback(custody.store.checkpoint)
         # Bound before the UI loads, so the port is this service's from the start (and `--port 0`
         # says which one it got); connections wait in the queue until it serves.
         listening = stack.enter_context(_listen(host, port))

@@ -6,19 +6,27 @@ as an Arrow IPC stream). Reads of data and the ledger are decided and recorded w
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import pyarrow as pa
 from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from governance import ledger
 from governance.access.guard import enforce
-from governance.access.policy import Decision, Identity, Verb
+from governance.access.policy import Decision, Identity, Policy, Verb
 from governance.access.reads import Target, open_version, read_table
-from governance.catalog import closing_checkpoint
 from governance.catalog.listing import Filters, detail, listing
-from governance.errors import AccessDenied, InvalidInput, NotFound, NotSignedIn, shown
+from governance.errors import (
+    AccessDenied,
+    DirectoryUnavailable,
+    InvalidInput,
+    NotFound,
+    NotSignedIn,
+    error_summary,
+    shown,
+)
 from governance.lineage.graph import Direction, explore
 from governance.runs import Assurance
 from governance.service.context import peer_of, service_of
@@ -53,6 +61,11 @@ def caller(request: Request) -> Principal:
 
 
 Caller = Annotated[Principal, Depends(caller)]
+
+
+def answer(data: object) -> Response:
+    """`data` as JSON, encoded once: FastAPI's own encoder would walk a large lineage tree again."""
+    return Response(json.dumps(data, default=str), media_type="application/json")
 
 
 def key_of(domain: str, name: str) -> AssetKey:
@@ -118,7 +131,7 @@ def whoami(principal: Caller) -> Who:
     return Who(user=principal.user, method=principal.method)
 
 
-@router.get("/catalog", tags=["catalog"])
+@router.get("/catalog", tags=["catalog"], response_class=JSONResponse)
 def catalog(
     principal: Caller,
     request: Request,
@@ -126,19 +139,19 @@ def catalog(
     domain: str | None = None,
     classification: str | None = None,
     owner: str | None = None,
-) -> list[dict[str, Any]]:
+) -> Response:
     """Every asset, as `custody catalog --json` lists it."""
     found = listing(service_of(request).custody.store, Filters(search, domain, classification, owner))
-    return [entry.to_dict() for entry in found]
+    return answer([entry.to_dict() for entry in found])
 
 
-@router.get("/assets/{domain}/{name}", tags=["catalog"])
-def asset(principal: Caller, request: Request, domain: str, name: str) -> dict[str, Any]:
+@router.get("/assets/{domain}/{name}", tags=["catalog"], response_class=JSONResponse)
+def asset(principal: Caller, request: Request, domain: str, name: str) -> Response:
     """One asset whole: its spec in force, columns, versions, inputs and dependents."""
-    return detail(service_of(request).custody.store, key_of(domain, name)).to_dict()
+    return answer(detail(service_of(request).custody.store, key_of(domain, name)).to_dict())
 
 
-@router.get("/assets/{domain}/{name}/versions", tags=["catalog"])
+@router.get("/assets/{domain}/{name}/versions", tags=["catalog"], response_class=JSONResponse)
 def versions(
     principal: Caller,
     request: Request,
@@ -146,16 +159,16 @@ def versions(
     name: str,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
     before: Annotated[int | None, Query(ge=1)] = None,
-) -> list[dict[str, Any]]:
+) -> Response:
     """A page of an asset's versions, the newest first unless `before` says where the page ends."""
     store = service_of(request).custody.store
     key = key_of(domain, name)
     if not store.version_count(key) and not store.has_asset(key):
         raise NotFound(f"unknown asset {key}: no version and no spec registered")
-    return [json.loads(row.model_dump_json()) for row in store.versions_page(key, limit, before)]
+    return answer([row.model_dump(mode="json") for row in store.versions_page(key, limit, before)])
 
 
-@router.get("/versions/{domain}/{name}/{number}/{direction}", tags=["lineage"])
+@router.get("/versions/{domain}/{name}/{number}/{direction}", tags=["lineage"], response_class=JSONResponse)
 def lineage(
     principal: Caller,
     request: Request,
@@ -164,13 +177,13 @@ def lineage(
     number: int,
     direction: Literal["provenance", "impact"],
     depth: Annotated[int | None, Query(ge=1)] = None,
-) -> dict[str, Any]:
+) -> Response:
     """A version's provenance (the upstream tree: inputs, runs, code, requesters, source files) or
     impact (every version built from it), as `custody provenance|impact --json`: its summary past
     the size the CLI summarizes at."""
     ref = VersionRef(key_of(domain, name), number)
     way = Direction.UPSTREAM if direction == "provenance" else Direction.DOWNSTREAM
-    return explore(service_of(request).custody.store, ref, way, depth).to_dict()
+    return answer(explore(service_of(request).custody.store, ref, way, depth).to_dict())
 
 
 @router.get(
@@ -194,15 +207,14 @@ def rows(
     The headers X-Custody-Version and X-Custody-Rows name the version and its whole row count."""
     custody = service_of(request).custody
     target = Target(key_of(domain, name), version)
-    with closing_checkpoint():
-        row = open_version(
-            custody.store,
-            custody.policy,
-            service_of(request).specs().get(target.key),
-            identity_of(principal),
-            target,
-            details=recorded(principal),
-        )
+    row = open_version(
+        custody.store,
+        custody.policy,
+        service_of(request).specs().get(target.key),
+        identity_of(principal),
+        target,
+        details=recorded(principal),
+    )
     table = read_table(custody.lake, row, limit=limit, columns=column)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
@@ -211,7 +223,7 @@ def rows(
     return Response(sink.getvalue().to_pybytes(), media_type=ARROW_STREAM, headers=headers)
 
 
-@router.get("/ledger", tags=["ledger"])
+@router.get("/ledger", tags=["ledger"], response_class=JSONResponse)
 def ledger_entries(
     principal: Caller,
     request: Request,
@@ -224,23 +236,10 @@ def ledger_entries(
     until: str | None = None,
     from_seq: Annotated[int, Query(ge=1)] = 1,
     limit: Annotated[int, Query(ge=1, le=MAX_LEDGER_ENTRIES)] = 1000,
-) -> list[dict[str, Any]]:
+) -> Response:
     """Ledger entries in sequence order, for the auditor and admin groups: the request is recorded."""
     custody = service_of(request).custody
-    policy = custody.policy
-    groups = policy.directory.groups_of(principal.user)
-    allowed = bool({policy.auditor_group, policy.admin_group} & groups)
-    reason = (
-        f"{principal.user} reads the ledger as a member of {policy.auditor_group if policy.auditor_group in groups else policy.admin_group}"
-        if allowed
-        else f"{principal.user} may not read the ledger: it needs the auditor group ({policy.auditor_group}) or the admin group ({policy.admin_group})"
-    )
-    with closing_checkpoint():
-        enforce(
-            custody.store,
-            Decision(identity_of(principal), Verb.LEDGER_READ, None, allowed, reason),
-            details=recorded(principal),
-        )
+    enforce(custody.store, ledger_decision(custody.policy, principal), details=recorded(principal))
     where = ledger.LedgerFilter(
         asset=asset,
         version=version,
@@ -254,7 +253,27 @@ def ledger_entries(
     )
     with custody.store.session() as session:
         found = ledger.entries(session, where)
-    return [{**json.loads(entry.model_dump_json()), "details": json.loads(entry.details)} for entry in found]
+    return answer([{**entry.model_dump(mode="json"), "details": json.loads(entry.details)} for entry in found])
+
+
+def ledger_decision(policy: Policy, principal: Principal) -> Decision:
+    """Whether the principal may read the ledger: a member of the auditor or the admin group. A
+    directory that cannot be asked denies."""
+    identity = identity_of(principal)
+    try:
+        groups = policy.directory.groups_of(principal.user)
+    except DirectoryUnavailable as err:
+        return Decision(identity, Verb.LEDGER_READ, None, False, error_summary(err))
+    member = next((group for group in (policy.auditor_group, policy.admin_group) if group in groups), None)
+    if member is not None:
+        return Decision(
+            identity, Verb.LEDGER_READ, None, True, f"{principal.user} reads the ledger as a member of {member}"
+        )
+    reason = (
+        f"{principal.user} may not read the ledger: it needs the auditor group ({policy.auditor_group}) "
+        f"or the admin group ({policy.admin_group})"
+    )
+    return Decision(identity, Verb.LEDGER_READ, None, False, reason)
 
 
 @router.api_route("/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False)

@@ -14,7 +14,6 @@ from governance import ledger
 from governance.access.guard import ANONYMOUS, ledger_actor, record
 from governance.access.policy import Decision, Identity, Verb
 from governance.api import Custody
-from governance.catalog import closing_checkpoint
 from governance.errors import CrossSite, CustodyError, shown
 from governance.runs import Assurance
 from governance.service.gateway import Gateway
@@ -75,7 +74,7 @@ class Service:
         """End a session or token for every copy of it, and record that it ended."""
         sessions.end(principal)
         details = {"channel": channel, "method": principal.method, "session": principal.reference}
-        with closing_checkpoint(), self.custody.store.session() as session:
+        with self.custody.store.session() as session:
             ledger.append(
                 session,
                 actor=ledger_actor(principal.user),
@@ -94,8 +93,7 @@ class Service:
         user = ANONYMOUS
         decision = Decision(Identity(user, Assurance.NONE), Verb.SESSION, None, False, reason)
         details = {"channel": channel, "peer": peer, "path": shown(connection.url.path, 200)}
-        with closing_checkpoint():
-            record(self.custody.store, decision, details=details)
+        record(self.custody.store, decision, details=details)
 
 
 def service_of(connection: HTTPConnection) -> Service:

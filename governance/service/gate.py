@@ -21,9 +21,6 @@ from governance.service.principal import PRINCIPAL_HEADER, signed_principal
 from governance.service.sessions import Principal
 
 UI_CHANNEL = "ui"
-# How often an open WebSocket's session is looked at again, at the most: a logout or expiry ends the
-# socket within this many seconds of its next message.
-RECHECK_SECONDS = 10.0
 ENDED = 4401  # the close code of a socket whose session ended
 
 
@@ -79,7 +76,7 @@ class Gate:
             nonlocal checked, closed
             if closed:
                 return
-            if message["type"] == "websocket.send" and time.monotonic() - checked > RECHECK_SECONDS:
+            if message["type"] == "websocket.send" and time.monotonic() - checked > self.service.sessions.recheck:
                 checked = time.monotonic()
                 try:
                     await run_in_threadpool(self.service.principal, connection)

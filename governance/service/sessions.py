@@ -19,6 +19,8 @@ from governance.errors import InvalidInput, NotSignedIn
 SECRET_VARIABLE = "CUSTODY_SESSION_SECRET"
 LIFETIME_VARIABLE = "CUSTODY_SESSION_SECONDS"
 TOKEN_LIFETIME_VARIABLE = "CUSTODY_TOKEN_SECONDS"
+RECHECK_VARIABLE = "CUSTODY_SESSION_RECHECK_SECONDS"
+DEFAULT_RECHECK_SECONDS = 10
 DEFAULT_LIFETIME_SECONDS = 8 * 3600
 DEFAULT_TOKEN_LIFETIME_SECONDS = 3600
 SHORTEST_SECRET = 32
@@ -50,9 +52,15 @@ class SessionSettings:
     secret: bytes
     lifetime: timedelta
     token_lifetime: timedelta = timedelta(seconds=DEFAULT_TOKEN_LIFETIME_SECONDS)
+    # How often an open WebSocket's session is looked at again, at the most: a logout or expiry ends
+    # the socket within this long of its next message.
+    recheck: timedelta = timedelta(seconds=DEFAULT_RECHECK_SECONDS)
 
     def __repr__(self) -> str:
-        return f"SessionSettings(secret=***, lifetime={self.lifetime}, token_lifetime={self.token_lifetime})"
+        return (
+            f"SessionSettings(secret=***, lifetime={self.lifetime}, token_lifetime={self.token_lifetime}, "
+            f"recheck={self.recheck})"
+        )
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> SessionSettings:
@@ -67,6 +75,7 @@ class SessionSettings:
             key,
             _seconds(environ, LIFETIME_VARIABLE, DEFAULT_LIFETIME_SECONDS),
             _seconds(environ, TOKEN_LIFETIME_VARIABLE, DEFAULT_TOKEN_LIFETIME_SECONDS),
+            _seconds(environ, RECHECK_VARIABLE, DEFAULT_RECHECK_SECONDS),
         )
 
 
@@ -84,6 +93,7 @@ class Sessions:
         self.catalog = catalog
         self.kind = kind
         self.lifetime = settings.token_lifetime if kind == "token" else settings.lifetime
+        self.recheck = settings.recheck.total_seconds()
         self._signer = URLSafeTimedSerializer(settings.secret, salt=f"custody-{kind}")
 
     def open(self, principal: Principal) -> str:
