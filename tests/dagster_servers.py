@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -27,12 +26,6 @@ from tests.conftest import ROOT
 
 CUSTODY = Path(sys.executable).with_name("custody")
 DAEMON = Path(sys.executable).with_name("dagster-daemon")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def serving(port: int, process: subprocess.Popen, seconds: float, said: Callable[[], str]) -> None:

@@ -24,22 +24,11 @@ from tests.dagster_servers import start_service, stop
 from tests.helpers import cli
 from tests.httpd_server import httpd_gateway
 from tests.ldap_server import LdapServer, environment, password_of, populated_slapd
-from tests.test_ui import LAUNCH
+from tests.test_ui import LAUNCH, launch_params
 
 pytestmark = pytest.mark.xdist_group("gateway")
 SECRET = secrets.token_urlsafe(32)
-MATERIALIZE = {
-    "params": {
-        "selector": {
-            "repositoryLocationName": "custody",
-            "repositoryName": "__repository__",
-            "jobName": "__ASSET_JOB",
-            "assetSelection": [{"path": ["sales", "names_and_products"]}],
-        },
-        "runConfigData": {},
-        "executionMetadata": {"tags": []},
-    }
-}
+MATERIALIZE = {"params": launch_params(["sales", "names_and_products"])}
 
 
 @pytest.fixture(scope="module")

@@ -28,8 +28,7 @@ from governance.service.gate import ENDED
 from tests.conftest import plain_environ
 from tests.dagster_servers import Served, SignedIn, form_token, start_service, stop
 from tests.helpers import cli
-from tests.test_gateway import MATERIALIZE
-from tests.test_ui import LAUNCH
+from tests.test_ui import LAUNCH, launch_params
 
 pytestmark = pytest.mark.xdist_group("login")
 DELAY_SECONDS = 0.02  # the wait after failed logins starts here and doubles, capped at 64 times it
@@ -96,7 +95,9 @@ def test_a_page_of_the_ui_without_a_session_leads_to_the_login_and_back_after_it
 def test_graphql_and_a_websocket_without_a_session_get_401(served, catalog, home):
     answer = SignedIn(served.port).post("/graphql", ASK_VERSION)
     assert (answer.status_code, answer.json()) == (401, {"detail": "sign in first"})
-    launch = SignedIn(served.port).post("/graphql", {"query": LAUNCH, "variables": MATERIALIZE})
+    launch = SignedIn(served.port).post(
+        "/graphql", {"query": LAUNCH, "variables": {"params": launch_params(["sales", "names_and_products"])}}
+    )
     assert (launch.status_code, launch.json()) == (401, {"detail": "sign in first"})
     assert instance_for(Settings.under(home)).get_runs() == []
     with pytest.raises(InvalidStatus) as refused:

@@ -49,19 +49,23 @@ LAUNCH = """mutation($params: ExecutionParams!) { launchRun(executionParams: $pa
   ... on RunConfigValidationInvalid { errors { message } } } }"""
 
 
-def launch_answer(user: SignedIn, asset: list[str], config: dict, tags: dict[str, str] | None = None) -> dict:
-    """What the UI's Launchpad gets back from the GraphQL launchRun mutation."""
-    params = {
+def launch_params(asset: list[str], config: dict | None = None, tags: dict[str, str] | None = None) -> dict:
+    """The variables of the launchRun mutation the Materialize button and the Launchpad send."""
+    return {
         "selector": {
             "repositoryLocationName": "custody",
             "repositoryName": "__repository__",
             "jobName": "__ASSET_JOB",
             "assetSelection": [{"path": asset}],
         },
-        "runConfigData": config,
+        "runConfigData": config or {},
         "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in (tags or {}).items()]},
     }
-    return user.graphql(LAUNCH, {"params": params})["launchRun"]
+
+
+def launch_answer(user: SignedIn, asset: list[str], config: dict, tags: dict[str, str] | None = None) -> dict:
+    """What the UI's Launchpad gets back from the GraphQL launchRun mutation."""
+    return user.graphql(LAUNCH, {"params": launch_params(asset, config, tags)})["launchRun"]
 
 
 def launch_from_ui(user: SignedIn, asset: list[str], config: dict) -> str:
