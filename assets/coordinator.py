@@ -224,7 +224,7 @@ def launched_by(context: dg.SubmitRunContext) -> Launcher:
 def signed_in(catalog: Catalog, run: dg.DagsterRun, principal: Principal) -> Identity:
     """The signed-in user the run is for, verified, recorded as a `session` decision of the run. A
     requester tag that names someone else is refused, but on a re-execution, which copied its parent's."""
-    identity = Identity(principal.user, Assurance.VERIFIED)
+    identity = Identity(principal.user, Assurance.VERIFIED, principal.method, "ui")
     details = launched_how(principal)
     tagged = run.tags.get(REQUESTED_BY_TAG)
     if tagged and tagged != principal.user and PARENT_RUN_TAG not in run.tags:

@@ -342,8 +342,12 @@ def checked_request(
 
 
 def channel(tags: "Mapping[str, str]") -> dict[str, str]:
-    """How a run reached us, for the ledger: named only when a sensor launched it."""
-    return {"via": f"sensor {tags[SENSOR_TAG]}"} if SENSOR_TAG in tags else {}
+    """How a run reached us, for the ledger, when a sensor or a schedule launched it; a run launched
+    by a person keeps the channel of the identity established for it (cli, ui)."""
+    if SENSOR_TAG in tags:
+        return {"channel": "sensor", "via": f"sensor {tags[SENSOR_TAG]}"}
+    schedule = next((tags[tag] for tag in SYSTEM_TAGS if tag in tags), None)
+    return {"channel": "schedule", "via": f"schedule {schedule}"} if schedule else {}
 
 
 def run_request(context: dg.AssetExecutionContext, spec: Spec, identity: "Identity") -> "RunRequest":

@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.definitions_load import TRANSFORM_PACKAGE, generate
+from governance.runs import os_user
 
 CUSTODY = ROOT / ".venv" / "bin" / "custody"
 DIRECTORY = "users: {owner: {}}\ngroups: {o: [owner], p: [owner], c: [owner]}\n"
@@ -77,6 +78,7 @@ def main() -> None:
             "CUSTODY_DIRECTORY": f"file:{root / 'directory.yaml'}",
             "CUSTODY_TRANSFORM_PACKAGES": TRANSFORM_PACKAGE,
             "CUSTODY_SPECS_APPROVAL": "on",
+            "CUSTODY_OS_USERS": f"{os_user()}=owner",  # whoever runs the benchmark applies as the owner
             "PYTHONPATH": str(ROOT),
         }  # the transforms live in benchmarks/
         first, out = custody(env, "specs", "apply", "--as", "owner", "--json")

@@ -139,6 +139,7 @@ def main() -> None:
             DAGSTER_HOME=str(home / "dagster"),
             CUSTODY_DROPZONE_SENSOR="off",
             CUSTODY_SPECS_APPROVAL="off",  # the demo specs taken as they are, as the tests do
+            CUSTODY_PASSWORD=demo_password("bob"),  # bob, a producer, ingests the inputs
         )
         settings = Settings.from_env()
         drop_demo_batches(Lake(settings.lake))

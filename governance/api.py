@@ -1,14 +1,16 @@
-"""Custody from Python: the catalog for auditors, and governed reads as a named user.
+"""Custody from Python: the catalog for auditors, and governed reads as the user running Python.
 
     custody = Custody.from_env()
-    custody.catalog(search="revenue")                                         # pandas DataFrame, one row per asset
-    custody.provenance("sales/product_summary@2")                             # a graph Jupyter draws; .to_frame()
-    custody.ledger(action="read")                                             # who read what, allowed or denied
-    table = custody.read("sales/product_summary", as_user="carol")          # pyarrow.Table
-    frame = custody.read_spark(spark, "sales/clients@2", as_user="carol")   # pyspark DataFrame
-    custody.apply_specs(["sales/products"], as_user="alice")                 # an owner puts an edit in force
+    custody.catalog(search="revenue")                     # pandas DataFrame, one row per asset
+    custody.provenance("sales/product_summary@2")         # a graph Jupyter draws; .to_frame()
+    custody.ledger(action="read")                         # who read what, allowed or denied
+    table = custody.read("sales/product_summary")         # pyarrow.Table
+    frame = custody.read_spark(spark, "sales/clients@2")  # pyspark DataFrame
+    custody.apply_specs(["sales/products"])               # an owner puts an edit in force
 
 Answers about the catalog are read, never recorded; reads of data are decided by policy and recorded.
+Requests are made as the OS user running the process, as the `os_users` setting maps it to the
+directory; `as_user=` another user needs `password=` theirs.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from governance.access.guard import authenticate
+from governance.access.local import LocalUser, local_user, record_local, refuse_acting_as
 from governance.access.passwords import delay_base
 from governance.access.policy import Identity, Policy
 from governance.access.reads import Target, open_version, read_dataframe, read_table
@@ -47,9 +50,11 @@ PASSWORD_VARIABLE = "CUSTODY_PASSWORD"
 class Custody:
     """The catalog, the specs and the policy that settings describe."""
 
-    def __init__(self, settings: Settings, environ: Mapping[str, str] | None = None):
+    def __init__(self, settings: Settings, environ: Mapping[str, str] | None = None, channel: str = "python"):
         self.settings = settings
         self.environ = os.environ if environ is None else environ
+        # How requests reach this Custody, as the ledger records them: python, or cli for the commands.
+        self.channel = channel
         self._policy: tuple[dict[str, str], Policy] | None = None
 
     @classmethod
@@ -79,13 +84,36 @@ class Custody:
             self._policy = (values, policy_of(values, self.environ, self.settings.home))
         return self._policy[1]
 
-    def identity(self, user: str, password: str | None = None, run_id: str | None = None) -> Identity:
-        """`user`, verified by the directory when a password is given (or set in CUSTODY_PASSWORD),
-        else asserted. A wrong password is denied and recorded."""
+    def identity(self, user: str | None = None, password: str | None = None, run_id: str | None = None) -> Identity:
+        """Who asks: with a password (given, or in CUSTODY_PASSWORD), `user` (default: the local
+        user) as the directory verifies it; without one, the local user, the OS user running this
+        process as the `os_users` setting maps it. Naming anyone else without their password is
+        refused. With `run_id`, the identity is recorded for that run, which its steps then find."""
+        return self._identity(self.policy, user, password, run_id)
+
+    def _identity(self, policy: Policy, user: str | None, password: str | None, run_id: str | None) -> Identity:
         password = password if password is not None else self.environ.get(PASSWORD_VARIABLE)
-        if password is None:
-            return Identity.asserted(user)
-        return self.authenticate(user, password, run_id)
+        local = local_user(policy.os_users)
+        if password is not None:
+            details = {"channel": self.channel, "origin": local.origin}
+            return self.authenticate(user or local.user, password, run_id, details)
+        if user is not None and user != local.user:
+            with closing_checkpoint():
+                refuse_acting_as(self.store, policy, local, user, self.channel)
+        identity = local.identity(self.channel)
+        if run_id is not None:
+            with closing_checkpoint():
+                record_local(self.store, policy, local, identity, run_id)
+        return identity
+
+    @property
+    def local(self) -> LocalUser:
+        """The OS user running this process, as the pinned `os_users` setting maps it to the directory."""
+        return local_user(self.policy.os_users)
+
+    def unproven(self, user: str | None) -> TypeGuard[str]:
+        """Whether asking as `user` would name someone other than the local user, with no password at hand."""
+        return user is not None and user != self.local.user and PASSWORD_VARIABLE not in self.environ
 
     def authenticate(
         self, user: str, password: str, run_id: str | None = None, details: Mapping[str, Any] | None = None
@@ -95,19 +123,20 @@ class Custody:
         with closing_checkpoint():
             return authenticate(self.store, self.policy, user, password, run_id, delay_base(self.environ), details)
 
-    def open(self, target: str, *, as_user: str, password: str | None = None) -> VersionRow:
+    def open(self, target: str, *, as_user: str | None = None, password: str | None = None) -> VersionRow:
         """The version `target` names (newest committed without `@N`), once `as_user` may read it.
         The decision is in the ledger, and checkpointed, when this returns or raises."""
         parsed = Target.parse(target)
-        identity = self.identity(as_user, password)
+        policy = self.policy
+        identity = self._identity(policy, as_user, password, None)
         with closing_checkpoint():
-            return open_version(self.store, self.policy, self.specs.get(parsed.key), identity, parsed)
+            return open_version(self.store, policy, self.specs.get(parsed.key), identity, parsed)
 
     def read(
         self,
         target: str,
         *,
-        as_user: str,
+        as_user: str | None = None,
         password: str | None = None,
         limit: int | None = None,
         columns: Sequence[str] | None = None,
@@ -116,7 +145,9 @@ class Custody:
         row = self.open(target, as_user=as_user, password=password)
         return read_table(self.lake, row, limit=limit, columns=columns)
 
-    def read_spark(self, spark: SparkSession, target: str, *, as_user: str, password: str | None = None) -> DataFrame:
+    def read_spark(
+        self, spark: SparkSession, target: str, *, as_user: str | None = None, password: str | None = None
+    ) -> DataFrame:
         """The version as a Spark DataFrame."""
         return read_dataframe(spark, self.lake, self.open(target, as_user=as_user, password=password))
 
@@ -126,7 +157,9 @@ class Custody:
 
         return edits(self.store, self.specs, self.policy.directory, [AssetKey.parse(a) for a in assets])
 
-    def apply_specs(self, assets: Sequence[str] = (), *, as_user: str, password: str | None = None) -> list[Applied]:
+    def apply_specs(
+        self, assets: Sequence[str] = (), *, as_user: str | None = None, password: str | None = None
+    ) -> list[Applied]:
         """Put the edited specs in force, all or none, as `as_user`: an owner of each. Recorded."""
         from governance.approval import apply
 

@@ -22,6 +22,7 @@ POLICY_VARIABLES = {
     "auditor_group": "CUSTODY_AUDITOR_GROUP",
     "require_verified": "CUSTODY_REQUIRE_VERIFIED",
     "specs_approval": "CUSTODY_SPECS_APPROVAL",
+    "os_users": "CUSTODY_OS_USERS",
 }
 DEFAULT_TRANSFORM_PACKAGES = ("assets.transforms",)
 # Where Debian's libpostgresql-jdbc-java puts the PostgreSQL JDBC driver.
@@ -53,6 +54,8 @@ class Settings:
     ldap_starttls: str = "on"
     # on: runs use only the specs an owner applied; off: the files as they are.
     specs_approval: str = "on"
+    # OS user names mapped to directory users (`root=alice,ci=svc-custody`); unlisted: the same name.
+    os_users: str = ""
     # Which policy settings this process was given rather than defaulted: those must agree with the pinned ones.
     explicit: frozenset[str] = field(default=frozenset())
     dropzone_sensor: bool = True
@@ -92,6 +95,7 @@ class Settings:
             ldap_ca_file=env.get("CUSTODY_LDAP_CA_FILE") or "",
             ldap_starttls=env.get("CUSTODY_LDAP_STARTTLS") or "on",
             specs_approval=env.get("CUSTODY_SPECS_APPROVAL") or "on",
+            os_users=env.get("CUSTODY_OS_USERS") or "",
             explicit=_explicit(env),
             dropzone_sensor=_on_off(env, "CUSTODY_DROPZONE_SENSOR", default=True),
             dropzone_sensor_seconds=env_count(env, "CUSTODY_DROPZONE_SENSOR_SECONDS", "seconds")

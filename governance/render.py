@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from html import escape as escape_html
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.cells import cell_len
 from rich.console import Console, Group, JustifyMethod, RenderableType
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from governance.access.grants import AccessView, MembershipChange
-    from governance.access.policy import Decision
     from governance.catalog.listing import AssetDetail, AssetEntry
     from governance.ledger import Verification
 
@@ -437,12 +436,13 @@ def access_table(view: AccessView) -> Table:
     return table
 
 
-def decisions_table(asset: str, user: str, decisions: list[Decision]) -> Table:
-    table = Table(title=escape(f"What {user} may do to {asset}"), title_justify="left")
+def decisions_table(explained: Mapping[str, Any]) -> Table:
+    """What `custody access check --json` says, as a table."""
+    table = Table(title=escape(f"What {explained['user']} may do to {explained['asset']}"), title_justify="left")
     for column in ("action", "result", "why"):
         table.add_column(column)
-    for decision in decisions:
-        table.add_row(decision.verb.value, decision.result, escape(decision.reason))
+    for decision in explained["decisions"]:
+        table.add_row(decision["action"], decision["result"], escape(decision["reason"]))
     return table
 
 

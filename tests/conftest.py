@@ -18,7 +18,6 @@ from governance import ledger
 from governance.batches import BatchMeta, drop_batch
 from governance.catalog import Catalog, make_engine
 from governance.catalog.models import VersionRow
-from governance.cli import run
 from governance.config import DEFAULT_TRANSFORM_PACKAGES, Settings
 from governance.demo import (
     CLIENTS,
@@ -34,6 +33,7 @@ from governance.spec import SpecSet, load_specs
 from governance.zones import AssetKey, Lake
 from resources import CustodyResource, SparkResource
 from resources.spark import session_conf
+from tests.helpers import run_proven
 from tests.openlineage_spec import read_events
 from tests.pg_server import PostgresServer, running_postgres
 from tests.spark_cluster import SparkCluster, running_cluster
@@ -359,4 +359,4 @@ def landed(cli_env: Settings, spark: SparkSession, capsys: pytest.CaptureFixture
 
 def land_products(settings: Settings) -> None:
     drop_demo_batches(Lake(settings.lake))
-    assert run(["ingest", "sales/products", "--as", "bob"]) == 0
+    assert run_proven(["ingest", "sales/products", "--as", "bob"]) == 0

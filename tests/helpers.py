@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from sqlmodel import select
@@ -12,24 +14,56 @@ from governance.api import PASSWORD_VARIABLE
 from governance.catalog import Catalog
 from governance.catalog.models import VersionRow
 from governance.cli import run
+from governance.demo import demo_password
 from governance.zones import AssetKey, Lake, Zone
 
+# The password of the user --as or --by names, as the demo directory documents it.
+NAMED = object()
 
-def cli(capsys, *args: str, password: str | None = None) -> tuple[int, str, str]:
+
+def cli(capsys, *args: str, password: str | None | object = NAMED) -> tuple[int, str, str]:
     """Run `custody ARGS`; its exit code, standard output and standard error. `password` is the one
-    the user of --as or --by gives (in CUSTODY_PASSWORD), which makes their identity verified."""
-    before = os.environ.get(PASSWORD_VARIABLE)
+    the user of --as or --by gives (in CUSTODY_PASSWORD): by default that user's demo password, so
+    the directory verifies them; None for none, as when a command names another user unproven."""
+    proof = named_password(args) if password is NAMED else password
+    if password is NAMED and proof is None:  # a command naming nobody keeps the password the test set, if any
+        code = run(list(args))
+    else:
+        with given_password(proof if isinstance(proof, str) else None):
+            code = run(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@contextmanager
+def given_password(password: str | None) -> Iterator[None]:
+    """CUSTODY_PASSWORD set to `password` (unset for None) while the block runs."""
+    before = os.environ.pop(PASSWORD_VARIABLE, None)
     if password is not None:
         os.environ[PASSWORD_VARIABLE] = password
     try:
-        code = run(list(args))
+        yield
     finally:
-        if before is None:
-            os.environ.pop(PASSWORD_VARIABLE, None)
-        else:
+        os.environ.pop(PASSWORD_VARIABLE, None)
+        if before is not None:
             os.environ[PASSWORD_VARIABLE] = before
-    out, err = capsys.readouterr()
-    return code, out, err
+
+
+def proven(user: str) -> AbstractContextManager[None]:
+    """The block runs with `user`'s demo password at hand, as a user who proves who they are."""
+    return given_password(demo_password(user))
+
+
+def run_proven(args: Sequence[str]) -> int:
+    """`custody ARGS`, the user --as or --by names proving who they are with their demo password."""
+    with given_password(named_password(args)):
+        return run(list(args))
+
+
+def named_password(args: Sequence[str]) -> str | None:
+    """The demo password of the user `--as` or `--by` names in `args`; None when none is named."""
+    named = [args[i + 1] for i, arg in enumerate(args[:-1]) if arg in ("--as", "--by")]
+    return demo_password(named[0]) if named else None
 
 
 def verify_ledger(catalog: Catalog) -> ledger.Verification:

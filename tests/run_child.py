@@ -6,11 +6,14 @@ ingestion stops where it would commit and sleeps; the test kills it or lets it l
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
 import governance.ingest as ingest_module
+from governance.api import PASSWORD_VARIABLE
 from governance.cli import run
+from governance.demo import demo_password
 
 
 def hold(*args, **kwargs) -> None:
@@ -20,6 +23,7 @@ def hold(*args, **kwargs) -> None:
 def main() -> None:
     asset, batch = sys.argv[1], sys.argv[2]
     ingest_module.commit = hold
+    os.environ[PASSWORD_VARIABLE] = demo_password("bob")
     sys.exit(run(["ingest", asset, "--batch", batch, "--as", "bob"]))
 
 

@@ -18,10 +18,10 @@ import pytest
 
 from assets.launch import instance_for
 from assets.runs import locks_dir
-from governance.cli import run
 from governance.demo import CLIENTS, PRODUCTS, drop_demo_batches
 from governance.zones import Lake
 from tests.conftest import ROOT
+from tests.helpers import cli
 
 GONE = "the process that ran it"
 
@@ -41,12 +41,6 @@ def kill(process: subprocess.Popen) -> None:
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
-
-
-def cli(capsys, *args):
-    code = run(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture
@@ -129,7 +123,7 @@ def test_the_next_launch_marks_failed_the_run_of_a_killed_ingestion(
 
     code, out, err = cli(capsys, "ingest", str(PRODUCTS), "--batch", batches.products_batch, "--as", "bob")
 
-    assert code == 0 and "committed sales/products@1" in out
+    assert code == 0 and "committed sales/products@1" in out, err
     assert f"marked failed: run {ingestion.run_id}" in err
     assert_marked_gone(instance, ingestion.run_id)
     assert list(locks_dir(cli_env).iterdir()) == []  # neither the killed run's lock nor its own is left

@@ -15,6 +15,7 @@ from governance.access.guard import authorize, run_identity
 from governance.access.policy import (
     ADMIN_VERBS,
     VERIFIED_ALWAYS,
+    VERIFIED_BY,
     Identity,
     Policy,
     Verb,
@@ -89,8 +90,7 @@ def test_changing_who_may_do_what_or_deleting_needs_a_verified_identity_whatever
     denied = policy.decide(who("alice", assurance), verb, target)
     assert not denied.allowed
     assert denied.reason.endswith(
-        f", but {VERIFIED_ALWAYS[verb]} needs a verified identity (--password-stdin or CUSTODY_PASSWORD); "
-        f"alice's is {assurance}"
+        f", but {VERIFIED_ALWAYS[verb]} needs a verified identity ({VERIFIED_BY}); alice's is {assurance}"
     )
     assert policy.decide(who("alice", Assurance.VERIFIED), verb, target).allowed
 

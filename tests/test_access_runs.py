@@ -14,7 +14,7 @@ from sqlmodel import select
 from assets.factory import build_assets
 from governance import ledger
 from governance.catalog.models import Attempt
-from governance.demo import CLIENTS, NAMES_AND_PRODUCTS, PRODUCTS, drop_demo_batches
+from governance.demo import CLIENTS, NAMES_AND_PRODUCTS, PRODUCTS, demo_password, drop_demo_batches
 from tests.helpers import assert_nothing_committed, cli
 
 
@@ -175,11 +175,11 @@ def test_ledger_show_action_read_lists_who_read_what(landed, capsys):
         (e["actor"], e["asset_key"], e["version"], e["details"]["result"], e["assurance"]) for e in json.loads(out)
     ]
     assert code == 0 and found == [
-        ("carol", "sales/products", 1, "allowed", "asserted"),
-        ("eve", "sales/products", 1, "denied", "asserted"),
+        ("carol", "sales/products", 1, "allowed", "verified"),
+        ("eve", "sales/products", 1, "denied", "verified"),
     ]
     code, out, _ = cli(capsys, "ledger", "show", "--action", "read")
-    assert "carol (asserted)" in out and "result=denied" in out
+    assert "carol (verified)" in out and "result=denied" in out
 
 
 def test_read_prints_a_table_and_says_how_many_rows_it_shows(landed, capsys):
@@ -200,10 +200,11 @@ def test_the_python_read_api_enforces_and_records_too(landed, spark):
     from governance.errors import AccessDenied
 
     custody = Custody(Settings.from_env())
-    assert custody.read("sales/products", as_user="carol", columns=["product_id"]).num_rows == 4
-    assert custody.read_spark(spark, "sales/products@1", as_user="alice").count() == 4
+    carol, alice, eve = (demo_password(user) for user in ("carol", "alice", "eve"))
+    assert custody.read("sales/products", as_user="carol", password=carol, columns=["product_id"]).num_rows == 4
+    assert custody.read_spark(spark, "sales/products@1", as_user="alice", password=alice).count() == 4
     with pytest.raises(AccessDenied):
-        custody.read("sales/products", as_user="eve")
+        custody.read("sales/products", as_user="eve", password=eve)
     assert [(a, r) for a, _, r, _ in decisions(custody.store, "read")] == [
         ("carol", "allowed"),
         ("alice", "allowed"),
@@ -291,7 +292,7 @@ def test_access_show_lists_each_role_s_group_members_and_rights(cli_env, capsys)
 
 def test_access_check_explains_each_answer_and_records_no_decision(cli_env, capsys):
     assert cli(capsys, "settings", "show")[0] == 0  # the first use pins the policy settings, which is recorded
-    code, out, _ = cli(capsys, "access", "check", "sales/product_summary", "--as", "bob", "--json")
+    code, out, _ = cli(capsys, "access", "check", "sales/product_summary", "--as", "bob", "--json", password=None)
     answers = {d["action"]: (d["result"], d["reason"]) for d in json.loads(out)["decisions"]}
     assert code == 0
     assert answers["materialize"] == ("allowed", "bob is in sales-producers, producer of sales/product_summary")

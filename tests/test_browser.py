@@ -31,7 +31,7 @@ from governance.demo import demo_password, drop_demo_batches
 from governance.zones import Lake
 from tests.conftest import ROOT
 from tests.dagster_servers import Served, finished
-from tests.helpers import edit_spec
+from tests.helpers import edit_spec, run_proven
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 ARTIFACTS = ROOT / ".test-artifacts"
@@ -186,7 +186,7 @@ def joined(cli_env, spark, capsys) -> None:
         ["ingest", "sales/clients"],
         ["materialize", "key:sales/names_and_products"],
     ):
-        assert run([*args, "--as", "bob"]) == 0
+        assert run_proven([*args, "--as", "bob"]) == 0
     capsys.readouterr()
 
 
@@ -225,7 +225,7 @@ def test_an_asset_page_shows_its_governance_columns_and_column_lineage(ui, joine
 def test_the_plain_materialize_runs_for_the_signed_in_user_verified(ui, joined, cli_env, capsys, queue_only):
     instance = instance_for(cli_env)
     # A new input version, so the run makes a version of its own.
-    assert run(["ingest", "sales/clients", "--as", "bob"]) == 0
+    assert run_proven(["ingest", "sales/clients", "--as", "bob"]) == 0
     before = {r.run_id for r in instance.get_runs()}
     ui.open("/assets/sales/names_and_products")
     ui.click("//button[normalize-space()='Materialize']")

@@ -18,12 +18,13 @@ import pytest
 
 from assets.launch import instance_for
 from governance import ledger
+from governance.api import PASSWORD_VARIABLE
 from governance.errors import DuplicateBatch
 from governance.feeds.store import FeedStore
 from governance.ingest import ingest
 from governance.runs import RunRequest
 from tests.feed_server import running_feed_server
-from tests.helpers import cli
+from tests.helpers import cli, named_password
 from tests.test_feeds import (
     FEED,
     HOUR_START,
@@ -246,9 +247,17 @@ def test_a_raw_feed_lands_each_download_as_a_row_with_its_bytes(tmp_path: Path, 
 
 
 def custody(*args: str) -> subprocess.CompletedProcess:
-    """`custody ARGS` as a user runs it: its own process, in the environment the test set."""
+    """`custody ARGS` as a user runs it: its own process, in the environment the test set, with the
+    password of the user --as names."""
+    password = named_password(args)
     return subprocess.run(
-        [str(CUSTODY), *args], cwd=ROOT, env=os.environ.copy(), capture_output=True, text=True, timeout=600, check=False
+        [str(CUSTODY), *args],
+        cwd=ROOT,
+        env={**os.environ, **({PASSWORD_VARIABLE: password} if password else {})},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
 
 

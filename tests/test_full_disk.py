@@ -16,7 +16,9 @@ import pytest
 
 from assets.launch import instance_for
 from governance import ledger
+from governance.api import PASSWORD_VARIABLE
 from governance.catalog import Catalog
+from governance.demo import demo_password
 from governance.zones import Lake
 from tests.conftest import ROOT, drop
 from tests.helpers import assert_nothing_committed
@@ -60,7 +62,7 @@ def test_a_full_lake_fails_the_ingestion_in_one_line_naming_the_lake_and_the_led
     done = subprocess.run(
         [sys.executable, "-c", "from governance.command import main; main()", "ingest", PRODUCTS, "--as", "bob"],
         cwd=ROOT,
-        env={**os.environ, "CUSTODY_LAKE": str(small_lake)},
+        env={**os.environ, "CUSTODY_LAKE": str(small_lake), PASSWORD_VARIABLE: demo_password("bob")},
         capture_output=True,
         text=True,
         timeout=600,

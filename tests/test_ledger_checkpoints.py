@@ -26,7 +26,7 @@ from governance.checkpoints import Checkpoints
 from governance.config import Settings
 from governance.errors import AccessDenied, InvalidInput
 from tests.conftest import ROOT, catalog_in_home
-from tests.helpers import execute, verify_ledger
+from tests.helpers import execute, given_password, named_password, run_proven, verify_ledger
 
 ENTRIES, EVERY = 40, 5
 SEEDS = range(12)
@@ -283,13 +283,12 @@ def test_verify_uses_the_checkpoints_under_custody_home(cli_env, capsys, monkeyp
 
 
 def test_every_run_ends_with_a_checkpoint_of_its_last_entry(cli_env, spark, capsys):
-    from governance.cli import run
     from governance.demo import drop_demo_batches
     from governance.zones import Lake
 
     drop_demo_batches(Lake(cli_env.lake))
-    assert run(["ingest", "sales/products", "--as", "bob"]) == 0
-    assert run(["ingest", "sales/products", "--as", "eve"]) == 3
+    assert run_proven(["ingest", "sales/products", "--as", "bob"]) == 0
+    assert run_proven(["ingest", "sales/products", "--as", "eve"]) == 3
     written = Checkpoints.under(cli_env.checkpoint_folder, {}).read().checkpoints
     with Catalog.from_url(cli_env.catalog_url).session() as session:
         last = ledger.last_entry(session)
@@ -315,22 +314,20 @@ def assert_last_entry_checkpointed(settings) -> None:
 
 
 @pytest.mark.parametrize(
-    ("command", "code", "password"),
+    ("command", "code", "proven"),
     [
-        (["read", "sales/products@9", "--as", "carol"], 4, None),  # allowed, then there is no such version
-        (["read", "sales/products@9", "--as", "eve"], 3, None),
-        (["access", "grant", "consumer", "sales/products", "eve", "--by", "alice"], 0, "alice-demo"),
-        (["status", "sales/products@9", "critical", "--by", "bob"], 3, None),
+        (["read", "sales/products@9", "--as", "carol"], 4, True),  # allowed, then there is no such version
+        (["read", "sales/products@9", "--as", "eve"], 3, True),
+        (["read", "sales/products@9", "--as", "eve"], 3, False),  # refused: eve's password is not given
+        (["access", "grant", "consumer", "sales/products", "eve", "--by", "alice"], 0, True),
+        (["status", "sales/products@9", "critical", "--by", "bob"], 3, True),
     ],
 )
-def test_every_command_that_appends_ends_with_a_checkpoint_of_its_last_entry(
-    quiet_ledger, monkeypatch, command, code, password
-):
+def test_every_command_that_appends_ends_with_a_checkpoint_of_its_last_entry(quiet_ledger, command, code, proven):
     from governance.cli import run
 
-    if password:
-        monkeypatch.setenv("CUSTODY_PASSWORD", password)
-    assert run(command) == code
+    with given_password(named_password(command) if proven else None):
+        assert run(command) == code
     assert_last_entry_checkpointed(quiet_ledger)
 
 

@@ -29,11 +29,7 @@ def logins(capsys, action: str = "authenticate") -> list[tuple[str, str, str]]:
 def set_password(capsys, monkeypatch, user: str, new: str, *args: str, proof: str | None = None):
     """`custody directory set-password USER ARGS`, the new password piped in, the proof in CUSTODY_PASSWORD."""
     monkeypatch.setattr("sys.stdin", io.StringIO(new + "\n"))
-    if proof is None:
-        monkeypatch.delenv("CUSTODY_PASSWORD", raising=False)
-    else:
-        monkeypatch.setenv("CUSTODY_PASSWORD", proof)
-    return cli(capsys, "directory", "set-password", user, *args)
+    return cli(capsys, "directory", "set-password", user, *args, password=proof)
 
 
 def test_each_demo_user_logs_in_with_the_password_the_directory_documents(cli_env, capsys):
@@ -70,7 +66,7 @@ def test_failed_logins_in_a_row_slow_down_and_the_user_gets_in_once_the_delay_ha
             time.sleep(0.5)
     checked, delayed = logins(capsys), logins(capsys, "authenticate.delayed")
     assert checked[-1] == ("bob", "verified", "allowed") and set(checked[:-1]) == {("bob", "none", "denied")}
-    assert 3 <= len(checked) - 1 <= 12 and len(checked) - 1 + len(delayed) >= 101
+    assert 3 <= len(checked) - 1 <= 12 and len(checked) - 1 + len(delayed) >= 100  # every wrong one recorded
     assert set(delayed) == {("bob", "none", "denied")}
 
 

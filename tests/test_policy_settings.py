@@ -15,6 +15,7 @@ from governance.access.settings import SettingDisagrees
 from governance.api import Custody
 from governance.config import Settings
 from governance.demo import PRODUCTS, drop_demo_batches
+from governance.runs import os_user
 from resources import CustodyResource, SparkResource
 from tests.conftest import ROOT
 from tests.helpers import cli
@@ -35,12 +36,13 @@ def set_by_alice(capsys, monkeypatch, key: str, value: str) -> tuple[int, str, s
         return cli(capsys, "settings", "set", key, value, "--by", "alice")
 
 
-def test_an_admin_whose_identity_is_only_asserted_may_not_change_a_setting(landed, capsys):
-    code, _, err = cli(capsys, "settings", "set", "require_verified", "none", "--by", "alice")
-    assert code == 3 and "changing a policy setting needs a verified identity" in err
-    assert "alice's is asserted" in err
-    [denied] = [e for e in ledger_of(capsys, "settings") if e["action"] == "settings"]
-    assert (denied["actor"], denied["assurance"], denied["details"]["result"]) == ("alice", "asserted", "denied")
+def test_an_admin_who_does_not_prove_who_they_are_may_not_change_a_setting(landed, capsys):
+    code, _, err = cli(capsys, "settings", "set", "require_verified", "none", "--by", "alice", password=None)
+    assert code == 3 and f"{os_user()} runs this process" in err and "acting as alice needs alice's password" in err
+    [denied] = ledger_of(capsys, "act-as")
+    assert (denied["actor"], denied["details"]["as"], denied["details"]["result"]) == (os_user(), "alice", "denied")
+    assert denied["details"]["method"] == "os-user" and denied["details"]["channel"] == "cli"
+    assert [e for e in ledger_of(capsys, "settings") if e["action"] == "settings"] == []
     assert json.loads(cli(capsys, "settings", "show", "--json")[1])["settings"]["require_verified"]["value"] == (
         "restricted"
     )
@@ -67,6 +69,7 @@ def test_the_first_use_pins_the_settings_and_records_it(cli_env, capsys):
         "auditor_group": "auditors",
         "require_verified": "restricted",
         "specs_approval": "off",  # as the tests' environment says
+        "os_users": "",  # each OS user is the directory user of the same name
     }
     [entry] = ledger_of(capsys, "settings.pinned")
     assert entry["details"]["settings"]["directory"] == f"file:{DEMO_DIRECTORY}" and entry["assurance"] == "system"
@@ -110,16 +113,16 @@ def test_each_decision_records_which_directory_answered(landed, capsys):
 
 
 def test_an_admin_changes_a_setting_and_decisions_follow_it(landed, capsys, monkeypatch):
-    assert cli(capsys, "read", "sales/products", "--as", "carol")[0] == 0
-    code, out, _ = set_by_alice(capsys, monkeypatch, "require_verified", "restricted,internal")
-    assert code == 0 and out.strip() == "require_verified: restricted -> internal,restricted (by alice)"
-    code, _, err = cli(capsys, "read", "sales/products", "--as", "carol")
-    assert code == 3 and "sales/products is internal: read needs a verified identity" in err
+    assert cli(capsys, "read", "sales/products")[0] == 3  # the OS user running the tests holds no role
+    code, out, _ = set_by_alice(capsys, monkeypatch, "os_users", f"{os_user()}=carol")
+    assert code == 0 and out.strip() == f"os_users: - -> {os_user()}=carol (by alice)"
+    code, _, err = cli(capsys, "read", "sales/products")
+    assert code == 0, err
     [change] = ledger_of(capsys, "settings.changed")
     assert change["actor"] == "alice" and change["details"] == {
-        "setting": "require_verified",
-        "from": "restricted",
-        "to": "internal,restricted",
+        "setting": "os_users",
+        "from": "",
+        "to": f"{os_user()}=carol",
     }
 
 

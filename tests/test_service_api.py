@@ -24,12 +24,12 @@ from sqlmodel import col, select
 from governance.catalog import Catalog
 from governance.catalog.engine import make_engine
 from governance.catalog.models import LedgerEntry, ServiceSession
-from governance.cli import run
 from governance.config import Settings
 from governance.demo import demo_password, drop_demo_batches
 from governance.zones import Lake
 from tests.conftest import plain_environ
 from tests.dagster_servers import start_service, stop
+from tests.helpers import run_proven
 
 pytestmark = pytest.mark.xdist_group("service-api")
 CUSTODY = Path(sys.executable).with_name("custody")
@@ -48,7 +48,7 @@ def home(tmp_path_factory: pytest.TempPathFactory, spark) -> Path:
             ["ingest", "sales/clients"],
             ["materialize", "key:sales/names_and_products"],
         ):
-            assert run([*args, "--as", "bob"]) == 0
+            assert run_proven([*args, "--as", "bob"]) == 0
     return home
 
 
@@ -84,6 +84,8 @@ def entries(catalog: Catalog, action: str, actor: str) -> list[dict]:
 
 READS = (
     "/catalog",
+    "/access/sales/clients",
+    "/access/sales/clients/explain",
     "/assets/sales/clients",
     "/assets/sales/clients/versions",
     "/versions/sales/names_and_products/1/provenance",
@@ -218,6 +220,66 @@ def test_the_ledger_answers_an_auditor_and_refuses_a_consumer_both_recorded(api,
     assert [e["result"] for e in entries(catalog, "ledger.read", "carol")] == ["denied"]
 
 
+def test_access_shows_each_role_and_explains_what_a_user_may_do_recording_nothing(api, catalog):
+    headers = token(api, "eve")
+    before = len(entries(catalog, "read", "eve"))
+    shown = requests.get(f"{api}/access/sales/clients", headers=headers, timeout=30).json()
+    assert {(r["role"], r["group"], tuple(r["members"])) for r in shown["roles"]} == {
+        ("owner", "sales-owners", ("alice",)),
+        ("producer", "sales-producers", ("bob",)),
+        ("consumer", "sales-consumers", ("carol",)),
+    }
+    mine = requests.get(f"{api}/access/sales/clients/explain", headers=headers, timeout=30).json()
+    assert mine["user"] == "eve" and {d["action"]: d["result"] for d in mine["decisions"]}["read"] == "denied"
+    carols = requests.get(f"{api}/access/sales/clients/explain", params={"user": "carol"}, headers=headers, timeout=30)
+    assert {d["action"]: d["reason"] for d in carols.json()["decisions"]}["read"] == (
+        "carol is in sales-consumers, consumer of sales/clients"
+    )
+    assert len(entries(catalog, "read", "eve")) == before
+
+
+def test_an_owner_grants_and_revokes_a_role_and_anyone_else_is_refused_all_recorded(api, catalog):
+    alice, eve = token(api, "alice"), token(api, "eve")
+    refused = requests.put(f"{api}/access/sales/clients/consumer", json={"user": "eve"}, headers=eve, timeout=30)
+    assert (refused.status_code, refused.json()["detail"]) == (
+        403,
+        "eve may not grant roles on sales/clients: it needs owner (sales-owners)",
+    )
+    granted = requests.put(f"{api}/access/sales/clients/consumer", json={"user": "eve"}, headers=alice, timeout=30)
+    assert granted.status_code == 200 and (granted.json()["group"], granted.json()["changed"]) == (
+        "sales-consumers",
+        True,
+    )
+    assert requests.get(f"{api}/assets/sales/clients/rows", headers=eve, timeout=60).status_code == 200
+    revoked = requests.delete(f"{api}/access/sales/clients/consumer/eve", headers=alice, timeout=30)
+    assert revoked.status_code == 200 and revoked.json()["changed"] is True
+    assert requests.get(f"{api}/assets/sales/clients/rows", headers=eve, timeout=60).status_code == 403
+    grants = [(e["result"], e["channel"], e["method"]) for e in entries(catalog, "grant", "alice")]
+    assert grants == [("allowed", "api", "password")]
+    assert [e["result"] for e in entries(catalog, "grant", "eve")] == ["denied"]
+    assert [e["result"] for e in entries(catalog, "revoke", "alice")] == ["allowed"]
+    for method in ("PUT", "DELETE"):
+        path = "/access/sales/clients/consumer" + ("/eve" if method == "DELETE" else "")
+        assert requests.request(method, f"{api}{path}", json={"user": "eve"}, timeout=30).status_code == 401
+
+
+def test_an_owner_marks_a_version_critical_and_normal_again_and_a_producer_may_not(api, catalog):
+    path = f"{api}/versions/sales/products/1/status"
+    refused = requests.put(path, json={"status": "critical"}, headers=token(api, "bob"), timeout=30)
+    assert (refused.status_code, refused.json()["detail"]) == (
+        403,
+        "bob may not change the status of sales/products: it needs owner (sales-owners)",
+    )
+    alice = token(api, "alice")
+    marked = requests.put(path, json={"status": "critical"}, headers=alice, timeout=30)
+    assert marked.status_code == 200 and (marked.json()["before"], marked.json()["after"]) == ("normal", "critical")
+    assert requests.put(path, json={"status": "normal"}, headers=alice, timeout=30).json()["after"] == "normal"
+    assert [(e["result"], e["to"], e["channel"]) for e in entries(catalog, "status", "alice")] == [
+        ("allowed", "critical", "api"),
+        ("allowed", "normal", "api"),
+    ]
+
+
 def test_bad_requests_get_one_clear_message_each(api):
     headers = token(api, "carol")
     for path, status, said in (
@@ -227,10 +289,24 @@ def test_bad_requests_get_one_clear_message_each(api):
         ("/assets/sales/clients/versions?limit=0", 400, "query limit: Input should be greater than or equal to 1"),
         ("/assets/sales/nope/versions", 404, "unknown asset sales/nope: no version and no spec registered"),
         ("/assets/sa$les/clients/versions", 400, "invalid domain 'sa$les': use 1 to 63 characters"),
+        ("/access/sales/nope", 404, "unknown asset sales/nope: no spec declares it"),
     ):
         answer = requests.get(f"{api}{path}", headers=headers, timeout=30)
         assert answer.status_code == status, (path, answer.text)
         assert answer.json()["detail"].startswith(said), (path, answer.text)
+    for method, path, body, status, said in (
+        (
+            "PUT",
+            "/access/sales/clients/boss",
+            {"user": "eve"},
+            400,
+            "unknown role 'boss': use owner, producer or consumer",
+        ),
+        ("PUT", "/access/sales/clients/consumer", {"user": "*)(uid=*"}, 400, "invalid user name '*)(uid=*'"),
+        ("PUT", "/versions/sales/clients/1/status", {"status": "vital"}, 400, "body status: Input should be"),
+    ):
+        answer = requests.request(method, f"{api}{path}", json=body, headers=token(api, "alice"), timeout=30)
+        assert (answer.status_code, answer.json()["detail"][: len(said)]) == (status, said), answer.text
     huge = requests.post(
         f"{api}/tokens", data=b"x" * (5 * 1024 * 1024), headers={"Content-Type": "application/json"}, timeout=60
     )
@@ -257,6 +333,11 @@ def test_the_openapi_schema_documents_every_endpoint(api):
         "/api/v1/assets/{domain}/{name}/rows",
         "/api/v1/versions/{domain}/{name}/{number}/{direction}",
         "/api/v1/ledger",
+        "/api/v1/access/{domain}/{name}",
+        "/api/v1/access/{domain}/{name}/explain",
+        "/api/v1/access/{domain}/{name}/{role}",
+        "/api/v1/access/{domain}/{name}/{role}/{user}",
+        "/api/v1/versions/{domain}/{name}/{number}/status",
     }
 
 
@@ -311,4 +392,26 @@ def test_a_client_without_credentials_reads_as_a_consumer_and_an_auditor_through
     assert client(api, tmp_path, "logout").returncode == 0
     after = client(api, tmp_path, "catalog")
     assert after.returncode == 3 and "custody login" in after.stderr
+    assert not (tmp_path / "empty-home").exists()
+
+
+def test_a_client_without_credentials_changes_roles_and_status_as_an_owner_through_the_service(api, tmp_path, catalog):
+    assert client(api, tmp_path, "login", "alice", "--password-stdin", stdin="alice-demo\n").returncode == 0
+    before = {action: len(entries(catalog, action, "alice")) for action in ("member.added", "member.removed")}
+    shown = client(api, tmp_path, "access", "show", "sales/products")
+    assert shown.returncode == 0 and "sales-consumers" in shown.stdout and "carol" in shown.stdout, shown.stderr
+    explained = json.loads(client(api, tmp_path, "access", "check", "sales/products", "--as", "eve", "--json").stdout)
+    assert {d["action"]: d["result"] for d in explained["decisions"]}["read"] == "denied"
+    granted = client(api, tmp_path, "access", "grant", "consumer", "sales/products", "eve")
+    assert granted.returncode == 0 and "eve added to sales-consumers" in granted.stdout, granted.stderr
+    revoked = client(api, tmp_path, "access", "revoke", "consumer", "sales/products", "eve", "--by", "alice")
+    assert revoked.returncode == 0 and "eve removed from sales-consumers" in revoked.stdout, revoked.stderr
+    other = client(api, tmp_path, "access", "grant", "consumer", "sales/products", "eve", "--by", "bob")
+    assert other.returncode == 1 and "--by names bob, but the token" in other.stderr
+    marked = client(api, tmp_path, "status", "sales/products@1", "critical")
+    assert marked.returncode == 0 and "sales/products@1: normal -> critical" in marked.stdout, marked.stderr
+    assert client(api, tmp_path, "status", "sales/products@1", "normal").returncode == 0
+    for action, count in before.items():
+        [change] = entries(catalog, action, "alice")[count:]
+        assert (change["user"], change["group"], change["changed"]) == ("eve", "sales-consumers", True)
     assert not (tmp_path / "empty-home").exists()

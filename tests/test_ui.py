@@ -16,6 +16,7 @@ from governance.demo import PRODUCTS, drop_demo_batches
 from governance.zones import Lake
 from tests.conftest import drop
 from tests.dagster_servers import SignedIn, finished, graphql, start_daemon, stop
+from tests.helpers import run_proven
 
 ASSETS_QUERY = """{ assetNodes { assetKey { path } groupName description kinds
   owners { ... on TeamAssetOwner { team } } tags { key value }
@@ -26,7 +27,7 @@ RUNS_QUERY = "{ runsOrError { ... on Runs { results { runId status tags { key va
 
 def test_the_ui_shows_specs_as_assets_and_cli_runs_with_their_versions(cli_env, spark, capsys, webserver):
     dropped = drop_demo_batches(Lake(cli_env.lake))
-    assert run(["ingest", "sales/products", "--batch", dropped.products_batch, "--as", "bob"]) == 0
+    assert run_proven(["ingest", "sales/products", "--batch", dropped.products_batch, "--as", "bob"]) == 0
     nodes = {"/".join(n["assetKey"]["path"]): n for n in graphql(webserver, ASSETS_QUERY)["assetNodes"]}
     assert set(nodes) == {"sales/clients", "sales/products", "sales/names_and_products", "sales/product_summary"}
     products = nodes["sales/products"]
@@ -241,10 +242,10 @@ def test_a_run_the_cli_launched_is_re_executed_from_the_ui_for_the_user_who_re_e
         ["ingest", "sales/clients"],
         ["materialize", "key:sales/names_and_products"],
     ):
-        assert run([*args, "--as", "bob"]) == 0
+        assert run_proven([*args, "--as", "bob"]) == 0
     parent = next(r for r in instance.get_runs() if r.asset_selection == {dg.AssetKey(["sales", "names_and_products"])})
     # A new input version, so the re-execution makes a version of its own.
-    assert run(["ingest", "sales/clients", "--as", "bob"]) == 0
+    assert run_proven(["ingest", "sales/clients", "--as", "bob"]) == 0
     runs = len(instance.get_runs())
     as_eve = reexecute(webserver.as_user("eve"), parent.run_id)
     assert as_eve == {
@@ -268,7 +269,7 @@ def test_a_run_the_cli_launched_is_re_executed_from_the_ui_for_the_user_who_re_e
 
 def test_a_ui_re_execution_of_a_cli_run_carries_none_of_the_cli_process_s_tags(cli_env, spark, capsys, webserver):
     dropped = drop_demo_batches(Lake(cli_env.lake))
-    assert run(["ingest", "sales/products", "--batch", dropped.products_batch, "--as", "bob"]) == 0
+    assert run_proven(["ingest", "sales/products", "--batch", dropped.products_batch, "--as", "bob"]) == 0
     instance = instance_for(cli_env)
     [parent] = instance.get_runs()
     cli_tags = {"custody/launched_from", "custody/pid", "custody/host"}

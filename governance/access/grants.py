@@ -4,8 +4,9 @@ the ledger. Also the explanations of who may do what, and why."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from governance import ledger
 from governance.access.directory import checked_name
@@ -35,6 +36,10 @@ class MembershipChange:
     changed: bool
     shared_with: tuple[str, ...]
     still_member: bool
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MembershipChange:
+        return cls(**{**data, "shared_with": tuple(data["shared_with"])})
 
 
 def change_role(
@@ -124,6 +129,13 @@ class AccessView:
     auditor_group: str
     auditors: tuple[str, ...]
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AccessView:
+        """The view its JSON form (the API's, `custody access show --json`) describes."""
+        lists = ("admins", "auditors")
+        roles = tuple(RoleView(**{**r, "members": tuple(r["members"]), "may": tuple(r["may"])}) for r in data["roles"])
+        return cls(**{**data, "roles": roles, **{name: tuple(data[name]) for name in lists}})
+
 
 def show(policy: Policy, spec: Spec) -> AccessView:
     directory = policy.directory
@@ -154,6 +166,13 @@ def check(policy: Policy, spec: Spec, identity: Identity) -> list[Decision]:
     """What `identity` may do to the asset, each answer with its reason; nothing is recorded."""
     verbs = [verb for verb in ROLES_FOR if _applies(verb, spec)] + [Verb.PURGE]
     return [policy.decide(identity, verb, spec) for verb in verbs]
+
+
+def explained(policy: Policy, spec: Spec, identity: Identity) -> dict[str, Any]:
+    """`check`'s answers as `custody access check --json` and the API give them."""
+    decisions = check(policy, spec, identity)
+    data = [{"action": d.verb.value, "result": d.result, "reason": d.reason} for d in decisions]
+    return {"asset": str(spec.key), "user": identity.user, "decisions": data}
 
 
 def _applies(verb: Verb, spec: Spec) -> bool:

@@ -13,7 +13,7 @@ from sqlmodel import col, select
 from governance import ledger
 from governance.access.directory import NAME
 from governance.access.passwords import DEFAULT_DELAY_SECONDS, Attempt, wait_before_next
-from governance.access.policy import Decision, Identity, Policy, Verb, coverage_problems
+from governance.access.policy import OS_USER, Decision, Identity, Policy, Verb, coverage_problems
 from governance.catalog import Catalog
 from governance.catalog.models import LedgerEntry
 from governance.errors import AccessDenied, DirectoryUnavailable, InvalidInput, bounded_reason, error_summary
@@ -53,6 +53,7 @@ def record_all(catalog: Catalog, decisions: Sequence[tuple[Decision, Details]], 
                     "result": decision.result,
                     "reason": bounded_reason(decision.reason),
                     "role": decision.role,
+                    **decision.identity.recorded(),
                     **(details or {}),
                     **({"directory": decision.directory} if decision.directory else {}),
                 },
@@ -209,10 +210,13 @@ def authenticate(
     with `details` (the channel, a session). After failed attempts in a row, the next is refused
     unchecked until its delay has passed."""
 
+    said = details or {}
+    how = (policy.directory.method, str(said.get("channel", "")), str(said.get("origin", "")))
+
     def decided(allowed: bool, reason: str, verb: Verb = Verb.AUTHENTICATE) -> Identity:
-        identity = Identity(user, Assurance.VERIFIED if allowed else Assurance.NONE)
+        identity = Identity(user, Assurance.VERIFIED if allowed else Assurance.NONE, *how)
         decision = Decision(identity, verb, None, allowed, reason, directory=policy.source or None)
-        enforce(catalog, decision, run_id, {"method": policy.directory.method, **(details or {})})
+        enforce(catalog, decision, run_id, details)
         return identity  # a denial has raised
 
     wait = wait_before_next(_attempts(catalog, user), delay, datetime.now(UTC))
@@ -230,7 +234,8 @@ def authenticate(
 
 
 def _attempts(catalog: Catalog, user: str, newest: int = 100) -> list[Attempt]:
-    """The user's latest logins whose password was checked, newest first."""
+    """The user's latest logins whose password was checked, newest first: an OS user's command,
+    recorded as `authenticate` for its run, checked none, so it does not end a run of failures."""
     with catalog.session() as session:
         found = session.exec(
             select(LedgerEntry.ts, LedgerEntry.details)
@@ -238,21 +243,31 @@ def _attempts(catalog: Catalog, user: str, newest: int = 100) -> list[Attempt]:
             .order_by(col(LedgerEntry.seq).desc())
             .limit(newest)
         ).all()
-    return [Attempt(datetime.fromisoformat(ts), json.loads(details)["result"] == "allowed") for ts, details in found]
+    said = [(ts, json.loads(details)) for ts, details in found]
+    return [
+        Attempt(datetime.fromisoformat(ts), details["result"] == "allowed")
+        for ts, details in said
+        if details.get("method") != OS_USER
+    ]
 
 
 def run_identity(catalog: Catalog, run_id: str | None, requested_by: str | None, *, system: bool = False) -> Identity:
-    """Who a run is for, and how we know: verified when the CLI checked their password for this very
-    run (an `authenticate` entry with its run id) or they launched it signed in to the UI (a `session`
-    entry), system for a schedule, asserted for a run tag."""
+    """Who a run is for, and how we know: verified when the CLI established them for this very run
+    (an `authenticate` entry with its run id: a password, or the OS user running it) or they
+    launched it signed in to the UI (a `session` entry), system for a schedule, asserted for a run
+    tag. A verified identity keeps the method and channel that established it."""
     if not requested_by:
         return Identity(ANONYMOUS, Assurance.NONE)
-    if run_id and _verified_for_run(catalog, run_id, requested_by):
-        return Identity(requested_by, Assurance.VERIFIED)
+    found = _verified_for_run(catalog, run_id, requested_by) if run_id else None
+    if found is not None:
+        return Identity(
+            requested_by, Assurance.VERIFIED, *(str(found.get(k, "")) for k in ("method", "channel", "origin"))
+        )
     return Identity(requested_by, Assurance.SYSTEM if system else Assurance.ASSERTED)
 
 
-def _verified_for_run(catalog: Catalog, run_id: str, user: str) -> bool:
+def _verified_for_run(catalog: Catalog, run_id: str, user: str) -> dict[str, Any] | None:
+    """The details of the entry that verified `user` for the run, if one did."""
     with catalog.session() as session:
         found = session.exec(
             select(LedgerEntry)
@@ -264,4 +279,5 @@ def _verified_for_run(catalog: Catalog, run_id: str, user: str) -> bool:
             )
             .order_by(col(LedgerEntry.seq))
         )
-        return any(json.loads(entry.details).get("result") == "allowed" for entry in found)
+        allowed = (json.loads(entry.details) for entry in found)
+        return next((details for details in allowed if details.get("result") == "allowed"), None)

@@ -7,7 +7,7 @@ directory that cannot be asked denies. Every decision says why, in words an audi
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from governance.access.directory import Directory, checked_name
@@ -43,6 +43,8 @@ class Verb(StrEnum):
     SESSION = "session"
     # The ledger read through the service, which only auditors and admins may.
     LEDGER_READ = "ledger.read"
+    # A command given for another user than the one running it, without that user's password: refused.
+    ACT_AS = "act-as"
 
 
 ROLES_FOR: Mapping[Verb, tuple[Role, ...]] = {
@@ -79,16 +81,31 @@ VERIFIED_ALWAYS: Mapping[Verb, str] = {
 }
 
 
+# What establishes a verified identity, as a refusal says it.
+VERIFIED_BY = "a command run as yourself, a password the directory checks, or a signed-in session"
+# The method of an identity the operating system established: the OS user running the process.
+OS_USER = "os-user"
+
+
 @dataclass(frozen=True)
 class Identity:
-    """A user and how we know it is them."""
+    """A user and how we know it is them: the assurance, the method that established it (a password,
+    an LDAP bind, a gateway, the OS user running the process), the channel the request came by (cli,
+    python, ui, api, sensor, schedule) and, for a local process, where it runs."""
 
     user: str
     assurance: Assurance
+    method: str = ""
+    channel: str = ""
+    origin: str = ""
 
     @classmethod
     def asserted(cls, user: str) -> Identity:
         return cls(user, Assurance.ASSERTED)
+
+    def recorded(self) -> dict[str, str]:
+        """How the identity was established, as each ledger entry of its decisions keeps it."""
+        return {name: value for name in ("method", "channel", "origin") if (value := getattr(self, name))}
 
 
 @dataclass(frozen=True)
@@ -121,6 +138,8 @@ class Policy:
     auditor_group: str = "auditors"
     # Runs use only the specs an owner applied.
     specs_approval: bool = True
+    # OS user names and the directory users they are; an OS user not listed is the user of the same name.
+    os_users: Mapping[str, str] = field(default_factory=dict)
 
     def decide(
         self,
@@ -146,16 +165,15 @@ class Policy:
         if unverified:
             return answer(
                 False,
-                f"{unverified.key} is {unverified.body.classification}: {verb} needs a verified identity, "
-                f"which the CLI establishes with --password-stdin or CUSTODY_PASSWORD; "
-                f"{identity.user}'s is {identity.assurance}",
+                f"{unverified.key} is {unverified.body.classification}: {verb} needs a verified identity "
+                f"({VERIFIED_BY}); {identity.user}'s is {identity.assurance}",
             )
         decision = self._decide_role(identity, verb, spec, answer)
         if decision.allowed and verb in VERIFIED_ALWAYS and identity.assurance is not Assurance.VERIFIED:
             return answer(
                 False,
-                f"{decision.reason}, but {VERIFIED_ALWAYS[verb]} needs a verified identity (--password-stdin "
-                f"or CUSTODY_PASSWORD); {identity.user}'s is {identity.assurance}",
+                f"{decision.reason}, but {VERIFIED_ALWAYS[verb]} needs a verified identity ({VERIFIED_BY}); "
+                f"{identity.user}'s is {identity.assurance}",
             )
         return decision
 

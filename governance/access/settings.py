@@ -11,7 +11,7 @@ environment says otherwise is refused, with the setting named.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from sqlmodel import Session, select
@@ -19,6 +19,7 @@ from sqlmodel import Session, select
 from governance import ledger
 from governance.access.directory import Directory, checked_name, open_directory
 from governance.access.guard import enforce, ledger_actor
+from governance.access.local import os_users_value, parse_os_users
 from governance.access.policy import Decision, Identity, Policy, Verb, parse_classifications
 from governance.catalog import Catalog, utcnow
 from governance.catalog.models import PolicySetting
@@ -89,6 +90,8 @@ def normalized(key: str, value: str) -> str:
             return str(Path(value).resolve()) if value else ""
         if key in ("ldap_starttls", "specs_approval"):
             return _switch(value.lower(), where)
+        if key == "os_users":
+            return os_users_value(parse_os_users(value, POLICY_VARIABLES[key]))
     except InvalidName as err:
         raise InvalidInput(f"{where}: {err}") from err
     return value  # ldap_base_dn: a DN, taken as it is written
@@ -132,7 +135,7 @@ def pinned_settings(
     with catalog.session() as session:
         rows = _rows(session)
     if any(key not in rows for key in KEYS):
-        values = {key: rows[key].value if key in rows else normalized(key, getattr(settings, key)) for key in KEYS}
+        values = {key: rows[key].value if key in rows else _first_value(key, settings, rows) for key in KEYS}
         if any(key not in rows for key in DIRECTORY_KEYS):
             directories(values["directory"], directory_environ(values, environ, settings.home))
         rows = _pin_missing(catalog, values)
@@ -140,6 +143,16 @@ def pinned_settings(
     if refuse:
         _refuse_disagreement(catalog, settings, pinned)
     return pinned
+
+
+def _first_value(key: str, settings: Settings, rows: Mapping[str, PolicySetting]) -> str:
+    """What a key is first pinned as: the process's value in a new catalog. In a catalog pinned
+    before the key existed, its default: an admin changes it from there, and a process whose
+    environment says otherwise is refused, rather than pinning a value of its own."""
+    if not rows:
+        return normalized(key, getattr(settings, key))
+    default = next(f.default for f in fields(Settings) if f.name == key)
+    return normalized(key, default if isinstance(default, str) else getattr(settings, key))
 
 
 def disagreements(settings: Settings, pinned: PolicySettings) -> list[Disagreement]:
@@ -165,6 +178,7 @@ def policy_of(
         source=values["directory"],
         auditor_group=values["auditor_group"],
         specs_approval=values["specs_approval"] == "on",
+        os_users=parse_os_users(values["os_users"]),
     )
 
 

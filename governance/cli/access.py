@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from typing import Annotated
+from urllib.parse import quote
 
 import typer
 
@@ -18,7 +19,10 @@ from governance.cli.common import (
     identify,
     load_settings,
     open_custody,
+    read_password,
+    service_client,
     show,
+    signed_in_as,
     spec_of,
 )
 from governance.zones import AssetKey
@@ -29,50 +33,76 @@ access_app = group("access", "Who may do what to an asset: explain, grant, revok
 @access_app.command("show")
 def access_show(asset: Annotated[str, typer.Argument(help="DOMAIN/NAME")], as_json: JsonOption = False) -> None:
     """Each role on the asset: its group, its members (through nested groups too), what it may do."""
+    from governance.access.grants import AccessView
     from governance.access.grants import show as access_view
 
-    custody = open_custody(load_settings())
-    view = access_view(custody.policy, spec_of(custody, AssetKey.parse(asset)))
+    key = AssetKey.parse(asset)
+    remote = service_client()
+    if remote is not None:
+        view = AccessView.from_dict(remote.get(f"/access/{key}"))
+    else:
+        custody = open_custody(load_settings())
+        view = access_view(custody.policy, spec_of(custody, key))
     show(asdict(view), as_json, lambda: render.access_table(view))
 
 
 @access_app.command("check")
 def access_check(
     asset: Annotated[str, typer.Argument(help="DOMAIN/NAME")],
-    as_user: AsUser,
+    as_user: AsUser = None,
     password_stdin: PasswordStdin = False,
     as_json: JsonOption = False,
 ) -> None:
-    """What USER may do to the asset, and why. Nothing is changed, and no decision recorded (a password check is)."""
-    from governance.access.grants import check
+    """What USER may do to the asset, and why. Nothing is changed, and no decision recorded (a password check is).
 
-    custody = open_custody(load_settings())
-    spec = spec_of(custody, AssetKey.parse(asset))
-    decisions = check(custody.policy, spec, identify(custody, as_user, password_stdin))
-    data = [{"action": d.verb.value, "result": d.result, "reason": d.reason} for d in decisions]
-    show(
-        {"asset": str(spec.key), "user": as_user, "decisions": data},
-        as_json,
-        lambda: render.decisions_table(str(spec.key), as_user, decisions),
-    )
+    Another user's rights are explained without their password, as a name given without proof has them."""
+    from governance.access.grants import explained
+    from governance.access.policy import Identity
+
+    key = AssetKey.parse(asset)
+    remote = service_client()
+    if remote is not None:
+        data = remote.get(f"/access/{key}/explain", {"user": as_user})
+    else:
+        custody = open_custody(load_settings())
+        spec = spec_of(custody, key)
+        password = read_password(password_stdin)
+        if password is None and custody.unproven(as_user):
+            identity = Identity.asserted(as_user)
+        else:
+            identity = custody.identity(as_user, password)
+        data = explained(custody.policy, spec, identity)
+    show(data, as_json, lambda: render.decisions_table(data))
 
 
-def _change_role(verb: str, role: str, asset: str, user: str, by: str, password_stdin: bool, as_json: bool) -> None:
-    from governance.access.grants import change_role, parse_role
+def _change_role(
+    verb: str, role: str, asset: str, user: str, by: str | None, password_stdin: bool, as_json: bool
+) -> None:
+    from governance.access.grants import MembershipChange, change_role, parse_role
     from governance.access.policy import Verb
 
-    custody = open_custody(load_settings())
-    spec = spec_of(custody, AssetKey.parse(asset))
-    change = change_role(
-        custody.store,
-        custody.policy,
-        identify(custody, by, password_stdin),
-        Verb(verb),
-        parse_role(role),
-        spec,
-        user,
-        custody.specs,
-    )
+    key = AssetKey.parse(asset)
+    remote = service_client()
+    if remote is not None:
+        signed_in_as(remote, by, "--by")
+        path = f"/access/{key}/{role}"
+        if verb == "grant":
+            sent = remote.send("PUT", path, {"user": user})
+        else:
+            sent = remote.send("DELETE", f"{path}/{quote(user, safe='')}")
+        change = MembershipChange.from_dict(sent)
+    else:
+        custody = open_custody(load_settings())
+        change = change_role(
+            custody.store,
+            custody.policy,
+            identify(custody, by, password_stdin),
+            Verb(verb),
+            parse_role(role),
+            spec_of(custody, key),
+            user,
+            custody.specs,
+        )
     if as_json:
         emit_json(asdict(change))
         return
@@ -90,7 +120,7 @@ def access_grant(
     role: RoleArgument,
     asset: Annotated[str, typer.Argument(help="DOMAIN/NAME")],
     user: UserArgument,
-    by: ByUser,
+    by: ByUser = None,
     password_stdin: PasswordStdin = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -103,7 +133,7 @@ def access_revoke(
     role: RoleArgument,
     asset: Annotated[str, typer.Argument(help="DOMAIN/NAME")],
     user: UserArgument,
-    by: ByUser,
+    by: ByUser = None,
     password_stdin: PasswordStdin = False,
     as_json: JsonOption = False,
 ) -> None:

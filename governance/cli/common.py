@@ -38,18 +38,23 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 State = {"verbose": False}
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
+ON_BEHALF = (
+    " Default: you, the OS user running the command, as the os_users setting maps it to the directory;"
+    " naming another user needs their password."
+)
 AsUser = Annotated[
-    str, typer.Option("--as", help="The user the request is made for (recorded in the ledger).", metavar="USER")
+    str | None,
+    typer.Option("--as", help="The user the request is made for (recorded in the ledger)." + ON_BEHALF, metavar="USER"),
 ]
 ByUser = Annotated[
-    str, typer.Option("--by", help="The user making the change (recorded in the ledger).", metavar="USER")
+    str | None,
+    typer.Option("--by", help="The user making the change (recorded in the ledger)." + ON_BEHALF, metavar="USER"),
 ]
 PasswordStdin = Annotated[
     bool,
     typer.Option(
         "--password-stdin",
-        help="Read the user's directory password from stdin and verify it (or set CUSTODY_PASSWORD): "
-        "the ledger then records a verified identity instead of an asserted one.",
+        help="Read the user's directory password from stdin (or set CUSTODY_PASSWORD): the directory verifies it.",
     ),
 ]
 DepthOption = Annotated[int | None, typer.Option(min=0, help="How many levels to show (default: all, up to 100).")]
@@ -80,6 +85,16 @@ def service_client() -> ServiceClient | None:
     return ServiceClient.from_environ(os.environ)
 
 
+def signed_in_as(remote: ServiceClient, user: str | None, option: str) -> None:
+    """A command given for `user` through the service acts for whoever its token is: `option`, if
+    given, must name them."""
+    if user is None:
+        return
+    who = remote.get("/whoami")["user"]
+    if who != user:
+        raise InvalidInput(f"{option} names {user}, but the token of {remote.url} is {who}'s: `custody login {user}`")
+
+
 def load_settings() -> Settings:
     return Settings.from_env()
 
@@ -92,7 +107,7 @@ def open_custody(settings: Settings) -> Custody:
     # Access control is imported by the commands that use it: the others start faster without it.
     from governance.api import Custody
 
-    return Custody(settings)
+    return Custody(settings, channel="cli")
 
 
 def read_password(from_stdin: bool) -> str | None:
@@ -106,7 +121,7 @@ def read_password(from_stdin: bool) -> str | None:
     return given
 
 
-def identify(custody: Custody, user: str, password_stdin: bool, run_id: str | None = None) -> Identity:
+def identify(custody: Custody, user: str | None, password_stdin: bool, run_id: str | None = None) -> Identity:
     return custody.identity(user, read_password(password_stdin), run_id)
 
 

@@ -318,7 +318,7 @@ def feeds_delete(
     feed: Annotated[str, typer.Argument(help="The feed asset, DOMAIN/NAME.")],
     start: FromOption,
     end: ToOption,
-    by: ByUser,
+    by: ByUser = None,
     password_stdin: PasswordStdin = False,
     as_json: JsonOption = False,
 ) -> None:

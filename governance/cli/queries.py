@@ -21,9 +21,10 @@ from governance.cli.common import (
     read_password,
     service_client,
     show,
+    signed_in_as,
     stream_json,
 )
-from governance.errors import InvalidInput, NotFound
+from governance.errors import NotFound
 from governance.lineage.graph import SUMMARY_OVER, Direction, Lineage, LineageSummary, explore, lineage
 from governance.zones import AssetKey, VersionRef
 
@@ -140,7 +141,7 @@ def read(
     target: Annotated[
         str, typer.Argument(help="DOMAIN/NAME@N, or DOMAIN/NAME for its newest version.", metavar="ASSET[@N]")
     ],
-    as_user: AsUser,
+    as_user: AsUser = None,
     limit: Annotated[int, typer.Option(min=0, help="At most this many rows.")] = 20,
     columns: Annotated[
         list[str] | None, typer.Option("--column", "-c", help="Only this column (repeat for more).", show_default=False)
@@ -168,15 +169,13 @@ def read(
 
 
 def _remote_read(
-    remote: ServiceClient, target: str, as_user: str, limit: int, columns: list[str] | None, as_json: bool
+    remote: ServiceClient, target: str, as_user: str | None, limit: int, columns: list[str] | None, as_json: bool
 ) -> None:
-    """Rows through the service, for the user its token names: --as must name them too."""
+    """Rows through the service, for the user its token names: --as, if given, must name them too."""
     from governance.access.reads import Target
 
     parsed = Target.parse(target)
-    who = remote.get("/whoami")["user"]
-    if who != as_user:
-        raise InvalidInput(f"--as names {as_user}, but the token of {remote.url} is {who}'s: `custody login {as_user}`")
+    signed_in_as(remote, as_user, "--as")
     ref, total, table = remote.rows(str(parsed.key), parsed.number, limit, columns)
     if as_json:
         emit_json({"version": ref, "rows": table.to_pylist()})

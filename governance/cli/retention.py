@@ -21,9 +21,11 @@ from governance.cli.common import (
     open_catalog,
     open_custody,
     progress_printer,
+    service_client,
+    signed_in_as,
 )
+from governance.retention import StatusChange, set_status
 from governance.retention import purge as purge_versions
-from governance.retention import set_status
 from governance.zones import Lake, VersionRef
 
 
@@ -31,27 +33,19 @@ from governance.zones import Lake, VersionRef
 def status(
     version: Annotated[str, typer.Argument(help="DOMAIN/NAME@N")],
     value: Annotated[str, typer.Argument(help="critical or normal", metavar="critical|normal")],
-    by: ByUser,
+    by: ByUser = None,
     password_stdin: PasswordStdin = False,
     as_json: JsonOption = False,
 ) -> None:
     """Mark a version critical (protected from purge, with everything upstream) or normal; needs the owner role."""
     ref, status_value = VersionRef.parse(version), Criticality.parse(value)
-    custody = open_custody(load_settings())
-    identity = identify(custody, by, password_stdin)
-    from governance.access.guard import authorize
-    from governance.access.policy import Verb
-
-    authorize(
-        custody.store,
-        custody.policy,
-        identity,
-        Verb.STATUS,
-        custody.specs.get(ref.key),
-        version=ref.number,
-        details={"to": status_value.value},
-    )
-    change = set_status(custody.store, ref, status_value, by, identity.assurance)
+    remote = service_client()
+    if remote is not None:
+        signed_in_as(remote, by, "--by")
+        sent = remote.send("PUT", f"/versions/{ref.key}/{ref.number}/status", {"status": status_value.value})
+        change = StatusChange(**{**sent, "purged_upstream": tuple(sent["purged_upstream"])})
+    else:
+        change = _set_status(ref, status_value, by, password_stdin)
     if as_json:
         emit_json(asdict(change))
         return
@@ -67,6 +61,19 @@ def status(
         )
 
 
+def _set_status(ref: VersionRef, value: Criticality, by: str | None, password_stdin: bool) -> StatusChange:
+    from governance.access.guard import authorize
+    from governance.access.policy import Verb
+
+    custody = open_custody(load_settings())
+    identity = identify(custody, by, password_stdin)
+    spec = custody.specs.get(ref.key)
+    authorize(
+        custody.store, custody.policy, identity, Verb.STATUS, spec, version=ref.number, details={"to": value.value}
+    )
+    return set_status(custody.store, ref, value, identity.user, identity.assurance)
+
+
 @app.command()
 def purge(
     versions: Annotated[
@@ -75,9 +82,7 @@ def purge(
             help="DOMAIN/NAME@N to purge now (default: what each spec's retention lets go).", show_default=False
         ),
     ] = None,
-    by: Annotated[
-        str | None, typer.Option("--by", help="The user running the purge (recorded in the ledger).", metavar="USER")
-    ] = None,
+    by: ByUser = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be purged; change nothing.")] = False,
     password_stdin: PasswordStdin = False,
     as_json: JsonOption = False,
@@ -87,14 +92,12 @@ def purge(
     Retention is each spec's keep_versions and max_age_days; the admin group is the one pinned in the
     catalog (`custody settings show`).
     """
-    if not dry_run and not by:
-        raise typer.BadParameter("say who runs the purge with --by USER (or use --dry-run)", param_hint="--by")
     settings = load_settings()
     refs = [VersionRef.parse(v) for v in versions or []]
     custody = open_custody(settings)
     retention = {} if refs else {spec.key: spec.body.retention for spec in custody.specs}
-    assurance = None
-    if by and not dry_run:
+    actor, assurance = "dry-run", None
+    if not dry_run:
         identity = identify(custody, by, password_stdin)
         touching = [custody.specs[r.key] for r in refs if custody.specs.get(r.key)] if refs else list(custody.specs)
         from governance.access.guard import authorize
@@ -109,12 +112,12 @@ def purge(
             touching=touching,
             details={"versions": versions or "by retention"},
         )
-        assurance = identity.assurance
+        actor, assurance = identity.user, identity.assurance
     report = purge_versions(
         open_catalog(settings),
         Lake(settings.lake),
         retention,
-        by or "dry-run",
+        actor,
         explicit=refs,
         dry_run=dry_run,
         progress=progress_printer(),

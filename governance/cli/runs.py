@@ -18,11 +18,11 @@ from governance.cli.common import (
     app,
     emit_json,
     err_console,
-    identify,
     load_settings,
     open_catalog,
     open_custody,
     progress_printer,
+    read_password,
 )
 from governance.config import Settings
 from governance.errors import printable
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 @app.command()
 def ingest(
     asset: Annotated[str, typer.Argument(help="Landing asset, DOMAIN/NAME.")],
-    requested_by: AsUser,
+    requested_by: AsUser = None,
     batch: Annotated[str | None, typer.Option(help="Batch id in the DropZone (default: the oldest ready one).")] = None,
     force: Annotated[bool, typer.Option(help="Ingest a batch again even if its content was ingested before.")] = False,
     password_stdin: PasswordStdin = False,
@@ -46,12 +46,13 @@ def ingest(
     """Governed ingestion of a ready DropZone batch, as a Dagster run (needs the producer or owner role)."""
     key = AssetKey.parse(asset)
     config = {"batch": batch, "force": force}
-    _run(load_settings(), [key], requested_by, as_json, ingest_config={key: config}, password_stdin=password_stdin)
+    password = read_password(password_stdin)
+    _run(load_settings(), [key], requested_by, as_json, ingest_config={key: config}, password=password)
 
 
 @app.command()
 def materialize(
-    requested_by: AsUser,
+    requested_by: AsUser = None,
     selection: Annotated[
         str,
         typer.Argument(
@@ -65,23 +66,28 @@ def materialize(
 
     Each asset needs the producer or owner role, and the right to read its inputs.
     """
-    _run(load_settings(), selection, requested_by, as_json, password_stdin=password_stdin)
+    _run(load_settings(), selection, requested_by, as_json, password=read_password(password_stdin))
 
 
 def _run(
-    settings: Settings, selection, requested_by: str, as_json: bool, ingest_config=None, password_stdin: bool = False
+    settings: Settings,
+    selection,
+    requested_by: str | None,
+    as_json: bool,
+    ingest_config=None,
+    password: str | None = None,
 ) -> None:
     # The Dagster code location is loaded only by the commands that run assets.
     from assets.launch import launch
 
     require_java()
     run_id = str(uuid.uuid4())
-    # A verified identity is established here, for this run id; the run's own access check finds it.
-    identify(open_custody(settings), requested_by, password_stdin, run_id)
+    # The identity is established here, for this run id; the run's own access check finds it.
+    identity = open_custody(settings).identity(requested_by, password, run_id)
     outcome = launch(
         settings,
         selection,
-        requested_by,
+        identity.user,
         ingest_config=ingest_config,
         on_progress=progress_printer(),
         run_id=run_id,
@@ -106,7 +112,8 @@ def demo(
 ) -> None:
     """Drop sample batches, run the whole pipeline through Dagster, show the summary's provenance.
 
-    Also where its revenue column comes from.
+    Also where its revenue column comes from. The demo's users prove who they are with the passwords
+    the demo directory documents.
     """
     settings = load_settings()
     from governance.demo import (
@@ -114,6 +121,7 @@ def demo(
         NAMES_AND_PRODUCTS,
         PRODUCT_SUMMARY,
         PRODUCTS,
+        demo_password,
         drop_demo_batches,
     )
 
@@ -129,7 +137,7 @@ def demo(
         (integration, None),
     ]
     for keys, config in steps:
-        _run(settings, keys, as_user, False, ingest_config=config)
+        _run(settings, keys, as_user, False, ingest_config=config, password=demo_password(as_user))
     catalog = open_catalog(settings)
     latest = catalog.latest(PRODUCT_SUMMARY)
     console = render.stdout_console()
@@ -157,11 +165,12 @@ def _apply_demo_specs(custody: Custody) -> None:
 
 def _demo_reads(custody: Custody, ref: str, console) -> None:
     """carol, a consumer, reads the summary; eve, who holds no role, is denied; both are in the ledger."""
+    from governance.demo import demo_password
     from governance.errors import AccessDenied
 
-    custody.read(ref, as_user="carol", limit=3)
+    custody.read(ref, as_user="carol", password=demo_password("carol"), limit=3)
     with contextlib.suppress(AccessDenied):  # the denial is what the demo shows, from the ledger
-        custody.read(ref, as_user="eve", limit=3)
+        custody.read(ref, as_user="eve", password=demo_password("eve"), limit=3)
     asset, _, number = ref.partition("@")
     where = ledger.LedgerFilter(asset=asset, version=int(number), action="read")
     with custody.store.session() as session:

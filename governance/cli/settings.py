@@ -75,7 +75,7 @@ def settings_show(as_json: JsonOption = False) -> None:
 def settings_set(
     key: Annotated[str, typer.Argument(help=f"One of {', '.join(POLICY_VARIABLES)}.", metavar="KEY")],
     value: Annotated[str, typer.Argument(help="The new value, as its CUSTODY_* variable takes it.", metavar="VALUE")],
-    by: ByUser,
+    by: ByUser = None,
     password_stdin: PasswordStdin = False,
     as_json: JsonOption = False,
 ) -> None:

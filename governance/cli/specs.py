@@ -105,7 +105,7 @@ def specs_diff(
 
 @specs_app.command("apply")
 def specs_apply(
-    as_user: AsUser,
+    as_user: AsUser = None,
     assets: AssetsArgument = None,
     password_stdin: PasswordStdin = False,
     as_json: JsonOption = False,

@@ -73,7 +73,7 @@ def key_of(domain: str, name: str) -> AssetKey:
 
 
 def identity_of(principal: Principal) -> Identity:
-    return Identity(principal.user, Assurance.VERIFIED)
+    return Identity(principal.user, Assurance.VERIFIED, principal.method, API_CHANNEL)
 
 
 def recorded(principal: Principal) -> dict[str, str]:

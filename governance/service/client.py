@@ -76,6 +76,10 @@ class ServiceClient:
     def get(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
         return self._send("GET", path, params={k: v for k, v in (params or {}).items() if v is not None})
 
+    def send(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
+        """A change asked of the service (PUT, POST, DELETE), with a JSON body."""
+        return self._send(method, path, json=body)
+
     def rows(self, asset: str, version: int | None, limit: int, columns: list[str] | None) -> tuple[str, int, pa.Table]:
         """The version's reference, its row count and its first `limit` rows."""
         import pyarrow as pa

@@ -1,0 +1,107 @@
+"""The API's access routes and the owner's changes: who holds each role on an asset, what a user may
+do and why, grants and revokes, and a version's status. Each change is decided for the caller, who
+proved who they are to get the token, and recorded with channel `api`, allowed or denied."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from governance.access.grants import change_role, explained, parse_role, show
+from governance.access.guard import authorize
+from governance.access.policy import Identity, Verb
+from governance.catalog.models import Criticality
+from governance.errors import NotFound
+from governance.retention import set_status
+from governance.service.api import Caller, answer, identity_of, key_of, recorded
+from governance.service.context import Service, service_of
+from governance.spec import Spec
+from governance.zones import AssetKey, VersionRef
+
+router = APIRouter(prefix="/api/v1")
+
+
+class Member(BaseModel):
+    user: str = Field(max_length=256, description="The directory user who gets the role.")
+
+
+class Status(BaseModel):
+    status: Literal["critical", "normal"]
+
+
+def spec_of(service: Service, key: AssetKey) -> Spec:
+    spec = service.specs().get(key)
+    if spec is None:
+        raise NotFound(f"unknown asset {key}: no spec declares it")
+    return spec
+
+
+@router.get("/access/{domain}/{name}", tags=["access"], response_class=JSONResponse)
+def access(principal: Caller, request: Request, domain: str, name: str) -> Response:
+    """Each role on the asset: its group, the group's members and what the role may do; the admin
+    and auditor groups, and whether the asset needs a verified identity."""
+    service = service_of(request)
+    return answer(asdict(show(service.custody.policy, spec_of(service, key_of(domain, name)))))
+
+
+@router.get("/access/{domain}/{name}/explain", tags=["access"], response_class=JSONResponse)
+def explain(
+    principal: Caller,
+    request: Request,
+    domain: str,
+    name: str,
+    user: Annotated[str | None, Query(max_length=256)] = None,
+) -> Response:
+    """What a user (the caller, unless `user` names another) may do to the asset, and why. Nothing
+    is recorded; another user's rights are explained as a name given without proof has them."""
+    service = service_of(request)
+    spec = spec_of(service, key_of(domain, name))
+    identity = identity_of(principal) if user in (None, principal.user) else Identity.asserted(user)
+    return answer(explained(service.custody.policy, spec, identity))
+
+
+@router.put("/access/{domain}/{name}/{role}", tags=["access"], response_class=JSONResponse)
+def grant(principal: Caller, request: Request, domain: str, name: str, role: str, member: Member) -> Response:
+    """Give a user the role: add them to its group in the directory. Needs the owner role."""
+    return _change(principal, request, Verb.GRANT, key_of(domain, name), role, member.user)
+
+
+@router.delete("/access/{domain}/{name}/{role}/{user}", tags=["access"], response_class=JSONResponse)
+def revoke(principal: Caller, request: Request, domain: str, name: str, role: str, user: str) -> Response:
+    """Take the role away: remove the user from its group in the directory. Needs the owner role."""
+    return _change(principal, request, Verb.REVOKE, key_of(domain, name), role, user)
+
+
+def _change(principal: Caller, request: Request, verb: Verb, key: AssetKey, role: str, user: str) -> Response:
+    service = service_of(request)
+    custody = service.custody
+    spec = spec_of(service, key)
+    change = change_role(
+        custody.store, custody.policy, identity_of(principal), verb, parse_role(role), spec, user, service.specs()
+    )
+    return answer(asdict(change))
+
+
+@router.put("/versions/{domain}/{name}/{number}/status", tags=["access"], response_class=JSONResponse)
+def status(principal: Caller, request: Request, domain: str, name: str, number: int, wanted: Status) -> Response:
+    """Mark a version critical (protected from purge, with everything upstream) or normal. Needs the owner role."""
+    service = service_of(request)
+    custody = service.custody
+    ref = VersionRef(key_of(domain, name), number)
+    value = Criticality.parse(wanted.status)
+    identity = identity_of(principal)
+    details = {**recorded(principal), "to": value.value}
+    authorize(
+        custody.store,
+        custody.policy,
+        identity,
+        Verb.STATUS,
+        service.specs().get(ref.key),
+        version=number,
+        details=details,
+    )
+    return answer(asdict(set_status(custody.store, ref, value, identity.user, identity.assurance)))
