@@ -114,6 +114,17 @@ class Applied:
     lines: tuple[str, ...]
     git: dict[str, str | bool] = field(default_factory=dict)
 
+    def as_dict(self) -> dict:
+        return {
+            "asset": str(self.key),
+            "old_hash": self.old_hash,
+            "new_hash": self.new_hash,
+            "by": self.by,
+            "assurance": self.assurance,
+            "changes": list(self.lines),
+            "git": self.git,
+        }
+
 
 @dataclass(frozen=True)
 class HistoryEntry:

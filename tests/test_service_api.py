@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -27,20 +28,30 @@ from governance.catalog.models import LedgerEntry, ServiceSession
 from governance.config import Settings
 from governance.demo import demo_password, drop_demo_batches
 from governance.zones import Lake
-from tests.conftest import plain_environ
+from tests.conftest import DEMO_SPECS, plain_environ
 from tests.dagster_servers import start_service, stop
-from tests.helpers import run_proven
+from tests.helpers import edit_spec, run_proven
 
 pytestmark = pytest.mark.xdist_group("service-api")
 CUSTODY = Path(sys.executable).with_name("custody")
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory, spark) -> Path:
+def specs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the demo's spec files, which a test edits as an owner does."""
+    return Path(shutil.copytree(DEMO_SPECS, tmp_path_factory.mktemp("service-specs") / "specs"))
+
+
+def environ(home: Path, specs: Path) -> dict[str, str]:
+    return {**plain_environ(home), "CUSTODY_SPECS": str(specs)}
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory, spark, specs: Path) -> Path:
     """products@1 and clients@1 ingested and names_and_products@1 materialized, by bob."""
     home = tmp_path_factory.mktemp("service-api") / "home"
     with pytest.MonkeyPatch.context() as monkeypatch:
-        for name, value in plain_environ(home).items():
+        for name, value in environ(home, specs).items():
             monkeypatch.setenv(name, value)
         drop_demo_batches(Lake(Settings.from_env().lake))
         for args in (
@@ -53,9 +64,9 @@ def home(tmp_path_factory: pytest.TempPathFactory, spark) -> Path:
 
 
 @pytest.fixture(scope="module")
-def api(home: Path) -> Iterator[str]:
+def api(home: Path, specs: Path) -> Iterator[str]:
     server, port = start_service(
-        Settings.under(home), {**plain_environ(home), "CUSTODY_LOGIN_DELAY_SECONDS": "0.01"}, ui=False
+        Settings.under(home), {**environ(home, specs), "CUSTODY_LOGIN_DELAY_SECONDS": "0.01"}, ui=False
     )
     yield f"http://127.0.0.1:{port}/api/v1"
     stop(server)
@@ -86,6 +97,8 @@ READS = (
     "/catalog",
     "/access/sales/clients",
     "/access/sales/clients/explain",
+    "/specs/edits",
+    "/specs/sales/clients/history",
     "/assets/sales/clients",
     "/assets/sales/clients/versions",
     "/versions/sales/names_and_products/1/provenance",
@@ -280,6 +293,29 @@ def test_an_owner_marks_a_version_critical_and_normal_again_and_a_producer_may_n
     ]
 
 
+def test_an_owner_applies_the_edited_specs_the_service_reads_and_the_history_shows_it(api, catalog, specs):
+    eve, alice = token(api, "eve"), token(api, "alice")
+    edits = f"{api}/specs/edits"
+    assert requests.get(edits, params={"asset": "sales/products"}, headers=eve, timeout=60).json() == []
+    edit_spec(specs, "sales/products", "delivered as CSV.", "delivered as CSV, daily.")
+    pending = requests.get(edits, params={"asset": "sales/products"}, headers=eve, timeout=60).json()
+    said = "~ description: The product catalogue with prices, delivered as CSV. -> The product catalogue with prices, delivered as CSV, daily."
+    assert [(e["asset"], e["changes"]) for e in pending] == [("sales/products", [said])]
+    wanted = {"assets": ["sales/products"]}
+    refused = requests.post(f"{api}/specs/apply", json=wanted, headers=eve, timeout=60)
+    assert refused.status_code == 403 and refused.json()["detail"].startswith(
+        "eve may not apply the spec of sales/products"
+    )
+    applied = requests.post(f"{api}/specs/apply", json=wanted, headers=alice, timeout=60)
+    assert applied.status_code == 200, applied.text
+    assert [(a["asset"], a["by"], a["assurance"]) for a in applied.json()] == [("sales/products", "alice", "verified")]
+    assert requests.get(edits, params={"asset": "sales/products"}, headers=eve, timeout=60).json() == []
+    history = requests.get(f"{api}/specs/sales/products/history", headers=eve, timeout=30).json()
+    assert [(h["applied_by"], h["assurance"]) for h in history][-1] == ("alice", "verified")
+    decided = [(e["result"], e["channel"]) for e in entries(catalog, "spec.apply", "alice")]
+    assert decided == [("allowed", "api")]
+
+
 def test_bad_requests_get_one_clear_message_each(api):
     headers = token(api, "carol")
     for path, status, said in (
@@ -338,6 +374,9 @@ def test_the_openapi_schema_documents_every_endpoint(api):
         "/api/v1/access/{domain}/{name}/{role}",
         "/api/v1/access/{domain}/{name}/{role}/{user}",
         "/api/v1/versions/{domain}/{name}/{number}/status",
+        "/api/v1/specs/edits",
+        "/api/v1/specs/apply",
+        "/api/v1/specs/{domain}/{name}/history",
     }
 
 

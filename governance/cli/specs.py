@@ -19,7 +19,9 @@ from governance.cli.common import (
     identify,
     load_settings,
     open_custody,
+    service_client,
     show,
+    signed_in_as,
 )
 from governance.errors import SpecError, printable
 from governance.spec import check_specs, load_specs
@@ -90,8 +92,13 @@ def specs_diff(
     one asset instead."""
     from governance.approval import compare, edits
 
-    custody = open_custody(load_settings())
     keys = [AssetKey.parse(asset) for asset in assets or []]
+    remote = service_client()
+    if remote is not None and not (from_hash or to_hash):
+        edited = remote.get("/specs/edits", {"asset": [str(key) for key in keys] or None})
+        show(edited, as_json, lambda: render.spec_edits(edited))
+        return
+    custody = open_custody(load_settings())
     if from_hash or to_hash:
         if len(keys) != 1 or not (from_hash and to_hash):
             raise typer.BadParameter("--from and --to compare two specs of one ASSET: name it, and give both hashes")
@@ -99,8 +106,8 @@ def specs_diff(
         data = {"asset": str(keys[0]), "from": old, "to": new, "changes": [change.line() for change in found]}
         show(data, as_json, lambda: render.spec_comparison(data))
         return
-    pending = edits(custody.store, custody.specs, custody.policy.directory, keys)
-    show([edit.as_dict() for edit in pending], as_json, lambda: render.spec_edits([edit.as_dict() for edit in pending]))
+    pending = [edit.as_dict() for edit in edits(custody.store, custody.specs, custody.policy.directory, keys)]
+    show(pending, as_json, lambda: render.spec_edits(pending))
 
 
 @specs_app.command("apply")
@@ -117,23 +124,15 @@ def specs_apply(
     and author of the file where the specs folder is a git checkout."""
     from governance.approval import apply
 
-    custody = open_custody(load_settings())
-    identity = identify(custody, as_user, password_stdin)
-    done = apply(
-        custody.store, custody.policy, identity, custody.specs, [AssetKey.parse(asset) for asset in assets or []]
-    )
-    data = [
-        {
-            "asset": str(a.key),
-            "old_hash": a.old_hash,
-            "new_hash": a.new_hash,
-            "by": a.by,
-            "assurance": a.assurance,
-            "changes": list(a.lines),
-            "git": a.git,
-        }
-        for a in done
-    ]
+    keys = [AssetKey.parse(asset) for asset in assets or []]
+    remote = service_client()
+    if remote is not None:
+        signed_in_as(remote, as_user, "--as")
+        data = remote.send("POST", "/specs/apply", {"assets": [str(key) for key in keys]})
+    else:
+        custody = open_custody(load_settings())
+        identity = identify(custody, as_user, password_stdin)
+        data = [done.as_dict() for done in apply(custody.store, custody.policy, identity, custody.specs, keys)]
     show(data, as_json, lambda: render.spec_applications(data))
 
 
@@ -142,8 +141,12 @@ def specs_history(asset: Annotated[str, typer.Argument(help="DOMAIN/NAME")], as_
     """Each spec of the asset put in force, oldest first: who applied it, when, its hash and what it changed."""
     from governance.approval import history
 
-    custody = open_custody(load_settings())
-    entries = [asdict(entry) for entry in history(custody.store, AssetKey.parse(asset))]
+    key = AssetKey.parse(asset)
+    remote = service_client()
+    if remote is not None:
+        entries = remote.get(f"/specs/{key}/history")
+    else:
+        entries = [asdict(entry) for entry in history(open_custody(load_settings()).store, key)]
     show(entries, as_json, lambda: render.spec_history(entries))
 
 

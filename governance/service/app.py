@@ -18,7 +18,7 @@ from governance.errors import (
     NotSignedIn,
     RequestTooLarge,
 )
-from governance.service import api, changes, login
+from governance.service import api, changes, login, specs
 from governance.service.context import Service
 from governance.service.gate import Gate
 from governance.service.gateway import Gateway
@@ -43,6 +43,7 @@ def create_app(
     )
     app.include_router(login.router)
     app.include_router(changes.router)
+    app.include_router(specs.router)
     app.include_router(api.router)  # last: its catch-all answers paths the API does not have
     app.add_exception_handler(CustodyError, refused)
     app.add_exception_handler(RequestValidationError, invalid)
