@@ -65,6 +65,8 @@ SHARED_SETUP = {
     "test_access_ldap.py": "a slapd",
     "test_directory.py": "a slapd",
     "test_column_lineage.py": "the tables written for the module",
+    "test_ui.py": "a service without Dagster's daemon, and one with it",
+    "test_browser.py": "a service with Dagster's daemon, on the demo's first versions",
 }
 
 
@@ -121,10 +123,19 @@ def spark() -> SparkSession:
 QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
+def quick_spark_environ() -> dict[str, str]:
+    """The variables that give Spark's JVMs in child processes QUICK_JVM: for a server a module's tests
+    share, started before any test's own environment is set."""
+    return {
+        variable: f"{os.environ.get(variable, '')} {QUICK_JVM}".strip()
+        for variable in ("SPARK_SUBMIT_OPTS", "SPARK_LAUNCHER_OPTS")  # Spark's driver, and the launcher before it
+    }
+
+
 @pytest.fixture(autouse=True)
 def quick_spark_in_child_processes(monkeypatch: pytest.MonkeyPatch) -> None:
-    for variable in ("SPARK_SUBMIT_OPTS", "SPARK_LAUNCHER_OPTS"):  # Spark's driver, and the launcher before it
-        monkeypatch.setenv(variable, f"{os.environ.get(variable, '')} {QUICK_JVM}".strip())
+    for variable, value in quick_spark_environ().items():
+        monkeypatch.setenv(variable, value)
 
 
 @pytest.fixture(autouse=True)
@@ -139,7 +150,13 @@ def openlineage_events_follow_the_spec(request: pytest.FixtureRequest) -> Iterat
     """Every OpenLineage event a test's file transport wrote under its tmp_path is validated after it."""
     tmp = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
     yield
-    for path in tmp.rglob("events.jsonl") if tmp else ():
+    if tmp:
+        events_follow_the_spec(tmp)
+
+
+def events_follow_the_spec(folder: Path) -> None:
+    """Every OpenLineage event a file transport wrote under `folder` is valid."""
+    for path in folder.rglob("events.jsonl"):
         read_events(path)
 
 

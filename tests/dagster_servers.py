@@ -12,6 +12,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +23,14 @@ import requests
 from assets.launch import instance_for
 from governance.config import Settings
 from governance.demo import demo_password
-from tests.conftest import ROOT
+from tests.conftest import (
+    DEMO_SPECS,
+    ROOT,
+    events_follow_the_spec,
+    plain_environ,
+    quick_spark_environ,
+    without_approval,
+)
 
 CUSTODY = Path(sys.executable).with_name("custody")
 DAEMON = Path(sys.executable).with_name("dagster-daemon")
@@ -130,10 +138,12 @@ def webserver(cli_env) -> Iterator[Served]:
     stop(server)
 
 
-def start_daemon(cli_env, sensor: str = "on") -> subprocess.Popen:
+def start_daemon(settings: Settings, sensor: str = "on", env: Mapping[str, str] | None = None) -> subprocess.Popen:
+    """Dagster's daemon on the home of `settings`, with the process's environment and `env`."""
     env = {
         **os.environ,
-        "DAGSTER_HOME": str(cli_env.dagster_home),
+        **(env or {}),
+        "DAGSTER_HOME": str(settings.dagster_home),
         "CUSTODY_DROPZONE_SENSOR": sensor,
         # As often as the daemon looks at its sensors: a test waits for the next tick, not half a minute.
         "CUSTODY_DROPZONE_SENSOR_SECONDS": "5",
@@ -163,12 +173,38 @@ def daemon(cli_env):
     stop(process)
 
 
-@pytest.fixture
-def queue_only(cli_env):
-    """The daemon with the DropZone sensor stopped: only the runs a test launches run."""
-    process = start_daemon(cli_env, sensor="off")
-    yield process
-    stop(process)
+@dataclass(frozen=True)
+class Shared:
+    """`custody serve` on a home that a module's tests share, and Dagster's daemon beside it (the
+    DropZone sensor off) when they run what they launch. Every test reads only what it made: its own
+    assets and runs, or the ledger's entries since it began."""
+
+    settings: Settings
+    served: Served
+    daemon: subprocess.Popen | None
+
+    def for_cli(self, monkeypatch: pytest.MonkeyPatch) -> Settings:
+        """The test's own commands pointed at the shared home, as cli_env points them at a test's home."""
+        for name, value in plain_environ(self.settings.home).items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.delenv("CUSTODY_LAKE", raising=False)
+        return self.settings
+
+
+@contextmanager
+def shared_service(home: Path, *, daemon: bool = False) -> Iterator[Shared]:
+    # The autouse fixtures set a test's environment after a module's servers start: theirs is given here.
+    env = {**plain_environ(home), **quick_spark_environ()}
+    settings = without_approval(Settings.under(home, specs=DEMO_SPECS))
+    server, port = start_service(settings, env)
+    process = start_daemon(settings, "off", env) if daemon else None
+    try:
+        yield Shared(settings, Served(port), process)
+    finally:
+        if process is not None:
+            stop(process)
+        stop(server)
+    events_follow_the_spec(home)
 
 
 def finished(instance, run_id: str, daemon: subprocess.Popen, seconds: float = 180) -> dg.DagsterRun:

@@ -1,6 +1,10 @@
 """What a person sees and does in the Dagster UI, in a real browser: Debian's Chromium, driven by Selenium.
 
 A failed test leaves a screenshot of the page it was on in `.test-artifacts/` at the root of the checkout.
+
+The tests share one service and Dagster's daemon, on a home with the demo's first versions: the one
+test that makes a version makes it of sales/product_summary, whose versions no other test reads, and
+each test reads only the runs it launched. The owners' test has a service of its own, on edited specs.
 """
 
 from __future__ import annotations
@@ -27,10 +31,11 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from assets.launch import instance_for
 from governance.cli import run
+from governance.config import Settings
 from governance.demo import demo_password, drop_demo_batches
 from governance.zones import Lake
 from tests.conftest import ROOT
-from tests.dagster_servers import Served, finished
+from tests.dagster_servers import Served, Shared, finished, shared_service
 from tests.helpers import edit_spec, run_proven
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
@@ -58,7 +63,7 @@ class Page:
         self.driver, self.port = driver, port
         self.wait = WebDriverWait(driver, WAIT_SECONDS)
         self.community_asked = False
-        # For what React may redraw between finding an element and using it: find it again.
+        # For what React may redraw, or the next page replace, between finding an element and using it: find it again.
         self.redrawn = WebDriverWait(driver, WAIT_SECONDS, ignored_exceptions=(StaleElementReferenceException,))
 
     def sign_in(self, user: str, password: str, then: str = "/") -> None:
@@ -133,7 +138,7 @@ class Page:
     def shows(self, *texts: str) -> str:
         """Wait until the page shows every one of `texts`; the page's text."""
         try:
-            self.wait.until(lambda _: all(text in self.text() for text in texts))
+            self.redrawn.until(lambda _: all(text in self.text() for text in texts))
         except TimeoutException:
             missing = [text for text in texts if text not in self.text()]
             raise AssertionError(f"the page does not show {missing}") from None
@@ -168,26 +173,38 @@ def browser(request: pytest.FixtureRequest) -> Iterator[WebDriver]:
     driver.quit()
 
 
+@pytest.fixture(scope="module")
+def joined(tmp_path_factory: pytest.TempPathFactory, spark) -> Iterator[Shared]:
+    """products@1 and clients@1 ingested, names_and_products@1 materialized, by bob through the CLI;
+    the service and Dagster's daemon on them."""
+    with shared_service(tmp_path_factory.mktemp("browser") / "home", daemon=True) as shared:
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            drop_demo_batches(Lake(shared.for_cli(monkeypatch).lake))
+            for args in (
+                ["ingest", "sales/products"],
+                ["ingest", "sales/clients"],
+                ["materialize", "key:sales/names_and_products"],
+            ):
+                assert run_proven([*args, "--as", "bob"]) == 0
+        yield shared
+
+
 @pytest.fixture
-def ui(browser: WebDriver, webserver: Served) -> Page:
+def on_joined(joined: Shared, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    return joined.for_cli(monkeypatch)
+
+
+def signed_in_as_bob(browser: WebDriver, served: Served) -> Page:
     """The browser, signed in as bob (a producer of sales) at the login page."""
-    page = Page(browser, webserver.port)
+    page = Page(browser, served.port)
     page.sign_in("bob", demo_password("bob"))
     page.wait.until(lambda driver: "/login" not in driver.current_url)
     return page
 
 
 @pytest.fixture
-def joined(cli_env, spark, capsys) -> None:
-    """products@1 and clients@1 ingested, names_and_products@1 materialized, by bob through the CLI."""
-    drop_demo_batches(Lake(cli_env.lake))
-    for args in (
-        ["ingest", "sales/products"],
-        ["ingest", "sales/clients"],
-        ["materialize", "key:sales/names_and_products"],
-    ):
-        assert run_proven([*args, "--as", "bob"]) == 0
-    capsys.readouterr()
+def ui(browser: WebDriver, joined: Shared) -> Page:
+    return signed_in_as_bob(browser, joined.served)
 
 
 def until(condition: Callable[[], object], what: str, seconds: float = 120) -> object:
@@ -198,7 +215,7 @@ def until(condition: Callable[[], object], what: str, seconds: float = 120) -> o
     return found
 
 
-def test_an_asset_page_shows_its_governance_columns_and_column_lineage(ui, joined):
+def test_an_asset_page_shows_its_governance_columns_and_column_lineage(ui):
     ui.open("/assets/sales/names_and_products")
     page = ui.shows(
         "sales-owners",
@@ -222,18 +239,16 @@ def test_an_asset_page_shows_its_governance_columns_and_column_lineage(ui, joine
     )
 
 
-def test_the_plain_materialize_runs_for_the_signed_in_user_verified(ui, joined, cli_env, capsys, queue_only):
-    instance = instance_for(cli_env)
-    # A new input version, so the run makes a version of its own.
-    assert run_proven(["ingest", "sales/clients", "--as", "bob"]) == 0
+def test_the_plain_materialize_runs_for_the_signed_in_user_verified(ui, joined, on_joined, capsys):
+    instance = instance_for(on_joined)
     before = {r.run_id for r in instance.get_runs()}
-    ui.open("/assets/sales/names_and_products")
+    ui.open("/assets/sales/product_summary")
     ui.click("//button[normalize-space()='Materialize']")
     [launched] = until(lambda: [r for r in instance.get_runs() if r.run_id not in before], "a run of Materialize")
-    done = finished(instance, launched.run_id, queue_only)
+    done = finished(instance, launched.run_id, joined.daemon)
     assert done.is_success and done.tags["custody/requested_by"] == "bob"
-    ui.open("/assets/sales/names_and_products")
-    ui.shows("sales/names_and_products@2", "verified")
+    ui.open("/assets/sales/product_summary")
+    ui.shows("sales/product_summary@1", "verified")
     capsys.readouterr()
     assert run(["ledger", "show", "--run", launched.run_id, "--json"]) == 0
     entries = json.loads(capsys.readouterr().out)
@@ -243,29 +258,29 @@ def test_the_plain_materialize_runs_for_the_signed_in_user_verified(ui, joined, 
     assert {(e["actor"], e["assurance"]) for e in entries if e["action"] in ("materialize", "read")} == {
         ("bob", "verified")
     }
-    assert run(["versions", "sales/names_and_products", "--json"]) == 0
+    assert run(["versions", "sales/product_summary", "--json"]) == 0
     newest = json.loads(capsys.readouterr().out)[-1]
-    assert (newest["number"], newest["requested_by"], newest["assurance"]) == (2, "bob", "verified")
+    assert (newest["number"], newest["requested_by"], newest["assurance"]) == (1, "bob", "verified")
 
 
-def test_a_wrong_password_stays_at_the_login_and_logout_ends_the_session(browser, webserver):
-    page = Page(browser, webserver.port)
+def test_a_wrong_password_stays_at_the_login_and_logout_ends_the_session(browser, joined):
+    page = Page(browser, joined.served.port)
     page.sign_in("carol", "not-her-password", then="/assets")
     page.shows("Sign in to Custody", "carol: unknown user or wrong password")
     page.sign_in("carol", demo_password("carol"), then="/assets")
     page.wait.until(lambda driver: driver.current_url.endswith("/assets"))
     page.shows("names_and_products", "product_summary")
-    browser.get(f"http://127.0.0.1:{webserver.port}/logout")
+    browser.get(f"http://127.0.0.1:{joined.served.port}/logout")
     page.shows("Signed in as carol")
     page.click("//button[normalize-space()='Sign out']")
     page.shows("Sign in to Custody")
-    browser.get(f"http://127.0.0.1:{webserver.port}/assets")
+    browser.get(f"http://127.0.0.1:{joined.served.port}/assets")
     page.shows("Sign in to Custody")
     assert "/login?next=/assets" in browser.current_url
 
 
-def test_a_check_runs_on_demand_from_the_asset_s_checks_tab(ui, joined, cli_env, queue_only):
-    instance = instance_for(cli_env)
+def test_a_check_runs_on_demand_from_the_asset_s_checks_tab(ui, joined):
+    instance = instance_for(joined.settings)
     before = {r.run_id for r in instance.get_runs()}
     ui.open("/assets/sales/names_and_products?view=checks")
     ui.shows("files_intact", "inputs_as_declared")
@@ -275,7 +290,7 @@ def test_a_check_runs_on_demand_from_the_asset_s_checks_tab(ui, joined, cli_env,
     assert audit.asset_check_selection and {key.asset_key for key in audit.asset_check_selection} == {
         dg.AssetKey(["sales", "names_and_products"])
     }
-    assert finished(instance, audit.run_id, queue_only).is_success
+    assert finished(instance, audit.run_id, joined.daemon).is_success
     ui.open("/assets/sales/names_and_products?view=checks")
     ui.shows("Passed")
 
@@ -290,7 +305,8 @@ def owners_edits(cli_env, monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     monkeypatch.setenv("CUSTODY_SPECS_APPROVAL", "on")
 
 
-def test_owners_see_a_spec_waiting_for_approval_and_a_broken_one_with_its_problems(owners_edits, ui):
+def test_owners_see_a_spec_waiting_for_approval_and_a_broken_one_with_its_problems(owners_edits, browser, webserver):
+    ui = signed_in_as_bob(browser, webserver)
     ui.open("/assets/sales/products")
     ui.shows(
         "Pending approval:",

@@ -1,21 +1,30 @@
 """What `make ui` shows: Dagster's own webserver on the shared instance, behind Custody's login, asked
-through its GraphQL API by signed-in users."""
+through its GraphQL API by signed-in users.
+
+The tests share two services, each on a home of its own: one without Dagster's daemon, where what a
+test launches stays queued, and one with it. A test works on assets no other test on its home makes
+versions of, and reads only the runs and ledger entries made since it began. The DropZone sensor's
+test has a home of its own: the sensor would take every other test's batches."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import dagster as dg
+import pytest
 
 from assets.launch import instance_for
 from governance.batches import batch_stamp
 from governance.cli import run
+from governance.config import Settings
 from governance.demo import PRODUCTS, drop_demo_batches
 from governance.zones import Lake
 from tests.conftest import drop
-from tests.dagster_servers import SignedIn, finished, graphql, start_daemon, stop
+from tests.dagster_servers import Shared, SignedIn, finished, graphql, shared_service, start_daemon, stop
 from tests.helpers import run_proven
 
 ASSETS_QUERY = """{ assetNodes { assetKey { path } groupName description kinds
@@ -25,10 +34,44 @@ ASSETS_QUERY = """{ assetNodes { assetKey { path } groupName description kinds
 RUNS_QUERY = "{ runsOrError { ... on Runs { results { runId status tags { key value } } } } }"
 
 
-def test_the_ui_shows_specs_as_assets_and_cli_runs_with_their_versions(cli_env, spark, capsys, webserver):
-    dropped = drop_demo_batches(Lake(cli_env.lake))
+@pytest.fixture(scope="module")
+def queued(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
+    """The service without Dagster's daemon: a run launched from the UI stays queued."""
+    with shared_service(tmp_path_factory.mktemp("queued") / "home") as shared:
+        yield shared
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
+    """The service with Dagster's daemon, which takes the runs off the queue."""
+    with shared_service(tmp_path_factory.mktemp("running") / "home", daemon=True) as shared:
+        yield shared
+
+
+@pytest.fixture
+def on_queued(queued: Shared, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    return queued.for_cli(monkeypatch)
+
+
+@pytest.fixture
+def on_running(running: Shared, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    return running.for_cli(monkeypatch)
+
+
+def now() -> str:
+    """This moment, for `custody ledger show --since`."""
+    return datetime.now(UTC).isoformat()
+
+
+def run_ids(instance: dg.DagsterInstance) -> set[str]:
+    return {r.run_id for r in instance.get_runs()}
+
+
+def test_the_ui_shows_specs_as_assets_and_cli_runs_with_their_versions(on_queued, spark, capsys, queued):
+    before = run_ids(instance_for(on_queued))
+    dropped = drop_demo_batches(Lake(on_queued.lake))
     assert run_proven(["ingest", "sales/products", "--batch", dropped.products_batch, "--as", "bob"]) == 0
-    nodes = {"/".join(n["assetKey"]["path"]): n for n in graphql(webserver, ASSETS_QUERY)["assetNodes"]}
+    nodes = {"/".join(n["assetKey"]["path"]): n for n in graphql(queued.served, ASSETS_QUERY)["assetNodes"]}
     assert set(nodes) == {"sales/clients", "sales/products", "sales/names_and_products", "sales/product_summary"}
     products = nodes["sales/products"]
     assert products["groupName"] == "sales"
@@ -40,7 +83,7 @@ def test_the_ui_shows_specs_as_assets_and_cli_runs_with_their_versions(cli_env, 
     assert metadata["custody/version"]["text"] == "sales/products@1"
     assert metadata["rows_landed"]["intValue"] == 4 and metadata["rows_quarantined"]["intValue"] == 0
     assert metadata["path"]["path"].endswith("landing/sales/products/v=1")
-    runs = graphql(webserver, RUNS_QUERY)["runsOrError"]["results"]
+    runs = [r for r in graphql(queued.served, RUNS_QUERY)["runsOrError"]["results"] if r["runId"] not in before]
     assert [r["status"] for r in runs] == ["SUCCESS"]
     assert {"key": "custody/requested_by", "value": "bob"} in runs[0]["tags"]
 
@@ -80,20 +123,22 @@ CHECK_EXECUTIONS = """{ assetCheckExecutions(assetKey: {path: ["sales", "product
 PRODUCERS_ONLY = "it needs producer (sales-producers) or owner (sales-owners)"
 
 
-def test_a_refused_ui_launch_shows_its_reason_and_leaves_no_run(cli_env, capsys, webserver):
-    dropped = drop_demo_batches(Lake(cli_env.lake))
+def test_a_refused_ui_launch_shows_its_reason_and_leaves_no_run(on_queued, capsys, queued):
+    since, instance = now(), instance_for(on_queued)
+    runs, products = run_ids(instance), instance.get_latest_materialization_event(dg.AssetKey(["sales", "products"]))
+    checks = graphql(queued.served, CHECK_EXECUTIONS)["assetCheckExecutions"]
+    dropped = drop_demo_batches(Lake(on_queued.lake))
     config = {"ops": {"sales__products": {"config": {"batch": dropped.products_batch}}}}
     for user in ("eve", "dave"):
-        answer = launch_answer(webserver.as_user(user), ["sales", "products"], config)
+        answer = launch_answer(queued.served.as_user(user), ["sales", "products"], config)
         assert answer == {
             "__typename": "PythonError",
             "message": f"Custody refused this run: {user} may not ingest sales/products: {PRODUCERS_ONLY}",
         }
-    instance = instance_for(cli_env)
-    assert instance.get_runs() == []
-    assert not instance.get_latest_materialization_event(dg.AssetKey(["sales", "products"]))
-    assert graphql(webserver, CHECK_EXECUTIONS)["assetCheckExecutions"] == []
-    assert run(["ledger", "show", "--action", "ingest", "--json"]) == 0
+    assert run_ids(instance) == runs
+    assert instance.get_latest_materialization_event(dg.AssetKey(["sales", "products"])) == products
+    assert graphql(queued.served, CHECK_EXECUTIONS)["assetCheckExecutions"] == checks
+    assert run(["ledger", "show", "--action", "ingest", "--since", since, "--json"]) == 0
     decisions = json.loads(capsys.readouterr().out)
     assert [(d["actor"], d["assurance"], d["details"]["result"]) for d in decisions] == [
         ("eve", "verified", "denied"),
@@ -102,10 +147,12 @@ def test_a_refused_ui_launch_shows_its_reason_and_leaves_no_run(cli_env, capsys,
     assert {d["details"]["at"] for d in decisions} == {"submission"}
 
 
-def test_a_ui_launch_is_for_the_signed_in_user_and_a_tag_naming_another_is_refused(cli_env, capsys, webserver):
-    dropped = drop_demo_batches(Lake(cli_env.lake))
+def test_a_ui_launch_is_for_the_signed_in_user_and_a_tag_naming_another_is_refused(on_queued, capsys, queued):
+    since, instance = now(), instance_for(on_queued)
+    runs = run_ids(instance)
+    dropped = drop_demo_batches(Lake(on_queued.lake))
     config = {"ops": {"sales__products": {"config": {"batch": dropped.products_batch}}}}
-    eve = webserver.as_user("eve")
+    eve = queued.served.as_user("eve")
     answer = launch_answer(eve, ["sales", "products"], config, {"custody/requested_by": "bob"})
     assert answer == {
         "__typename": "PythonError",
@@ -116,24 +163,25 @@ def test_a_ui_launch_is_for_the_signed_in_user_and_a_tag_naming_another_is_refus
     }
     forged = eve.post("/graphql", {"query": "{ version }"}, headers={"X-Custody-Principal": "bob"})
     assert forged.status_code == 200  # the header a client sends is dropped; the session says who asks
-    assert instance_for(cli_env).get_runs() == []
-    assert run(["ledger", "show", "--action", "session", "--json"]) == 0
+    assert run_ids(instance) == runs
+    assert run(["ledger", "show", "--action", "session", "--since", since, "--json"]) == 0
     [refused] = json.loads(capsys.readouterr().out)
     assert (refused["actor"], refused["assurance"], refused["details"]["result"]) == ("eve", "verified", "denied")
     assert (refused["details"]["channel"], refused["details"]["method"]) == ("ui", "password")
 
 
-def test_a_ui_materialize_of_a_landing_asset_without_a_ready_batch_is_refused_at_launch(cli_env, capsys, webserver):
-    lake = Lake(cli_env.lake)
-    answer = launch_answer(webserver.as_user("bob"), ["sales", "products"], {})
+def test_a_ui_materialize_of_a_landing_asset_without_a_ready_batch_is_refused_at_launch(on_running, capsys, running):
+    """On the home with the daemon, where every test ingests each products batch it drops."""
+    since, instance, lake = now(), instance_for(on_running), Lake(on_running.lake)
+    runs, products = run_ids(instance), instance.get_latest_materialization_event(dg.AssetKey(["sales", "products"]))
+    answer = launch_answer(running.served.as_user("bob"), ["sales", "products"], {})
     assert answer == {
         "__typename": "PythonError",
         "message": f"Custody refused this run: no ready batch of sales/products in {lake.drop_dir(PRODUCTS)}",
     }
-    instance = instance_for(cli_env)
-    assert instance.get_runs() == []
-    assert not instance.get_latest_materialization_event(dg.AssetKey(["sales", "products"]))
-    assert run(["ledger", "show", "--action", "ingestion.failed", "--json"]) == 0
+    assert run_ids(instance) == runs
+    assert instance.get_latest_materialization_event(dg.AssetKey(["sales", "products"])) == products
+    assert run(["ledger", "show", "--action", "ingestion.failed", "--since", since, "--json"]) == 0
     [failed] = json.loads(capsys.readouterr().out)
     assert (failed["actor"], failed["details"]["at"], failed["details"]["error_type"]) == (
         "bob",
@@ -143,26 +191,24 @@ def test_a_ui_materialize_of_a_landing_asset_without_a_ready_batch_is_refused_at
     assert failed["details"]["error"] == f"no ready batch of sales/products in {lake.drop_dir(PRODUCTS)}"
 
 
-def test_allowed_ui_launches_queue_and_two_runs_of_one_asset_run_one_after_the_other(
-    cli_env, capsys, webserver, queue_only
-):
-    lake = Lake(cli_env.lake)
+def test_allowed_ui_launches_queue_and_two_runs_of_one_asset_run_one_after_the_other(on_running, capsys, running):
+    since, lake = now(), Lake(on_running.lake)
     batches = [drop_demo_batches(lake).products_batch for _ in range(2)]
-    bob = webserver.as_user("bob")
-    run_ids = [
+    bob = running.served.as_user("bob")
+    launched = [
         launch_from_ui(bob, ["sales", "products"], {"ops": {"sales__products": {"config": {"batch": batch}}}})
         for batch in batches
     ]
-    instance = instance_for(cli_env)
-    done = [finished(instance, run_id, queue_only) for run_id in run_ids]
+    instance = instance_for(on_running)
+    done = [finished(instance, run_id, running.daemon) for run_id in launched]
     assert all(r.is_success for r in done)
     assert all(r.tags["custody/writes/sales/products"] == "1" and r.tags["custody/domain/sales"] == "1" for r in done)
-    first, second = sorted((instance.get_run_record_by_id(run_id) for run_id in run_ids), key=lambda r: r.start_time)
+    first, second = sorted((instance.get_run_record_by_id(run_id) for run_id in launched), key=lambda r: r.start_time)
     assert second.start_time >= first.end_time
-    assert run(["ledger", "show", "--action", "ingest", "--json"]) == 0
+    assert run(["ledger", "show", "--action", "ingest", "--since", since, "--json"]) == 0
     decisions = json.loads(capsys.readouterr().out)
     assert sorted((d["run_id"], d["details"].get("at", "start")) for d in decisions) == sorted(
-        (run_id, at) for run_id in run_ids for at in ("submission", "start")
+        (run_id, at) for run_id in launched for at in ("submission", "start")
     )
     assert {(d["actor"], d["assurance"], d["details"]["result"]) for d in decisions} == {("bob", "verified", "allowed")}
     assert {r.tags["custody/requested_by"] for r in done} == {"bob"}
@@ -233,10 +279,10 @@ def reexecute(user: SignedIn, parent: str, tags: dict[str, str] | None = None) -
 
 
 def test_a_run_the_cli_launched_is_re_executed_from_the_ui_for_the_user_who_re_executes_it(
-    cli_env, spark, capsys, webserver, queue_only
+    on_running, spark, capsys, running
 ):
-    drop_demo_batches(Lake(cli_env.lake))
-    instance = instance_for(cli_env)
+    drop_demo_batches(Lake(on_running.lake))
+    instance = instance_for(on_running)
     for args in (
         ["ingest", "sales/products"],
         ["ingest", "sales/clients"],
@@ -247,7 +293,7 @@ def test_a_run_the_cli_launched_is_re_executed_from_the_ui_for_the_user_who_re_e
     # A new input version, so the re-execution makes a version of its own.
     assert run_proven(["ingest", "sales/clients", "--as", "bob"]) == 0
     runs = len(instance.get_runs())
-    as_eve = reexecute(webserver.as_user("eve"), parent.run_id)
+    as_eve = reexecute(running.served.as_user("eve"), parent.run_id)
     assert as_eve == {
         "__typename": "PythonError",
         "message": (
@@ -256,9 +302,9 @@ def test_a_run_the_cli_launched_is_re_executed_from_the_ui_for_the_user_who_re_e
         ),
     }
     assert len(instance.get_runs()) == runs
-    answer = reexecute(webserver.as_user("alice"), parent.run_id)
+    answer = reexecute(running.served.as_user("alice"), parent.run_id)
     assert answer["__typename"] == "LaunchRunSuccess", answer
-    child = finished(instance, answer["run"]["runId"], queue_only)
+    child = finished(instance, answer["run"]["runId"], running.daemon)
     assert child.is_success and child.parent_run_id == parent.run_id
     assert child.tags["custody/requested_by"] == "alice"
     capsys.readouterr()
@@ -267,17 +313,19 @@ def test_a_run_the_cli_launched_is_re_executed_from_the_ui_for_the_user_who_re_e
     assert [(v["number"], v["requested_by"]) for v in versions] == [(1, "bob"), (2, "alice")]
 
 
-def test_a_ui_re_execution_of_a_cli_run_carries_none_of_the_cli_process_s_tags(cli_env, spark, capsys, webserver):
-    dropped = drop_demo_batches(Lake(cli_env.lake))
-    assert run_proven(["ingest", "sales/products", "--batch", dropped.products_batch, "--as", "bob"]) == 0
-    instance = instance_for(cli_env)
-    [parent] = instance.get_runs()
+def test_a_ui_re_execution_of_a_cli_run_carries_none_of_the_cli_process_s_tags(on_queued, spark, capsys, queued):
+    instance = instance_for(on_queued)
+    before = run_ids(instance)
+    dropped = drop_demo_batches(Lake(on_queued.lake))
+    assert run_proven(["ingest", "sales/clients", "--batch", dropped.client_batches[0], "--as", "bob"]) == 0
+    [parent] = [r for r in instance.get_runs() if r.run_id not in before]
     cli_tags = {"custody/launched_from", "custody/pid", "custody/host"}
     assert cli_tags <= set(parent.tags)
-    answer = reexecute(webserver.as_user("bob"), parent.run_id)
+    answer = reexecute(queued.served.as_user("bob"), parent.run_id)
     assert answer["__typename"] == "LaunchRunSuccess", answer
     child = instance.get_run_by_id(answer["run"]["runId"])
     assert child.parent_run_id == parent.run_id and child.tags["custody/requested_by"] == "bob"
     assert not cli_tags & set(child.tags)
     for tag in cli_tags:
-        assert instance.get_runs(filters=dg.RunsFilter(tags={tag: parent.tags[tag]})) == [parent]
+        tagged = instance.get_runs(filters=dg.RunsFilter(tags={tag: parent.tags[tag]}))
+        assert [r for r in tagged if r.run_id not in before] == [parent]
