@@ -18,13 +18,12 @@ import pytest
 
 from assets.launch import instance_for
 from governance import ledger
-from governance.api import PASSWORD_VARIABLE
 from governance.errors import DuplicateBatch
 from governance.feeds.store import FeedStore
 from governance.ingest import ingest
 from governance.runs import RunRequest
 from tests.feed_server import running_feed_server
-from tests.helpers import cli, named_password
+from tests.helpers import cli
 from tests.test_feeds import (
     FEED,
     HOUR_START,
@@ -246,23 +245,8 @@ def test_a_raw_feed_lands_each_download_as_a_row_with_its_bytes(tmp_path: Path, 
     assert landed[1].fetched_at.replace(tzinfo=UTC) == HOUR_START + timedelta(minutes=1, milliseconds=250)
 
 
-def custody(*args: str) -> subprocess.CompletedProcess:
-    """`custody ARGS` as a user runs it: its own process, in the environment the test set, with the
-    password of the user --as names."""
-    password = named_password(args)
-    return subprocess.run(
-        [str(CUSTODY), *args],
-        cwd=ROOT,
-        env={**os.environ, **({PASSWORD_VARIABLE: password} if password else {})},
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-
-
 def test_custody_ingest_lands_a_feeds_hour_in_its_partition_the_named_batch_or_the_oldest_ready(
-    cli_env, tmp_path: Path, monkeypatch, catalog, lake
+    cli_env, tmp_path: Path, monkeypatch, catalog, lake, spark, capsys
 ):
     specs = feed_spec(tmp_path / "feed-specs", "https://prices.example/list")
     monkeypatch.setenv("CUSTODY_SPECS", str(specs))
@@ -271,12 +255,10 @@ def test_custody_ingest_lands_a_feeds_hour_in_its_partition_the_named_batch_or_t
         upload_archive(tmp_path, store, hour, [make_download(hour + timedelta(minutes=1), b'{"tick": 1, "price": 2}')])
     _, newer = land(store, lake, catalog, load(specs)[KEY], HOUR_START + timedelta(hours=3))
 
-    named = custody("ingest", "market/prices", "--batch", newer.batch_id, "--as", "bob")
-    assert named.returncode == 0, named.stderr
-    assert "committed market/prices@1" in named.stdout
-    oldest = custody("ingest", "market/prices", "--as", "bob")
-    assert oldest.returncode == 0, oldest.stderr
-    assert "committed market/prices@2" in oldest.stdout
+    code, out, err = cli(capsys, "ingest", "market/prices", "--batch", newer.batch_id, "--as", "bob")
+    assert code == 0 and "committed market/prices@1" in out, err
+    code, out, err = cli(capsys, "ingest", "market/prices", "--as", "bob")
+    assert code == 0 and "committed market/prices@2" in out, err
 
     assert [(v.number, v.label) for v in catalog.versions(KEY)] == [(1, "2026-11-23T15"), (2, "2026-11-23T14")]
     with instance_for(cli_env) as instance:
