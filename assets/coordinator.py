@@ -33,7 +33,7 @@ from dagster_graphql.implementation.utils import UserFacingGraphQLError
 from dagster_graphql.schema.errors import GraphenePythonError
 
 from assets.console import say, verbose
-from assets.factory import REQUESTED_BY_TAG, SYSTEM_TAGS, channel
+from assets.factory import REQUESTED_BY_TAG, channel, requester
 from assets.runs import PROCESS_TAGS
 from governance.access.guard import ANONYMOUS, enforce, record
 from governance.access.policy import Decision, Identity, Verb
@@ -140,7 +140,7 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
     def decide(self, run: dg.DagsterRun, launcher: Launcher = None) -> dict[str, str]:
         """Decide the run and record the decisions; the tags that name its requester and count it
         against its limits."""
-        from governance.access.guard import authorize_run, run_identity
+        from governance.access.guard import authorize_run
         from governance.dropzone import require_ready_batch
         from governance.runs import RunRequest
 
@@ -154,12 +154,8 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
             elif isinstance(launcher, NotSignedIn):
                 refuse_unsigned(catalog, run, launcher)
             else:
-                identity = run_identity(
-                    catalog,
-                    run.run_id,
-                    run.tags.get(REQUESTED_BY_TAG),
-                    system=any(tag in run.tags for tag in SYSTEM_TAGS),
-                )
+                landing = writes[0] if len(writes) == 1 and writes[0].is_landing else None
+                identity = requester(catalog, self.custody.lake, self.custody.policy(), run.run_id, run.tags, landing)
             how = launched_how(launcher) if isinstance(launcher, Principal) else channel(run.tags)
             authorize_run(catalog, self.custody.policy(), identity, specs, writes, checked, run.run_id, how)
             request = RunRequest(requested_by=identity.user, run_id=run.run_id, assurance=identity.assurance)

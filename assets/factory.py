@@ -24,11 +24,12 @@ from resources import CustodyResource, SparkResource
 if TYPE_CHECKING:
     from dagster._core.definitions.metadata import RawMetadataValue
 
-    from governance.access.policy import Identity
+    from governance.access.policy import Identity, Policy
+    from governance.catalog import Catalog
     from governance.catalog.models import VersionRow
     from governance.lineage.versioned import VersionColumns
     from governance.runs import RunRequest
-    from governance.zones import AssetKey
+    from governance.zones import AssetKey, Lake
 
 REQUESTED_BY_TAG = "custody/requested_by"
 PARTITION_FORMAT = "%Y-%m-%d-%H:%M"
@@ -36,6 +37,8 @@ PARTITION_FORMAT = "%Y-%m-%d-%H:%M"
 # the user a batch names, which is asserted: the sensor is the channel the ledger records.
 SYSTEM_TAGS = ("dagster/schedule_name",)
 SENSOR_TAG = "dagster/sensor_name"
+# The DropZone batch a sensor's run ingests.
+BATCH_TAG = "custody/batch"
 KINDS = {"spark", "parquet"}
 INGEST_RETRY = dg.RetryPolicy(max_retries=2, delay=2, backoff=dg.Backoff.EXPONENTIAL)
 TRANSIENT = (ConnectionError, TimeoutError)
@@ -319,13 +322,12 @@ def checked_request(
 ) -> "tuple[RunRequest, dict[AssetKey, VersionRow]]":
     """Who the run is for, allowed to ingest (or materialize, reading `inputs`) before any Spark
     work starts, and the input versions it reads; the decision is in the ledger either way."""
-    from governance.access.guard import authorize_step, run_identity
+    from governance.access.guard import authorize_step
     from governance.integrate import pinnable
 
     tags = context.run.tags
-    identity = run_identity(
-        custody.catalog, context.run_id, tags.get(REQUESTED_BY_TAG), system=any(tag in tags for tag in SYSTEM_TAGS)
-    )
+    landing = spec if inputs is None else None
+    identity = requester(custody.catalog, custody.lake, custody.policy(), context.run_id, tags, landing)
     request = run_request(context, spec, identity)
     pins = pinnable(custody.catalog, spec, request) if inputs is not None else {}
     authorize_step(
@@ -339,6 +341,26 @@ def checked_request(
         channel(tags),
     )
     return request, pins
+
+
+def requester(
+    catalog: "Catalog", lake: "Lake", policy: "Policy", run_id: str, tags: "Mapping[str, str]", landing: Spec | None
+) -> "Identity":
+    """Who a run is for. A run the DropZone sensor launched for a batch of `landing` is for the owner
+    of the batch's folder, verified so, when its requester tag names them; any other run is as
+    `run_identity` finds it (verified by the CLI or the UI for its run id, else as its tag asserts)."""
+    from governance.access.guard import run_identity
+
+    tagged = tags.get(REQUESTED_BY_TAG)
+    batch = tags.get(BATCH_TAG)
+    if landing is not None and batch and SENSOR_TAG in tags:
+        from governance.dropzone import batch_requester
+
+        with suppress(CustodyError):  # a batch gone or unreadable: its step refuses it with the reason
+            owner = batch_requester(lake, policy, landing, batch)
+            if owner.user == tagged:
+                return owner
+    return run_identity(catalog, run_id, tagged, system=any(tag in tags for tag in SYSTEM_TAGS))
 
 
 def channel(tags: "Mapping[str, str]") -> dict[str, str]:

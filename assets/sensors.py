@@ -1,4 +1,4 @@
-"""The DropZone sensor: one ingestion run per ready batch, for the requester its `_batch.yaml` names."""
+"""The DropZone sensor: one ingestion run per ready batch, for the owner of the batch's folder."""
 
 # No `from __future__ import annotations` here: Dagster reads the sensor function's annotations at runtime.
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 from dagster._core.storage.tags import RUN_KEY_TAG, SENSOR_NAME_TAG
 
-from assets.factory import PARTITION_FORMAT, REQUESTED_BY_TAG
+from assets.factory import BATCH_TAG, PARTITION_FORMAT, REQUESTED_BY_TAG
 from governance.config import DROPZONE_SENSOR_SECONDS
 from governance.spec import Spec, SpecSet
 from resources import CustodyResource
@@ -26,7 +26,6 @@ FEEDS_EVERY_SECONDS = 60
 HEALTH_EVERY = timedelta(minutes=15)
 # What changes a feed's state, shown on its asset at the next tick.
 STATE = ("custody/collectors_running", "custody/replicas", "custody/last_error")
-BATCH_TAG = "custody/batch"
 
 
 def dropzone_sensor(
@@ -45,8 +44,9 @@ def dropzone_sensor(
         default_status=dg.DefaultSensorStatus.RUNNING if running else dg.DefaultSensorStatus.STOPPED,
         minimum_interval_seconds=every_seconds,
         required_resource_keys={"custody"},
-        description="One ingestion run per ready DropZone batch, as the user its _batch.yaml names; "
-        "a batch that user may not ingest is refused in the ledger and reported once.",
+        description="One ingestion run per ready DropZone batch, for the owner of its folder (as the "
+        "os_users setting maps it); a batch that user may not ingest, or whose _batch.yaml names someone "
+        "else, is refused in the ledger and reported once.",
     )
     def custody_dropzone(context: dg.SensorEvaluationContext) -> Iterator[dg.RunRequest | dg.SkipReason]:
         from governance.dropzone import watch

@@ -20,6 +20,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from governance.access.directory import NAME as USER_NAME
 from governance.errors import BatchError, InvalidName, NotFound, UnsafePath, UnsafeYaml, shown
+from governance.runs import user_name
 from governance.versions import CHUNK, BatchRecord, FileEntry
 from governance.yamlsource import safe_load, yaml_problem
 from governance.zones import AssetKey, Lake, check_batch_id
@@ -216,6 +217,18 @@ def _meta_digest(path: Path) -> str:
         if not stat.S_ISREG(status.st_mode):
             return f"{status.st_mtime_ns}.{status.st_size}"
         return hashlib.sha256(handle.read(MAX_META_BYTES + 1)).hexdigest()[:16]
+
+
+def batch_owner(lake: Lake, key: AssetKey, batch_id: str) -> str:
+    """The OS user who owns the batch's folder: whoever made it, since only root can give a folder
+    to someone else."""
+    try:
+        folder = lake.batch_dir(key, batch_id)
+        return user_name(folder.stat(follow_symlinks=False).st_uid)
+    except (InvalidName, UnsafePath) as err:
+        raise BatchError(f"batch {batch_id!r} of {key}: {err}") from err
+    except FileNotFoundError as err:
+        raise NotFound(f"batch {batch_id!r} of {key} is gone from the DropZone") from err
 
 
 def batch_meta(lake: Lake, key: AssetKey, batch_id: str) -> BatchMeta:

@@ -1,4 +1,8 @@
-"""Watching the DropZone: which ready batches to ingest, as whom, and which to report as refused."""
+"""Watching the DropZone: which ready batches to ingest, as whom, and which to report as refused.
+
+A batch is ingested for the OS user who owns its folder, as the `os_users` policy setting maps it to
+the directory: a producer can drop a batch only as themselves. `requested_by` in `_batch.yaml` may
+say so too, and a batch where it names someone else is refused."""
 
 from __future__ import annotations
 
@@ -9,17 +13,21 @@ from typing import Any
 from governance import ledger
 from governance.access.guard import ANONYMOUS, record
 from governance.access.policy import Decision, Identity, Policy, Verb
-from governance.batches import batch_meta, batch_stamp, ready_batches
+from governance.batches import batch_meta, batch_owner, batch_stamp, ready_batches
 from governance.catalog import Catalog
 from governance.errors import BatchError, NotFound
 from governance.runs import Assurance, RunRequest, record_failure
 from governance.spec import Spec
 from governance.zones import Lake
 
+# How a batch's requester is known: the owner of its folder; and the channel of the sensor's runs.
+FOLDER_OWNER = "folder-owner"
+SENSOR_CHANNEL = "sensor"
+
 
 @dataclass(frozen=True)
 class ReadyBatch:
-    """A batch to ingest, for the requester its `_batch.yaml` names."""
+    """A batch to ingest, for the owner of its folder."""
 
     spec: Spec
     batch_id: str
@@ -58,8 +66,9 @@ def watch(
     catalog: Catalog, lake: Lake, policy: Policy, specs: Iterable[Spec], reported: frozenset[str], via: str
 ) -> Watch:
     """Every ready batch of the landing `specs` not yet ingested. A batch whose `_batch.yaml` cannot be
-    read, names nobody, or names a user who may not ingest it is refused, and the refusal goes to the
-    ledger, unless `reported` holds it as it stands. A batch that disappears meanwhile is left out."""
+    read or names someone other than the owner of its folder, or whose owner may not ingest it, is
+    refused, and the refusal goes to the ledger, unless `reported` holds it as it stands. A batch that
+    disappears meanwhile is left out."""
     ready: list[ReadyBatch] = []
     refused: list[Refusal] = []
     still: set[str] = set()
@@ -76,7 +85,10 @@ def watch(
             if stamp in reported:
                 still.add(stamp)
                 continue
-            decision = _decide(lake, policy, spec, batch_id)
+            try:
+                decision = _decide(lake, policy, spec, batch_id)
+            except NotFound:
+                continue
             if decision.allowed:
                 ready.append(ReadyBatch(spec, batch_id, decision.identity.user, found))
                 continue
@@ -87,22 +99,29 @@ def watch(
 
 
 def _decide(lake: Lake, policy: Policy, spec: Spec, batch_id: str) -> Decision:
-    """May the user the batch names ingest it? Whoever a `_batch.yaml` names is asserted, not proven."""
+    """May the batch's requester ingest it? The requester is the owner of the batch's folder, which
+    the producer cannot make anyone else: `_batch.yaml` can only agree with it."""
     try:
         meta = batch_meta(lake, spec.key, batch_id)
+        identity = batch_requester(lake, policy, spec, batch_id)
     except BatchError as err:
-        return Decision(
-            Identity(ANONYMOUS, Assurance.NONE),
-            Verb.INGEST,
-            str(spec.key),
-            False,
-            str(err),
-            directory=policy.source or None,
-        )
+        anonymous = Identity(ANONYMOUS, Assurance.NONE, channel=SENSOR_CHANNEL)
+        return Decision(anonymous, Verb.INGEST, str(spec.key), False, str(err), directory=policy.source or None)
     named = meta.requested_by
-    return policy.decide(
-        Identity(named or ANONYMOUS, Assurance.ASSERTED if named else Assurance.NONE), Verb.INGEST, spec
-    )
+    if named is not None and named != identity.user:
+        reason = (
+            f"the batch names {named}, but its folder belongs to {identity.origin.removeprefix('folder of ')}, "
+            f"{identity.user} in the directory: a batch is ingested for the owner of its folder"
+        )
+        return Decision(identity, Verb.INGEST, str(spec.key), False, reason, directory=policy.source or None)
+    return policy.decide(identity, Verb.INGEST, spec)
+
+
+def batch_requester(lake: Lake, policy: Policy, spec: Spec, batch_id: str) -> Identity:
+    """Who a batch is ingested for: the OS user owning its folder, as the `os_users` setting maps it."""
+    owner = batch_owner(lake, spec.key, batch_id)
+    user = policy.os_users.get(owner, owner)
+    return Identity(user, Assurance.VERIFIED, FOLDER_OWNER, SENSOR_CHANNEL, f"folder of OS user {owner}")
 
 
 def next_batch(catalog: Catalog, lake: Lake, spec: Spec) -> str:

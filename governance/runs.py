@@ -23,10 +23,15 @@ Progress = Callable[[str], None]
 def os_user() -> str:
     """Who runs this process, as the operating system knows its user (not as the environment's
     LOGNAME or USER say): the actor of housekeeping."""
+    return user_name(os.geteuid())
+
+
+def user_name(uid: int) -> str:
+    """The name of an OS user id, as the passwd database has it."""
     try:
-        return pwd.getpwuid(os.geteuid()).pw_name
+        return pwd.getpwuid(uid).pw_name
     except KeyError:  # a user id without a passwd entry, as in some containers
-        return f"uid {os.geteuid()}"
+        return f"uid {uid}"
 
 
 def quiet(_message: str) -> None:

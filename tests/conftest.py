@@ -27,7 +27,7 @@ from governance.demo import (
     DemoRound,
     drop_demo_batches,
 )
-from governance.runs import RunRequest
+from governance.runs import RunRequest, os_user
 from governance.runtime import require_java
 from governance.spec import SpecSet, load_specs
 from governance.zones import AssetKey, Lake
@@ -289,6 +289,13 @@ def cli_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
     monkeypatch.delenv("CUSTODY_LAKE", raising=False)
     monkeypatch.setenv("CUSTODY_CATALOG_URL", settings.catalog_url)
     return settings
+
+
+@pytest.fixture
+def folders_made_by_bob(cli_env: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The OS user running the tests, who makes every DropZone folder, is bob (a producer) in the
+    directory: the mapping every process of the test's home pins at its first use."""
+    monkeypatch.setenv("CUSTODY_OS_USERS", f"{os_user()}=bob")
 
 
 def drop(lake: Lake, asset: str, batch_id: str, files: dict[str, bytes | Path], **meta: str) -> Path:

@@ -5,16 +5,20 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from sqlmodel import select
 
 from governance import ledger
+from governance.access.settings import pinned_settings
 from governance.api import PASSWORD_VARIABLE
 from governance.catalog import Catalog
 from governance.catalog.models import VersionRow
 from governance.cli import run
+from governance.config import Settings
 from governance.demo import demo_password
+from governance.runs import os_user
 from governance.zones import AssetKey, Lake, Zone
 
 # The password of the user --as or --by names, as the demo directory documents it.
@@ -64,6 +68,12 @@ def named_password(args: Sequence[str]) -> str | None:
     """The demo password of the user `--as` or `--by` names in `args`; None when none is named."""
     named = [args[i + 1] for i, arg in enumerate(args[:-1]) if arg in ("--as", "--by")]
     return demo_password(named[0]) if named else None
+
+
+def os_user_is(settings: Settings, user: str) -> None:
+    """Pin the `os_users` setting of the home of `settings` at its first use: the OS user running
+    the tests, who makes every DropZone folder, is `user` in the directory."""
+    pinned_settings(Catalog.from_settings(settings, {}), replace(settings, os_users=f"{os_user()}={user}"), {})
 
 
 def verify_ledger(catalog: Catalog) -> ledger.Verification:

@@ -16,6 +16,7 @@ from assets.sensors import FEEDS_SENSOR, SENSOR, feeds_cursor
 from governance.batches import batch_stamp, ready_batches
 from governance.feeds.replicas import beat, new_lease
 from governance.feeds.store import FeedStore
+from tests.helpers import os_user_is
 from tests.test_feeds import (
     FEED,
     HOUR_START,
@@ -90,8 +91,9 @@ def test_a_partition_whose_hour_has_no_ready_batch_fails_saying_why(feed_specs, 
 
 
 def test_the_feeds_sensor_drops_complete_hours_the_dropzone_sensor_requests_their_partition(
-    tmp_path: Path, feed_specs, resources, store, lake
+    tmp_path: Path, feed_specs, resources, store, lake, settings
 ):
+    os_user_is(settings, "bob")  # who runs the feeds' landing owns the hours' folders: bob, the feed's producer
     archive_hour(tmp_path, store)
     beat(
         store,

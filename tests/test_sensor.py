@@ -1,4 +1,6 @@
-"""The DropZone sensor: one ingestion run per ready batch, as the user its `_batch.yaml` names; refusals recorded once."""
+"""The DropZone sensor: one ingestion run per ready batch, for the owner of the batch's folder as the
+directory knows them (the OS user running the tests, mapped to bob, the producer, unless a test says
+otherwise); `_batch.yaml` naming anyone else is refused; refusals recorded once."""
 
 from __future__ import annotations
 
@@ -13,15 +15,30 @@ from assets.definitions import definitions_for, defs
 from assets.factory import build_assets
 from assets.sensors import SENSOR
 from governance import ledger
+from governance.access.policy import Identity
+from governance.access.settings import change_setting
 from governance.batches import READY_MARKER, batch_stamp
 from governance.config import Settings
 from governance.demo import PRODUCTS, drop_demo_batches
 from governance.errors import InvalidInput
+from governance.runs import Assurance, os_user
 from tests.conftest import drop
+from tests.helpers import os_user_is
 
 CSV = b"product_id,product_name,category,unit_price\nP1,Pen,office,1.50\n"
 # A price that is no number: its row is quarantined, over the products' max_bad_fraction of 0.
 BAD_CSV = b"product_id,product_name,category,unit_price\nP1,Pen,office,cheap\n"
+
+
+@pytest.fixture(autouse=True)
+def batches_dropped_by_bob(settings) -> None:
+    os_user_is(settings, "bob")
+
+
+def map_os_user_to(catalog, settings, user: str) -> None:
+    """An admin's change of the `os_users` setting: the OS user running the tests becomes `user`."""
+    admin = Identity("alice", Assurance.VERIFIED)
+    change_setting(catalog, settings, {}, admin, "os_users", f"{os_user()}={user}")
 
 
 @pytest.fixture
@@ -118,7 +135,8 @@ def test_a_batch_without_ready_marker_or_already_ingested_is_not_requested(spark
     assert not [r for r in requests if r.run_key.startswith("sales/products/")]
 
 
-def test_a_requester_who_may_not_ingest_is_refused_in_the_ledger_once(catalog, lake, evaluate):
+def test_a_requester_who_may_not_ingest_is_refused_in_the_ledger_once(catalog, settings, lake, evaluate):
+    map_os_user_to(catalog, settings, "eve")
     drop(lake, "sales/products", "from-eve", {"products.csv": CSV}, requested_by="eve")
     requests, skip = evaluate()
     assert requests == [] and skip == "no new ready batch; 1 refused batch(es) wait for a fix"
@@ -128,7 +146,33 @@ def test_a_requester_who_may_not_ingest_is_refused_in_the_ledger_once(catalog, l
     assert len(refusals(catalog)) == 1
     with catalog.session() as session:
         [entry] = ledger.entries(session, ledger.LedgerFilter(action="ingest"))
-    assert (entry.assurance, json.loads(entry.details)["via"]) == ("asserted", f"sensor {SENSOR}")
+    details = json.loads(entry.details)
+    assert (entry.assurance, details["method"], details["channel"]) == ("verified", "folder-owner", "sensor")
+    assert (details["origin"], details["via"]) == (f"folder of OS user {os_user()}", f"sensor {SENSOR}")
+
+
+def test_a_batch_whose_yaml_names_someone_else_than_its_folder_s_owner_is_refused(catalog, lake, evaluate):
+    drop(lake, "sales/products", "for-alice", {"products.csv": CSV}, requested_by="alice")
+    assert evaluate()[0] == []
+    reason = (
+        f"the batch names alice, but its folder belongs to OS user {os_user()}, bob in the directory: "
+        "a batch is ingested for the owner of its folder"
+    )
+    assert refusals(catalog) == [("bob", "for-alice", reason)]
+
+
+def test_a_batch_that_names_nobody_is_for_the_owner_of_its_folder(lake, evaluate):
+    drop(lake, "sales/products", "unnamed", {"products.csv": CSV})
+    [request] = evaluate()[0]
+    assert (request.tags["custody/batch"], request.tags["custody/requested_by"]) == ("unnamed", "bob")
+
+
+def test_the_run_of_a_batch_acts_for_its_folder_s_owner_verified(catalog, lake, evaluate, launch):
+    drop(lake, "sales/products", "b1", {"products.csv": CSV}, requested_by="bob")
+    [request] = evaluate()[0]
+    assert launch(request).success
+    [version] = catalog.versions(PRODUCTS)
+    assert (version.requested_by, version.assurance) == ("bob", "verified")
 
 
 def test_a_refused_batch_the_producer_fixes_is_requested_at_the_next_tick(catalog, lake, evaluate):
@@ -143,15 +187,13 @@ def test_a_refused_batch_the_producer_fixes_is_requested_at_the_next_tick(catalo
 @pytest.mark.parametrize(
     "meta, reason",
     [
-        (None, "the request names no user: say who asks (custody/requested_by run tag, --as or --by)"),
         ("requested_by: [bob]\n", "requested_by: "),
         ('requested_by: "bob\'; DROP TABLE version;--"\n', "not a directory user name"),
     ],
 )
-def test_a_batch_that_names_nobody_or_names_badly_is_refused_with_the_reason(catalog, lake, evaluate, meta, reason):
+def test_a_batch_whose_yaml_names_badly_is_refused_with_the_reason(catalog, lake, evaluate, meta, reason):
     folder = drop(lake, "sales/products", "b1", {"products.csv": CSV})
-    if meta is not None:
-        (folder / "_batch.yaml").write_text(meta)
+    (folder / "_batch.yaml").write_text(meta)
     assert evaluate()[0] == []
     [(actor, batch, said)] = refusals(catalog)
     assert (actor, batch) == ("anonymous", "b1") and reason in said

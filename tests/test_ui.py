@@ -236,7 +236,7 @@ def sensor_ticks(served) -> set[str]:
 
 
 def test_the_dropzone_sensor_ingests_each_ready_batch_once_and_refuses_once_across_restarts(
-    cli_env, capsys, webserver, daemon
+    cli_env, folders_made_by_bob, capsys, webserver, daemon
 ):
     lake = Lake(cli_env.lake)
     drop(lake, "sales/products", "from-bob", {"products.csv": PRODUCTS_CSV}, requested_by="bob")
@@ -264,7 +264,7 @@ def test_the_dropzone_sensor_ingests_each_ready_batch_once_and_refuses_once_acro
     assert run(["ledger", "show", "--action", "ingest", "--json"]) == 0
     refused = [d for d in json.loads(capsys.readouterr().out) if d["details"]["result"] == "denied"]
     assert [(d["actor"], d["details"]["batch"], d["details"]["via"]) for d in refused] == [
-        ("eve", "from-eve", "sensor custody_dropzone")
+        ("bob", "from-eve", "sensor custody_dropzone")  # bob's folder, which names eve
     ]
 
 

@@ -81,7 +81,7 @@ def make_ui(tmp_path: Path, *make_args: str) -> Iterator[Console]:
 
 
 @pytest.fixture
-def ui(cli_env, tmp_path, monkeypatch, capsys) -> Iterator[Console]:
+def ui(cli_env, folders_made_by_bob, tmp_path, monkeypatch, capsys) -> Iterator[Console]:
     """`make ui`, with approval on and only sales/names_and_products applied: the DropZone sensor's
     run of a products batch is refused when the daemon submits it."""
     monkeypatch.setenv("CUSTODY_SPECS_APPROVAL", "on")
