@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 
 REQUESTED_BY_TAG = "custody/requested_by"
 PARTITION_FORMAT = "%Y-%m-%d-%H:%M"
-# Runs a schedule launched: their requester is established by the system. A sensor's runs are for
-# the user a batch names, which is asserted: the sensor is the channel the ledger records.
+# Runs a schedule launched: their requester is established by the system. The DropZone sensor's
+# runs are for the owner of their batch's folder (see `requester`); the sensor is their channel.
 SYSTEM_TAGS = ("dagster/schedule_name",)
 SENSOR_TAG = "dagster/sensor_name"
 # The DropZone batch a sensor's run ingests.
