@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any
 
 from governance.access.guard import authenticate
 from governance.access.local import LocalUser, local_user, record_local, refuse_acting_as
@@ -110,10 +110,6 @@ class Custody:
     def local(self) -> LocalUser:
         """The OS user running this process, as the pinned `os_users` setting maps it to the directory."""
         return local_user(self.policy.os_users)
-
-    def unproven(self, user: str | None) -> TypeGuard[str]:
-        """Whether asking as `user` would name someone other than the local user, with no password at hand."""
-        return user is not None and user != self.local.user and PASSWORD_VARIABLE not in self.environ
 
     def authenticate(
         self, user: str, password: str, run_id: str | None = None, details: Mapping[str, Any] | None = None

@@ -85,7 +85,7 @@ def test_a_wrong_password_is_denied_recorded_and_launches_nothing(ldap_env, caps
     assert instance_for(ldap_env).get_runs() == []
 
 
-def test_a_classification_can_require_a_verified_identity(ldap_env, spark, capsys, monkeypatch):
+def test_acting_as_another_user_needs_their_password_which_an_ldap_bind_checks(ldap_env, spark, capsys, monkeypatch):
     monkeypatch.setenv("CUSTODY_REQUIRE_VERIFIED", "internal")
     code, _, err = cli(capsys, monkeypatch, "ingest", "sales/products", "--as", "bob")
     assert code == 3 and "acting as bob needs bob's password" in err

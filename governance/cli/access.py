@@ -55,7 +55,8 @@ def access_check(
 ) -> None:
     """What USER may do to the asset, and why. Nothing is changed, and no decision recorded (a password check is).
 
-    Another user's rights are explained without their password, as a name given without proof has them."""
+    Another user's rights are explained as a name given without proof has them, unless their
+    password comes with --password-stdin."""
     from governance.access.grants import explained
     from governance.access.policy import Identity
 
@@ -67,7 +68,8 @@ def access_check(
         custody = open_custody(load_settings())
         spec = spec_of(custody, key)
         password = read_password(password_stdin)
-        if password is None and custody.unproven(as_user):
+        if password is None and as_user is not None and as_user != custody.local.user:
+            # Not CUSTODY_PASSWORD, which is the caller's own more often than the user's explained.
             identity = Identity.asserted(as_user)
         else:
             identity = custody.identity(as_user, password)
