@@ -148,6 +148,7 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
         writes = written(run, specs)
         checked = [spec for spec in checked_only(run, specs) if spec not in writes]
         catalog = self.custody.catalog
+        policy = self.custody.policy()
         try:
             if isinstance(launcher, Principal):
                 identity = signed_in(catalog, run, launcher)
@@ -155,9 +156,9 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
                 refuse_unsigned(catalog, run, launcher)
             else:
                 landing = writes[0] if len(writes) == 1 and writes[0].is_landing else None
-                identity = requester(catalog, self.custody.lake, self.custody.policy(), run.run_id, run.tags, landing)
+                identity = requester(catalog, self.custody.lake, policy, run.run_id, run.tags, landing)
             how = launched_how(launcher) if isinstance(launcher, Principal) else channel(run.tags)
-            authorize_run(catalog, self.custody.policy(), identity, specs, writes, checked, run.run_id, how)
+            authorize_run(catalog, policy, identity, specs, writes, checked, run.run_id, how)
             request = RunRequest(requested_by=identity.user, run_id=run.run_id, assurance=identity.assurance)
             for spec in awaiting_a_batch(run, writes):
                 require_ready_batch(catalog, self.custody.lake, spec, request, {"at": "submission", **how})

@@ -327,12 +327,13 @@ def checked_request(
 
     tags = context.run.tags
     landing = spec if inputs is None else None
-    identity = requester(custody.catalog, custody.lake, custody.policy(), context.run_id, tags, landing)
+    policy = custody.policy()
+    identity = requester(custody.catalog, custody.lake, policy, context.run_id, tags, landing)
     request = run_request(context, spec, identity)
     pins = pinnable(custody.catalog, spec, request) if inputs is not None else {}
     authorize_step(
         custody.catalog,
-        custody.policy(),
+        policy,
         identity,
         spec,
         inputs,

@@ -103,7 +103,7 @@ class Custody:
         identity = local.identity(self.channel)
         if run_id is not None:
             with closing_checkpoint():
-                record_local(self.store, policy, local, identity, run_id)
+                record_local(self.store, policy, local, self.channel, run_id)
         return identity
 
     @property

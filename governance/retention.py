@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import text
 from sqlmodel import Session, select
@@ -22,8 +23,11 @@ from governance.catalog.models import Criticality, VersionRow, VersionStatus
 from governance.errors import EnvironmentProblem, InvalidInput, NotFound, Protected
 from governance.lineage.graph import protected_ids
 from governance.runs import Progress, quiet
-from governance.spec import Retention
+from governance.spec import Retention, Spec
 from governance.zones import AssetKey, Lake, VersionRef
+
+if TYPE_CHECKING:
+    from governance.access.policy import Identity, Policy
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,24 @@ class StatusChange:
     after: str
     protected_upstream: int
     purged_upstream: tuple[str, ...]
+
+
+def change_status(
+    catalog: Catalog,
+    policy: Policy,
+    identity: Identity,
+    spec: Spec | None,
+    ref: VersionRef,
+    status: Criticality,
+    details: Mapping[str, str] | None = None,
+) -> StatusChange:
+    """Mark a version's status as `identity`, an owner of its asset: decided and recorded first."""
+    from governance.access.guard import authorize
+    from governance.access.policy import Verb
+
+    said = {**(details or {}), "to": status.value}
+    authorize(catalog, policy, identity, Verb.STATUS, spec, version=ref.number, details=said)
+    return set_status(catalog, ref, status, identity.user, identity.assurance)
 
 
 def set_status(

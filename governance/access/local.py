@@ -44,10 +44,11 @@ def local_user(os_users: Mapping[str, str]) -> LocalUser:
     return LocalUser(name, os_users.get(name, name), socket.gethostname(), os.getpid())
 
 
-def record_local(catalog: Catalog, policy: Policy, local: LocalUser, identity: Identity, run_id: str) -> None:
+def record_local(catalog: Catalog, policy: Policy, local: LocalUser, channel: str, run_id: str) -> None:
     """The local user established for a run, as an `authenticate` entry its steps find by run id."""
     reason = f"{local.os_user} runs this process, which is {local.user} in the directory"
-    record(catalog, Decision(identity, Verb.AUTHENTICATE, None, True, reason, directory=policy.source or None), run_id)
+    decision = Decision(local.identity(channel), Verb.AUTHENTICATE, None, True, reason, directory=policy.source or None)
+    record(catalog, decision, run_id)
 
 
 def refuse_acting_as(catalog: Catalog, policy: Policy, local: LocalUser, user: str, channel: str) -> NoReturn:

@@ -24,7 +24,7 @@ from governance.cli.common import (
     service_client,
     signed_in_as,
 )
-from governance.retention import StatusChange, set_status
+from governance.retention import StatusChange, change_status
 from governance.retention import purge as purge_versions
 from governance.zones import Lake, VersionRef
 
@@ -62,16 +62,9 @@ def status(
 
 
 def _set_status(ref: VersionRef, value: Criticality, by: str | None, password_stdin: bool) -> StatusChange:
-    from governance.access.guard import authorize
-    from governance.access.policy import Verb
-
     custody = open_custody(load_settings())
     identity = identify(custody, by, password_stdin)
-    spec = custody.specs.get(ref.key)
-    authorize(
-        custody.store, custody.policy, identity, Verb.STATUS, spec, version=ref.number, details={"to": value.value}
-    )
-    return set_status(custody.store, ref, value, identity.user, identity.assurance)
+    return change_status(custody.store, custody.policy, identity, custody.specs.get(ref.key), ref, value)
 
 
 @app.command()

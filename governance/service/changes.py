@@ -12,11 +12,10 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from governance.access.grants import change_role, explained, parse_role, show
-from governance.access.guard import authorize
 from governance.access.policy import Identity, Verb
 from governance.catalog.models import Criticality
 from governance.errors import NotFound
-from governance.retention import set_status
+from governance.retention import change_status
 from governance.service.api import Caller, answer, identity_of, key_of, recorded
 from governance.service.context import Service, service_of
 from governance.spec import Spec
@@ -93,15 +92,9 @@ def status(principal: Caller, request: Request, domain: str, name: str, number: 
     custody = service.custody
     ref = VersionRef(key_of(domain, name), number)
     value = Criticality.parse(wanted.status)
-    identity = identity_of(principal)
-    details = {**recorded(principal), "to": value.value}
-    authorize(
-        custody.store,
-        custody.policy,
-        identity,
-        Verb.STATUS,
-        service.specs().get(ref.key),
-        version=number,
-        details=details,
+    spec = service.specs().get(ref.key)
+    return answer(
+        asdict(
+            change_status(custody.store, custody.policy, identity_of(principal), spec, ref, value, recorded(principal))
+        )
     )
-    return answer(asdict(set_status(custody.store, ref, value, identity.user, identity.assurance)))
