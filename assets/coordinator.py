@@ -221,7 +221,7 @@ def launched_by(context: dg.SubmitRunContext) -> Launcher:
 def signed_in(catalog: Catalog, run: dg.DagsterRun, principal: Principal) -> Identity:
     """The signed-in user the run is for, verified, recorded as a `session` decision of the run. A
     requester tag that names someone else is refused, but on a re-execution, which copied its parent's."""
-    identity = Identity(principal.user, Assurance.VERIFIED, principal.method, "ui")
+    identity = Identity(principal.user, Assurance.VERIFIED, principal.method, principal.channel)
     details = launched_how(principal)
     tagged = run.tags.get(REQUESTED_BY_TAG)
     if tagged and tagged != principal.user and PARENT_RUN_TAG not in run.tags:
@@ -230,14 +230,15 @@ def signed_in(catalog: Catalog, run: dg.DagsterRun, principal: Principal) -> Ide
             "a run launched from the UI is for the signed-in user"
         )
         enforce(catalog, Decision(identity, Verb.SESSION, None, False, reason), run.run_id, details)
-    reason = f"{principal.user} launched the run signed in to the UI ({principal.method})"
+    where = "signed in to the UI" if principal.channel == "ui" else f"through the {principal.channel}"
+    reason = f"{principal.user} launched the run {where} ({principal.method})"
     enforce(catalog, Decision(identity, Verb.SESSION, None, True, reason), run.run_id, details)
     return identity
 
 
 def launched_how(principal: Principal) -> dict[str, str]:
-    """What the ledger keeps of how a run launched from the UI reached us."""
-    return {"channel": "ui", "method": principal.method, "session": principal.reference}
+    """What the ledger keeps of how a run launched from the UI, or asked of the API, reached us."""
+    return {"channel": principal.channel, "method": principal.method, "session": principal.reference}
 
 
 def refuse_unsigned(catalog: Catalog, run: dg.DagsterRun, refusal: NotSignedIn) -> NoReturn:

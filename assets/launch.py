@@ -24,6 +24,7 @@ from assets.runs import LAUNCHED_FROM_TAG, fail_runs_of_gone_processes, held_for
 from governance.config import Settings
 from governance.errors import InvalidInput, NotFound, SpecError, SpecProblem
 from governance.locks import file_lock
+from governance.runs import RunOutcome, StepFailure
 from governance.spec import SpecSet, load_valid_specs
 from governance.zones import AssetKey
 
@@ -80,21 +81,6 @@ def _resolved(value: object) -> str:
     return str(value or "")
 
 
-@dataclass(frozen=True)
-class StepFailure:
-    asset: str
-    message: str
-    exit_code: int
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    run_id: str
-    success: bool
-    versions: tuple[str, ...]
-    failures: tuple[StepFailure, ...]
-
-
 def instance_for(settings: Settings) -> dg.DagsterInstance:
     """The Dagster instance in DAGSTER_HOME (else under CUSTODY_HOME) that `make ui` shows too.
     The first process to open it writes its settings and creates its storage while the others
@@ -148,20 +134,10 @@ def launch(
 ) -> RunOutcome:
     """Run the selected assets in one Dagster run of the code location, on the shared instance: decided
     by the instance's run coordinator as the UI's runs are, then executed in this process."""
-    loaded = load_valid_specs(settings.specs, settings.cache_dir, transform_packages=settings.transform_packages)
-    defs = definitions_for(loaded.specs, broken=loaded.broken)
-    graph = defs.resolve_asset_graph()
-    if isinstance(selection, str):
-        keys = resolve_selection(graph, selection)
-    else:
-        keys = [asset_key(k) for k in selection]
-        _check_known(graph, keys)
-    _check_loadable(loaded.broken, keys)
-    _check_ingestible(graph, ingest_config or {})
-    ingest_config, partition = _feed_hour(settings, loaded.specs, ingest_config or {})
-    ops = {"__".join(asset_key(k).path): {"config": dict(cfg)} for k, cfg in ingest_config.items()}
+    asked = selected(settings, selection, ingest_config or {})
     console = VERBOSE_CONSOLE if verbose else QUIET_CONSOLE
-    run_config = {**console, "ops": ops} if ops else console
+    run_config = {**console, **asked.run_config}
+    keys, defs, partition = asked.keys, asked.defs, asked.tags
     instance = instance_for(settings)
     for gone in fail_runs_of_gone_processes(settings, instance):
         on_progress(f"marked failed: {gone}")
@@ -177,6 +153,39 @@ def launch(
         finally:
             follower.stop()
     return run_outcome(instance, run_id)
+
+
+@dataclass(frozen=True)
+class Selected:
+    """What a run request asks for, checked against the code location: its assets, the config of
+    the batches it ingests, and the tags of a feed's hour."""
+
+    defs: dg.Definitions
+    keys: list[dg.AssetKey]
+    run_config: dict[str, object]
+    tags: dict[str, str]
+
+
+def selected(
+    settings: Settings,
+    selection: str | Sequence[AssetKey],
+    ingest_config: Mapping[AssetKey, Mapping[str, object]],
+) -> Selected:
+    """The assets `selection` names in the code location the specs make now, each known and
+    loadable; a batch named only for a landing asset."""
+    loaded = load_valid_specs(settings.specs, settings.cache_dir, transform_packages=settings.transform_packages)
+    defs = definitions_for(loaded.specs, broken=loaded.broken)
+    graph = defs.resolve_asset_graph()
+    if isinstance(selection, str):
+        keys = resolve_selection(graph, selection)
+    else:
+        keys = [asset_key(k) for k in selection]
+        _check_known(graph, keys)
+    _check_loadable(loaded.broken, keys)
+    _check_ingestible(graph, ingest_config)
+    config, partition = _feed_hour(settings, loaded.specs, ingest_config)
+    ops = {"__".join(asset_key(k).path): {"config": dict(cfg)} for k, cfg in config.items()}
+    return Selected(defs, keys, {"ops": ops} if ops else {}, partition)
 
 
 def _check_known(graph: AssetGraph, keys: Sequence[dg.AssetKey]) -> None:

@@ -38,6 +38,23 @@ def quiet(_message: str) -> None:
     """A progress callback that says nothing."""
 
 
+@dataclass(frozen=True)
+class StepFailure:
+    asset: str
+    message: str
+    exit_code: int
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How a run ended: the versions it committed and each step's failure."""
+
+    run_id: str
+    success: bool
+    versions: tuple[str, ...]
+    failures: tuple[StepFailure, ...]
+
+
 class Assurance(StrEnum):
     """How the requester's identity was established."""
 

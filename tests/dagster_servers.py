@@ -91,6 +91,10 @@ class Served:
 
     port: int
 
+    @property
+    def api(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api/v1"
+
     def as_user(self, user: str | None = None, password: str | None = None) -> SignedIn:
         return SignedIn(self.port, user, password)
 
@@ -214,3 +218,30 @@ def finished(instance, run_id: str, daemon: subprocess.Popen, seconds: float = 1
         assert time.monotonic() < deadline, f"the run did not finish in {seconds:g} s: {run.status}"
         time.sleep(0.5)
     return run
+
+
+def token(api: str, user: str) -> dict[str, str]:
+    answer = requests.post(f"{api}/tokens", json={"user": user, "password": demo_password(user)}, timeout=60)
+    assert answer.status_code == 201, answer.text
+    return {"Authorization": f"Bearer {answer.json()['token']}"}
+
+
+def client(api: str, tmp_path: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """`custody ARGS` in a process that knows the service's address and nothing of the catalog, the
+    lake or the directory: its home is an empty folder, and no CUSTODY_* variable but CUSTODY_URL."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUSTODY_", "DAGSTER_"))}
+    env.update(
+        CUSTODY_URL=api.removesuffix("/api/v1"),
+        CUSTODY_HOME=str(tmp_path / "empty-home"),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+    )
+    return subprocess.run(
+        [str(CUSTODY), *args],
+        check=False,
+        env=env,
+        cwd=tmp_path,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )

@@ -8,9 +8,7 @@ One home, with the demo's versions made by bob, and one `custody serve` on it se
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -29,7 +27,7 @@ from governance.config import Settings
 from governance.demo import demo_password, drop_demo_batches
 from governance.zones import Lake
 from tests.conftest import DEMO_SPECS, plain_environ
-from tests.dagster_servers import start_service, stop
+from tests.dagster_servers import client, start_service, stop, token
 from tests.helpers import edit_spec, run_proven
 
 pytestmark = pytest.mark.xdist_group("service-api")
@@ -75,12 +73,6 @@ def api(home: Path, specs: Path) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def catalog(home: Path) -> Catalog:
     return Catalog(make_engine(Settings.under(home).catalog_url))
-
-
-def token(api: str, user: str) -> dict[str, str]:
-    answer = requests.post(f"{api}/tokens", json={"user": user, "password": demo_password(user)}, timeout=60)
-    assert answer.status_code == 201, answer.text
-    return {"Authorization": f"Bearer {answer.json()['token']}"}
 
 
 def entries(catalog: Catalog, action: str, actor: str) -> list[dict]:
@@ -378,27 +370,6 @@ def test_the_openapi_schema_documents_every_endpoint(api):
         "/api/v1/specs/apply",
         "/api/v1/specs/{domain}/{name}/history",
     }
-
-
-def client(api: str, tmp_path: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    """`custody ARGS` in a process that knows the service's address and nothing of the catalog, the
-    lake or the directory: its home is an empty folder, and no CUSTODY_* variable but CUSTODY_URL."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUSTODY_", "DAGSTER_"))}
-    env.update(
-        CUSTODY_URL=api.removesuffix("/api/v1"),
-        CUSTODY_HOME=str(tmp_path / "empty-home"),
-        XDG_CONFIG_HOME=str(tmp_path / "config"),
-    )
-    return subprocess.run(
-        [str(CUSTODY), *args],
-        check=False,
-        env=env,
-        cwd=tmp_path,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_a_client_without_credentials_reads_as_a_consumer_and_an_auditor_through_the_service(api, tmp_path):

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 
 import dagster as dg
 import pytest
+import requests
 
 from assets.launch import instance_for
 from governance.batches import batch_stamp
@@ -24,7 +25,17 @@ from governance.config import Settings
 from governance.demo import PRODUCTS, drop_demo_batches
 from governance.zones import Lake
 from tests.conftest import drop
-from tests.dagster_servers import Shared, SignedIn, finished, graphql, shared_service, start_daemon, stop
+from tests.dagster_servers import (
+    Shared,
+    SignedIn,
+    client,
+    finished,
+    graphql,
+    shared_service,
+    start_daemon,
+    stop,
+    token,
+)
 from tests.helpers import run_proven
 
 ASSETS_QUERY = """{ assetNodes { assetKey { path } groupName description kinds
@@ -212,6 +223,54 @@ def test_allowed_ui_launches_queue_and_two_runs_of_one_asset_run_one_after_the_o
     )
     assert {(d["actor"], d["assurance"], d["details"]["result"]) for d in decisions} == {("bob", "verified", "allowed")}
     assert {r.tags["custody/requested_by"] for r in done} == {"bob"}
+
+
+def test_a_run_asked_of_the_api_is_decided_for_the_token_s_user_and_a_client_follows_it_to_its_version(
+    on_running, capsys, running, tmp_path
+):
+    since, lake, api = now(), Lake(on_running.lake), running.served.api
+    batch = drop_demo_batches(lake).products_batch
+    asked = {"assets": ["sales/products"], "batch": batch}
+    refused = requests.post(f"{api}/runs", json=asked, headers=token(api, "eve"), timeout=120)
+    assert (refused.status_code, refused.json()["detail"]) == (
+        403,
+        f"eve may not ingest sales/products: {PRODUCERS_ONLY}",
+    )
+    assert client(api, tmp_path, "login", "bob", "--password-stdin", stdin="bob-demo\n").returncode == 0
+    ingested = client(api, tmp_path, "ingest", "sales/products", "--batch", batch, "--json")
+    assert ingested.returncode == 0, ingested.stderr
+    outcome = json.loads(ingested.stdout)
+    assert outcome["success"] and outcome["versions"][0].startswith("sales/products@")
+    state = requests.get(f"{api}/runs/{outcome['run_id']}", headers=token(api, "carol"), timeout=30).json()
+    assert (state["status"], state["requested_by"], state["versions"]) == ("SUCCESS", "bob", outcome["versions"])
+    assert run(["ledger", "show", "--action", "session", "--since", since, "--json"]) == 0
+    [launched] = [d for d in json.loads(capsys.readouterr().out) if d["run_id"] == outcome["run_id"]]
+    assert (launched["actor"], launched["assurance"], launched["details"]["channel"]) == ("bob", "verified", "api")
+    assert run(["versions", "sales/products", "--json"]) == 0
+    number = int(outcome["versions"][0].partition("@")[2])
+    [version] = [v for v in json.loads(capsys.readouterr().out) if v["number"] == number]
+    assert (version["requested_by"], version["assurance"]) == ("bob", "verified")
+
+
+def test_a_run_request_the_service_cannot_take_gets_one_clear_message(running):
+    api, headers = running.served.api, token(running.served.api, "bob")
+    for body, status, said in (
+        ({"selection": "key:sales/nope"}, 404, "selection 'key:sales/nope' matches no asset"),
+        (
+            {"assets": ["sales/names_and_products"], "batch": "b1"},
+            400,
+            "sales/names_and_products is an integration asset",
+        ),
+        (
+            {"assets": ["sales/products"], "selection": "*"},
+            400,
+            "body: Value error, give the assets to run or a selection",
+        ),
+    ):
+        answer = requests.post(f"{api}/runs", json=body, headers=headers, timeout=120)
+        assert (answer.status_code, answer.json()["detail"][: len(said)]) == (status, said), answer.text
+    unknown = requests.get(f"{api}/runs/0b6c3f9e-8d6f-4a8e-9a51-3f7c6bb4a1de", headers=headers, timeout=30)
+    assert unknown.status_code == 404
 
 
 def runs_launched(instance, count: int, daemon: subprocess.Popen, seconds: float = 120) -> list[dg.DagsterRun]:

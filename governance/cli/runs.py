@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Annotated
@@ -23,15 +24,22 @@ from governance.cli.common import (
     open_custody,
     progress_printer,
     read_password,
+    service_client,
+    signed_in_as,
 )
 from governance.config import Settings
 from governance.errors import printable
 from governance.lineage.graph import provenance as provenance_of
+from governance.runs import RunOutcome, StepFailure
 from governance.runtime import require_java
 from governance.zones import AssetKey, Lake, VersionRef
 
 if TYPE_CHECKING:
     from governance.api import Custody
+    from governance.service.client import ServiceClient
+
+# How often a run asked of the service is looked at until it ends.
+FOLLOW_SECONDS = 1.0
 
 
 @app.command()
@@ -45,6 +53,10 @@ def ingest(
 ) -> None:
     """Governed ingestion of a ready DropZone batch, as a Dagster run (needs the producer or owner role)."""
     key = AssetKey.parse(asset)
+    remote = service_client()
+    if remote is not None:
+        _remote_run(remote, requested_by, as_json, {"assets": [str(key)], "batch": batch, "force": force})
+        return
     config = {"batch": batch, "force": force}
     password = read_password(password_stdin)
     _run(load_settings(), [key], requested_by, as_json, ingest_config={key: config}, password=password)
@@ -66,7 +78,32 @@ def materialize(
 
     Each asset needs the producer or owner role, and the right to read its inputs.
     """
+    remote = service_client()
+    if remote is not None:
+        _remote_run(remote, requested_by, as_json, {"selection": selection})
+        return
     _run(load_settings(), selection, requested_by, as_json, password=read_password(password_stdin))
+
+
+def _remote_run(remote: ServiceClient, requested_by: str | None, as_json: bool, asked: dict[str, object]) -> None:
+    """Ask the service for the run, then follow it until it ends: the daemon of the service's
+    Dagster instance runs it."""
+    signed_in_as(remote, requested_by, "--as")
+    run_id = remote.send("POST", "/runs", asked)["run_id"]
+    progress, said = progress_printer(), None
+    progress(f"run {run_id} submitted to {remote.url}")
+    while not (state := remote.get(f"/runs/{run_id}"))["finished"]:
+        if state["status"] != said:
+            said = state["status"]
+            progress(f"run {run_id}: {said.lower()}")
+        time.sleep(FOLLOW_SECONDS)
+    outcome = RunOutcome(
+        run_id,
+        state["success"],
+        tuple(state["versions"]),
+        tuple(StepFailure(**failure) for failure in state["failures"]),
+    )
+    _report(outcome, as_json)
 
 
 def _run(
@@ -93,6 +130,10 @@ def _run(
         run_id=run_id,
         verbose=State["verbose"],
     )
+    _report(outcome, as_json)
+
+
+def _report(outcome: RunOutcome, as_json: bool) -> None:
     if as_json:
         emit_json(asdict(outcome))
     else:

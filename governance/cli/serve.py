@@ -61,7 +61,7 @@ def serve(
         # Bound before the UI loads, so the port is this service's from the start (and `--port 0`
         # says which one it got); connections wait in the queue until it serves.
         listening = stack.enter_context(_listen(host, port))
-        served = None
+        served, runs = None, None
         if ui:
             from assets.ui import dagster_daemon, dagster_ui
 
@@ -69,11 +69,14 @@ def serve(
             if daemon:
                 stack.enter_context(dagster_daemon(settings, workspace))
             served = stack.enter_context(dagster_ui(settings, workspace))
+            from assets.api_runs import ApiRuns
+
+            runs = ApiRuns(settings, served)
         bound = listening.getsockname()[1]
         typer.echo(f"Custody serves on http://{host}:{bound} (sign in at /login)")
         # The peer is the TCP peer: an X-Forwarded-For a client sends must not stand for the address
         # a gateway is trusted from.
-        app = create_app(custody, session_settings, served, gateway)
+        app = create_app(custody, session_settings, served, gateway, runs)
         config = uvicorn.Config(app, log_level="warning", proxy_headers=False)
         # uvicorn stops gracefully on SIGTERM, then raises it again once stopped: handled here as an
         # exit, it unwinds this block, which stops the daemon and the code servers with the service.

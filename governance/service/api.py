@@ -6,6 +6,7 @@ as an Arrow IPC stream). Reads of data and the ledger are decided and recorded w
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Annotated, Literal
 
 import pyarrow as pa
@@ -50,7 +51,7 @@ def caller(request: Request) -> Principal:
     try:
         vouched = service.gateway.principal(request) if service.gateway is not None else None
         if vouched is not None:
-            return vouched
+            return replace(vouched, channel=API_CHANNEL)
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token:
             raise NotSignedIn("this needs a token: `custody login`, or POST /api/v1/tokens with a user and password")
@@ -108,7 +109,7 @@ def issue_token(login: Login, request: Request) -> Token:
         service.custody.authenticate(login.user, login.password, details=details)
     except AccessDenied as err:
         raise NotSignedIn(str(err).removeprefix("denied: ")) from err
-    principal = Principal(login.user, service.custody.policy.directory.method, session_id)
+    principal = Principal(login.user, service.custody.policy.directory.method, session_id, API_CHANNEL)
     lifetime = int(service.tokens.lifetime.total_seconds())
     return Token(
         token=service.tokens.open(principal), user=principal.user, method=principal.method, expires_in=lifetime

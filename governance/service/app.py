@@ -17,11 +17,14 @@ from governance.errors import (
     NotFound,
     NotSignedIn,
     RequestTooLarge,
+    ServiceUnavailable,
 )
 from governance.service import api, changes, login, specs
+from governance.service import runs as runs_api
 from governance.service.context import Service
 from governance.service.gate import Gate
 from governance.service.gateway import Gateway
+from governance.service.runs import RunDesk
 from governance.service.sessions import Sessions, SessionSettings
 
 # The most a request may send: the UI's largest (a launch with its run config) stays far below.
@@ -29,7 +32,11 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 
 
 def create_app(
-    custody: Custody, settings: SessionSettings, ui: ASGIApp | None = None, gateway: Gateway | None = None
+    custody: Custody,
+    settings: SessionSettings,
+    ui: ASGIApp | None = None,
+    gateway: Gateway | None = None,
+    runs: RunDesk | None = None,
 ) -> ASGIApp:
     app = FastAPI(
         title="Custody",
@@ -39,11 +46,12 @@ def create_app(
         openapi_url="/api/openapi.json",
     )
     app.state.service = Service(
-        custody, Sessions(custody.store, settings), Sessions(custody.store, settings, "token"), gateway
+        custody, Sessions(custody.store, settings), Sessions(custody.store, settings, "token"), gateway, runs
     )
     app.include_router(login.router)
     app.include_router(changes.router)
     app.include_router(specs.router)
+    app.include_router(runs_api.router)
     app.include_router(api.router)  # last: its catch-all answers paths the API does not have
     app.add_exception_handler(CustodyError, refused)
     app.add_exception_handler(RequestValidationError, invalid)
@@ -60,6 +68,7 @@ STATUS: tuple[tuple[type[CustodyError], int], ...] = (
     (NotFound, 404),
     (InvalidInput, 400),
     (CatalogUnavailable, 503),
+    (ServiceUnavailable, 503),
 )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from starlette.requests import HTTPConnection
@@ -19,6 +20,9 @@ from governance.runs import Assurance
 from governance.service.gateway import Gateway
 from governance.service.sessions import Principal, Sessions
 from governance.spec import SpecSet, load_valid_specs
+
+if TYPE_CHECKING:
+    from governance.service.runs import RunDesk
 
 SESSION_COOKIE = "custody_session"
 CSRF_COOKIE = "custody_csrf"
@@ -54,6 +58,8 @@ class Service:
     sessions: Sessions
     tokens: Sessions
     gateway: Gateway | None = None
+    # Takes run requests: only a service that serves the Dagster UI has one.
+    runs: RunDesk | None = None
     refusals: Refusals = field(default_factory=Refusals)
 
     def specs(self) -> SpecSet:

@@ -18,7 +18,9 @@ _KEY = secrets.token_bytes(32)
 
 
 def signed_principal(principal: Principal) -> str:
-    payload = base64.urlsafe_b64encode(json.dumps([principal.user, principal.method, principal.session]).encode())
+    payload = base64.urlsafe_b64encode(
+        json.dumps([principal.user, principal.method, principal.session, principal.channel]).encode()
+    )
     return f"{payload.decode()}.{_mac(payload)}"
 
 
@@ -27,8 +29,8 @@ def principal_from(header: str | None) -> Principal | None:
     payload, _, mac = (header or "").encode().partition(b".")
     if not payload or not hmac.compare_digest(mac, _mac(payload).encode()):
         return None
-    user, method, session = json.loads(base64.urlsafe_b64decode(payload))
-    return Principal(user, method, session)
+    user, method, session, channel = json.loads(base64.urlsafe_b64decode(payload))
+    return Principal(user, method, session, channel)
 
 
 def _mac(payload: bytes) -> str:

@@ -33,6 +33,8 @@ class Principal:
     user: str
     method: str
     session: str
+    # How the request reached us: the UI (a browser's session) or the API (a token).
+    channel: str = "ui"
 
     @property
     def reference(self) -> str:
@@ -128,7 +130,7 @@ class Sessions:
             raise NotSignedIn(f"this {self.kind} has ended: sign in again")
         if _aware(row.expires_at) <= now:
             raise NotSignedIn(f"this {self.kind} has expired: sign in again")
-        return Principal(row.user, row.method, row.id)
+        return Principal(row.user, row.method, row.id, "api" if self.kind == "token" else "ui")
 
     def end(self, principal: Principal) -> None:
         with self.catalog.session() as session:
