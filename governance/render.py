@@ -20,10 +20,9 @@ from rich.tree import Tree
 from governance.catalog.models import Criticality, LedgerEntry, VersionRow, VersionStatus
 from governance.checkpoints import KEY_VARIABLE
 from governance.errors import printable
-from governance.lineage.column_trace import Batch, ColumnNode, Ending, Origin, Overview, SourceTable
-from governance.lineage.columns import Edge
+from governance.lineage.column_trace import Ending, Overview
 from governance.lineage.graph import Direction, Lineage, LineageSummary, VersionNode
-from governance.lineage.versioned import ColumnDep, recorded, summary_of
+from governance.lineage.versioned import recorded, summary_of
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -196,21 +195,20 @@ NOT_RECORDED = "column lineage not recorded (committed before it was, or with CU
 NO_INPUT = "reads no input column: a literal or generated value, or left out (see the version's notes)"
 
 
-def column_overview(overview: Overview) -> Table:
-    """Each column of a version and the input columns it derives from."""
-    version = overview.version
-    table = Table(title=f"Column lineage of {version.ref}", title_justify="left")
+def column_overview(overview: Mapping[str, Any]) -> Table:
+    """Each column of a version and the input columns it derives from, from its `to_dict()` (the
+    service's answer, or the catalog's here)."""
+    table = Table(title=f"Column lineage of {escape(overview['version'])}", title_justify="left")
     for column in ("column", "depends on", "how"):
         table.add_column(column)
-    if not recorded(version):
+    if not overview["recorded"]:
         table.caption = NOT_RECORDED
         return table
-    for name, deps in overview.columns.items():
-        table.add_row(escape(name), *_dep_cells(overview, deps))
-    if overview.every_column:
-        table.add_row("[italic]every column[/]", *_dep_cells(overview, overview.every_column))
-    summary = summary_of(version)
-    notes = [f"approximate for {name}" for name in summary.get("fallbacks", [])] + list(summary.get("notes", []))
+    for name, deps in overview["columns"].items():
+        table.add_row(escape(name), *_dep_cells(deps))
+    if overview["every_column"]:
+        table.add_row("[italic]every column[/]", *_dep_cells(overview["every_column"]))
+    notes = [f"approximate for {name}" for name in overview["fallbacks"]] + list(overview["notes"])
     table.caption = escape("; ".join(notes)) or None
     return table
 
@@ -245,69 +243,73 @@ def _md_text(text: str) -> str:
     return printable(text).replace("|", "\\|")
 
 
-def _dep_cells(overview: Overview, deps: list[ColumnDep]) -> tuple[str, str]:
+def _dep_cells(deps: list[Mapping[str, Any]]) -> tuple[str, str]:
     if not deps:
         return f"[dim]{NO_INPUT}[/]", ""
-    sources = [escape(overview.source_of(d)) for d in deps]
-    return "\n".join(sources), "\n".join(_edge(d.edge) for d in deps)
+    sources = [escape(f"{'DropZone' if d['input'] == 'dropzone' else d['input']}.{d['column']}") for d in deps]
+    return "\n".join(sources), "\n".join(_edge(d) for d in deps)
 
 
-def _edge(edge: Edge) -> str:
-    style = "cyan" if edge.kind.value == "DIRECT" else "magenta"
-    return f"[{style}]{edge.label}[/]"
+def _edge(edge: Mapping[str, Any]) -> str:
+    style = "cyan" if edge["kind"] == "DIRECT" else "magenta"
+    return f"[{style}]{edge['kind']} {edge['transformation']}{' masking' if edge['masking'] else ''}[/]"
 
 
-def _edges(edges: tuple[Edge, ...]) -> str:
-    return ", ".join(_edge(e) for e in edges)
+def _edges(node: Mapping[str, Any]) -> str:
+    return ", ".join(_edge(e) for e in node.get("dependencies", ()))
 
 
-def column_tree(root: ColumnNode) -> Tree:
-    """A column and what it depends on, down to DropZone fields; a column met again is not expanded again."""
-    tree = Tree(f"[bold]{escape(root.version.ref)}.{escape(root.column)}[/]")
+def column_tree(root: Mapping[str, Any]) -> Tree:
+    """A column and what it depends on, down to DropZone fields, from its `to_dict()`; a column met
+    again is not expanded again."""
+    tree = Tree(f"[bold]{escape(root['version'])}.{escape(root['column'])}[/]")
     _grow_column(tree, root)
     return tree
 
 
-def _grow_column(branch: Tree, node: ColumnNode) -> None:
-    if not node.recorded:
+def _grow_column(branch: Tree, node: Mapping[str, Any]) -> None:
+    if node.get("recorded") is False:
         branch.add(f"[dim]{NOT_RECORDED}[/]")
         return
-    if not node.fields and not node.inputs:
+    fields, inputs = node.get("dropzone", ()), node.get("inputs", ())
+    if not fields and not inputs:
         branch.add(f"[dim]{NO_INPUT}[/]")
-    for field in node.fields:
-        leaf = branch.add(f"{_edges(field.edges)}  {_field_label(field.field, field.batch, field.table)}")
-        _add_files(leaf, field.batch)
-    for child in node.inputs:
-        label = f"{_edges(child.edges)}  [bold]{escape(child.version.ref)}.{escape(child.column)}[/]"
-        if child.expanded_elsewhere:
+    for field in fields:
+        _add_files(branch.add(f"{_edges(field)}  {_field_label(field['field'], field)}"), field)
+    for child in inputs:
+        label = f"{_edges(child)}  [bold]{escape(child['version'])}.{escape(child['column'])}[/]"
+        if child.get("expanded_elsewhere"):
             branch.add(f"{label} [dim](expanded elsewhere in this tree)[/]")
         else:
             _grow_column(branch.add(label), child)
 
 
-def _field_label(name: str, batch: Batch | None, table: SourceTable | None) -> str:
+def _field_label(name: str, landed: Mapping[str, Any]) -> str:
     """A field of a DropZone batch, or a column of a database table, named with where it was read."""
+    table = landed.get("table")
     if table is not None:
-        return f"column [bold]{escape(name)}[/] [dim]of {escape(table.namespace)} {escape(table.name)} as of {table.snapshot_at[:19]}[/]"
-    return f"DropZone field [bold]{escape(name)}[/]" + (f" [dim]of batch {escape(batch.batch_id)}[/]" if batch else "")
+        return f"column [bold]{escape(name)}[/] [dim]of {escape(table['namespace'])} {escape(table['name'])} as of {table['snapshot_at'][:19]}[/]"
+    batch = landed.get("batch")
+    return f"DropZone field [bold]{escape(name)}[/]" + (f" [dim]of batch {escape(batch)}[/]" if batch else "")
 
 
-def _add_files(branch: Tree, batch: Batch | None) -> None:
-    for f in batch.files if batch else ():
-        branch.add(f"[dim]file[/] {escape(f.path)}  [dim]{f.bytes:,} B  sha256 {short(f.sha256, 16)}[/]")
+def _add_files(branch: Tree, landed: Mapping[str, Any]) -> None:
+    for f in landed.get("files", ()):
+        branch.add(f"[dim]file[/] {escape(f['path'])}  [dim]{f['bytes']:,} B  sha256 {short(f['sha256'], 16)}[/]")
 
 
-def origins_tree(ref: str, column: str, found: list[Origin]) -> Tree:
-    """Where a column's values begin: the DropZone fields, with the files that held them."""
-    tree = Tree(f"Origins of [bold]{escape(ref)}.{escape(column)}[/]")
-    for origin in found:
-        if origin.ending is Ending.DROPZONE:
-            label = f"[bold]{escape(origin.version.ref)}[/] {_field_label(origin.field, origin.batch, origin.table)}"
-            _add_files(tree.add(f"{label}\n{_edges(origin.edges)}"), origin.batch)
+def origins_tree(found: Mapping[str, Any]) -> Tree:
+    """Where a column's values begin, from the origins' dicts: the DropZone fields, with the files
+    that held them."""
+    tree = Tree(f"Origins of [bold]{escape(found['version'])}.{escape(found['column'])}[/]")
+    for origin in found["origins"]:
+        if "dropzone_field" in origin:
+            label = f"[bold]{escape(origin['version'])}[/] {_field_label(origin['dropzone_field'], origin)}"
+            _add_files(tree.add(f"{label}\n{_edges(origin)}"), origin)
         else:
-            why = NOT_RECORDED if origin.ending is Ending.NOT_RECORDED else NO_INPUT
+            why = NOT_RECORDED if origin["ends"] == Ending.NOT_RECORDED.value else NO_INPUT
             tree.add(
-                f"[bold]{escape(origin.version.ref)}.{escape(origin.field)}[/] [dim]({why})[/]\n{_edges(origin.edges)}"
+                f"[bold]{escape(origin['version'])}.{escape(origin['column'])}[/] [dim]({why})[/]\n{_edges(origin)}"
             )
     return tree
 

@@ -8,11 +8,11 @@ point is finished by the next one. A purged version keeps its row, its lineage a
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import text
 from sqlmodel import Session, select
@@ -20,7 +20,7 @@ from sqlmodel import Session, select
 from governance import ledger
 from governance.catalog import Catalog, utcnow
 from governance.catalog.models import Criticality, VersionRow, VersionStatus
-from governance.errors import EnvironmentProblem, InvalidInput, NotFound, Protected
+from governance.errors import EnvironmentProblem, InvalidInput, NotFound, NotSignedIn, Protected
 from governance.lineage.graph import protected_ids
 from governance.runs import Progress, quiet
 from governance.spec import Retention, Spec
@@ -132,6 +132,11 @@ class PurgeReport:
     kept_protected: list[str] = field(default_factory=list)
     dry_run: bool = False
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PurgeReport:
+        """The report as the service sends it."""
+        return cls(**{**data, "purged": [Candidate(**candidate) for candidate in data["purged"]]})
+
 
 def expired(rows: list[VersionRow], retention: Retention, now: datetime) -> list[tuple[VersionRow, str]]:
     """The versions of one asset its retention lets go: every rule set must agree; the newest always stays.
@@ -158,6 +163,37 @@ def expired(rows: list[VersionRow], retention: Retention, now: datetime) -> list
             reasons.append(f"older than {retention.max_age_days} days")
         found.append((row, " and ".join(reasons)))
     return found
+
+
+def governed_purge(
+    catalog: Catalog,
+    lake: Lake,
+    policy: Policy,
+    identity: Identity | None,
+    specs: Iterable[Spec],
+    refs: Sequence[VersionRef] = (),
+    *,
+    dry_run: bool = False,
+    progress: Progress = quiet,
+    details: Mapping[str, str] | None = None,
+) -> PurgeReport:
+    """Purge as `identity`, an admin: exactly `refs`, else what each spec's retention lets go. The
+    decision is recorded first; a dry run decides nothing and changes nothing."""
+    from governance.access.guard import authorize
+    from governance.access.policy import Verb
+
+    by_key = {spec.key: spec for spec in specs}
+    retention = {} if refs else {key: spec.body.retention for key, spec in by_key.items()}
+    if dry_run:
+        return purge(catalog, lake, retention, "dry-run", explicit=refs, dry_run=True, progress=progress)
+    if identity is None:
+        raise NotSignedIn("purging needs an admin who proved who they are")
+    touching = [by_key[ref.key] for ref in refs if ref.key in by_key] if refs else list(by_key.values())
+    said = {**(details or {}), "versions": [str(ref) for ref in refs] or "by retention"}
+    authorize(catalog, policy, identity, Verb.PURGE, None, touching=touching, details=said)
+    return purge(
+        catalog, lake, retention, identity.user, explicit=refs, progress=progress, assurance=identity.assurance
+    )
 
 
 def purge(

@@ -308,6 +308,63 @@ def test_an_owner_applies_the_edited_specs_the_service_reads_and_the_history_sho
     assert decided == [("allowed", "api")]
 
 
+def test_column_lineage_answers_any_signed_in_user_as_the_cli_shows_it(api):
+    headers = token(api, "eve")
+    base = f"{api}/versions/sales/names_and_products/1/columns"
+    overview = requests.get(base, headers=headers, timeout=30).json()
+    assert overview["version"] == "sales/names_and_products@1" and overview["recorded"] is True
+    assert [(d["input"], d["column"]) for d in overview["columns"]["amount"]] == [
+        ("sales/clients@1", "order__quantity"),
+        ("sales/products@1", "unit_price"),
+    ]
+    begins = requests.get(
+        f"{base}/product_name", params={"origins": "true", "direct": "true"}, headers=headers, timeout=30
+    ).json()
+    [origin] = begins["origins"]
+    assert (origin["version"], origin["dropzone_field"]) == ("sales/products@1", "product_name")
+    assert origin["files"] and len(origin["files"][0]["sha256"]) == 64
+    tree = requests.get(f"{base}/amount", headers=headers, timeout=30).json()
+    assert {child["version"] for child in tree["inputs"]} == {"sales/clients@1", "sales/products@1"}
+
+
+def test_a_lineage_graph_comes_in_the_format_asked_with_its_size_in_headers(api):
+    headers, path = token(api, "eve"), f"{api}/versions/sales/names_and_products/1/graph"
+    svg = requests.get(path, headers=headers, timeout=60)
+    assert svg.status_code == 200 and svg.headers["content-type"] == "image/svg+xml" and b"<svg" in svg.content
+    drawn = requests.get(path, params={"format": "json"}, headers=headers, timeout=60)
+    assert len(drawn.json()["nodes"]) == int(drawn.headers["x-custody-nodes"]) == int(svg.headers["x-custody-nodes"])
+    assert int(drawn.headers["x-custody-edges"]) == len(drawn.json()["edges"]) > 0
+    columns = requests.get(path, params={"format": "dot", "column": "amount"}, headers=headers, timeout=60)
+    assert columns.headers["content-type"].startswith("text/vnd.graphviz") and "digraph" in columns.text
+    big = requests.get(path, params={"max_nodes": 1}, headers=headers, timeout=60)
+    assert (big.status_code, big.json()["detail"]) == (
+        400,
+        (
+            f"the {drawn.json()['title']} has {drawn.headers['x-custody-nodes']} nodes, more than max_nodes 1: "
+            "draw fewer levels with depth, or raise max_nodes"
+        ),
+    )
+
+
+def test_an_admin_purges_and_anyone_else_is_refused_both_recorded(api, catalog):
+    refused = requests.post(f"{api}/purge", json={}, headers=token(api, "bob"), timeout=60)
+    assert (refused.status_code, refused.json()["detail"]) == (
+        403,
+        "bob may not purge: it needs the admin group custody-admins",
+    )
+    alice = token(api, "alice")
+    wanted = {"versions": ["sales/clients@1"], "dry_run": True}
+    dry = requests.post(f"{api}/purge", json=wanted, headers=alice, timeout=60).json()
+    assert ([c["ref"] for c in dry["purged"]], dry["dry_run"]) == (["sales/clients@1"], True)
+    [kept] = requests.get(f"{api}/assets/sales/clients/versions", headers=alice, timeout=30).json()
+    assert kept["status"] == "committed"
+    done = requests.post(f"{api}/purge", json={}, headers=alice, timeout=60)
+    assert done.status_code == 200 and done.json()["purged"] == []
+    decided = [(e["result"], e["channel"], e["versions"]) for e in entries(catalog, "purge", "alice")]
+    assert decided == [("allowed", "api", "by retention")]
+    assert [e["result"] for e in entries(catalog, "purge", "bob")] == ["denied"]
+
+
 def test_bad_requests_get_one_clear_message_each(api):
     headers = token(api, "carol")
     for path, status, said in (
@@ -369,6 +426,12 @@ def test_the_openapi_schema_documents_every_endpoint(api):
         "/api/v1/specs/edits",
         "/api/v1/specs/apply",
         "/api/v1/specs/{domain}/{name}/history",
+        "/api/v1/versions/{domain}/{name}/{number}/columns",
+        "/api/v1/versions/{domain}/{name}/{number}/columns/{column}",
+        "/api/v1/versions/{domain}/{name}/{number}/graph",
+        "/api/v1/purge",
+        "/api/v1/runs",
+        "/api/v1/runs/{run_id}",
     }
 
 
@@ -388,6 +451,11 @@ def test_a_client_without_credentials_reads_as_a_consumer_and_an_auditor_through
     assert versions.returncode == 0 and "bob" in versions.stdout, versions.stderr
     tree = client(api, tmp_path, "provenance", "sales/names_and_products@1")
     assert tree.returncode == 0 and "sales/products@1" in tree.stdout, tree.stderr
+    begins = client(api, tmp_path, "lineage", "columns", "sales/names_and_products@1", "product_name", "--origins")
+    assert begins.returncode == 0 and "DropZone field product_name" in begins.stdout, begins.stderr
+    drawn = client(api, tmp_path, "lineage", "graph", "sales/names_and_products@1", "-o", "lineage.svg")
+    assert drawn.returncode == 0 and "wrote lineage.svg (svg, " in drawn.stderr, drawn.stderr
+    assert b"<svg" in (tmp_path / "lineage.svg").read_bytes()
     rows = json.loads(client(api, tmp_path, "read", "sales/products", "--as", "carol", "--limit", "3", "--json").stdout)
     assert rows["version"] == "sales/products@1" and len(rows["rows"]) == 3
     other = client(api, tmp_path, "read", "sales/products", "--as", "bob")
@@ -421,6 +489,8 @@ def test_a_client_without_credentials_changes_roles_and_status_as_an_owner_throu
     marked = client(api, tmp_path, "status", "sales/products@1", "critical")
     assert marked.returncode == 0 and "sales/products@1: normal -> critical" in marked.stdout, marked.stderr
     assert client(api, tmp_path, "status", "sales/products@1", "normal").returncode == 0
+    purged = client(api, tmp_path, "purge", "--dry-run")
+    assert purged.returncode == 0 and "nothing to purge" in purged.stdout, purged.stderr
     for action, count in before.items():
         [change] = entries(catalog, action, "alice")[count:]
         assert (change["user"], change["group"], change["changed"]) == ("eve", "sales-consumers", True)

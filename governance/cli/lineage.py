@@ -5,6 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import quote
 
 import typer
 
@@ -16,9 +17,9 @@ from governance.cli.common import (
     group,
     load_settings,
     open_catalog,
+    service_client,
     show,
 )
-from governance.errors import InvalidInput
 from governance.zones import VersionRef
 
 lineage_app = group(
@@ -46,24 +47,20 @@ def lineage_columns(
 
     With COLUMN, the whole way back through every version to the DropZone fields and files.
     """
-    from governance.lineage import column_trace
-
-    catalog, ref = open_catalog(load_settings()), VersionRef.parse(version)
-    if column is None:
-        if origins or direct:
-            raise typer.BadParameter("--origins and --direct need a COLUMN to follow", param_hint="COLUMN")
-        found = column_trace.overview(catalog, ref)
-        show(found.to_dict(), as_json, lambda: render.column_overview(found))
-    elif origins:
-        begins = column_trace.origins(catalog, ref, column, direct_only=direct)
-        show(
-            {"version": str(ref), "column": column, "origins": [o.to_dict() for o in begins]},
-            as_json,
-            lambda: render.origins_tree(str(ref), column, begins),
-        )
+    if column is None and (origins or direct):
+        raise typer.BadParameter("--origins and --direct need a COLUMN to follow", param_hint="COLUMN")
+    ref = VersionRef.parse(version)
+    remote = service_client()
+    if remote is not None:
+        path = f"/versions/{ref.key}/{ref.number}/columns" + (f"/{quote(column, safe='')}" if column else "")
+        found = remote.get(path, {"origins": origins or None, "direct": direct or None})
     else:
-        tree = column_trace.column_tree(catalog, ref, column, direct_only=direct)
-        show(tree.to_dict(), as_json, lambda: render.column_tree(tree))
+        from governance.lineage.column_trace import column_lineage
+
+        catalog = open_catalog(load_settings())
+        found = column_lineage(catalog, ref, column, origins_only=origins, direct_only=direct)
+    drawn = render.column_overview if column is None else render.origins_tree if origins else render.column_tree
+    show(found, as_json, lambda: drawn(found))
 
 
 class GraphFormat(StrEnum):
@@ -99,17 +96,24 @@ def lineage_graph(
     label, zone, data_version, requester, status and criticality; edges the run and code version
     that made the output. yEd, Gephi and Cytoscape read GraphML.
     """
-    from governance.lineage.pictures import lineage_graph as build
-    from governance.lineage.pictures import save
+    from governance.lineage.pictures import bounded, save, writable, write_whole
 
     kind = graph_format.value if graph_format else output.suffix.lstrip(".").lower()
     if kind not in {f.value for f in GraphFormat}:
         raise typer.BadParameter(f"cannot tell the format from {output.name!r}: give --format", param_hint="--format")
-    drawn = build(open_catalog(load_settings()), VersionRef.parse(version), impact=impact, column=column, depth=depth)
-    if len(drawn) > max_nodes:
-        raise InvalidInput(
-            f"the {drawn.title} has {len(drawn):,} nodes, more than --max-nodes {max_nodes:,}: "
-            "draw fewer levels with --depth K, or raise --max-nodes"
-        )
-    written = save(drawn, output, kind, force=force)
-    err_console.print(f"wrote {output} ({kind}, {len(drawn):,} nodes, {len(drawn.edges):,} edges, {written:,} bytes)")
+    ref = VersionRef.parse(version)
+    remote = service_client()
+    if remote is not None:
+        writable(output, force)
+        asked = {"format": kind, "impact": impact or None, "column": column, "depth": depth, "max_nodes": max_nodes}
+        drawing = remote.fetch(f"/versions/{ref.key}/{ref.number}/graph", asked)
+        written = write_whole(output, drawing.content)
+        nodes, edges = int(drawing.headers["X-Custody-Nodes"]), int(drawing.headers["X-Custody-Edges"])
+        said = f"{nodes:,} nodes, {edges:,} edges"
+    else:
+        from governance.lineage.pictures import lineage_graph as build
+
+        drawn = build(open_catalog(load_settings()), ref, impact=impact, column=column, depth=depth)
+        written = save(bounded(drawn, max_nodes, "--max-nodes", "--depth K"), output, kind, force=force)
+        said = f"{len(drawn):,} nodes, {len(drawn.edges):,} edges"
+    err_console.print(f"wrote {output} ({kind}, {said}, {written:,} bytes)")

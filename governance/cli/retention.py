@@ -24,8 +24,7 @@ from governance.cli.common import (
     service_client,
     signed_in_as,
 )
-from governance.retention import StatusChange, change_status
-from governance.retention import purge as purge_versions
+from governance.retention import PurgeReport, StatusChange, change_status, governed_purge
 from governance.zones import Lake, VersionRef
 
 
@@ -85,37 +84,25 @@ def purge(
     Retention is each spec's keep_versions and max_age_days; the admin group is the one pinned in the
     catalog (`custody settings show`).
     """
-    settings = load_settings()
     refs = [VersionRef.parse(v) for v in versions or []]
-    custody = open_custody(settings)
-    retention = {} if refs else {spec.key: spec.body.retention for spec in custody.specs}
-    actor, assurance = "dry-run", None
-    if not dry_run:
-        identity = identify(custody, by, password_stdin)
-        touching = [custody.specs[r.key] for r in refs if custody.specs.get(r.key)] if refs else list(custody.specs)
-        from governance.access.guard import authorize
-        from governance.access.policy import Verb
-
-        authorize(
+    remote = service_client()
+    if remote is not None:
+        signed_in_as(remote, by, "--by")
+        sent = remote.send("POST", "/purge", {"versions": [str(ref) for ref in refs], "dry_run": dry_run})
+        report = PurgeReport.from_dict(sent)
+    else:
+        settings = load_settings()
+        custody = open_custody(settings)
+        report = governed_purge(
             custody.store,
+            Lake(settings.lake),
             custody.policy,
-            identity,
-            Verb.PURGE,
-            None,
-            touching=touching,
-            details={"versions": versions or "by retention"},
+            None if dry_run else identify(custody, by, password_stdin),
+            custody.specs,
+            refs,
+            dry_run=dry_run,
+            progress=progress_printer(),
         )
-        actor, assurance = identity.user, identity.assurance
-    report = purge_versions(
-        open_catalog(settings),
-        Lake(settings.lake),
-        retention,
-        actor,
-        explicit=refs,
-        dry_run=dry_run,
-        progress=progress_printer(),
-        assurance=assurance,
-    )
     if as_json:
         emit_json(asdict(report))
         return

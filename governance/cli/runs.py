@@ -188,7 +188,9 @@ def demo(
 
     console.print()
     revenue = origins(catalog, VersionRef(PRODUCT_SUMMARY, latest.number), "revenue", direct_only=True)
-    console.print(render.origins_tree(latest.ref, "revenue", revenue))
+    console.print(
+        render.origins_tree({"version": latest.ref, "column": "revenue", "origins": [o.to_dict() for o in revenue]})
+    )
     console.print()
     _demo_reads(open_custody(settings), latest.ref, console)
 

@@ -13,7 +13,7 @@ from sqlmodel import Session, col, select
 
 from governance.catalog import Catalog
 from governance.catalog.models import BatchRow, RelationalRead, SourceFile, VersionRow
-from governance.errors import NotFound
+from governance.errors import InvalidInput, NotFound
 from governance.lineage.columns import IDENTITY, Edge, compose
 from governance.lineage.versioned import (
     ColumnDep,
@@ -225,6 +225,29 @@ def origins(catalog: Catalog, ref: VersionRef, column: str, *, direct_only: bool
                 found.items(), key=lambda item: (graph.version(item[0][0]).ref, item[0][1])
             )
         ]
+
+
+def column_lineage(
+    catalog: Catalog,
+    ref: VersionRef,
+    column: str | None = None,
+    *,
+    origins_only: bool = False,
+    direct_only: bool = False,
+) -> dict[str, Any]:
+    """What `custody lineage columns` shows and the service answers: every column of `ref` with the
+    input columns it derives from; with `column`, its whole way back to the DropZone fields, or only
+    where its values begin."""
+    if column is None:
+        if origins_only or direct_only:
+            raise InvalidInput(
+                "only where a column's values begin, or only its DIRECT dependencies, needs a column to follow"
+            )
+        return overview(catalog, ref).to_dict()
+    if origins_only:
+        begins = origins(catalog, ref, column, direct_only=direct_only)
+        return {"version": str(ref), "column": column, "origins": [origin.to_dict() for origin in begins]}
+    return column_tree(catalog, ref, column, direct_only=direct_only).to_dict()
 
 
 def _by_input(item: tuple[tuple[int | None, str], set[Edge]]) -> tuple[int, str]:

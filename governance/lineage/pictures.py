@@ -157,25 +157,47 @@ def save(drawn: LineageGraph, path: Path, kind: str, *, force: bool = False) -> 
     An existing file is replaced only with `force`."""
     if kind not in FORMATS:
         raise InvalidInput(f"unknown format {kind!r}: use one of {', '.join(FORMATS)}")
+    writable(path, force)
+    return write_whole(path, content(drawn, kind))
+
+
+def writable(path: Path, force: bool) -> None:
+    """Refuse a file that cannot be written, or that exists when it may not be replaced."""
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir() or not os.access(folder, os.W_OK):
         raise InvalidInput(f"cannot write {path}: {folder} is not a writable folder")
     if path.exists() and not force:
         raise InvalidInput(f"{path} exists: give --force to replace it")
-    content = _content(drawn, kind)
+
+
+def write_whole(path: Path, data: bytes) -> int:
+    """`data` in `path`, all or nothing; the bytes written."""
+    folder = path.parent if str(path.parent) else Path(".")
     # Opened by name, not by mkstemp: the file gets the permissions the umask gives, as any other would.
     temporary = folder / f".{path.name}.{uuid.uuid4().hex}.tmp"
     try:
         with open(temporary, "xb") as out:
-            out.write(content)
+            out.write(data)
         os.replace(temporary, path)
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
-    return len(content)
+    return len(data)
 
 
-def _content(drawn: LineageGraph, kind: str) -> bytes:
+def bounded(drawn: LineageGraph, max_nodes: int, limit: str, depth: str) -> LineageGraph:
+    """The graph, if it has at most `max_nodes` nodes; else what to ask instead, naming the options
+    `limit` and `depth` of the caller's interface."""
+    if len(drawn) > max_nodes:
+        raise InvalidInput(
+            f"the {drawn.title} has {len(drawn):,} nodes, more than {limit} {max_nodes:,}: "
+            f"draw fewer levels with {depth}, or raise {limit}"
+        )
+    return drawn
+
+
+def content(drawn: LineageGraph, kind: str) -> bytes:
+    """The graph as a file of `kind` holds it."""
     if kind in PICTURES:
         return drawn.render(kind)
     if kind == "dot":

@@ -19,7 +19,7 @@ from governance.errors import (
     RequestTooLarge,
     ServiceUnavailable,
 )
-from governance.service import api, changes, login, specs
+from governance.service import api, changes, lineage, login, specs
 from governance.service import runs as runs_api
 from governance.service.context import Service
 from governance.service.gate import Gate
@@ -52,6 +52,7 @@ def create_app(
     app.include_router(changes.router)
     app.include_router(specs.router)
     app.include_router(runs_api.router)
+    app.include_router(lineage.router)
     app.include_router(api.router)  # last: its catch-all answers paths the API does not have
     app.add_exception_handler(CustodyError, refused)
     app.add_exception_handler(RequestValidationError, invalid)

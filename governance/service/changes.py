@@ -1,5 +1,5 @@
-"""The API's access routes and the owner's changes: who holds each role on an asset, what a user may
-do and why, grants and revokes, and a version's status. Each change is decided for the caller, who
+"""The API's access routes and the owners' and admins' changes: who holds each role on an asset, what
+a user may do and why, grants and revokes, a version's status, and purges. Each change is decided for the caller, who
 proved who they are to get the token, and recorded with channel `api`, allowed or denied."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from governance.access.grants import change_role, explained, parse_role, show
 from governance.access.policy import Identity, Verb
 from governance.catalog.models import Criticality
 from governance.errors import NotFound
-from governance.retention import change_status
+from governance.retention import change_status, governed_purge
 from governance.service.api import Caller, answer, identity_of, key_of, recorded
 from governance.service.context import Service, service_of
 from governance.spec import Spec
@@ -98,3 +98,29 @@ def status(principal: Caller, request: Request, domain: str, name: str, number: 
             change_status(custody.store, custody.policy, identity_of(principal), spec, ref, value, recorded(principal))
         )
     )
+
+
+class Purge(BaseModel):
+    versions: list[str] = Field(
+        default_factory=list, max_length=10_000, description="DOMAIN/NAME@N each; none: what retention lets go."
+    )
+    dry_run: bool = Field(False, description="List what would be purged; change nothing.")
+
+
+@router.post("/purge", tags=["access"], response_class=JSONResponse)
+def purge(principal: Caller, request: Request, wanted: Purge) -> Response:
+    """Apply retention: delete expired versions' files (or exactly `versions`), never a protected
+    one. Needs the admin group; a dry run changes nothing and is not recorded."""
+    service = service_of(request)
+    custody = service.custody
+    report = governed_purge(
+        custody.store,
+        custody.lake,
+        custody.policy,
+        identity_of(principal),
+        service.specs(),
+        [VersionRef.parse(version) for version in wanted.versions],
+        dry_run=wanted.dry_run,
+        details=recorded(principal),
+    )
+    return answer(asdict(report))

@@ -80,14 +80,15 @@ class ServiceClient:
         """A change asked of the service (PUT, POST, DELETE), with a JSON body."""
         return self._send(method, path, json=body)
 
+    def fetch(self, path: str, params: Mapping[str, Any] | None = None) -> requests.Response:
+        """The service's whole answer to a GET, for content that is not JSON: its headers say more."""
+        return self._request("GET", path, params={k: v for k, v in (params or {}).items() if v is not None})
+
     def rows(self, asset: str, version: int | None, limit: int, columns: list[str] | None) -> tuple[str, int, pa.Table]:
         """The version's reference, its row count and its first `limit` rows."""
         import pyarrow as pa
 
-        params = {"version": version, "limit": limit, "column": columns or None}
-        response = self._request(
-            "GET", f"/assets/{asset}/rows", params={k: v for k, v in params.items() if v is not None}
-        )
+        response = self.fetch(f"/assets/{asset}/rows", {"version": version, "limit": limit, "column": columns or None})
         table = pa.ipc.open_stream(response.content).read_all()
         return response.headers["X-Custody-Version"], int(response.headers["X-Custody-Rows"]), table
 
