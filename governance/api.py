@@ -8,6 +8,10 @@
     frame = custody.read_spark(spark, "sales/clients@2")  # pyspark DataFrame
     custody.apply_specs(["sales/products"])               # an owner puts an edit in force
 
+With CUSTODY_URL set, `Custody.from_env()` asks the Custody service instead, for the user of the
+token `custody login` kept, and this process needs none of the catalog's, the lake's or the
+directory's credentials.
+
 Answers about the catalog are read, never recorded; reads of data are decided by policy and recorded.
 Requests are made as the OS user running the process, as the `os_users` setting maps it to the
 directory; `as_user=` another user needs `password=` theirs.
@@ -43,6 +47,7 @@ if TYPE_CHECKING:
     from governance.frames import AssetCard, Frame
     from governance.lineage.pictures import LineageGraph
     from governance.render import LedgerReport
+    from governance.service.remote import RemoteCustody
 
 PASSWORD_VARIABLE = "CUSTODY_PASSWORD"
 
@@ -58,8 +63,13 @@ class Custody:
         self._policy: tuple[dict[str, str], Policy] | None = None
 
     @classmethod
-    def from_env(cls) -> Custody:
-        return cls(Settings.from_env())
+    def from_env(cls) -> Custody | RemoteCustody:
+        """Custody as the environment says: through the service CUSTODY_URL names, holding no
+        credential (see governance.service.remote); without it, in process with the CUSTODY_* settings."""
+        from governance.service.remote import RemoteCustody
+
+        remote = RemoteCustody.from_environ(os.environ)
+        return remote if remote is not None else cls(Settings.from_env())
 
     @cached_property
     def store(self) -> Catalog:

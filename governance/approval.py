@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sqlmodel import Session, col, select
 
@@ -113,6 +114,12 @@ class Applied:
     assurance: str
     lines: tuple[str, ...]
     git: dict[str, str | bool] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Applied:
+        """The application `as_dict` gave, as the service sends it."""
+        fields = ("old_hash", "new_hash", "by", "assurance", "git")
+        return cls(AssetKey.parse(data["asset"]), lines=tuple(data["changes"]), **{k: data[k] for k in fields})
 
     def as_dict(self) -> dict:
         return {

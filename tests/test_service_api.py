@@ -8,6 +8,7 @@ One home, with the demo's versions made by bob, and one `custody serve` on it se
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from collections.abc import Iterator
@@ -20,11 +21,14 @@ import requests
 from itsdangerous import URLSafeTimedSerializer
 from sqlmodel import col, select
 
+from governance.api import Custody
 from governance.catalog import Catalog
 from governance.catalog.engine import make_engine
 from governance.catalog.models import LedgerEntry, ServiceSession
 from governance.config import Settings
 from governance.demo import demo_password, drop_demo_batches
+from governance.errors import AccessDenied, InvalidInput
+from governance.service.remote import RemoteCustody
 from governance.zones import Lake
 from tests.conftest import DEMO_SPECS, plain_environ
 from tests.dagster_servers import client, start_service, stop, token
@@ -494,4 +498,36 @@ def test_a_client_without_credentials_changes_roles_and_status_as_an_owner_throu
     for action, count in before.items():
         [change] = entries(catalog, action, "alice")[count:]
         assert (change["user"], change["group"], change["changed"]) == ("eve", "sales-consumers", True)
+    assert not (tmp_path / "empty-home").exists()
+
+
+def test_python_s_custody_goes_through_the_service_knowing_only_its_address(api, monkeypatch, tmp_path):
+    for name in [name for name in os.environ if name.startswith(("CUSTODY_", "DAGSTER_"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("CUSTODY_URL", api.removesuffix("/api/v1"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("CUSTODY_HOME", str(tmp_path / "empty-home"))
+    custody = Custody.from_env()
+    assert isinstance(custody, RemoteCustody)
+    assert custody.login("dave", demo_password("dave")) == "dave" == custody.whoami()
+    assert list(custody.catalog(domain="sales")["key"]) == [
+        "sales/clients",
+        "sales/names_and_products",
+        "sales/products",
+    ]
+    card = custody.asset("sales/clients")
+    assert "surname" in list(card.columns["name"]) and list(card.versions["number"]) == [1]
+    assert list(custody.versions("sales/clients")["requested_by"]) == ["bob"]
+    drawn = custody.provenance("sales/names_and_products@1")
+    assert {"sales/clients@1", "sales/products@1", "sales/names_and_products@1"} <= set(drawn.nodes)
+    assert len(custody.columns("sales/names_and_products@1", "amount")) > 1
+    assert list(custody.ledger(action="ingestion.committed")["actor"]) == ["bob", "bob"]
+    assert set(custody.access("sales/clients")["role"]) == {"owner", "producer", "consumer"}
+    custody.login("carol", demo_password("carol"))
+    assert custody.read("sales/products").num_rows == 4
+    assert custody.read("sales/products", limit=2, columns=["product_name"]).column_names == ["product_name"]
+    with pytest.raises(InvalidInput, match="as_user names bob, but the token"):
+        custody.read("sales/products", as_user="bob")
+    with pytest.raises(AccessDenied, match="carol may not read the ledger"):
+        custody.ledger()
     assert not (tmp_path / "empty-home").exists()

@@ -146,6 +146,19 @@ class AssetDetail:
     spec: dict[str, Any]
     versions: tuple[VersionRow, ...]
     dependents: tuple[str, ...]
+    # The columns as the service listed them: its versions come without their schemas.
+    listed_columns: tuple[dict[str, Any], ...] | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AssetDetail:
+        """The detail `to_dict` gave, as the service sends it."""
+        return cls(
+            entry=AssetEntry.from_dict(data),
+            spec=data["spec"],
+            versions=tuple(VersionRow.model_validate({**row, "table_schema": "{}"}) for row in data["versions"]),
+            dependents=tuple(data["dependents"]),
+            listed_columns=tuple(data["columns"]),
+        )
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -168,6 +181,8 @@ class AssetDetail:
     def columns(self) -> list[dict[str, Any]]:
         """The columns the spec declares (name, type, nullable, description); for a spec that declares
         none, those its newest committed version was written with."""
+        if self.listed_columns is not None:
+            return list(self.listed_columns)
         declared = self.spec.get("columns", [])
         if declared or self.entry.newest is None:
             return declared

@@ -88,11 +88,7 @@ def service_client() -> ServiceClient | None:
 def signed_in_as(remote: ServiceClient, user: str | None, option: str) -> None:
     """A command given for `user` through the service acts for whoever its token is: `option`, if
     given, must name them."""
-    if user is None:
-        return
-    who = remote.get("/whoami")["user"]
-    if who != user:
-        raise InvalidInput(f"{option} names {user}, but the token of {remote.url} is {who}'s: `custody login {user}`")
+    remote.acting_as(user, option)
 
 
 def load_settings() -> Settings:

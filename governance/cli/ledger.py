@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from datetime import timedelta
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from governance import ledger, render
-from governance.catalog.models import LedgerEntry
 from governance.cli.common import (
     JsonOption,
     emit_json,
@@ -28,10 +27,8 @@ from governance.zones import AssetKey
 
 if TYPE_CHECKING:
     from governance.rollover import AgeOffReport, RolloverReport
-    from governance.service.client import ServiceClient
 
 ledger_app = group("ledger", "Read and verify the audit ledger.")
-PAGE = 10_000  # the most entries the service gives in one answer
 
 
 @ledger_app.command("show")
@@ -71,7 +68,7 @@ def ledger_show(
     )
     remote = service_client()
     if remote is not None:
-        found = _remote_entries(remote, where)
+        found = remote.ledger(where)
     else:
         with open_catalog(load_settings()).session() as session:
             found = ledger.entries(session, where)
@@ -81,38 +78,6 @@ def ledger_show(
         console = render.stdout_console()
         for line in render.ledger_lines(found):
             console.print(line, markup=False, soft_wrap=True)
-
-
-def _remote_entries(remote: ServiceClient, where: ledger.LedgerFilter) -> list[LedgerEntry]:
-    """The entries as the service gives them to an auditor, as rows of the ledger: page after page
-    until the limit, or the end."""
-    found: list[LedgerEntry] = []
-    while where.limit is None or len(found) < where.limit:
-        wanted = PAGE if where.limit is None else min(PAGE, where.limit - len(found))
-        page = _remote_page(remote, replace(where, limit=wanted))
-        found.extend(page)
-        if len(page) < wanted:
-            break
-        where = replace(where, from_seq=page[-1].seq + 1)
-    return found
-
-
-def _remote_page(remote: ServiceClient, where: ledger.LedgerFilter) -> list[LedgerEntry]:
-    params = {
-        "asset": where.asset,
-        "version": where.version,
-        "actor": where.actor,
-        "action": where.action,
-        "run": where.run_id,
-        "since": where.since,
-        "until": where.until,
-        "from_seq": where.from_seq,
-        "limit": where.limit,
-    }
-    return [
-        LedgerEntry.model_validate({**entry, "details": json.dumps(entry["details"])})
-        for entry in remote.get("/ledger", params)
-    ]
 
 
 def _moment(value: str | None, option: str) -> str | None:

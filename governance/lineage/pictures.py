@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,6 +61,16 @@ class LineageGraph:
             "nodes": [{"id": node_id, **attributes} for node_id, attributes in self.nodes.items()],
             "edges": [{"source": source, "target": target, **attributes} for source, target, attributes in self.edges],
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LineageGraph:
+        """The graph `to_dict` gave, as the service sends it."""
+        nodes = {node["id"]: {k: v for k, v in node.items() if k != "id"} for node in data["nodes"]}
+        edges = [
+            (edge["source"], edge["target"], {k: v for k, v in edge.items() if k not in ("source", "target")})
+            for edge in data["edges"]
+        ]
+        return cls(data["title"], nodes, edges)
 
     def to_frame(self) -> Frame:
         """One row per node, its id first; the attributes a node kind lacks are empty."""

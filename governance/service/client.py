@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -27,8 +28,13 @@ from governance.errors import (
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from governance.catalog.models import LedgerEntry
+    from governance.ledger import LedgerFilter
+
 URL_VARIABLE = "CUSTODY_URL"
 TOKEN_VARIABLE = "CUSTODY_TOKEN"
+# The ledger entries one request asks for: the most the service sends at once.
+LEDGER_PAGE = 10_000
 TIMEOUT_SECONDS = 120
 ERRORS: Mapping[int, type[CustodyError]] = {400: InvalidInput, 401: NotSignedIn, 403: AccessDenied, 404: NotFound}
 
@@ -79,6 +85,48 @@ class ServiceClient:
     def send(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
         """A change asked of the service (PUT, POST, DELETE), with a JSON body."""
         return self._send(method, path, json=body)
+
+    def ledger(self, where: LedgerFilter) -> list[LedgerEntry]:
+        """The entries as the service gives them to an auditor, as rows of the ledger: page after page
+        until the limit, or the end."""
+        found: list[LedgerEntry] = []
+        while where.limit is None or len(found) < where.limit:
+            wanted = LEDGER_PAGE if where.limit is None else min(LEDGER_PAGE, where.limit - len(found))
+            page = self._ledger_page(replace(where, limit=wanted))
+            found.extend(page)
+            if len(page) < wanted:
+                break
+            where = replace(where, from_seq=page[-1].seq + 1)
+        return found
+
+    def _ledger_page(self, where: LedgerFilter) -> list[LedgerEntry]:
+        from governance.catalog.models import LedgerEntry
+
+        params = {
+            "asset": where.asset,
+            "version": where.version,
+            "actor": where.actor,
+            "action": where.action,
+            "run": where.run_id,
+            "since": where.since,
+            "until": where.until,
+            "from_seq": where.from_seq,
+            "limit": where.limit,
+        }
+        return [
+            LedgerEntry.model_validate({**entry, "details": json.dumps(entry["details"])})
+            for entry in self.get("/ledger", params)
+        ]
+
+    def acting_as(self, user: str | None, named_by: str) -> None:
+        """A request for `user` acts for whoever the token is: `user`, if given (by `named_by`), must be them."""
+        if user is None:
+            return
+        who = self.get("/whoami")["user"]
+        if who != user:
+            raise InvalidInput(
+                f"{named_by} names {user}, but the token of {self.url} is {who}'s: `custody login {user}`"
+            )
 
     def fetch(self, path: str, params: Mapping[str, Any] | None = None) -> requests.Response:
         """The service's whole answer to a GET, for content that is not JSON: its headers say more."""
