@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 
 REQUESTED_BY_TAG = "custody/requested_by"
 PARTITION_FORMAT = "%Y-%m-%d-%H:%M"
-# Runs a schedule launched: their requester is established by the system. The DropZone sensor's
-# runs are for the owner of their batch's folder (see `requester`); the sensor is their channel.
+# Runs a schedule launched: they are for the service account its daemon runs as. The DropZone
+# sensor's runs are for the owner of their batch's folder (see `requester`); the sensor is their channel.
 SYSTEM_TAGS = ("dagster/schedule_name",)
 SENSOR_TAG = "dagster/sensor_name"
 # The DropZone batch a sensor's run ingests.
@@ -347,12 +347,17 @@ def checked_request(
 def requester(
     catalog: "Catalog", lake: "Lake", policy: "Policy", run_id: str, tags: "Mapping[str, str]", landing: Spec | None
 ) -> "Identity":
-    """Who a run is for. A run the DropZone sensor launched for a batch of `landing` is for the owner
-    of the batch's folder, verified so, when its requester tag names them; any other run is as
-    `run_identity` finds it (verified by the CLI or the UI for its run id, else as its tag asserts)."""
+    """Who a run is for. A schedule's run is for the service account its daemon runs as; a run the
+    DropZone sensor launched for a batch of `landing` is for the owner of the batch's folder,
+    verified so, when its requester tag names them; any other run is as `run_identity` finds it
+    (verified by the CLI, the UI or the API for its run id, else as its tag asserts)."""
     from governance.access.guard import run_identity
 
     tagged = tags.get(REQUESTED_BY_TAG)
+    if any(tag in tags for tag in SYSTEM_TAGS):
+        from governance.access.local import scheduled
+
+        return scheduled(catalog, policy, run_id, tagged)
     batch = tags.get(BATCH_TAG)
     if landing is not None and batch and SENSOR_TAG in tags:
         from governance.dropzone import batch_requester
@@ -361,7 +366,7 @@ def requester(
             owner = batch_requester(lake, policy, landing, batch)
             if owner.user == tagged:
                 return owner
-    return run_identity(catalog, run_id, tagged, system=any(tag in tags for tag in SYSTEM_TAGS))
+    return run_identity(catalog, run_id, tagged)
 
 
 def channel(tags: "Mapping[str, str]") -> dict[str, str]:

@@ -14,14 +14,21 @@ NIGHTLY = "30 2 * * *"
 @dg.op(description="Roll old ledger entries over into segments, then age off what the retention lets go.")
 def maintain_ledger(context: dg.OpExecutionContext, custody: CustodyResource) -> dg.Output[None]:
     # Imported in the step: loading the code location does not need the catalog's tables.
+    from assets.factory import requester
     from governance.maintenance import maintain
 
+    # The schedule's runs are for the service account the daemon runs as; one launched from the UI
+    # is for whoever launched it.
+    identity = requester(custody.catalog, custody.lake, custody.policy(), context.run_id, context.run.tags, None)
     report = maintain(
         custody.catalog,
         custody.settings().ledger_segments,
         custody.ledger_retention(),
+        actor=identity.user,
+        assurance=identity.assurance,
         run_id=context.run_id,
         progress=context.log.info,
+        how=identity.recorded(),
     )
     custody.catalog.checkpoint()
     aged = asdict(report.age_off) if report.age_off is not None else {}

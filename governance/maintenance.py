@@ -75,6 +75,7 @@ def maintain(
     assurance: Assurance = Assurance.SYSTEM,
     run_id: str | None = None,
     progress: Progress = quiet,
+    how: Mapping[str, str] | None = None,
 ) -> MaintenanceReport:
     """Roll over, then age off when the retention says to; each segment aged off is a ledger entry
     in the name of `actor`."""
@@ -90,5 +91,6 @@ def maintain(
             assurance=assurance,
             run_id=run_id,
             progress=progress,
+            how=how,
         )
     return MaintenanceReport(rolled, aged)

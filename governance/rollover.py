@@ -15,6 +15,7 @@ step is completed by the next age-off or rollover.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -170,10 +171,12 @@ def age_off(
     assurance: Assurance = Assurance.SYSTEM,
     run_id: str | None = None,
     progress: Progress = quiet,
+    how: Mapping[str, str] | None = None,
 ) -> AgeOffReport:
     """Delete the oldest segments: those whose newest entry is older than `older_than`, and then as
     many more as it takes to bring the segments to 90 % of `max_bytes` when they exceed it. Each
-    deletion is a `ledger.aged_off` entry, committed with the new horizon."""
+    deletion is a `ledger.aged_off` entry, committed with the new horizon, that keeps `how` the
+    actor's identity was established."""
     if catalog.checkpoints is None:
         raise InvalidInput(
             "age-off records where the ledger now begins in the checkpoint file, and this catalog has none"
@@ -201,6 +204,7 @@ def age_off(
                     run_id=run_id,
                     assurance=assurance,
                     details={
+                        **(how or {}),
                         "segment": row.path,
                         "first_seq": row.first_seq,
                         "last_seq": row.last_seq,

@@ -227,9 +227,8 @@ def test_an_owner_cannot_change_a_group_that_also_serves_an_asset_they_do_not_ow
         ] == ["denied", "denied"]
 
 
-def test_a_run_s_identity_is_asserted_by_its_tag_and_system_for_a_schedule(catalog):
+def test_a_run_s_identity_is_asserted_by_its_tag_alone(catalog):
     assert run_identity(catalog, "run-1", "bob") == Identity("bob", Assurance.ASSERTED)
-    assert run_identity(catalog, "run-1", "bob", system=True) == Identity("bob", Assurance.SYSTEM)
     assert run_identity(catalog, "run-1", None).assurance is Assurance.NONE
 
 

@@ -401,14 +401,19 @@ def test_ledger_maintain_cli_follows_the_settings(cli_env, capsys, monkeypatch):
     monkeypatch.setenv(ROLLOVER_DAYS, "0")
     assert run(["ledger", "maintain"]) == 0
     out = capsys.readouterr().out
-    assert "rolled 30 entries into 1 segment(s)" in out and "no age-off: neither" in out
+    # The 31st: the policy settings pinned at the catalog's first use, which says who the operator is.
+    assert "rolled 31 entries into 1 segment(s)" in out and "no age-off: neither" in out
     monkeypatch.setenv(MAX_BYTES, "1")
     assert run(["ledger", "age-off", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["horizon"] == 30
+    assert json.loads(capsys.readouterr().out)["horizon"] == 31
     assert run(["ledger", "verify"]) == 5  # chain intact, checkpoints unsigned
     with catalog.session() as session:
         [recorded] = ledger.entries(session, ledger.LedgerFilter(action="ledger.aged_off"))
-    assert (recorded.actor, recorded.assurance, recorded.run_id) == (getpass.getuser(), "asserted", None)
+    assert (recorded.actor, recorded.assurance, recorded.run_id) == (getpass.getuser(), "verified", None)
+    assert {k: json.loads(recorded.details)[k] for k in ("method", "channel")} == {
+        "method": "os-user",
+        "channel": "cli",
+    }
 
 
 def test_the_nightly_schedule_runs_the_maintenance_job(cli_env, monkeypatch):
@@ -423,14 +428,18 @@ def test_the_nightly_schedule_runs_the_maintenance_job(cli_env, monkeypatch):
     with dg.instance_for_test() as instance:
         [request] = schedule.evaluate_tick(dg.build_schedule_context(instance=instance)).run_requests
         job = defs.resolve_job_def(schedule.job_name)
-        result = job.execute_in_process(instance=instance, run_config=request.run_config, tags=request.tags)
+        # The daemon tags each run a schedule launches with the schedule's name.
+        tags = {**request.tags, "dagster/schedule_name": schedule.name}
+        result = job.execute_in_process(instance=instance, run_config=request.run_config, tags=tags)
     assert result.success
     [output] = [e for e in result.all_node_events if e.event_type_value == "STEP_OUTPUT"]
     figures = output.step_output_data.metadata
-    assert figures["rolled_over_entries"].value == 30 and figures["aged_off_entries"].value == 30
+    # The 31st: the policy settings pinned at the catalog's first use, by the run's step.
+    assert figures["rolled_over_entries"].value == 31 and figures["aged_off_entries"].value == 31
     with catalog.session() as session:
         [recorded] = ledger.entries(session, ledger.LedgerFilter(action="ledger.aged_off"))
-    assert recorded.run_id == result.run_id
+    assert (recorded.run_id, recorded.actor, recorded.assurance) == (result.run_id, getpass.getuser(), "verified")
+    assert json.loads(recorded.details)["channel"] == "schedule"
 
 
 def test_verify_notices_what_an_interrupted_rollover_left_until_the_next_rollover(cli_env, capsys):

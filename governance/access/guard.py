@@ -251,11 +251,11 @@ def _attempts(catalog: Catalog, user: str, newest: int = 100) -> list[Attempt]:
     ]
 
 
-def run_identity(catalog: Catalog, run_id: str | None, requested_by: str | None, *, system: bool = False) -> Identity:
+def run_identity(catalog: Catalog, run_id: str | None, requested_by: str | None) -> Identity:
     """Who a run is for, and how we know: verified when the CLI established them for this very run
     (an `authenticate` entry with its run id: a password, or the OS user running it) or they
-    launched it signed in to the UI (a `session` entry), system for a schedule, asserted for a run
-    tag. A verified identity keeps the method and channel that established it."""
+    launched it signed in to the UI or through the API (a `session` entry), else asserted by the
+    run's tag. A verified identity keeps the method and channel that established it."""
     if not requested_by:
         return Identity(ANONYMOUS, Assurance.NONE)
     found = _verified_for_run(catalog, run_id, requested_by) if run_id else None
@@ -263,7 +263,7 @@ def run_identity(catalog: Catalog, run_id: str | None, requested_by: str | None,
         return Identity(
             requested_by, Assurance.VERIFIED, *(str(found.get(k, "")) for k in ("method", "channel", "origin"))
         )
-    return Identity(requested_by, Assurance.SYSTEM if system else Assurance.ASSERTED)
+    return Identity(requested_by, Assurance.ASSERTED)
 
 
 def _verified_for_run(catalog: Catalog, run_id: str, user: str) -> dict[str, Any] | None:

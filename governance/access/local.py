@@ -39,6 +39,9 @@ class LocalUser:
         return Identity(self.user, Assurance.VERIFIED, OS_USER, channel, self.origin)
 
 
+SCHEDULE_CHANNEL = "schedule"
+
+
 def local_user(os_users: Mapping[str, str]) -> LocalUser:
     name = os_user()
     return LocalUser(name, os_users.get(name, name), socket.gethostname(), os.getpid())
@@ -51,16 +54,36 @@ def record_local(catalog: Catalog, policy: Policy, local: LocalUser, channel: st
     record(catalog, decision, run_id)
 
 
-def refuse_acting_as(catalog: Catalog, policy: Policy, local: LocalUser, user: str, channel: str) -> NoReturn:
-    """Refuse, and record as the local user's attempt, a request made for `user` without `user`'s password."""
+def refuse_acting_as(
+    catalog: Catalog,
+    policy: Policy,
+    local: LocalUser,
+    user: str,
+    channel: str,
+    run_id: str | None = None,
+    why: str = "needs {named}'s password (--password-stdin or CUSTODY_PASSWORD)",
+) -> NoReturn:
+    """Refuse, and record as the local user's attempt, a request made for `user` without `user`'s
+    password (or for the reason `why` gives)."""
     named = ledger_actor(user)
     reason = (
         f"{local.os_user} runs this process, which is {local.user} in the directory: acting as {named} "
-        f"needs {named}'s password (--password-stdin or CUSTODY_PASSWORD)"
+        + why.format(named=named)
     )
     decision = Decision(local.identity(channel), Verb.ACT_AS, None, False, reason, directory=policy.source or None)
-    record(catalog, decision, details={"as": named})
+    record(catalog, decision, run_id, details={"as": named})
     raise AccessDenied(f"denied: {reason}")
+
+
+def scheduled(catalog: Catalog, policy: Policy, run_id: str, tagged: str | None) -> Identity:
+    """Who a schedule's run is for: the directory's service account that the OS user running
+    Dagster's daemon and its runs maps to (`os_users`), verified so. A requester tag may only name
+    that account: a schedule acts for nobody else."""
+    local = local_user(policy.os_users)
+    if tagged and tagged != local.user:
+        why = "is refused: a schedule's runs are for the account its daemon runs as"
+        refuse_acting_as(catalog, policy, local, tagged, SCHEDULE_CHANNEL, run_id, why)
+    return local.identity(SCHEDULE_CHANNEL)
 
 
 def parse_os_users(value: str, variable: str = "CUSTODY_OS_USERS") -> dict[str, str]:

@@ -18,11 +18,11 @@ from governance.cli.common import (
     group,
     load_settings,
     open_catalog,
+    open_custody,
     progress_printer,
     service_client,
 )
 from governance.errors import IntegrityError, InvalidInput
-from governance.runs import Assurance, os_user
 from governance.zones import AssetKey
 
 if TYPE_CHECKING:
@@ -214,14 +214,16 @@ def ledger_age_off(
     else:
         keep_for = timedelta(days=older_than) if older_than is not None else None
     settings = load_settings()
+    operator = open_custody(settings).local.identity("cli")
     report = age_off(
         open_catalog(settings),
         settings.ledger_segments,
         older_than=keep_for,
         max_bytes=max_bytes,
-        actor=os_user(),
-        assurance=Assurance.ASSERTED,
+        actor=operator.user,
+        assurance=operator.assurance,
         progress=progress_printer(),
+        how=operator.recorded(),
     )
     if as_json:
         emit_json(asdict(report))
@@ -240,14 +242,15 @@ def ledger_maintain(as_json: JsonOption = False) -> None:
 
     retention = LedgerRetention.from_environ(os.environ)
     settings = load_settings()
-    catalog = open_catalog(settings)
+    operator = open_custody(settings).local.identity("cli")
     report = maintain(
-        catalog,
+        open_catalog(settings),
         settings.ledger_segments,
         retention,
-        actor=os_user(),
-        assurance=Assurance.ASSERTED,
+        actor=operator.user,
+        assurance=operator.assurance,
         progress=progress_printer(),
+        how=operator.recorded(),
     )
     if as_json:
         emit_json(asdict(report))
