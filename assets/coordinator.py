@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
@@ -33,7 +34,7 @@ from dagster_graphql.implementation.utils import UserFacingGraphQLError
 from dagster_graphql.schema.errors import GraphenePythonError
 
 from assets.console import say, verbose
-from assets.factory import REQUESTED_BY_TAG, channel, requester
+from assets.factory import LAUNCH_TAG, REQUESTED_BY_TAG, channel, requester
 from assets.runs import PROCESS_TAGS
 from governance.access.guard import ANONYMOUS, enforce, record
 from governance.access.policy import Decision, Identity, Verb
@@ -166,6 +167,23 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
             catalog.checkpoint()
         signed = {REQUESTED_BY_TAG: identity.user} if isinstance(launcher, Principal) else {}
         return {**signed, **concurrency_tags(writes)}
+
+    def backfill_tags(self, principal: Principal | None) -> dict[str, str]:
+        """The tags a backfill launched from the UI gives each of its runs, which the daemon submits
+        later: its launcher, and the id of the ledger entry that says they launched it signed in. The
+        webserver puts them over any tags the launcher typed; without a signed-in launcher they are
+        empty, and the backfill's runs are refused as naming no user."""
+        if principal is None:
+            return {REQUESTED_BY_TAG: "", LAUNCH_TAG: ""}
+        launch = str(uuid.uuid4())
+        identity = Identity(principal.user, Assurance.VERIFIED, principal.method, principal.channel)
+        reason = f"{principal.user} launched a backfill signed in to the UI ({principal.method})"
+        catalog = self.custody.catalog
+        try:
+            enforce(catalog, Decision(identity, Verb.SESSION, None, True, reason), launch, launched_how(principal))
+        finally:
+            catalog.checkpoint()
+        return {REQUESTED_BY_TAG: principal.user, LAUNCH_TAG: launch}
 
     def specs(self) -> SpecSet:
         """The valid specs: the code location shows a broken one as an asset no run can select."""

@@ -39,6 +39,9 @@ SYSTEM_TAGS = ("dagster/schedule_name",)
 SENSOR_TAG = "dagster/sensor_name"
 # The DropZone batch a sensor's run ingests.
 BATCH_TAG = "custody/batch"
+# The runs of a backfill launched from the UI: the id of the ledger entry that says who launched it.
+LAUNCH_TAG = "custody/launch"
+BACKFILL_TAG = "dagster/backfill"
 KINDS = {"spark", "parquet"}
 INGEST_RETRY = dg.RetryPolicy(max_retries=2, delay=2, backoff=dg.Backoff.EXPONENTIAL)
 TRANSIENT = (ConnectionError, TimeoutError)
@@ -347,7 +350,9 @@ def checked_request(
 def requester(
     catalog: "Catalog", lake: "Lake", policy: "Policy", run_id: str, tags: "Mapping[str, str]", landing: Spec | None
 ) -> "Identity":
-    """Who a run is for. A schedule's run is for the service account its daemon runs as; a run the
+    """Who a run is for. A schedule's run is for the service account its daemon runs as; a backfill's
+    run, for whoever launched the backfill signed in to the UI, as the ledger entry its tag names
+    says; a run the
     DropZone sensor launched for a batch of `landing` is for the owner of the batch's folder,
     verified so, when its requester tag names them; any other run is as `run_identity` finds it
     (verified by the CLI, the UI or the API for its run id, else as its tag asserts)."""
@@ -358,6 +363,9 @@ def requester(
         from governance.access.local import scheduled
 
         return scheduled(catalog, policy, run_id, tagged)
+    launch = tags.get(LAUNCH_TAG)
+    if launch and BACKFILL_TAG in tags:
+        return run_identity(catalog, launch, tagged)
     batch = tags.get(BATCH_TAG)
     if landing is not None and batch and SENSOR_TAG in tags:
         from governance.dropzone import batch_requester

@@ -225,6 +225,29 @@ def test_allowed_ui_launches_queue_and_two_runs_of_one_asset_run_one_after_the_o
     assert {r.tags["custody/requested_by"] for r in done} == {"bob"}
 
 
+BACKFILL = """mutation($params: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $params) {
+  __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
+BACKFILL_TAGS = """query($id: String!) { partitionBackfillOrError(backfillId: $id) {
+  ... on PartitionBackfill { tags { key value } } } }"""
+
+
+def test_a_ui_backfill_carries_who_launched_it_over_any_tag_typed_for_it(on_queued, capsys, queued):
+    since, bob = now(), queued.served.as_user("bob")
+    params = {
+        "assetSelection": [{"path": ["sales", "names_and_products"]}],
+        "allPartitions": True,
+        "tags": [{"key": "custody/requested_by", "value": "alice"}, {"key": "custody/launch", "value": "forged"}],
+    }
+    launched = bob.graphql(BACKFILL, {"params": params})["launchPartitionBackfill"]
+    assert launched["__typename"] == "LaunchBackfillSuccess", launched
+    found = bob.graphql(BACKFILL_TAGS, {"id": launched["backfillId"]})["partitionBackfillOrError"]["tags"]
+    tags = {tag["key"]: tag["value"] for tag in found}
+    assert tags["custody/requested_by"] == "bob" and tags["custody/launch"] != "forged"
+    assert run(["ledger", "show", "--action", "session", "--since", since, "--json"]) == 0
+    [entry] = [e for e in json.loads(capsys.readouterr().out) if e["run_id"] == tags["custody/launch"]]
+    assert (entry["actor"], entry["assurance"], entry["details"]["channel"]) == ("bob", "verified", "ui")
+
+
 def test_a_run_asked_of_the_api_is_decided_for_the_token_s_user_and_a_client_follows_it_to_its_version(
     on_running, capsys, running, tmp_path
 ):

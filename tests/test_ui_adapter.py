@@ -15,9 +15,9 @@ from starlette.requests import Request
 from starlette.testclient import TestClient
 
 from assets.coordinator import launched_by, refuse_unsigned
-from assets.factory import REQUESTED_BY_TAG
+from assets.factory import BACKFILL_TAG, LAUNCH_TAG, REQUESTED_BY_TAG, requester
 from assets.launch import instance_for
-from assets.ui import dagster_ui
+from assets.ui import SignedInWorkspace, dagster_ui
 from governance.catalog.models import LedgerEntry
 from governance.errors import NotSignedIn
 from governance.service.principal import PRINCIPAL_HEADER, principal_from, signed_principal
@@ -77,3 +77,40 @@ def test_only_a_principal_this_process_signed_is_trusted():
     forged = f"{signed_principal(principal).split('.')[0]}.{alice.split('.')[1]}"  # bob's payload, alice's mac
     for header in (None, "", "bob", forged, signed_principal(principal) + "0"):
         assert principal_from(header) is None
+
+
+def test_a_backfill_launched_by_a_signed_in_request_names_its_launcher_and_the_entry_that_proves_it(cli_env):
+    instance = instance_for(cli_env)
+    bob = signed_principal(Principal("bob", "password", "session-id"))
+    with SignedInWorkspace(instance, None) as process:
+        tags = process.create_request_context(request((PRINCIPAL_HEADER.encode(), bob.encode()))).get_viewer_tags()
+        unsigned = process.create_request_context(request()).get_viewer_tags()
+    assert tags[REQUESTED_BY_TAG] == "bob" and tags[LAUNCH_TAG]
+    assert unsigned == {REQUESTED_BY_TAG: "", LAUNCH_TAG: ""}
+    custody = instance.run_coordinator.custody
+    [entry] = entries_of(custody.catalog, "session")
+    assert (entry.actor, entry.assurance, entry.run_id) == ("bob", "verified", tags[LAUNCH_TAG])
+    assert json.loads(entry.details)["channel"] == "ui"
+
+
+def test_a_backfill_s_run_is_for_the_launcher_its_ledger_entry_names_and_no_one_else(cli_env):
+    instance = instance_for(cli_env)
+    with SignedInWorkspace(instance, None) as process:
+        signed = request((PRINCIPAL_HEADER.encode(), signed_principal(Principal("bob", "password", "s")).encode()))
+        launched = process.create_request_context(signed).get_viewer_tags()
+    custody = instance.run_coordinator.custody
+    policy = custody.policy()
+
+    def identity(**tags: str):
+        return requester(custody.catalog, custody.lake, policy, "run-1", {BACKFILL_TAG: "bf1", **tags}, None)
+
+    found = identity(**launched)
+    assert (found.user, found.assurance, found.method, found.channel) == ("bob", "verified", "password", "ui")
+    assert identity(**{**launched, REQUESTED_BY_TAG: "alice"}).assurance == "asserted"
+    assert identity(**{**launched, LAUNCH_TAG: "another-launch"}).assurance == "asserted"
+    assert identity(**{REQUESTED_BY_TAG: "", LAUNCH_TAG: ""}).assurance == "none"
+
+
+def entries_of(catalog, action: str) -> list[LedgerEntry]:
+    with catalog.session() as session:
+        return list(session.exec(select(LedgerEntry).where(LedgerEntry.action == action)))
