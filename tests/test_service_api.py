@@ -102,6 +102,19 @@ READS = (
     "/assets/sales/clients/rows",
     "/ledger",
     "/whoami",
+    "/versions/sales/names_and_products/1/columns",
+    "/versions/sales/names_and_products/1/columns/amount",
+    "/versions/sales/names_and_products/1/graph",
+    "/runs/0b6c3f9e-8d6f-4a8e-9a51-3f7c6bb4a1de",
+)
+CHANGES = (
+    ("PUT", "/access/sales/clients/consumer", {"user": "eve"}),
+    ("DELETE", "/access/sales/clients/consumer/eve", None),
+    ("PUT", "/versions/sales/clients/1/status", {"status": "critical"}),
+    ("POST", "/specs/apply", {"assets": []}),
+    ("POST", "/purge", {"dry_run": True}),
+    ("POST", "/runs", {"assets": ["sales/products"]}),
+    ("DELETE", "/tokens/current", None),
 )
 
 
@@ -136,17 +149,19 @@ def test_every_endpoint_refuses_no_token_an_expired_one_and_one_signed_with_anot
         session.add(row)
         newest = row.id
     foreign = URLSafeTimedSerializer(b"another service's key, 32 bytes long", salt="custody-token").dumps(newest)
-    for path in READS:
-        for headers, said in (
-            ({}, "this needs a token: `custody login`, or POST /api/v1/tokens with a user and password"),
-            (expired, "this token has expired: sign in again"),
-            (
-                {"Authorization": f"Bearer {foreign}"},
-                "this token is expired or was not made by this service: sign in again",
-            ),
-        ):
-            answer = requests.get(f"{api}{path}", headers=headers, timeout=30)
-            assert (answer.status_code, answer.json()["detail"]) == (401, said), path
+    refusals = (
+        ({}, "this needs a token: `custody login`, or POST /api/v1/tokens with a user and password"),
+        (expired, "this token has expired: sign in again"),
+        (
+            {"Authorization": f"Bearer {foreign}"},
+            "this token is expired or was not made by this service: sign in again",
+        ),
+    )
+    asked = [("GET", path, None) for path in READS] + list(CHANGES)
+    for headers, said in refusals:
+        for method, path, body in asked:
+            answer = requests.request(method, f"{api}{path}", json=body, headers=headers, timeout=30)
+            assert (answer.status_code, answer.json()["detail"]) == (401, said), (method, path)
 
 
 def test_a_request_without_a_token_is_recorded(api, catalog):
