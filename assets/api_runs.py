@@ -8,17 +8,18 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from dataclasses import replace
+from typing import Any
 
 import dagster as dg
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message
 
+from assets.coordinator import REFUSED
 from assets.factory import REQUESTED_BY_TAG
 from assets.launch import instance_for, run_outcome, selected
 from assets.origin import ASSET_JOB, LOCATION, REPOSITORY
 from governance.config import Settings
-from governance.errors import AccessDenied, InvalidInput, NotFound, ServiceUnavailable, shown
+from governance.errors import AccessDenied, InvalidInput, NotFound, ServiceUnavailable, error_summary, shown
 from governance.service.principal import PRINCIPAL_HEADER, signed_principal
 from governance.service.runs import RunAsked, RunState
 from governance.service.sessions import Principal
@@ -26,7 +27,8 @@ from governance.service.sessions import Principal
 LAUNCH = """mutation($params: ExecutionParams!) { launchRun(executionParams: $params) {
   __typename ... on LaunchRunSuccess { run { runId } } ... on Error { message }
   ... on RunConfigValidationInvalid { errors { message } } } }"""
-REFUSED = "Custody refused this run: "
+# How long the webserver may take to answer a launch: it loads the code location's job, not the run.
+LAUNCH_SECONDS = 120
 
 
 class ApiRuns:
@@ -35,17 +37,18 @@ class ApiRuns:
     def __init__(self, settings: Settings, ui: ASGIApp):
         self.settings = settings
         self.ui = ui
+        self.instance = instance_for(settings)
 
     async def submit(self, asked: RunAsked, principal: Principal) -> str:
         params = await run_in_threadpool(self._params, asked)
         body = json.dumps({"query": LAUNCH, "variables": {"params": params}}).encode()
-        status, said = await _post(self.ui, "/graphql", body, signed_principal(replace(principal, channel="api")))
         try:
-            launched = json.loads(said)["data"]["launchRun"]
-        except (ValueError, KeyError, TypeError) as err:
-            raise ServiceUnavailable(
-                f"Dagster's webserver answered {status}: {shown(said.decode(errors='replace'), 200)}"
-            ) from err
+            status, said = await asyncio.wait_for(
+                _post(self.ui, "/graphql", body, signed_principal(principal)), LAUNCH_SECONDS
+            )
+        except TimeoutError as err:
+            raise ServiceUnavailable(f"Dagster's webserver did not answer the launch in {LAUNCH_SECONDS} s") from err
+        launched = _launched(status, said)
         kind = launched["__typename"]
         if kind == "LaunchRunSuccess":
             return str(launched["run"]["runId"])
@@ -54,6 +57,8 @@ class ApiRuns:
         message = str(launched.get("message", kind))
         if message.startswith(REFUSED):
             raise AccessDenied(message.removeprefix(REFUSED))
+        if kind == "PythonError":
+            raise ServiceUnavailable(f"Dagster's webserver failed to launch the run: {shown(message, 500)}")
         raise InvalidInput(message)
 
     def _params(self, asked: RunAsked) -> dict[str, object]:
@@ -77,7 +82,7 @@ class ApiRuns:
             uuid.UUID(run_id)
         except ValueError as err:
             raise InvalidInput(f"{shown(run_id)!r} is not a run id") from err
-        instance = instance_for(self.settings)
+        instance = self.instance
         run = instance.get_run_by_id(run_id)
         if run is None:
             raise NotFound(f"no run {run_id} in the Dagster instance")
@@ -91,6 +96,21 @@ class ApiRuns:
             versions=outcome.versions if outcome else (),
             failures=outcome.failures if outcome else (),
         )
+
+
+def _launched(status: int, said: bytes) -> dict[str, Any]:
+    """The launchRun mutation's answer, or why there is none."""
+    try:
+        answered = json.loads(said)
+        launched = (answered.get("data") or {}).get("launchRun")
+    except (ValueError, AttributeError) as err:
+        raise ServiceUnavailable(
+            f"Dagster's webserver answered {status}: {shown(said.decode(errors='replace'), 200)}"
+        ) from err
+    if not isinstance(launched, dict):
+        errors = answered.get("errors") or [{"message": f"status {status}"}]
+        raise ServiceUnavailable(f"Dagster's webserver refused the launch: {shown(str(errors[0].get('message')), 500)}")
+    return launched
 
 
 async def _post(app: ASGIApp, path: str, body: bytes, principal: str) -> tuple[int, bytes]:
@@ -134,5 +154,8 @@ async def _post(app: ASGIApp, path: str, body: bytes, principal: str) -> tuple[i
             if not message.get("more_body"):
                 answered.set()
 
-    await app(scope, receive, send)
+    try:
+        await app(scope, receive, send)
+    except Exception as err:  # the webserver answered 500 and raised it again, as ASGI servers expect
+        raise ServiceUnavailable(f"Dagster's webserver failed: {error_summary(err)}") from err
     return status, b"".join(chunks)

@@ -34,7 +34,7 @@ from dagster_graphql.implementation.utils import UserFacingGraphQLError
 from dagster_graphql.schema.errors import GraphenePythonError
 
 from assets.console import say, verbose
-from assets.factory import LAUNCH_TAG, REQUESTED_BY_TAG, channel, requester
+from assets.factory import LAUNCH_TAG, REQUESTED_BY_TAG, backfill_launch, channel, requester
 from assets.runs import PROCESS_TAGS
 from governance.access.guard import ANONYMOUS, enforce, record
 from governance.access.policy import Decision, Identity, Verb
@@ -56,6 +56,7 @@ DOMAIN_TAG = "custody/domain/"
 DOMAIN_LIMITS = "domain_max_concurrent_runs"
 QUEUE_LOCK = "custody-queue.lock"
 WAIT_SECONDS = 1.0
+REFUSED = "Custody refused this run: "
 
 
 class RunRefused(UserFacingGraphQLError):
@@ -64,7 +65,7 @@ class RunRefused(UserFacingGraphQLError):
 
     def __init__(self, reason: str):
         self.reason = reason.removeprefix("denied: ")
-        self.message = f"Custody refused this run: {self.reason}"
+        self.message = f"{REFUSED}{self.reason}"
         super().__init__(GraphenePythonError(SerializableErrorInfo(self.message, stack=[], cls_name=None)))
 
     def __str__(self) -> str:
@@ -157,7 +158,8 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
                 refuse_unsigned(catalog, run, launcher)
             else:
                 landing = writes[0] if len(writes) == 1 and writes[0].is_landing else None
-                identity = requester(catalog, self.custody.lake, policy, run.run_id, run.tags, landing)
+                launch = backfill_launch(self._instance, run.tags)
+                identity = requester(catalog, self.custody.lake, policy, run.run_id, run.tags, landing, launch)
             how = launched_how(launcher) if isinstance(launcher, Principal) else channel(run.tags)
             authorize_run(catalog, policy, identity, specs, writes, checked, run.run_id, how)
             request = RunRequest(requested_by=identity.user, run_id=run.run_id, assurance=identity.assurance)
@@ -165,14 +167,15 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
                 require_ready_batch(catalog, self.custody.lake, spec, request, {"at": "submission", **how})
         finally:
             catalog.checkpoint()
-        signed = {REQUESTED_BY_TAG: identity.user} if isinstance(launcher, Principal) else {}
-        return {**signed, **concurrency_tags(writes)}
+        # The tag names whoever the run was decided for: its steps, run by the daemon's workers,
+        # hold the run to them.
+        return {REQUESTED_BY_TAG: identity.user, **concurrency_tags(writes)}
 
     def backfill_tags(self, principal: Principal | None) -> dict[str, str]:
         """The tags a backfill launched from the UI gives each of its runs, which the daemon submits
         later: its launcher, and the id of the ledger entry that says they launched it signed in. The
         webserver puts them over any tags the launcher typed; without a signed-in launcher they are
-        empty, and the backfill's runs are refused as naming no user."""
+        empty, and the backfill's runs name nobody verified."""
         if principal is None:
             return {REQUESTED_BY_TAG: "", LAUNCH_TAG: ""}
         launch = str(uuid.uuid4())
@@ -216,9 +219,10 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
         return self._limits
 
 
-# Who launched a run being submitted: a user signed in to the UI; a request that carries no signed
-# principal (the webserver served without Custody's login); or None, the daemon (a sensor, schedule
-# or backfill), whose runs name their requester by tags.
+# Who launched a run being submitted: a user signed in to the UI, or a caller of the service's API
+# (whose run it submits through the webserver); a request that carries no signed principal (the
+# webserver served without Custody's login); or None, a process that is no webserver: the daemon
+# (a sensor, a schedule or a backfill), or the CLI, whose runs name their requester by tags.
 Launcher = Principal | NotSignedIn | None
 
 
@@ -245,7 +249,7 @@ def signed_in(catalog: Catalog, run: dg.DagsterRun, principal: Principal) -> Ide
     if tagged and tagged != principal.user and PARENT_RUN_TAG not in run.tags:
         reason = (
             f"the run's {REQUESTED_BY_TAG} tag names {shown(tagged)}, but {principal.user} launched it: "
-            "a run launched from the UI is for the signed-in user"
+            "a run is for the signed-in user who launches it"
         )
         enforce(catalog, Decision(identity, Verb.SESSION, None, False, reason), run.run_id, details)
     where = "signed in to the UI" if principal.channel == "ui" else f"through the {principal.channel}"

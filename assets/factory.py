@@ -42,6 +42,7 @@ BATCH_TAG = "custody/batch"
 # The runs of a backfill launched from the UI: the id of the ledger entry that says who launched it.
 LAUNCH_TAG = "custody/launch"
 BACKFILL_TAG = "dagster/backfill"
+PARENT_BACKFILL_TAG = "dagster/parent_backfill_id"
 KINDS = {"spark", "parquet"}
 INGEST_RETRY = dg.RetryPolicy(max_retries=2, delay=2, backoff=dg.Backoff.EXPONENTIAL)
 TRANSIENT = (ConnectionError, TimeoutError)
@@ -331,7 +332,8 @@ def checked_request(
     tags = context.run.tags
     landing = spec if inputs is None else None
     policy = custody.policy()
-    identity = requester(custody.catalog, custody.lake, policy, context.run_id, tags, landing)
+    launch = backfill_launch(context.instance, tags)
+    identity = requester(custody.catalog, custody.lake, policy, context.run_id, tags, landing, launch)
     request = run_request(context, spec, identity)
     pins = pinnable(custody.catalog, spec, request) if inputs is not None else {}
     authorize_step(
@@ -348,24 +350,32 @@ def checked_request(
 
 
 def requester(
-    catalog: "Catalog", lake: "Lake", policy: "Policy", run_id: str, tags: "Mapping[str, str]", landing: Spec | None
+    catalog: "Catalog",
+    lake: "Lake",
+    policy: "Policy",
+    run_id: str,
+    tags: "Mapping[str, str]",
+    landing: Spec | None,
+    launch: str | None = None,
 ) -> "Identity":
-    """Who a run is for. A schedule's run is for the service account its daemon runs as; a backfill's
-    run, for whoever launched the backfill signed in to the UI, as the ledger entry its tag names
-    says; a run the
-    DropZone sensor launched for a batch of `landing` is for the owner of the batch's folder,
-    verified so, when its requester tag names them; any other run is as `run_identity` finds it
-    (verified by the CLI, the UI or the API for its run id, else as its tag asserts)."""
+    """Who a run is for. Whoever the CLI, the UI or the API verified for this very run; else a
+    backfill's run, given the `launch` its backfill was launched by (see `backfill_launch`), for the
+    user that launch's ledger entry verified; a schedule's run, for the service account its daemon
+    runs as; a run the DropZone sensor launched for a batch of `landing`, for the owner of
+    the batch's folder when its requester tag names them; any other run is as its tag asserts."""
     from governance.access.guard import run_identity
+    from governance.runs import Assurance
 
     tagged = tags.get(REQUESTED_BY_TAG)
+    found = run_identity(catalog, run_id, tagged)
+    if found.assurance is Assurance.VERIFIED:
+        return found
+    if launch is not None:
+        return run_identity(catalog, launch, tagged)
     if any(tag in tags for tag in SYSTEM_TAGS):
         from governance.access.local import scheduled
 
         return scheduled(catalog, policy, run_id, tagged)
-    launch = tags.get(LAUNCH_TAG)
-    if launch and BACKFILL_TAG in tags:
-        return run_identity(catalog, launch, tagged)
     batch = tags.get(BATCH_TAG)
     if landing is not None and batch and SENSOR_TAG in tags:
         from governance.dropzone import batch_requester
@@ -374,12 +384,26 @@ def requester(
             owner = batch_requester(lake, policy, landing, batch)
             if owner.user == tagged:
                 return owner
-    return run_identity(catalog, run_id, tagged)
+    return found
+
+
+def backfill_launch(instance: dg.DagsterInstance, tags: "Mapping[str, str]") -> str | None:
+    """The launch a backfill's run comes from: the `custody/launch` id its tag names, when the
+    backfill its tag names exists and the webserver gave it that id. A retry of a backfill copies
+    its parent's tags, not its launcher's: its runs come from no launch. A resumed backfill is the
+    same backfill, for the same launcher."""
+    backfill_id, launch = tags.get(BACKFILL_TAG), tags.get(LAUNCH_TAG)
+    if not backfill_id or not launch:
+        return None
+    backfill = instance.get_backfill(backfill_id)
+    if backfill is None or backfill.tags.get(LAUNCH_TAG) != launch or PARENT_BACKFILL_TAG in backfill.tags:
+        return None
+    return launch
 
 
 def channel(tags: "Mapping[str, str]") -> dict[str, str]:
     """How a run reached us, for the ledger, when a sensor or a schedule launched it; a run launched
-    by a person keeps the channel of the identity established for it (cli, ui)."""
+    by a person keeps the channel of the identity established for it (cli, ui, api)."""
     if SENSOR_TAG in tags:
         return {"channel": "sensor", "via": f"sensor {tags[SENSOR_TAG]}"}
     schedule = next((tags[tag] for tag in SYSTEM_TAGS if tag in tags), None)
@@ -469,7 +493,7 @@ def lineage_table(custody: CustodyResource, row: "VersionRow") -> str:
     from governance.render import column_markdown
     from governance.zones import VersionRef
 
-    return column_markdown(overview(custody.catalog, VersionRef.parse(row.ref)))
+    return column_markdown(overview(custody.catalog, VersionRef.parse(row.ref)).to_dict())
 
 
 def database_read(custody: CustodyResource, row: "VersionRow") -> "dict[str, object] | None":

@@ -20,9 +20,9 @@ from rich.tree import Tree
 from governance.catalog.models import Criticality, LedgerEntry, VersionRow, VersionStatus
 from governance.checkpoints import KEY_VARIABLE
 from governance.errors import printable
-from governance.lineage.column_trace import Ending, Overview
+from governance.lineage.column_trace import Ending
+from governance.lineage.columns import Edge, Kind, Transformation
 from governance.lineage.graph import Direction, Lineage, LineageSummary, VersionNode
-from governance.lineage.versioned import recorded, summary_of
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -213,23 +213,21 @@ def column_overview(overview: Mapping[str, Any]) -> Table:
     return table
 
 
-def column_markdown(overview: Overview) -> str:
-    """Each column of a version and what it derives from, as a Markdown table: for places that show
-    Markdown but draw no column lineage, such as Dagster's UI."""
-    version = overview.version
-    if not recorded(version):
+def column_markdown(overview: Mapping[str, Any]) -> str:
+    """Each column of a version and what it derives from, as a Markdown table, from the overview's
+    `to_dict()`: for places that show Markdown but draw no column lineage, such as Dagster's UI."""
+    if not overview["recorded"]:
         return NOT_RECORDED
     lines = ["| column | derives from | how |", "|---|---|---|"]
-    cells = [(_md_code(name), deps) for name, deps in overview.columns.items()]
-    if overview.every_column:
-        cells.append(("*every column*", overview.every_column))
+    cells = [(_md_code(name), deps) for name, deps in overview["columns"].items()]
+    if overview["every_column"]:
+        cells.append(("*every column*", overview["every_column"]))
     for cell, deps in cells:
         if not deps:
             lines.append(f"| {cell} | {NO_INPUT} | |")
         for dep in deps:
-            lines.append(f"| {cell} | {_md_code(overview.source_of(dep))} | {dep.edge.label} |")
-    summary = summary_of(version)
-    notes = [f"approximate for {name}" for name in summary.get("fallbacks", [])] + list(summary.get("notes", []))
+            lines.append(f"| {cell} | {_md_code(_source(dep))} | {_label(dep)} |")
+    notes = [f"approximate for {name}" for name in overview["fallbacks"]] + list(overview["notes"])
     lines.extend(f"\n{_md_text(note)}" for note in notes)
     return "\n".join(lines)
 
@@ -246,13 +244,22 @@ def _md_text(text: str) -> str:
 def _dep_cells(deps: list[Mapping[str, Any]]) -> tuple[str, str]:
     if not deps:
         return f"[dim]{NO_INPUT}[/]", ""
-    sources = [escape(f"{'DropZone' if d['input'] == 'dropzone' else d['input']}.{d['column']}") for d in deps]
+    sources = [escape(_source(d)) for d in deps]
     return "\n".join(sources), "\n".join(_edge(d) for d in deps)
+
+
+def _source(dep: Mapping[str, Any]) -> str:
+    """The input column a dependency reads: of a version, a database table or the DropZone."""
+    return f"{'DropZone' if dep['input'] == 'dropzone' else dep['input']}.{dep['column']}"
 
 
 def _edge(edge: Mapping[str, Any]) -> str:
     style = "cyan" if edge["kind"] == "DIRECT" else "magenta"
-    return f"[{style}]{edge['kind']} {edge['transformation']}{' masking' if edge['masking'] else ''}[/]"
+    return f"[{style}]{_label(edge)}[/]"
+
+
+def _label(edge: Mapping[str, Any]) -> str:
+    return Edge(Kind(edge["kind"]), Transformation(edge["transformation"]), edge["masking"]).label
 
 
 def _edges(node: Mapping[str, Any]) -> str:

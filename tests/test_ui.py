@@ -18,6 +18,7 @@ import dagster as dg
 import pytest
 import requests
 
+from assets.factory import backfill_launch
 from assets.launch import instance_for
 from governance.batches import batch_stamp
 from governance.cli import run
@@ -169,7 +170,7 @@ def test_a_ui_launch_is_for_the_signed_in_user_and_a_tag_naming_another_is_refus
         "__typename": "PythonError",
         "message": (
             "Custody refused this run: the run's custody/requested_by tag names bob, but eve launched it: "
-            "a run launched from the UI is for the signed-in user"
+            "a run is for the signed-in user who launches it"
         ),
     }
     forged = eve.post("/graphql", {"query": "{ version }"}, headers={"X-Custody-Principal": "bob"})
@@ -202,29 +203,6 @@ def test_a_ui_materialize_of_a_landing_asset_without_a_ready_batch_is_refused_at
     assert failed["details"]["error"] == f"no ready batch of sales/products in {lake.drop_dir(PRODUCTS)}"
 
 
-def test_allowed_ui_launches_queue_and_two_runs_of_one_asset_run_one_after_the_other(on_running, capsys, running):
-    since, lake = now(), Lake(on_running.lake)
-    batches = [drop_demo_batches(lake).products_batch for _ in range(2)]
-    bob = running.served.as_user("bob")
-    launched = [
-        launch_from_ui(bob, ["sales", "products"], {"ops": {"sales__products": {"config": {"batch": batch}}}})
-        for batch in batches
-    ]
-    instance = instance_for(on_running)
-    done = [finished(instance, run_id, running.daemon) for run_id in launched]
-    assert all(r.is_success for r in done)
-    assert all(r.tags["custody/writes/sales/products"] == "1" and r.tags["custody/domain/sales"] == "1" for r in done)
-    first, second = sorted((instance.get_run_record_by_id(run_id) for run_id in launched), key=lambda r: r.start_time)
-    assert second.start_time >= first.end_time
-    assert run(["ledger", "show", "--action", "ingest", "--since", since, "--json"]) == 0
-    decisions = json.loads(capsys.readouterr().out)
-    assert sorted((d["run_id"], d["details"].get("at", "start")) for d in decisions) == sorted(
-        (run_id, at) for run_id in launched for at in ("submission", "start")
-    )
-    assert {(d["actor"], d["assurance"], d["details"]["result"]) for d in decisions} == {("bob", "verified", "allowed")}
-    assert {r.tags["custody/requested_by"] for r in done} == {"bob"}
-
-
 BACKFILL = """mutation($params: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $params) {
   __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
 BACKFILL_TAGS = """query($id: String!) { partitionBackfillOrError(backfillId: $id) {
@@ -246,29 +224,51 @@ def test_a_ui_backfill_carries_who_launched_it_over_any_tag_typed_for_it(on_queu
     assert run(["ledger", "show", "--action", "session", "--since", since, "--json"]) == 0
     [entry] = [e for e in json.loads(capsys.readouterr().out) if e["run_id"] == tags["custody/launch"]]
     assert (entry["actor"], entry["assurance"], entry["details"]["channel"]) == ("bob", "verified", "ui")
+    instance, backfill = instance_for(on_queued), {"dagster/backfill": launched["backfillId"]}
+    assert backfill_launch(instance, {**backfill, **tags}) == tags["custody/launch"]
+    assert backfill_launch(instance, {**backfill, **tags, "custody/launch": "another"}) is None
 
 
-def test_a_run_asked_of_the_api_is_decided_for_the_token_s_user_and_a_client_follows_it_to_its_version(
+def test_a_ui_launch_and_an_api_request_queue_run_one_after_the_other_and_each_is_for_its_launcher(
     on_running, capsys, running, tmp_path
 ):
     since, lake, api = now(), Lake(on_running.lake), running.served.api
-    batch = drop_demo_batches(lake).products_batch
-    asked = {"assets": ["sales/products"], "batch": batch}
-    refused = requests.post(f"{api}/runs", json=asked, headers=token(api, "eve"), timeout=120)
+    batches = [drop_demo_batches(lake).products_batch for _ in range(2)]
+    refused = requests.post(
+        f"{api}/runs", json={"assets": ["sales/products"], "batch": batches[1]}, headers=token(api, "eve"), timeout=120
+    )
     assert (refused.status_code, refused.json()["detail"]) == (
         403,
         f"eve may not ingest sales/products: {PRODUCERS_ONLY}",
     )
+    config = {"ops": {"sales__products": {"config": {"batch": batches[0]}}}}
+    from_ui = launch_from_ui(running.served.as_user("bob"), ["sales", "products"], config)
+    # A client that holds no credential asks the service, then follows its run until it ends.
     assert client(api, tmp_path, "login", "bob", "--password-stdin", stdin="bob-demo\n").returncode == 0
-    ingested = client(api, tmp_path, "ingest", "sales/products", "--batch", batch, "--json")
+    ingested = client(api, tmp_path, "ingest", "sales/products", "--batch", batches[1], "--json")
     assert ingested.returncode == 0, ingested.stderr
     outcome = json.loads(ingested.stdout)
     assert outcome["success"] and outcome["versions"][0].startswith("sales/products@")
+    launched = [from_ui, outcome["run_id"]]
+    instance = instance_for(on_running)
+    done = [finished(instance, run_id, running.daemon) for run_id in launched]
+    assert all(r.is_success for r in done) and {r.tags["custody/requested_by"] for r in done} == {"bob"}
+    assert all(r.tags["custody/writes/sales/products"] == "1" and r.tags["custody/domain/sales"] == "1" for r in done)
+    first, second = sorted((instance.get_run_record_by_id(run_id) for run_id in launched), key=lambda r: r.start_time)
+    assert second.start_time >= first.end_time
     state = requests.get(f"{api}/runs/{outcome['run_id']}", headers=token(api, "carol"), timeout=30).json()
     assert (state["status"], state["requested_by"], state["versions"]) == ("SUCCESS", "bob", outcome["versions"])
+    assert run(["ledger", "show", "--action", "ingest", "--since", since, "--json"]) == 0
+    decisions = [d for d in json.loads(capsys.readouterr().out) if d["run_id"] in launched]
+    assert sorted((d["run_id"], d["details"].get("at", "start")) for d in decisions) == sorted(
+        (run_id, at) for run_id in launched for at in ("submission", "start")
+    )
+    assert {(d["actor"], d["assurance"], d["details"]["result"]) for d in decisions} == {("bob", "verified", "allowed")}
     assert run(["ledger", "show", "--action", "session", "--since", since, "--json"]) == 0
-    [launched] = [d for d in json.loads(capsys.readouterr().out) if d["run_id"] == outcome["run_id"]]
-    assert (launched["actor"], launched["assurance"], launched["details"]["channel"]) == ("bob", "verified", "api")
+    sessions = {
+        d["run_id"]: d["details"]["channel"] for d in json.loads(capsys.readouterr().out) if d["actor"] == "bob"
+    }
+    assert (sessions[from_ui], sessions[outcome["run_id"]]) == ("ui", "api")
     assert run(["versions", "sales/products", "--json"]) == 0
     number = int(outcome["versions"][0].partition("@")[2])
     [version] = [v for v in json.loads(capsys.readouterr().out) if v["number"] == number]
@@ -287,7 +287,7 @@ def test_a_run_request_the_service_cannot_take_gets_one_clear_message(running):
         (
             {"assets": ["sales/products"], "selection": "*"},
             400,
-            "body: Value error, give the assets to run or a selection",
+            "body: give the assets to run or a selection",
         ),
     ):
         answer = requests.post(f"{api}/runs", json=body, headers=headers, timeout=120)

@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.testclient import TestClient
 
 from assets.coordinator import launched_by, refuse_unsigned
-from assets.factory import BACKFILL_TAG, LAUNCH_TAG, REQUESTED_BY_TAG, requester
+from assets.factory import BACKFILL_TAG, LAUNCH_TAG, REQUESTED_BY_TAG, backfill_launch, requester
 from assets.launch import instance_for
 from assets.ui import SignedInWorkspace, dagster_ui
 from governance.catalog.models import LedgerEntry
@@ -93,7 +93,7 @@ def test_a_backfill_launched_by_a_signed_in_request_names_its_launcher_and_the_e
     assert json.loads(entry.details)["channel"] == "ui"
 
 
-def test_a_backfill_s_run_is_for_the_launcher_its_ledger_entry_names_and_no_one_else(cli_env):
+def test_a_backfill_s_run_is_for_the_launcher_its_launch_entry_names_and_no_one_else(cli_env):
     instance = instance_for(cli_env)
     with SignedInWorkspace(instance, None) as process:
         signed = request((PRINCIPAL_HEADER.encode(), signed_principal(Principal("bob", "password", "s")).encode()))
@@ -101,14 +101,17 @@ def test_a_backfill_s_run_is_for_the_launcher_its_ledger_entry_names_and_no_one_
     custody = instance.run_coordinator.custody
     policy = custody.policy()
 
-    def identity(**tags: str):
-        return requester(custody.catalog, custody.lake, policy, "run-1", {BACKFILL_TAG: "bf1", **tags}, None)
+    def identity(launch: str | None, **tags: str):
+        tags = {BACKFILL_TAG: "bf1", **tags}
+        return requester(custody.catalog, custody.lake, policy, "run-1", tags, None, launch)
 
-    found = identity(**launched)
+    found = identity(launched[LAUNCH_TAG], **launched)
     assert (found.user, found.assurance, found.method, found.channel) == ("bob", "verified", "password", "ui")
-    assert identity(**{**launched, REQUESTED_BY_TAG: "alice"}).assurance == "asserted"
-    assert identity(**{**launched, LAUNCH_TAG: "another-launch"}).assurance == "asserted"
-    assert identity(**{REQUESTED_BY_TAG: "", LAUNCH_TAG: ""}).assurance == "none"
+    assert identity(launched[LAUNCH_TAG], **{**launched, REQUESTED_BY_TAG: "alice"}).assurance == "asserted"
+    assert identity("another-launch", **launched).assurance == "asserted"
+    assert identity(None, **{REQUESTED_BY_TAG: "", LAUNCH_TAG: ""}).assurance == "none"
+    # A run naming a backfill the instance does not hold comes from no launch, whatever its tags say.
+    assert backfill_launch(instance, {BACKFILL_TAG: "bf1", **launched}) is None
 
 
 def entries_of(catalog, action: str) -> list[LedgerEntry]:

@@ -22,7 +22,6 @@ from governance.cli.common import (
     read_password,
     service_client,
     show,
-    signed_in_as,
     spec_of,
 )
 from governance.zones import AssetKey
@@ -86,7 +85,7 @@ def _change_role(
     key = AssetKey.parse(asset)
     remote = service_client()
     if remote is not None:
-        signed_in_as(remote, by, "--by")
+        remote.acting_as(by, "--by")
         path = f"/access/{key}/{role}"
         if verb == "grant":
             sent = remote.send("PUT", path, {"user": user})

@@ -85,12 +85,6 @@ def service_client() -> ServiceClient | None:
     return ServiceClient.from_environ(os.environ)
 
 
-def signed_in_as(remote: ServiceClient, user: str | None, option: str) -> None:
-    """A command given for `user` through the service acts for whoever its token is: `option`, if
-    given, must name them."""
-    remote.acting_as(user, option)
-
-
 def load_settings() -> Settings:
     return Settings.from_env()
 

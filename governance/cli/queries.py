@@ -21,7 +21,6 @@ from governance.cli.common import (
     read_password,
     service_client,
     show,
-    signed_in_as,
     stream_json,
 )
 from governance.errors import NotFound
@@ -175,7 +174,7 @@ def _remote_read(
     from governance.access.reads import Target
 
     parsed = Target.parse(target)
-    signed_in_as(remote, as_user, "--as")
+    remote.acting_as(as_user, "--as")
     ref, total, table = remote.rows(str(parsed.key), parsed.number, limit, columns)
     if as_json:
         emit_json({"version": ref, "rows": table.to_pylist()})

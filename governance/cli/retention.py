@@ -22,7 +22,6 @@ from governance.cli.common import (
     open_custody,
     progress_printer,
     service_client,
-    signed_in_as,
 )
 from governance.retention import PurgeReport, StatusChange, change_status, governed_purge
 from governance.zones import Lake, VersionRef
@@ -40,7 +39,7 @@ def status(
     ref, status_value = VersionRef.parse(version), Criticality.parse(value)
     remote = service_client()
     if remote is not None:
-        signed_in_as(remote, by, "--by")
+        remote.acting_as(by, "--by")
         sent = remote.send("PUT", f"/versions/{ref.key}/{ref.number}/status", {"status": status_value.value})
         change = StatusChange(**{**sent, "purged_upstream": tuple(sent["purged_upstream"])})
     else:
@@ -87,7 +86,7 @@ def purge(
     refs = [VersionRef.parse(v) for v in versions or []]
     remote = service_client()
     if remote is not None:
-        signed_in_as(remote, by, "--by")
+        remote.acting_as(by, "--by")
         sent = remote.send("POST", "/purge", {"versions": [str(ref) for ref in refs], "dry_run": dry_run})
         report = PurgeReport.from_dict(sent)
     else:

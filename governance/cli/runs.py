@@ -25,7 +25,6 @@ from governance.cli.common import (
     progress_printer,
     read_password,
     service_client,
-    signed_in_as,
 )
 from governance.config import Settings
 from governance.errors import printable
@@ -88,7 +87,7 @@ def materialize(
 def _remote_run(remote: ServiceClient, requested_by: str | None, as_json: bool, asked: dict[str, object]) -> None:
     """Ask the service for the run, then follow it until it ends: the daemon of the service's
     Dagster instance runs it."""
-    signed_in_as(remote, requested_by, "--as")
+    remote.acting_as(requested_by, "--as")
     run_id = remote.send("POST", "/runs", asked)["run_id"]
     progress, said = progress_printer(), None
     progress(f"run {run_id} submitted to {remote.url}")

@@ -21,7 +21,6 @@ from governance.cli.common import (
     open_custody,
     service_client,
     show,
-    signed_in_as,
 )
 from governance.errors import SpecError, printable
 from governance.spec import check_specs, load_specs
@@ -127,7 +126,7 @@ def specs_apply(
     keys = [AssetKey.parse(asset) for asset in assets or []]
     remote = service_client()
     if remote is not None:
-        signed_in_as(remote, as_user, "--as")
+        remote.acting_as(as_user, "--as")
         data = remote.send("POST", "/specs/apply", {"assets": [str(key) for key in keys]})
     else:
         custody = open_custody(load_settings())

@@ -64,9 +64,9 @@ def caller(request: Request) -> Principal:
 Caller = Annotated[Principal, Depends(caller)]
 
 
-def answer(data: object) -> Response:
+def answer(data: object, status_code: int = 200) -> Response:
     """`data` as JSON, encoded once: FastAPI's own encoder would walk a large lineage tree again."""
-    return Response(json.dumps(data, default=str), media_type="application/json")
+    return Response(json.dumps(data, default=str), status_code=status_code, media_type="application/json")
 
 
 def key_of(domain: str, name: str) -> AssetKey:

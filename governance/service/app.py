@@ -86,7 +86,9 @@ async def invalid(request: Request, err: Exception) -> Response:
     problems = err.errors() if isinstance(err, RequestValidationError) else []
     first = problems[0] if problems else {"loc": (), "msg": str(err)}
     where = " ".join(str(part) for part in first["loc"])
-    return JSONResponse({"detail": f"{where}: {first['msg']}" if where else first["msg"]}, status_code=400)
+    # Pydantic words a validator's own message "Value error, …": the message is the validator's.
+    said = str(first["msg"]).removeprefix("Value error, ")
+    return JSONResponse({"detail": f"{where}: {said}" if where else said}, status_code=400)
 
 
 class BoundedBody:

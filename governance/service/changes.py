@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from governance.access.grants import change_role, explained, parse_role, show
 from governance.access.policy import Identity, Verb
@@ -101,6 +101,8 @@ def status(principal: Caller, request: Request, domain: str, name: str, number: 
 
 
 class Purge(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     versions: list[str] = Field(
         default_factory=list, max_length=10_000, description="DOMAIN/NAME@N each; none: what retention lets go."
     )
@@ -110,7 +112,8 @@ class Purge(BaseModel):
 @router.post("/purge", tags=["access"], response_class=JSONResponse)
 def purge(principal: Caller, request: Request, wanted: Purge) -> Response:
     """Apply retention: delete expired versions' files (or exactly `versions`), never a protected
-    one. Needs the admin group; a dry run changes nothing and is not recorded."""
+    one. Needs the admin group; a dry run, which any signed-in user may ask for, changes nothing and
+    is not recorded."""
     service = service_of(request)
     custody = service.custody
     report = governed_purge(

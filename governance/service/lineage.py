@@ -27,6 +27,8 @@ MEDIA_TYPES = {
 # The most nodes a picture may have unless the request allows more: a larger one is drawn by Graphviz
 # for minutes, and read by nobody.
 MAX_NODES = 5_000
+# The most a request may allow: a larger lineage is read as data, a few levels at a time (…/provenance?depth=).
+LARGEST = 50_000
 
 
 @router.get("/versions/{domain}/{name}/{number}/columns", tags=["lineage"], response_class=JSONResponse)
@@ -73,7 +75,7 @@ def graph(
     ] = False,
     column: Annotated[str | None, Query(description="The lineage of this column, back to its DropZone fields.")] = None,
     depth: Annotated[int | None, Query(ge=0)] = None,
-    max_nodes: Annotated[int, Query(ge=1)] = MAX_NODES,
+    max_nodes: Annotated[int, Query(ge=1, le=LARGEST)] = MAX_NODES,
 ) -> Response:
     """The version's lineage drawn as `custody lineage graph` draws it. The headers X-Custody-Nodes
     and X-Custody-Edges count what it holds."""

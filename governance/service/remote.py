@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     from governance.frames import AssetCard, Frame
     from governance.lineage.pictures import LineageGraph
 
-# The most rows the service sends for one read (its MAX_ROWS); more is read in process, with Spark.
-MAX_ROWS = 100_000
 # The versions the service sends a page at a time, at the most.
 VERSIONS_PAGE = 1000
 
@@ -134,14 +132,17 @@ class RemoteCustody:
         target: str,
         *,
         as_user: str | None = None,
+        password: str | None = None,
         limit: int | None = None,
         columns: Sequence[str] | None = None,
     ) -> pa.Table:
-        """The version's rows as an Arrow table, for the token's user (`as_user`, if given, must be them).
-        Without `limit`, every row, as long as the service sends them all in one answer."""
+        """The version's rows as an Arrow table, for the token's user (`as_user`, if given, must be
+        them; with `password`, `as_user` logs in first). Without `limit`, every row, as long as the
+        service sends them all in one answer."""
         from governance.access.reads import Target
+        from governance.service.api import MAX_ROWS
 
-        self.client.acting_as(as_user, "as_user")
+        self._acting_as(as_user, password)
         parsed = Target.parse(target)
         ref, total, table = self.client.rows(
             str(parsed.key), parsed.number, MAX_ROWS if limit is None else limit, list(columns or []) or None
@@ -153,17 +154,29 @@ class RemoteCustody:
             )
         return table
 
-    def read_spark(self, spark: SparkSession, target: str, *, as_user: str | None = None) -> DataFrame:
+    def read_spark(
+        self, spark: SparkSession, target: str, *, as_user: str | None = None, password: str | None = None
+    ) -> DataFrame:
         """The version as a Spark DataFrame, made from the rows the service sends."""
-        return spark.createDataFrame(self.read(target, as_user=as_user).to_pandas())
+        return spark.createDataFrame(self.read(target, as_user=as_user, password=password).to_pandas())
 
-    def apply_specs(self, assets: Sequence[str] = (), *, as_user: str | None = None) -> list[Applied]:
+    def apply_specs(
+        self, assets: Sequence[str] = (), *, as_user: str | None = None, password: str | None = None
+    ) -> list[Applied]:
         """Put the edited specs the service reads in force, all or none, for the token's user: an owner of each."""
         from governance.approval import Applied
 
-        self.client.acting_as(as_user, "as_user")
+        self._acting_as(as_user, password)
         applied = self.client.send("POST", "/specs/apply", {"assets": [str(AssetKey.parse(a)) for a in assets]})
         return [Applied.from_dict(done) for done in applied]
+
+    def _acting_as(self, user: str | None, password: str | None) -> None:
+        """A request for `user`: proven by `password` (a login), else the token must be theirs."""
+        if password is not None:
+            if user is None:
+                raise InvalidInput("a password proves a user: name them with as_user")
+            self.login(user, password)
+        self.client.acting_as(user, "as_user")
 
     def spec_history(self, asset: str) -> list[HistoryEntry]:
         from governance.approval import HistoryEntry

@@ -11,7 +11,7 @@ from typing import Protocol
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from governance.errors import ServiceUnavailable
 from governance.runs import StepFailure
@@ -25,6 +25,8 @@ router = APIRouter(prefix="/api/v1")
 
 class RunAsked(BaseModel):
     """Assets by key, or a Dagster selection; a batch (and `force`) only to ingest one landing asset."""
+
+    model_config = ConfigDict(extra="forbid")
 
     assets: list[str] = Field(default_factory=list, max_length=1000, description="DOMAIN/NAME each.")
     selection: str | None = Field(
@@ -83,7 +85,7 @@ async def request_run(principal: Caller, request: Request, asked: RunAsked) -> R
     materialize assets (their producer or owner, who may read their inputs). Decided at submission,
     as a UI launch is; a refused run is not created. The run is queued: GET /runs/{run_id} follows it."""
     run_id = await desk_of(request).submit(asked, principal)
-    return answer({"run_id": run_id, "requested_by": principal.user})
+    return answer({"run_id": run_id, "requested_by": principal.user}, status_code=202)
 
 
 @router.get("/runs/{run_id}", tags=["runs"], response_class=JSONResponse)
