@@ -7,13 +7,15 @@ shape of benchmarks.provenance: 1,000 assets in 50 layers, each materialized 100
      in process    explore(catalog, ref, upstream).to_dict() and json.dumps: what the API computes
                    and sends
      the service   GET /api/v1/versions/<asset>/<n>/provenance from `custody serve` on loopback, on a
-                   kept-alive connection, JSON parsed
-   p50/p95 of each and what the service adds; goal: at most 10 ms added at p95.
+                   kept-alive connection, JSON parsed; computed for every request
+                   (CUSTODY_SERVICE_CACHE_SECONDS=0), and as the service answers by default, from
+                   the answer it keeps a moment
+   p50/p95 of each and what the service adds, computing; goal: at most 10 ms added at p95.
 2. Load: 50 clients at once for 60 s on loopback, each asking in turn for the catalog, that
    provenance and a page of 100 ledger entries (as dave, an auditor: each page is a recorded
-   decision), the next request as soon as the last is answered: requests/s, p50/p95 by kind, errors.
-   Goal: no error, p95 at most 100 ms. The clients are threads of this process, on the same
-   machine as the service.
+   decision), the next request as soon as the last is answered, on the service as it answers by
+   default: requests/s, p50/p95 by kind, errors. Goal: no error, p95 at most 100 ms. The clients
+   are threads of this process, on the same machine as the service.
 
     .venv/bin/python -m benchmarks.service
     .venv/bin/python -m benchmarks.service --versions 10000 --seconds 10 --samples 50   # smoke run
@@ -185,15 +187,22 @@ def main() -> None:
             "CUSTODY_HOME": str(home),
             "CUSTODY_CATALOG_URL": settings.catalog_url,
         }
+        server, api = start_service({**env, "CUSTODY_SERVICE_CACHE_SECONDS": "0"})
+        try:
+            remote = through_service(api, token(api, "dave"), ref, args.samples)
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=30)
         server, api = start_service(env)
         try:
             headers = token(api, "dave")
-            remote = through_service(api, headers, ref, args.samples)
+            kept = through_service(api, headers, ref, args.samples)
             print(f"\nprovenance of {ref}, {args.samples} requests each way")
-            print(f"  in process    {milliseconds(local)}")
-            print(f"  the service   {milliseconds(remote)}")
+            print(f"  in process              {milliseconds(local)}")
+            print(f"  the service, computing  {milliseconds(remote)}")
+            print(f"  the service, as kept    {milliseconds(kept)}")
             added = (percentile(remote, 95) - percentile(local, 95)) * 1000
-            print(f"  added at p95  {added:.2f} ms (goal: at most {ADDED_GOAL_MS} ms)")
+            print(f"  added at p95, computing {added:.2f} ms (goal: at most {ADDED_GOAL_MS} ms)")
 
             latencies, errors, elapsed = load(api, headers, ref, args.clients, args.seconds)
             answered = sum(len(values) for values in latencies.values())

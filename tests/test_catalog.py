@@ -5,6 +5,7 @@ that cannot be reached is one clear line that never shows its password."""
 from __future__ import annotations
 
 import multiprocessing
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from sqlalchemy import inspect
@@ -101,3 +102,12 @@ def test_writers_in_several_processes_number_versions_without_gaps_or_clashes(se
     assert numbers == list(range(1, WRITERS * VERSIONS_EACH + 1))
     with catalog.session() as session:
         assert [e.version for e in ledger.entries(session)] == list(range(1, WRITERS * VERSIONS_EACH + 1))
+
+
+def test_a_reader_reads_while_a_writer_holds_the_catalog(catalog):
+    with catalog.session() as writing:
+        ledger.append(writing, actor="bob", action="read")
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            # A reader in another thread sees the catalog as last committed, without waiting.
+            read = pool.submit(lambda: catalog.version_count(AssetKey("sales", "clients")))
+            assert read.result(timeout=5) == 0

@@ -11,7 +11,9 @@ import json
 import os
 import shutil
 import sys
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -28,6 +30,7 @@ from governance.catalog.models import LedgerEntry, ServiceSession
 from governance.config import Settings
 from governance.demo import demo_password, drop_demo_batches
 from governance.errors import AccessDenied, InvalidInput
+from governance.service.recent import Recent
 from governance.service.remote import RemoteCustody
 from governance.zones import Lake
 from tests.conftest import DEMO_SPECS, plain_environ
@@ -546,3 +549,24 @@ def test_python_s_custody_goes_through_the_service_knowing_only_its_address(api,
     with pytest.raises(AccessDenied, match="carol may not read the ledger"):
         custody.ledger()
     assert not (tmp_path / "empty-home").exists()
+
+
+def test_an_answer_every_user_gets_alike_is_kept_for_its_seconds_and_computed_once_for_those_who_ask_at_once():
+    computed = []
+
+    def compute() -> bytes:
+        computed.append(1)
+        time.sleep(0.2)
+        return b"answer"
+
+    kept = Recent(seconds=1)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        assert list(pool.map(lambda _: kept.answer("catalog", compute), range(4))) == [b"answer"] * 4
+    assert len(computed) == 1
+    time.sleep(1.1)
+    kept.answer("catalog", compute)
+    assert len(computed) == 2
+    never = Recent(seconds=0)
+    for _ in range(2):
+        never.answer("catalog", compute)
+    assert len(computed) == 4

@@ -132,7 +132,7 @@ def pinned_settings(
     (given or default) is pinned, with a ledger entry, once the directory it describes opens (a
     directory that cannot be read, pinned, would leave no admin to change it). With `refuse`, a
     value the process was given that disagrees with the pinned one is refused, and recorded."""
-    with catalog.session() as session:
+    with catalog.reading() as session:
         rows = _rows(session)
     if any(key not in rows for key in KEYS):
         values = {key: rows[key].value if key in rows else _first_value(key, settings, rows) for key in KEYS}

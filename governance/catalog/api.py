@@ -18,7 +18,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlmodel import Session, col, select
 
 from governance import ledger
-from governance.catalog.engine import make_engine, unavailable, unreachable
+from governance.catalog.engine import READ_ONLY, make_engine, unavailable, unreachable
 from governance.catalog.models import (
     AssetRow,
     Attempt,
@@ -49,6 +49,11 @@ _owed: ContextVar[dict[Path, tuple[Catalog, int, str]] | None] = ContextVar("cus
 # written, or their failure raised, where the next work begins.
 _failed: dict[Path, tuple[Catalog, int, str]] = {}
 _failed_lock = threading.Lock()
+# One writer at a time per SQLite database and process: the threads of a process (the service's)
+# queue here and go on as soon as the last one commits, where SQLite's busy handler would have them
+# sleep and retry. Other processes still wait on its busy timeout.
+_writers: dict[str, threading.RLock] = {}
+_writers_lock = threading.Lock()
 CHECKPOINT_FAILURES = (CustodyError, OSError, SQLAlchemyError)
 
 
@@ -79,11 +84,24 @@ def _shared_engine(url: str) -> Engine:
     return make_engine(url)
 
 
+@contextmanager
+def _one_writer(engine: Engine | None) -> Iterator[None]:
+    """Hold this process's writer lock of a SQLite `engine` (None: a reader, which needs none)."""
+    if engine is None or engine.dialect.name != "sqlite":
+        yield
+        return
+    with _writers_lock:
+        lock = _writers.setdefault(str(engine.url), threading.RLock())
+    with lock:
+        yield
+
+
 class Catalog:
     """Everything Custody knows about assets and their versions."""
 
     def __init__(self, engine: Engine, checkpoints: Checkpoints | None = None, segments: Path | None = None):
         self.engine = engine
+        self._reader = engine.execution_options(**{READ_ONLY: True})
         self.checkpoints = checkpoints
         # The folder of the ledger's segment files, which the catalog names relative to it.
         self.segments = segments
@@ -124,8 +142,18 @@ class Catalog:
                 owed[self.checkpoints.path] = (self, last, last_hash)
 
     @contextmanager
-    def _transaction(self) -> Iterator[Session]:
-        with Session(self.engine, expire_on_commit=False) as session:
+    def reading(self) -> Iterator[Session]:
+        """One transaction that only reads: the catalog as it was when it began. On SQLite it holds
+        no lock a writer or another reader waits for. It must write nothing."""
+        with self._transaction(self._reader) as session:
+            yield session
+
+    @contextmanager
+    def _transaction(self, engine: Engine | None = None) -> Iterator[Session]:
+        with (
+            _one_writer(self.engine if engine is None else None),
+            Session(engine or self.engine, expire_on_commit=False) as session,
+        ):
             session.info[ledger.CHECKPOINTS] = self.checkpoints
             session.info[ledger.SEGMENTS] = self.segments
             try:
@@ -261,13 +289,13 @@ class Catalog:
         advisory_lock(session, "custody.protection")
 
     def versions(self, key: AssetKey) -> list[VersionRow]:
-        with self.session() as session:
+        with self.reading() as session:
             query = select(VersionRow).where(VersionRow.asset_key == str(key)).order_by(col(VersionRow.number))
             return list(session.exec(query))
 
     def versions_page(self, key: AssetKey, limit: int, before: int | None = None) -> list[VersionRow]:
         """The newest `limit` versions numbered below `before` (any, without it), oldest first."""
-        with self.session() as session:
+        with self.reading() as session:
             query = select(VersionRow).where(VersionRow.asset_key == str(key))
             if before is not None:
                 query = query.where(VersionRow.number < before)
@@ -280,7 +308,7 @@ class Catalog:
             yield from session.exec(query.execution_options(yield_per=1000))
 
     def version_count(self, key: AssetKey) -> int:
-        with self.session() as session:
+        with self.reading() as session:
             return session.exec(
                 select(func.count()).select_from(VersionRow).where(VersionRow.asset_key == str(key))
             ).one()
@@ -291,7 +319,7 @@ class Catalog:
             return set(session.exec(query))
 
     def version(self, ref: VersionRef) -> VersionRow:
-        with self.session() as session:
+        with self.reading() as session:
             row = self.find_version(session, ref)
         if row is None:
             raise NotFound(f"no version {ref}: {self._known_versions(ref.key)}")
@@ -302,7 +330,7 @@ class Catalog:
         return session.exec(query).first()
 
     def latest(self, key: AssetKey) -> VersionRow:
-        with self.session() as session:
+        with self.reading() as session:
             row = session.exec(
                 select(VersionRow)
                 .where(VersionRow.asset_key == str(key))
@@ -362,7 +390,7 @@ class Catalog:
             return {AssetKey.parse(row.key): json.loads(row.spec_json).get("roles", {}) for row in rows}
 
     def has_asset(self, key: AssetKey) -> bool:
-        with self.session() as session:
+        with self.reading() as session:
             return session.get(AssetRow, str(key)) is not None
 
     def batch_by_id(self, key: AssetKey, batch_id: str) -> tuple[BatchRow, VersionRow] | None:
@@ -390,7 +418,7 @@ class Catalog:
             return set(session.exec(select(BatchRow.batch_id).where(BatchRow.asset_key == str(key))))
 
     def sources_of(self, version_ids: list[int]) -> dict[int, tuple[BatchRow, list[SourceFile]]]:
-        with self.session() as session:
+        with self.reading() as session:
             batches = list(session.exec(select(BatchRow).where(col(BatchRow.version_id).in_(version_ids))))
             files = list(
                 session.exec(
@@ -412,7 +440,7 @@ class Catalog:
 
     def reads_of(self, version_ids: list[int]) -> dict[int, RelationalRead]:
         """The database reads the versions `version_ids` were ingested from, by version id."""
-        with self.session() as session:
+        with self.reading() as session:
             reads = session.exec(select(RelationalRead).where(col(RelationalRead.version_id).in_(version_ids)))
             return {read.version_id: read for read in reads}
 

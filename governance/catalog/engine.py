@@ -14,6 +14,8 @@ from governance.catalog.migrations import migrate
 from governance.errors import CatalogUnavailable, error_summary
 
 BUSY_TIMEOUT_SECONDS = 30
+# The execution option of a transaction that only reads (Catalog.reading).
+READ_ONLY = "custody_read_only"
 
 
 def make_engine(url: str) -> Engine:
@@ -107,7 +109,9 @@ def _sqlite_engine(url: str, database: str | None) -> Engine:
     @event.listens_for(engine, "begin")
     def _on_begin(connection):
         # Immediate: a transaction that will write takes the write lock up front, so two
-        # writers queue on the busy timeout instead of failing on a lock upgrade.
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        # writers queue on the busy timeout instead of failing on a lock upgrade. One that only
+        # reads begins deferred: it reads its snapshot of the WAL database beside every other.
+        reads = connection.get_execution_options().get(READ_ONLY)
+        connection.exec_driver_sql("BEGIN" if reads else "BEGIN IMMEDIATE")
 
     return engine

@@ -222,7 +222,7 @@ def _source_words(source: dict[str, Any]) -> str:
 def listing(catalog: Catalog, filters: Filters | None = None) -> list[AssetEntry]:
     """Every asset the catalog knows, in force or retired, sorted by key, that `filters` keep."""
     filters = filters or Filters()
-    with catalog.session() as session:
+    with catalog.reading() as session:
         specs = {
             key: (spec_hash, json.loads(body), False)
             for key, spec_hash, body in session.connection().execute(
@@ -342,7 +342,7 @@ def _versions(session: Session, key: AssetKey) -> tuple[VersionRow, ...]:
 
 def detail(catalog: Catalog, key: AssetKey) -> AssetDetail:
     """The asset `key` whole; NotFound names the assets to choose from when the catalog has no such asset."""
-    with catalog.session() as session:
+    with catalog.reading() as session:
         row = session.get(AssetRow, str(key))
         versions = _versions(session, key)
         if row is not None:

@@ -39,16 +39,20 @@ def serve(
     signed with CUSTODY_SESSION_SECRET (else a key of this process's own, so they end when it stops)
     and last CUSTODY_SESSION_SECONDS (8 hours by default). Behind an authenticating gateway, the user
     it names in CUSTODY_GATEWAY_USER_HEADER is trusted from it alone: from the addresses in
-    CUSTODY_GATEWAY_PEERS, with the secret CUSTODY_GATEWAY_SECRET in X-Custody-Gateway-Secret, or both."""
+    CUSTODY_GATEWAY_PEERS, with the secret CUSTODY_GATEWAY_SECRET in X-Custody-Gateway-Secret, or both.
+    The API keeps the answers every user gets alike (the catalog, lineage) CUSTODY_SERVICE_CACHE_SECONDS
+    (2 by default)."""
     import uvicorn
 
     from governance.service.app import create_app
     from governance.service.gateway import Gateway
+    from governance.service.recent import Recent
     from governance.service.sessions import SessionSettings
 
     settings = load_settings()
     session_settings = SessionSettings.from_environ(os.environ)
     gateway = Gateway.from_environ(os.environ)
+    recent = Recent.from_environ(os.environ)
     # Read, the service's own secrets leave the environment: the daemon, the code servers and the
     # run workers (which run owners' transforms) inherit it, and need neither.
     for variable in SERVICE_SECRETS:
@@ -76,7 +80,7 @@ def serve(
         typer.echo(f"Custody serves on http://{host}:{bound} (sign in at /login)")
         # The peer is the TCP peer: an X-Forwarded-For a client sends must not stand for the address
         # a gateway is trusted from.
-        app = create_app(custody, session_settings, served, gateway, runs)
+        app = create_app(custody, session_settings, served, gateway, runs, recent)
         config = uvicorn.Config(app, log_level="warning", proxy_headers=False)
         # uvicorn stops gracefully on SIGTERM, then raises it again once stopped: handled here as an
         # exit, it unwinds this block, which stops the daemon and the code servers with the service.

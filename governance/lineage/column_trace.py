@@ -149,7 +149,7 @@ class Overview:
 
 
 def overview(catalog: Catalog, ref: VersionRef) -> Overview:
-    with catalog.session() as session:
+    with catalog.reading() as session:
         version = _version(catalog, session, ref)
         deps = RecordedColumns(session).of(version)
         table = _Batches(session).table(version)
@@ -162,7 +162,7 @@ def overview(catalog: Catalog, ref: VersionRef) -> Overview:
 
 def column_tree(catalog: Catalog, ref: VersionRef, column: str, *, direct_only: bool = False) -> ColumnNode:
     """`column` of `ref` and everything it depends on; a column met again is named, not expanded again."""
-    with catalog.session() as session:
+    with catalog.reading() as session:
         root = _version(catalog, session, ref)
         _require_column(root, column)
         graph, batches, seen = RecordedColumns(session), _Batches(session), set()
@@ -188,7 +188,7 @@ def column_tree(catalog: Catalog, ref: VersionRef, column: str, *, direct_only: 
 
 def origins(catalog: Catalog, ref: VersionRef, column: str, *, direct_only: bool = False) -> list[Origin]:
     """The DropZone fields `column` of `ref` comes from, across every version between them."""
-    with catalog.session() as session:
+    with catalog.reading() as session:
         root = _version(catalog, session, ref)
         _require_column(root, column)
         graph, batches = RecordedColumns(session), _Batches(session)

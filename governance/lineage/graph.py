@@ -266,7 +266,7 @@ def impact(catalog: Catalog, ref: VersionRef, depth: int | None = None) -> Linea
 
 def lineage(catalog: Catalog, ref: VersionRef, direction: Direction, depth: int | None = None) -> Lineage:
     root_row = catalog.version(ref)
-    with catalog.session() as session:
+    with catalog.reading() as session:
         found = closure(session, [root_row.stored_id], direction, depth)
     return _lineage(catalog, root_row.stored_id, direction, found)
 
@@ -276,7 +276,7 @@ def explore(
 ) -> Lineage | LineageSummary:
     """The lineage of `ref`; only its summary when it holds more than `summary_over` versions."""
     root_row = catalog.version(ref)
-    with catalog.session() as session:
+    with catalog.reading() as session:
         found = closure(session, [root_row.stored_id], direction, depth)
         if len(found.depth_of) > summary_over:
             return _summary(session, root_row.ref, direction, found)
@@ -284,7 +284,7 @@ def explore(
 
 
 def _lineage(catalog: Catalog, root: int, direction: Direction, found: Closure) -> Lineage:
-    with catalog.session() as session:
+    with catalog.reading() as session:
         rows = _rows(session, list(found.depth_of))
         protected = protected_ids(session)
     nodes = {vid: _node(row, found.depth_of[vid], vid in protected) for vid, row in rows.items()}

@@ -6,6 +6,7 @@ as an Arrow IPC stream). Reads of data and the ledger are decided and recorded w
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Annotated, Literal
 
@@ -66,7 +67,18 @@ Caller = Annotated[Principal, Depends(caller)]
 
 def answer(data: object, status_code: int = 200) -> Response:
     """`data` as JSON, encoded once: FastAPI's own encoder would walk a large lineage tree again."""
-    return Response(json.dumps(data, default=str), status_code=status_code, media_type="application/json")
+    return Response(encoded(data), status_code=status_code, media_type="application/json")
+
+
+def encoded(data: object) -> bytes:
+    return json.dumps(data, default=str).encode()
+
+
+def recent(request: Request, compute: Callable[[], object]) -> Response:
+    """An answer every signed-in user gets alike, kept a moment by the request's path and query."""
+    key = (request.url.path, request.url.query)
+    data = service_of(request).recent.answer(key, lambda: encoded(compute()))
+    return Response(data, media_type="application/json")
 
 
 def key_of(domain: str, name: str) -> AssetKey:
@@ -141,9 +153,12 @@ def catalog(
     classification: str | None = None,
     owner: str | None = None,
 ) -> Response:
-    """Every asset, as `custody catalog --json` lists it."""
-    found = listing(service_of(request).custody.store, Filters(search, domain, classification, owner))
-    return answer([entry.to_dict() for entry in found])
+    """Every asset, as `custody catalog --json` lists it (as of a moment ago at most: see
+    CUSTODY_SERVICE_CACHE_SECONDS)."""
+    store = service_of(request).custody.store
+    return recent(
+        request, lambda: [entry.to_dict() for entry in listing(store, Filters(search, domain, classification, owner))]
+    )
 
 
 @router.get("/assets/{domain}/{name}", tags=["catalog"], response_class=JSONResponse)
@@ -184,7 +199,8 @@ def lineage(
     the size the CLI summarizes at."""
     ref = VersionRef(key_of(domain, name), number)
     way = Direction.UPSTREAM if direction == "provenance" else Direction.DOWNSTREAM
-    return answer(explore(service_of(request).custody.store, ref, way, depth).to_dict())
+    store = service_of(request).custody.store
+    return recent(request, lambda: explore(store, ref, way, depth).to_dict())
 
 
 @router.get(
@@ -252,7 +268,7 @@ def ledger_entries(
         from_seq=from_seq,
         limit=limit,
     )
-    with custody.store.session() as session:
+    with custody.store.reading() as session:
         found = ledger.entries(session, where)
     return answer([{**entry.model_dump(mode="json"), "details": json.loads(entry.details)} for entry in found])
 

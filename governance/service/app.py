@@ -24,6 +24,7 @@ from governance.service import runs as runs_api
 from governance.service.context import Service
 from governance.service.gate import Gate
 from governance.service.gateway import Gateway
+from governance.service.recent import Recent
 from governance.service.runs import RunDesk
 from governance.service.sessions import Sessions, SessionSettings
 
@@ -37,6 +38,7 @@ def create_app(
     ui: ASGIApp | None = None,
     gateway: Gateway | None = None,
     runs: RunDesk | None = None,
+    recent: Recent | None = None,
 ) -> ASGIApp:
     app = FastAPI(
         title="Custody",
@@ -46,7 +48,12 @@ def create_app(
         openapi_url="/api/openapi.json",
     )
     app.state.service = Service(
-        custody, Sessions(custody.store, settings), Sessions(custody.store, settings, "token"), gateway, runs
+        custody,
+        Sessions(custody.store, settings),
+        Sessions(custody.store, settings, "token"),
+        gateway,
+        runs,
+        recent or Recent(),
     )
     app.include_router(login.router)
     app.include_router(changes.router)

@@ -18,6 +18,7 @@ from governance.api import Custody
 from governance.errors import CrossSite, CustodyError, shown
 from governance.runs import Assurance
 from governance.service.gateway import Gateway
+from governance.service.recent import Recent
 from governance.service.sessions import Principal, Sessions
 from governance.spec import SpecSet, load_valid_specs
 
@@ -60,6 +61,7 @@ class Service:
     gateway: Gateway | None = None
     # Takes run requests: only a service that serves the Dagster UI has one.
     runs: RunDesk | None = None
+    recent: Recent = field(default_factory=Recent)
     refusals: Refusals = field(default_factory=Refusals)
 
     def specs(self) -> SpecSet:

@@ -121,7 +121,7 @@ class Sessions:
             session_id = self._signer.loads(signed, max_age=int(self.lifetime.total_seconds()))
         except BadData as err:
             raise NotSignedIn(f"this {self.kind} is expired or was not made by this service: sign in again") from err
-        with self.catalog.session() as session:
+        with self.catalog.reading() as session:
             row = session.get(ServiceSession, session_id)
         now = datetime.now(UTC)
         if row is None or row.kind != self.kind:
