@@ -144,7 +144,9 @@ class Catalog:
     @contextmanager
     def reading(self) -> Iterator[Session]:
         """One transaction that only reads: the catalog as it was when it began. On SQLite it holds
-        no lock a writer or another reader waits for. It must write nothing."""
+        no lock a writer or another reader waits for. It must write nothing. A checkpoint that
+        could not be written is tried again first, as before every session."""
+        self._retry_failed_checkpoint()
         with self._transaction(self._reader) as session:
             yield session
 
