@@ -129,6 +129,9 @@ def test_make_ui_says_one_line_for_each_refused_or_failed_run_and_no_stack(ui, c
 
 def test_make_ui_verbose_shows_dagster_s_own_lines_for_a_run(verbose_ui, cli_env):
     run_id, message = failed_run(verbose_ui, cli_env)
+    # The run's worker writes Dagster's lines to the console itself, when it gets to: on a busy
+    # machine, after the daemon's own line about the run.
+    verbose_ui.wait_for("STEP_FAILURE")
     text = verbose_ui.stop()
     assert f"{run_id} - " in text and "STEP_FAILURE" in text and "Stack Trace" in text
     assert f" - custody - run {run_id} failed: sales/names_and_products: {message}" in text
