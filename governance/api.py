@@ -259,14 +259,14 @@ class Custody:
         from governance import ledger
         from governance.frames import ledger_frame
 
-        where = ledger.LedgerFilter(
+        where = ledger.LedgerFilter.asked(
             asset=asset,
             version=version,
             actor=actor,
             action=action,
             run_id=run_id,
-            since=None if since is None else ledger.moment(since),
-            until=None if until is None else ledger.moment(until),
+            since=since,
+            until=until,
             limit=limit,
         )
         with self.store.session() as session:

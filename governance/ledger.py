@@ -312,6 +312,15 @@ class LedgerFilter:
     from_seq: int = 1
     limit: int | None = None
 
+    @classmethod
+    def asked(
+        cls, *, since: str | datetime | None = None, until: str | datetime | None = None, **given: Any
+    ) -> LedgerFilter:
+        """The filter a caller asks for, its times given as ISO dates or times, or datetimes."""
+        return cls(
+            since=None if since is None else moment(since), until=None if until is None else moment(until), **given
+        )
+
 
 def entries(session: Session, where: LedgerFilter = LedgerFilter()) -> list[LedgerEntry]:
     """The entries that match, in seq order: those rolled into segments first (found through their
