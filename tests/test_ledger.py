@@ -5,10 +5,15 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import threading
+import time
 
 import pytest
+from sqlalchemy import event
+from sqlalchemy.exc import SQLAlchemyError
 
 from governance import ledger
+from governance.errors import CustodyError
 from governance.ledger import LedgerFilter
 from governance.runs import Assurance
 
@@ -64,6 +69,60 @@ def test_tampering_is_detected_at_the_first_bad_entry(ten, sql, first_bad):
     execute(ten, sql)
     result = verify(ten)
     assert not result.ok and result.first_bad_seq == first_bad, result
+
+
+# Long enough for threads started while the writer is held to queue behind it, on a busy machine.
+QUEUEING_SECONDS = 1
+
+
+def appending_behind_a_held_writer(catalog, actors):
+    """Each actor's entry appended by a thread of its own: the first started while this thread holds
+    the catalog's writer, the others once it waits. What each got back, or raised."""
+    outcomes = {}
+
+    def append(actor):
+        try:
+            outcomes[actor] = catalog.record([ledger.Event(actor, "read")])
+        except (SQLAlchemyError, CustodyError) as err:
+            outcomes[actor] = err
+
+    threads = [threading.Thread(target=append, args=(actor,)) for actor in actors]
+    with catalog.session():
+        threads[0].start()
+        time.sleep(QUEUEING_SECONDS)
+        for thread in threads[1:]:
+            thread.start()
+        time.sleep(QUEUEING_SECONDS)
+    for thread in threads:
+        thread.join(timeout=30)
+    return outcomes
+
+
+def test_threads_appending_at_once_share_a_transaction_and_each_gets_its_own_entry(catalog):
+    commits = []
+    event.listen(catalog.engine, "commit", commits.append)
+    actors = [f"user{i}" for i in range(20)]
+    outcomes = appending_behind_a_held_writer(catalog, actors)
+    # The first thread's own transaction, then one for the 19 that queued behind it.
+    assert len(commits) == 2
+    with catalog.reading() as session:
+        found = {entry.seq: entry.actor for entry in ledger.entries(session)}
+    assert sorted(found) == list(range(1, 21))
+    assert all(found[outcomes[actor][0].seq] == actor for actor in actors)
+    assert verify(catalog).ok
+
+
+def test_a_shared_transaction_that_fails_fails_every_thread_in_it_and_keeps_none_of_their_entries(catalog):
+    execute(
+        catalog,
+        "CREATE TRIGGER refuse_mallory BEFORE INSERT ON ledger WHEN NEW.actor = 'mallory' "
+        "BEGIN SELECT RAISE(ABORT, 'mallory is refused'); END",
+    )
+    outcomes = appending_behind_a_held_writer(catalog, ["carol", "alice", "mallory"])
+    assert [entry.seq for entry in outcomes["carol"]] == [1]
+    assert "mallory is refused" in str(outcomes["alice"]) and "mallory is refused" in str(outcomes["mallory"])
+    with catalog.reading() as session:
+        assert [entry.actor for entry in ledger.entries(session)] == ["carol"]
 
 
 def test_filters_select_entries_in_order(ten):

@@ -29,9 +29,10 @@ from governance.catalog.engine import make_engine
 from governance.catalog.models import LedgerEntry, ServiceSession
 from governance.config import Settings
 from governance.demo import demo_password, drop_demo_batches
-from governance.errors import AccessDenied, InvalidInput
+from governance.errors import AccessDenied, InvalidInput, NotSignedIn
 from governance.service.recent import Recent
 from governance.service.remote import RemoteCustody
+from governance.service.sessions import Principal, Sessions, SessionSettings, new_session_id
 from governance.zones import Lake
 from tests.conftest import DEMO_SPECS, plain_environ
 from tests.dagster_servers import client, start_service, stop, token
@@ -426,6 +427,21 @@ def test_a_revoked_token_is_refused_everywhere(api, catalog):
     answer = requests.get(f"{api}/whoami", headers=headers, timeout=30)
     assert (answer.status_code, answer.json()["detail"]) == (401, "this token has ended: sign in again")
     assert entries(catalog, "session.ended", "carol")[-1]["channel"] == "api"
+
+
+def test_a_token_ended_by_another_process_works_here_until_its_recheck_seconds_pass(catalog):
+    settings = SessionSettings(b"k" * 32, timedelta(hours=1), timedelta(hours=1), recheck=timedelta(seconds=1))
+    here, elsewhere = Sessions(catalog, settings, "token"), Sessions(catalog, settings, "token")
+    principal = Principal("carol", "password", new_session_id(), "api")
+    signed = here.open(principal)
+    assert here.find(signed) == elsewhere.find(signed) == principal
+    elsewhere.end(principal)
+    with pytest.raises(NotSignedIn, match="has ended"):
+        elsewhere.find(signed)
+    assert here.find(signed) == principal  # as this process read it a moment ago
+    time.sleep(1.1)
+    with pytest.raises(NotSignedIn, match="has ended"):
+        here.find(signed)
 
 
 def test_the_openapi_schema_documents_every_endpoint(api):

@@ -38,11 +38,10 @@ def record(catalog: Catalog, decision: Decision, run_id: str | None = None, deta
 
 
 def record_all(catalog: Catalog, decisions: Sequence[tuple[Decision, Details]], run_id: str | None = None) -> None:
-    """The decisions of one request, in one transaction."""
-    with catalog.session() as session:
-        for decision, details in decisions:
-            ledger.append(
-                session,
+    """The decisions of one request, in one transaction (which other threads' may share)."""
+    catalog.record(
+        [
+            ledger.Event(
                 actor=ledger_actor(decision.identity.user),
                 action=decision.verb.value,
                 asset=decision.asset,
@@ -58,6 +57,9 @@ def record_all(catalog: Catalog, decisions: Sequence[tuple[Decision, Details]], 
                     **({"directory": decision.directory} if decision.directory else {}),
                 },
             )
+            for decision, details in decisions
+        ]
+    )
 
 
 def enforce(catalog: Catalog, decision: Decision, run_id: str | None = None, details: Details = None) -> Decision:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -19,6 +19,7 @@ from sqlmodel import Session, col, select
 
 from governance import ledger
 from governance.catalog.engine import READ_ONLY, make_engine, unavailable, unreachable
+from governance.catalog.group import GroupCommit
 from governance.catalog.models import (
     AssetRow,
     Attempt,
@@ -54,6 +55,8 @@ _failed_lock = threading.Lock()
 # sleep and retry. Other processes still wait on its busy timeout.
 _writers: dict[str, threading.RLock] = {}
 _writers_lock = threading.Lock()
+# The ledger appends of this process's threads, by database: see `Catalog.record`.
+_groups: dict[str, GroupCommit] = {}
 CHECKPOINT_FAILURES = (CustodyError, OSError, SQLAlchemyError)
 
 
@@ -179,6 +182,23 @@ class Catalog:
         if _failed and self.checkpoints is not None:
             for catalog, seq, entry_hash in _take_failed([self.checkpoints.path]).values():
                 catalog.record_checkpoint(seq, entry_hash)
+
+    def record(self, events: Sequence[ledger.Event]) -> Sequence[ledger.Appended]:
+        """Append `events` to the ledger, in order, in a transaction of their own that the other
+        threads of this process appending at the same moment share: a busy service writes once for
+        many decisions. Returns once they are committed, with where they went."""
+        with _writers_lock:
+            group = _groups.setdefault(str(self.engine.url), GroupCommit())
+        appended, here = group.append(events, self._append)
+        if not here and appended and self.checkpoints and (owed := _owed.get()) is not None:
+            # The thread that committed them checkpointed them or owes it in its own context; the
+            # command that brought them owes it too.
+            owed[self.checkpoints.path] = (self, appended[-1].seq, appended[-1].hash)
+        return appended
+
+    def _append(self, events: Sequence[ledger.Event]) -> list[ledger.Appended]:
+        with self.session() as session:
+            return ledger.append_many(session, events)
 
     def checkpoint(self) -> None:
         """Checkpoint the ledger's newest entry now: at the end of a run, whatever its length."""

@@ -14,6 +14,7 @@ import pyarrow as pa
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
 
 from governance import ledger
 from governance.access.guard import enforce
@@ -45,9 +46,10 @@ MAX_LEDGER_ENTRIES = 10_000
 router = APIRouter(prefix="/api/v1")
 
 
-def caller(request: Request) -> Principal:
-    """The principal of a request: a trusted gateway's user, else the bearer token's. A refusal is
-    recorded (once a minute for the same peer and kind)."""
+async def caller(request: Request) -> Principal:
+    """The principal of a request: a trusted gateway's user, else the bearer token's, read from the
+    catalog only when it was not a moment ago. A refusal is recorded (once a minute for the same
+    peer and kind)."""
     service = service_of(request)
     try:
         vouched = service.gateway.principal(request) if service.gateway is not None else None
@@ -56,9 +58,13 @@ def caller(request: Request) -> Principal:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token:
             raise NotSignedIn("this needs a token: `custody login`, or POST /api/v1/tokens with a user and password")
-        return service.tokens.find(token.strip())
+        known = service.tokens.remembered(token.strip())
+        if known is not None:
+            return known
+        found: Principal = await run_in_threadpool(service.tokens.find, token.strip())
+        return found
     except AccessDenied as err:
-        service.refused(request, err, API_CHANNEL)
+        await run_in_threadpool(service.refused, request, err, API_CHANNEL)
         raise
 
 
@@ -74,10 +80,12 @@ def encoded(data: object) -> bytes:
     return json.dumps(data, default=str).encode()
 
 
-def recent(request: Request, compute: Callable[[], object]) -> Response:
-    """An answer every signed-in user gets alike, kept a moment by the request's path and query."""
+async def recent(request: Request, compute: Callable[[], object]) -> Response:
+    """An answer every signed-in user gets alike, kept a moment by the request's path and query:
+    a kept answer is sent at once, a new one computed in a worker thread."""
     key = (request.url.path, request.url.query)
-    data = service_of(request).recent.answer(key, lambda: encoded(compute()))
+    kept = service_of(request).recent
+    data = kept.fresh(key) or await run_in_threadpool(kept.answer, key, lambda: encoded(compute()))
     return Response(data, media_type="application/json")
 
 
@@ -145,7 +153,7 @@ def whoami(principal: Caller) -> Who:
 
 
 @router.get("/catalog", tags=["catalog"], response_class=JSONResponse)
-def catalog(
+async def catalog(
     principal: Caller,
     request: Request,
     search: str | None = None,
@@ -156,7 +164,7 @@ def catalog(
     """Every asset, as `custody catalog --json` lists it (as of a moment ago at most: see
     CUSTODY_SERVICE_CACHE_SECONDS)."""
     store = service_of(request).custody.store
-    return recent(
+    return await recent(
         request, lambda: [entry.to_dict() for entry in listing(store, Filters(search, domain, classification, owner))]
     )
 
@@ -185,7 +193,7 @@ def versions(
 
 
 @router.get("/versions/{domain}/{name}/{number}/{direction}", tags=["lineage"], response_class=JSONResponse)
-def lineage(
+async def lineage(
     principal: Caller,
     request: Request,
     domain: str,
@@ -200,7 +208,7 @@ def lineage(
     ref = VersionRef(key_of(domain, name), number)
     way = Direction.UPSTREAM if direction == "provenance" else Direction.DOWNSTREAM
     store = service_of(request).custody.store
-    return recent(request, lambda: explore(store, ref, way, depth).to_dict())
+    return await recent(request, lambda: explore(store, ref, way, depth).to_dict())
 
 
 @router.get(

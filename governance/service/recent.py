@@ -28,6 +28,11 @@ class Recent:
         seconds = env_amount(environ, SECONDS_VARIABLE, "seconds")
         return cls(DEFAULT_SECONDS if seconds is None else seconds)
 
+    def fresh(self, key: Hashable) -> bytes | None:
+        """The answer kept for `key` if it is still fresh, without waiting for anything."""
+        kept = self._kept.get(key)
+        return kept[1] if kept is not None and time.monotonic() < kept[0] else None
+
     def answer(self, key: Hashable, compute: Callable[[], bytes]) -> bytes:
         """The answer kept for `key`, or `compute`'s, kept. Requests that ask for the same at once
         wait for one computation."""

@@ -1,11 +1,14 @@
 """Sessions of the service. A session is a random id with a row in the catalog that says whose it is,
 how they proved it and until when; the browser holds the id signed with the service's key. Ending a
-session marks its row, so a copied cookie stops working in every process that shares the catalog."""
+session marks its row, so a copied cookie stops working in every process that shares the catalog: at
+once in the process that ended it, within CUSTODY_SESSION_RECHECK_SECONDS in the others."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -24,6 +27,8 @@ DEFAULT_RECHECK_SECONDS = 10
 DEFAULT_LIFETIME_SECONDS = 8 * 3600
 DEFAULT_TOKEN_LIFETIME_SECONDS = 3600
 SHORTEST_SECRET = 32
+# Sessions taken as read are forgotten once they are stale, when this many are kept.
+PRUNE_AT = 10_000
 
 
 @dataclass(frozen=True)
@@ -54,8 +59,8 @@ class SessionSettings:
     secret: bytes
     lifetime: timedelta
     token_lifetime: timedelta = timedelta(seconds=DEFAULT_TOKEN_LIFETIME_SECONDS)
-    # How often an open WebSocket's session is looked at again, at the most: a logout or expiry ends
-    # the socket within this long of its next message.
+    # How long a process goes by what it last read of a session before reading its row again: a
+    # logout in another process, or an open WebSocket's expiry, takes effect within this long.
     recheck: timedelta = timedelta(seconds=DEFAULT_RECHECK_SECONDS)
 
     def __repr__(self) -> str:
@@ -88,8 +93,20 @@ def _seconds(environ: Mapping[str, str], variable: str, default: int) -> timedel
     return timedelta(seconds=int(seconds))
 
 
+@dataclass(frozen=True)
+class _Seen:
+    """A session as its row was read: whose, and until when it may be trusted without reading again."""
+
+    principal: Principal
+    expires_at: datetime
+    until: float
+
+
 class Sessions:
-    """Opens, finds and ends the sessions of one kind (`session` for browsers, `token` for the API)."""
+    """Opens, finds and ends the sessions of one kind (`session` for browsers, `token` for the API).
+    A session found valid is taken as it was read for `recheck` seconds (never past its expiry), so
+    that a busy client's every request is not a read of the catalog; ending it here forgets it at
+    once."""
 
     def __init__(self, catalog: Catalog, settings: SessionSettings, kind: str = "session"):
         self.catalog = catalog
@@ -97,6 +114,8 @@ class Sessions:
         self.lifetime = settings.token_lifetime if kind == "token" else settings.lifetime
         self.recheck = settings.recheck.total_seconds()
         self._signer = URLSafeTimedSerializer(settings.secret, salt=f"custody-{kind}")
+        self._seen: dict[str, _Seen] = {}
+        self._seen_lock = threading.Lock()
 
     def open(self, principal: Principal) -> str:
         """Record `principal`'s new session; the signed value its holder presents."""
@@ -115,24 +134,52 @@ class Sessions:
 
     def find(self, signed: str | None) -> Principal:
         """The principal of a valid session; NotSignedIn says why there is none."""
+        session_id = self._session_id(signed)
+        return self._remembered(session_id) or self._read(session_id)
+
+    def remembered(self, signed: str | None) -> Principal | None:
+        """The principal of a valid session as it was read a moment ago, without a read of the
+        catalog; None when it must be read (`find`). NotSignedIn for a value this service did not sign."""
+        return self._remembered(self._session_id(signed))
+
+    def _session_id(self, signed: str | None) -> str:
         if not signed:
             raise NotSignedIn("sign in first")
         try:
-            session_id = self._signer.loads(signed, max_age=int(self.lifetime.total_seconds()))
+            session_id: str = self._signer.loads(signed, max_age=int(self.lifetime.total_seconds()))
         except BadData as err:
             raise NotSignedIn(f"this {self.kind} is expired or was not made by this service: sign in again") from err
+        return session_id
+
+    def _remembered(self, session_id: str) -> Principal | None:
+        seen = self._seen.get(session_id)
+        if seen is not None and time.monotonic() < seen.until and datetime.now(UTC) < seen.expires_at:
+            return seen.principal
+        return None
+
+    def _read(self, session_id: str) -> Principal:
         with self.catalog.reading() as session:
             row = session.get(ServiceSession, session_id)
-        now = datetime.now(UTC)
         if row is None or row.kind != self.kind:
             raise NotSignedIn(f"this {self.kind} is unknown to the catalog: sign in again")
         if row.ended_at is not None:
             raise NotSignedIn(f"this {self.kind} has ended: sign in again")
-        if _aware(row.expires_at) <= now:
+        if _aware(row.expires_at) <= datetime.now(UTC):
             raise NotSignedIn(f"this {self.kind} has expired: sign in again")
-        return Principal(row.user, row.method, row.id, "api" if self.kind == "token" else "ui")
+        principal = Principal(row.user, row.method, row.id, "api" if self.kind == "token" else "ui")
+        self._remember(_Seen(principal, _aware(row.expires_at), time.monotonic() + self.recheck))
+        return principal
+
+    def _remember(self, seen: _Seen) -> None:
+        with self._seen_lock:
+            if len(self._seen) >= PRUNE_AT:
+                now = time.monotonic()
+                self._seen = {key: kept for key, kept in self._seen.items() if kept.until > now}
+            self._seen[seen.principal.session] = seen
 
     def end(self, principal: Principal) -> None:
+        with self._seen_lock:
+            self._seen.pop(principal.session, None)
         with self.catalog.session() as session:
             row = session.get(ServiceSession, principal.session)
             if row is not None and row.ended_at is None:
