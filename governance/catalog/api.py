@@ -46,6 +46,8 @@ def utcnow() -> datetime:
 # The newest entry each catalog appended, by checkpoint file, that no checkpoint pins yet: written
 # when the innermost `closing_checkpoint` block ends.
 _owed: ContextVar[dict[Path, tuple[Catalog, int, str]] | None] = ContextVar("custody_checkpoints_owed", default=None)
+# Whether this thread (or task) is inside a write transaction of a catalog: see `Catalog.record`.
+_writing: ContextVar[bool] = ContextVar("custody_catalog_writing", default=False)
 # Checkpoints that were due when a transaction committed but could not be written then, by file:
 # written, or their failure raised, where the next work begins.
 _failed: dict[Path, tuple[Catalog, int, str]] = {}
@@ -55,8 +57,8 @@ _failed_lock = threading.Lock()
 # sleep and retry. Other processes still wait on its busy timeout.
 _writers: dict[str, threading.RLock] = {}
 _writers_lock = threading.Lock()
-# The ledger appends of this process's threads, by database: see `Catalog.record`.
-_groups: dict[str, GroupCommit] = {}
+# The ledger appends of this process's threads, by database and checkpoint file: see `Catalog.record`.
+_groups: dict[tuple[str, Checkpoints | None, Path | None], GroupCommit] = {}
 CHECKPOINT_FAILURES = (CustodyError, OSError, SQLAlchemyError)
 
 
@@ -136,13 +138,17 @@ class Catalog:
         self._retry_failed_checkpoint()
         with self._transaction() as session:
             yield session
-        appended = session.info.get(ledger.APPENDED)
-        if appended and self.checkpoints:
-            first, last, last_hash = appended
-            if self.checkpoints.due(first, last):
-                self._checkpoint_committed(self.checkpoints, last, last_hash)
-            elif (owed := _owed.get()) is not None:
-                owed[self.checkpoints.path] = (self, last, last_hash)
+        if appended := session.info.get(ledger.APPENDED):
+            self._committed(*appended)
+
+    def _committed(self, first: int, last: int, last_hash: str) -> None:
+        """Entries `first`..`last` are committed: checkpoint them if it is due, else owe it."""
+        if not self.checkpoints:
+            return
+        if self.checkpoints.due(first, last):
+            self._checkpoint_committed(self.checkpoints, last, last_hash)
+        elif (owed := _owed.get()) is not None:
+            owed[self.checkpoints.path] = (self, last, last_hash)
 
     @contextmanager
     def reading(self) -> Iterator[Session]:
@@ -155,19 +161,24 @@ class Catalog:
 
     @contextmanager
     def _transaction(self, engine: Engine | None = None) -> Iterator[Session]:
-        with (
-            _one_writer(self.engine if engine is None else None),
-            Session(engine or self.engine, expire_on_commit=False) as session,
-        ):
-            session.info[ledger.CHECKPOINTS] = self.checkpoints
-            session.info[ledger.SEGMENTS] = self.segments
-            try:
-                with session.begin():
-                    yield session
-            except OperationalError as err:
-                if not unreachable(err):
-                    raise
-                raise unavailable(self.engine.url, err) from err
+        writing = _writing.set(True) if engine is None else None
+        try:
+            with (
+                _one_writer(self.engine if engine is None else None),
+                Session(engine or self.engine, expire_on_commit=False) as session,
+            ):
+                session.info[ledger.CHECKPOINTS] = self.checkpoints
+                session.info[ledger.SEGMENTS] = self.segments
+                try:
+                    with session.begin():
+                        yield session
+                except OperationalError as err:
+                    if not unreachable(err):
+                        raise
+                    raise unavailable(self.engine.url, err) from err
+        finally:
+            if writing is not None:
+                _writing.reset(writing)
 
     def _checkpoint_committed(self, checkpoints: Checkpoints, seq: int, entry_hash: str) -> None:
         try:
@@ -186,18 +197,30 @@ class Catalog:
     def record(self, events: Sequence[ledger.Event]) -> Sequence[ledger.Appended]:
         """Append `events` to the ledger, in order, in a transaction of their own that the other
         threads of this process appending at the same moment share: a busy service writes once for
-        many decisions. Returns once they are committed, with where they went."""
+        many decisions. Returns once they are committed, with where they went.
+
+        A thread that holds a write transaction of this catalog already appends alone, as a nested
+        session would: queued behind another thread's batch, it would wait for a writer it holds."""
+        if _writing.get():
+            with self.session() as session:
+                return ledger.append_many(session, events)
         with _writers_lock:
-            group = _groups.setdefault(str(self.engine.url), GroupCommit())
-        appended, here = group.append(events, self._append)
-        if not here and appended and self.checkpoints and (owed := _owed.get()) is not None:
-            # The thread that committed them checkpointed them or owes it in its own context; the
-            # command that brought them owes it too.
+            group = _groups.setdefault((str(self.engine.url), self.checkpoints, self.segments), GroupCommit())
+        appended, batch = group.append(events, self._append)
+        if batch:
+            # This thread committed the batch: its checkpoint, due or owed, is this thread's to see to.
+            self._committed(batch[0].seq, batch[-1].seq, batch[-1].hash)
+        elif appended and self.checkpoints and (owed := _owed.get()) is not None:
+            # Another thread committed them and checkpointed or owes them; the command that brought
+            # them owes their checkpoint too.
             owed[self.checkpoints.path] = (self, appended[-1].seq, appended[-1].hash)
         return appended
 
     def _append(self, events: Sequence[ledger.Event]) -> list[ledger.Appended]:
-        with self.session() as session:
+        """One transaction of a batch: what follows its commit (a checkpoint) is the committing
+        thread's alone, so that a checkpoint's failure fails none of the others' decisions."""
+        self._retry_failed_checkpoint()
+        with self._transaction() as session:
             return ledger.append_many(session, events)
 
     def checkpoint(self) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from governance.errors import CatalogUnavailable, CustodyError
+from governance.errors import CustodyError
 
 if TYPE_CHECKING:  # the ledger's module imports the catalog's
     from governance.ledger import Appended, Event
@@ -22,10 +22,10 @@ Commit = Callable[[Sequence["Event"]], Sequence["Appended"]]
 
 
 class Committed(NamedTuple):
-    """Where a thread's entries went, and whether that thread ran the transaction."""
+    """Where a thread's entries went; and the whole batch's, when that thread committed it."""
 
     appended: Sequence[Appended]
-    here: bool
+    batch: Sequence[Appended]
 
 
 @dataclass
@@ -48,7 +48,7 @@ class GroupCommit:
         """Append `events` (in order, together) with whatever other threads bring meanwhile. Returns
         once they are committed; raises what failed the transaction that held them."""
         ticket = _Ticket(events)
-        here = False
+        batch: Sequence[Appended] = ()
         with self._turn:
             self._waiting.append(ticket)
             while not ticket.done:
@@ -56,26 +56,28 @@ class GroupCommit:
                     self._turn.wait()
                     continue
                 # A thread commits at most once: the batch it takes holds its own ticket.
-                self._commit_waiting(commit)
-                here = True
+                batch = self._commit_waiting(commit)
         if ticket.error is not None:
+            # Every thread of a failed batch raises the same error, as the waiters of a future do.
             raise ticket.error
-        return Committed(ticket.appended, here)
+        return Committed(ticket.appended, batch)
 
-    def _commit_waiting(self, commit: Commit) -> None:
+    def _commit_waiting(self, commit: Commit) -> Sequence[Appended]:
         """Commit every waiting ticket as one transaction; called holding the condition, which is
-        released while the transaction runs so that others can queue behind it."""
+        released while the transaction runs so that others can queue behind it. Where they went."""
         batch, self._waiting = self._waiting, []
         self._committing = True
         appended: Sequence[Appended] = ()
-        # Until the commit returns, the batch has failed: whatever stops it fails every ticket.
-        error: Exception | None = CatalogUnavailable("the transaction that held these ledger entries did not finish")
+        error: Exception | None = None
         self._turn.release()
         try:
             appended = commit([event for ticket in batch for event in ticket.events])
-            error = None
+        # What the catalog raises: its CHECKPOINT_FAILURES (not imported: its module imports this one).
         except (CustodyError, SQLAlchemyError, OSError) as err:
             error = err
+        except BaseException as err:
+            error = CustodyError(f"the transaction that held these ledger entries failed: {type(err).__name__}")
+            raise
         finally:
             self._turn.acquire()
             self._committing = False
@@ -85,3 +87,4 @@ class GroupCommit:
                 ticket.appended = appended[start : start + len(ticket.events)]
                 start += len(ticket.events)
             self._turn.notify_all()
+        return appended

@@ -9,9 +9,10 @@ import hashlib
 import secrets
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 from itsdangerous import BadData, URLSafeTimedSerializer
 
@@ -27,8 +28,7 @@ DEFAULT_RECHECK_SECONDS = 10
 DEFAULT_LIFETIME_SECONDS = 8 * 3600
 DEFAULT_TOKEN_LIFETIME_SECONDS = 3600
 SHORTEST_SECRET = 32
-# Sessions taken as read are forgotten once they are stale, when this many are kept.
-PRUNE_AT = 10_000
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,11 @@ class Sessions:
         self.lifetime = settings.token_lifetime if kind == "token" else settings.lifetime
         self.recheck = settings.recheck.total_seconds()
         self._signer = URLSafeTimedSerializer(settings.secret, salt=f"custody-{kind}")
+        # Both in the order their entries stop mattering: the oldest first, dropped as new ones come.
         self._seen: dict[str, _Seen] = {}
+        # Sessions ended here, until the signed value could be valid no longer: never remembered
+        # again, however a read that began before the end saw them.
+        self._ended: dict[str, float] = {}
         self._seen_lock = threading.Lock()
 
     def open(self, principal: Principal) -> str:
@@ -152,6 +156,8 @@ class Sessions:
         return session_id
 
     def _remembered(self, session_id: str) -> Principal | None:
+        if session_id in self._ended:
+            return None
         seen = self._seen.get(session_id)
         if seen is not None and time.monotonic() < seen.until and datetime.now(UTC) < seen.expires_at:
             return seen.principal
@@ -171,20 +177,35 @@ class Sessions:
         return principal
 
     def _remember(self, seen: _Seen) -> None:
+        session_id = seen.principal.session
         with self._seen_lock:
-            if len(self._seen) >= PRUNE_AT:
-                now = time.monotonic()
-                self._seen = {key: kept for key, kept in self._seen.items() if kept.until > now}
-            self._seen[seen.principal.session] = seen
+            if session_id in self._ended:
+                return
+            self._seen.pop(session_id, None)
+            self._seen[session_id] = seen
+            _drop_before(self._seen, time.monotonic(), lambda kept: kept.until)
 
     def end(self, principal: Principal) -> None:
+        """End the session: at once in this process, in the catalog for every other one."""
         with self._seen_lock:
+            now = time.monotonic()
+            self._ended[principal.session] = now + self.lifetime.total_seconds()
+            _drop_before(self._ended, now, lambda until: until)
             self._seen.pop(principal.session, None)
         with self.catalog.session() as session:
             row = session.get(ServiceSession, principal.session)
             if row is not None and row.ended_at is None:
                 row.ended_at = datetime.now(UTC)
                 session.add(row)
+
+
+def _drop_before(entries: dict[str, T], now: float, until: Callable[[T], float]) -> None:
+    """Drop the entries, oldest first, that stopped mattering before `now`."""
+    while entries:
+        oldest = next(iter(entries))
+        if until(entries[oldest]) > now:
+            return
+        del entries[oldest]
 
 
 def new_session_id() -> str:
