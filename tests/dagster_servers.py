@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,13 +108,13 @@ SERVES = re.compile(r"Custody serves on http://[^:]+:(\d+) ")
 
 
 def start_service(
-    settings: Settings, env: Mapping[str, str] | None = None, *, ui: bool = True
+    settings: Settings, env: Mapping[str, str] | None = None, *, ui: bool = True, args: Sequence[str] = ()
 ) -> tuple[subprocess.Popen, int]:
     """`custody serve` on the home of `settings`, with the process's environment and `env`, on a port
     it binds itself: one chosen here could be taken by another test's server before it binds."""
     instance_for(settings)
     server = subprocess.Popen(
-        [str(CUSTODY), "serve", "--port", "0", "--no-daemon", *(() if ui else ("--no-ui",))],
+        [str(CUSTODY), "serve", "--port", "0", "--no-daemon", *(() if ui else ("--no-ui",)), *args],
         cwd=ROOT,
         env={**os.environ, "DAGSTER_HOME": str(settings.dagster_home), **(env or {})},
         start_new_session=True,

@@ -289,6 +289,25 @@ def test_after_the_login_it_goes_only_to_a_page_of_the_service(served):
         assert (answer.status_code, answer.headers["location"]) == (303, "/")
 
 
+def test_serve_answers_the_api_alone_in_several_workers_and_only_with_a_key_they_share(cli_env, capsys, monkeypatch):
+    monkeypatch.delenv("CUSTODY_SESSION_SECRET", raising=False)
+    assert cli(capsys, "serve", "--no-ui", "--workers", "2")[::2] == (
+        1,
+        (
+            "error: --workers 2 needs CUSTODY_SESSION_SECRET: without a key they share, a token one process "
+            "issued would be refused by the others\n"
+        ),
+    )
+    monkeypatch.setenv("CUSTODY_SESSION_SECRET", "x" * 32)
+    assert cli(capsys, "serve", "--workers", "2")[::2] == (
+        1,
+        (
+            "error: --workers 2 answers the API in several processes, and the UI is served by one: give --no-ui "
+            "too, or serve the UI with --workers 1\n"
+        ),
+    )
+
+
 def test_serve_refuses_a_short_session_secret_and_a_lifetime_that_is_not_seconds(cli_env, capsys, monkeypatch):
     monkeypatch.setenv("CUSTODY_SESSION_SECRET", "too-short")
     code, _, err = cli(capsys, "serve", "--no-ui")

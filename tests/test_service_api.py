@@ -93,6 +93,7 @@ def entries(catalog: Catalog, action: str, actor: str) -> list[dict]:
     return [{"assurance": e.assurance, **json.loads(e.details)} for e in found]
 
 
+WORKERS = ("--workers", "2")
 READS = (
     "/catalog",
     "/access/sales/clients",
@@ -442,6 +443,44 @@ def test_a_token_ended_by_another_process_works_here_until_its_recheck_seconds_p
     time.sleep(1.1)
     with pytest.raises(NotSignedIn, match="has ended"):
         here.find(signed)
+
+
+def test_a_sign_in_removes_the_rows_of_sessions_that_expired_over_a_day_ago(catalog):
+    tokens = Sessions(catalog, SessionSettings(b"k" * 32, timedelta(hours=1), timedelta(hours=1)), "token")
+    long_gone, lately = (Principal("carol", "password", new_session_id(), "api") for _ in range(2))
+    for principal, ago in ((long_gone, timedelta(days=1, minutes=1)), (lately, timedelta(hours=23))):
+        tokens.open(principal)
+        with catalog.session() as session:
+            row = session.get(ServiceSession, principal.session)
+            row.expires_at = datetime.now(UTC) - ago
+            session.add(row)
+    tokens.open(Principal("dave", "password", new_session_id(), "api"))
+    with catalog.reading() as session:
+        assert session.get(ServiceSession, long_gone.session) is None
+        assert session.get(ServiceSession, lately.session) is not None
+
+
+def test_several_workers_answer_the_api_and_honour_the_tokens_each_other_issues_and_ends(home, specs):
+    secret = {"CUSTODY_SESSION_SECRET": "a key the workers share, 32 bytes", "CUSTODY_SESSION_RECHECK_SECONDS": "1"}
+    server, port = start_service(Settings.under(home), {**environ(home, specs), **secret}, ui=False, args=WORKERS)
+    try:
+        api = f"http://127.0.0.1:{port}/api/v1"
+        assert len(workers_of(server)) == 2
+        headers = token(api, "carol")
+        # A request without a kept-alive connection goes to whichever worker accepts it.
+        assert {requests.get(f"{api}/whoami", headers=headers, timeout=30).status_code for _ in range(20)} == {200}
+        assert requests.delete(f"{api}/tokens/current", headers=headers, timeout=30).status_code == 204
+        time.sleep(1.2)
+        assert {requests.get(f"{api}/whoami", headers=headers, timeout=30).status_code for _ in range(20)} == {401}
+    finally:
+        stop(server)
+
+
+def workers_of(server) -> list[str]:
+    """The worker processes a service started (its children that run Python's spawned processes)."""
+    children = Path(f"/proc/{server.pid}/task/{server.pid}/children").read_text().split()
+    lines = [Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode() for child in children]
+    return [line for line in lines if "spawn_main" in line]
 
 
 def test_the_openapi_schema_documents_every_endpoint(api):

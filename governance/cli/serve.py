@@ -13,7 +13,8 @@ from typing import Annotated
 import typer
 
 from governance.cli.common import app, load_settings, open_custody
-from governance.errors import EnvironmentProblem
+from governance.config import Settings
+from governance.errors import EnvironmentProblem, InvalidInput
 
 WORKSPACE = Path(__file__).resolve().parents[2] / "workspace.yaml"
 SERVICE_SECRETS = ("CUSTODY_SESSION_SECRET", "CUSTODY_GATEWAY_SECRET")
@@ -31,6 +32,15 @@ def serve(
     workspace: Annotated[
         Path, typer.Option(help="The Dagster workspace whose code locations the UI shows.", exists=True)
     ] = WORKSPACE,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=64,
+            help="Processes answering the API on the same port, with --no-ui; more than one needs "
+            "CUSTODY_SESSION_SECRET, so that each knows the tokens the others issue.",
+        ),
+    ] = 1,
 ) -> None:
     """Serve Custody over HTTP: the login, and the Dagster UI behind it.
 
@@ -41,7 +51,7 @@ def serve(
     it names in CUSTODY_GATEWAY_USER_HEADER is trusted from it alone: from the addresses in
     CUSTODY_GATEWAY_PEERS, with the secret CUSTODY_GATEWAY_SECRET in X-Custody-Gateway-Secret, or both.
     The API keeps the answers every user gets alike (the catalog, lineage) CUSTODY_SERVICE_CACHE_SECONDS
-    (2 by default)."""
+    (2 by default). With --no-ui, --workers N answers the API in N processes."""
     import uvicorn
 
     from governance.service.app import create_app
@@ -53,6 +63,9 @@ def serve(
     session_settings = SessionSettings.from_environ(os.environ)
     gateway = Gateway.from_environ(os.environ)
     recent = Recent.from_environ(os.environ)
+    if workers > 1:
+        _serve_api_in_processes(settings, host, port, workers, ui)
+        return
     # Read, the service's own secrets leave the environment: the daemon, the code servers and the
     # run workers (which run owners' transforms) inherit it, and need neither.
     for variable in SERVICE_SECRETS:
@@ -86,6 +99,36 @@ def serve(
         # exit, it unwinds this block, which stops the daemon and the code servers with the service.
         signal.signal(signal.SIGTERM, _exit)
         uvicorn.Server(config).run(sockets=[listening])
+
+
+def _serve_api_in_processes(settings: Settings, host: str, port: int, workers: int, ui: bool) -> None:
+    """The API alone, answered by `workers` processes that share the listening socket; each builds
+    the service from the environment (which keeps the secrets: no other program is started)."""
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    from governance.service.sessions import SECRET_VARIABLE
+    from governance.service.workers import FACTORY
+
+    if ui:
+        raise InvalidInput(
+            f"--workers {workers} answers the API in several processes, and the UI is served by one: "
+            "give --no-ui too, or serve the UI with --workers 1"
+        )
+    if not os.environ.get(SECRET_VARIABLE):
+        raise InvalidInput(
+            f"--workers {workers} needs {SECRET_VARIABLE}: without a key they share, a token one process "
+            "issued would be refused by the others"
+        )
+    custody = open_custody(settings)
+    with ExitStack() as stack:
+        stack.callback(custody.store.checkpoint)
+        listening = stack.enter_context(_listen(host, port))
+        typer.echo(f"Custody serves on http://{host}:{listening.getsockname()[1]} (the API, in {workers} processes)")
+        config = uvicorn.Config(FACTORY, factory=True, workers=workers, log_level="warning", proxy_headers=False)
+        # uvicorn's supervisor of worker processes: it starts them on this socket, restarts one that
+        # dies, and stops them all on SIGTERM or SIGINT, then returns.
+        Multiprocess(config, sockets=[listening]).run()
 
 
 def _exit(signum: int, frame: FrameType | None) -> None:

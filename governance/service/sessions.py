@@ -15,6 +15,8 @@ from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 from itsdangerous import BadData, URLSafeTimedSerializer
+from sqlalchemy import delete
+from sqlmodel import col
 
 from governance.catalog import Catalog
 from governance.catalog.models import ServiceSession
@@ -28,6 +30,8 @@ DEFAULT_RECHECK_SECONDS = 10
 DEFAULT_LIFETIME_SECONDS = 8 * 3600
 DEFAULT_TOKEN_LIFETIME_SECONDS = 3600
 SHORTEST_SECRET = 32
+# How long a session's row stays after it expired: an operator looking into a sign-in finds it.
+KEPT_AFTER_EXPIRY = timedelta(days=1)
 T = TypeVar("T")
 
 
@@ -122,7 +126,8 @@ class Sessions:
         self._seen_lock = threading.Lock()
 
     def open(self, principal: Principal) -> str:
-        """Record `principal`'s new session; the signed value its holder presents."""
+        """Record `principal`'s new session; the signed value its holder presents. The rows of
+        sessions that expired over a day ago go, so that the table holds about a day's sign-ins."""
         issued = datetime.now(UTC)
         row = ServiceSession(
             id=principal.session,
@@ -134,6 +139,7 @@ class Sessions:
         )
         with self.catalog.session() as session:
             session.add(row)
+            session.execute(delete(ServiceSession).where(col(ServiceSession.expires_at) < issued - KEPT_AFTER_EXPIRY))
         return self._signer.dumps(principal.session)
 
     def find(self, signed: str | None) -> Principal:
