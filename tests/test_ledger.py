@@ -125,6 +125,11 @@ def test_a_shared_transaction_that_fails_fails_every_thread_in_it_and_keeps_none
         assert [entry.actor for entry in ledger.entries(session)] == ["carol"]
 
 
+def test_a_thread_inside_a_write_transaction_may_not_record_and_is_told_at_once(catalog):
+    with catalog.session(), pytest.raises(RuntimeError, match="recorded in a transaction of their own"):
+        catalog.record([ledger.Event("bob", "read")])
+
+
 def test_filters_select_entries_in_order(ten):
     with ten.session() as session:
         ledger.append(session, actor="alice", action="spec.changed", asset="t/other")

@@ -199,11 +199,12 @@ class Catalog:
         threads of this process appending at the same moment share: a busy service writes once for
         many decisions. Returns once they are committed, with where they went.
 
-        A thread that holds a write transaction of this catalog already appends alone, as a nested
-        session would: queued behind another thread's batch, it would wait for a writer it holds."""
+        A thread inside a write transaction of a catalog may not record: queued behind another
+        thread's batch, it would wait for the writer it holds itself."""
         if _writing.get():
-            with self.session() as session:
-                return ledger.append_many(session, events)
+            # It would wait for the writer it holds: a bug of the caller, told at once.
+            raise RuntimeError("ledger entries are recorded in a transaction of their own: record them before or after")
+        self._retry_failed_checkpoint()  # by this thread: its failure is this thread's alone
         with _writers_lock:
             group = _groups.setdefault((str(self.engine.url), self.checkpoints, self.segments), GroupCommit())
         appended, batch = group.append(events, self._append)
@@ -217,9 +218,8 @@ class Catalog:
         return appended
 
     def _append(self, events: Sequence[ledger.Event]) -> list[ledger.Appended]:
-        """One transaction of a batch: what follows its commit (a checkpoint) is the committing
-        thread's alone, so that a checkpoint's failure fails none of the others' decisions."""
-        self._retry_failed_checkpoint()
+        """One transaction of a batch: what comes before and after it (checkpoints) is each calling
+        thread's own, so that a checkpoint's failure fails none of the others' decisions."""
         with self._transaction() as session:
             return ledger.append_many(session, events)
 

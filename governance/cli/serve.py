@@ -15,9 +15,9 @@ import typer
 from governance.cli.common import app, load_settings, open_custody
 from governance.config import Settings
 from governance.errors import EnvironmentProblem, InvalidInput
+from governance.service import SECRETS
 
 WORKSPACE = Path(__file__).resolve().parents[2] / "workspace.yaml"
-SERVICE_SECRETS = ("CUSTODY_SESSION_SECRET", "CUSTODY_GATEWAY_SECRET")
 
 
 @app.command("serve")
@@ -64,11 +64,13 @@ def serve(
     gateway = Gateway.from_environ(os.environ)
     recent = Recent.from_environ(os.environ)
     if workers > 1:
+        # The settings were read above to refuse a bad one here, once, before any worker starts;
+        # each worker reads them again from the environment it inherits.
         _serve_api_in_processes(settings, host, port, workers, ui)
         return
     # Read, the service's own secrets leave the environment: the daemon, the code servers and the
     # run workers (which run owners' transforms) inherit it, and need neither.
-    for variable in SERVICE_SECRETS:
+    for variable in SECRETS:
         os.environ.pop(variable, None)
     custody = open_custody(settings)
     with ExitStack() as stack:
@@ -103,8 +105,10 @@ def serve(
 
 def _serve_api_in_processes(settings: Settings, host: str, port: int, workers: int, ui: bool) -> None:
     """The API alone, answered by `workers` processes that share the listening socket; each builds
-    the service from the environment (which keeps the secrets: no other program is started)."""
+    the service from the environment this process keeps (with the secrets, for the workers it may
+    start again) and takes the secrets out of its own. A worker that cannot start stops them all."""
     import uvicorn
+    from uvicorn.config import STARTUP_FAILURE
     from uvicorn.supervisors import Multiprocess
 
     from governance.service.sessions import SECRET_VARIABLE
@@ -127,8 +131,11 @@ def _serve_api_in_processes(settings: Settings, host: str, port: int, workers: i
         typer.echo(f"Custody serves on http://{host}:{listening.getsockname()[1]} (the API, in {workers} processes)")
         config = uvicorn.Config(FACTORY, factory=True, workers=workers, log_level="warning", proxy_headers=False)
         # uvicorn's supervisor of worker processes: it starts them on this socket, restarts one that
-        # dies, and stops them all on SIGTERM or SIGINT, then returns.
-        Multiprocess(config, sockets=[listening]).run()
+        # dies serving, and stops them all on SIGTERM or SIGINT, or when one could not start.
+        supervisor = Multiprocess(config, sockets=[listening])
+        supervisor.run()
+        if any(process.exitcode == STARTUP_FAILURE for process in supervisor.processes):
+            raise EnvironmentProblem("a worker of the service could not start: it said why above")
 
 
 def _exit(signum: int, frame: FrameType | None) -> None:

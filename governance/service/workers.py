@@ -4,11 +4,15 @@ it inherited from the command, which read and checked the same settings before s
 from __future__ import annotations
 
 import os
+import sys
 
 from starlette.types import ASGIApp
+from uvicorn.config import STARTUP_FAILURE
 
 from governance.api import Custody
 from governance.config import Settings
+from governance.errors import CustodyError
+from governance.service import SECRETS
 from governance.service.app import create_app
 from governance.service.gateway import Gateway
 from governance.service.recent import Recent
@@ -18,11 +22,16 @@ FACTORY = f"{__name__}:from_environment"
 
 
 def from_environment() -> ASGIApp:
-    """The API alone, for one worker process (uvicorn's application factory)."""
+    """The API alone, for one worker process (uvicorn's application factory). A worker that cannot
+    build it says why and exits as uvicorn's supervisor understands: it stops the others."""
     environ = os.environ
-    return create_app(
-        Custody(Settings.from_env(), channel="cli"),
-        SessionSettings.from_environ(environ),
-        gateway=Gateway.from_environ(environ),
-        recent=Recent.from_environ(environ),
-    )
+    try:
+        custody = Custody(Settings.from_env(), channel="cli")
+        sessions, gateway = SessionSettings.from_environ(environ), Gateway.from_environ(environ)
+        recent = Recent.from_environ(environ)
+    except CustodyError as err:
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(STARTUP_FAILURE) from err
+    for variable in SECRETS:
+        environ.pop(variable, None)
+    return create_app(custody, sessions, gateway=gateway, recent=recent)
