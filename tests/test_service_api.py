@@ -469,6 +469,7 @@ def test_several_workers_answer_the_api_and_honour_the_tokens_each_other_issues_
     try:
         api = f"http://127.0.0.1:{port}/api/v1"
         first, second = workers_of(server)
+        waiting_for_requests(first, second)
         # A stopped worker accepts no connection: the other answers every request, for a moment
         # (shorter than the supervisor's health check, which would replace a worker that seems hung).
         with stopped(first):
@@ -491,6 +492,15 @@ def stopped(pid: int) -> Iterator[None]:
         yield
     finally:
         os.kill(pid, signal.SIGCONT)
+
+
+def waiting_for_requests(*workers: int, seconds: float = 120) -> None:
+    """Until each worker has imported the service and waits in its event loop: one still starting
+    would keep a request waiting while the other is stopped, past the supervisor's health check."""
+    deadline = time.monotonic() + seconds
+    while not all(Path(f"/proc/{pid}/wchan").read_text() == "do_epoll_wait" for pid in workers):
+        assert time.monotonic() < deadline, "the workers did not start"
+        time.sleep(0.2)
 
 
 def workers_of(server) -> list[int]:
