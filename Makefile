@@ -30,7 +30,17 @@ $(BIN)/custody: pyproject.toml uv.lock | $(UV)
 	$(UV) sync --quiet --locked $(EXTRAS)
 	touch $@
 
-setup: $(BIN)/custody
+# Spark's own jars (Iceberg's runtime, SQLite's JDBC driver), at the versions deploy/spark-jars/pom.xml
+# pins, copied from Maven Central into the virtual environment, where Custody's sessions find them.
+JARS := $(VENV)/share/custody/jars
+
+$(JARS)/.copied: deploy/spark-jars/pom.xml | $(BIN)/custody
+	@command -v mvn >/dev/null || { echo "Custody fetches Spark's jars with Maven: install it (apt-get install maven)" >&2; exit 1; }
+	rm -rf $(JARS)
+	mvn -q -B -f deploy/spark-jars/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(JARS)
+	touch $@
+
+setup: $(BIN)/custody $(JARS)/.copied
 
 system-packages:
 	PYTHON=$(PYTHON) ./scripts/system-packages

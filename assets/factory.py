@@ -219,6 +219,7 @@ def landing_asset(spec: Spec, pending: str | None = None) -> dg.AssetsDefinition
                 lineage_table=lineage_table(custody, row),
                 read=read,
                 checks=check_results(context, custody, spec, row, thorough=False),
+                table=table_snapshot(custody, row),
             )
         yield result
 
@@ -278,6 +279,7 @@ def integration_asset(spec: Spec, specs: SpecSet, pending: str | None = None) ->
                 lineage_table(custody, done.version),
                 check_results(context, custody, spec, done.version, thorough=False),
                 unchanged=done.unchanged,
+                table=table_snapshot(custody, done.version),
             )
         yield result
 
@@ -504,6 +506,17 @@ def database_read(custody: CustodyResource, row: "VersionRow") -> "dict[str, obj
     return described_read(read) if read else None
 
 
+def table_snapshot(custody: CustodyResource, row: "VersionRow") -> str:
+    """The Iceberg table whose snapshot tagged for this version exists, or "" when none does."""
+    tables = custody.lake.tables
+    if tables is None:
+        return ""
+    from governance.zones import AssetKey
+
+    key = AssetKey.parse(row.asset_key)
+    return tables.tables.table_name(key) if row.number in tables.tables.tags(key) else ""
+
+
 def materialize_result(
     row: "VersionRow",
     inputs: "tuple[VersionRow, ...] | None" = None,
@@ -513,6 +526,7 @@ def materialize_result(
     checks: "list[dg.AssetCheckResult] | None" = None,
     read: "dict[str, object] | None" = None,
     unchanged: bool = False,
+    table: str = "",
 ) -> dg.MaterializeResult:
     metadata: dict[str, RawMetadataValue] = {
         "custody/version": row.ref,
@@ -532,6 +546,12 @@ def materialize_result(
     if lineage_table:
         metadata["custody/column_lineage"] = dg.MetadataValue.md(
             f"{lineage_table}\n\nEvery column back to where it was read: `custody lineage columns {row.ref} COLUMN`"
+        )
+    if table:
+        metadata["dagster/table_name"] = table
+        metadata["custody/table_snapshot"] = dg.MetadataValue.md(
+            f"Also Iceberg's `{table}`, tagged `custody-v{row.number}`: "
+            f"`SELECT * FROM {table} VERSION AS OF 'custody-v{row.number}'`"
         )
     if read:
         metadata["custody/read"] = dg.MetadataValue.json(read)

@@ -217,7 +217,7 @@ def _feed_hour(
     the one given or the one `batch_to_ingest` chooses, and its config names that batch."""
     from governance.catalog import Catalog
     from governance.feeds.hours import batch_to_ingest
-    from governance.zones import Lake
+    from governance.lake import open_lake
 
     config = dict(ingest_config)
     partitions = set()
@@ -226,7 +226,7 @@ def _feed_hour(
         if feed is None:
             continue
         named = given.get("batch")
-        lake, catalog = Lake(settings.lake), Catalog.from_url(settings.catalog_url)
+        lake, catalog = open_lake(settings), Catalog.from_url(settings.catalog_url)
         batch, hour = batch_to_ingest(lake, catalog, key, feed, str(named) if named else None)
         config[key] = {**given, "batch": batch}
         partitions.add(hour.strftime(PARTITION_FORMAT))

@@ -8,7 +8,9 @@ runs of
   governed:  governance.ingest.ingest(...) of a fresh DropZone batch holding the same file
 
 and prints each run's wall and Spark-JVM CPU seconds, the medians, MB/s and the ratio governed/bare.
-Both paths are warmed up first on a slice of the file (--warm-rows).
+Both paths are warmed up first on a slice of the file (--warm-rows). The governed path includes each
+version's Iceberg table snapshot (the default), whose own time is printed too: milliseconds per
+version and its share of the governed run.
 
 On a cluster (--master spark://host:7077) both paths run on its executors, so the driver JVM's CPU
 says little and is not shown; the lake and the data must be on a path every worker sees at the
@@ -46,6 +48,8 @@ sys.path.insert(0, str(ROOT))
 from governance.catalog import Catalog
 from governance.config import DEFAULT_TRANSFORM_PACKAGES
 from governance.ingest import ingest
+from governance.lake.iceberg import IcebergTables
+from governance.lake.snapshots import TableSnapshots
 from governance.lineage.versioned import DEFAULT_COLUMNS, ColumnOptions
 from governance.runs import RunRequest
 from governance.sparktypes import spark_schema
@@ -205,10 +209,26 @@ def spark_session(master: str):
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "8")
+        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
         .config("spark.driver.memory", "4g")
         .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j}")
         .getOrCreate()
     )
+
+
+class TimedSnapshots(TableSnapshots):
+    """The table snapshots of the governed path, each one's seconds kept."""
+
+    def __init__(self, tables: IcebergTables):
+        super().__init__(tables)
+        self.seconds: list[float] = []
+
+    def after_commit(self, catalog, lake, row, progress=None) -> None:
+        started = time.perf_counter()
+        super().after_commit(catalog, lake, row)
+        self.seconds.append(time.perf_counter() - started)
+        if not self.tables.tags(KEY).get(row.number):
+            raise SystemExit(f"{row.ref} has no table snapshot")
 
 
 class Bench:
@@ -220,8 +240,10 @@ class Bench:
         (work / "specs" / KEY.domain / f"{KEY.name}.yaml").write_text(spec_yaml(), encoding="utf-8")
         self.spec = load_specs(work / "specs", transform_packages=DEFAULT_TRANSFORM_PACKAGES)[KEY]
         self.schema = spark_schema(self.spec.body.columns)
-        self.lake = Lake(work / "lake")
-        self.catalog = Catalog.from_url(f"sqlite:///{work / 'catalog.db'}")
+        catalog_url = f"sqlite:///{work / 'catalog.db'}"
+        self.snapshots = TimedSnapshots(IcebergTables(catalog_url, work / "lake" / "_tables"))
+        self.lake = Lake(work / "lake", tables=self.snapshots)
+        self.catalog = Catalog.from_url(catalog_url)
         self.jvm_pid = spark._jvm.java.lang.ProcessHandle.current().pid()
         self.batches = 0
 
@@ -266,11 +288,50 @@ class Bench:
             raise SystemExit(
                 f"governed run landed {row.rows} rows, quarantined {row.rows_quarantined}; expected {rows}"
             )
-        for path in (row.path, row.quarantine_path):
-            if path:
-                shutil.rmtree(self.lake.at(path), ignore_errors=True)
+        self.last = row
         shutil.rmtree(folder, ignore_errors=True)
         return elapsed, cpu
+
+    def drop_last(self) -> None:
+        """Delete the files of the last governed version, which the next run's disk space needs."""
+        for path in (self.last.path, self.last.quarantine_path):
+            if path:
+                shutil.rmtree(self.lake.at(path), ignore_errors=True)
+
+    def reads(self) -> dict[str, float]:
+        """Seconds to read the last governed version whole: as `custody read` does, and by its tag
+        with PyIceberg and with DuckDB's iceberg extension."""
+        from importlib.resources import files
+
+        import duckdb
+
+        from governance.access.reads import read_table
+        from governance.lake.iceberg import tag_of
+
+        tables = self.snapshots.tables
+        table = tables.load(KEY)
+        snapshot = table.snapshot_by_name(tag_of(self.last.number)).snapshot_id
+        connection = duckdb.connect()
+        for name in ("avro", "iceberg"):
+            binary = (
+                files(f"duckdb_extension_{name}") / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
+            )
+            connection.execute(f"LOAD '{binary}'")
+        readers = {
+            "custody read": lambda: read_table(self.lake, self.last).num_rows,
+            "PyIceberg, by tag": lambda: table.scan(snapshot_id=snapshot).to_arrow().num_rows,
+            "DuckDB, by tag": lambda: connection.execute(
+                "SELECT count(*) FROM (SELECT * FROM iceberg_scan(?, snapshot_from_id = ?))",
+                [table.metadata_location, snapshot],
+            ).fetchone()[0],
+        }
+        seconds = {}
+        for name, read in readers.items():
+            started = time.perf_counter()
+            if read() != self.last.rows:
+                raise SystemExit(f"{name} did not read the {self.last.rows} rows of {self.last.ref}")
+            seconds[name] = time.perf_counter() - started
+        return seconds
 
 
 def main() -> None:
@@ -286,6 +347,7 @@ def main() -> None:
     size_mb = csv.stat().st_size / 1e6
     spark = spark_session(args.master)
     runs: dict[str, list[tuple[float, float]]] = {"bare": [], "governed": []}
+    snapshots: list[float] = []
     with tempfile.TemporaryDirectory(prefix="ingest-", dir=DATA) as tmp:  # under .data: same filesystem
         bench = Bench(spark, Path(tmp))
         warm_rows = min(args.warm_rows, args.rows)
@@ -295,15 +357,21 @@ def main() -> None:
             f"governed {bench.governed(warm, warm_rows)[0]:.2f}s",
             flush=True,
         )
+        bench.drop_last()
         for i in range(args.runs):  # interleaved, alternating which path goes first
             for path in ("bare", "governed") if i % 2 == 0 else ("governed", "bare"):
+                if path == "governed" and i:
+                    bench.drop_last()
                 result = bench.bare(csv) if path == "bare" else bench.governed(csv, args.rows)
                 runs[path].append(result)
+                if path == "governed":
+                    snapshots.append(bench.snapshots.seconds[-1])
                 cpu_shown = f"{result[1]:6.2f}s JVM CPU  " if local else ""
                 print(
                     f"run {i + 1} {path:<8} {result[0]:6.2f}s wall {cpu_shown}(load {os.getloadavg()[0]:.1f})",
                     flush=True,
                 )
+        reads = bench.reads()
     spark.stop()
 
     wall = {p: statistics.median(t for t, _ in r) for p, r in runs.items()}
@@ -323,6 +391,15 @@ def main() -> None:
         )
     cpu_ratio = f"; JVM CPU ratio (medians) {cpu['governed'] / cpu['bare']:.2f}" if local else ""
     print(f"per-run ratios: {' '.join(f'{r:.2f}' for r in ratios)}{cpu_ratio}")
+    snapshot = statistics.median(snapshots)
+    print(
+        f"table snapshot per version: {' '.join(f'{1000 * t:.0f}' for t in snapshots)} ms, median "
+        f"{1000 * snapshot:.0f} ms, {100 * snapshot / wall['governed']:.2f}% of the governed run  goal <= 3%"
+    )
+    print(
+        f"reading {bench.last.ref} whole ({args.rows:,} rows): "
+        + ", ".join(f"{name} {seconds:.2f}s" for name, seconds in reads.items())
+    )
     ratio = wall["governed"] / wall["bare"]
     print(f"ratio governed/bare (median): {ratio:.2f}  goal <= 1.10  ({'met' if ratio <= 1.10 else 'MISSED'})")
 

@@ -36,6 +36,7 @@ from governance.catalog import Catalog, closing_checkpoint
 from governance.catalog.models import VersionRow
 from governance.config import Settings
 from governance.errors import NotFound
+from governance.lake import open_lake
 from governance.spec import SpecSet, load_specs
 from governance.zones import AssetKey, Lake, VersionRef
 
@@ -78,7 +79,7 @@ class Custody:
 
     @cached_property
     def lake(self) -> Lake:
-        return Lake(self.settings.lake)
+        return open_lake(self.settings)
 
     @cached_property
     def specs(self) -> SpecSet:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from governance.errors import InvalidInput, shown
+from governance.errors import EnvironmentProblem, InvalidInput, shown
 
 DEFAULT_HOME = ".custody"
 # The policy settings: pinned in the catalog when first used, then changed only by an admin. Where
@@ -27,6 +28,9 @@ POLICY_VARIABLES = {
 DEFAULT_TRANSFORM_PACKAGES = ("assets.transforms",)
 # Where Debian's libpostgresql-jdbc-java puts the PostgreSQL JDBC driver.
 DEFAULT_JDBC_DRIVER = Path("/usr/share/java/postgresql.jar")
+# Where `make setup` copies the jars of deploy/spark-jars/pom.xml (Iceberg's Spark runtime, SQLite's
+# JDBC driver): inside the virtual environment, so each installation has its own.
+SPARK_JARS_FOLDER = Path(sys.prefix) / "share" / "custody" / "jars"
 URI = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://(.*)")
 # How a policy switch may be spelled; it is pinned as on or off.
 ON, OFF = ("on", "true", "1", "yes"), ("off", "false", "0", "no")
@@ -69,6 +73,8 @@ class Settings:
     # Where the ledger's checkpoint file and segments live: places every writer and verifier share.
     ledger_checkpoints_at: Path | None = None
     ledger_segments_at: Path | None = None
+    # iceberg: each committed version is also a snapshot of its asset's Iceberg table; off: not.
+    tables: str = "iceberg"
     # Dagster's own DAGSTER_HOME, when a deployment points its webserver and daemon elsewhere.
     dagster_home_at: Path | None = None
     # The JDBC driver's jar Spark loads for database sources; None: Debian's, where it is installed.
@@ -105,6 +111,7 @@ class Settings:
             feeds_store_url=env.get("CUSTODY_FEEDS_STORE") or "",
             ledger_checkpoints_at=_folder(env, "CUSTODY_LEDGER_CHECKPOINTS"),
             ledger_segments_at=_folder(env, "CUSTODY_LEDGER_SEGMENTS"),
+            tables=_choice(env, "CUSTODY_TABLES", ("iceberg", "off")) or "iceberg",
             dagster_home_at=Path(env["DAGSTER_HOME"]).absolute() if env.get("DAGSTER_HOME") else None,
             jdbc_driver_at=Path(env["CUSTODY_JDBC_DRIVER"]).absolute() if env.get("CUSTODY_JDBC_DRIVER") else None,
         )
@@ -151,6 +158,16 @@ class Settings:
             )
         return (str(self.jdbc_driver_at),)
 
+    def table_jars(self) -> tuple[Path, ...]:
+        """The jars a Spark session needs to read the versions' Iceberg tables: Iceberg's runtime,
+        SQLite's JDBC driver and the PostgreSQL one named by `spark_jars`."""
+        fetched = tuple(sorted(SPARK_JARS_FOLDER.glob("*.jar")))
+        if not any(jar.name.startswith("iceberg-spark-runtime-") for jar in fetched):
+            raise EnvironmentProblem(
+                f"Iceberg's Spark runtime is not in {SPARK_JARS_FOLDER}: `make setup` fetches it (with Maven)"
+            )
+        return (*fetched, *(Path(jar) for jar in self.spark_jars()))
+
 
 def _folder(env: Mapping[str, str], name: str) -> Path | None:
     return posix_path(env[name], name) if env.get(name) else None
@@ -196,6 +213,15 @@ def _packages(environ: Mapping[str, str], name: str) -> tuple[str, ...]:
             f"{name}={value!r}: expected package names separated by commas, such as assets.transforms,acme.transforms"
         )
     return packages
+
+
+def _choice(environ: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str | None:
+    value = environ.get(name)
+    if not value:
+        return None
+    if value not in choices:
+        raise InvalidInput(f"{name}={shown(value)}: expected {' or '.join(choices)}")
+    return value
 
 
 def _on_off(environ: Mapping[str, str], name: str, *, default: bool) -> bool:

@@ -167,6 +167,11 @@ class StorageFull(EnvironmentProblem):
     """The lake's file system has no space left: retried before someone frees space, a write fails the same way."""
 
 
+class TableSnapshotError(EnvironmentProblem):
+    """A version's Iceberg table snapshot could not be made or withdrawn: the catalog's version is
+    unaffected, and `custody repair` aligns the table again."""
+
+
 class IntegrityError(CustodyError):
     """Stored state contradicts itself: counts that do not add up, a broken ledger chain."""
 

@@ -137,7 +137,7 @@ def ingest(
             columns=columns,
             details={"control_characters": controls} if controls else {},
         )
-        row = commit(catalog, lake, stage, draft)
+        row = commit(catalog, lake, stage, draft, progress)
         outputs.add(dataset_of(lake, row, spec.body.roles.model_dump(), column_inputs(columns, {None: dropped})))
     return row
 

@@ -156,7 +156,7 @@ def _land(
             columns=columns,
             read=_record(source, reading),
         )
-        row = commit(catalog, lake, stage, draft)
+        row = commit(catalog, lake, stage, draft, progress)
         outputs.add(dataset_of(lake, row, spec.body.roles.model_dump(), column_inputs(columns, {None: table})))
     return row
 

@@ -130,7 +130,7 @@ def materialize(
             },
             columns=columns,
         )
-        row = commit(catalog, lake, stage, draft)
+        row = commit(catalog, lake, stage, draft, progress)
         outputs.add(dataset_of(lake, row, spec.body.roles.model_dump(), column_inputs(columns, inputs)))
     return Materialized(row, tuple(pins.values()), observation, columns)
 

@@ -54,6 +54,7 @@ class Action:
     SPEC_RETIRED = "spec.retired"
     STATUS_CHANGED = "version.status_changed"
     VERSION_PURGED = "version.purged"
+    TABLE_SNAPSHOT_FAILED = "table.snapshot_failed"
     MEMBER_ADDED = "member.added"
     MEMBER_REMOVED = "member.removed"
     LEDGER_AGED_OFF = "ledger.aged_off"

@@ -23,10 +23,13 @@ class RepairReport:
     rolled_back: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     damaged: list[str] = field(default_factory=list)
+    # Table snapshots made or withdrawn to agree with the catalog, and tables that could not be.
+    tables: list[str] = field(default_factory=list)
+    table_problems: list[str] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
-        return not (self.rolled_back or self.removed or self.damaged)
+        return not (self.rolled_back or self.removed or self.damaged or self.tables or self.table_problems)
 
 
 def repair(
@@ -36,7 +39,8 @@ def repair(
 
     Only an attempt publishes `v=N` folders, after its row exists, so by default only the assets of
     abandoned attempts are looked at: cheap enough to run before every ingestion. `thorough` sweeps
-    every asset folder of the lake, and `verify_files` re-hashes every committed version.
+    every asset folder of the lake and aligns every table snapshot with the catalog, and
+    `verify_files` re-hashes every committed version.
     """
     report = RepairReport()
     running = {a.id: a for a in catalog.running_attempts()}
@@ -57,9 +61,21 @@ def repair(
         if attempt_id not in live:
             _roll_back(catalog, attempt, actor)
             report.rolled_back.append(f"{attempt.asset_key} attempt {attempt_id}")
+    if thorough and lake.tables is not None:
+        aligned = lake.tables.align_all(catalog, lake)
+        report.tables.extend(
+            f"{key}: tagged {_listed(done.tagged)}, withdrew {_listed(done.withdrawn)}"
+            for key, done in aligned.aligned.items()
+            if done.changed
+        )
+        report.table_problems.extend(f"{key}: {problem}" for key, problem in aligned.failed.items())
     if verify_files:
         report.damaged.extend(damaged_versions(catalog, lake))
     return report
+
+
+def _listed(numbers: list[int]) -> str:
+    return ", ".join(f"v{n}" for n in numbers) or "none"
 
 
 def _stage(lake: Lake, attempt_id: str) -> Staging:

@@ -282,6 +282,10 @@ def _finish(
     with catalog.session() as session:
         row = _stored(session, version_id)
     progress(f"purging {row.ref}: {reason}")
+    if lake.tables is not None:
+        # The version is `purging`, no longer committed: aligning withdraws its tag, and a purge
+        # that cannot stops here, before any file a tag names is gone.
+        lake.tables.align(catalog, lake, AssetKey.parse(row.asset_key))
     for path in (row.path, row.quarantine_path):
         if path:
             _delete(lake, lake.at(path), row.ref)

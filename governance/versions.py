@@ -25,6 +25,7 @@ from governance.content import digest_parquet
 from governance.errors import IntegrityError
 from governance.lineage.versioned import VersionColumns
 from governance.lineage.versioned import record as record_columns
+from governance.runs import Progress, quiet
 from governance.zones import AssetKey, Lake, Staging, Zone, publish
 
 MANIFEST = "_manifest.json"
@@ -138,8 +139,9 @@ class Draft:
         return ledger.Action.MATERIALIZATION_COMMITTED
 
 
-def commit(catalog: Catalog, lake: Lake, stage: Staging, draft: Draft) -> VersionRow:
-    """Number, publish and record a version: all of it becomes visible, or none of it.
+def commit(catalog: Catalog, lake: Lake, stage: Staging, draft: Draft, progress: Progress = quiet) -> VersionRow:
+    """Number, publish and record a version: all of it becomes visible, or none of it; then its
+    table snapshot, if the lake has tables.
 
     The catalog's write lock is held from numbering to the end of the transaction; folders are
     published by rename inside it and moved back if the transaction fails. A crash between the
@@ -162,12 +164,14 @@ def commit(catalog: Catalog, lake: Lake, stage: Staging, draft: Draft) -> Versio
                     publish(source, destination)
                     published.append((source, destination))
             row = _record(session, catalog, lake, draft, number, created_at, target, q_target)
-        return row
     except BaseException:
         for source, destination in reversed(published):
             if destination.exists() and not source.exists():
                 os.rename(destination, source)
         raise
+    if lake.tables is not None:
+        lake.tables.after_commit(catalog, lake, row, progress)
+    return row
 
 
 def _record(

@@ -11,10 +11,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
 from governance.errors import InvalidName, UnsafePath
 from governance.locks import file_lock, take_if_free
+
+if TYPE_CHECKING:
+    from governance.lake.snapshots import TableSnapshots
 
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,62}")
 BATCH_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
@@ -87,10 +91,12 @@ class VersionRef:
 
 
 class Lake:
-    """Paths of the lake, each checked to stay under the root after resolution (symlinks included)."""
+    """Paths of the lake, each checked to stay under the root after resolution (symlinks included),
+    and the table snapshots its versions are shown as, if any."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, tables: TableSnapshots | None = None):
         self.root = Path(root).absolute()
+        self.tables = tables
 
     def contain(self, path: Path, within: Path | None = None) -> Path:
         """Return `path` resolved, if it stays inside `within` (default: the lake root)."""

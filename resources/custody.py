@@ -13,6 +13,7 @@ import dagster as dg
 from pydantic import PrivateAttr
 
 from governance.config import Settings, home_of, posix_path
+from governance.lake import open_lake
 from governance.zones import Lake
 
 if TYPE_CHECKING:
@@ -93,7 +94,7 @@ class CustodyResource(dg.ConfigurableResource):
 
     @property
     def lake(self) -> Lake:
-        return Lake(self.settings().lake)
+        return open_lake(self.settings())
 
 
 @cache

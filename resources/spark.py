@@ -28,6 +28,9 @@ DEFAULT_CONF = {
     "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.shuffle.partitions": "8",
+    # Timestamps as Parquet's INT64 microseconds, the form Iceberg reads, rather than Spark's INT96:
+    # a version's files become its table snapshot as they are. The data_version is the same for both.
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
 }
 
 

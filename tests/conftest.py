@@ -110,7 +110,9 @@ def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
 def spark() -> SparkSession:
     require_java()
     builder = SparkSession.builder
-    for key, value in session_conf("local[2]", jars=Settings.from_env({}).spark_jars()).items():
+    # Iceberg's runtime too, for the tests that read the versions' table snapshots with Spark.
+    jars = tuple(str(jar) for jar in Settings.from_env({}).table_jars())
+    for key, value in session_conf("local[2]", jars=jars).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     yield session

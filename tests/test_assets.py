@@ -93,6 +93,8 @@ def test_a_materialization_records_version_rows_path_and_data_version(
     assert event.metadata["rows_quarantined"].value == 0
     assert event.metadata["path"].value == version.path
     assert event.tags["dagster/data_version"] == version.data_version
+    assert event.metadata["dagster/table_name"].value == "custody.sales.products"
+    assert "VERSION AS OF 'custody-v1'" in event.metadata["custody/table_snapshot"].value
 
 
 def test_the_label_follows_the_reference_input(demo_specs, resources, instance, catalog, demo_round):

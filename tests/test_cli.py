@@ -173,6 +173,7 @@ def test_demo_twice_adds_versions_and_never_touches_old_ones(cli_env, spark, cap
     assert "Origins of sales/product_summary@4.revenue" in out and "DropZone field order.quantity" in out
     assert "Reads of sales/product_summary@4" in out
     assert "carol (verified)" in out and "result=allowed" in out and "eve (verified)" in out and "result=denied" in out
+    assert "SELECT * FROM custody.sales.product_summary VERSION AS OF 'custody-v4'" in out
     assert [v.number for v in catalog.versions(CLIENTS)] == [1, 2, 3, 4]
     assert [v.number for v in catalog.versions(PRODUCTS)] == [1, 2]
     for version in catalog.versions(CLIENTS)[:2]:

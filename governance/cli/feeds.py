@@ -221,7 +221,7 @@ def feeds_consolidate(feeds: FeedArgs = None, as_json: JsonOption = False) -> in
     is left as it is, reported and recorded in the ledger (exit 1); the others go on."""
     from governance.feeds.collector import utc_now
     from governance.feeds.tend import tend
-    from governance.zones import Lake
+    from governance.lake import open_lake
 
     settings = load_settings()
     custody = open_custody(settings)
@@ -231,7 +231,7 @@ def feeds_consolidate(feeds: FeedArgs = None, as_json: JsonOption = False) -> in
         specs,
         settings.feeds_workspace / "consolidating",
         utc_now(),
-        lake=Lake(settings.lake),
+        lake=open_lake(settings),
         catalog=custody.store,
     )
     merged: list[dict[str, Any]] = [

@@ -23,6 +23,7 @@ from governance.cli.common import (
     progress_printer,
     service_client,
 )
+from governance.lake import open_lake
 from governance.retention import PurgeReport, StatusChange, change_status, governed_purge
 from governance.zones import Lake, VersionRef
 
@@ -94,7 +95,7 @@ def purge(
         custody = open_custody(settings)
         report = governed_purge(
             custody.store,
-            Lake(settings.lake),
+            open_lake(settings),
             custody.policy,
             None if dry_run else identify(custody, by, password_stdin),
             custody.specs,
@@ -133,7 +134,7 @@ def repair(
     from governance.repair import repair as repair_lake
 
     report = repair_lake(
-        open_catalog(settings), Lake(settings.lake), actor="custody-repair", thorough=True, verify_files=verify
+        open_catalog(settings), open_lake(settings), actor="custody-repair", thorough=True, verify_files=verify
     )
     left = remove_abandoned_work(settings.feeds_workspace / "consolidating", Lake(settings.lake))
     report.removed.extend(str(path) for path in left)
@@ -146,6 +147,8 @@ def repair(
             ("rolled back", report.rolled_back),
             ("removed", report.removed),
             ("damaged", report.damaged),
+            ("table", report.tables),
+            ("table not aligned", report.table_problems),
         ):
             for item in items:
                 console.print(f"{label}: {item}", markup=False)
@@ -153,5 +156,5 @@ def repair(
             console.print(f"marked failed: {run}", markup=False)
         if report.clean and not gone_runs:
             console.print("nothing to repair")
-    if report.damaged:
+    if report.damaged or report.table_problems:
         raise typer.Exit(1)

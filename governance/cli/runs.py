@@ -28,6 +28,7 @@ from governance.cli.common import (
 )
 from governance.config import Settings
 from governance.errors import printable
+from governance.lake import open_lake
 from governance.lineage.graph import provenance as provenance_of
 from governance.runs import RunOutcome, StepFailure
 from governance.runtime import require_java
@@ -35,6 +36,7 @@ from governance.zones import AssetKey, Lake, VersionRef
 
 if TYPE_CHECKING:
     from governance.api import Custody
+    from governance.catalog.models import VersionRow
     from governance.service.client import ServiceClient
 
 # How often a run asked of the service is looked at until it ends.
@@ -192,6 +194,22 @@ def demo(
     )
     console.print()
     _demo_reads(open_custody(settings), latest.ref, console)
+    _demo_table(open_lake(settings), latest, console)
+
+
+def _demo_table(lake: Lake, latest: VersionRow, console) -> None:
+    """Where other engines read the same version: its Iceberg table's tag."""
+    if lake.tables is None:
+        return
+    key = AssetKey.parse(latest.asset_key)
+    if latest.number not in lake.tables.tables.tags(key):
+        return
+    from governance.lake.iceberg import tag_of
+
+    table, tag = lake.tables.tables.table_name(key), tag_of(latest.number)
+    console.print()
+    console.print(f"{latest.ref} in other engines (custody tables spark-conf):", markup=False)
+    console.print(f"    SELECT * FROM {table} VERSION AS OF '{tag}'", markup=False, soft_wrap=True)
 
 
 def _apply_demo_specs(custody: Custody) -> None:

@@ -1,0 +1,90 @@
+"""`custody tables`: each version as a snapshot of its asset's Apache Iceberg table, for other engines."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.table import Table
+
+from governance import render
+from governance.cli.common import JsonOption, emit_json, group, load_settings, open_catalog
+from governance.errors import InvalidInput
+from governance.lake import open_lake
+
+if TYPE_CHECKING:
+    from governance.lake.iceberg import IcebergTables
+
+tables_app = group(
+    "tables",
+    "Each committed version as a snapshot of its asset's Iceberg table, tagged custody-v<N>: list them, "
+    "or print what Spark needs to read them.",
+)
+
+
+def _tables() -> tuple[IcebergTables, list[str]]:
+    settings = load_settings()
+    lake = open_lake(settings)
+    if lake.tables is None:
+        raise InvalidInput("CUSTODY_TABLES=off: versions are not kept as table snapshots")
+    from governance.lake.snapshots import versioned_assets
+
+    return lake.tables.tables, [str(key) for key in versioned_assets(open_catalog(settings))]
+
+
+@tables_app.command("list")
+def tables_list(as_json: JsonOption = False) -> None:
+    """Every asset's table in the `custody` catalog, with its tagged versions; the newest is the
+    table's current snapshot. `custody repair` makes a snapshot that is missing."""
+    from governance.lake.iceberg import tag_of
+    from governance.zones import AssetKey
+
+    tables, keys = _tables()
+    tagged = {text: sorted(tables.tags(AssetKey.parse(text))) for text in keys}
+    if as_json:
+        emit_json(
+            [
+                {
+                    "asset": text,
+                    "table": tables.table_name(AssetKey.parse(text)),
+                    "tags": [tag_of(n) for n in numbers],
+                    "current": tag_of(numbers[-1]) if numbers else None,
+                }
+                for text, numbers in tagged.items()
+            ]
+        )
+        return
+    shown = Table("table", "current", "tagged versions", box=None)
+    for text, numbers in tagged.items():
+        current = tag_of(numbers[-1]) if numbers else "-"
+        shown.add_row(tables.table_name(AssetKey.parse(text)), current, _spans(numbers))
+    render.stdout_console().print(shown)
+
+
+def _spans(numbers: list[int]) -> str:
+    """`1-3, 5`: consecutive version numbers as ranges."""
+    spans: list[list[int]] = []
+    for number in numbers:
+        if spans and spans[-1][1] == number - 1:
+            spans[-1][1] = number
+        else:
+            spans.append([number, number])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans) or "none"
+
+
+@tables_app.command("spark-conf")
+def tables_spark_conf() -> None:
+    """The lines of a spark-defaults.conf that let a Spark session read the tables, e.g.
+    `SELECT * FROM custody.sales.clients VERSION AS OF 'custody-v3'`. A PostgreSQL catalog's
+    password is left out: give it as spark.sql.catalog.custody.jdbc.password."""
+    from governance.lake.iceberg import CATALOG_NAME, spark_conf
+
+    settings = load_settings()
+    tables, _ = _tables()
+    conf = spark_conf(settings.catalog_url, tables.warehouse, settings.table_jars())
+    console = render.stdout_console()
+    for key, value in conf.items():
+        console.print(f"{key} {value}", markup=False, soft_wrap=True)
+    if f"spark.sql.catalog.{CATALOG_NAME}.jdbc.user" in conf:
+        console.print(
+            f"# spark.sql.catalog.{CATALOG_NAME}.jdbc.password <the catalog database's password>", markup=False
+        )

@@ -1,0 +1,331 @@
+"""Apache Iceberg tables whose snapshots are Custody's versions, one table per asset.
+
+A version's snapshot registers the version's own Parquet files (nothing is copied or rewritten) and
+replaces the table's rows with them, so each snapshot holds exactly that version's rows. It is
+tagged `custody-v<N>`: a tag keeps its snapshot through any engine's snapshot expiry. The table's
+current snapshot is the latest live version. Snapshots that no tag holds (a purged version's, and
+the intermediate ones that emptied the table) are expired at once, so the table's metadata grows
+with the live versions only.
+
+The tables' catalog is Iceberg's SQL catalog (the JDBC catalog of Iceberg's Java libraries, on the
+same two tables) in Custody's own catalog database, named `custody`. Table metadata is kept under
+the lake's `_tables` folder, outside the zones, so no engine's orphan-file cleanup of a table's
+location can reach the versions' files.
+"""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import cached_property
+from itertools import pairwise
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow.parquet as pq
+from sqlalchemy.engine import make_url
+
+from governance.errors import TableSnapshotError, error_summary
+from governance.zones import AssetKey
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.table import Table
+    from pyiceberg.table.snapshots import Snapshot
+
+CATALOG_NAME = "custody"
+TAG_PREFIX = "custody-v"
+# The snapshot summary's key that names the Custody version a snapshot holds.
+VERSION_PROPERTY = "custody.version"
+# Old metadata files are deleted as new ones are written: a table's history is the versions' tags.
+TABLE_PROPERTIES = {
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "5",
+}
+INT96_HINT = (
+    "a timestamp stored as Parquet INT96, which Iceberg does not read: Custody's Spark sessions write "
+    "INT64 microseconds unless spark.sql.parquet.outputTimestampType says otherwise"
+)
+# SQLite waits this long for a writer of the catalog database rather than failing at once.
+SQLITE_BUSY_SECONDS = 30
+
+
+def tag_of(number: int) -> str:
+    return f"{TAG_PREFIX}{number}"
+
+
+def number_of(tag: str) -> int | None:
+    rest = tag.removeprefix(TAG_PREFIX)
+    return int(rest) if rest != tag and rest.isdigit() else None
+
+
+@dataclass(frozen=True)
+class LiveVersion:
+    """A committed version as its table needs it: its files (absolute URIs) and summary."""
+
+    number: int
+    files: tuple[str, ...]
+    summary: Mapping[str, str]
+
+
+@dataclass
+class Alignment:
+    """What aligning one table changed."""
+
+    tagged: list[int] = field(default_factory=list)
+    withdrawn: list[int] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.tagged or self.withdrawn)
+
+
+class IcebergTables:
+    """The Iceberg tables of one lake, in the SQL catalog at `catalog_url`, metadata under `warehouse`."""
+
+    def __init__(self, catalog_url: str, warehouse: Path):
+        self.catalog_url = catalog_url
+        self.warehouse = Path(warehouse)
+
+    @cached_property
+    def catalog(self) -> SqlCatalog:
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        with _translated("open the Iceberg catalog in the catalog database"):
+            return SqlCatalog(CATALOG_NAME, uri=_engine_url(self.catalog_url), warehouse=f"file://{self.warehouse}")
+
+    def identifier(self, key: AssetKey) -> tuple[str, str]:
+        return (key.domain, key.name)
+
+    def table_name(self, key: AssetKey) -> str:
+        """The table as an engine names it in the `custody` catalog."""
+        return f"{CATALOG_NAME}.{key.domain}.{key.name}"
+
+    def location(self, key: AssetKey) -> Path:
+        return self.warehouse / key.domain / key.name
+
+    def load(self, key: AssetKey) -> Table | None:
+        """The asset's table, if it has one under this lake. A table whose metadata lies elsewhere
+        came with a catalog database restored or copied from another home: it names the other
+        home's files, so it is forgotten (its files are not touched) and made anew here."""
+        from pyiceberg.exceptions import NoSuchTableError
+
+        with _translated(f"read the Iceberg table of {key}"):
+            try:
+                table = self.catalog.load_table(self.identifier(key))
+            except (NoSuchTableError, FileNotFoundError):
+                table = None
+                if not self.catalog.table_exists(self.identifier(key)):
+                    return None
+            if table is not None and table.location() == f"file://{self.location(key)}":
+                return table
+            self.catalog.drop_table(self.identifier(key))
+            # Metadata a copy of the home brought along names the original's files: none of it is kept.
+            shutil.rmtree(self.location(key), ignore_errors=True)
+            return None
+
+    def tags(self, key: AssetKey) -> dict[int, int]:
+        """Version number -> snapshot id, for every `custody-v<N>` tag of the asset's table."""
+        table = self.load(key)
+        return _tags(table) if table is not None else {}
+
+    def align(self, key: AssetKey, live: Collection[int], describe: Callable[[int], LiveVersion]) -> Alignment:
+        """Make the asset's table show exactly the `live` versions: tag the untagged (`describe`
+        gives a version's files and summary), withdraw the tags of versions no longer live, and
+        make the latest the table's current snapshot."""
+        done = Alignment()
+        wanted = set(live)
+        with _translated(f"align the Iceberg table of {key} with its versions"):
+            table = self.load(key)
+            if table is None:
+                if not wanted:
+                    return done
+                table = self._create(key, describe(max(wanted)))
+            for number in sorted(set(_tags(table)) - wanted):
+                table.manage_snapshots().remove_tag(tag_of(number)).commit()
+                done.withdrawn.append(number)
+            for number in sorted(wanted - set(_tags(table))):
+                with _translated(f"make the table snapshot of {key}@{number}"):
+                    _snapshot(table, describe(number))
+                done.tagged.append(number)
+            _settle(table, max(wanted) if wanted else None)
+        return done
+
+    def _create(self, key: AssetKey, first: LiveVersion) -> Table:
+        from pyiceberg.exceptions import NamespaceAlreadyExistsError, TableAlreadyExistsError
+
+        try:
+            self.catalog.create_namespace((key.domain,))
+        except NamespaceAlreadyExistsError:
+            pass
+        schema = _file_schema(first.files)
+        try:
+            return self.catalog.create_table(
+                self.identifier(key),
+                schema=schema,
+                location=f"file://{self.location(key)}",
+                properties=TABLE_PROPERTIES,
+            )
+        except TableAlreadyExistsError:
+            return self.catalog.load_table(self.identifier(key))
+
+
+def _tags(table: Table) -> dict[int, int]:
+    found = {}
+    for name, ref in table.refs().items():
+        number = number_of(name)
+        if number is not None and ref.snapshot_ref_type == "tag":
+            found[number] = ref.snapshot_id
+    return found
+
+
+def _snapshot(table: Table, version: LiveVersion) -> None:
+    """One snapshot holding exactly the version's files, with the table's schema made the
+    version's, and its tag; a snapshot left untagged by a crash is tagged rather than made again."""
+    existing = _untagged_snapshot_of(table, version.number)
+    if existing is None:
+        schema = _file_schema(version.files)
+        with table.transaction() as transaction:
+            _match_schema(transaction, schema)
+            _empty(table, transaction)
+            transaction.add_files(list(version.files), snapshot_properties=dict(version.summary))
+        made = table.current_snapshot()
+        assert made is not None  # the transaction just above made it
+        existing = made.snapshot_id
+    table.manage_snapshots().create_tag(existing, tag_of(version.number)).commit()
+
+
+def _empty(table: Table, transaction) -> None:
+    """Remove the table's rows in `transaction`, if it has any."""
+    from pyiceberg.expressions import AlwaysTrue
+
+    if table.current_snapshot() is not None:
+        with warnings.catch_warnings():
+            # An empty version before this one leaves nothing to delete, which is no news.
+            warnings.filterwarnings("ignore", "Delete operation did not match any records")
+            transaction.delete(AlwaysTrue())
+
+
+def _untagged_snapshot_of(table: Table, number: int) -> int | None:
+    for snapshot in table.snapshots():
+        if _holds_version(snapshot) == str(number):
+            return snapshot.snapshot_id
+    return None
+
+
+def _holds_version(snapshot: Snapshot) -> str | None:
+    """The Custody version number a snapshot's summary names, if any."""
+    return snapshot.summary.additional_properties.get(VERSION_PROPERTY) if snapshot.summary else None
+
+
+def _match_schema(transaction, schema: pa.Schema) -> None:
+    """The table's columns become the version's: added, widened, dropped and ordered as its files have them."""
+    current = transaction.table_metadata.schema()
+    names = [f.name for f in schema]
+    with transaction.update_schema() as update:
+        update.union_by_name(schema)
+        for gone in [f.name for f in current.fields if f.name not in names]:
+            update.delete_column(gone)
+        for before, after in pairwise(names):
+            update.move_after(after, before)
+        if names:
+            update.move_first(names[0])
+
+
+def _settle(table: Table, latest: int | None) -> None:
+    """The latest live version as the current snapshot, and every snapshot no tag holds expired."""
+    tags = _tags(table)
+    head = table.current_snapshot()
+    if latest is None:
+        if head is not None and head.snapshot_id not in tags.values() and _holds_version(head):
+            with table.transaction() as transaction:
+                _empty(table, transaction)
+    elif head is None or head.snapshot_id != tags[latest]:
+        table.manage_snapshots().set_current_snapshot(snapshot_id=tags[latest]).commit()
+    held = set(tags.values()) | {ref.snapshot_id for ref in table.refs().values()}
+    loose = [s.snapshot_id for s in table.snapshots() if s.snapshot_id not in held]
+    if loose:
+        table.maintenance.expire_snapshots().by_ids(loose).commit()
+
+
+def _file_schema(files: Sequence[str]) -> pa.Schema:
+    """The Arrow schema of a version's first file, without Spark's metadata."""
+    if not files:
+        raise TableSnapshotError("a version with no Parquet file cannot be a table snapshot")
+    return pq.read_schema(_local(files[0])).remove_metadata()
+
+
+def _local(uri: str) -> str:
+    return uri.removeprefix("file://")
+
+
+def _engine_url(catalog_url: str) -> str:
+    """The catalog database's URL as PyIceberg's engine takes it: SQLite waits on a busy database."""
+    url = make_url(catalog_url)
+    if url.get_backend_name() == "sqlite" and "timeout" not in url.query:
+        url = url.update_query_dict({"timeout": str(SQLITE_BUSY_SECONDS)})
+    return url.render_as_string(hide_password=False)
+
+
+@contextmanager
+def _translated(doing: str) -> Iterator[None]:
+    """PyIceberg's, Arrow's and the database's errors as one TableSnapshotError saying what failed."""
+    from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, ValidationError
+    from pyiceberg.io.pyarrow import UnsupportedPyArrowTypeException
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        yield
+    except TableSnapshotError:
+        raise
+    except UnsupportedPyArrowTypeException as err:
+        hint = f" ({INT96_HINT})" if "timestamp[ns]" in str(err) else ""
+        raise TableSnapshotError(f"cannot {doing}: {error_summary(err)}{hint}") from err
+    except (
+        CommitFailedException,
+        NoSuchTableError,
+        ValidationError,
+        SQLAlchemyError,
+        OSError,
+        ValueError,
+        TypeError,
+    ) as err:
+        raise TableSnapshotError(f"cannot {doing}: {error_summary(err)}") from err
+
+
+def spark_conf(catalog_url: str, warehouse: Path, jars: Sequence[Path]) -> dict[str, str]:
+    """The settings a Spark session needs to read the tables as the `custody` catalog: Iceberg's
+    runtime and the database's JDBC driver in `jars`, and Iceberg's JDBC catalog on the catalog
+    database. The database's password is not among them: pass it as
+    `spark.sql.catalog.custody.jdbc.password` from the session's own secrets."""
+    prefix = f"spark.sql.catalog.{CATALOG_NAME}"
+    url = make_url(catalog_url)
+    conf = {
+        "spark.jars": ",".join(str(jar) for jar in jars),
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.type": "jdbc",
+        f"{prefix}.uri": jdbc_url(catalog_url),
+        f"{prefix}.warehouse": f"file://{warehouse}",
+    }
+    if url.username:
+        conf[f"{prefix}.jdbc.user"] = url.username
+    return conf
+
+
+def jdbc_url(catalog_url: str) -> str:
+    """The catalog database's JDBC URL, without credentials."""
+    url = make_url(catalog_url)
+    backend = url.get_backend_name()
+    if backend == "sqlite" and url.database:
+        return f"jdbc:sqlite:{Path(url.database).absolute()}"
+    if backend == "postgresql":
+        port = f":{url.port}" if url.port else ""
+        return f"jdbc:postgresql://{url.host or 'localhost'}{port}/{url.database or ''}"
+    raise TableSnapshotError(
+        f"CUSTODY_CATALOG_URL: Iceberg's JDBC catalog has no driver here for a {backend} database; "
+        "use SQLite or PostgreSQL for the catalog"
+    )

@@ -1,0 +1,303 @@
+"""Each committed version is also a snapshot of its asset's Iceberg table, tagged custody-v<N>, which
+other engines (PyIceberg, Spark SQL, DuckDB) read as `custody read` does."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from sqlmodel import select
+
+from governance import ledger
+from governance.access.reads import read_table
+from governance.catalog import Catalog, make_engine
+from governance.catalog.models import VersionRow
+from governance.cli import run
+from governance.config import Settings
+from governance.errors import InvalidInput, TableSnapshotError
+from governance.ingest import ingest
+from governance.lake import TABLES_FOLDER, open_lake
+from governance.lake.iceberg import IcebergTables, LiveVersion, spark_conf, tag_of
+from governance.repair import repair
+from governance.retention import purge
+from governance.runs import RunRequest
+from governance.zones import AssetKey, Lake, VersionRef
+from tests.conftest import CLIENTS, DEMO_SPECS, plain_environ, run_pipeline, without_approval
+
+BOB = RunRequest(requested_by="bob", run_id="run-7", code_version="code-3")
+
+
+@pytest.fixture
+def lake(settings: Settings) -> Lake:
+    return open_lake(settings)
+
+
+def land_demo(spark, catalog, lake, demo_specs) -> list[VersionRow]:
+    """The demo's four assets, and a second version of sales/clients, for bob."""
+    dropped = run_pipeline(spark, catalog, lake, demo_specs)
+    ingest(spark, catalog, lake, demo_specs[CLIENTS], BOB, batch_id=dropped.client_batches[1])
+    with catalog.session() as session:
+        return sorted(session.exec(select(VersionRow)), key=lambda row: (row.asset_key, row.number))
+
+
+@pytest.fixture
+def landed(spark, catalog, lake, demo_specs) -> list[VersionRow]:
+    """The demo's versions, for a test that changes them."""
+    return land_demo(spark, catalog, lake, demo_specs)
+
+
+@dataclass(frozen=True)
+class Home:
+    settings: Settings
+    lake: Lake
+    versions: dict[str, VersionRow]
+
+
+@pytest.fixture(scope="module")
+def home(spark, demo_specs, tmp_path_factory) -> Iterator[Home]:
+    """The demo's versions, landed once for the tests that only read them."""
+    settings = without_approval(Settings.under(tmp_path_factory.mktemp("tables") / "home", specs=DEMO_SPECS))
+    engine = make_engine(settings.catalog_url)
+    lake = open_lake(settings)
+    versions = land_demo(spark, Catalog(engine, segments=settings.ledger_segments), lake, demo_specs)
+    yield Home(settings, lake, {row.ref: row for row in versions})
+    engine.dispose()
+
+
+def iceberg(settings: Settings) -> SqlCatalog:
+    """The tables' catalog as an analyst opens it with PyIceberg."""
+    return SqlCatalog("custody", uri=settings.catalog_url, warehouse=f"file://{settings.lake / TABLES_FOLDER}")
+
+
+def rows(table: pa.Table) -> list[dict]:
+    return sorted(table.to_pylist(), key=repr)
+
+
+def at_tag(settings: Settings, row: VersionRow) -> pa.Table:
+    table = iceberg(settings).load_table(tuple(row.asset_key.split("/")))
+    return table.scan(snapshot_id=table.snapshot_by_name(tag_of(row.number)).snapshot_id).to_arrow()
+
+
+def test_each_version_is_a_tagged_snapshot_with_the_rows_custody_read_gives(home):
+    assert len(home.versions) == 5
+    for row in home.versions.values():
+        assert rows(at_tag(home.settings, row)) == rows(read_table(home.lake, row)), row.ref
+
+
+def test_a_snapshot_summary_names_the_version_its_run_code_and_requester(home):
+    row = home.versions["sales/clients@2"]
+    table = iceberg(home.settings).load_table(("sales", "clients"))
+    summary = table.snapshot_by_name("custody-v2").summary.additional_properties
+    assert {key: summary[key] for key in summary if key.startswith("custody.")} == {
+        "custody.asset": "sales/clients",
+        "custody.version": "2",
+        "custody.data-version": row.data_version,
+        "custody.run-id": "run-7",
+        "custody.code-version": "code-3",
+        "custody.requested-by": "bob",
+        "custody.assurance": row.assurance,
+        "custody.created-at": row.created_at.isoformat(),
+    }
+
+
+def test_the_current_snapshot_is_the_newest_version(home):
+    table = iceberg(home.settings).load_table(("sales", "clients"))
+    assert table.current_snapshot().snapshot_id == table.snapshot_by_name("custody-v2").snapshot_id
+    assert rows(table.scan().to_arrow()) == rows(read_table(home.lake, home.versions["sales/clients@2"]))
+
+
+def test_spark_sql_reads_a_tag_with_version_as_of(spark, home):
+    session = spark.newSession()
+    for key, value in spark_conf(home.settings.catalog_url, home.settings.lake / TABLES_FOLDER, ()).items():
+        if key != "spark.jars":  # the shared session started with them
+            session.conf.set(key, value)
+    first = home.versions["sales/clients@1"]
+    by_sql = session.sql("SELECT * FROM custody.sales.clients VERSION AS OF 'custody-v1'")
+    by_option = session.read.option("versionAsOf", "custody-v1").table("custody.sales.clients")
+    expected = rows(read_table(home.lake, first))
+    assert sorted((r.asDict() for r in by_sql.collect()), key=repr) == expected
+    assert sorted((r.asDict() for r in by_option.collect()), key=repr) == expected
+
+
+def duckdb_with_iceberg():
+    """A DuckDB connection with the iceberg extension (and avro, which it needs) loaded from their
+    PyPI packages' files: nothing is downloaded at run time."""
+    from importlib.resources import files
+
+    import duckdb
+
+    connection = duckdb.connect()
+    for name in ("avro", "iceberg"):
+        binary = (
+            files(f"duckdb_extension_{name}") / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
+        )
+        connection.execute(f"LOAD '{binary}'")
+    return connection
+
+
+def test_duckdb_reads_a_tag(home):
+    row = home.versions["sales/product_summary@1"]
+    table = iceberg(home.settings).load_table(("sales", "product_summary"))
+    snapshot = table.snapshot_by_name("custody-v1").snapshot_id
+    found = (
+        duckdb_with_iceberg()
+        .execute("SELECT * FROM iceberg_scan(?, snapshot_from_id = ?)", [table.metadata_location, snapshot])
+        .to_arrow_table()
+    )
+    assert rows(found) == rows(read_table(home.lake, row))
+
+
+def test_a_purge_withdraws_the_tag_and_the_previous_version_becomes_current(settings, catalog, lake, landed):
+    purge(catalog, lake, {}, "admin", explicit=[VersionRef.parse("sales/clients@2")])
+    table = iceberg(settings).load_table(("sales", "clients"))
+    assert "custody-v2" not in table.refs() and "custody-v1" in table.refs()
+    assert table.current_snapshot().snapshot_id == table.snapshot_by_name("custody-v1").snapshot_id
+    assert [s.snapshot_id for s in table.snapshots()] == [table.snapshot_by_name("custody-v1").snapshot_id]
+
+
+def test_a_purge_that_cannot_withdraw_the_tag_deletes_nothing(settings, catalog, lake, landed):
+    tables = settings.lake / TABLES_FOLDER
+    shutil.rmtree(tables)
+    tables.write_text("not a folder")
+    with pytest.raises(TableSnapshotError, match="sales/clients"):
+        purge(catalog, lake, {}, "admin", explicit=[VersionRef.parse("sales/clients@2")])
+    assert lake.at(catalog.version(VersionRef.parse("sales/clients@2")).path).is_dir()
+
+
+def test_a_snapshot_that_fails_leaves_the_version_committed_and_repair_makes_it(
+    spark, settings, catalog, lake, demo_specs
+):
+    (settings.lake / TABLES_FOLDER).parent.mkdir(parents=True, exist_ok=True)
+    (settings.lake / TABLES_FOLDER).write_text("not a folder")
+    said = []
+    dropped = run_pipeline_clients_only(spark, catalog, lake, demo_specs, said)
+    assert dropped.number == 1 and dropped.status == "committed"
+    assert any("its table snapshot is not" in line for line in said)
+    with catalog.session() as session:
+        failures = list(ledger.entries(session, ledger.LedgerFilter(action=ledger.Action.TABLE_SNAPSHOT_FAILED)))
+    assert [(e.asset_key, e.version, e.actor) for e in failures] == [("sales/clients", 1, "bob")]
+    (settings.lake / TABLES_FOLDER).unlink()
+    report = repair(catalog, lake, thorough=True)
+    assert report.tables == ["sales/clients: tagged v1, withdrew none"] and not report.table_problems
+    assert rows(at_tag(settings, dropped)) == rows(read_table(lake, dropped))
+
+
+def run_pipeline_clients_only(spark, catalog, lake, demo_specs, said: list[str]) -> VersionRow:
+    from governance.demo import drop_demo_batches
+
+    dropped = drop_demo_batches(lake)
+    return ingest(
+        spark, catalog, lake, demo_specs[CLIENTS], BOB, batch_id=dropped.client_batches[0], progress=said.append
+    )
+
+
+def test_a_snapshot_someone_else_expired_is_made_again_by_repair(settings, catalog, lake, landed):
+    table = iceberg(settings).load_table(("sales", "clients"))
+    expired = table.snapshot_by_name("custody-v1").snapshot_id
+    table.manage_snapshots().remove_tag("custody-v1").commit()
+    table.maintenance.expire_snapshots().by_id(expired).commit()
+    report = repair(catalog, lake, thorough=True)
+    assert report.tables == ["sales/clients: tagged v1, withdrew none"]
+    first = next(row for row in landed if row.ref == "sales/clients@1")
+    assert rows(at_tag(settings, first)) == rows(read_table(lake, first))
+
+
+def test_a_copied_home_makes_its_own_tables_and_leaves_the_originals_alone(tmp_path, settings, catalog, lake, landed):
+    original = sorted(p.relative_to(settings.home) for p in (settings.lake / TABLES_FOLDER).rglob("*"))
+    catalog.engine.dispose()
+    copy = tmp_path / "copy"
+    shutil.copytree(settings.home, copy)
+    moved = Settings.under(copy)
+    copied = Catalog.from_url(moved.catalog_url)
+    report = repair(copied, open_lake(moved), thorough=True)
+    assert not report.table_problems
+    assert sorted(p.relative_to(settings.home) for p in (settings.lake / TABLES_FOLDER).rglob("*")) == original
+    table = iceberg(moved).load_table(("sales", "clients"))
+    assert table.location() == f"file://{copy / 'lake' / TABLES_FOLDER / 'sales' / 'clients'}"
+    newest = next(row for row in landed if row.ref == "sales/clients@2")
+    assert rows(at_tag(moved, newest)) == rows(read_table(open_lake(moved), newest))
+
+
+# The tables on their own, on Parquet files written here: how a table follows its versions' schemas.
+
+
+def version_file(folder: Path, number: int, table: pa.Table) -> LiveVersion:
+    path = folder / f"v={number}" / "part-00000.parquet"
+    path.parent.mkdir(parents=True)
+    pq.write_table(table, path)
+    return LiveVersion(number, (f"file://{path}",), {"custody.version": str(number)})
+
+
+@pytest.mark.both_backends
+def test_each_snapshot_keeps_the_columns_of_its_own_version(tmp_path, catalog_url, catalog):
+    tables = IcebergTables(catalog_url, tmp_path / "tables")
+    key = AssetKey.parse("t/evolving")
+    stamp = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    versions = {
+        1: version_file(
+            tmp_path, 1, pa.table({"id": [1, 2], "at": pa.array([stamp, None], pa.timestamp("us", "UTC"))})
+        ),
+        2: version_file(tmp_path, 2, pa.table({"name": ["x"], "id": [3]})),
+    }
+    tables.align(key, versions.keys(), versions.__getitem__)
+    table = tables.load(key)
+    assert table is not None
+    for number, version in versions.items():
+        snapshot = table.snapshot_by_name(tag_of(number)).snapshot_id
+        found = table.scan(snapshot_id=snapshot).to_arrow()
+        assert found.to_pylist() == pq.read_table(version.files[0].removeprefix("file://")).to_pylist()
+
+
+def test_a_snapshot_a_crash_left_untagged_is_tagged_not_made_twice(tmp_path, catalog_url, catalog):
+    tables = IcebergTables(catalog_url, tmp_path / "tables")
+    key = AssetKey.parse("t/crashed")
+    first = version_file(tmp_path, 1, pa.table({"id": [1]}))
+    tables.align(key, [1], {1: first}.__getitem__)
+    second = version_file(tmp_path, 2, pa.table({"id": [2]}))
+    table = tables.load(key)
+    with table.transaction() as transaction:  # what a process killed before tagging leaves
+        from pyiceberg.expressions import AlwaysTrue
+
+        transaction.delete(AlwaysTrue())
+        transaction.add_files(list(second.files), snapshot_properties={"custody.version": "2"})
+    untagged = tables.load(key).current_snapshot().snapshot_id
+    done = tables.align(key, [1, 2], {1: first, 2: second}.__getitem__)
+    assert done.tagged == [2] and tables.tags(key)[2] == untagged
+
+
+def test_files_with_int96_timestamps_are_refused_naming_the_column(tmp_path, catalog_url, catalog):
+    tables = IcebergTables(catalog_url, tmp_path / "tables")
+    path = tmp_path / "v=1" / "part-00000.parquet"
+    path.parent.mkdir()
+    stamps = pa.table({"at": pa.array([datetime(2026, 1, 1, tzinfo=UTC)], pa.timestamp("us", "UTC"))})
+    pq.write_table(stamps, path, use_deprecated_int96_timestamps=True)
+    version = LiveVersion(1, (f"file://{path}",), {})
+    with pytest.raises(TableSnapshotError, match="t/old.*'at'"):
+        tables.align(AssetKey.parse("t/old"), [1], {1: version}.__getitem__)
+
+
+def test_tables_can_be_switched_off_and_an_unknown_setting_is_refused(tmp_path):
+    assert open_lake(Settings.from_env({"CUSTODY_HOME": str(tmp_path), "CUSTODY_TABLES": "off"})).tables is None
+    with pytest.raises(InvalidInput, match="CUSTODY_TABLES=delta: expected iceberg or off"):
+        Settings.from_env({"CUSTODY_HOME": str(tmp_path), "CUSTODY_TABLES": "delta"})
+
+
+def test_the_cli_lists_the_tables_and_prints_the_spark_settings(home, monkeypatch, capsys):
+    for name, value in plain_environ(home.settings.home).items():
+        monkeypatch.setenv(name, value)
+    assert run(["tables", "list", "--json"]) == 0
+    listed = {t["table"]: t for t in json.loads(capsys.readouterr().out)}
+    assert listed["custody.sales.clients"]["tags"] == ["custody-v1", "custody-v2"]
+    assert listed["custody.sales.clients"]["current"] == "custody-v2"
+    assert run(["tables", "spark-conf"]) == 0
+    printed = capsys.readouterr().out
+    assert f"spark.sql.catalog.custody.uri jdbc:sqlite:{home.settings.home / 'catalog.db'}" in printed
+    assert "iceberg-spark-runtime-4.1_2.13" in printed
