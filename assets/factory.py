@@ -511,10 +511,15 @@ def table_snapshot(custody: CustodyResource, row: "VersionRow") -> str:
     tables = custody.lake.tables
     if tables is None:
         return ""
+    from governance.errors import TableSnapshotError
     from governance.zones import AssetKey
 
     key = AssetKey.parse(row.asset_key)
-    return tables.tables.table_name(key) if row.number in tables.tables.tags(key) else ""
+    try:
+        tagged = row.number in tables.tables.tags(key)
+    except TableSnapshotError:
+        return ""  # the run's log and the ledger already say the snapshot was not made
+    return tables.tables.table_name(key) if tagged else ""
 
 
 def materialize_result(

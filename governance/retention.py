@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -282,13 +283,16 @@ def _finish(
     with catalog.session() as session:
         row = _stored(session, version_id)
     progress(f"purging {row.ref}: {reason}")
-    if lake.tables is not None:
-        # The version is `purging`, no longer committed: aligning withdraws its tag, and a purge
-        # that cannot stops here, before any file a tag names is gone.
-        lake.tables.align(catalog, lake, AssetKey.parse(row.asset_key))
-    for path in (row.path, row.quarantine_path):
-        if path:
-            _delete(lake, lake.at(path), row.ref)
+    # The version is `purging`, no longer committed: its tag is withdrawn, and a purge that cannot
+    # withdraw it stops here, before any file a tag names is gone. No commit of the asset can tag
+    # it again until its files are deleted.
+    withdrawing = (
+        lake.tables.withdrawing(catalog, lake, AssetKey.parse(row.asset_key)) if lake.tables else nullcontext()
+    )
+    with withdrawing:
+        for path in (row.path, row.quarantine_path):
+            if path:
+                _delete(lake, lake.at(path), row.ref)
     with catalog.session() as session:
         row = _stored(session, version_id)
         if row.status != VersionStatus.PURGING:  # another purge finished it meanwhile

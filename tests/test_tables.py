@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -273,15 +275,18 @@ def test_a_snapshot_a_crash_left_untagged_is_tagged_not_made_twice(tmp_path, cat
     assert done.tagged == [2] and tables.tags(key)[2] == untagged
 
 
-def test_files_with_int96_timestamps_are_refused_naming_the_column(tmp_path, catalog_url, catalog):
+def test_a_version_iceberg_cannot_read_is_named_and_the_others_are_tagged(tmp_path, catalog_url, catalog):
     tables = IcebergTables(catalog_url, tmp_path / "tables")
+    key = AssetKey.parse("t/old")
+    stamps = pa.table({"at": pa.array([datetime(2026, 1, 1, tzinfo=UTC)], pa.timestamp("us", "UTC"))})
     path = tmp_path / "v=1" / "part-00000.parquet"
     path.parent.mkdir()
-    stamps = pa.table({"at": pa.array([datetime(2026, 1, 1, tzinfo=UTC)], pa.timestamp("us", "UTC"))})
     pq.write_table(stamps, path, use_deprecated_int96_timestamps=True)
-    version = LiveVersion(1, (f"file://{path}",), {})
-    with pytest.raises(TableSnapshotError, match="t/old.*'at'"):
-        tables.align(AssetKey.parse("t/old"), [1], {1: version}.__getitem__)
+    versions = {1: LiveVersion(1, (f"file://{path}",), {"custody.version": "1"}), 2: version_file(tmp_path, 2, stamps)}
+    done = tables.align(key, versions.keys(), versions.__getitem__)
+    assert list(done.failed) == [1] and "t/old@1" in done.failed[1] and "'at'" in done.failed[1]
+    assert "INT96" in done.failed[1]
+    assert done.tagged == [2] and tables.load(key).current_snapshot().snapshot_id == tables.tags(key)[2]
 
 
 def test_tables_can_be_switched_off_and_an_unknown_setting_is_refused(tmp_path):
@@ -301,3 +306,26 @@ def test_the_cli_lists_the_tables_and_prints_the_spark_settings(home, monkeypatc
     printed = capsys.readouterr().out
     assert f"spark.sql.catalog.custody.uri jdbc:sqlite:{home.settings.home / 'catalog.db'}" in printed
     assert "iceberg-spark-runtime-4.1_2.13" in printed
+
+
+@pytest.mark.both_backends
+def test_two_writers_aligning_one_table_at_once_leave_every_version_tagged_once(tmp_path, catalog_url, catalog):
+    key = AssetKey.parse("t/busy")
+    versions = {n: version_file(tmp_path, n, pa.table({"id": [n]})) for n in range(1, 5)}
+    start = threading.Barrier(2)
+
+    def writer() -> None:  # each with a catalog of its own, as two processes have
+        tables = IcebergTables(catalog_url, tmp_path / "tables")
+        start.wait()
+        tables.align(key, versions.keys(), versions.__getitem__)
+
+    with ThreadPoolExecutor(2) as pool:
+        writers = [pool.submit(writer) for _ in range(2)]
+    for done in writers:
+        done.result()  # what a writer raised, raised here
+    tables = IcebergTables(catalog_url, tmp_path / "tables")
+    table = tables.load(key)
+    for number in versions:
+        snapshot = table.snapshot_by_name(tag_of(number)).snapshot_id
+        assert table.scan(snapshot_id=snapshot).to_arrow().to_pylist() == [{"id": number}]
+    assert len(table.snapshots()) == len(versions)

@@ -15,7 +15,9 @@ location can reach the versions' files.
 
 from __future__ import annotations
 
+import random
 import shutil
+import time
 import warnings
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -45,11 +47,18 @@ VERSION_PROPERTY = "custody.version"
 TABLE_PROPERTIES = {
     "write.metadata.delete-after-commit.enabled": "true",
     "write.metadata.previous-versions-max": "5",
+    # The versions' files are Custody's: no engine's garbage collection of the table may delete them.
+    "gc.enabled": "false",
+    # A commit that loses to another is not replayed by PyIceberg, whose replay keeps the files it
+    # meant to delete from the table it read: `align` reads the table again and starts over.
+    "commit.retry.num-retries": "0",
 }
 INT96_HINT = (
     "a timestamp stored as Parquet INT96, which Iceberg does not read: Custody's Spark sessions write "
     "INT64 microseconds unless spark.sql.parquet.outputTimestampType says otherwise"
 )
+# Commits that lose to another process's are tried again, on the table as it then is, this often.
+COMMIT_ATTEMPTS = 8
 # SQLite waits this long for a writer of the catalog database rather than failing at once.
 SQLITE_BUSY_SECONDS = 30
 
@@ -78,6 +87,8 @@ class Alignment:
 
     tagged: list[int] = field(default_factory=list)
     withdrawn: list[int] = field(default_factory=list)
+    # Versions that could not be made snapshots, each with why: the others are aligned all the same.
+    failed: dict[int, str] = field(default_factory=dict)
 
     @property
     def changed(self) -> bool:
@@ -136,41 +147,66 @@ class IcebergTables:
     def align(self, key: AssetKey, live: Collection[int], describe: Callable[[int], LiveVersion]) -> Alignment:
         """Make the asset's table show exactly the `live` versions: tag the untagged (`describe`
         gives a version's files and summary), withdraw the tags of versions no longer live, and
-        make the latest the table's current snapshot."""
+        make the latest the table's current snapshot. A commit another process got in first is
+        taken from the table as it now is."""
+        from pyiceberg.exceptions import CommitFailedException
+
         done = Alignment()
-        wanted = set(live)
         with _translated(f"align the Iceberg table of {key} with its versions"):
-            table = self.load(key)
-            if table is None:
-                if not wanted:
-                    return done
-                table = self._create(key, describe(max(wanted)))
-            for number in sorted(set(_tags(table)) - wanted):
-                table.manage_snapshots().remove_tag(tag_of(number)).commit()
-                done.withdrawn.append(number)
-            for number in sorted(wanted - set(_tags(table))):
-                with _translated(f"make the table snapshot of {key}@{number}"):
-                    _snapshot(table, describe(number))
-                done.tagged.append(number)
-            _settle(table, max(wanted) if wanted else None)
+            for attempt in range(1, COMMIT_ATTEMPTS + 1):
+                try:
+                    self._align(key, set(live), describe, done)
+                    break
+                except CommitFailedException:
+                    if attempt == COMMIT_ATTEMPTS:
+                        raise
+                    # Another engine wrote the table (Custody's own writers take turns): let it finish.
+                    time.sleep(random.uniform(0.05, 0.2) * attempt)
         return done
 
-    def _create(self, key: AssetKey, first: LiveVersion) -> Table:
-        from pyiceberg.exceptions import NamespaceAlreadyExistsError, TableAlreadyExistsError
+    def _align(self, key: AssetKey, wanted: set[int], describe: Callable[[int], LiveVersion], done: Alignment) -> None:
+        table = self.load(key)
+        if table is None:
+            if not wanted:
+                return
+            table = self._create(key, describe(max(wanted)))
+        for number in sorted(set(_tags(table)) - wanted):
+            table.manage_snapshots().remove_tag(tag_of(number)).commit()
+            done.withdrawn.append(number)
+        for number in sorted(wanted - set(_tags(table))):
+            try:
+                with _translated(f"make the table snapshot of {key}@{number}", conflicts=False):
+                    _snapshot(table, describe(number))
+            except TableSnapshotError as err:
+                done.failed[number] = str(err)
+                continue
+            done.failed.pop(number, None)
+            done.tagged.append(number)
+        tagged = wanted & set(_tags(table))
+        _settle(table, max(tagged) if tagged else None)
 
+    def _create(self, key: AssetKey, first: LiveVersion) -> Table:
+        """The asset's table, made with the first version's schema; or the one another process made
+        at the same moment."""
+        from pyiceberg.exceptions import NamespaceAlreadyExistsError, TableAlreadyExistsError
+        from sqlalchemy.exc import IntegrityError
+
+        namespace = (key.domain,)
         try:
-            self.catalog.create_namespace((key.domain,))
-        except NamespaceAlreadyExistsError:
-            pass
-        schema = _file_schema(first.files)
+            self.catalog.create_namespace(namespace)
+        except (NamespaceAlreadyExistsError, IntegrityError):
+            if not self.catalog.namespace_exists(namespace):
+                raise
         try:
             return self.catalog.create_table(
                 self.identifier(key),
-                schema=schema,
+                schema=_file_schema(first.files),
                 location=f"file://{self.location(key)}",
                 properties=TABLE_PROPERTIES,
             )
-        except TableAlreadyExistsError:
+        except (TableAlreadyExistsError, IntegrityError):
+            if not self.catalog.table_exists(self.identifier(key)):
+                raise
             return self.catalog.load_table(self.identifier(key))
 
 
@@ -186,17 +222,34 @@ def _tags(table: Table) -> dict[int, int]:
 def _snapshot(table: Table, version: LiveVersion) -> None:
     """One snapshot holding exactly the version's files, with the table's schema made the
     version's, and its tag; a snapshot left untagged by a crash is tagged rather than made again."""
-    existing = _untagged_snapshot_of(table, version.number)
-    if existing is None:
+    found = _snapshot_holding(table, version)
+    if found is None:
         schema = _file_schema(version.files)
         with table.transaction() as transaction:
             _match_schema(transaction, schema)
             _empty(table, transaction)
             transaction.add_files(list(version.files), snapshot_properties=dict(version.summary))
-        made = table.current_snapshot()
-        assert made is not None  # the transaction just above made it
-        existing = made.snapshot_id
-    table.manage_snapshots().create_tag(existing, tag_of(version.number)).commit()
+        found = _snapshot_holding(table, version)
+        if found is None:
+            raise TableSnapshotError(f"the snapshot made for version {version.number} does not hold exactly its files")
+    table.manage_snapshots().create_tag(found, tag_of(version.number)).commit()
+
+
+def _snapshot_holding(table: Table, version: LiveVersion) -> int | None:
+    """A snapshot made for the version (a crash may have left it untagged) that holds exactly its files."""
+    wanted = set(version.files)
+    for snapshot in table.snapshots():
+        if _holds_version(snapshot) == str(version.number) and _files_of(table, snapshot) == wanted:
+            return snapshot.snapshot_id
+    return None
+
+
+def _files_of(table: Table, snapshot: Snapshot) -> set[str]:
+    return {
+        entry.data_file.file_path
+        for manifest in snapshot.manifests(table.io)
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
+    }
 
 
 def _empty(table: Table, transaction) -> None:
@@ -208,13 +261,6 @@ def _empty(table: Table, transaction) -> None:
             # An empty version before this one leaves nothing to delete, which is no news.
             warnings.filterwarnings("ignore", "Delete operation did not match any records")
             transaction.delete(AlwaysTrue())
-
-
-def _untagged_snapshot_of(table: Table, number: int) -> int | None:
-    for snapshot in table.snapshots():
-        if _holds_version(snapshot) == str(number):
-            return snapshot.snapshot_id
-    return None
 
 
 def _holds_version(snapshot: Snapshot) -> str | None:
@@ -246,7 +292,7 @@ def _settle(table: Table, latest: int | None) -> None:
                 _empty(table, transaction)
     elif head is None or head.snapshot_id != tags[latest]:
         table.manage_snapshots().set_current_snapshot(snapshot_id=tags[latest]).commit()
-    held = set(tags.values()) | {ref.snapshot_id for ref in table.refs().values()}
+    held = {ref.snapshot_id for ref in table.refs().values()}
     loose = [s.snapshot_id for s in table.snapshots() if s.snapshot_id not in held]
     if loose:
         table.maintenance.expire_snapshots().by_ids(loose).commit()
@@ -272,8 +318,9 @@ def _engine_url(catalog_url: str) -> str:
 
 
 @contextmanager
-def _translated(doing: str) -> Iterator[None]:
-    """PyIceberg's, Arrow's and the database's errors as one TableSnapshotError saying what failed."""
+def _translated(doing: str, *, conflicts: bool = True) -> Iterator[None]:
+    """PyIceberg's, Arrow's and the database's errors as one TableSnapshotError saying what failed;
+    with `conflicts` False, a commit that lost to another is left for the caller to retry."""
     from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, ValidationError
     from pyiceberg.io.pyarrow import UnsupportedPyArrowTypeException
     from sqlalchemy.exc import SQLAlchemyError
@@ -282,11 +329,14 @@ def _translated(doing: str) -> Iterator[None]:
         yield
     except TableSnapshotError:
         raise
+    except CommitFailedException as err:
+        if not conflicts:
+            raise
+        raise TableSnapshotError(f"cannot {doing}: {error_summary(err)}") from err
     except UnsupportedPyArrowTypeException as err:
         hint = f" ({INT96_HINT})" if "timestamp[ns]" in str(err) else ""
         raise TableSnapshotError(f"cannot {doing}: {error_summary(err)}{hint}") from err
     except (
-        CommitFailedException,
         NoSuchTableError,
         ValidationError,
         SQLAlchemyError,

@@ -9,6 +9,8 @@ cannot, so no tag ever names files that are gone.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from sqlmodel import select
@@ -16,11 +18,15 @@ from sqlmodel import select
 from governance import ledger
 from governance.catalog import Catalog
 from governance.catalog.models import VersionRow, VersionStatus
-from governance.errors import TableSnapshotError, reason_of
+from governance.errors import TableSnapshotError, bounded_reason
 from governance.lake.iceberg import VERSION_PROPERTY, Alignment, IcebergTables, LiveVersion
+from governance.locks import file_lock
 from governance.runs import Progress, quiet
 from governance.versions import read_manifest
 from governance.zones import AssetKey, Lake
+
+# Beside the tables' metadata, one lock file an asset: whoever aligns a table holds it.
+LOCKS = "_locks"
 
 
 @dataclass
@@ -38,18 +44,48 @@ class TableSnapshots:
         self.tables = tables
 
     def align(self, catalog: Catalog, lake: Lake, key: AssetKey) -> Alignment:
-        """Make the asset's table agree with its committed versions; TableSnapshotError if it cannot."""
+        """Make the asset's table agree with its committed versions, read while this process alone
+        aligns it; TableSnapshotError if the table cannot be reached."""
+        with self.held(key):
+            return self._align(catalog, lake, key)
+
+    def _align(self, catalog: Catalog, lake: Lake, key: AssetKey) -> Alignment:
         rows = {row.number: row for row in _committed(catalog, key)}
         return self.tables.align(key, rows.keys(), lambda number: live_version(lake, rows[number]))
+
+    @contextmanager
+    def held(self, key: AssetKey) -> Iterator[None]:
+        """The asset's table to this process alone: two commits of one asset, or a commit and a
+        purge, would otherwise each make the table agree with the versions it saw."""
+        lock = self.tables.warehouse / LOCKS / f"{key.domain}.{key.name}.lock"
+        try:
+            lock.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise TableSnapshotError(f"cannot lock the table of {key} at {lock}: {err.strerror or err}") from err
+        with file_lock(lock):
+            yield
+
+    @contextmanager
+    def withdrawing(self, catalog: Catalog, lake: Lake, key: AssetKey) -> Iterator[None]:
+        """The tags of the asset's versions that are no longer committed withdrawn, and the table
+        held until the block (which deletes their files) ends."""
+        with self.held(key):
+            self._align(catalog, lake, key)
+            yield
 
     def after_commit(self, catalog: Catalog, lake: Lake, row: VersionRow, progress: Progress = quiet) -> None:
         """Give a just-committed version its snapshot; a failure is recorded and said, not raised."""
         key = AssetKey.parse(row.asset_key)
         try:
-            self.align(catalog, lake, key)
+            done = self.align(catalog, lake, key)
         except TableSnapshotError as err:
-            progress(f"{row.ref} is committed, but its table snapshot is not: {err}; custody repair makes it")
-            record_failure(catalog, row, self.tables.table_name(key), err)
+            problem = str(err)
+        else:
+            if row.number not in done.failed:
+                return
+            problem = done.failed[row.number]
+        progress(f"{row.ref} is committed, but its table snapshot is not: {problem}; custody repair makes it")
+        record_failure(catalog, row, self.tables.table_name(key), problem)
 
     def align_all(self, catalog: Catalog, lake: Lake, progress: Progress = quiet) -> TablesReport:
         """Align the table of every asset that has had a version."""
@@ -60,6 +96,7 @@ class TableSnapshots:
             except TableSnapshotError as err:
                 report.failed[str(key)] = str(err)
                 continue
+            report.failed.update({f"{key}@{number}": problem for number, problem in done.failed.items()})
             if done.changed:
                 progress(
                     f"{self.tables.table_name(key)}: tagged {done.tagged or 'none'}, withdrawn {done.withdrawn or 'none'}"
@@ -112,7 +149,7 @@ def snapshot_summary(row: VersionRow) -> dict[str, str]:
     return {name: str(value) for name, value in said.items() if value is not None}
 
 
-def record_failure(catalog: Catalog, row: VersionRow, table: str, err: TableSnapshotError) -> None:
+def record_failure(catalog: Catalog, row: VersionRow, table: str, problem: str) -> None:
     with catalog.session() as session:
         ledger.append(
             session,
@@ -122,5 +159,5 @@ def record_failure(catalog: Catalog, row: VersionRow, table: str, err: TableSnap
             version=row.number,
             run_id=row.run_id,
             assurance=row.assurance,
-            details={"table": table, "reason": reason_of(err)},
+            details={"table": table, "reason": bounded_reason(problem)},
         )
