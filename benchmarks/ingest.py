@@ -25,6 +25,11 @@ this machine, from the pyspark package's own scripts:
     .venv/bin/python benchmarks/ingest.py                         # 2.2M rows, ~490 MB, 3 runs each
     .venv/bin/python benchmarks/ingest.py --rows 20000 --runs 1   # smoke run
     .venv/bin/python benchmarks/ingest.py --master spark://127.0.0.1:7077
+    .venv/bin/python benchmarks/ingest.py --s3                    # both paths write to moto's S3 server
+
+With --s3 both paths write to an S3 server on loopback (moto's, as the tests use): the governed path
+into an object-store lake (CUSTODY_LAKE=s3a://…), the bare one to another prefix of the same bucket,
+both through Hadoop's S3A. The DropZone stays local, as it does for such a lake.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
@@ -46,17 +52,20 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from governance.catalog import Catalog
-from governance.config import DEFAULT_TRANSFORM_PACKAGES
+from governance.config import DEFAULT_TRANSFORM_PACKAGES, Settings, fetched_jars
 from governance.ingest import ingest
 from governance.lake.iceberg import IcebergTables
+from governance.lake.objects import ObjectLake, hadoop_conf, object_store, pyiceberg_properties
 from governance.lake.snapshots import TableSnapshots
 from governance.lineage.versioned import DEFAULT_COLUMNS, ColumnOptions
 from governance.runs import RunRequest
 from governance.sparktypes import spark_schema
 from governance.spec import load_specs
 from governance.zones import AssetKey, Lake
+from tests.s3_server import CREDENTIALS, running_s3
 
 DATA = Path(__file__).resolve().parent / ".data"
+BUCKET = "bench"
 KEY = AssetKey("bench", "wide")
 CHUNK_ROWS = 250_000
 READS = 3  # timed reads of the last version by each reader
@@ -198,13 +207,24 @@ def head_slice(source: Path, target: Path, rows: int) -> Path:
     return target
 
 
-def spark_session(master: str):
+def s3_settings(work: Path, endpoint: str) -> Settings:
+    return Settings.from_env(
+        {"CUSTODY_HOME": str(work), "CUSTODY_LAKE": f"s3a://{BUCKET}/lake", "CUSTODY_S3_ENDPOINT": endpoint}
+    )
+
+
+def spark_session(master: str, s3: Settings | None):
     from pyspark.sql import SparkSession
 
     log4j = ROOT / "resources" / "log4j2.properties"
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder
+    if s3 is not None:
+        builder = builder.config("spark.jars", ",".join(str(jar) for jar in fetched_jars()))
+        for key, value in hadoop_conf(s3).items():
+            builder = builder.config(f"spark.hadoop.{key}", value)
     return (
-        SparkSession.builder.master(master)
+        builder.master(master)
         .appName("custody-bench")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -220,8 +240,8 @@ def spark_session(master: str):
 class TimedSnapshots(TableSnapshots):
     """The table snapshots of the governed path, each one's seconds kept."""
 
-    def __init__(self, tables: IcebergTables):
-        super().__init__(tables)
+    def __init__(self, tables: IcebergTables, locks: Path):
+        super().__init__(tables, locks)
         self.seconds: list[float] = []
 
     def after_commit(self, catalog, lake, row, progress=None) -> None:
@@ -235,15 +255,25 @@ class TimedSnapshots(TableSnapshots):
 class Bench:
     """The lake, catalog, spec and session both paths share; each run returns (wall s, JVM CPU s)."""
 
-    def __init__(self, spark, work: Path):
+    def __init__(self, spark, work: Path, s3: Settings | None):
         self.spark, self.work = spark, work
         (work / "specs" / KEY.domain).mkdir(parents=True)
         (work / "specs" / KEY.domain / f"{KEY.name}.yaml").write_text(spec_yaml(), encoding="utf-8")
         self.spec = load_specs(work / "specs", transform_packages=DEFAULT_TRANSFORM_PACKAGES)[KEY]
         self.schema = spark_schema(self.spec.body.columns)
         catalog_url = f"sqlite:///{work / 'catalog.db'}"
-        self.snapshots = TimedSnapshots(IcebergTables(catalog_url, work / "lake" / "_tables"))
-        self.lake = Lake(work / "lake", tables=self.snapshots)
+        locks = work / "lake" / "_tables" / "_locks"
+        self.lake: Lake
+        if s3 is None:
+            self.snapshots = TimedSnapshots(IcebergTables(catalog_url, f"file://{work / 'lake' / '_tables'}"), locks)
+            self.lake = Lake(work / "lake", tables=self.snapshots)
+            self.bare_out = str(work / "bare_out")
+        else:
+            store = object_store(s3)
+            tables = IcebergTables(catalog_url, f"s3://{BUCKET}/lake/_tables", store, pyiceberg_properties(s3))
+            self.snapshots = TimedSnapshots(tables, locks)
+            self.lake = ObjectLake(s3.lake_url, store, work / "lake", self.snapshots)
+            self.bare_out = f"s3a://{BUCKET}/bare_out"
         self.catalog = Catalog.from_url(catalog_url)
         self.jvm_pid = spark._jvm.java.lang.ProcessHandle.current().pid()
         self.batches = 0
@@ -254,11 +284,10 @@ class Bench:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def bare(self, csv: Path) -> tuple[float, float]:
-        out = self.work / "bare_out"
         cpu, started = self.jvm_cpu(), time.perf_counter()
-        self.spark.read.schema(self.schema).option("header", True).csv(str(csv)).write.parquet(str(out))
+        self.spark.read.schema(self.schema).option("header", True).csv(str(csv)).write.parquet(self.bare_out)
         elapsed, cpu = time.perf_counter() - started, self.jvm_cpu() - cpu
-        shutil.rmtree(out)
+        self.lake.fs.delete_dir(self.bare_out.split("://", 1)[-1])
         return elapsed, cpu
 
     def governed(self, csv: Path, rows: int, columns: ColumnOptions | None = DEFAULT_COLUMNS) -> tuple[float, float]:
@@ -297,7 +326,7 @@ class Bench:
         """Delete the files of the last governed version, which the next run's disk space needs."""
         for path in (self.last.path, self.last.quarantine_path):
             if path:
-                shutil.rmtree(self.lake.at(path), ignore_errors=True)
+                self.lake.delete(self.lake.at(path), self.last.ref)
 
     def reads(self) -> dict[str, float]:
         """Seconds to read the last governed version whole: as `custody read` does, and by its tag
@@ -321,14 +350,15 @@ class Bench:
         readers = {
             "custody read": lambda: read_table(self.lake, self.last).num_rows,
             "PyIceberg, by tag": lambda: table.scan(snapshot_id=snapshot).to_arrow().num_rows,
-            "DuckDB, by tag": lambda: (
+        }
+        if not isinstance(self.lake, ObjectLake):  # DuckDB would need its httpfs extension for S3
+            readers["DuckDB, by tag"] = lambda: (
                 connection.execute(
                     "SELECT * FROM iceberg_scan(?, snapshot_from_id = ?)", [table.metadata_location, snapshot]
                 )
                 .to_arrow_table()
                 .num_rows
-            ),
-        }
+            )
         seconds: dict[str, list[float]] = {name: [] for name in readers}
         for _ in range(READS + 1):  # the first round reads the files into the page cache, untimed
             for name, read in readers.items():
@@ -345,16 +375,30 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="timed runs of each path")
     parser.add_argument("--warm-rows", type=int, default=WARM_ROWS, help="rows of the warm-up slice")
     parser.add_argument("--master", default="local[2]", help="Spark master: local[N], or a cluster's spark://host:port")
+    parser.add_argument("--s3", action="store_true", help="both paths write to moto's S3 server on loopback")
     args = parser.parse_args()
-    local = args.master.startswith("local")
+    with ExitStack() as stack:
+        endpoint = None
+        if args.s3:
+            os.environ.update(CREDENTIALS)  # before Spark starts: S3A reads them from its environment
+            endpoint = stack.enter_context(running_s3()).endpoint
+        run_bench(args, endpoint)
 
+
+def run_bench(args: argparse.Namespace, endpoint: str | None) -> None:
+    local = args.master.startswith("local")
     csv = data_file(args.rows)
     size_mb = csv.stat().st_size / 1e6
-    spark = spark_session(args.master)
     runs: dict[str, list[tuple[float, float]]] = {"bare": [], "governed": []}
     snapshots: list[float] = []
     with tempfile.TemporaryDirectory(prefix="ingest-", dir=DATA) as tmp:  # under .data: same filesystem
-        bench = Bench(spark, Path(tmp))
+        s3 = s3_settings(Path(tmp), endpoint) if endpoint else None
+        if endpoint:
+            import boto3
+
+            boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=BUCKET)
+        spark = spark_session(args.master, s3)
+        bench = Bench(spark, Path(tmp), s3)
         warm_rows = min(args.warm_rows, args.rows)
         warm = head_slice(csv, Path(tmp) / "warm.csv", warm_rows)
         print(
@@ -377,14 +421,14 @@ def main() -> None:
                     flush=True,
                 )
         reads = bench.reads()
-    spark.stop()
+        spark.stop()
 
     wall = {p: statistics.median(t for t, _ in r) for p, r in runs.items()}
     cpu = {p: statistics.median(c for _, c in r) for p, r in runs.items()}
     ratios = [g[0] / b[0] for g, b in zip(runs["governed"], runs["bare"])]
     print(
         f"\ninput: {csv.name}, {args.rows:,} rows, {len(COLUMNS)} columns, {size_mb:.0f} MB; "
-        f"{args.master}, {args.runs} runs each"
+        f"{args.master}, {args.runs} runs each; lake {'on S3 (moto, loopback)' if endpoint else 'in a local folder'}"
     )
     width = max(16, 7 * args.runs + 2)
     print(f"{'path':<10}{'wall s per run':<{width}}{'median s':>9}{'MB/s':>8}{'JVM CPU s' if local else '':>11}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from sqlmodel import col, select
@@ -16,7 +15,7 @@ from governance.catalog.models import LineageEdge, VersionRow, VersionStatus
 from governance.checks import Check
 from governance.errors import NotFound
 from governance.spec import Spec
-from governance.versions import read_manifest, sha256_file
+from governance.versions import file_problem
 from governance.zones import Lake
 
 
@@ -151,10 +150,12 @@ def _inputs_as_declared(catalog: Catalog, spec: Spec, version: VersionRow) -> Fi
 
 def _files_intact(lake: Lake, version: VersionRow, thorough: bool) -> Finding:
     folder = lake.at(version.path)
-    manifest = read_manifest(folder)
+    manifest = lake.read_manifest(folder)
     if manifest is None:
-        return Finding(Check.FILES_INTACT, False, f"{version.ref}: no readable manifest in {folder}")
-    problems = [problem for entry in manifest["files"] if (problem := _file_problem(folder, entry, thorough))]
+        return Finding(Check.FILES_INTACT, False, f"{version.ref}: no readable manifest in {lake.uri(folder)}")
+    problems = [
+        problem for entry in manifest["files"] if (problem := file_problem(lake, folder, entry, hashed=thorough))
+    ]
     if manifest.get("data_version") != version.data_version:
         problems.append("the manifest's data_version differs from the catalog's")
     if problems:
@@ -166,17 +167,6 @@ def _files_intact(lake: Lake, version: VersionRow, thorough: bool) -> Finding:
         f"{version.ref}: the {len(manifest['files'])} files of the manifest {matching}",
         {"files": len(manifest["files"]), "hashed": thorough},
     )
-
-
-def _file_problem(folder: Path, entry: dict[str, Any], thorough: bool) -> str | None:
-    path = folder / entry["path"]
-    if not path.is_file():
-        return f"missing {path}"
-    if "bytes" in entry and path.stat().st_size != entry["bytes"]:
-        return f"{path} is not the size its manifest says"
-    if thorough and sha256_file(path) != entry["sha256"]:
-        return f"{path} does not match its sha256"
-    return None
 
 
 _RUNNERS = {

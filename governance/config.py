@@ -35,6 +35,9 @@ URI = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://(.*)")
 # How a policy switch may be spelled; it is pinned as on or off.
 ON, OFF = ("on", "true", "1", "yes"), ("off", "false", "0", "no")
 DROPZONE_SENSOR_SECONDS = 30
+LAKE = "CUSTODY_LAKE"
+OBJECT_STORE_SCHEMES = ("s3a", "s3")
+BUCKET = re.compile(r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]")
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,7 @@ class Settings:
     """Where Custody keeps things and which engines it talks to."""
 
     home: Path
+    # The lake's folder; with an object-store lake, the local folder its DropZone and locks are in.
     lake: Path
     catalog_url: str
     specs: Path
@@ -73,6 +77,11 @@ class Settings:
     # Where the ledger's checkpoint file and segments live: places every writer and verifier share.
     ledger_checkpoints_at: Path | None = None
     ledger_segments_at: Path | None = None
+    # CUSTODY_LAKE when it names an object store (s3a://bucket/prefix); empty for a folder.
+    lake_url: str = ""
+    # CUSTODY_S3_ENDPOINT: an S3-compatible store's address when it is not AWS; CUSTODY_S3_REGION.
+    s3_endpoint: str = ""
+    s3_region: str = ""
     # iceberg: each committed version is also a snapshot of its asset's Iceberg table; off: not.
     tables: str = "iceberg"
     # Dagster's own DAGSTER_HOME, when a deployment points its webserver and daemon elsewhere.
@@ -84,9 +93,13 @@ class Settings:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
         home = home_of(env)
+        lake_url = object_store_url(env.get("CUSTODY_LAKE") or "")
         return cls(
             home=home,
-            lake=posix_path(env["CUSTODY_LAKE"], "CUSTODY_LAKE") if env.get("CUSTODY_LAKE") else home / "lake",
+            lake=home / "lake" if lake_url or not env.get("CUSTODY_LAKE") else posix_path(env["CUSTODY_LAKE"], LAKE),
+            lake_url=lake_url,
+            s3_endpoint=env.get("CUSTODY_S3_ENDPOINT") or "",
+            s3_region=env.get("CUSTODY_S3_REGION") or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "",
             catalog_url=env.get("CUSTODY_CATALOG_URL") or f"sqlite:///{home / 'catalog.db'}",
             specs=Path(env.get("CUSTODY_SPECS") or "assets/specs").absolute(),
             spark_master=env.get("CUSTODY_SPARK_MASTER") or "local[2]",
@@ -148,9 +161,11 @@ class Settings:
 
     def spark_jars(self) -> tuple[str, ...]:
         """The jars Spark starts with: the JDBC driver named by CUSTODY_JDBC_DRIVER, which must
-        exist, or else Debian's when it is installed."""
+        exist, or else Debian's when it is installed; with an object-store lake, the jars `make
+        setup` fetched (Hadoop's S3A and the AWS SDK's S3 client among them)."""
+        fetched = tuple(str(jar) for jar in fetched_jars()) if self.lake_url else ()
         if self.jdbc_driver_at is None:
-            return (str(DEFAULT_JDBC_DRIVER),) if DEFAULT_JDBC_DRIVER.is_file() else ()
+            return (*fetched, *((str(DEFAULT_JDBC_DRIVER),) if DEFAULT_JDBC_DRIVER.is_file() else ()))
         if not self.jdbc_driver_at.is_file():
             raise InvalidInput(
                 f"CUSTODY_JDBC_DRIVER: {self.jdbc_driver_at} is not a file; name the PostgreSQL JDBC "
@@ -161,16 +176,37 @@ class Settings:
     def table_jars(self) -> tuple[Path, ...]:
         """The jars a Spark session needs to read the versions' Iceberg tables: Iceberg's runtime,
         SQLite's JDBC driver and the PostgreSQL one named by `spark_jars`."""
-        fetched = tuple(sorted(SPARK_JARS_FOLDER.glob("*.jar")))
-        if not any(jar.name.startswith("iceberg-spark-runtime-") for jar in fetched):
-            raise EnvironmentProblem(
-                f"Iceberg's Spark runtime is not in {SPARK_JARS_FOLDER}: `make setup` fetches it (with Maven)"
-            )
-        return (*fetched, *(Path(jar) for jar in self.spark_jars()))
+        return tuple(dict.fromkeys((*fetched_jars(), *(Path(jar) for jar in self.spark_jars()))))
+
+
+def fetched_jars() -> tuple[Path, ...]:
+    """The jars of deploy/spark-jars/pom.xml that `make setup` copied."""
+    fetched = tuple(sorted(SPARK_JARS_FOLDER.glob("*.jar")))
+    if not any(jar.name.startswith("iceberg-spark-runtime-") for jar in fetched):
+        raise EnvironmentProblem(f"Spark's jars are not in {SPARK_JARS_FOLDER}: `make setup` fetches them (with Maven)")
+    return fetched
 
 
 def _folder(env: Mapping[str, str], name: str) -> Path | None:
     return posix_path(env[name], name) if env.get(name) else None
+
+
+def object_store_url(value: str) -> str:
+    """CUSTODY_LAKE as `s3a://bucket/prefix` when it names an S3 bucket (`s3://` is taken as the
+    same), else empty: a folder's path, checked by `posix_path`."""
+    found = URI.fullmatch(value.strip())
+    if found is None or found.group(1).lower() not in OBJECT_STORE_SCHEMES:
+        return ""
+    bucket, _, prefix = found.group(2).partition("/")
+    if BUCKET.fullmatch(bucket) is None:
+        raise InvalidInput(
+            f"{LAKE}: {shown(bucket)} is not an S3 bucket's name (3 to 63 lowercase letters, digits, '.' "
+            "and '-'); give s3a://bucket/prefix"
+        )
+    parts = [part for part in prefix.split("/") if part]
+    if any(part in (".", "..") for part in parts):
+        raise InvalidInput(f"{LAKE}: the prefix may not hold '.' or '..'; give s3a://bucket/prefix")
+    return "/".join([f"s3a://{bucket}", *parts])
 
 
 def posix_path(value: str, name: str) -> Path:
@@ -187,9 +223,10 @@ def posix_path(value: str, name: str) -> Path:
             return Path(rest)
         raise InvalidInput(f"{name}: a file URI names an absolute path on this host, as file:///srv/lake")
     # The value is not quoted: a URI may carry credentials.
+    lake = ", or an S3 bucket as s3a://bucket/prefix" if name == LAKE else ""
     raise InvalidInput(
         f"{name}: the scheme {shown(scheme)}:// is not supported; give a POSIX path, mounted at the "
-        "same place on every host that uses it (the README's deployment section says why)"
+        f"same place on every host that uses it{lake} (the README's deployment section says why)"
     )
 
 

@@ -20,12 +20,13 @@ import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import PurePath
 from typing import TypeGuard
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from governance.errors import IntegrityError
@@ -65,8 +66,9 @@ class ParquetContent:
     digest: str
 
 
-def digest_parquet(paths: Sequence[Path]) -> ParquetContent:
-    """Hash the rows of Parquet files, taken in order as one table, and each file's bytes.
+def digest_parquet(paths: Sequence[PurePath], filesystem: pafs.FileSystem | None = None) -> ParquetContent:
+    """Hash the rows of Parquet files, taken in order as one table, and each file's bytes; local
+    files are memory-mapped, those of another `filesystem` (an object store) read whole.
 
     One file is open at a time. A column's streams depend on no other column, so within a file each
     column is read and hashed on a thread of its own, beside the hash of the file's bytes; decoding
@@ -77,7 +79,7 @@ def digest_parquet(paths: Sequence[Path]) -> ParquetContent:
     sizes, rows, sums = [], [], []
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
         for path in paths:
-            with pa.memory_map(str(path)) as mapped:
+            with _opened(path, filesystem) as mapped:
                 buffer = mapped.read_buffer()
                 parquet = pq.ParquetFile(pa.BufferReader(buffer), coerce_int96_timestamp_unit="us")
                 file_columns = _columns(parquet)
@@ -102,6 +104,12 @@ def digest_parquet(paths: Sequence[Path]) -> ParquetContent:
         for part in column.digests():
             digest.update(part)
     return ParquetContent(tuple(sizes), tuple(rows), tuple(sums), digest.hexdigest())
+
+
+def _opened(path: PurePath, filesystem: pafs.FileSystem | None) -> pa.NativeFile:
+    if filesystem is None or isinstance(filesystem, pafs.LocalFileSystem):
+        return pa.memory_map(str(path))
+    return filesystem.open_input_file(str(path))
 
 
 def _leaf_indices(schema: pa.Schema) -> list[list[int]]:

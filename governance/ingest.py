@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import pyarrow.parquet as pq
 from py4j.protocol import Py4JError
@@ -243,7 +243,7 @@ def write_good(
 ) -> None:
     """Write the rows that land to staging, under the description their scan's metrics are found by."""
     with described(spark, main_query(stage), tag):
-        parsed.good.write.mode(mode).parquet(str(stage.data))
+        parsed.good.write.mode(mode).parquet(stage.lake.uri(stage.data))
 
 
 def main_query(stage: Staging) -> str:
@@ -281,18 +281,18 @@ def settle(
     the quarantine pass, and rows read from the source's own footers or `lines`, or else from a
     scan's metrics. The quarantine pass runs only when rows landed fall short of the rows read.
     """
-    data = seal(stage.data, ".parquet")
-    if parsed.checked and holds_nulls(stage.data, data, parsed.nulls_unchecked):
+    data = seal(stage.lake, stage.data, ".parquet")
+    if parsed.checked and holds_nulls(stage.lake, stage.data, data, parsed.nulls_unchecked):
         parsed = replace(parsed, good=parsed.checked(), nulls_unchecked=())
         write_good(spark, parsed, stage, mode="overwrite")
-        data = seal(stage.data, ".parquet")
+        data = seal(stage.lake, stage.data, ".parquet")
     known = _rows_known(spark, parsed, lines, stage)
     rows_read, quarantined = known.rows, None
     if data.rows != known.rows:
         side = f"custody quarantine {stage.path.name}"
         with described(spark, side):
-            parsed.refused().write.mode("errorifexists").json(str(stage.quarantine))
-        quarantined = seal(stage.quarantine, ".json")
+            parsed.refused().write.mode("errorifexists").json(stage.lake.uri(stage.quarantine))
+        quarantined = seal(stage.lake, stage.quarantine, ".json")
         if not known.exact:
             rows_read = rows_scanned(spark, side)
     if rows_read == 0:
@@ -302,18 +302,18 @@ def settle(
         raise IntegrityError(
             f"{what} of {spec.key}: counts do not add up: read {rows_read}, landed {data.rows}, quarantined {refused}"
         )
-    if refused:
-        _enforce_bad_rows(spec, what, stage, rows_read, refused)
+    if quarantined and refused:
+        _enforce_bad_rows(spec, what, stage, rows_read, quarantined)
     return Landed(data, quarantined if refused else None, rows_read, parsed.good)
 
 
-def holds_nulls(folder: Path, sealed: Sealed, columns: tuple[str, ...]) -> bool:
+def holds_nulls(lake: Lake, folder: PurePath, sealed: Sealed, columns: tuple[str, ...]) -> bool:
     """Whether the Parquet files may hold a null in any of `columns`, from their statistics; a
     column chunk without a null count may."""
     if not columns:
         return False
     for entry in sealed.files:
-        footer = pq.read_metadata(folder / entry.path)
+        footer = pq.read_metadata(str(folder / entry.path), filesystem=lake.fs)
         names = footer.schema.names
         for group in range(footer.num_row_groups):
             for name in columns:
@@ -331,7 +331,8 @@ def _rows_known(spark: SparkSession, parsed: Parsed, lines: int | None, stage: S
     return RowCount(rows_scanned(spark, main_query(stage)), exact=True)
 
 
-def _enforce_bad_rows(spec: Spec, what: str, stage: Staging, rows_read: int, bad: int) -> None:
+def _enforce_bad_rows(spec: Spec, what: str, stage: Staging, rows_read: int, quarantined: Sealed) -> None:
+    bad = quarantined.rows
     fraction = bad / rows_read
     if spec.body.bad_rows == "fail":
         rule = "the spec says bad_rows: fail"
@@ -339,18 +340,22 @@ def _enforce_bad_rows(spec: Spec, what: str, stage: Staging, rows_read: int, bad
         rule = f"more than max_bad_fraction {spec.body.max_bad_fraction:g}"
     else:
         return
-    first = "; ".join(f"{Path(r['file']).name}: {r['reason']}" for r in _first_refused(stage, SAMPLE_SIZE))
+    first = "; ".join(f"{Path(r['file']).name}: {r['reason']}" for r in _first_refused(stage, quarantined, SAMPLE_SIZE))
     raise ValidationFailed(
         f"{what} of {spec.key}: {bad} of {rows_read} rows ({fraction:.1%}) break the spec, "
         f"{rule}; nothing was written. First: {first}"
     )
 
 
-def _first_refused(stage: Staging, count: int) -> list[dict]:
+def _first_refused(stage: Staging, quarantined: Sealed, count: int) -> list[dict]:
     rows: list[dict] = []
-    for part in sorted(stage.quarantine.glob("part-*.json")):
-        with open(part, encoding="utf-8") as handle:
-            rows += [json.loads(line) for line, _ in zip(handle, range(count - len(rows)))]
+    for entry in quarantined.files:
+        wanted, text = count - len(rows), b""
+        for block in stage.lake.blocks(stage.quarantine / entry.path):
+            text += block
+            if text.count(b"\n") >= wanted:
+                break
+        rows += [json.loads(line) for line in text.splitlines()[:wanted] if line.strip()]
         if len(rows) == count:
             break
     return rows

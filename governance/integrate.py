@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import PurePath
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
@@ -171,7 +171,7 @@ def record_unchanged(
 
 def _written(
     result: DataFrame,
-    folder: Path,
+    folder: PurePath,
     lake: Lake,
     pins: dict[AssetKey, VersionRow],
     column_lineage: ColumnOptions | None,
@@ -180,8 +180,8 @@ def _written(
     while the driver waits on Spark's write."""
     with ThreadPoolExecutor(max_workers=1) as pool:
         columns = pool.submit(integration_columns, result, column_lineage, lake, pins) if column_lineage else None
-        result.write.mode("errorifexists").parquet(str(folder))
-        return seal(folder, ".parquet"), columns.result() if columns else None
+        result.write.mode("errorifexists").parquet(lake.uri(folder))
+        return seal(lake, folder, ".parquet"), columns.result() if columns else None
 
 
 def _input_datasets(catalog: Catalog, lake: Lake, pins: dict[AssetKey, VersionRow]) -> dict[int | None, Dataset]:
@@ -193,7 +193,7 @@ def _run_transform(spark: SparkSession, lake: Lake, spec: Spec, pins: dict[Asset
     if spec.body.transform is None:
         raise TransformError(f"{spec.key} names no transform")
     function = resolve_transform(spec.body.transform)
-    frames = {key.name: spark.read.parquet(str(lake.at(pins[key].path))) for key in spec.inputs}
+    frames = {key.name: spark.read.parquet(lake.uri(lake.at(pins[key].path))) for key in spec.inputs}
     try:
         result = function(spark, **frames)
     except AnalysisException as err:

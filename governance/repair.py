@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from sqlmodel import select
 
@@ -12,8 +12,8 @@ from governance import ledger
 from governance.catalog import Catalog
 from governance.catalog.models import Attempt, VersionRow, VersionStatus
 from governance.runs import Assurance
-from governance.versions import read_manifest, sha256_file
-from governance.zones import AssetKey, Lake, Staging, Zone
+from governance.versions import file_problem
+from governance.zones import AssetKey, Lake, Zone
 
 PUBLISHED_ZONES = (Zone.LANDING, Zone.INTEGRATION, Zone.QUARANTINE)
 
@@ -44,7 +44,7 @@ def repair(
     """
     report = RepairReport()
     running = {a.id: a for a in catalog.running_attempts()}
-    live = {attempt_id for attempt_id in running if not _stage(lake, attempt_id).is_abandoned()}
+    live = {attempt_id for attempt_id in running if not lake.stage(attempt_id).is_abandoned()}
     if thorough:
         keys = _all_asset_keys(lake)
     else:
@@ -52,11 +52,13 @@ def repair(
     for folder in _unowned_version_folders(catalog, lake, keys, live):
         shutil.rmtree(folder, ignore_errors=True)
         report.removed.append(str(folder))
+    kept = catalog.attempts_holding_versions() if lake.versions_stay_staged else set()
     for attempt_id in lake.staging_attempts():
-        stage = _stage(lake, attempt_id)
-        if attempt_id not in live and stage.is_abandoned():
-            shutil.rmtree(stage.path, ignore_errors=True)
-            stage.lock_file.unlink(missing_ok=True)
+        stage = lake.stage(attempt_id)
+        if attempt_id not in live and attempt_id not in kept and stage.is_abandoned():
+            lake.remove_stage(stage)
+            if lake.versions_stay_staged:
+                report.removed.append(lake.uri(stage.path))
     for attempt_id, attempt in running.items():
         if attempt_id not in live:
             _roll_back(catalog, attempt, actor)
@@ -76,10 +78,6 @@ def repair(
 
 def _listed(numbers: list[int]) -> str:
     return ", ".join(f"v{n}" for n in numbers) or "none"
-
-
-def _stage(lake: Lake, attempt_id: str) -> Staging:
-    return Staging(lake.staging_root / attempt_id)
 
 
 def _all_asset_keys(lake: Lake) -> list[AssetKey]:
@@ -103,7 +101,7 @@ def _unowned_version_folders(catalog: Catalog, lake: Lake, keys: list[AssetKey],
         committed = catalog.committed_numbers(key)
         for zone in PUBLISHED_ZONES:
             for number, folder in sorted(lake.version_dirs(zone, key).items()):
-                if number not in committed and (read_manifest(folder) or {}).get("attempt_id") not in live:
+                if number not in committed and (lake.read_manifest(folder) or {}).get("attempt_id") not in live:
                     found.append(folder)
     return found
 
@@ -132,22 +130,16 @@ def damaged_versions(catalog: Catalog, lake: Lake) -> list[str]:
         rows = list(session.exec(select(VersionRow).where(VersionRow.status == VersionStatus.COMMITTED.value)))
     problems = []
     for row in rows:
-        problem = version_problem(lake.at(row.path), row.data_version)
+        problem = version_problem(lake, lake.at(row.path), row.data_version)
         if problem:
             problems.append(f"{row.ref}: {problem}")
     return problems
 
 
-def version_problem(folder: Path, data_version: str) -> str | None:
-    manifest = read_manifest(folder)
+def version_problem(lake: Lake, folder: PurePath, data_version: str) -> str | None:
+    manifest = lake.read_manifest(folder)
     if manifest is None:
-        return f"no readable manifest in {folder}"
+        return f"no readable manifest in {lake.uri(folder)}"
     if manifest.get("data_version") != data_version:
         return "manifest data_version differs from the catalog"
-    for entry in manifest["files"]:
-        path = folder / entry["path"]
-        if not path.is_file():
-            return f"missing file {path}"
-        if sha256_file(path) != entry["sha256"]:
-            return f"{path} does not match its sha256"
-    return None
+    return next(filter(None, (file_problem(lake, folder, entry) for entry in manifest["files"])), None)

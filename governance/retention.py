@@ -7,12 +7,10 @@ point is finished by the next one. A purged version keeps its row, its lineage a
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import text
@@ -21,7 +19,7 @@ from sqlmodel import Session, select
 from governance import ledger
 from governance.catalog import Catalog, utcnow
 from governance.catalog.models import Criticality, VersionRow, VersionStatus
-from governance.errors import EnvironmentProblem, InvalidInput, NotFound, NotSignedIn, Protected
+from governance.errors import InvalidInput, NotFound, NotSignedIn, Protected
 from governance.lineage.graph import protected_ids
 from governance.runs import Progress, quiet
 from governance.spec import Retention, Spec
@@ -292,7 +290,7 @@ def _finish(
     with withdrawing:
         for path in (row.path, row.quarantine_path):
             if path:
-                _delete(lake, lake.at(path), row.ref)
+                lake.delete(lake.at(path), row.ref)
     with catalog.session() as session:
         row = _stored(session, version_id)
         if row.status != VersionStatus.PURGING:  # another purge finished it meanwhile
@@ -315,16 +313,3 @@ def _finish(
                 "data_version": row.data_version,
             },
         )
-
-
-def _delete(lake: Lake, folder: Path, ref: str) -> None:
-    """Remove a version's folder; gone already is fine, anything outside the lake is refused."""
-    target = lake.contain(folder)
-    try:
-        shutil.rmtree(target)
-    except FileNotFoundError:
-        return
-    except OSError as err:
-        raise EnvironmentProblem(
-            f"cannot delete {target} of {ref}: {err.strerror or err}; run the purge again"
-        ) from err

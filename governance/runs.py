@@ -86,7 +86,7 @@ def attempt(
     with lake.staging(attempt_id) as stage:
         catalog.start_attempt(attempt_id, key, request.run_id, request.requested_by)
         try:
-            with writing(lake.root):
+            with writing(lake.name):
                 yield attempt_id, stage
         except BaseException as err:
             _fail_attempt(catalog, attempt_id, key, request, failed_action, err)

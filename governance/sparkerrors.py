@@ -39,7 +39,7 @@ def reading(files: list[Path], fmt: str) -> Iterator[None]:
 
 
 @contextmanager
-def writing(lake_root: Path) -> Iterator[None]:
+def writing(lake_root: str) -> Iterator[None]:
     """Turn a write that ran out of space, Spark's or Python's, into StorageFull naming the lake;
     other failures pass through as they are."""
     try:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from governance import ledger
@@ -26,10 +25,7 @@ from governance.errors import IntegrityError
 from governance.lineage.versioned import VersionColumns
 from governance.lineage.versioned import record as record_columns
 from governance.runs import Progress, quiet
-from governance.zones import AssetKey, Lake, Staging, Zone, publish
-
-MANIFEST = "_manifest.json"
-CHUNK = 1 << 20
+from governance.zones import CHUNK, AssetKey, Lake, Published, Staging, Zone
 
 
 def sha256_file(path: Path) -> str:
@@ -66,33 +62,32 @@ class Sealed:
         return sum(f.bytes for f in self.files)
 
 
-def seal(directory: Path, suffix: str) -> Sealed:
-    """Drop Spark's bookkeeping files, give part files stable names, and hash them."""
-    for extra in [p for p in directory.iterdir() if p.name.startswith(("_", ".")) and p.is_file()]:
-        extra.unlink()
-    parts = sorted(p for p in directory.iterdir() if p.is_file())
-    targets = [directory / f"part-{index:05d}{suffix}" for index in range(len(parts))]
-    for part, target in zip(parts, targets):
-        if part != target:
-            os.rename(part, target)
+def seal(lake: Lake, folder: PurePath, suffix: str) -> Sealed:
+    """Drop Spark's bookkeeping files, give part files stable names (where the lake can rename),
+    and hash them."""
+    parts = lake.seal(folder, suffix)
     if suffix == ".parquet":
-        return _seal_parquet(targets)
-    return Sealed(tuple(FileEntry(t.name, t.stat().st_size, sha256_file(t), _count_lines(t)) for t in targets))
+        return _seal_parquet(lake, parts)
+    return Sealed(tuple(_line_file(lake, part) for part in parts))
 
 
-def _seal_parquet(paths: list[Path]) -> Sealed:
+def _seal_parquet(lake: Lake, paths: list[PurePath]) -> Sealed:
     """Each file's bytes hashed as they are (the manifest's sha256, which `repair --verify` checks),
     and its rows decoded and hashed into the data_version."""
-    content = digest_parquet(paths)
+    content = digest_parquet(paths, lake.fs)
     entries = zip(paths, content.sizes, content.sha256, content.rows)
     return Sealed(
         tuple(FileEntry(path.name, size, sha256, rows) for path, size, sha256, rows in entries), content.digest
     )
 
 
-def _count_lines(path: Path) -> int:
-    with open(path, "rb") as handle:
-        return sum(block.count(b"\n") for block in iter(lambda: handle.read(CHUNK), b""))
+def _line_file(lake: Lake, path: PurePath) -> FileEntry:
+    digest, size, lines = hashlib.sha256(), 0, 0
+    for block in lake.blocks(path):
+        digest.update(block)
+        size += len(block)
+        lines += block.count(b"\n")
+    return FileEntry(path.name, size, digest.hexdigest(), lines)
 
 
 @dataclass(frozen=True)
@@ -147,27 +142,21 @@ def commit(catalog: Catalog, lake: Lake, stage: Staging, draft: Draft, progress:
     published by rename inside it and moved back if the transaction fails. A crash between the
     rename and the commit leaves folders the catalog does not know, which `repair` removes.
     """
-    published: list[tuple[Path, Path]] = []
+    published: Published | None = None
     try:
         with catalog.session() as session:
             number = catalog.next_number(session, draft.key)
             if draft.read:
                 check_mark_unchanged(session, draft.key, draft.read)
             created_at = utcnow()
-            target = lake.version_dir(draft.zone, draft.key, number)
-            q_target = lake.version_dir(Zone.QUARANTINE, draft.key, number) if draft.quarantine else None
-            _write_manifest(stage.data, _manifest(draft, number, created_at, draft.data))
+            lake.write_manifest(stage.data, _manifest(draft, number, created_at, draft.data))
             if draft.quarantine:
-                _write_manifest(stage.quarantine, _manifest(draft, number, created_at, draft.quarantine))
-            for source, destination in ((stage.data, target), (stage.quarantine, q_target)):
-                if destination is not None:
-                    publish(source, destination)
-                    published.append((source, destination))
-            row = _record(session, catalog, lake, draft, number, created_at, target, q_target)
+                lake.write_manifest(stage.quarantine, _manifest(draft, number, created_at, draft.quarantine))
+            published = lake.publish(stage, draft.zone, draft.key, number, quarantine=draft.quarantine is not None)
+            row = _record(session, catalog, lake, draft, number, created_at, published.data, published.quarantine)
     except BaseException:
-        for source, destination in reversed(published):
-            if destination.exists() and not source.exists():
-                os.rename(destination, source)
+        if published is not None:
+            published.undo()
         raise
     if lake.tables is not None:
         lake.tables.after_commit(catalog, lake, row, progress)
@@ -175,7 +164,14 @@ def commit(catalog: Catalog, lake: Lake, stage: Staging, draft: Draft, progress:
 
 
 def _record(
-    session, catalog: Catalog, lake: Lake, draft: Draft, number: int, created_at, target: Path, q_target: Path | None
+    session,
+    catalog: Catalog,
+    lake: Lake,
+    draft: Draft,
+    number: int,
+    created_at,
+    target: PurePath,
+    q_target: PurePath | None,
 ) -> VersionRow:
     quarantined = draft.quarantine.rows if draft.quarantine else 0
     if draft.data.data_version is None:
@@ -272,7 +268,7 @@ def _record(
             version=number,
             run_id=draft.run_id,
             assurance=draft.assurance,
-            details={"rows": quarantined, "path": str(q_target)},
+            details={"rows": quarantined, "path": lake.uri(q_target) if q_target else None},
         )
     return row
 
@@ -298,17 +294,14 @@ def _manifest(draft: Draft, number: int, created_at, sealed: Sealed) -> dict[str
     }
 
 
-def _write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
-    temporary = directory / f"{MANIFEST}.tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(manifest, handle, indent=2, sort_keys=True)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, directory / MANIFEST)
-
-
-def read_manifest(directory: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+def file_problem(lake: Lake, folder: PurePath, entry: dict[str, Any], *, hashed: bool = True) -> str | None:
+    """What is wrong with one file a manifest lists: missing, another size, or (`hashed`) other bytes."""
+    path = folder / entry["path"]
+    size = lake.size(path)
+    if size is None:
+        return f"missing {lake.uri(path)}"
+    if "bytes" in entry and size != entry["bytes"]:
+        return f"{lake.uri(path)} is not the size its manifest says"
+    if hashed and lake.sha256(path) != entry["sha256"]:
+        return f"{lake.uri(path)} does not match its sha256"
+    return None

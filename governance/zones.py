@@ -2,27 +2,34 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
-from pathlib import Path
-from typing import TYPE_CHECKING
+from pathlib import Path, PurePath
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-from governance.errors import InvalidName, UnsafePath
+from governance.errors import EnvironmentProblem, InvalidName, UnsafePath
 from governance.locks import file_lock, take_if_free
 
 if TYPE_CHECKING:
+    import pyarrow.dataset as ds
+    import pyarrow.fs as pafs
+
     from governance.lake.snapshots import TableSnapshots
 
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,62}")
 BATCH_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 VERSION_DIR = re.compile(r"v=([1-9][0-9]*)")
+MANIFEST = "_manifest.json"
+CHUNK = 1 << 20
 
 
 class Zone(StrEnum):
@@ -91,12 +98,45 @@ class VersionRef:
 
 
 class Lake:
-    """Paths of the lake, each checked to stay under the root after resolution (symlinks included),
-    and the table snapshots its versions are shown as, if any."""
+    """A lake in a folder: paths each checked to stay under the root after resolution (symlinks
+    included), versions published by rename, and the table snapshots its versions are shown as, if any.
 
-    def __init__(self, root: Path, tables: TableSnapshots | None = None):
+    Its folders are `PurePath`s that the lake's methods and `fs` (a pyarrow file system) read, so
+    that code written against them also works on a lake in an object store (`ObjectLake`)."""
+
+    # True where an attempt's staged files stay where they are as its version, the catalog's row
+    # being the commit: they must not be removed once a version holds them.
+    versions_stay_staged = False
+
+    def __init__(self, root: Path, tables: TableSnapshots | None = None, fs: pafs.FileSystem | None = None):
         self.root = Path(root).absolute()
         self.tables = tables
+        self._fs = fs
+
+    @property
+    def name(self) -> str:
+        """The lake as messages name it."""
+        return str(self.root)
+
+    @property
+    def fs(self) -> pafs.FileSystem:
+        if self._fs is None:
+            import pyarrow.fs as pafs
+
+            self._fs = pafs.LocalFileSystem()
+        return self._fs
+
+    def uri(self, folder: PurePath) -> str:
+        """A folder or file as Spark is given it."""
+        return str(folder)
+
+    def file_uri(self, path: PurePath) -> str:
+        """A file as a table format's metadata names it."""
+        return f"file://{path}"
+
+    def holds(self, folder: PurePath, uri: str) -> bool:
+        """Whether the file Spark names `uri` lies in `folder`."""
+        return local_path(uri).resolve().is_relative_to(Path(folder).resolve())
 
     def contain(self, path: Path, within: Path | None = None) -> Path:
         """Return `path` resolved, if it stays inside `within` (default: the lake root)."""
@@ -106,12 +146,12 @@ class Lake:
             raise UnsafePath(f"path {path} resolves to {resolved}, outside {base}")
         return resolved
 
-    def stored(self, path: Path) -> str:
+    def stored(self, path: PurePath) -> str:
         """`path` as the catalog keeps it: relative to the lake root, so a home restored elsewhere
         still finds it, and a copy beside its original never reaches into the original."""
-        return self.contain(path).relative_to(self.root.resolve()).as_posix()
+        return self.contain(Path(path)).relative_to(self.root.resolve()).as_posix()
 
-    def at(self, stored: str) -> Path:
+    def at(self, stored: str) -> PurePath:
         """A location the catalog keeps, under this lake's root; UnsafePath if it would leave it."""
         if Path(stored).is_absolute():
             raise UnsafePath(f"the catalog names {stored}, an absolute path: locations are kept relative to the lake")
@@ -119,6 +159,10 @@ class Lake:
 
     def zone_dir(self, zone: Zone, key: AssetKey) -> Path:
         return self.contain(self.root / zone.value / key.domain / key.name)
+
+    def asset_uri(self, zone: Zone, key: AssetKey) -> str:
+        """Where an asset's versions in a zone are, as lineage names the asset."""
+        return str(self.zone_dir(zone, key))
 
     def drop_dir(self, key: AssetKey) -> Path:
         return self.zone_dir(Zone.DROP, key)
@@ -159,13 +203,16 @@ class Lake:
     def staging_root(self) -> Path:
         return self.root / "_staging"
 
+    def stage(self, attempt_id: str) -> Staging:
+        return Staging(self.staging_root / attempt_id, self.staging_root / f"{attempt_id}.lock", self)
+
     @contextmanager
     def staging(self, attempt_id: str) -> Iterator[Staging]:
         """A private folder for one attempt, locked for as long as the attempt runs."""
-        self.staging_root.mkdir(parents=True, exist_ok=True)
-        stage = Staging(self.staging_root / attempt_id)
+        stage = self.stage(attempt_id)
         with stage.locked():
             try:
+                Path(stage.path).mkdir(parents=True, exist_ok=True)
                 yield stage
             finally:
                 shutil.rmtree(stage.path, ignore_errors=True)
@@ -176,30 +223,123 @@ class Lake:
         names = {p.name.removesuffix(".lock") for p in self.staging_root.iterdir()}
         return sorted(names)
 
+    def remove_stage(self, stage: Staging) -> None:
+        shutil.rmtree(stage.path, ignore_errors=True)
+        stage.lock_file.unlink(missing_ok=True)
+
+    def seal(self, folder: PurePath, suffix: str) -> list[PurePath]:
+        """Drop Spark's bookkeeping files and give part files stable names, in their order."""
+        directory = Path(folder)
+        for extra in [p for p in directory.iterdir() if p.name.startswith(("_", ".")) and p.is_file()]:
+            extra.unlink()
+        parts = sorted(p for p in directory.iterdir() if p.is_file())
+        targets = [directory / f"part-{index:05d}{suffix}" for index in range(len(parts))]
+        for part, target in zip(parts, targets):
+            if part != target:
+                os.rename(part, target)
+        return list(targets)
+
+    def write_manifest(self, folder: PurePath, manifest: dict[str, Any]) -> None:
+        """Write the manifest beside a version's files: flushed to disk, then renamed into place."""
+        temporary = Path(folder) / f"{MANIFEST}.tmp"
+        with open(temporary, "w", encoding="utf-8") as handle:
+            json.dump(manifest, handle, indent=2, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, Path(folder) / MANIFEST)
+
+    def publish(self, stage: Staging, zone: Zone, key: AssetKey, number: int, quarantine: bool) -> Published:
+        """Move an attempt's folders to `v=N` in one rename each; `Published.undo` moves them back."""
+        moved = []
+        targets = (self.version_dir(zone, key, number), self.version_dir(Zone.QUARANTINE, key, number))
+        try:
+            for source, target in zip((stage.data, stage.quarantine), targets[: 1 + quarantine]):
+                publish(Path(source), Path(target))
+                moved.append((Path(source), Path(target)))
+        except BaseException:
+            _move_back(moved)
+            raise
+        return Published(targets[0], targets[1] if quarantine else None, lambda: _move_back(moved))
+
+    def delete(self, folder: PurePath, ref: str) -> None:
+        """Remove a version's folder; gone already is fine, anything outside the lake is refused."""
+        target = self.contain(Path(folder))
+        try:
+            shutil.rmtree(target)
+        except FileNotFoundError:
+            return
+        except OSError as err:
+            raise EnvironmentProblem(
+                f"cannot delete {target} of {ref}: {err.strerror or err}; run the purge again"
+            ) from err
+
+    def read_manifest(self, folder: PurePath) -> dict[str, Any] | None:
+        try:
+            with self.fs.open_input_stream(str(folder / MANIFEST)) as stream:
+                return json.loads(stream.read().decode("utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def size(self, path: PurePath) -> int | None:
+        """A file's size; None when it is not there."""
+        import pyarrow.fs as pafs
+
+        info = self.fs.get_file_info(str(path))
+        return info.size if info.type == pafs.FileType.File else None
+
+    def sha256(self, path: PurePath) -> str:
+        digest = hashlib.sha256()
+        for block in self.blocks(path):
+            digest.update(block)
+        return digest.hexdigest()
+
+    def blocks(self, path: PurePath) -> Iterator[bytes]:
+        """A file's bytes, a block at a time."""
+        with self.fs.open_input_stream(str(path)) as stream:
+            while block := stream.read(CHUNK):
+                yield block
+
+    def dataset(self, folder: PurePath) -> ds.Dataset:
+        import pyarrow.dataset as ds
+
+        return ds.dataset(str(folder), filesystem=self.fs, format="parquet")
+
+
+@dataclass(frozen=True)
+class Published:
+    """Where a commit put an attempt's folders, and how to take that back if its transaction fails."""
+
+    data: PurePath
+    quarantine: PurePath | None
+    undo: Callable[[], None]
+
+
+def _move_back(moved: list[tuple[Path, Path]]) -> None:
+    for source, destination in reversed(moved):
+        if destination.exists() and not source.exists():
+            os.rename(destination, source)
+
 
 @dataclass(frozen=True)
 class Staging:
-    """Where one attempt writes before it commits; `path.lock` is held while the attempt lives."""
+    """Where one attempt writes before it commits; `lock_file` is held while the attempt lives."""
 
-    path: Path
+    path: PurePath
+    lock_file: Path
+    lake: Lake = field(repr=False, compare=False)
 
     @property
-    def data(self) -> Path:
+    def data(self) -> PurePath:
         return self.path / "data"
 
     @property
-    def quarantine(self) -> Path:
+    def quarantine(self) -> PurePath:
         return self.path / "quarantine"
-
-    @property
-    def lock_file(self) -> Path:
-        return self.path.with_name(self.path.name + ".lock")
 
     @contextmanager
     def locked(self) -> Iterator[None]:
         with file_lock(self.lock_file):
             try:
-                self.path.mkdir(parents=True, exist_ok=True)
                 yield
             finally:
                 self.lock_file.unlink(missing_ok=True)

@@ -54,6 +54,15 @@ def session_conf(
     return settings
 
 
+def lake_conf(settings: Settings) -> dict[str, str]:
+    """How Spark reaches an object-store lake (none for a folder); a deployment's own settings win."""
+    if not settings.lake_url:
+        return {}
+    from governance.lake.objects import hadoop_conf
+
+    return {f"spark.hadoop.{key}": value for key, value in hadoop_conf(settings).items()}
+
+
 def is_local(master: str) -> bool:
     return master.startswith("local")
 
@@ -83,7 +92,8 @@ class SparkResource(LazyPySparkResource):
             require_java()
             settings = Settings.from_env()
             master = self.master or settings.spark_master
-            conf = session_conf(master, self.spark_config, spark_conf(settings.spark_conf), settings.spark_jars())
+            deployment = {**lake_conf(settings), **spark_conf(settings.spark_conf)}
+            conf = session_conf(master, self.spark_config, deployment, settings.spark_jars())
             session = spark_session_from_config(conf)
             if not is_local(master):
                 ship_code(session, settings)

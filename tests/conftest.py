@@ -62,6 +62,7 @@ SHARED_SETUP = {
     "test_spark_cluster.py": "a standalone cluster and the demo run on it",
     "test_restore.py": "a home built for the module",
     "test_feeds.py": "an S3-compatible server",
+    "test_object_lake.py": "an S3-compatible server and the demo landed in it",
     "test_access_ldap.py": "a slapd",
     "test_directory.py": "a slapd",
     "test_column_lineage.py": "the tables written for the module",
@@ -80,6 +81,7 @@ LONGEST_FIRST = (
     "test_feeds_cli.py",
     "test_dagster_postgres.py",
     "test_crash.py",
+    "test_object_lake.py",
 )
 
 

@@ -21,7 +21,6 @@ from governance.cli import run
 from governance.errors import IntegrityError
 from governance.ingest import ingest
 from governance.runs import RunRequest
-from governance.versions import read_manifest
 from governance.zones import AssetKey, Lake
 from tests.conftest import DATA, drop
 from tests.helpers import execute, verify_ledger
@@ -333,7 +332,7 @@ def test_a_checkpoint_that_cannot_be_written_never_undoes_what_its_transaction_c
     keep_lines(catalog, 1)
     drop(lake, "t/people", "b1", {"p.csv": (DATA / "batches/csv/good.csv").read_bytes()})
     version = ingest(spark, catalog, lake, test_specs[AssetKey.parse("t/people")], RunRequest("bob"), batch_id="b1")
-    assert lake.at(version.path).is_dir() and read_manifest(lake.at(version.path))["version"] == 1
+    assert lake.at(version.path).is_dir() and lake.read_manifest(lake.at(version.path))["version"] == 1
     with pytest.raises(IntegrityError, match="does not write over a checkpoint file the catalog does not recognise"):
         catalog.versions(AssetKey.parse("t/people"))
     assert [v.number for v in Catalog(catalog.engine).versions(AssetKey.parse("t/people"))] == [1]

@@ -75,5 +75,5 @@ def test_a_killed_ingestion_leaves_no_partial_version(
     resumed = ingest(spark, catalog, lake, spec, request, batch_id="b1")
     assert resumed.number == 2 and resumed.rows == rows
     for version in all_versions(catalog):
-        assert version_problem(lake.at(version.path), version.data_version) is None
+        assert version_problem(lake, lake.at(version.path), version.data_version) is None
     assert set(lake.version_dirs(Zone.LANDING, PEOPLE)) == {1, 2}

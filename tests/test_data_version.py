@@ -24,7 +24,7 @@ from governance.ingest import ingest
 from governance.integrate import materialize
 from governance.runs import RunRequest
 from governance.versions import seal, sha256_file
-from governance.zones import AssetKey
+from governance.zones import AssetKey, Lake
 from tests.conftest import drop
 
 BOB = RunRequest(requested_by="bob", run_id="run-1")
@@ -57,7 +57,7 @@ RECORDS = [
 
 def data_version(df: DataFrame, folder: Path, **options: str) -> str:
     df.write.options(**options).parquet(str(folder))
-    return seal(folder, ".parquet").data_version
+    return seal(Lake(folder.parent), folder, ".parquet").data_version
 
 
 def numbers(spark: SparkSession, partitions: int = 3) -> DataFrame:
@@ -123,7 +123,7 @@ def test_compression_encodings_timestamp_storage_and_the_writer_do_not_change_th
         use_deprecated_int96_timestamps=True,
         data_page_version="2.0",
     )
-    arrow_written = seal(tmp_path / "arrow", ".parquet").data_version
+    arrow_written = seal(Lake(tmp_path), tmp_path / "arrow", ".parquet").data_version
     assert pq.read_schema(tmp_path / "gzip" / "part-00000.parquet").field("at").type == pa.timestamp("us", "UTC")
     assert file_hashes(tmp_path / "snappy").isdisjoint(file_hashes(tmp_path / "gzip"))
     assert spark_default == plain_gzip == arrow_written
@@ -196,7 +196,7 @@ def test_an_empty_version_is_identified_by_its_schema(spark, tmp_path):
 
 def test_each_sealed_file_keeps_the_sha256_of_its_bytes(spark, tmp_path):
     numbers(spark).write.parquet(str(tmp_path / "a"))
-    sealed = seal(tmp_path / "a", ".parquet")
+    sealed = seal(Lake(tmp_path), tmp_path / "a", ".parquet")
     assert [(f.path, f.sha256) for f in sealed.files] == [
         (name, sha256_file(tmp_path / "a" / name))
         for name in ("part-00000.parquet", "part-00001.parquet", "part-00002.parquet")

@@ -13,7 +13,7 @@ from governance.errors import BatchError, DuplicateBatch, NotFound
 from governance.ingest import ingest, write_while_scanning
 from governance.ledger import Action, LedgerFilter, entries
 from governance.runs import RunRequest
-from governance.versions import read_manifest, sha256_file
+from governance.versions import sha256_file
 from governance.zones import AssetKey, new_attempt_id
 from tests.conftest import DATA, drop
 from tests.helpers import assert_nothing_committed
@@ -40,7 +40,7 @@ def test_csv_batch_lands_as_version_1_with_manifest(spark, catalog, lake, test_s
     version = land(spark, catalog, lake, test_specs, "t/people", "b1", {"people.csv": BATCHES / "csv/good.csv"})
     assert (version.number, version.rows, version.rows_quarantined) == (1, 2, 0)
     assert rows(lake, version) == [{"id": 1, "name": "ann", "score": 1.5}, {"id": 2, "name": "bob", "score": 2.5}]
-    manifest = read_manifest(lake.at(version.path))
+    manifest = lake.read_manifest(lake.at(version.path))
     assert manifest["version"] == 1 and manifest["data_version"] == version.data_version
     for entry in manifest["files"]:
         assert sha256_file(lake.at(version.path) / entry["path"]) == entry["sha256"]

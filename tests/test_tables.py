@@ -118,7 +118,8 @@ def test_the_current_snapshot_is_the_newest_version(home):
 
 def test_spark_sql_reads_a_tag_with_version_as_of(spark, home):
     session = spark.newSession()
-    for key, value in spark_conf(home.settings.catalog_url, home.settings.lake / TABLES_FOLDER, ()).items():
+    warehouse = f"file://{home.settings.lake / TABLES_FOLDER}"
+    for key, value in spark_conf(home.settings.catalog_url, warehouse, ()).items():
         if key != "spark.jars":  # the shared session started with them
             session.conf.set(key, value)
     first = home.versions["sales/clients@1"]
@@ -240,7 +241,7 @@ def version_file(folder: Path, number: int, table: pa.Table) -> LiveVersion:
 
 @pytest.mark.both_backends
 def test_each_snapshot_keeps_the_columns_of_its_own_version(tmp_path, catalog_url, catalog):
-    tables = IcebergTables(catalog_url, tmp_path / "tables")
+    tables = IcebergTables(catalog_url, f"file://{tmp_path / 'tables'}")
     key = AssetKey.parse("t/evolving")
     stamp = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     versions = {
@@ -259,7 +260,7 @@ def test_each_snapshot_keeps_the_columns_of_its_own_version(tmp_path, catalog_ur
 
 
 def test_a_snapshot_a_crash_left_untagged_is_tagged_not_made_twice(tmp_path, catalog_url, catalog):
-    tables = IcebergTables(catalog_url, tmp_path / "tables")
+    tables = IcebergTables(catalog_url, f"file://{tmp_path / 'tables'}")
     key = AssetKey.parse("t/crashed")
     first = version_file(tmp_path, 1, pa.table({"id": [1]}))
     tables.align(key, [1], {1: first}.__getitem__)
@@ -276,7 +277,7 @@ def test_a_snapshot_a_crash_left_untagged_is_tagged_not_made_twice(tmp_path, cat
 
 
 def test_a_version_iceberg_cannot_read_is_named_and_the_others_are_tagged(tmp_path, catalog_url, catalog):
-    tables = IcebergTables(catalog_url, tmp_path / "tables")
+    tables = IcebergTables(catalog_url, f"file://{tmp_path / 'tables'}")
     key = AssetKey.parse("t/old")
     stamps = pa.table({"at": pa.array([datetime(2026, 1, 1, tzinfo=UTC)], pa.timestamp("us", "UTC"))})
     path = tmp_path / "v=1" / "part-00000.parquet"
@@ -315,7 +316,7 @@ def test_two_writers_aligning_one_table_at_once_leave_every_version_tagged_once(
     start = threading.Barrier(2)
 
     def writer() -> None:  # each with a catalog of its own, as two processes have
-        tables = IcebergTables(catalog_url, tmp_path / "tables")
+        tables = IcebergTables(catalog_url, f"file://{tmp_path / 'tables'}")
         start.wait()
         tables.align(key, versions.keys(), versions.__getitem__)
 
@@ -323,7 +324,7 @@ def test_two_writers_aligning_one_table_at_once_leave_every_version_tagged_once(
         writers = [pool.submit(writer) for _ in range(2)]
     for done in writers:
         done.result()  # what a writer raised, raised here
-    tables = IcebergTables(catalog_url, tmp_path / "tables")
+    tables = IcebergTables(catalog_url, f"file://{tmp_path / 'tables'}")
     table = tables.load(key)
     for number in versions:
         snapshot = table.snapshot_by_name(tag_of(number)).snapshot_id

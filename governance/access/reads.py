@@ -71,9 +71,7 @@ def read_table(
     lake: Lake, row: VersionRow, *, limit: int | None = None, columns: Sequence[str] | None = None
 ) -> pa.Table:
     """The version's rows as an Arrow table, the first `limit` of them when given."""
-    import pyarrow.dataset as ds
-
-    dataset = ds.dataset(str(lake.at(row.path)), format="parquet")
+    dataset = lake.dataset(lake.at(row.path))
     unknown = sorted(set(columns or ()) - set(dataset.schema.names))
     if unknown:
         raise NotFound(f"{row.ref} has no column {', '.join(unknown)}; it has {', '.join(dataset.schema.names)}")
@@ -83,4 +81,4 @@ def read_table(
 
 def read_dataframe(spark: SparkSession, lake: Lake, row: VersionRow) -> DataFrame:
     """The version as a Spark DataFrame over its immutable files."""
-    return spark.read.parquet(str(lake.at(row.path)))
+    return spark.read.parquet(lake.uri(lake.at(row.path)))

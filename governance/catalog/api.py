@@ -317,6 +317,13 @@ class Catalog:
         with self.session() as session:
             return list(session.exec(select(Attempt).where(Attempt.status == "running")))
 
+    def attempts_holding_versions(self) -> set[str]:
+        """The attempts whose staged files are a version not yet purged."""
+        kept = (VersionStatus.COMMITTED.value, VersionStatus.PURGING.value)
+        with self.session() as session:
+            found = session.exec(select(VersionRow.attempt_id).where(col(VersionRow.status).in_(kept)))
+            return {attempt_id for attempt_id in found if attempt_id}
+
     def next_number(self, session: Session, key: AssetKey) -> int:
         """The number the next version of `key` gets; holds the asset's lock until the transaction ends.
 

@@ -80,7 +80,12 @@ def tables_spark_conf() -> None:
 
     settings = load_settings()
     tables, _ = _tables()
-    conf = spark_conf(settings.catalog_url, tables.warehouse, settings.table_jars())
+    hadoop = {}
+    if settings.lake_url:
+        from governance.lake.objects import hadoop_conf
+
+        hadoop = hadoop_conf(settings)
+    conf = spark_conf(settings.catalog_url, tables.warehouse, settings.table_jars(), hadoop)
     console = render.stdout_console()
     for key, value in conf.items():
         console.print(f"{key} {value}", markup=False, soft_wrap=True)

@@ -1,20 +1,42 @@
-"""The lake: its layout (`governance.zones`) and each version as an Iceberg table snapshot."""
+"""The lake: its layout (`governance.zones`), a lake in an object store (`objects`), and each
+version as an Iceberg table snapshot."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from governance.config import Settings
 from governance.zones import Lake
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+
+    from governance.lake.snapshots import TableSnapshots
 
 TABLES_FOLDER = "_tables"
 
 
 def open_lake(settings: Settings) -> Lake:
     """The lake `settings` name, with its versions' table snapshots unless CUSTODY_TABLES is off."""
+    if settings.lake_url:
+        from governance.lake.objects import ObjectLake, object_store, pyiceberg_properties
+
+        store = object_store(settings)
+        base = settings.lake_url.removeprefix("s3a://")
+        tables = _tables(settings, f"s3://{base}/{TABLES_FOLDER}", store, pyiceberg_properties(settings))
+        return ObjectLake(settings.lake_url, store, settings.lake, tables)
+    return Lake(settings.lake, tables=_tables(settings, f"file://{settings.lake / TABLES_FOLDER}", None, {}))
+
+
+def _tables(
+    settings: Settings, warehouse: str, fs: pafs.FileSystem | None, properties: dict[str, str]
+) -> TableSnapshots | None:
     if settings.tables == "off":
-        return Lake(settings.lake)
+        return None
     # Imported here: the code location opens a lake without loading the catalog's modules.
     from governance.lake.iceberg import IcebergTables
-    from governance.lake.snapshots import TableSnapshots
+    from governance.lake.snapshots import LOCKS, TableSnapshots
 
-    tables = IcebergTables(settings.catalog_url, settings.lake / TABLES_FOLDER)
-    return Lake(settings.lake, tables=TableSnapshots(tables))
+    tables = IcebergTables(settings.catalog_url, warehouse, fs, properties)
+    # Locks are local files, beside the folder lake's tables or in the local part of an object-store lake.
+    return TableSnapshots(tables, settings.lake / TABLES_FOLDER / LOCKS)

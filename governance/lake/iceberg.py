@@ -16,11 +16,10 @@ location can reach the versions' files.
 from __future__ import annotations
 
 import random
-import shutil
 import time
 import warnings
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import pairwise
@@ -35,6 +34,7 @@ from governance.zones import AssetKey
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    import pyarrow.fs as pafs
     from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.table import Table
     from pyiceberg.table.snapshots import Snapshot
@@ -96,18 +96,32 @@ class Alignment:
 
 
 class IcebergTables:
-    """The Iceberg tables of one lake, in the SQL catalog at `catalog_url`, metadata under `warehouse`."""
+    """The Iceberg tables of one lake, in the SQL catalog at `catalog_url`, metadata under
+    `warehouse` (a `file://` or `s3://` URI), which `fs` reaches; `properties` tell PyIceberg how
+    to reach an object store (credentials excepted: it reads those from the environment)."""
 
-    def __init__(self, catalog_url: str, warehouse: Path):
+    def __init__(
+        self,
+        catalog_url: str,
+        warehouse: str,
+        fs: pafs.FileSystem | None = None,
+        properties: Mapping[str, str] | None = None,
+    ):
+        import pyarrow.fs as pafs
+
         self.catalog_url = catalog_url
-        self.warehouse = Path(warehouse)
+        self.warehouse = warehouse
+        self.fs = fs or pafs.LocalFileSystem()
+        self.properties = dict(properties or {})
 
     @cached_property
     def catalog(self) -> SqlCatalog:
         from pyiceberg.catalog.sql import SqlCatalog
 
         with _translated("open the Iceberg catalog in the catalog database"):
-            return SqlCatalog(CATALOG_NAME, uri=_engine_url(self.catalog_url), warehouse=f"file://{self.warehouse}")
+            return SqlCatalog(
+                CATALOG_NAME, uri=_engine_url(self.catalog_url), warehouse=self.warehouse, **self.properties
+            )
 
     def identifier(self, key: AssetKey) -> tuple[str, str]:
         return (key.domain, key.name)
@@ -116,8 +130,8 @@ class IcebergTables:
         """The table as an engine names it in the `custody` catalog."""
         return f"{CATALOG_NAME}.{key.domain}.{key.name}"
 
-    def location(self, key: AssetKey) -> Path:
-        return self.warehouse / key.domain / key.name
+    def location(self, key: AssetKey) -> str:
+        return f"{self.warehouse}/{key.domain}/{key.name}"
 
     def load(self, key: AssetKey) -> Table | None:
         """The asset's table, if it has one under this lake. A table whose metadata lies elsewhere
@@ -132,11 +146,12 @@ class IcebergTables:
                 table = None
                 if not self.catalog.table_exists(self.identifier(key)):
                     return None
-            if table is not None and table.location() == f"file://{self.location(key)}":
+            if table is not None and table.location() == self.location(key):
                 return table
             self.catalog.drop_table(self.identifier(key))
             # Metadata a copy of the home brought along names the original's files: none of it is kept.
-            shutil.rmtree(self.location(key), ignore_errors=True)
+            with suppress(FileNotFoundError):
+                self.fs.delete_dir(_path(self.location(key)))
             return None
 
     def tags(self, key: AssetKey) -> dict[int, int]:
@@ -176,7 +191,7 @@ class IcebergTables:
         for number in sorted(wanted - set(_tags(table))):
             try:
                 with _translated(f"make the table snapshot of {key}@{number}", conflicts=False):
-                    _snapshot(table, describe(number))
+                    _snapshot(table, describe(number), self.fs)
             except TableSnapshotError as err:
                 done.failed[number] = str(err)
                 continue
@@ -200,8 +215,8 @@ class IcebergTables:
         try:
             return self.catalog.create_table(
                 self.identifier(key),
-                schema=_file_schema(first.files),
-                location=f"file://{self.location(key)}",
+                schema=_file_schema(first.files, self.fs),
+                location=self.location(key),
                 properties=TABLE_PROPERTIES,
             )
         except (TableAlreadyExistsError, IntegrityError):
@@ -219,12 +234,12 @@ def _tags(table: Table) -> dict[int, int]:
     return found
 
 
-def _snapshot(table: Table, version: LiveVersion) -> None:
+def _snapshot(table: Table, version: LiveVersion, fs: pafs.FileSystem) -> None:
     """One snapshot holding exactly the version's files, with the table's schema made the
     version's, and its tag; a snapshot left untagged by a crash is tagged rather than made again."""
     found = _snapshot_holding(table, version)
     if found is None:
-        schema = _file_schema(version.files)
+        schema = _file_schema(version.files, fs)
         with table.transaction() as transaction:
             _match_schema(transaction, schema)
             _empty(table, transaction)
@@ -298,15 +313,16 @@ def _settle(table: Table, latest: int | None) -> None:
         table.maintenance.expire_snapshots().by_ids(loose).commit()
 
 
-def _file_schema(files: Sequence[str]) -> pa.Schema:
+def _file_schema(files: Sequence[str], fs: pafs.FileSystem) -> pa.Schema:
     """The Arrow schema of a version's first file, without Spark's metadata."""
     if not files:
         raise TableSnapshotError("a version with no Parquet file cannot be a table snapshot")
-    return pq.read_schema(_local(files[0])).remove_metadata()
+    return pq.read_schema(_path(files[0]), filesystem=fs).remove_metadata()
 
 
-def _local(uri: str) -> str:
-    return uri.removeprefix("file://")
+def _path(uri: str) -> str:
+    """A file's URI as its file system names it."""
+    return uri.split("://", 1)[-1]
 
 
 def _engine_url(catalog_url: str) -> str:
@@ -347,11 +363,14 @@ def _translated(doing: str, *, conflicts: bool = True) -> Iterator[None]:
         raise TableSnapshotError(f"cannot {doing}: {error_summary(err)}") from err
 
 
-def spark_conf(catalog_url: str, warehouse: Path, jars: Sequence[Path]) -> dict[str, str]:
+def spark_conf(
+    catalog_url: str, warehouse: str, jars: Sequence[Path], hadoop: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """The settings a Spark session needs to read the tables as the `custody` catalog: Iceberg's
     runtime and the database's JDBC driver in `jars`, and Iceberg's JDBC catalog on the catalog
-    database. The database's password is not among them: pass it as
-    `spark.sql.catalog.custody.jdbc.password` from the session's own secrets."""
+    database; `hadoop`, the settings of an object store the lake is in. The database's password
+    is not among them: pass it as `spark.sql.catalog.custody.jdbc.password` from the session's own
+    secrets."""
     prefix = f"spark.sql.catalog.{CATALOG_NAME}"
     url = make_url(catalog_url)
     conf = {
@@ -359,7 +378,8 @@ def spark_conf(catalog_url: str, warehouse: Path, jars: Sequence[Path]) -> dict[
         prefix: "org.apache.iceberg.spark.SparkCatalog",
         f"{prefix}.type": "jdbc",
         f"{prefix}.uri": jdbc_url(catalog_url),
-        f"{prefix}.warehouse": f"file://{warehouse}",
+        f"{prefix}.warehouse": warehouse,
+        **{f"spark.hadoop.{key}": value for key, value in (hadoop or {}).items()},
     }
     if url.username:
         conf[f"{prefix}.jdbc.user"] = url.username

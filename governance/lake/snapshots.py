@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from sqlmodel import select
 
@@ -22,7 +23,6 @@ from governance.errors import TableSnapshotError, bounded_reason
 from governance.lake.iceberg import VERSION_PROPERTY, Alignment, IcebergTables, LiveVersion
 from governance.locks import file_lock
 from governance.runs import Progress, quiet
-from governance.versions import read_manifest
 from governance.zones import AssetKey, Lake
 
 # Beside the tables' metadata, one lock file an asset: whoever aligns a table holds it.
@@ -40,8 +40,11 @@ class TablesReport:
 class TableSnapshots:
     """The lake's versions as snapshots of Iceberg tables."""
 
-    def __init__(self, tables: IcebergTables):
+    def __init__(self, tables: IcebergTables, locks: Path):
         self.tables = tables
+        # A local folder: an object store has no lock. Processes of other hosts that write one asset
+        # meet at the table's commit instead, which Iceberg lets only one of them win at a time.
+        self.locks = locks
 
     def align(self, catalog: Catalog, lake: Lake, key: AssetKey) -> Alignment:
         """Make the asset's table agree with its committed versions, read while this process alone
@@ -57,7 +60,7 @@ class TableSnapshots:
     def held(self, key: AssetKey) -> Iterator[None]:
         """The asset's table to this process alone: two commits of one asset, or a commit and a
         purge, would otherwise each make the table agree with the versions it saw."""
-        lock = self.tables.warehouse / LOCKS / f"{key.domain}.{key.name}.lock"
+        lock = self.locks / f"{key.domain}.{key.name}.lock"
         try:
             lock.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:
@@ -124,12 +127,12 @@ def _committed(catalog: Catalog, key: AssetKey) -> list[VersionRow]:
 def live_version(lake: Lake, row: VersionRow) -> LiveVersion:
     """The version's Parquet files, as its manifest lists them, and its snapshot summary."""
     folder = lake.at(row.path)
-    manifest = read_manifest(folder)
+    manifest = lake.read_manifest(folder)
     if manifest is None:
-        raise TableSnapshotError(f"{row.ref}: no readable manifest in {folder}, so no table snapshot")
+        raise TableSnapshotError(f"{row.ref}: no readable manifest in {lake.uri(folder)}, so no table snapshot")
     # Iceberg keeps a location as written, without percent-encoding: the `=` of `v=N` stays.
     files = tuple(
-        f"file://{folder / entry['path']}" for entry in manifest["files"] if entry["path"].endswith(".parquet")
+        lake.file_uri(folder / entry["path"]) for entry in manifest["files"] if entry["path"].endswith(".parquet")
     )
     return LiveVersion(row.number, files, snapshot_summary(row))
 

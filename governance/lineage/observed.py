@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from pyspark.sql import DataFrame
 
@@ -31,7 +30,7 @@ def observe(frame: DataFrame, lake: Lake, owner: AssetKey, pins: Mapping[AssetKe
     """
     read: set[AssetKey] = set()
     for uri in sorted(plan_files(frame)):
-        read.add(_check_file(local_path(uri), lake, owner, pins))
+        read.add(_check_file(uri, lake, owner, pins))
     unread = tuple(pins[key].ref for key in pins if key not in read)
     return Observation(read=tuple(pins[key].ref for key in pins if key in read), unread=unread)
 
@@ -65,8 +64,12 @@ def _items(scala_seq) -> list:
     return [scala_seq.apply(index) for index in range(scala_seq.size())]
 
 
-def _check_file(path: Path, lake: Lake, owner: AssetKey, pins: Mapping[AssetKey, VersionRow]) -> AssetKey:
+def _check_file(uri: str, lake: Lake, owner: AssetKey, pins: Mapping[AssetKey, VersionRow]) -> AssetKey:
+    for key, row in pins.items():
+        if lake.holds(lake.at(row.path), uri):
+            return key
     declared = ", ".join(str(key) for key in pins) or "none"
+    path = local_path(uri)
     where = lake.locate(path)
     if where is None or where[0] not in READABLE_ZONES:
         raise UndeclaredRead(

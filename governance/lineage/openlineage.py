@@ -93,8 +93,9 @@ class Dataset:
 
 def dataset_of(lake: Lake, row: VersionRow, roles: dict[str, str], columns: tuple[ColumnInput, ...] = ()) -> Dataset:
     """A committed version as an OpenLineage dataset: its asset's folder, at its version number."""
-    folder = lake.zone_dir(Zone(row.zone), AssetKey.parse(row.asset_key))
-    return Dataset(str(folder), str(row.number), row.table_schema, roles, columns)
+    return Dataset(
+        lake.asset_uri(Zone(row.zone), AssetKey.parse(row.asset_key)), str(row.number), row.table_schema, roles, columns
+    )
 
 
 def column_inputs(columns: VersionColumns | None, inputs: Mapping[int | None, Dataset]) -> tuple[ColumnInput, ...]:

@@ -160,15 +160,13 @@ def _traced(
 
 
 def _pinned_version(relation: Relation, lake: Lake, pins: Mapping[AssetKey, VersionRow]) -> VersionRow | None:
-    found = {lake.locate(local_path(p)) for p in relation.paths}
-    if len(found) != 1:
+    if not relation.paths:
         return None
-    (place,) = found
-    if place is None:
-        return None
-    _zone, key, number = place
-    row = pins.get(key)
-    return row if row is not None and row.number == number else None
+    for row in pins.values():
+        folder = lake.at(row.path)
+        if all(lake.holds(folder, path) for path in relation.paths):
+            return row
+    return None
 
 
 def _versioned(lineage: PlanLineage, sources: Mapping[int, VersionRow | None], outside: str) -> VersionColumns:

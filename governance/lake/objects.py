@@ -1,0 +1,213 @@
+"""A lake in an S3-compatible object store (`CUSTODY_LAKE=s3a://bucket/prefix`).
+
+An object store has no rename, no fsync and no flock, which the folder lake commits with. Here an
+attempt writes its objects under `_attempts/<attempt>/` and they stay there as its version: the
+catalog's row, written in one transaction, is the commit, and nothing outside Custody's catalog
+or table snapshots points at an attempt's objects before it. A manifest is one object, put whole.
+The attempt's lock lives in the local lake folder of the process that runs it; an attempt whose
+lock nobody holds and that no version names is removed by `custody repair`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path, PurePath, PurePosixPath
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+import pyarrow.fs as pafs
+
+from governance.config import Settings
+from governance.errors import EnvironmentProblem, UnsafePath
+from governance.zones import MANIFEST, AssetKey, Lake, Published, Staging, Zone
+
+if TYPE_CHECKING:
+    from governance.lake.snapshots import TableSnapshots
+
+ATTEMPTS = "_attempts"
+SCHEMES = ("s3a://", "s3://", "s3n://")
+# How long a request waits for the store to answer before it is retried, then reported.
+TIMEOUT_SECONDS = 10
+REFUSED_CREDENTIALS = ("AccessDenied", "ACCESS_DENIED", "InvalidAccessKeyId", "SignatureDoesNotMatch", "Forbidden")
+
+
+class ObjectLake(Lake):
+    """The lake's versions in an object store; its DropZone and its attempts' locks in `local`."""
+
+    versions_stay_staged = True
+
+    def __init__(self, url: str, fs: pafs.FileSystem, local: Path, tables: TableSnapshots | None = None):
+        super().__init__(local, tables, fs)
+        self.url = url
+        self.base = PurePosixPath(url.removeprefix("s3a://"))
+        # Attempts whose staged objects a commit in progress has made its version's.
+        self._kept: set[str] = set()
+
+    @property
+    def name(self) -> str:
+        return self.url
+
+    def uri(self, folder: PurePath) -> str:
+        return f"s3a://{folder}" if not isinstance(folder, Path) else str(folder)
+
+    def file_uri(self, path: PurePath) -> str:
+        return f"s3://{path}"
+
+    def holds(self, folder: PurePath, uri: str) -> bool:
+        key = next((uri.removeprefix(scheme) for scheme in SCHEMES if uri.startswith(scheme)), None)
+        if key is None:
+            return False
+        return key == str(folder) or key.startswith(f"{folder}/")
+
+    def at(self, stored: str) -> PurePath:
+        relative = PurePosixPath(stored)
+        if relative.is_absolute() or ".." in relative.parts or not relative.parts:
+            raise UnsafePath(f"the catalog names {stored}, which is not a location under {self.url}")
+        return self.base / relative
+
+    def stored(self, path: PurePath) -> str:
+        if isinstance(path, Path):  # a DropZone file, in the local folder
+            return super().stored(path)
+        try:
+            return PurePosixPath(path).relative_to(self.base).as_posix()
+        except ValueError as err:
+            raise UnsafePath(f"{self.uri(path)} is outside the lake {self.url}") from err
+
+    def asset_uri(self, zone: Zone, key: AssetKey) -> str:
+        # Only a name for the asset's versions: their objects are kept under their attempts.
+        return self.uri(self.base / zone.value / key.domain / key.name)
+
+    def version_dirs(self, zone: Zone, key: AssetKey) -> dict[int, Path]:
+        return {}
+
+    def stage(self, attempt_id: str) -> Staging:
+        return Staging(self.base / ATTEMPTS / attempt_id, self.staging_root / f"{attempt_id}.lock", self)
+
+    @contextmanager
+    def staging(self, attempt_id: str) -> Iterator[Staging]:
+        stage = self.stage(attempt_id)
+        with stage.locked():
+            try:
+                yield stage
+            finally:
+                if attempt_id not in self._kept:
+                    self._remove(stage.path)
+                self._kept.discard(attempt_id)
+
+    def staging_attempts(self) -> list[str]:
+        listed = self._listing(self.base / ATTEMPTS)
+        stored = {PurePosixPath(info.path).name for info in listed if info.type == pafs.FileType.Directory}
+        return sorted(stored | set(super().staging_attempts()))
+
+    def remove_stage(self, stage: Staging) -> None:
+        self._remove(stage.path)
+        stage.lock_file.unlink(missing_ok=True)
+
+    def seal(self, folder: PurePath, suffix: str) -> list[PurePath]:
+        """The part files Spark wrote, in name order, keeping their names: an object store copies to
+        rename. Spark's bookkeeping objects are deleted."""
+        parts = []
+        for info in self._listing(folder):
+            name = PurePosixPath(info.path).name
+            if info.type != pafs.FileType.File:
+                continue
+            if name.startswith(("_", ".")):
+                self.fs.delete_file(info.path)
+            else:
+                parts.append(PurePosixPath(info.path))
+        return sorted(parts)
+
+    def write_manifest(self, folder: PurePath, manifest: dict[str, Any]) -> None:
+        """One object, put whole: a reader finds the manifest complete or not at all."""
+        with self.fs.open_output_stream(str(folder / MANIFEST)) as stream:
+            stream.write(json.dumps(manifest, indent=2, sort_keys=True).encode("utf-8"))
+
+    def publish(self, stage: Staging, zone: Zone, key: AssetKey, number: int, quarantine: bool) -> Published:
+        """Nothing moves: the staged objects become the version when the catalog's transaction commits."""
+        attempt_id = PurePosixPath(stage.path).name
+        self._kept.add(attempt_id)
+        return Published(stage.data, stage.quarantine if quarantine else None, lambda: self._kept.discard(attempt_id))
+
+    def delete(self, folder: PurePath, ref: str) -> None:
+        if not PurePosixPath(folder).is_relative_to(self.base / ATTEMPTS):
+            raise UnsafePath(f"refusing to delete {self.uri(folder)} of {ref}: not a version's objects")
+        try:
+            self._remove(folder)
+        except OSError as err:
+            raise EnvironmentProblem(f"cannot delete {self.uri(folder)} of {ref}: {err}; run the purge again") from err
+
+    def _remove(self, folder: PurePath) -> None:
+        try:
+            self.fs.delete_dir(str(folder))
+        except FileNotFoundError:
+            return
+
+    def _listing(self, folder: PurePath) -> list[pafs.FileInfo]:
+        return self.fs.get_file_info(pafs.FileSelector(str(folder), allow_not_found=True))
+
+
+def object_store(settings: Settings) -> pafs.S3FileSystem:
+    """The S3 client of the lake `settings` name, checked to reach its bucket. Credentials come from
+    the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or the AWS SDK's other sources)."""
+    options: dict[str, Any] = {
+        "region": settings.s3_region or "us-east-1",
+        "connect_timeout": TIMEOUT_SECONDS,
+        "request_timeout": TIMEOUT_SECONDS,
+        "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=3),
+    }
+    if settings.s3_endpoint:
+        endpoint = urlparse(settings.s3_endpoint)
+        if endpoint.scheme not in ("http", "https") or not endpoint.netloc:
+            raise EnvironmentProblem(
+                f"CUSTODY_S3_ENDPOINT: {settings.s3_endpoint!r} is not an address such as http://127.0.0.1:9000"
+            )
+        options |= {"endpoint_override": endpoint.netloc, "scheme": endpoint.scheme, "force_virtual_addressing": False}
+    fs = pafs.S3FileSystem(**options)
+    _check_bucket(fs, settings)
+    return fs
+
+
+def _check_bucket(fs: pafs.S3FileSystem, settings: Settings) -> None:
+    bucket = settings.lake_url.removeprefix("s3a://").split("/", 1)[0]
+    where = settings.s3_endpoint or f"AWS region {settings.s3_region or 'us-east-1'}"
+    try:
+        info = fs.get_file_info(bucket)
+    except OSError as err:
+        if any(code in str(err) for code in REFUSED_CREDENTIALS):
+            raise EnvironmentProblem(
+                f"CUSTODY_LAKE: the object store at {where} refused the credentials for bucket {bucket!r}: "
+                "check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+            ) from err
+        raise EnvironmentProblem(
+            f"CUSTODY_LAKE: cannot reach the object store at {where} for bucket {bucket!r} "
+            "(CUSTODY_S3_ENDPOINT names it): is it running?"
+        ) from err
+    if info.type == pafs.FileType.NotFound:
+        raise EnvironmentProblem(f"CUSTODY_LAKE: the bucket {bucket!r} does not exist at {where}; create it first")
+
+
+def pyiceberg_properties(settings: Settings) -> dict[str, str]:
+    """How PyIceberg reaches the store; it reads the credentials from the environment itself."""
+    properties = {"s3.region": settings.s3_region or "us-east-1"}
+    if settings.s3_endpoint:
+        properties |= {"s3.endpoint": settings.s3_endpoint, "s3.force-virtual-addressing": "false"}
+    return properties
+
+
+def hadoop_conf(settings: Settings) -> dict[str, str]:
+    """Hadoop's S3A settings for the lake's store, for Spark (each key under `spark.hadoop.`).
+    Credentials are not among them: S3A reads them from the environment, as the AWS SDK does."""
+    conf = {
+        "fs.s3a.endpoint.region": settings.s3_region or "us-east-1",
+        # Iceberg's metadata names the files as s3://, the scheme other engines read.
+        "fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+    }
+    if settings.s3_endpoint:
+        conf |= {
+            "fs.s3a.endpoint": settings.s3_endpoint,
+            "fs.s3a.path.style.access": "true",
+            "fs.s3a.connection.ssl.enabled": str(settings.s3_endpoint.startswith("https:")).lower(),
+        }
+    return conf

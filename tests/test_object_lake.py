@@ -1,0 +1,319 @@
+"""A lake in an S3-compatible object store (moto's server on loopback): the same versions, reads,
+checks, purge and repair as a folder lake, with the catalog's row as the commit."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import boto3
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from sqlmodel import select
+
+from governance import ledger
+from governance.access.reads import read_dataframe, read_table
+from governance.catalog import Catalog, make_engine
+from governance.catalog.models import VersionRow
+from governance.config import Settings
+from governance.errors import EnvironmentProblem, InvalidInput, ValidationFailed
+from governance.ingest import ingest
+from governance.lake import TABLES_FOLDER, open_lake
+from governance.lake.iceberg import tag_of
+from governance.lake.objects import ObjectLake, hadoop_conf, pyiceberg_properties
+from governance.repair import damaged_versions, repair
+from governance.retention import purge
+from governance.runs import RunRequest
+from governance.zones import AssetKey, Lake, VersionRef
+from tests.conftest import CLIENTS, DEMO_SPECS, drop, run_pipeline, without_approval
+from tests.helpers import cli
+from tests.s3_server import CREDENTIALS, running_s3
+from tests.test_crash import kill_at, people_csv
+
+BUCKET = "lake"
+PEOPLE = AssetKey("t", "people")
+BOB = RunRequest(requested_by="bob", run_id="run-s3", code_version="code-1")
+
+
+@dataclass(frozen=True)
+class Store:
+    endpoint: str
+
+    def client(self):
+        return boto3.client("s3", endpoint_url=self.endpoint, **_boto_credentials())
+
+    def keys(self, prefix: str = "") -> list[str]:
+        """The objects under `prefix`, S3A's empty folder markers (`…/`) left out."""
+        pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+        return sorted(item["Key"] for page in pages for item in page.get("Contents", []) if item["Key"][-1] != "/")
+
+
+def _boto_credentials() -> dict[str, str]:
+    return {
+        "aws_access_key_id": CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        "aws_secret_access_key": CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        "region_name": CREDENTIALS["AWS_DEFAULT_REGION"],
+    }
+
+
+@pytest.fixture(scope="module")
+def store(spark) -> Iterator[Store]:
+    """The S3 server, its bucket, and the shared Spark session pointed at it. The session's JVM
+    started before these credentials were in the environment, so its S3A settings carry them."""
+    with pytest.MonkeyPatch.context() as patch, running_s3() as server:
+        for name, value in CREDENTIALS.items():
+            patch.setenv(name, value)
+        boto3.client("s3", endpoint_url=server.endpoint, **_boto_credentials()).create_bucket(Bucket=BUCKET)
+        hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+        for key, value in hadoop_conf(s3_settings(Path("/unused"), server.endpoint, "x")).items():
+            hadoop.set(key, value)
+        hadoop.set("fs.s3a.access.key", CREDENTIALS["AWS_ACCESS_KEY_ID"])
+        hadoop.set("fs.s3a.secret.key", CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
+        yield Store(server.endpoint)
+
+
+def s3_settings(home: Path, endpoint: str, prefix: str) -> Settings:
+    settings = Settings.from_env(
+        {
+            "CUSTODY_HOME": str(home),
+            "CUSTODY_LAKE": f"s3a://{BUCKET}/{prefix}",
+            "CUSTODY_S3_ENDPOINT": endpoint,
+            "CUSTODY_S3_REGION": "us-east-1",
+        }
+    )
+    return without_approval(replace(settings, specs=DEMO_SPECS.absolute()))
+
+
+@dataclass(frozen=True)
+class Home:
+    settings: Settings
+    catalog: Catalog
+    lake: ObjectLake
+    versions: dict[str, VersionRow]
+
+
+def open_home(settings: Settings) -> Home:
+    lake = open_lake(settings)
+    assert isinstance(lake, ObjectLake)
+    return Home(settings, Catalog(make_engine(settings.catalog_url), segments=settings.ledger_segments), lake, {})
+
+
+def committed(home: Home) -> dict[str, VersionRow]:
+    with home.catalog.session() as session:
+        return {row.ref: row for row in session.exec(select(VersionRow))}
+
+
+@pytest.fixture(scope="module")
+def demo(spark, store, demo_specs, tmp_path_factory) -> Home:
+    """The demo's four assets and a second version of sales/clients, landed once in the bucket."""
+    home = open_home(s3_settings(tmp_path_factory.mktemp("s3") / "home", store.endpoint, "demo"))
+    dropped = run_pipeline(spark, home.catalog, home.lake, demo_specs)
+    ingest(spark, home.catalog, home.lake, demo_specs[CLIENTS], BOB, batch_id=dropped.client_batches[1])
+    return replace(home, versions=committed(home))
+
+
+@pytest.fixture
+def home(store, tmp_path) -> Home:
+    """A lake of its own under a prefix of its own, for a test that changes it."""
+    return open_home(s3_settings(tmp_path / "home", store.endpoint, tmp_path.name))
+
+
+def rows(table: pa.Table) -> list[dict]:
+    return sorted(table.to_pylist(), key=repr)
+
+
+def test_every_object_of_a_version_is_under_its_attempt_and_in_its_manifest_with_its_sha256(demo, store):
+    row = demo.versions["sales/clients@2"]
+    assert row.path == f"_attempts/{row.attempt_id}/data"
+    manifest = demo.lake.read_manifest(demo.lake.at(row.path))
+    listed = {f"demo/{row.path}/{entry['path']}": entry["sha256"] for entry in manifest["files"]}
+    assert set(store.keys(f"demo/{row.path}/")) == {*listed, f"demo/{row.path}/_manifest.json"}
+    for key, sha256 in listed.items():
+        assert demo.lake.sha256(demo.lake.at(key.removeprefix("demo/"))) == sha256
+    assert manifest["data_version"] == row.data_version and manifest["version"] == 2
+
+
+def test_the_same_rows_have_the_same_data_version_as_in_a_folder_lake(spark, demo, demo_specs, tmp_path):
+    settings = without_approval(Settings.under(tmp_path / "home", specs=DEMO_SPECS))
+    catalog = Catalog(make_engine(settings.catalog_url), segments=settings.ledger_segments)
+    run_pipeline(spark, catalog, Lake(settings.lake), demo_specs)
+    with catalog.session() as session:
+        in_a_folder = {row.ref: row.data_version for row in session.exec(select(VersionRow))}
+    assert in_a_folder == {ref: row.data_version for ref, row in demo.versions.items() if ref in in_a_folder}
+
+
+def test_an_integration_version_is_made_from_the_versions_in_the_bucket(demo):
+    summary = demo.versions["sales/product_summary@1"]
+    made_from = demo.catalog.input_ids(summary.stored_id)
+    assert [row.ref for row in demo.versions.values() if row.stored_id in made_from] == ["sales/names_and_products@1"]
+    assert summary.rows > 0 and summary.column_lineage
+
+
+def test_custody_read_and_spark_read_a_version_from_the_bucket(spark, demo):
+    row = demo.versions["sales/clients@1"]
+    arrow = rows(read_table(demo.lake, row))
+    assert len(arrow) == row.rows
+    assert sorted((r.asDict() for r in read_dataframe(spark, demo.lake, row).collect()), key=repr) == arrow
+
+
+def test_pyiceberg_reads_each_tag_from_the_bucket_as_custody_read_does(demo):
+    tables = SqlCatalog(
+        "custody",
+        uri=demo.settings.catalog_url,
+        warehouse=f"s3://{BUCKET}/demo/{TABLES_FOLDER}",
+        **pyiceberg_properties(demo.settings),
+    )
+    for row in demo.versions.values():
+        table = tables.load_table(tuple(row.asset_key.split("/")))
+        assert table.location().startswith(f"s3://{BUCKET}/demo/{TABLES_FOLDER}/")
+        snapshot = table.snapshot_by_name(tag_of(row.number))
+        assert rows(table.scan(snapshot_id=snapshot.snapshot_id).to_arrow()) == rows(read_table(demo.lake, row))
+
+
+def test_bad_rows_are_quarantined_in_the_bucket_and_the_counts_add_up(spark, home, test_specs, store):
+    drop(home.lake, "t/people", "b1", {"people.csv": b"id,name,score\n1,ann,1.5\nx,bob,2\n3,cy,oops\n4,di,4\n"})
+    row = ingest(spark, home.catalog, home.lake, test_specs[PEOPLE], BOB, batch_id="b1")
+    assert (row.rows, row.rows_quarantined) == (2, 2)
+    quarantined = home.lake.read_manifest(home.lake.at(row.quarantine_path))
+    assert quarantined["rows"] == 2 and all(store.keys(f"{home.lake.at(row.quarantine_path)}/".split("/", 1)[1]))
+
+
+def test_a_batch_refused_for_its_bad_rows_leaves_no_object(spark, home, test_specs, store):
+    spec = test_specs[PEOPLE]
+    strict = replace(spec, body=spec.body.model_copy(update={"bad_rows": "fail"}))
+    drop(home.lake, "t/people", "b1", {"people.csv": b"id,name,score\n1,ann,1.5\nx,bob,2\n"})
+    with pytest.raises(ValidationFailed, match="people.csv"):
+        ingest(spark, home.catalog, home.lake, strict, BOB, batch_id="b1")
+    assert store.keys(home.lake.base.relative_to(BUCKET).as_posix()) == []
+    assert home.catalog.versions(PEOPLE) == []
+
+
+def test_purge_deletes_the_version_objects_and_withdraws_its_tag(spark, home, test_specs, store):
+    for batch, rows_in in (("b1", 5), ("b2", 6)):
+        drop(home.lake, "t/people", batch, {"people.csv": people_csv(home.settings.home.parent / batch, rows_in)})
+        ingest(spark, home.catalog, home.lake, test_specs[PEOPLE], BOB, batch_id=batch)
+    first = home.catalog.versions(PEOPLE)[0]
+    prefix = home.lake.at(first.path).relative_to(BUCKET).as_posix()
+    assert store.keys(prefix)
+    purge(home.catalog, home.lake, {}, "admin", explicit=[VersionRef(PEOPLE, 1)])
+    assert store.keys(prefix) == []
+    assert home.lake.tables is not None and sorted(home.lake.tables.tables.tags(PEOPLE)) == [2]
+
+
+def test_an_altered_object_fails_the_integrity_check_naming_it(spark, home, test_specs):
+    drop(home.lake, "t/people", "b1", {"people.csv": people_csv(home.settings.home.parent / "p.csv", 5)})
+    row = ingest(spark, home.catalog, home.lake, test_specs[PEOPLE], BOB, batch_id="b1")
+    manifest = home.lake.read_manifest(home.lake.at(row.path))
+    altered = home.lake.at(row.path) / manifest["files"][0]["path"]
+    with home.lake.fs.open_output_stream(str(altered)) as stream:
+        stream.write(b"not the bytes that were sealed")
+    assert damaged_versions(home.catalog, home.lake) == [
+        f"t/people@1: s3a://{altered} is not the size its manifest says"
+    ]
+
+
+def test_an_object_deleted_under_a_version_is_named_by_the_integrity_check(spark, home, test_specs):
+    drop(home.lake, "t/people", "b1", {"people.csv": people_csv(home.settings.home.parent / "p.csv", 5)})
+    row = ingest(spark, home.catalog, home.lake, test_specs[PEOPLE], BOB, batch_id="b1")
+    gone = home.lake.at(row.path) / home.lake.read_manifest(home.lake.at(row.path))["files"][0]["path"]
+    home.lake.fs.delete_file(str(gone))
+    assert damaged_versions(home.catalog, home.lake) == [f"t/people@1: missing s3a://{gone}"]
+
+
+@pytest.mark.parametrize("point", ["spark-write", "during-commit"])
+def test_a_killed_ingestion_leaves_no_version_and_repair_removes_its_objects(
+    spark, home, test_specs, store, tmp_path, point, monkeypatch
+):
+    for name, value in {
+        "CUSTODY_LAKE": home.settings.lake_url,
+        "CUSTODY_S3_ENDPOINT": store.endpoint,
+        "CUSTODY_S3_REGION": "us-east-1",
+        **CREDENTIALS,
+    }.items():
+        monkeypatch.setenv(name, value)
+    rows_in = 200_000 if point == "spark-write" else 2_000
+    drop(home.lake, "t/people", "b1", {"people.csv": people_csv(tmp_path / "people.csv", rows_in)})
+
+    kill_at(home.settings.home, point, "b1")
+
+    attempts = home.lake.base.relative_to(BUCKET).as_posix() + "/_attempts/"
+    assert store.keys(attempts), "the killed attempt left objects behind"
+    assert home.catalog.versions(PEOPLE) == []
+    report = repair(home.catalog, home.lake)
+    assert len(report.rolled_back) == 1 and report.removed
+    assert store.keys(attempts) == [] and home.lake.staging_attempts() == []
+    resumed = ingest(spark, home.catalog, home.lake, test_specs[PEOPLE], BOB, batch_id="b1")
+    assert resumed.number == 1 and resumed.rows == rows_in
+
+
+def test_repair_keeps_the_objects_of_committed_versions(spark, home, test_specs, store):
+    drop(home.lake, "t/people", "b1", {"people.csv": people_csv(home.settings.home.parent / "p.csv", 5)})
+    row = ingest(spark, home.catalog, home.lake, test_specs[PEOPLE], BOB, batch_id="b1")
+    before = store.keys()
+    report = repair(home.catalog, home.lake, thorough=True, verify_files=True)
+    assert (report.removed, report.damaged) == ([], []) and store.keys() == before
+    assert rows(read_table(home.lake, row))
+
+
+def test_a_bucket_that_does_not_exist_is_named(store, tmp_path):
+    settings = s3_settings(tmp_path, store.endpoint, "x")
+    with pytest.raises(EnvironmentProblem, match="the bucket 'nowhere' does not exist"):
+        open_lake(replace(settings, lake_url="s3a://nowhere/x"))
+
+
+def test_an_endpoint_that_is_down_is_named(tmp_path):
+    settings = s3_settings(tmp_path, "http://127.0.0.1:9", "x")
+    with pytest.raises(EnvironmentProblem, match=r"cannot reach the object store at http://127.0.0.1:9"):
+        open_lake(settings)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("gs://bucket/lake", r"CUSTODY_LAKE: the scheme gs:// is not supported; .*, or an S3 bucket as s3a://"),
+        ("s3a://Bad_Bucket/lake", r"CUSTODY_LAKE: Bad_Bucket is not an S3 bucket's name"),
+        ("s3a://bucket/a/../b", r"the prefix may not hold '\.' or '\.\.'"),
+    ],
+)
+def test_a_lake_uri_custody_cannot_use_is_refused_naming_the_setting(value, message):
+    with pytest.raises(InvalidInput, match=message):
+        Settings.from_env({"CUSTODY_HOME": "/tmp/h", "CUSTODY_LAKE": value})
+
+
+def test_the_lake_s3_and_s3a_uris_name_the_same_lake():
+    settings = Settings.from_env({"CUSTODY_HOME": "/tmp/h", "CUSTODY_LAKE": "s3://bucket/a/b/"})
+    assert settings.lake_url == "s3a://bucket/a/b" and settings.lake == Path("/tmp/h/lake")
+
+
+def test_no_credential_reaches_the_settings_spark_gets(store, tmp_path):
+    conf = hadoop_conf(s3_settings(tmp_path, store.endpoint, "x"))
+    assert not any(CREDENTIALS["AWS_SECRET_ACCESS_KEY"] in value for value in conf.values())
+    assert not any("key" in name for name in conf)
+
+
+def test_the_ledger_verifies_over_an_object_store_lake(demo):
+    with demo.catalog.session() as session:
+        assert ledger.verify(session).ok
+
+
+def test_the_demo_runs_through_dagster_with_its_lake_in_the_bucket(cli_env, store, monkeypatch, capsys):
+    for name, value in {
+        "CUSTODY_LAKE": f"s3a://{BUCKET}/cli",
+        "CUSTODY_S3_ENDPOINT": store.endpoint,
+        "CUSTODY_S3_REGION": "us-east-1",
+        **CREDENTIALS,
+    }.items():
+        monkeypatch.setenv(name, value)
+    code, out, err = cli(capsys, "demo")
+    assert code == 0, err
+    assert "SELECT * FROM custody.sales.product_summary VERSION AS OF 'custody-v2'" in out
+    assert any(key.endswith(".parquet") for key in store.keys("cli/_attempts/"))
+    code, out, err = cli(capsys, "read", "sales/clients@1", "--as", "carol", "--json")
+    assert code == 0 and json.loads(out), err
+    code, out, err = cli(capsys, "repair", "--verify")
+    assert code == 0 and "nothing to repair" in out, out + err
+    code, out, _ = cli(capsys, "ledger", "verify")
+    assert code == 5 and "chain intact" in out  # without CUSTODY_LEDGER_KEY the checkpoints are not verified
