@@ -198,6 +198,11 @@ def object_store_url(value: str) -> str:
     if found is None or found.group(1).lower() not in OBJECT_STORE_SCHEMES:
         return ""
     bucket, _, prefix = found.group(2).partition("/")
+    if "@" in bucket:  # not shown: it holds credentials
+        raise InvalidInput(
+            f"{LAKE}: credentials may not be part of the URI; give s3a://bucket/prefix, and the credentials "
+            "in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+        )
     if BUCKET.fullmatch(bucket) is None:
         raise InvalidInput(
             f"{LAKE}: {shown(bucket)} is not an S3 bucket's name (3 to 63 lowercase letters, digits, '.' "

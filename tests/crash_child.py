@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import replace
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from pyarrow.fs import FileSelector
@@ -21,9 +21,9 @@ import governance.ingest as ingest_module
 import governance.versions as versions_module
 from governance.catalog import Catalog
 from governance.config import Settings
+from governance.lake import open_lake
 from governance.runs import RunRequest
 from governance.spec import load_specs
-from governance.lake import open_lake
 from governance.zones import AssetKey, Lake
 from resources.spark import lake_conf, session_conf
 

@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,8 +32,9 @@ def _free_port() -> int:
 
 
 @contextmanager
-def running_s3() -> Iterator[S3Server]:
-    """Fails, never skips, when moto's server is missing: `make test` installs it."""
+def running_s3(settings: Mapping[str, str] | None = None) -> Iterator[S3Server]:
+    """Fails, never skips, when moto's server is missing: `make test` installs it. `settings` are
+    moto's own, from its environment (INITIAL_NO_AUTH_ACTION_COUNT: check credentials after N requests)."""
     server = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or shutil.which("moto_server")
     if server is None:
         raise RuntimeError("moto_server is not installed: pip install 'moto[server]' (the test extra has it)")
@@ -42,7 +43,7 @@ def running_s3() -> Iterator[S3Server]:
         [server, "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env={**os.environ, **CREDENTIALS},
+        env={**os.environ, **CREDENTIALS, **(settings or {})},
     )
     try:
         deadline = time.monotonic() + 30

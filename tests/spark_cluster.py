@@ -20,6 +20,7 @@ import pyspark
 
 from governance.runtime import require_java
 from tests.ldap_server import free_port
+from tests.s3_server import CREDENTIALS
 
 WORKERS = 2
 START_SECONDS = 90
@@ -51,7 +52,15 @@ def running_cluster() -> Iterator[SparkCluster]:
     master = f"spark://127.0.0.1:{port}"
     # The workers start executors with this environment: on PATH a `python3` without the project,
     # as on a fresh host, so only what the driver ships and names can make Python UDFs work.
-    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOG_DIR": str(folder), "SPARK_NO_DAEMONIZE": "1"}
+    # The workers hold the test S3 server's credentials, as an instance role would give them: their
+    # executors reach a lake in a bucket without any secret in Spark's settings.
+    env = {
+        **os.environ,
+        **CREDENTIALS,
+        "SPARK_HOME": str(home),
+        "SPARK_LOG_DIR": str(folder),
+        "SPARK_NO_DAEMONIZE": "1",
+    }
     env.pop("PYSPARK_PYTHON", None)
     env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if ".venv" not in p)
     with ExitStack() as stack:

@@ -87,13 +87,22 @@ def test_segments_go_to_the_shared_folder(cli_env, tmp_path, monkeypatch, capsys
     assert (folder / segment.path).is_file()
 
 
-@pytest.mark.parametrize("variable", ["CUSTODY_LAKE", "CUSTODY_LEDGER_CHECKPOINTS", "CUSTODY_LEDGER_SEGMENTS"])
-def test_an_object_store_uri_is_refused_naming_its_scheme(variable):
+@pytest.mark.parametrize(
+    ("variable", "scheme"),
+    [("CUSTODY_LAKE", "gs"), ("CUSTODY_LEDGER_CHECKPOINTS", "s3a"), ("CUSTODY_LEDGER_SEGMENTS", "s3a")],
+)
+def test_an_object_store_uri_is_refused_naming_its_scheme(variable, scheme):
     with pytest.raises(
-        InvalidInput, match=rf"^{variable}: the scheme s3a:// is not supported; give a POSIX path"
+        InvalidInput, match=rf"^{variable}: the scheme {scheme}:// is not supported; give a POSIX path"
     ) as refused:
-        Settings.from_env({variable: "s3a://KEY:s3cret@bucket/lake"})
+        Settings.from_env({variable: f"{scheme}://KEY:s3cret@bucket/lake"})
     assert "s3cret" not in str(refused.value)
+
+
+def test_a_lake_uri_holding_credentials_is_refused_without_them():
+    with pytest.raises(InvalidInput, match="^CUSTODY_LAKE: credentials may not be part of the URI") as refused:
+        Settings.from_env({"CUSTODY_LAKE": "s3a://AKIAEXAMPLE:s3cret@bucket/lake"})
+    assert "s3cret" not in str(refused.value) and "AKIAEXAMPLE" not in str(refused.value)
 
 
 def test_a_file_uri_names_a_folder(tmp_path):
@@ -102,14 +111,14 @@ def test_a_file_uri_names_a_folder(tmp_path):
         Settings.from_env({"CUSTODY_LAKE": "file://host/lake"})
 
 
-def test_the_cli_refuses_an_object_store_lake_in_one_line(cli_env, monkeypatch, capsys):
+def test_the_cli_refuses_a_lake_in_an_unsupported_store_in_one_line(cli_env, monkeypatch, capsys):
     from governance.cli import run
 
-    monkeypatch.setenv("CUSTODY_LAKE", "s3a://bucket/lake")
+    monkeypatch.setenv("CUSTODY_LAKE", "gs://bucket/lake")
     assert run(["versions", "sales/clients"]) == 1
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "the scheme s3a:// is not supported" in err
-    assert not (Path.cwd() / "s3a:").exists()
+    assert err.count("\n") == 1 and "the scheme gs:// is not supported" in err
+    assert not (Path.cwd() / "gs:").exists()
 
 
 def test_the_default_places_are_under_custody_home(tmp_path):

@@ -9,12 +9,19 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import boto3
 import psycopg
 import pytest
+
+from tests.s3_server import CREDENTIALS, running_s3
 
 ROOT = Path(__file__).resolve().parents[1]
 # A run takes both workers' cores and half their memory; the driver is reached on loopback, where
 # the workers are, whatever this host's name resolves to.
+AWS_KEYS = {
+    "aws_access_key_id": CREDENTIALS["AWS_ACCESS_KEY_ID"],
+    "aws_secret_access_key": CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+}
 CONF = "spark.cores.max=2,spark.executor.memory=512m,spark.driver.host=127.0.0.1,spark.driver.bindAddress=127.0.0.1"
 
 
@@ -118,3 +125,39 @@ def test_the_executors_read_a_database_in_one_snapshot(child_report):
     """Both partitions were read by executors that imported the driver's snapshot: an update
     committed while they read did not reach them."""
     assert child_report["database"] == {"rows": 40, "saw_the_change": False, "partitions": 2}
+
+
+@pytest.fixture(scope="module")
+def in_a_bucket(spark_cluster, tmp_path_factory) -> Iterator[tuple]:
+    """`custody demo` on the cluster with the lake in an S3 bucket: what it printed, the bucket's
+    objects, and the applications it added to the master."""
+    before = {app["id"] for app in spark_cluster.applications()}
+    with running_s3() as server:
+        client = boto3.client("s3", endpoint_url=server.endpoint, region_name="us-east-1", **AWS_KEYS)
+        client.create_bucket(Bucket="lake")
+        home = tmp_path_factory.mktemp("cluster-s3")
+        env = on_cluster(
+            home, spark_cluster, CUSTODY_LAKE="s3a://lake/cluster", CUSTODY_S3_ENDPOINT=server.endpoint, **CREDENTIALS
+        )
+        custody = str(Path(sys.executable).with_name("custody"))
+        demo = subprocess.run([custody, "demo"], capture_output=True, text=True, env=env, timeout=600, check=False)
+        verify = subprocess.run(
+            [custody, "repair", "--verify"], capture_output=True, text=True, env=env, timeout=300, check=False
+        )
+        keys = [item["Key"] for item in client.list_objects_v2(Bucket="lake").get("Contents", [])]
+        added = [app for app in spark_cluster.applications() if app["id"] not in before]
+        yield demo, verify, keys, added
+
+
+def test_the_demo_runs_on_the_cluster_with_its_lake_in_a_bucket(in_a_bucket):
+    demo, _verify, keys, added = in_a_bucket
+    assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
+    assert "SELECT * FROM custody.sales.product_summary VERSION AS OF 'custody-v2'" in demo.stdout
+    assert [(app["name"], app["cores"]) for app in added] == [("custody", 2)]
+    assert any(key.startswith("cluster/_attempts/") and key.endswith(".parquet") for key in keys)
+    assert any(key.startswith("cluster/_tables/sales/clients/metadata/") for key in keys)
+
+
+def test_every_object_the_cluster_wrote_matches_its_manifest(in_a_bucket):
+    _demo, verify, _keys, _added = in_a_bucket
+    assert verify.returncode == 0 and "nothing to repair" in verify.stdout, verify.stdout + verify.stderr
