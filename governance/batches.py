@@ -21,9 +21,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from governance.access.directory import NAME as USER_NAME
 from governance.errors import BatchError, InvalidName, NotFound, UnsafePath, UnsafeYaml, shown
 from governance.runs import user_name
-from governance.versions import CHUNK, BatchRecord, FileEntry
+from governance.versions import BatchRecord, FileEntry
 from governance.yamlsource import safe_load, yaml_problem
-from governance.zones import AssetKey, Lake, check_batch_id
+from governance.zones import CHUNK, AssetKey, Lake, check_batch_id
 
 READY_MARKER = "_READY"
 BATCH_META = "_batch.yaml"

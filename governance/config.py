@@ -171,7 +171,7 @@ class Settings:
                 f"CUSTODY_JDBC_DRIVER: {self.jdbc_driver_at} is not a file; name the PostgreSQL JDBC "
                 "driver's jar (Debian's libpostgresql-jdbc-java installs /usr/share/java/postgresql.jar)"
             )
-        return (str(self.jdbc_driver_at),)
+        return (*fetched, str(self.jdbc_driver_at))
 
     def table_jars(self) -> tuple[Path, ...]:
         """The jars a Spark session needs to read the versions' Iceberg tables: Iceberg's runtime,
@@ -198,14 +198,15 @@ def object_store_url(value: str) -> str:
     if found is None or found.group(1).lower() not in OBJECT_STORE_SCHEMES:
         return ""
     bucket, _, prefix = found.group(2).partition("/")
-    if "@" in bucket:  # not shown: it holds credentials
+    if "@" in found.group(2):  # not shown: it holds credentials, which may hold a '/'
         raise InvalidInput(
             f"{LAKE}: credentials may not be part of the URI; give s3a://bucket/prefix, and the credentials "
             "in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
         )
     if BUCKET.fullmatch(bucket) is None:
+        named = shown(bucket) if re.fullmatch(r"[A-Za-z0-9._-]{1,80}", bucket) else "the bucket"
         raise InvalidInput(
-            f"{LAKE}: {shown(bucket)} is not an S3 bucket's name (3 to 63 lowercase letters, digits, '.' "
+            f"{LAKE}: {named} is not an S3 bucket's name (3 to 63 lowercase letters, digits, '.' "
             "and '-'); give s3a://bucket/prefix"
         )
     parts = [part for part in prefix.split("/") if part]

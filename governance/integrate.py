@@ -96,7 +96,7 @@ def materialize(
         attempt(catalog, lake, spec.key, request, ledger.Action.MATERIALIZATION_FAILED) as (attempt_id, stage),
     ):
         result = _run_transform(spark, lake, spec, pins)
-        observation = observe(result, lake, spec.key, pins)
+        observation = observe(result, lake, spec.key, pins, catalog.version_at)
         for ref in observation.unread:
             progress(f"warning: declared input {ref} was not read by {spec.body.transform}")
         data, columns = _written(result, stage.data, lake, pins, column_lineage)

@@ -16,6 +16,8 @@ from governance.versions import file_problem
 from governance.zones import AssetKey, Lake, Zone
 
 PUBLISHED_ZONES = (Zone.LANDING, Zone.INTEGRATION, Zone.QUARANTINE)
+# How an attempt whose staged files are not a version ends; "committed" keeps them as its version.
+ENDED_WITHOUT_VERSION = ("failed", "aborted", "unchanged")
 
 
 @dataclass
@@ -52,13 +54,13 @@ def repair(
     for folder in _unowned_version_folders(catalog, lake, keys, live):
         shutil.rmtree(folder, ignore_errors=True)
         report.removed.append(str(folder))
-    kept = catalog.attempts_holding_versions() if lake.versions_stay_staged else set()
-    for attempt_id in lake.staging_attempts():
-        stage = lake.stage(attempt_id)
-        if attempt_id not in live and attempt_id not in kept and stage.is_abandoned():
-            lake.remove_stage(stage)
-            if lake.versions_stay_staged:
-                report.removed.append(lake.uri(stage.path))
+    if lake.versions_stay_staged:
+        report.removed.extend(_remove_staged_objects(catalog, lake, live))
+    else:
+        for attempt_id in lake.staging_attempts():
+            stage = lake.stage(attempt_id)
+            if attempt_id not in live and stage.is_abandoned():
+                lake.remove_stage(stage)
     for attempt_id, attempt in running.items():
         if attempt_id not in live:
             _roll_back(catalog, attempt, actor)
@@ -74,6 +76,21 @@ def repair(
     if verify_files:
         report.damaged.extend(damaged_versions(catalog, lake))
     return report
+
+
+def _remove_staged_objects(catalog: Catalog, lake: Lake, live: set[str]) -> list[str]:
+    """The staged objects of this catalog's attempts that ended without a version, or were abandoned
+    on this host. An attempt this catalog does not know (another home's, or one that started after
+    the statuses were read) and one whose lock is on another host are left alone."""
+    removed = []
+    statuses = catalog.attempt_statuses()
+    for attempt_id in lake.staging_attempts():
+        status, stage = statuses.get(attempt_id), lake.stage(attempt_id)
+        abandoned = status == "running" and attempt_id not in live and stage.is_abandoned()
+        if status in ENDED_WITHOUT_VERSION or abandoned:
+            lake.remove_stage(stage)
+            removed.append(lake.uri(stage.path))
+    return removed
 
 
 def _listed(numbers: list[int]) -> str:

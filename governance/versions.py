@@ -25,15 +25,7 @@ from governance.errors import IntegrityError
 from governance.lineage.versioned import VersionColumns
 from governance.lineage.versioned import record as record_columns
 from governance.runs import Progress, quiet
-from governance.zones import CHUNK, AssetKey, Lake, Published, Staging, Zone
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
+from governance.zones import AssetKey, Lake, Published, Staging, Zone
 
 
 @dataclass(frozen=True)
@@ -138,9 +130,10 @@ def commit(catalog: Catalog, lake: Lake, stage: Staging, draft: Draft, progress:
     """Number, publish and record a version: all of it becomes visible, or none of it; then its
     table snapshot, if the lake has tables.
 
-    The catalog's write lock is held from numbering to the end of the transaction; folders are
-    published by rename inside it and moved back if the transaction fails. A crash between the
-    rename and the commit leaves folders the catalog does not know, which `repair` removes.
+    The catalog's write lock is held from numbering to the end of the transaction; the lake
+    publishes the attempt's folders inside it (a folder lake by rename, moved back if the
+    transaction fails; an object store by nothing but the transaction). A crash before the commit
+    leaves files the catalog does not know as a version, which `repair` removes.
     """
     published: Published | None = None
     try:

@@ -134,6 +134,13 @@ class Lake:
         """A file as a table format's metadata names it."""
         return f"file://{path}"
 
+    def folder_of(self, uri: str) -> str | None:
+        """The folder of the file Spark names `uri`, as the catalog keeps it; None outside the lake."""
+        try:
+            return self.stored(local_path(uri).parent)
+        except UnsafePath:
+            return None
+
     def holds(self, folder: PurePath, uri: str) -> bool:
         """Whether the file Spark names `uri` lies in `folder`."""
         return local_path(uri).resolve().is_relative_to(Path(folder).resolve())
@@ -274,11 +281,16 @@ class Lake:
             ) from err
 
     def read_manifest(self, folder: PurePath) -> dict[str, Any] | None:
+        """A version's manifest; None when it is missing or not JSON. A store that cannot be read is
+        an EnvironmentProblem, not a damaged version."""
+        where = self.uri(folder / MANIFEST)
         try:
             with self.fs.open_input_stream(str(folder / MANIFEST)) as stream:
                 return json.loads(stream.read().decode("utf-8"))
-        except (OSError, ValueError):
+        except (FileNotFoundError, NotADirectoryError, ValueError):
             return None
+        except OSError as err:
+            raise EnvironmentProblem(f"cannot read {where}: {err}") from err
 
     def size(self, path: PurePath) -> int | None:
         """A file's size; None when it is not there."""
@@ -327,6 +339,9 @@ class Staging:
     path: PurePath
     lock_file: Path
     lake: Lake = field(repr=False, compare=False)
+    # An object-store lake's locks are local files: an attempt whose lock is not here may be running
+    # on another host, so only a lock left here and held by no one proves the attempt abandoned.
+    lock_elsewhere_when_absent: bool = False
 
     @property
     def data(self) -> PurePath:
@@ -348,7 +363,7 @@ class Staging:
         """True when no live process holds this attempt's lock."""
         descriptor = take_if_free(self.lock_file)
         if descriptor is None:
-            return not self.lock_file.exists()
+            return not self.lock_elsewhere_when_absent and not self.lock_file.exists()
         os.close(descriptor)
         return True
 

@@ -3,8 +3,8 @@ SparkContext), for tests/test_spark_cluster.py: `custody demo` as the CLI runs i
 a malformed row, a join with its column lineage, an undeclared read, and a database table read in
 two partitions while it changes. Prints what happened as one JSON object on its last line.
 
-Usage: cluster_child.py, with CUSTODY_HOME, CUSTODY_SPARK_MASTER and the other settings in the
-environment, and the database's SHOP_HOST, SHOP_PORT, SHOP_DB, SHOP_USER and SHOP_PASSWORD.
+Usage: cluster_child.py, with CUSTODY_HOME, CUSTODY_SPARK_MASTER, the lake (CUSTODY_LAKE, a
+bucket of an S3 server) and the other settings in the environment, and the database's SHOP_HOST, SHOP_PORT, SHOP_DB, SHOP_USER and SHOP_PASSWORD.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import psycopg
-import pyarrow.parquet as pq
 from pyspark.sql import functions as F
 
+from governance.access.reads import read_table
 from governance.batches import drop_batch
 from governance.catalog import Catalog
 from governance.cli import run
@@ -26,6 +26,7 @@ from governance.demo import CLIENTS, NAMES_AND_PRODUCTS, PRODUCTS, drop_demo_bat
 from governance.errors import UndeclaredRead
 from governance.ingest import ingest
 from governance.integrate import materialize
+from governance.lake import open_lake
 from governance.runs import RunRequest
 from governance.spec import Spec, load_specs
 from governance.zones import AssetKey, Lake
@@ -57,7 +58,7 @@ def main() -> None:
     demo = run(["demo"])
     settings = Settings.from_env()
     spark = SparkResource(master=settings.spark_master).session(print)
-    catalog, lake = Catalog.from_settings(settings, os.environ), Lake(settings.lake)
+    catalog, lake = Catalog.from_settings(settings, os.environ), open_lake(settings)
     specs = load_specs(settings.specs, transform_packages=settings.transform_packages)
     bob = RunRequest(requested_by="bob")
     dropped = drop_demo_batches(lake)
@@ -67,7 +68,7 @@ def main() -> None:
     )
     bad = ingest(spark, catalog, lake, specs[CLIENTS], bob, batch_id="with-bad-rows")
     joined = materialize(spark, catalog, lake, specs[NAMES_AND_PRODUCTS], RunRequest(requested_by="bob"))
-    transforms.EXTRA_PATH["path"] = str(lake.at(bad.path))
+    transforms.EXTRA_PATH["path"] = lake.uri(lake.at(bad.path))
     join = specs[NAMES_AND_PRODUCTS]
     undeclared = Spec(
         join.key,
@@ -98,6 +99,7 @@ def main() -> None:
                 },
                 "refusal": refusal,
                 "database": database,
+                "verify": run(["repair", "--verify"]),
                 "executor_code": spark.range(1).select(where("id")).first()[0],
                 "executor_python": spark.range(1).select(F.udf(lambda _: sys.executable)("id")).first()[0],
             }
@@ -126,7 +128,7 @@ def read_while_it_changes(spark, catalog: Catalog, lake: Lake, bob: RunRequest) 
                 connection.execute("UPDATE orders SET amount = 999")
 
     version = ingest(spark, catalog, lake, spec, bob, progress=meanwhile)
-    amounts = {row["amount"] for row in pq.read_table(lake.at(version.path)).to_pylist()}
+    amounts = {row["amount"] for row in read_table(lake, version).to_pylist()}
     return {
         "rows": version.rows,
         "saw_the_change": 999.0 in amounts,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -118,3 +119,8 @@ def edit_spec(specs: Path, asset: str, old: str, new: str) -> Path:
     assert old in text, f"{old!r} is not in {path}"
     path.write_text(text.replace(old, new), encoding="utf-8")
     return path
+
+
+def sha256_file(path: Path) -> str:
+    """A file's SHA-256, as a version's manifest gives it."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -10,10 +10,9 @@ import pytest
 from assets.launch import instance_for
 from governance.catalog import Catalog
 from governance.demo import CLIENTS, PRODUCTS, drop_demo_batches
-from governance.versions import sha256_file
 from governance.zones import Lake
 from tests.conftest import DATA, drop
-from tests.helpers import assert_nothing_committed, cli, run_proven
+from tests.helpers import assert_nothing_committed, cli, run_proven, sha256_file
 
 
 @pytest.fixture

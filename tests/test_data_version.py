@@ -23,9 +23,10 @@ from governance.demo import (
 from governance.ingest import ingest
 from governance.integrate import materialize
 from governance.runs import RunRequest
-from governance.versions import seal, sha256_file
+from governance.versions import seal
 from governance.zones import AssetKey, Lake
 from tests.conftest import drop
+from tests.helpers import sha256_file
 
 BOB = RunRequest(requested_by="bob", run_id="run-1")
 NESTED = (

@@ -13,10 +13,9 @@ from governance.errors import BatchError, DuplicateBatch, NotFound
 from governance.ingest import ingest, write_while_scanning
 from governance.ledger import Action, LedgerFilter, entries
 from governance.runs import RunRequest
-from governance.versions import sha256_file
 from governance.zones import AssetKey, new_attempt_id
 from tests.conftest import DATA, drop
-from tests.helpers import assert_nothing_committed
+from tests.helpers import assert_nothing_committed, sha256_file
 
 BATCHES = DATA / "batches"
 BOB = RunRequest(requested_by="bob", run_id="run-1")

@@ -270,6 +270,28 @@ def test_repair_keeps_the_objects_of_committed_versions(spark, home, test_specs,
     assert rows(read_table(home.lake, row))
 
 
+def test_repair_leaves_the_objects_of_an_attempt_on_another_host_or_of_another_catalog(home, store):
+    elsewhere, unknown = "a" * 32, "b" * 32
+    home.catalog.start_attempt(elsewhere, PEOPLE, "run-elsewhere", "bob")  # its lock is on its own host
+    for attempt_id in (elsewhere, unknown):
+        with home.lake.fs.open_output_stream(f"{home.lake.base}/_attempts/{attempt_id}/data/part-0.parquet") as out:
+            out.write(b"staged")
+    report = repair(home.catalog, home.lake)
+    assert (report.rolled_back, report.removed) == ([], [])
+    prefix = home.lake.base.relative_to(BUCKET).as_posix()
+    assert store.keys(f"{prefix}/_attempts/") == [
+        f"{prefix}/_attempts/{attempt_id}/data/part-0.parquet" for attempt_id in (elsewhere, unknown)
+    ]
+
+
+def test_spark_gets_the_s3a_jars_beside_a_named_jdbc_driver(tmp_path):
+    driver = tmp_path / "postgresql.jar"
+    driver.write_bytes(b"jar")
+    settings = replace(s3_settings(tmp_path, "http://127.0.0.1:9", "x"), jdbc_driver_at=driver)
+    names = [Path(jar).name for jar in settings.spark_jars()]
+    assert "postgresql.jar" in names and any(name.startswith("hadoop-aws-") for name in names)
+
+
 def test_a_bucket_that_does_not_exist_is_named(store, tmp_path):
     settings = s3_settings(tmp_path, store.endpoint, "x")
     with pytest.raises(EnvironmentProblem, match="the bucket 'nowhere' does not exist"):

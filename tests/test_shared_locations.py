@@ -99,10 +99,11 @@ def test_an_object_store_uri_is_refused_naming_its_scheme(variable, scheme):
     assert "s3cret" not in str(refused.value)
 
 
-def test_a_lake_uri_holding_credentials_is_refused_without_them():
+@pytest.mark.parametrize("secret", ["s3cret", "wJal/K7MDENG/bPxRfiCY"])
+def test_a_lake_uri_holding_credentials_is_refused_without_them(secret):
     with pytest.raises(InvalidInput, match="^CUSTODY_LAKE: credentials may not be part of the URI") as refused:
-        Settings.from_env({"CUSTODY_LAKE": "s3a://AKIAEXAMPLE:s3cret@bucket/lake"})
-    assert "s3cret" not in str(refused.value) and "AKIAEXAMPLE" not in str(refused.value)
+        Settings.from_env({"CUSTODY_LAKE": f"s3a://AKIAEXAMPLE:{secret}@bucket/lake"})
+    assert not any(part in str(refused.value) for part in ("AKIAEXAMPLE", *secret.split("/")))
 
 
 def test_a_file_uri_names_a_folder(tmp_path):

@@ -317,12 +317,10 @@ class Catalog:
         with self.session() as session:
             return list(session.exec(select(Attempt).where(Attempt.status == "running")))
 
-    def attempts_holding_versions(self) -> set[str]:
-        """The attempts whose staged files are a version not yet purged."""
-        kept = (VersionStatus.COMMITTED.value, VersionStatus.PURGING.value)
+    def attempt_statuses(self) -> dict[str, str]:
+        """Every attempt's status, by its id."""
         with self.session() as session:
-            found = session.exec(select(VersionRow.attempt_id).where(col(VersionRow.status).in_(kept)))
-            return {attempt_id for attempt_id in found if attempt_id}
+            return dict(session.exec(select(Attempt.id, Attempt.status)).all())
 
     def next_number(self, session: Session, key: AssetKey) -> int:
         """The number the next version of `key` gets; holds the asset's lock until the transaction ends.
@@ -376,6 +374,11 @@ class Catalog:
         if row is None:
             raise NotFound(f"no version {ref}: {self._known_versions(ref.key)}")
         return row
+
+    def version_at(self, stored: str) -> VersionRow | None:
+        """The version whose files are at `stored`, a location relative to the lake."""
+        with self.reading() as session:
+            return session.exec(select(VersionRow).where(VersionRow.path == stored)).first()
 
     def find_version(self, session: Session, ref: VersionRef) -> VersionRow | None:
         query = select(VersionRow).where(VersionRow.asset_key == str(ref.key), VersionRow.number == ref.number)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path, PurePath, PurePosixPath
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 import pyarrow.fs as pafs
 
@@ -56,10 +56,17 @@ class ObjectLake(Lake):
         return f"s3://{path}"
 
     def holds(self, folder: PurePath, uri: str) -> bool:
-        key = next((uri.removeprefix(scheme) for scheme in SCHEMES if uri.startswith(scheme)), None)
+        key = _key(uri)
+        return key is not None and (key == str(folder) or key.startswith(f"{folder}/"))
+
+    def folder_of(self, uri: str) -> str | None:
+        key = _key(uri)
         if key is None:
-            return False
-        return key == str(folder) or key.startswith(f"{folder}/")
+            return None
+        try:
+            return self.stored(PurePosixPath(key).parent)
+        except UnsafePath:
+            return None
 
     def at(self, stored: str) -> PurePath:
         relative = PurePosixPath(stored)
@@ -83,7 +90,8 @@ class ObjectLake(Lake):
         return {}
 
     def stage(self, attempt_id: str) -> Staging:
-        return Staging(self.base / ATTEMPTS / attempt_id, self.staging_root / f"{attempt_id}.lock", self)
+        lock = self.staging_root / f"{attempt_id}.lock"
+        return Staging(self.base / ATTEMPTS / attempt_id, lock, self, lock_elsewhere_when_absent=True)
 
     @contextmanager
     def staging(self, attempt_id: str) -> Iterator[Staging]:
@@ -93,7 +101,10 @@ class ObjectLake(Lake):
                 yield stage
             finally:
                 if attempt_id not in self._kept:
-                    self._remove(stage.path)
+                    # Best effort: the attempt's own outcome is what its caller must hear, and
+                    # `custody repair` removes what is left of an attempt that ended without a version.
+                    with suppress(OSError):
+                        self._remove(stage.path)
                 self._kept.discard(attempt_id)
 
     def staging_attempts(self) -> list[str]:
@@ -131,7 +142,9 @@ class ObjectLake(Lake):
         return Published(stage.data, stage.quarantine if quarantine else None, lambda: self._kept.discard(attempt_id))
 
     def delete(self, folder: PurePath, ref: str) -> None:
-        if not PurePosixPath(folder).is_relative_to(self.base / ATTEMPTS):
+        attempts = self.base / ATTEMPTS
+        within = PurePosixPath(folder)
+        if not within.is_relative_to(attempts) or len(within.relative_to(attempts).parts) < 2:
             raise UnsafePath(f"refusing to delete {self.uri(folder)} of {ref}: not a version's objects")
         try:
             self._remove(folder)
@@ -146,6 +159,13 @@ class ObjectLake(Lake):
 
     def _listing(self, folder: PurePath) -> list[pafs.FileInfo]:
         return self.fs.get_file_info(pafs.FileSelector(str(folder), allow_not_found=True))
+
+
+def _key(uri: str) -> str | None:
+    """`bucket/key` of an S3 URI, whichever of its schemes Spark or a table names it with, and
+    whether or not it is percent-encoded."""
+    key = next((uri.removeprefix(scheme) for scheme in SCHEMES if uri.startswith(scheme)), None)
+    return unquote(key) if key is not None else None
 
 
 def object_store(settings: Settings) -> pafs.S3FileSystem:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from pyspark.sql import DataFrame
 
@@ -22,15 +23,22 @@ class Observation:
     unread: tuple[str, ...]
 
 
-def observe(frame: DataFrame, lake: Lake, owner: AssetKey, pins: Mapping[AssetKey, VersionRow]) -> Observation:
-    """Check that `frame` reads only the pinned versions of its declared inputs.
+def observe(
+    frame: DataFrame,
+    lake: Lake,
+    owner: AssetKey,
+    pins: Mapping[AssetKey, VersionRow],
+    version_at: Callable[[str], VersionRow | None] = lambda _stored: None,
+) -> Observation:
+    """Check that `frame` reads only the pinned versions of its declared inputs; `version_at` finds
+    the version a lake location holds, where the location does not say (an object-store lake).
 
     The files come from Spark's optimized plan, so a read the optimizer removes does not count.
     Raises UndeclaredRead naming the first file, asset or version that does not fit.
     """
     read: set[AssetKey] = set()
     for uri in sorted(plan_files(frame)):
-        read.add(_check_file(uri, lake, owner, pins))
+        read.add(_check_file(uri, lake, owner, pins, version_at))
     unread = tuple(pins[key].ref for key in pins if key not in read)
     return Observation(read=tuple(pins[key].ref for key in pins if key in read), unread=unread)
 
@@ -64,13 +72,26 @@ def _items(scala_seq) -> list:
     return [scala_seq.apply(index) for index in range(scala_seq.size())]
 
 
-def _check_file(uri: str, lake: Lake, owner: AssetKey, pins: Mapping[AssetKey, VersionRow]) -> AssetKey:
+def _located(lake: Lake, uri: str, version_at: Callable[[str], VersionRow | None]) -> tuple[Zone, AssetKey, int] | None:
+    """Where a file is, by the version the catalog says its folder holds."""
+    folder = lake.folder_of(uri)
+    row = version_at(folder) if folder is not None else None
+    return (Zone(row.zone), AssetKey.parse(row.asset_key), row.number) if row is not None else None
+
+
+def _check_file(
+    uri: str,
+    lake: Lake,
+    owner: AssetKey,
+    pins: Mapping[AssetKey, VersionRow],
+    version_at: Callable[[str], VersionRow | None],
+) -> AssetKey:
     for key, row in pins.items():
         if lake.holds(lake.at(row.path), uri):
             return key
     declared = ", ".join(str(key) for key in pins) or "none"
-    path = local_path(uri)
-    where = lake.locate(path)
+    path = local_path(uri) if uri.startswith(("/", "file:")) else uri
+    where = (lake.locate(path) if isinstance(path, Path) else None) or _located(lake, uri, version_at)
     if where is None or where[0] not in READABLE_ZONES:
         raise UndeclaredRead(
             f"the transform of {owner} read {path}, which is not a committed version of any asset "
