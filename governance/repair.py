@@ -55,7 +55,7 @@ def repair(
         shutil.rmtree(folder, ignore_errors=True)
         report.removed.append(str(folder))
     if lake.versions_stay_staged:
-        report.removed.extend(_remove_staged_objects(catalog, lake, live))
+        report.removed.extend(_remove_staged_objects(catalog, lake, set(running), live, thorough))
     else:
         for attempt_id in lake.staging_attempts():
             stage = lake.stage(attempt_id)
@@ -78,18 +78,24 @@ def repair(
     return report
 
 
-def _remove_staged_objects(catalog: Catalog, lake: Lake, live: set[str]) -> list[str]:
-    """The staged objects of this catalog's attempts that ended without a version, or were abandoned
-    on this host. An attempt this catalog does not know (another home's, or one that started after
-    the statuses were read) and one whose lock is on another host are left alone."""
+def _remove_staged_objects(
+    catalog: Catalog, lake: Lake, running: set[str], live: set[str], thorough: bool
+) -> list[str]:
+    """The staged objects of attempts abandoned on this host; `thorough`, also those of every
+    attempt of this catalog that ended without a version (its own clean-up is best effort). An
+    attempt this catalog does not know (another home's, or one that started after the statuses were
+    read) and one whose lock is on another host are left alone. Without `thorough` the store is not
+    listed: the cost stays that of the attempts in progress, however many versions there are."""
     removed = []
-    statuses = catalog.attempt_statuses()
-    for attempt_id in lake.staging_attempts():
+    statuses = catalog.attempt_statuses() if thorough else dict.fromkeys(running, "running")
+    for attempt_id in lake.staging_attempts() if thorough else sorted(running):
         status, stage = statuses.get(attempt_id), lake.stage(attempt_id)
         abandoned = status == "running" and attempt_id not in live and stage.is_abandoned()
         if status in ENDED_WITHOUT_VERSION or abandoned:
             lake.remove_stage(stage)
             removed.append(lake.uri(stage.path))
+        elif status == "committed" and stage.is_abandoned():  # killed after its commit: only its lock is left
+            stage.lock_file.unlink(missing_ok=True)
     return removed
 
 

@@ -40,6 +40,7 @@ class CustodyResource(dg.ConfigurableResource):
     specs_approval: str | None = None
 
     _catalog: Any = PrivateAttr(default=None)
+    _lake: Any = PrivateAttr(default=None)
 
     def settings(self) -> Settings:
         settings = Settings.under(Path(self.home)) if self.home else Settings.from_env()
@@ -94,7 +95,10 @@ class CustodyResource(dg.ConfigurableResource):
 
     @property
     def lake(self) -> Lake:
-        return open_lake(self.settings())
+        # Opened once: a lake in a bucket makes an S3 client and checks the bucket when opened.
+        if self._lake is None:
+            self._lake = open_lake(self.settings())
+        return self._lake
 
 
 @cache

@@ -270,18 +270,34 @@ def test_repair_keeps_the_objects_of_committed_versions(spark, home, test_specs,
     assert rows(read_table(home.lake, row))
 
 
-def test_repair_leaves_the_objects_of_an_attempt_on_another_host_or_of_another_catalog(home, store):
+def stage_object(home: Home, attempt_id: str) -> None:
+    with home.lake.fs.open_output_stream(f"{home.lake.base}/_attempts/{attempt_id}/data/part-0.parquet") as out:
+        out.write(b"staged")
+
+
+@pytest.mark.parametrize("thorough", [False, True])
+def test_repair_leaves_the_objects_of_an_attempt_on_another_host_or_of_another_catalog(home, store, thorough):
     elsewhere, unknown = "a" * 32, "b" * 32
     home.catalog.start_attempt(elsewhere, PEOPLE, "run-elsewhere", "bob")  # its lock is on its own host
     for attempt_id in (elsewhere, unknown):
-        with home.lake.fs.open_output_stream(f"{home.lake.base}/_attempts/{attempt_id}/data/part-0.parquet") as out:
-            out.write(b"staged")
-    report = repair(home.catalog, home.lake)
+        stage_object(home, attempt_id)
+    report = repair(home.catalog, home.lake, thorough=thorough)
     assert (report.rolled_back, report.removed) == ([], [])
     prefix = home.lake.base.relative_to(BUCKET).as_posix()
     assert store.keys(f"{prefix}/_attempts/") == [
         f"{prefix}/_attempts/{attempt_id}/data/part-0.parquet" for attempt_id in (elsewhere, unknown)
     ]
+
+
+def test_custody_repair_removes_what_a_failed_attempt_left_in_the_bucket(home, store):
+    failed = "c" * 32
+    home.catalog.start_attempt(failed, PEOPLE, "run-failed", "bob")
+    with home.catalog.session() as session:
+        home.catalog.finish_attempt(session, failed, "failed", error="the store went away")
+    stage_object(home, failed)
+    assert repair(home.catalog, home.lake).removed == []  # before an ingestion: the bucket is not listed
+    assert repair(home.catalog, home.lake, thorough=True).removed == [f"s3a://{home.lake.base}/_attempts/{failed}"]
+    assert store.keys(f"{home.lake.base.relative_to(BUCKET)}/_attempts/") == []
 
 
 def test_spark_gets_the_s3a_jars_beside_a_named_jdbc_driver(tmp_path):
@@ -307,6 +323,12 @@ def test_credentials_the_store_refuses_are_named_without_the_secret(tmp_path, mo
         with pytest.raises(EnvironmentProblem, match="refused the credentials for bucket 'lake'") as refused:
             open_lake(s3_settings(tmp_path, server.endpoint, "x"))
     assert "not-the-secret" not in str(refused.value)
+
+
+def test_an_endpoint_holding_credentials_is_refused_without_them(tmp_path):
+    with pytest.raises(EnvironmentProblem, match="CUSTODY_S3_ENDPOINT: credentials may not be part") as refused:
+        open_lake(s3_settings(tmp_path, "http://AKIAEXAMPLE:s3cret@127.0.0.1:9", "x"))
+    assert "s3cret" not in str(refused.value) and "AKIAEXAMPLE" not in str(refused.value)
 
 
 def test_an_endpoint_that_is_down_is_named(tmp_path):

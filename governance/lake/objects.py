@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlparse
 import pyarrow.fs as pafs
 
 from governance.config import Settings
-from governance.errors import EnvironmentProblem, UnsafePath
+from governance.errors import EnvironmentProblem, UnsafePath, error_summary
 from governance.zones import MANIFEST, AssetKey, Lake, Published, Staging, Zone
 
 if TYPE_CHECKING:
@@ -179,6 +179,11 @@ def object_store(settings: Settings) -> pafs.S3FileSystem:
     }
     if settings.s3_endpoint:
         endpoint = urlparse(settings.s3_endpoint)
+        if endpoint.username or endpoint.password:  # not shown: it holds credentials
+            raise EnvironmentProblem(
+                "CUSTODY_S3_ENDPOINT: credentials may not be part of the address; give them in "
+                "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+            )
         if endpoint.scheme not in ("http", "https") or not endpoint.netloc:
             raise EnvironmentProblem(
                 f"CUSTODY_S3_ENDPOINT: {settings.s3_endpoint!r} is not an address such as http://127.0.0.1:9000"
@@ -200,9 +205,10 @@ def _check_bucket(fs: pafs.S3FileSystem, settings: Settings) -> None:
                 f"CUSTODY_LAKE: the object store at {where} refused the credentials for bucket {bucket!r}: "
                 "check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
             ) from err
+        named_by = "CUSTODY_S3_ENDPOINT names it: is it running?" if settings.s3_endpoint else "CUSTODY_S3_REGION"
         raise EnvironmentProblem(
-            f"CUSTODY_LAKE: cannot reach the object store at {where} for bucket {bucket!r} "
-            "(CUSTODY_S3_ENDPOINT names it): is it running?"
+            f"CUSTODY_LAKE: cannot reach the object store at {where} for bucket {bucket!r} ({named_by}): "
+            f"{error_summary(err)}"
         ) from err
     if info.type == pafs.FileType.NotFound:
         raise EnvironmentProblem(f"CUSTODY_LAKE: the bucket {bucket!r} does not exist at {where}; create it first")
