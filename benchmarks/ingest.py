@@ -54,8 +54,9 @@ sys.path.insert(0, str(ROOT))
 from governance.catalog import Catalog
 from governance.config import DEFAULT_TRANSFORM_PACKAGES, Settings, fetched_jars
 from governance.ingest import ingest
+from governance.lake import lake_spark_conf
 from governance.lake.iceberg import IcebergTables
-from governance.lake.objects import ObjectLake, hadoop_conf, object_store, pyiceberg_properties
+from governance.lake.objects import ObjectLake, object_store, pyiceberg_properties
 from governance.lake.snapshots import TableSnapshots
 from governance.lineage.versioned import DEFAULT_COLUMNS, ColumnOptions
 from governance.runs import RunRequest
@@ -221,8 +222,8 @@ def spark_session(master: str, s3: Settings | None):
     builder = SparkSession.builder
     if s3 is not None:
         builder = builder.config("spark.jars", ",".join(str(jar) for jar in fetched_jars()))
-        for key, value in hadoop_conf(s3).items():
-            builder = builder.config(f"spark.hadoop.{key}", value)
+        for key, value in lake_spark_conf(s3).items():
+            builder = builder.config(key, value)
     return (
         builder.master(master)
         .appName("custody-bench")

@@ -90,7 +90,8 @@ def _remove_staged_objects(
     statuses = catalog.attempt_statuses() if thorough else dict.fromkeys(running, "running")
     for attempt_id in lake.staging_attempts() if thorough else sorted(running):
         status, stage = statuses.get(attempt_id), lake.stage(attempt_id)
-        abandoned = status == "running" and attempt_id not in live and stage.is_abandoned()
+        # Running and found abandoned above; an attempt that started since is not among `running`.
+        abandoned = status == "running" and attempt_id in running and attempt_id not in live
         if status in ENDED_WITHOUT_VERSION or abandoned:
             lake.remove_stage(stage)
             removed.append(lake.uri(stage.path))

@@ -15,6 +15,7 @@ from pydantic import Field
 from pyspark.sql import SparkSession
 
 from governance.config import Settings
+from governance.lake import lake_spark_conf
 from governance.runtime import require_java
 from governance.sparkconf import code_archive, spark_conf
 
@@ -54,15 +55,6 @@ def session_conf(
     return settings
 
 
-def lake_conf(settings: Settings) -> dict[str, str]:
-    """How Spark reaches an object-store lake (none for a folder); a deployment's own settings win."""
-    if not settings.lake_url:
-        return {}
-    from governance.lake.objects import hadoop_conf
-
-    return {f"spark.hadoop.{key}": value for key, value in hadoop_conf(settings).items()}
-
-
 def is_local(master: str) -> bool:
     return master.startswith("local")
 
@@ -92,7 +84,8 @@ class SparkResource(LazyPySparkResource):
             require_java()
             settings = Settings.from_env()
             master = self.master or settings.spark_master
-            deployment = {**lake_conf(settings), **spark_conf(settings.spark_conf)}
+            # A deployment's own settings win over those that reach the lake.
+            deployment = {**lake_spark_conf(settings), **spark_conf(settings.spark_conf)}
             conf = session_conf(master, self.spark_config, deployment, settings.spark_jars())
             session = spark_session_from_config(conf)
             if not is_local(master):

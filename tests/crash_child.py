@@ -21,11 +21,11 @@ import governance.ingest as ingest_module
 import governance.versions as versions_module
 from governance.catalog import Catalog
 from governance.config import Settings
-from governance.lake import open_lake
+from governance.lake import lake_spark_conf, open_lake
 from governance.runs import RunRequest
 from governance.spec import load_specs
 from governance.zones import AssetKey, Lake
-from resources.spark import lake_conf, session_conf
+from resources.spark import session_conf
 
 SPECS = Path(__file__).parent / "data" / "specs"
 
@@ -68,7 +68,7 @@ def main() -> None:
     elif point == "during-commit":
         versions_module._record = lambda *args, **kwargs: stop_here(home)
     builder = SparkSession.builder
-    for key, value in session_conf("local[2]", lake_conf(settings), jars=settings.spark_jars()).items():
+    for key, value in session_conf("local[2]", lake_spark_conf(settings), jars=settings.spark_jars()).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spec = load_specs(SPECS, transform_packages=settings.transform_packages)[AssetKey("t", "people")]

@@ -24,6 +24,23 @@ CREDENTIALS = {
 class S3Server:
     endpoint: str
 
+    def client(self):
+        """A boto3 client of the server, with the credentials it was started with."""
+        import boto3
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            region_name=CREDENTIALS["AWS_DEFAULT_REGION"],
+        )
+
+    def keys(self, bucket: str, prefix: str = "") -> list[str]:
+        """The objects under `prefix`, S3A's empty folder markers (`…/`) left out."""
+        pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        return sorted(item["Key"] for page in pages for item in page.get("Contents", []) if item["Key"][-1] != "/")
+
 
 def _free_port() -> int:
     with socket.socket() as probe:

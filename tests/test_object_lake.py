@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import boto3
 import pyarrow as pa
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
@@ -30,7 +29,7 @@ from governance.runs import RunRequest
 from governance.zones import AssetKey, Lake, VersionRef
 from tests.conftest import DEMO_SPECS, drop, plain_environ, run_pipeline, without_approval
 from tests.helpers import cli
-from tests.s3_server import CREDENTIALS, running_s3
+from tests.s3_server import CREDENTIALS, S3Server, running_s3
 from tests.test_crash import kill_at, people_csv
 
 BUCKET = "lake"
@@ -38,41 +37,20 @@ PEOPLE = AssetKey("t", "people")
 BOB = RunRequest(requested_by="bob", run_id="run-s3", code_version="code-1")
 
 
-@dataclass(frozen=True)
-class Store:
-    endpoint: str
-
-    def client(self):
-        return boto3.client("s3", endpoint_url=self.endpoint, **_boto_credentials())
-
-    def keys(self, prefix: str = "") -> list[str]:
-        """The objects under `prefix`, S3A's empty folder markers (`…/`) left out."""
-        pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
-        return sorted(item["Key"] for page in pages for item in page.get("Contents", []) if item["Key"][-1] != "/")
-
-
-def _boto_credentials() -> dict[str, str]:
-    return {
-        "aws_access_key_id": CREDENTIALS["AWS_ACCESS_KEY_ID"],
-        "aws_secret_access_key": CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-        "region_name": CREDENTIALS["AWS_DEFAULT_REGION"],
-    }
-
-
 @pytest.fixture(scope="module")
-def store(spark) -> Iterator[Store]:
+def store(spark) -> Iterator[S3Server]:
     """The S3 server, its bucket, and the shared Spark session pointed at it. The session's JVM
     started before these credentials were in the environment, so its S3A settings carry them."""
     with pytest.MonkeyPatch.context() as patch, running_s3() as server:
         for name, value in CREDENTIALS.items():
             patch.setenv(name, value)
-        boto3.client("s3", endpoint_url=server.endpoint, **_boto_credentials()).create_bucket(Bucket=BUCKET)
+        server.client().create_bucket(Bucket=BUCKET)
         hadoop = spark.sparkContext._jsc.hadoopConfiguration()
         for key, value in hadoop_conf(s3_settings(Path("/unused"), server.endpoint, "x")).items():
             hadoop.set(key, value)
         hadoop.set("fs.s3a.access.key", CREDENTIALS["AWS_ACCESS_KEY_ID"])
         hadoop.set("fs.s3a.secret.key", CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
-        yield Store(server.endpoint)
+        yield server
 
 
 def s3_settings(home: Path, endpoint: str, prefix: str) -> Settings:
@@ -141,7 +119,7 @@ def test_every_object_of_a_version_is_under_its_attempt_and_in_its_manifest_with
     assert row.path == f"_attempts/{row.attempt_id}/data"
     manifest = demo.lake.read_manifest(demo.lake.at(row.path))
     listed = {f"demo/{row.path}/{entry['path']}": entry["sha256"] for entry in manifest["files"]}
-    assert set(store.keys(f"demo/{row.path}/")) == {*listed, f"demo/{row.path}/_manifest.json"}
+    assert set(store.keys(BUCKET, f"demo/{row.path}/")) == {*listed, f"demo/{row.path}/_manifest.json"}
     for key, sha256 in listed.items():
         assert demo.lake.sha256(demo.lake.at(key.removeprefix("demo/"))) == sha256
     assert manifest["data_version"] == row.data_version and manifest["version"] == 2
@@ -189,7 +167,9 @@ def test_bad_rows_are_quarantined_in_the_bucket_and_the_counts_add_up(spark, hom
     row = ingest(spark, home.catalog, home.lake, test_specs[PEOPLE], BOB, batch_id="b1")
     assert (row.rows, row.rows_quarantined) == (2, 2)
     quarantined = home.lake.read_manifest(home.lake.at(row.quarantine_path))
-    assert quarantined["rows"] == 2 and all(store.keys(f"{home.lake.at(row.quarantine_path)}/".split("/", 1)[1]))
+    assert quarantined["rows"] == 2 and all(
+        store.keys(BUCKET, f"{home.lake.at(row.quarantine_path)}/".split("/", 1)[1])
+    )
 
 
 def test_a_batch_refused_for_its_bad_rows_leaves_no_object(spark, home, test_specs, store):
@@ -198,7 +178,7 @@ def test_a_batch_refused_for_its_bad_rows_leaves_no_object(spark, home, test_spe
     drop(home.lake, "t/people", "b1", {"people.csv": b"id,name,score\n1,ann,1.5\nx,bob,2\n"})
     with pytest.raises(ValidationFailed, match="people.csv"):
         ingest(spark, home.catalog, home.lake, strict, BOB, batch_id="b1")
-    assert store.keys(home.lake.base.relative_to(BUCKET).as_posix()) == []
+    assert store.keys(BUCKET, home.lake.base.relative_to(BUCKET).as_posix()) == []
     assert home.catalog.versions(PEOPLE) == []
 
 
@@ -208,9 +188,9 @@ def test_purge_deletes_the_version_objects_and_withdraws_its_tag(spark, home, te
         ingest(spark, home.catalog, home.lake, test_specs[PEOPLE], BOB, batch_id=batch)
     first = home.catalog.versions(PEOPLE)[0]
     prefix = home.lake.at(first.path).relative_to(BUCKET).as_posix()
-    assert store.keys(prefix)
+    assert store.keys(BUCKET, prefix)
     purge(home.catalog, home.lake, {}, "admin", explicit=[VersionRef(PEOPLE, 1)])
-    assert store.keys(prefix) == []
+    assert store.keys(BUCKET, prefix) == []
     assert home.lake.tables is not None and sorted(home.lake.tables.tables.tags(PEOPLE)) == [2]
 
 
@@ -252,11 +232,11 @@ def test_a_killed_ingestion_leaves_no_version_and_repair_removes_its_objects(
     kill_at(home.settings.home, point, "b1")
 
     attempts = home.lake.base.relative_to(BUCKET).as_posix() + "/_attempts/"
-    assert store.keys(attempts), "the killed attempt left objects behind"
+    assert store.keys(BUCKET, attempts), "the killed attempt left objects behind"
     assert home.catalog.versions(PEOPLE) == []
     report = repair(home.catalog, home.lake)
     assert len(report.rolled_back) == 1 and report.removed
-    assert store.keys(attempts) == [] and home.lake.staging_attempts() == []
+    assert store.keys(BUCKET, attempts) == [] and home.lake.staging_attempts() == []
     resumed = ingest(spark, home.catalog, home.lake, test_specs[PEOPLE], BOB, batch_id="b1")
     assert resumed.number == 1 and resumed.rows == rows_in
 
@@ -264,9 +244,9 @@ def test_a_killed_ingestion_leaves_no_version_and_repair_removes_its_objects(
 def test_repair_keeps_the_objects_of_committed_versions(spark, home, test_specs, store):
     drop(home.lake, "t/people", "b1", {"people.csv": people_csv(home.settings.home.parent / "p.csv", 5)})
     row = ingest(spark, home.catalog, home.lake, test_specs[PEOPLE], BOB, batch_id="b1")
-    before = store.keys()
+    before = store.keys(BUCKET)
     report = repair(home.catalog, home.lake, thorough=True, verify_files=True)
-    assert (report.removed, report.damaged) == ([], []) and store.keys() == before
+    assert (report.removed, report.damaged) == ([], []) and store.keys(BUCKET) == before
     assert rows(read_table(home.lake, row))
 
 
@@ -284,7 +264,7 @@ def test_repair_leaves_the_objects_of_an_attempt_on_another_host_or_of_another_c
     report = repair(home.catalog, home.lake, thorough=thorough)
     assert (report.rolled_back, report.removed) == ([], [])
     prefix = home.lake.base.relative_to(BUCKET).as_posix()
-    assert store.keys(f"{prefix}/_attempts/") == [
+    assert store.keys(BUCKET, f"{prefix}/_attempts/") == [
         f"{prefix}/_attempts/{attempt_id}/data/part-0.parquet" for attempt_id in (elsewhere, unknown)
     ]
 
@@ -297,7 +277,7 @@ def test_custody_repair_removes_what_a_failed_attempt_left_in_the_bucket(home, s
     stage_object(home, failed)
     assert repair(home.catalog, home.lake).removed == []  # before an ingestion: the bucket is not listed
     assert repair(home.catalog, home.lake, thorough=True).removed == [f"s3a://{home.lake.base}/_attempts/{failed}"]
-    assert store.keys(f"{home.lake.base.relative_to(BUCKET)}/_attempts/") == []
+    assert store.keys(BUCKET, f"{home.lake.base.relative_to(BUCKET)}/_attempts/") == []
 
 
 def test_spark_gets_the_s3a_jars_beside_a_named_jdbc_driver(tmp_path):
@@ -317,7 +297,7 @@ def test_a_bucket_that_does_not_exist_is_named(store, tmp_path):
 def test_credentials_the_store_refuses_are_named_without_the_secret(tmp_path, monkeypatch):
     # moto lets the first request through (the bucket's creation), then checks every signature.
     with running_s3({"INITIAL_NO_AUTH_ACTION_COUNT": "1"}) as server:
-        Store(server.endpoint).client().create_bucket(Bucket=BUCKET)
+        server.client().create_bucket(Bucket=BUCKET)
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAUNKNOWNTOTHESTORE")
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
         with pytest.raises(EnvironmentProblem, match="refused the credentials for bucket 'lake'") as refused:

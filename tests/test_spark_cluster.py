@@ -8,22 +8,16 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import boto3
 import psycopg
 import pytest
 
-from tests.s3_server import CREDENTIALS, running_s3
+from tests.s3_server import CREDENTIALS, S3Server, running_s3
 
 ROOT = Path(__file__).resolve().parents[1]
 # A run takes both workers' cores and half their memory; the driver is reached on loopback, where
 # the workers are, whatever this host's name resolves to.
-AWS_KEYS = {
-    "aws_access_key_id": CREDENTIALS["AWS_ACCESS_KEY_ID"],
-    "aws_secret_access_key": CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-}
 CONF = "spark.cores.max=2,spark.executor.memory=512m,spark.driver.host=127.0.0.1,spark.driver.bindAddress=127.0.0.1"
 
 
@@ -61,24 +55,12 @@ def shop(postgres) -> Iterator[dict[str, str]]:
     postgres.drop_database(database)
 
 
-@dataclass(frozen=True)
-class Bucket:
-    endpoint: str
-
-    def keys(self) -> list[str]:
-        client = boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1", **AWS_KEYS)
-        pages = client.get_paginator("list_objects_v2").paginate(Bucket="lake")
-        return [item["Key"] for page in pages for item in page.get("Contents", [])]
-
-
 @pytest.fixture(scope="module")
-def bucket() -> Iterator[Bucket]:
+def bucket() -> Iterator[S3Server]:
     """The S3 server the lake is in: no folder of the lake is shared between the driver and the workers."""
     with running_s3() as server:
-        boto3.client("s3", endpoint_url=server.endpoint, region_name="us-east-1", **AWS_KEYS).create_bucket(
-            Bucket="lake"
-        )
-        yield Bucket(server.endpoint)
+        server.client().create_bucket(Bucket="lake")
+        yield server
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +140,7 @@ def test_the_executors_read_a_database_in_one_snapshot(child_report):
 
 
 def test_the_versions_the_cluster_wrote_are_objects_of_the_bucket(bucket, child_report):
-    keys = bucket.keys()
+    keys = bucket.keys("lake")
     assert any(key.startswith("cluster/_attempts/") and key.endswith(".parquet") for key in keys)
     assert any(key.startswith("cluster/_tables/sales/clients/metadata/") for key in keys)
     assert child_report["verify"] == 0

@@ -9,7 +9,7 @@ from rich.table import Table
 from governance import render
 from governance.cli.common import JsonOption, emit_json, group, load_settings, open_catalog
 from governance.errors import InvalidInput
-from governance.lake import open_lake
+from governance.lake import lake_spark_conf, open_lake
 
 if TYPE_CHECKING:
     from governance.lake.iceberg import IcebergTables
@@ -80,12 +80,7 @@ def tables_spark_conf() -> None:
 
     settings = load_settings()
     tables, _ = _tables()
-    hadoop = {}
-    if settings.lake_url:
-        from governance.lake.objects import hadoop_conf
-
-        hadoop = hadoop_conf(settings)
-    conf = spark_conf(settings.catalog_url, tables.warehouse, settings.table_jars(), hadoop)
+    conf = spark_conf(settings.catalog_url, tables.warehouse, settings.table_jars(), lake_spark_conf(settings))
     console = render.stdout_console()
     for key, value in conf.items():
         console.print(f"{key} {value}", markup=False, soft_wrap=True)

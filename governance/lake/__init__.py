@@ -28,6 +28,16 @@ def open_lake(settings: Settings) -> Lake:
     return Lake(settings.lake, tables=_tables(settings, f"file://{settings.lake / TABLES_FOLDER}", None, {}))
 
 
+def lake_spark_conf(settings: Settings) -> dict[str, str]:
+    """The Spark settings that reach the lake: Hadoop's S3A settings for a lake in a bucket (each
+    under `spark.hadoop.`, none of them secret); none for a folder."""
+    if not settings.lake_url:
+        return {}
+    from governance.lake.objects import hadoop_conf
+
+    return {f"spark.hadoop.{key}": value for key, value in hadoop_conf(settings).items()}
+
+
 def _tables(
     settings: Settings, warehouse: str, fs: pafs.FileSystem | None, properties: dict[str, str]
 ) -> TableSnapshots | None:

@@ -364,11 +364,11 @@ def _translated(doing: str, *, conflicts: bool = True) -> Iterator[None]:
 
 
 def spark_conf(
-    catalog_url: str, warehouse: str, jars: Sequence[Path], hadoop: Mapping[str, str] | None = None
+    catalog_url: str, warehouse: str, jars: Sequence[Path], lake: Mapping[str, str] | None = None
 ) -> dict[str, str]:
     """The settings a Spark session needs to read the tables as the `custody` catalog: Iceberg's
     runtime and the database's JDBC driver in `jars`, and Iceberg's JDBC catalog on the catalog
-    database; `hadoop`, the settings of an object store the lake is in. The database's password
+    database; `lake`, the Spark settings that reach an object store the lake is in. The database's password
     is not among them: pass it as `spark.sql.catalog.custody.jdbc.password` from the session's own
     secrets."""
     prefix = f"spark.sql.catalog.{CATALOG_NAME}"
@@ -379,7 +379,7 @@ def spark_conf(
         f"{prefix}.type": "jdbc",
         f"{prefix}.uri": jdbc_url(catalog_url),
         f"{prefix}.warehouse": warehouse,
-        **{f"spark.hadoop.{key}": value for key, value in (hadoop or {}).items()},
+        **(lake or {}),
     }
     if url.username:
         conf[f"{prefix}.jdbc.user"] = url.username
