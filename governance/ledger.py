@@ -15,7 +15,9 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import insert, update
 from sqlmodel import Session, col, or_, select
+from sqlmodel.sql.expression import SelectOfScalar
 
+from governance.catalog.jsonrows import json_array
 from governance.catalog.models import (
     ArchivedEntry,
     LedgerEntry,
@@ -255,7 +257,9 @@ def _tail(session: Session) -> tuple[int, str]:
     if cached and cached[0] == id(session.get_transaction()):
         return cached[1], cached[2]
     advisory_lock(session, LEDGER_LOCK)
-    last = last_entry(session)
+    # Through the connection: every decision's append reads the tail, and the ORM costs more than the query.
+    newest = select(LedgerEntry.seq, LedgerEntry.hash).order_by(col(LedgerEntry.seq).desc()).limit(1)
+    last = session.connection().execute(newest).first()
     if last is not None:
         return last.seq, last.hash
     archived = session.exec(select(LedgerSegmentRow).order_by(col(LedgerSegmentRow.last_seq).desc()).limit(1)).first()
@@ -326,14 +330,34 @@ class LedgerFilter:
 def entries(session: Session, where: LedgerFilter = LedgerFilter()) -> list[LedgerEntry]:
     """The entries that match, in seq order: those rolled into segments first (found through their
     searchable columns, read from their files), then those of the hot table."""
+    return _then_hot(session, where, _archived(session, where))
+
+
+def entries_json(session: Session, where: LedgerFilter = LedgerFilter()) -> str:
+    """`entries` as a JSON array of objects, each entry's details an object: built by the database
+    in one row when none of them was rolled into a segment."""
     archived = _archived(session, where)
-    limit = None if where.limit is None else where.limit - len(archived)
-    if limit == 0:
+    if archived:
+        return json.dumps([entry_dict(entry) for entry in _then_hot(session, where, archived)])
+    return json_array(session.connection(), _hot(where, 0), COLUMNS, "seq", json_columns=("details",))
+
+
+def entry_dict(entry: LedgerEntry) -> dict[str, Any]:
+    """An entry as JSON gives it: its details an object, not the text they are kept as."""
+    return {**entry.model_dump(mode="json"), "details": json.loads(entry.details)}
+
+
+def _then_hot(session: Session, where: LedgerFilter, archived: list[LedgerEntry]) -> list[LedgerEntry]:
+    """The entries found in segments, then those of the hot table, up to the filter's limit."""
+    if where.limit is not None and len(archived) == where.limit:
         return archived
+    return archived + list(session.exec(_hot(where, len(archived))))
+
+
+def _hot(where: LedgerFilter, taken: int) -> SelectOfScalar[LedgerEntry]:
+    """The query of the hot table's entries that match, after `taken` found in segments."""
     query = _filtered(select(LedgerEntry), LedgerEntry, where).order_by(col(LedgerEntry.seq))
-    if limit is not None:
-        query = query.limit(limit)
-    return archived + list(session.exec(query))
+    return query if where.limit is None else query.limit(where.limit - taken)
 
 
 def _filtered(query, table, where: LedgerFilter):
@@ -361,7 +385,8 @@ def _archived(session: Session, where: LedgerFilter) -> list[LedgerEntry]:
     query = _filtered(select(ArchivedEntry.seq), ArchivedEntry, where).order_by(col(ArchivedEntry.seq))
     if where.limit is not None:
         query = query.limit(where.limit)
-    seqs = list(session.exec(query))
+    # Through the connection: the ORM costs more than the query, which finds nothing most times.
+    seqs = list(session.connection().execute(query).scalars())
     if not seqs:
         return []
     rows = session.exec(

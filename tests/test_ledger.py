@@ -139,6 +139,31 @@ def test_filters_select_entries_in_order(ten):
     assert [e.seq for e in paged] == [4, 5, 6]
 
 
+@pytest.mark.both_backends
+@pytest.mark.parametrize(
+    "where",
+    [
+        LedgerFilter(),
+        LedgerFilter(from_seq=4, limit=3),
+        LedgerFilter(asset="t/people", limit=250),
+        LedgerFilter(action="ingestion"),
+        LedgerFilter(actor="nobody"),
+        LedgerFilter(since="2000-01-01", until="2100-01-01", limit=1),
+    ],
+)
+def test_a_page_as_json_holds_the_entries_as_they_read_each_details_an_object(catalog, where):
+    with catalog.session() as session:
+        for i, text in enumerate(STRINGS * 40):
+            ledger.append(
+                session, actor="bob", action="ingestion.requested", asset="t/people", details={"i": i, "s": text}
+            )
+    with catalog.reading() as session:
+        page = json.loads(ledger.entries_json(session, where))
+        found = ledger.entries(session, where)
+    assert page == [ledger.entry_dict(entry) for entry in found]
+    assert [entry["seq"] for entry in page] == sorted(entry["seq"] for entry in page)
+
+
 def reference_body(row: dict) -> str:
     """The hashed body as the ledger has always defined it: json.dumps of the hashed columns."""
     fields = {

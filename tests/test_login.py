@@ -325,3 +325,9 @@ def test_serve_refuses_a_short_session_secret_and_a_lifetime_that_is_not_seconds
         1,
         "error: CUSTODY_SESSION_SECONDS='8h': give a whole number of seconds, such as 28800",
     )
+
+
+def test_serve_refuses_a_number_of_threads_that_is_not_a_whole_number(cli_env, capsys, monkeypatch):
+    monkeypatch.setenv("CUSTODY_SERVICE_THREADS", "many")
+    code, _, err = cli(capsys, "serve", "--no-ui")
+    assert code == 1 and "CUSTODY_SERVICE_THREADS" in err and "many" in err

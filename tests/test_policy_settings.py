@@ -11,7 +11,7 @@ import dagster as dg
 import pytest
 
 from assets.factory import build_assets
-from governance.access.settings import SettingDisagrees
+from governance.access.settings import SettingDisagrees, pinned_settings
 from governance.api import Custody
 from governance.config import Settings
 from governance.demo import PRODUCTS, drop_demo_batches
@@ -231,3 +231,12 @@ def test_setting_a_value_it_has_already_changes_nothing(cli_env, capsys, monkeyp
     code, out, _ = set_by_alice(capsys, monkeypatch, "admin_group", "custody-admins")
     assert code == 0 and out.strip() == "admin_group is custody-admins already: nothing changed"
     assert ledger_of(capsys, "settings.changed") == []
+
+
+@pytest.mark.both_backends
+def test_pinned_settings_read_back_as_they_were_pinned(settings, catalog):
+    pinned = pinned_settings(catalog, settings, {})  # the first use pins them
+    read_again = pinned_settings(catalog, settings, {})
+    assert read_again == pinned
+    assert {setting.set_by for setting in read_again.pinned.values()} == {os_user()}
+    assert all(len(setting.set_at) == len("2026-01-01T00:00:00") for setting in read_again.pinned.values())

@@ -135,6 +135,9 @@ def test_filters_and_pages_give_the_same_entries_across_segments_and_hot_table(b
     before = everything(book, where)
     rollover(book, tmp_path / "segments", timedelta(days=30), per_segment=300)
     assert everything(book, where) == before and before
+    with book.reading() as session:
+        page = json.loads(ledger.entries_json(session, where))
+        assert page == [ledger.entry_dict(entry) for entry in ledger.entries(session, where)]
 
 
 def test_appends_continue_the_chain_after_everything_rolled(book, tmp_path):

@@ -19,9 +19,11 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import anyio
 import pyarrow as pa
 import pytest
 import requests
+from anyio import to_thread
 from itsdangerous import URLSafeTimedSerializer
 from sqlmodel import col, select
 
@@ -31,7 +33,8 @@ from governance.catalog.engine import make_engine
 from governance.catalog.models import LedgerEntry, ServiceSession
 from governance.config import Settings
 from governance.demo import demo_password, drop_demo_batches
-from governance.errors import AccessDenied, InvalidInput, NotSignedIn
+from governance.errors import AccessDenied, CatalogUnavailable, InvalidInput, NotSignedIn
+from governance.service.app import api_threads, create_app
 from governance.service.recent import Recent
 from governance.service.remote import RemoteCustody
 from governance.service.sessions import Principal, Sessions, SessionSettings, new_session_id
@@ -447,6 +450,16 @@ def test_a_token_ended_by_another_process_works_here_until_its_recheck_seconds_p
         here.find(signed)
 
 
+def test_a_token_whose_signature_was_checked_before_still_ends_at_its_age(catalog):
+    tokens = Sessions(catalog, SessionSettings(b"k" * 32, timedelta(hours=1), timedelta(seconds=1)), "token")
+    principal = Principal("carol", "password", new_session_id(), "api")
+    signed = tokens.open(principal)
+    assert tokens.find(signed) == principal
+    time.sleep(2.1)  # the signature's time is kept to the second
+    with pytest.raises(NotSignedIn, match="expired"):
+        tokens.find(signed)
+
+
 def test_a_sign_in_removes_the_rows_of_sessions_that_expired_over_a_day_ago(catalog):
     tokens = Sessions(catalog, SessionSettings(b"k" * 32, timedelta(hours=1), timedelta(hours=1)), "token")
     long_gone, lately = (Principal("carol", "password", new_session_id(), "api") for _ in range(2))
@@ -630,6 +643,75 @@ def test_python_s_custody_goes_through_the_service_knowing_only_its_address(api,
     with pytest.raises(AccessDenied, match="carol may not read the ledger"):
         custody.ledger()
     assert not (tmp_path / "empty-home").exists()
+
+
+def test_a_kept_answer_asked_for_past_half_its_time_is_renewed_after_it_is_sent(api, catalog):
+    headers = token(api, "carol")
+    url = f"{api}/catalog?domain=sales&search=products"
+
+    def label() -> str | None:
+        listed = requests.get(url, headers=headers, timeout=30).json()
+        return next(entry["newest"]["label"] for entry in listed if entry["key"] == "sales/products")
+
+    asked = time.monotonic()
+    before = label()  # computed, and kept 2 seconds
+    relabel(catalog, "renewed")
+    try:
+        time.sleep(1.2)
+        assert label() == before  # kept, and renewed once sent
+        while label() != "renewed":
+            assert time.monotonic() - asked < 1.9, "the answer was not renewed before it expired"
+            time.sleep(0.05)
+    finally:
+        relabel(catalog, before)
+
+
+def relabel(catalog: Catalog, label: str | None) -> None:
+    """Give sales/products@1 another label, as the catalog lists it."""
+    with catalog.session() as session:
+        session.connection().exec_driver_sql(
+            "UPDATE version SET label = ? WHERE asset_key = 'sales/products' AND number = 1", (label,)
+        )
+
+
+def test_a_kept_answer_past_half_its_time_is_renewed_once_and_given_until_then():
+    answers = iter([b"first", b"second"])
+    kept = Recent(seconds=1)
+    kept.answer("catalog", lambda: next(answers))
+    assert not kept.renewal_due("catalog")
+    time.sleep(0.6)
+    assert kept.renewal_due("catalog") and not kept.renewal_due("catalog")  # one renews it
+    assert kept.fresh("catalog") == b"first"
+    kept.renew("catalog", lambda: next(answers))
+    assert kept.fresh("catalog") == b"second" and not kept.renewal_due("catalog")
+
+
+def test_a_renewal_that_fails_leaves_the_kept_answer_to_expire_and_the_next_request_is_told_why():
+    def unreachable() -> bytes:
+        raise CatalogUnavailable("the catalog at sqlite:///x cannot be reached")
+
+    kept = Recent(seconds=1)
+    kept.answer("catalog", lambda: b"first")
+    time.sleep(0.6)
+    assert kept.renewal_due("catalog")
+    kept.renew("catalog", unreachable)
+    assert kept.fresh("catalog") == b"first" and kept.renewal_due("catalog")
+    time.sleep(0.5)
+    with pytest.raises(CatalogUnavailable, match="cannot be reached"):
+        kept.answer("catalog", unreachable)
+
+
+def test_the_api_alone_answers_on_four_threads_and_the_ui_keeps_starlette_s_forty_unless_told(home):
+    assert api_threads({}, ui=False) == 4
+    assert api_threads({}, ui=True) is None
+    assert api_threads({"CUSTODY_SERVICE_THREADS": "16"}, ui=True) == 16
+    service = create_app(Custody(Settings.under(home)), SessionSettings.from_environ({}), threads=3)
+
+    async def threads_once_started() -> float:
+        async with service.app.router.lifespan_context(service.app):
+            return to_thread.current_default_thread_limiter().total_tokens
+
+    assert anyio.run(threads_once_started) == 3
 
 
 def test_an_answer_every_user_gets_alike_is_kept_for_its_seconds_and_computed_once_for_those_who_ask_at_once():

@@ -10,11 +10,13 @@ environment says otherwise is refused, with the setting named.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
+from datetime import UTC, datetime
 from pathlib import Path
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from governance import ledger
 from governance.access.directory import Directory, checked_name, open_directory
@@ -22,6 +24,7 @@ from governance.access.guard import enforce, ledger_actor
 from governance.access.local import os_users_value, parse_os_users
 from governance.access.policy import Decision, Identity, Policy, Verb, parse_classifications
 from governance.catalog import Catalog, utcnow
+from governance.catalog.jsonrows import json_array
 from governance.catalog.models import PolicySetting
 from governance.config import OFF, ON, POLICY_VARIABLES, Settings
 from governance.errors import (
@@ -36,6 +39,7 @@ from governance.locks import advisory_lock
 from governance.runs import Assurance, os_user
 
 KEYS = tuple(POLICY_VARIABLES)
+ROW_COLUMNS = ("key", "value", "set_by", "assurance", "set_at")
 # What the directory is: an admin moving any of them could lose their admin group.
 DIRECTORY_KEYS = ("directory", "ldap_base_dn", "ldap_ca_file", "ldap_starttls")
 # Opens a directory: its setting, and the environment to take the rest from (secrets included).
@@ -133,19 +137,19 @@ def pinned_settings(
     directory that cannot be read, pinned, would leave no admin to change it). With `refuse`, a
     value the process was given that disagrees with the pinned one is refused, and recorded."""
     with catalog.reading() as session:
-        rows = _rows(session)
-    if any(key not in rows for key in KEYS):
-        values = {key: rows[key].value if key in rows else _first_value(key, settings, rows) for key in KEYS}
-        if any(key not in rows for key in DIRECTORY_KEYS):
+        found = _read_pinned(session)
+    if any(key not in found for key in KEYS):
+        values = {key: found[key].value if key in found else _first_value(key, settings, found) for key in KEYS}
+        if any(key not in found for key in DIRECTORY_KEYS):
             directories(values["directory"], directory_environ(values, environ, settings.home))
-        rows = _pin_missing(catalog, values)
-    pinned = PolicySettings({key: _pinned(rows[key]) for key in KEYS})
+        found = {key: _pinned(row) for key, row in _pin_missing(catalog, values).items()}
+    pinned = PolicySettings({key: found[key] for key in KEYS})
     if refuse:
         _refuse_disagreement(catalog, settings, pinned)
     return pinned
 
 
-def _first_value(key: str, settings: Settings, rows: Mapping[str, PolicySetting]) -> str:
+def _first_value(key: str, settings: Settings, rows: Mapping[str, PinnedSetting]) -> str:
     """What a key is first pinned as: the process's value in a new catalog. In a catalog pinned
     before the key existed, its default: an admin changes it from there, and a process whose
     environment says otherwise is refused, rather than pinning a value of its own."""
@@ -186,8 +190,26 @@ def _rows(session: Session) -> dict[str, PolicySetting]:
     return {row.key: row for row in session.exec(select(PolicySetting))}
 
 
+def _read_pinned(session: Session) -> dict[str, PinnedSetting]:
+    """The settings pinned now, read in one row: every decision reads them."""
+    query = select(PolicySetting).order_by(col(PolicySetting.key))
+    rows = json.loads(json_array(session.connection(), query, ROW_COLUMNS, "key"))
+    return {
+        row["key"]: PinnedSetting(
+            row["key"], row["value"], row["set_by"], row["assurance"], _when(datetime.fromisoformat(row["set_at"]))
+        )
+        for row in rows
+    }
+
+
 def _pinned(row: PolicySetting) -> PinnedSetting:
-    return PinnedSetting(row.key, row.value, row.set_by, row.assurance, row.set_at.isoformat(timespec="seconds"))
+    return PinnedSetting(row.key, row.value, row.set_by, row.assurance, _when(row.set_at))
+
+
+def _when(moment: datetime) -> str:
+    """When a setting was pinned: UTC to the second, without the zone SQLite does not give back."""
+    utc = moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo is not None else moment
+    return utc.isoformat(timespec="seconds")
 
 
 def _pin_missing(catalog: Catalog, values: Mapping[str, str]) -> dict[str, PolicySetting]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict
 from datetime import timedelta
@@ -73,7 +72,7 @@ def ledger_show(
         with open_catalog(load_settings()).session() as session:
             found = ledger.entries(session, where)
     if as_json:
-        emit_json([{**e.model_dump(), "details": json.loads(e.details)} for e in found])
+        emit_json([ledger.entry_dict(entry) for entry in found])
     else:
         console = render.stdout_console()
         for line in render.ledger_lines(found):

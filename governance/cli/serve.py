@@ -51,10 +51,11 @@ def serve(
     it names in CUSTODY_GATEWAY_USER_HEADER is trusted from it alone: from the addresses in
     CUSTODY_GATEWAY_PEERS, with the secret CUSTODY_GATEWAY_SECRET in X-Custody-Gateway-Secret, or both.
     The API keeps the answers every user gets alike (the catalog, lineage) CUSTODY_SERVICE_CACHE_SECONDS
-    (2 by default). With --no-ui, --workers N answers the API in N processes."""
+    (2 by default). With --no-ui, each process answers on CUSTODY_SERVICE_THREADS threads (4 by
+    default), and --workers N answers the API in N processes."""
     import uvicorn
 
-    from governance.service.app import create_app
+    from governance.service.app import api_threads, create_app
     from governance.service.gateway import Gateway
     from governance.service.recent import Recent
     from governance.service.sessions import SessionSettings
@@ -63,6 +64,7 @@ def serve(
     session_settings = SessionSettings.from_environ(os.environ)
     gateway = Gateway.from_environ(os.environ)
     recent = Recent.from_environ(os.environ)
+    threads = api_threads(os.environ, ui)
     if workers > 1:
         # The settings were read above to refuse a bad one here, once, before any worker starts;
         # each worker reads them again from the environment it inherits.
@@ -95,8 +97,8 @@ def serve(
         typer.echo(f"Custody serves on http://{host}:{bound} (sign in at /login)")
         # The peer is the TCP peer: an X-Forwarded-For a client sends must not stand for the address
         # a gateway is trusted from.
-        app = create_app(custody, session_settings, served, gateway, runs, recent)
-        config = uvicorn.Config(app, log_level="warning", proxy_headers=False)
+        app = create_app(custody, session_settings, served, gateway, runs, recent, threads)
+        config = uvicorn.Config(app, log_level="warning", access_log=False, proxy_headers=False)
         # uvicorn stops gracefully on SIGTERM, then raises it again once stopped: handled here as an
         # exit, it unwinds this block, which stops the daemon and the code servers with the service.
         signal.signal(signal.SIGTERM, _exit)
@@ -129,7 +131,9 @@ def _serve_api_in_processes(settings: Settings, host: str, port: int, workers: i
         stack.callback(custody.store.checkpoint)
         listening = stack.enter_context(_listen(host, port))
         typer.echo(f"Custody serves on http://{host}:{listening.getsockname()[1]} (the API, in {workers} processes)")
-        config = uvicorn.Config(FACTORY, factory=True, workers=workers, log_level="warning", proxy_headers=False)
+        config = uvicorn.Config(
+            FACTORY, factory=True, workers=workers, log_level="warning", access_log=False, proxy_headers=False
+        )
         # uvicorn's supervisor of worker processes: it starts them on this socket, restarts one that
         # dies serving, and stops them all on SIGTERM or SIGINT, or when one could not start.
         supervisor = Multiprocess(config, sockets=[listening])

@@ -14,6 +14,7 @@ import pyarrow as pa
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
+from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from governance import ledger
@@ -82,11 +83,17 @@ def encoded(data: object) -> bytes:
 
 async def recent(request: Request, compute: Callable[[], object]) -> Response:
     """An answer every signed-in user gets alike, kept a moment by the request's path and query:
-    a kept answer is sent at once, a new one computed in a worker thread."""
+    a kept answer is sent at once (and renewed once it is past half its time, after it is sent),
+    a new one computed in a worker thread."""
     key = (request.url.path, request.url.query)
     kept = service_of(request).recent
-    data = kept.fresh(key) or await run_in_threadpool(kept.answer, key, lambda: encoded(compute()))
-    return Response(data, media_type="application/json")
+    data = kept.fresh(key)
+    if data is None:
+        return Response(
+            await run_in_threadpool(kept.answer, key, lambda: encoded(compute())), media_type="application/json"
+        )
+    renewal = BackgroundTask(kept.renew, key, lambda: encoded(compute())) if kept.renewal_due(key) else None
+    return Response(data, media_type="application/json", background=renewal)
 
 
 def key_of(domain: str, name: str) -> AssetKey:
@@ -277,8 +284,8 @@ def ledger_entries(
         limit=limit,
     )
     with custody.store.reading() as session:
-        found = ledger.entries(session, where)
-    return answer([{**entry.model_dump(mode="json"), "details": json.loads(entry.details)} for entry in found])
+        page = ledger.entries_json(session, where)
+    return Response(page, media_type="application/json")
 
 
 def ledger_decision(policy: Policy, principal: Principal) -> Decision:
@@ -301,6 +308,9 @@ def ledger_decision(policy: Policy, principal: Principal) -> Decision:
     return Decision(identity, Verb.LEDGER_READ, None, False, reason)
 
 
-@router.api_route("/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False)
-def unknown(path: str) -> None:
+unknown = APIRouter(prefix="/api/v1")
+
+
+@unknown.api_route("/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False)
+def no_such_path(path: str) -> None:
     raise NotFound(f"the API has no /api/v1/{shown(path, 200)}: /api/docs lists what it has")

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+
+from anyio import to_thread
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from starlette.requests import Request
@@ -9,6 +13,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from governance.api import Custody
+from governance.config import env_count
 from governance.errors import (
     AccessDenied,
     CatalogUnavailable,
@@ -30,6 +35,8 @@ from governance.service.sessions import Sessions, SessionSettings
 
 # The most a request may send: the UI's largest (a launch with its run config) stays far below.
 MAX_BODY_BYTES = 4 * 1024 * 1024
+THREADS_VARIABLE = "CUSTODY_SERVICE_THREADS"
+API_THREADS = 4
 
 
 def create_app(
@@ -39,8 +46,19 @@ def create_app(
     gateway: Gateway | None = None,
     runs: RunDesk | None = None,
     recent: Recent | None = None,
+    threads: int | None = None,
 ) -> ASGIApp:
+    """The service's app. `threads`: how many worker threads answer blocking work in the serving
+    process (see `api_threads`); None leaves Starlette's default."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if threads is not None:
+            to_thread.current_default_thread_limiter().total_tokens = threads
+        yield
+
     app = FastAPI(
+        lifespan=lifespan,
         title="Custody",
         summary="Governed data assets: the catalog, versions, lineage, the ledger and rows, for signed-in users.",
         docs_url="/api/docs",
@@ -55,17 +73,25 @@ def create_app(
         runs,
         recent or Recent(),
     )
-    app.include_router(login.router)
-    app.include_router(changes.router)
-    app.include_router(specs.router)
-    app.include_router(runs_api.router)
-    app.include_router(lineage.router)
-    app.include_router(api.router)  # last: its catch-all answers paths the API does not have
+    # Routes are matched in order, and the busiest (the catalog, lineage, the ledger) are the API's
+    # own; the column lineage's paths go before them, being more precise than a version's direction.
+    for routes in (lineage, api, login, changes, specs, runs_api):
+        app.include_router(routes.router)
+    app.include_router(api.unknown)  # last: it answers paths the API does not have
     app.add_exception_handler(CustodyError, refused)
     app.add_exception_handler(RequestValidationError, invalid)
     if ui is not None:
         app.mount("/", Gate(ui, app.state.service))
     return BoundedBody(app, MAX_BODY_BYTES)
+
+
+def api_threads(environ: Mapping[str, str], ui: bool) -> int | None:
+    """How many worker threads answer in one process: CUSTODY_SERVICE_THREADS, else 4 for the API
+    alone. They share one interpreter: more of them answer a busy service no faster, and its slowest
+    requests later. The Dagster UI runs each GraphQL query on one of them, so a service with the UI
+    keeps Starlette's 40 unless told otherwise."""
+    threads = env_count(environ, THREADS_VARIABLE, "threads")
+    return threads if threads is not None or ui else API_THREADS
 
 
 # The status each kind of refusal answers with, the first that matches; anything else is 500.

@@ -1,6 +1,8 @@
 """Answers the service gives every signed-in user alike (the catalog, a version's lineage), kept for
 a moment: under load, one computation answers every request that asks for the same within it. An
-answer is at most that old (CUSTODY_SERVICE_CACHE_SECONDS, 2 by default; 0 keeps none)."""
+answer is at most that old (CUSTODY_SERVICE_CACHE_SECONDS, 2 by default; 0 keeps none), counted
+from the end of its computation. One asked for again past half that time is renewed in the
+background, so that an answer asked for all the time is never waited for."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import time
 from collections.abc import Callable, Hashable, Mapping
 
 from governance.config import env_amount
+from governance.errors import CustodyError
 
 SECONDS_VARIABLE = "CUSTODY_SERVICE_CACHE_SECONDS"
 DEFAULT_SECONDS = 2.0
@@ -21,6 +24,7 @@ class Recent:
         self.seconds = seconds
         self._kept: dict[Hashable, tuple[float, bytes]] = {}
         self._computing: dict[Hashable, threading.Lock] = {}
+        self._renewing: set[Hashable] = set()
         self._lock = threading.Lock()
 
     @classmethod
@@ -38,17 +42,48 @@ class Recent:
         wait for one computation."""
         if self.seconds <= 0:
             return compute()
-        with self._lock:
-            computing = self._computing.setdefault(key, threading.Lock())
-        with computing:
+        with self._computing_lock(key):
             kept = self._kept.get(key)
             if kept is not None and time.monotonic() < kept[0]:
                 return kept[1]
             data = compute()
-            with self._lock:
-                self._make_room(time.monotonic())
-                self._kept[key] = (time.monotonic() + self.seconds, data)
+            self._keep(key, data)
             return data
+
+    def renewal_due(self, key: Hashable) -> bool:
+        """Whether the kept answer for `key` has lived past half its time with nobody renewing it.
+        The caller that hears True renews it (`renew`)."""
+        kept = self._kept.get(key)
+        if kept is None or time.monotonic() < kept[0] - self.seconds / 2:
+            return False
+        with self._lock:
+            if key in self._renewing:
+                return False
+            self._renewing.add(key)
+            return True
+
+    def renew(self, key: Hashable, compute: Callable[[], bytes]) -> None:
+        """Compute the answer for `key` again and keep it; requests get the kept one meanwhile, and
+        those that find it expired wait for this computation."""
+        try:
+            with self._computing_lock(key):
+                self._keep(key, compute())
+        except CustodyError:
+            # The kept answer expires as it would have: the next request computes it and answers
+            # with the reason (a catalog that cannot be reached, say).
+            return
+        finally:
+            with self._lock:
+                self._renewing.discard(key)
+
+    def _computing_lock(self, key: Hashable) -> threading.Lock:
+        with self._lock:
+            return self._computing.setdefault(key, threading.Lock())
+
+    def _keep(self, key: Hashable, data: bytes) -> None:
+        with self._lock:
+            self._make_room(time.monotonic())
+            self._kept[key] = (time.monotonic() + self.seconds, data)
 
     def _make_room(self, now: float) -> None:
         """Drop what expired; past MOST answers, the oldest too."""

@@ -123,6 +123,9 @@ class Sessions:
         # Sessions ended here, until the signed value could be valid no longer: never remembered
         # again, however a read that began before the end saw them.
         self._ended: dict[str, float] = {}
+        # Signed values whose signature was found good, with the session id and the moment they
+        # expire: checking a signature costs more than the rest of a kept answer.
+        self._signatures: dict[str, tuple[str, float]] = {}
         self._seen_lock = threading.Lock()
 
     def open(self, principal: Principal) -> str:
@@ -155,11 +158,19 @@ class Sessions:
     def _session_id(self, signed: str | None) -> str:
         if not signed:
             raise NotSignedIn("sign in first")
+        checked = self._signatures.get(signed)
+        if checked is not None and time.time() < checked[1]:
+            return checked[0]
         try:
-            session_id: str = self._signer.loads(signed, max_age=int(self.lifetime.total_seconds()))
+            session_id, signed_at = self._signer.loads(
+                signed, max_age=int(self.lifetime.total_seconds()), return_timestamp=True
+            )
         except BadData as err:
             raise NotSignedIn(f"this {self.kind} is expired or was not made by this service: sign in again") from err
-        return session_id
+        with self._seen_lock:
+            self._signatures[signed] = (session_id, signed_at.timestamp() + self.lifetime.total_seconds())
+            _drop_before(self._signatures, time.time(), lambda kept: kept[1])
+        return str(session_id)
 
     def _remembered(self, session_id: str) -> Principal | None:
         if session_id in self._ended:

@@ -13,7 +13,7 @@ from governance.api import Custody
 from governance.config import Settings
 from governance.errors import CustodyError
 from governance.service import SECRETS
-from governance.service.app import create_app
+from governance.service.app import api_threads, create_app
 from governance.service.gateway import Gateway
 from governance.service.recent import Recent
 from governance.service.sessions import SessionSettings
@@ -29,9 +29,10 @@ def from_environment() -> ASGIApp:
         custody = Custody(Settings.from_env(), channel="cli")
         sessions, gateway = SessionSettings.from_environ(environ), Gateway.from_environ(environ)
         recent = Recent.from_environ(environ)
+        threads = api_threads(environ, ui=False)
     except CustodyError as err:
         print(f"error: {err}", file=sys.stderr)
         raise SystemExit(STARTUP_FAILURE) from err
     for variable in SECRETS:
         environ.pop(variable, None)
-    return create_app(custody, sessions, gateway=gateway, recent=recent)
+    return create_app(custody, sessions, gateway=gateway, recent=recent, threads=threads)
