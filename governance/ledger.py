@@ -13,11 +13,11 @@ from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from sqlalchemy import insert, update
-from sqlmodel import Session, col, or_, select
+from sqlalchemy import insert, text, update
+from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
-from governance.catalog.jsonrows import json_array
+from governance.catalog.jsonrows import json_array_sql, marker
 from governance.catalog.models import (
     ArchivedEntry,
     LedgerEntry,
@@ -231,6 +231,7 @@ def append_many(session: Session, events: Sequence[Event]) -> list[Appended]:
     return [Appended(row["seq"], row["hash"]) for row in rows]
 
 
+TAIL_SQL = f"SELECT seq, hash FROM {LedgerEntry.__tablename__} ORDER BY seq DESC LIMIT 1"
 COLUMNS = (
     "seq",
     "ts",
@@ -257,9 +258,9 @@ def _tail(session: Session) -> tuple[int, str]:
     if cached and cached[0] == id(session.get_transaction()):
         return cached[1], cached[2]
     advisory_lock(session, LEDGER_LOCK)
-    # Through the connection: every decision's append reads the tail, and the ORM costs more than the query.
-    newest = select(LedgerEntry.seq, LedgerEntry.hash).order_by(col(LedgerEntry.seq).desc()).limit(1)
-    last = session.connection().execute(newest).first()
+    # Written for the driver: every decision's append reads the tail, and building the query costs
+    # more than running it.
+    last = session.connection().exec_driver_sql(TAIL_SQL).first()
     if last is not None:
         return last.seq, last.hash
     archived = session.exec(select(LedgerSegmentRow).order_by(col(LedgerSegmentRow.last_seq).desc()).limit(1)).first()
@@ -336,10 +337,21 @@ def entries(session: Session, where: LedgerFilter = LedgerFilter()) -> list[Ledg
 def entries_json(session: Session, where: LedgerFilter = LedgerFilter()) -> str:
     """`entries` as a JSON array of objects, each entry's details an object: built by the database
     in one row when none of them was rolled into a segment."""
-    archived = _archived(session, where)
-    if archived:
-        return json.dumps([entry_dict(entry) for entry in _then_hot(session, where, archived)])
-    return json_array(session.connection(), _hot(where, 0), COLUMNS, "seq", json_columns=("details",))
+    connection = session.connection()
+    dialect = connection.dialect.name
+    condition, params = _condition(where, marker(dialect))
+    if where.limit is not None:
+        params["limit"] = where.limit
+    limit = "" if where.limit is None else " LIMIT " + marker(dialect).format("limit")
+    columns = ", ".join(f'"{column}"' for column in COLUMNS)
+    hot = f"SELECT {columns} FROM {LedgerEntry.__tablename__} WHERE {condition} ORDER BY seq{limit}"
+    page = json_array_sql(dialect, hot, COLUMNS, "seq", json_columns=("details",))
+    archived = f"SELECT EXISTS (SELECT 1 FROM {ArchivedEntry.__tablename__} WHERE {condition})"
+    # Whether a segment holds some of them, and the page if none does, in one statement.
+    rolled, found = connection.exec_driver_sql(f"SELECT ({archived}), ({page})", params).one()
+    if rolled:
+        return json.dumps([entry_dict(entry) for entry in entries(session, where)])
+    return str(found)
 
 
 def entry_dict(entry: LedgerEntry) -> dict[str, Any]:
@@ -356,33 +368,45 @@ def _then_hot(session: Session, where: LedgerFilter, archived: list[LedgerEntry]
 
 def _hot(where: LedgerFilter, taken: int) -> SelectOfScalar[LedgerEntry]:
     """The query of the hot table's entries that match, after `taken` found in segments."""
-    query = _filtered(select(LedgerEntry), LedgerEntry, where).order_by(col(LedgerEntry.seq))
+    query = _filtered(select(LedgerEntry), where).order_by(col(LedgerEntry.seq))
     return query if where.limit is None else query.limit(where.limit - taken)
 
 
-def _filtered(query, table, where: LedgerFilter):
-    query = query.where(table.seq >= where.from_seq)
+def _filtered(query, where: LedgerFilter):
+    condition, params = _condition(where, ":{}")
+    return query.where(text(condition).bindparams(**params))
+
+
+def _condition(where: LedgerFilter, marker: str) -> tuple[str, dict[str, Any]]:
+    """The filter as SQL over the searchable columns (the hot table's and the archive's alike), with
+    its parameters, each written as `marker` formats its name."""
+    params: dict[str, Any] = {"from_seq": where.from_seq}
+    clauses = ["seq >= " + marker.format("from_seq")]
     for column, value in (
-        (table.asset_key, where.asset),
-        (table.version, where.version),
-        (table.actor, where.actor),
-        (table.run_id, where.run_id),
+        ("asset_key", where.asset),
+        ("version", where.version),
+        ("actor", where.actor),
+        ("run_id", where.run_id),
     ):
         if value is not None:
-            query = query.where(column == value)
+            clauses.append(f"{column} = " + marker.format(column))
+            params[column] = value
     if where.since is not None:
-        query = query.where(table.ts >= where.since)
+        clauses.append("ts >= " + marker.format("since"))
+        params["since"] = where.since
     if where.until is not None:
-        query = query.where(table.ts < where.until)
+        clauses.append("ts < " + marker.format("until"))
+        params["until"] = where.until
     if where.action is not None:
         # `ingestion` means every ingestion.* action, as `read` means the read decisions
         family = where.action.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + ".%"
-        query = query.where(or_(table.action == where.action, col(table.action).like(family, escape="\\")))
-    return query
+        clauses.append(f"(action = {marker.format('action')} OR action LIKE {marker.format('family')} ESCAPE '\\')")
+        params.update(action=where.action, family=family)
+    return " AND ".join(clauses), params
 
 
 def _archived(session: Session, where: LedgerFilter) -> list[LedgerEntry]:
-    query = _filtered(select(ArchivedEntry.seq), ArchivedEntry, where).order_by(col(ArchivedEntry.seq))
+    query = _filtered(select(ArchivedEntry.seq), where).order_by(col(ArchivedEntry.seq))
     if where.limit is not None:
         query = query.limit(where.limit)
     # Through the connection: the ORM costs more than the query, which finds nothing most times.

@@ -7,6 +7,7 @@ import fcntl
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +29,29 @@ def file_lock(path: Path, *, shared: bool = False) -> Iterator[int]:
     try:
         fcntl.flock(descriptor, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         yield descriptor
+    finally:
+        os.close(descriptor)
+
+
+@contextmanager
+def file_lock_within(path: Path, seconds: float) -> Iterator[None]:
+    """Hold an exclusive lock on `path` (created if missing) for the block, waiting at most `seconds`
+    for it, else TimeoutError. The tries come at most a millisecond apart, so that a lock let go is
+    taken at once by a process waiting for it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        deadline, pause = time.monotonic() + seconds, 0.0001
+        while True:
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(f"{path} stayed locked for {seconds} s") from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.001)
+        yield
     finally:
         os.close(descriptor)
 

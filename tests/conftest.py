@@ -259,7 +259,12 @@ def only_an_empty_catalog(catalog: Catalog, home: Path) -> bool:
     """Whether the home holds nothing but the catalog the `catalog` fixture made, with no entry and no version."""
     with catalog.session() as session:
         empty = ledger.last_entry(session) is None and session.exec(select(VersionRow)).first() is None
-    return empty and {path.name for path in home.iterdir()} <= {"catalog.db", "catalog.db-wal", "catalog.db-shm"}
+    return empty and {path.name for path in home.iterdir()} <= {
+        "catalog.db",
+        "catalog.db-wal",
+        "catalog.db-shm",
+        "catalog.db-writer",
+    }
 
 
 def run_pipeline(spark: SparkSession, catalog: Catalog, lake: Lake, demo_specs: SpecSet) -> DemoRound:

@@ -5,6 +5,9 @@ that cannot be reached is one clear line that never shows its password."""
 from __future__ import annotations
 
 import multiprocessing
+import subprocess
+import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -16,6 +19,7 @@ from governance.catalog import Catalog, make_engine
 from governance.catalog.models import VersionRow
 from governance.cli import run
 from governance.errors import CatalogUnavailable
+from governance.locks import file_lock_within
 from governance.zones import AssetKey
 from tests.graphs import EPOCH, add_version
 
@@ -111,3 +115,57 @@ def test_a_reader_reads_while_a_writer_holds_the_catalog(catalog):
             # A reader in another thread sees the catalog as last committed, without waiting.
             read = pool.submit(lambda: catalog.version_count(AssetKey("sales", "clients")))
             assert read.result(timeout=5) == 0
+
+
+HOLD_THE_WRITER_LOCK = """
+import fcntl, os, sys, time
+descriptor = os.open(sys.argv[1], os.O_CREAT | os.O_RDWR)
+fcntl.flock(descriptor, fcntl.LOCK_EX)
+print("held", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_processes_writing_to_a_sqlite_catalog_take_turns_through_the_lock_file_beside_it(catalog, settings):
+    database = settings.catalog_url.removeprefix("sqlite:///")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_THE_WRITER_LOCK, f"{database}-writer"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdin is not None
+    assert holder.stdout.readline() == "held\n"
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        writing = pool.submit(catalog.record, [ledger.Event(actor="bob", action="spec.registered")])
+        time.sleep(0.5)
+        assert not writing.done()  # waiting for the other process's write
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        let_go = time.monotonic()
+        [appended] = writing.result(timeout=30)
+        assert time.monotonic() - let_go < 0.5
+    holder.wait(timeout=30)
+    assert appended.seq == 1
+
+
+def test_a_writer_lock_held_past_the_wait_is_a_timeout_naming_its_file(tmp_path):
+    lock = tmp_path / "catalog.db-writer"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_THE_WRITER_LOCK, str(lock)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    try:
+        with (
+            pytest.raises(TimeoutError, match="catalog.db-writer stayed locked for 0.2 s"),
+            file_lock_within(lock, 0.2),
+        ):
+            pass
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    with file_lock_within(lock, 0.2):  # its holder gone, the lock is free
+        pass

@@ -14,9 +14,10 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session, select
 
 from governance import ledger
 from governance.access.directory import Directory, checked_name, open_directory
@@ -24,7 +25,7 @@ from governance.access.guard import enforce, ledger_actor
 from governance.access.local import os_users_value, parse_os_users
 from governance.access.policy import Decision, Identity, Policy, Verb, parse_classifications
 from governance.catalog import Catalog, utcnow
-from governance.catalog.jsonrows import json_array
+from governance.catalog.jsonrows import json_array_sql
 from governance.catalog.models import PolicySetting
 from governance.config import OFF, ON, POLICY_VARIABLES, Settings
 from governance.errors import (
@@ -192,14 +193,22 @@ def _rows(session: Session) -> dict[str, PolicySetting]:
 
 def _read_pinned(session: Session) -> dict[str, PinnedSetting]:
     """The settings pinned now, read in one row: every decision reads them."""
-    query = select(PolicySetting).order_by(col(PolicySetting.key))
-    rows = json.loads(json_array(session.connection(), query, ROW_COLUMNS, "key"))
+    connection = session.connection()
+    rows = json.loads(connection.exec_driver_sql(_pinned_sql(connection.dialect.name)).scalar_one())
     return {
         row["key"]: PinnedSetting(
             row["key"], row["value"], row["set_by"], row["assurance"], _when(datetime.fromisoformat(row["set_at"]))
         )
         for row in rows
     }
+
+
+@cache
+def _pinned_sql(dialect: str) -> str:
+    columns = ", ".join(f'"{column}"' for column in ROW_COLUMNS)
+    return json_array_sql(
+        dialect, f"SELECT {columns} FROM {PolicySetting.__tablename__} ORDER BY key", ROW_COLUMNS, "key"
+    )
 
 
 def _pinned(row: PolicySetting) -> PinnedSetting:

@@ -18,7 +18,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlmodel import Session, col, select
 
 from governance import ledger
-from governance.catalog.engine import READ_ONLY, make_engine, unavailable, unreachable
+from governance.catalog.engine import BUSY_TIMEOUT_SECONDS, READ_ONLY, make_engine, unavailable, unreachable
 from governance.catalog.group import GroupCommit
 from governance.catalog.models import (
     AssetRow,
@@ -33,8 +33,8 @@ from governance.catalog.models import (
 )
 from governance.checkpoints import Checkpoints
 from governance.config import Settings
-from governance.errors import CustodyError, DuplicateBatch, InvalidInput, NotFound
-from governance.locks import advisory_lock
+from governance.errors import CatalogUnavailable, CustodyError, DuplicateBatch, InvalidInput, NotFound
+from governance.locks import advisory_lock, file_lock_within
 from governance.spec import Spec
 from governance.zones import AssetKey, VersionRef
 
@@ -57,6 +57,7 @@ _failed_lock = threading.Lock()
 # sleep and retry. Other processes still wait on its busy timeout.
 _writers: dict[str, threading.RLock] = {}
 _writers_lock = threading.Lock()
+_held = threading.local()
 # The ledger appends of this process's threads, by database and checkpoint file: see `Catalog.record`.
 _groups: dict[tuple[str, Checkpoints | None, Path | None], GroupCommit] = {}
 CHECKPOINT_FAILURES = (CustodyError, OSError, SQLAlchemyError)
@@ -91,14 +92,41 @@ def _shared_engine(url: str) -> Engine:
 
 @contextmanager
 def _one_writer(engine: Engine | None) -> Iterator[None]:
-    """Hold this process's writer lock of a SQLite `engine` (None: a reader, which needs none)."""
+    """Hold the writer lock of a SQLite `engine` (None: a reader, which needs none): this process's,
+    then the one its processes share, a file beside the database. SQLite's own wait for a busy
+    database sleeps longer and longer between tries: a busy service's processes, each writing many
+    times a second, would keep each other waiting tens of milliseconds for a lock let go at once."""
     if engine is None or engine.dialect.name != "sqlite":
         yield
         return
+    url = str(engine.url)
     with _writers_lock:
-        lock = _writers.setdefault(str(engine.url), threading.RLock())
+        lock = _writers.setdefault(url, threading.RLock())
     with lock:
-        yield
+        database, holding = engine.url.database, _holding()
+        if url in holding or not database or database == ":memory:":
+            yield
+            return
+        holding.add(url)
+        try:
+            with file_lock_within(Path(f"{database}-writer"), BUSY_TIMEOUT_SECONDS):
+                yield
+        except TimeoutError as err:
+            where = engine.url.render_as_string(hide_password=True)
+            raise CatalogUnavailable(
+                f"the catalog at {where} is unavailable: another process has been writing to it for "
+                f"{BUSY_TIMEOUT_SECONDS} s"
+            ) from err
+        finally:
+            holding.discard(url)
+
+
+def _holding() -> set[str]:
+    """The SQLite catalogs whose shared writer lock this thread holds."""
+    if not hasattr(_held, "urls"):
+        _held.urls = set()
+    urls: set[str] = _held.urls
+    return urls
 
 
 class Catalog:
