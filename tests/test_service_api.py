@@ -7,6 +7,7 @@ One home, with the demo's versions made by bob, and one `custody serve` on it se
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -701,7 +702,7 @@ def test_a_renewal_that_fails_leaves_the_kept_answer_to_expire_and_the_next_requ
         kept.answer("catalog", unreachable)
 
 
-def test_the_api_alone_answers_on_four_threads_and_the_ui_keeps_starlette_s_forty_unless_told(home):
+def test_the_api_alone_answers_on_four_threads_the_ui_on_starlette_s_forty_and_what_started_is_frozen(home):
     assert api_threads({}, ui=False) == 4
     assert api_threads({}, ui=True) is None
     assert api_threads({"CUSTODY_SERVICE_THREADS": "16"}, ui=True) == 16
@@ -711,7 +712,11 @@ def test_the_api_alone_answers_on_four_threads_and_the_ui_keeps_starlette_s_fort
         async with service.app.router.lifespan_context(service.app):
             return to_thread.current_default_thread_limiter().total_tokens
 
-    assert anyio.run(threads_once_started) == 3
+    try:
+        assert anyio.run(threads_once_started) == 3
+        assert gc.get_freeze_count() > 0  # what it started with, out of the collector's way
+    finally:
+        gc.unfreeze()
 
 
 def test_an_answer_every_user_gets_alike_is_kept_for_its_seconds_and_computed_once_for_those_who_ask_at_once():

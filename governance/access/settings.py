@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import cache
 from pathlib import Path
 
@@ -24,7 +24,7 @@ from governance.access.directory import Directory, checked_name, open_directory
 from governance.access.guard import enforce, ledger_actor
 from governance.access.local import os_users_value, parse_os_users
 from governance.access.policy import Decision, Identity, Policy, Verb, parse_classifications
-from governance.catalog import Catalog, utcnow
+from governance.catalog import Catalog, utc_from, utcnow
 from governance.catalog.jsonrows import json_array_sql
 from governance.catalog.models import PolicySetting
 from governance.config import OFF, ON, POLICY_VARIABLES, Settings
@@ -197,7 +197,7 @@ def _read_pinned(session: Session) -> dict[str, PinnedSetting]:
     rows = json.loads(connection.exec_driver_sql(_pinned_sql(connection.dialect.name)).scalar_one())
     return {
         row["key"]: PinnedSetting(
-            row["key"], row["value"], row["set_by"], row["assurance"], _when(datetime.fromisoformat(row["set_at"]))
+            row["key"], row["value"], row["set_by"], row["assurance"], _when(utc_from(row["set_at"]))
         )
         for row in rows
     }
@@ -216,9 +216,7 @@ def _pinned(row: PolicySetting) -> PinnedSetting:
 
 
 def _when(moment: datetime) -> str:
-    """When a setting was pinned: UTC to the second, without the zone SQLite does not give back."""
-    utc = moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo is not None else moment
-    return utc.isoformat(timespec="seconds")
+    return moment.isoformat(timespec="seconds")
 
 
 def _pin_missing(catalog: Catalog, values: Mapping[str, str]) -> dict[str, PolicySetting]:

@@ -43,6 +43,13 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def utc_from(stored: str) -> datetime:
+    """A time the database wrote out as text (into JSON, say), in UTC as the models give it back:
+    the catalog keeps UTC, and SQLite keeps no zone."""
+    moment = datetime.fromisoformat(stored)
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
 # The newest entry each catalog appended, by checkpoint file, that no checkpoint pins yet: written
 # when the innermost `closing_checkpoint` block ends.
 _owed: ContextVar[dict[Path, tuple[Catalog, int, str]] | None] = ContextVar("custody_checkpoints_owed", default=None)

@@ -6,14 +6,18 @@ page of the ledger) cost less that way than building them as expressions."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Select
 
 
 def json_array_sql(
-    dialect: str, rows: str, columns: Sequence[str], order_by: str, json_columns: Sequence[str] = ()
+    dialect: str, rows: str, columns: Sequence[str], order_by: str | None, json_columns: Sequence[str] = ()
 ) -> str:
     """A statement that gives the rows of the subquery `rows` (which selects `columns`, ordered by
-    `order_by`) as a JSON array of objects keyed by column name, in that order. A column named in
+    `order_by` if given) as a JSON array of objects keyed by column name, in that order. A column named in
     `json_columns` holds JSON text: its object carries what the text encodes. The names are the
     models' own, safe to write into the statement."""
     postgres = dialect == "postgresql"
@@ -24,7 +28,8 @@ def json_array_sql(
             value = f"CAST({value} AS JSON)" if postgres else f"json({value})"
         fields.append(f"'{name}', {value}")
     if postgres:
-        built = f'json_agg(json_build_object({", ".join(fields)}) ORDER BY "{order_by}")'
+        ordered = "" if order_by is None else f' ORDER BY "{order_by}"'
+        built = f"json_agg(json_build_object({', '.join(fields)}){ordered})"
         return f"SELECT CAST(COALESCE({built}, CAST('[]' AS JSON)) AS TEXT) FROM ({rows}) AS page"
     # SQLite takes no ORDER BY inside an aggregate before 3.44; it aggregates the rows of an ordered
     # subquery in their order.
@@ -34,3 +39,17 @@ def json_array_sql(
 def marker(dialect: str) -> str:
     """How the driver of `dialect` writes a named parameter, as a format of its name."""
     return "%({})s" if dialect == "postgresql" else ":{}"
+
+
+def json_rows(connection: Connection, query: Select, json_columns: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The rows of `query` as dicts keyed by the names of its columns (label the computed ones), read
+    in one row. In no particular order: for the rows of an ordered page, `json_array_sql`."""
+    compiled = query.compile(dialect=connection.dialect)
+    dialect = connection.dialect.name
+    columns = list(query.subquery().c.keys())
+    statement = json_array_sql(dialect, compiled.string, columns, order_by=None, json_columns=json_columns)
+    params = compiled.params
+    bound = params if compiled.positiontup is None else tuple(params[name] for name in compiled.positiontup)
+    text: str = connection.exec_driver_sql(statement, bound).scalar_one()
+    rows: list[dict[str, Any]] = json.loads(text)
+    return rows

@@ -17,7 +17,8 @@ from typing import Any
 from sqlalchemy import and_, func, select
 from sqlmodel import Session, col
 
-from governance.catalog import Catalog
+from governance.catalog import Catalog, utc_from
+from governance.catalog.jsonrows import json_rows
 from governance.catalog.models import (
     AssetRow,
     Criticality,
@@ -223,11 +224,10 @@ def listing(catalog: Catalog, filters: Filters | None = None) -> list[AssetEntry
     """Every asset the catalog knows, in force or retired, sorted by key, that `filters` keep."""
     filters = filters or Filters()
     with catalog.reading() as session:
+        asserted = select(col(AssetRow.key), col(AssetRow.spec_hash), col(AssetRow.spec_json))
         specs = {
-            key: (spec_hash, json.loads(body), False)
-            for key, spec_hash, body in session.connection().execute(
-                select(col(AssetRow.key), col(AssetRow.spec_hash), col(AssetRow.spec_json))
-            )
+            row["key"]: (row["spec_hash"], row["spec_json"], False)
+            for row in json_rows(session.connection(), asserted, json_columns=("spec_json",))
         }
         stats = _version_stats(session)
         retired = [key for key in sorted({*stats, *_retirements(session)}) if key not in specs]
@@ -239,12 +239,11 @@ def listing(catalog: Catalog, filters: Filters | None = None) -> list[AssetEntry
 def _version_stats(session: Session) -> dict[str, tuple[int, int, bool, NewestVersion | None]]:
     connection = session.connection()
     counts: dict[str, dict[str, int]] = {}
-    for key, status, count in connection.execute(
-        select(col(VersionRow.asset_key), col(VersionRow.status), func.count()).group_by(
-            VersionRow.asset_key, VersionRow.status
-        )
-    ):
-        counts.setdefault(key, {})[status] = count
+    by_status = select(col(VersionRow.asset_key), col(VersionRow.status), func.count().label("versions")).group_by(
+        VersionRow.asset_key, VersionRow.status
+    )
+    for row in json_rows(connection, by_status):
+        counts.setdefault(row["asset_key"], {})[row["status"]] = row["versions"]
     critical = set(
         connection.execute(
             select(col(VersionRow.asset_key))
@@ -258,18 +257,19 @@ def _version_stats(session: Session) -> dict[str, tuple[int, int, bool, NewestVe
         .group_by(VersionRow.asset_key)
         .subquery()
     )
+    newest_rows = select(
+        col(VersionRow.asset_key),
+        col(VersionRow.number),
+        col(VersionRow.label),
+        col(VersionRow.rows),
+        col(VersionRow.created_at),
+        col(VersionRow.requested_by),
+    ).join(top, and_(col(VersionRow.asset_key) == top.c.asset_key, col(VersionRow.number) == top.c.number))
     newest = {
-        row.asset_key: NewestVersion(row.number, row.label, row.rows, row.created_at, row.requested_by)
-        for row in connection.execute(
-            select(
-                col(VersionRow.asset_key),
-                col(VersionRow.number),
-                col(VersionRow.label),
-                col(VersionRow.rows),
-                col(VersionRow.created_at),
-                col(VersionRow.requested_by),
-            ).join(top, and_(col(VersionRow.asset_key) == top.c.asset_key, col(VersionRow.number) == top.c.number))
+        row["asset_key"]: NewestVersion(
+            row["number"], row["label"], row["rows"], utc_from(row["created_at"]), row["requested_by"]
         )
+        for row in json_rows(connection, newest_rows)
     }
     return {
         key: (sum(by_status.values()), by_status.get(VersionStatus.PURGED.value, 0), key in critical, newest.get(key))

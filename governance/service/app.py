@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
@@ -55,6 +56,10 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if threads is not None:
             to_thread.current_default_thread_limiter().total_tokens = threads
+        # What the process holds once it has started (its modules, the app, the policy) lives as
+        # long as it does: out of the collector's way, a full collection no longer walks all of it
+        # in the middle of a request.
+        gc.freeze()
         yield
 
     app = FastAPI(
