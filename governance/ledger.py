@@ -249,8 +249,8 @@ COLUMNS = (
 
 @cache
 def _insert_sql(paramstyle: str) -> str:
-    marker = "?" if paramstyle == "qmark" else "%s"
-    return f"INSERT INTO ledger ({', '.join(COLUMNS)}) VALUES ({', '.join([marker] * len(COLUMNS))})"
+    placeholder = "?" if paramstyle == "qmark" else "%s"
+    return f"INSERT INTO ledger ({', '.join(COLUMNS)}) VALUES ({', '.join([placeholder] * len(COLUMNS))})"
 
 
 def _tail(session: Session) -> tuple[int, str]:
@@ -347,7 +347,7 @@ def entries_json(session: Session, where: LedgerFilter = LedgerFilter()) -> str:
     hot = f"SELECT {columns} FROM {LedgerEntry.__tablename__} WHERE {condition} ORDER BY seq{limit}"
     page = json_array_sql(dialect, hot, COLUMNS, "seq", json_columns=("details",))
     archived = f"SELECT EXISTS (SELECT 1 FROM {ArchivedEntry.__tablename__} WHERE {condition})"
-    # Whether a segment holds some of them, and the page if none does, in one statement.
+    # One statement, one wait for the interpreter: whether segments hold some, and the page if none do.
     rolled, found = connection.exec_driver_sql(f"SELECT ({archived}), ({page})", params).one()
     if rolled:
         return json.dumps([entry_dict(entry) for entry in entries(session, where)])
@@ -377,11 +377,11 @@ def _filtered(query, where: LedgerFilter):
     return query.where(text(condition).bindparams(**params))
 
 
-def _condition(where: LedgerFilter, marker: str) -> tuple[str, dict[str, Any]]:
+def _condition(where: LedgerFilter, mark: str) -> tuple[str, dict[str, Any]]:
     """The filter as SQL over the searchable columns (the hot table's and the archive's alike), with
-    its parameters, each written as `marker` formats its name."""
+    its parameters, each written as `mark` formats its name."""
     params: dict[str, Any] = {"from_seq": where.from_seq}
-    clauses = ["seq >= " + marker.format("from_seq")]
+    clauses = ["seq >= " + mark.format("from_seq")]
     for column, value in (
         ("asset_key", where.asset),
         ("version", where.version),
@@ -389,18 +389,18 @@ def _condition(where: LedgerFilter, marker: str) -> tuple[str, dict[str, Any]]:
         ("run_id", where.run_id),
     ):
         if value is not None:
-            clauses.append(f"{column} = " + marker.format(column))
+            clauses.append(f"{column} = " + mark.format(column))
             params[column] = value
     if where.since is not None:
-        clauses.append("ts >= " + marker.format("since"))
+        clauses.append("ts >= " + mark.format("since"))
         params["since"] = where.since
     if where.until is not None:
-        clauses.append("ts < " + marker.format("until"))
+        clauses.append("ts < " + mark.format("until"))
         params["until"] = where.until
     if where.action is not None:
         # `ingestion` means every ingestion.* action, as `read` means the read decisions
         family = where.action.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + ".%"
-        clauses.append(f"(action = {marker.format('action')} OR action LIKE {marker.format('family')} ESCAPE '\\')")
+        clauses.append(f"(action = {mark.format('action')} OR action LIKE {mark.format('family')} ESCAPE '\\')")
         params.update(action=where.action, family=family)
     return " AND ".join(clauses), params
 

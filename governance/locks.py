@@ -39,7 +39,8 @@ def file_lock_within(path: Path, seconds: float) -> Iterator[None]:
     for it, else TimeoutError. The tries come at most a millisecond apart, so that a lock let go is
     taken at once by a process waiting for it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+    # Read-only, and as the umask allows: every OS user who may write the file beside it may lock it.
+    descriptor = os.open(path, os.O_CREAT | os.O_RDONLY, 0o666)
     try:
         deadline, pause = time.monotonic() + seconds, 0.0001
         while True:
@@ -53,6 +54,8 @@ def file_lock_within(path: Path, seconds: float) -> Iterator[None]:
                 pause = min(pause * 2, 0.001)
         yield
     finally:
+        # Let go before closing: a child forked meanwhile shares the descriptor, and would hold it.
+        fcntl.flock(descriptor, fcntl.LOCK_UN)
         os.close(descriptor)
 
 

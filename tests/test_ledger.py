@@ -164,6 +164,16 @@ def test_a_page_as_json_holds_the_entries_as_they_read_each_details_an_object(ca
     assert [entry["seq"] for entry in page] == sorted(entry["seq"] for entry in page)
 
 
+@pytest.mark.both_backends
+@pytest.mark.parametrize("action", ["ingestion%", "ingestio_", "ingestion\\"])
+def test_an_action_s_wildcards_are_its_own_letters(catalog, action):
+    with catalog.session() as session:
+        ledger.append(session, actor="bob", action="ingestion.requested", asset="t/people")
+    with catalog.reading() as session:
+        assert json.loads(ledger.entries_json(session, LedgerFilter(action=action))) == []
+        assert ledger.entries(session, LedgerFilter(action=action)) == []
+
+
 def reference_body(row: dict) -> str:
     """The hashed body as the ledger has always defined it: json.dumps of the hashed columns."""
     fields = {

@@ -654,8 +654,8 @@ def test_a_kept_answer_asked_for_past_half_its_time_is_renewed_after_it_is_sent(
         listed = requests.get(url, headers=headers, timeout=30).json()
         return next(entry["newest"]["label"] for entry in listed if entry["key"] == "sales/products")
 
+    before = label()  # computed, and kept 2 seconds from now at the least
     asked = time.monotonic()
-    before = label()  # computed, and kept 2 seconds
     relabel(catalog, "renewed")
     try:
         time.sleep(1.2)

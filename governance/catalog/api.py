@@ -6,7 +6,7 @@ import json
 import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from functools import cache
@@ -114,18 +114,18 @@ def _one_writer(engine: Engine | None) -> Iterator[None]:
         if url in holding or not database or database == ":memory:":
             yield
             return
-        holding.add(url)
-        try:
-            with file_lock_within(Path(f"{database}-writer"), BUSY_TIMEOUT_SECONDS):
-                yield
-        except TimeoutError as err:
-            where = engine.url.render_as_string(hide_password=True)
-            raise CatalogUnavailable(
-                f"the catalog at {where} is unavailable: another process has been writing to it for "
-                f"{BUSY_TIMEOUT_SECONDS} s"
-            ) from err
-        finally:
-            holding.discard(url)
+        with ExitStack() as held:
+            try:
+                held.enter_context(file_lock_within(Path(f"{database}-writer"), BUSY_TIMEOUT_SECONDS))
+            except TimeoutError as err:
+                where = engine.url.render_as_string(hide_password=True)
+                raise CatalogUnavailable(
+                    f"the catalog at {where} is unavailable: another process has been writing to it for "
+                    f"{BUSY_TIMEOUT_SECONDS} s"
+                ) from err
+            holding.add(url)
+            held.callback(holding.discard, url)
+            yield
 
 
 def _holding() -> set[str]:

@@ -17,7 +17,8 @@ def json_array_sql(
     dialect: str, rows: str, columns: Sequence[str], order_by: str | None, json_columns: Sequence[str] = ()
 ) -> str:
     """A statement that gives the rows of the subquery `rows` (which selects `columns`, ordered by
-    `order_by` if given) as a JSON array of objects keyed by column name, in that order. A column named in
+    `order_by` if given, in its own ORDER BY) as a JSON array of objects keyed by column name, in that
+    order: PostgreSQL orders the aggregate by `order_by`, SQLite follows the subquery. A column named in
     `json_columns` holds JSON text: its object carries what the text encodes. The names are the
     models' own, safe to write into the statement."""
     postgres = dialect == "postgresql"
@@ -43,7 +44,8 @@ def marker(dialect: str) -> str:
 
 def json_rows(connection: Connection, query: Select, json_columns: Sequence[str] = ()) -> list[dict[str, Any]]:
     """The rows of `query` as dicts keyed by the names of its columns (label the computed ones), read
-    in one row. In no particular order: for the rows of an ordered page, `json_array_sql`."""
+    in one row. In no particular order: for the rows of an ordered page, `json_array_sql`. Its
+    parameters reach the driver as they are: plain strings and numbers, no lists to expand."""
     compiled = query.compile(dialect=connection.dialect)
     dialect = connection.dialect.name
     columns = list(query.subquery().c.keys())

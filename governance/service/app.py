@@ -59,6 +59,7 @@ def create_app(
         # What the process holds once it has started (its modules, the app, the policy) lives as
         # long as it does: out of the collector's way, a full collection no longer walks all of it
         # in the middle of a request.
+        gc.collect()
         gc.freeze()
         yield
 

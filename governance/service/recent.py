@@ -24,7 +24,8 @@ class Recent:
         self.seconds = seconds
         self._kept: dict[Hashable, tuple[float, bytes]] = {}
         self._computing: dict[Hashable, threading.Lock] = {}
-        self._renewing: set[Hashable] = set()
+        # Since when each renewal was claimed: a claim whose renewal never ran lapses after `seconds`.
+        self._renewing: dict[Hashable, float] = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -57,9 +58,10 @@ class Recent:
         if kept is None or time.monotonic() < kept[0] - self.seconds / 2:
             return False
         with self._lock:
-            if key in self._renewing:
+            now = time.monotonic()
+            if now - self._renewing.get(key, -self.seconds) < self.seconds:
                 return False
-            self._renewing.add(key)
+            self._renewing[key] = now
             return True
 
     def renew(self, key: Hashable, compute: Callable[[], bytes]) -> None:
@@ -74,7 +76,7 @@ class Recent:
             return
         finally:
             with self._lock:
-                self._renewing.discard(key)
+                self._renewing.pop(key, None)
 
     def _computing_lock(self, key: Hashable) -> threading.Lock:
         with self._lock:
