@@ -20,11 +20,11 @@ directory; `as_user=` another user needs `password=` theirs.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from governance.access.guard import authenticate
 from governance.access.local import LocalUser, local_user, record_local, refuse_acting_as
@@ -35,7 +35,7 @@ from governance.access.settings import pinned_settings, policy_of
 from governance.catalog import Catalog, closing_checkpoint
 from governance.catalog.models import VersionRow
 from governance.config import Settings
-from governance.errors import NotFound
+from governance.errors import NotFound, SettingsChanged
 from governance.lake import open_lake
 from governance.spec import SpecSet, load_specs
 from governance.zones import AssetKey, Lake, VersionRef
@@ -51,6 +51,10 @@ if TYPE_CHECKING:
     from governance.service.remote import RemoteCustody
 
 PASSWORD_VARIABLE = "CUSTODY_PASSWORD"
+# How many times a decision is made again when an admin changes the settings it was made under
+# before it is recorded: more than that many changes in a moment is a fight worth reporting.
+DECIDING_ATTEMPTS = 3
+T = TypeVar("T")
 
 
 class Custody:
@@ -90,10 +94,30 @@ class Custody:
     def policy(self) -> Policy:
         """Who may do what, as the settings pinned in the catalog say now: an admin's change counts
         from the next decision. The directory is kept while they stay the same."""
+        return self._read_policy()[1]
+
+    def _read_policy(self) -> tuple[dict[str, str], Policy]:
         values = pinned_settings(self.store, self.settings, self.environ).values()
-        if self._policy is None or self._policy[0] != values:
-            self._policy = (values, policy_of(values, self.environ, self.settings.home))
-        return self._policy[1]
+        current = self._policy
+        if current is None or current[0] != values:
+            # Another thread may replace it meanwhile with what it read: this one decides under its own.
+            current = self._policy = (values, policy_of(values, self.environ, self.settings.home))
+        return current
+
+    def deciding(self, decide: Callable[[Policy, Mapping[str, str]], T]) -> T:
+        """`decide(policy, settings)` under the policy as last read, without reading it again: what
+        `decide` records under `settings` (see guard.record_all) counts only if an admin has not
+        changed them since, checked where it commits; if they were, it is decided again under the
+        new ones, up to DECIDING_ATTEMPTS times (then SettingsChanged). A long-lived caller (the
+        service) so reads the settings once per change, not once per decision. `decide` must record
+        its decisions at most once, as its last write: a refused try has recorded nothing."""
+        values, policy = self._policy or self._read_policy()
+        for _ in range(DECIDING_ATTEMPTS - 1):
+            try:
+                return decide(policy, values)
+            except SettingsChanged:
+                values, policy = self._read_policy()
+        return decide(policy, values)
 
     def identity(self, user: str | None = None, password: str | None = None, run_id: str | None = None) -> Identity:
         """Who asks: with a password (given, or in CUSTODY_PASSWORD), `user` (default: the local

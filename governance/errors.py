@@ -190,5 +190,9 @@ class ServiceUnavailable(TransientError):
     """The Custody service (CUSTODY_URL) could not be reached, or failed to answer."""
 
 
+class SettingsChanged(TransientError):
+    """An admin changed the policy settings a decision was made under before it was recorded."""
+
+
 class CatalogUnavailable(TransientError):
     """The catalog's database cannot be reached, or stayed busy past the timeout."""

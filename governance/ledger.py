@@ -253,11 +253,17 @@ def _insert_sql(paramstyle: str) -> str:
     return f"INSERT INTO ledger ({', '.join(COLUMNS)}) VALUES ({', '.join([placeholder] * len(COLUMNS))})"
 
 
+def lock(session: Session) -> None:
+    """Take the ledger's write lock for the session's transaction, as its first append does: what
+    the transaction reads after it, another that appends cannot change before this one ends."""
+    advisory_lock(session, LEDGER_LOCK)
+
+
 def _tail(session: Session) -> tuple[int, str]:
     cached = session.info.get(TAIL)
     if cached and cached[0] == id(session.get_transaction()):
         return cached[1], cached[2]
-    advisory_lock(session, LEDGER_LOCK)
+    lock(session)
     # Written for the driver: every decision's append reads the tail, and building the query costs
     # more than running it.
     last = session.connection().exec_driver_sql(TAIL_SQL).first()
@@ -398,9 +404,12 @@ def _condition(where: LedgerFilter, mark: str) -> tuple[str, dict[str, Any]]:
         clauses.append("ts < " + mark.format("until"))
         params["until"] = where.until
     if where.action is not None:
-        # `ingestion` means every ingestion.* action, as `read` means the read decisions
-        family = where.action.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + ".%"
-        clauses.append(f"(action = {mark.format('action')} OR action LIKE {mark.format('family')} ESCAPE '\\')")
+        # `ingestion` means every ingestion.* action, as `read` means the read decisions. Compared as
+        # written, on both backends: SQLite's LIKE would ignore case.
+        family = f"{where.action}."
+        clauses.append(
+            f"(action = {mark.format('action')} OR substr(action, 1, {len(family)}) = {mark.format('family')})"
+        )
         params.update(action=where.action, family=family)
     return " AND ".join(clauses), params
 

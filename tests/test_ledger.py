@@ -13,7 +13,9 @@ from sqlalchemy import event
 from sqlalchemy.exc import SQLAlchemyError
 
 from governance import ledger
-from governance.errors import CustodyError
+from governance.access.settings import pinned_settings
+from governance.catalog.group import Append, GroupCommit
+from governance.errors import CustodyError, SettingsChanged
 from governance.ledger import LedgerFilter
 from governance.runs import Assurance
 
@@ -75,14 +77,15 @@ def test_tampering_is_detected_at_the_first_bad_entry(ten, sql, first_bad):
 QUEUEING_SECONDS = 1
 
 
-def appending_behind_a_held_writer(catalog, actors):
+def appending_behind_a_held_writer(catalog, actors, settings=None):
     """Each actor's entry appended by a thread of its own: the first started while this thread holds
-    the catalog's writer, the others once it waits. What each got back, or raised."""
+    the catalog's writer, the others once it waits; under the policy settings `settings` gives an
+    actor, if any. What each got back, or raised."""
     outcomes = {}
 
     def append(actor):
         try:
-            outcomes[actor] = catalog.record([ledger.Event(actor, "read")])
+            outcomes[actor] = catalog.record([ledger.Event(actor, "read")], (settings or {}).get(actor))
         except (SQLAlchemyError, CustodyError) as err:
             outcomes[actor] = err
 
@@ -125,6 +128,81 @@ def test_a_shared_transaction_that_fails_fails_every_thread_in_it_and_keeps_none
         assert [entry.actor for entry in ledger.entries(session)] == ["carol"]
 
 
+def pinned(catalog, settings, changed=None):
+    """The policy settings, pinned by their first use; then `changed` (key, value) as an admin's
+    change by another process would leave them."""
+    values = pinned_settings(catalog, settings, {}).values()
+    if changed is not None:
+        execute(catalog, f"UPDATE policy_setting SET value = '{changed[1]}' WHERE key = '{changed[0]}'")
+    return values
+
+
+def actions(catalog):
+    with catalog.reading() as session:
+        return [(entry.actor, entry.action) for entry in ledger.entries(session)]
+
+
+@pytest.mark.both_backends
+def test_entries_recorded_under_the_settings_still_pinned_are_kept(catalog, settings):
+    under = pinned(catalog, settings)
+    catalog.record([ledger.Event("dave", "ledger.read")], under)
+    assert actions(catalog)[-1] == ("dave", "ledger.read")
+
+
+@pytest.mark.both_backends
+def test_entries_decided_under_settings_an_admin_changed_since_are_refused_and_none_is_kept(catalog, settings):
+    under = pinned(catalog, settings, changed=("auditor_group", "sales-owners"))
+    before = actions(catalog)
+    with pytest.raises(
+        SettingsChanged,
+        match="the policy settings changed while this request was decided, so nothing of it was recorded",
+    ):
+        catalog.record([ledger.Event("dave", "ledger.read"), ledger.Event("dave", "read")], under)
+    assert actions(catalog) == before
+
+
+def test_a_thread_whose_settings_changed_is_refused_alone_in_a_shared_transaction(catalog, settings):
+    under = pinned(catalog, settings)
+    stale = {**under, "auditor_group": "sales-owners"}
+    outcomes = appending_behind_a_held_writer(
+        catalog, ["carol", "alice", "mallory", "bob"], {"alice": under, "mallory": stale}
+    )
+    assert isinstance(outcomes["mallory"], SettingsChanged)
+    assert {actor for actor, action in actions(catalog) if action == "read"} == {"carol", "alice", "bob"}
+    assert verify(catalog).ok
+
+
+def test_a_shared_transaction_s_committer_returns_every_entry_it_committed_even_when_its_own_were_refused():
+    group, first_running, queued = GroupCommit(), threading.Event(), threading.Event()
+    stale = {"auditor_group": "sales-owners"}
+
+    def commit(appends):
+        first_running.set()
+        queued.wait(timeout=30)
+        return [None if append.settings == stale else list(append.events) for append in appends]
+
+    outcomes = {}
+
+    def append(name, settings=None):
+        outcomes[name] = group.append(Append([name], settings), commit)
+
+    threads = [threading.Thread(target=append, args=("carol",))]
+    threads[0].start()
+    first_running.wait(timeout=30)
+    threads += [threading.Thread(target=append, args=args) for args in (("mallory", stale), ("alice",))]
+    for thread in threads[1:]:
+        thread.start()
+    while len(group._waiting) < 2:  # both queued behind carol's transaction
+        time.sleep(0.01)
+    queued.set()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert outcomes["mallory"].refused and outcomes["mallory"].appended == ()
+    assert [outcome.appended for outcome in (outcomes["carol"], outcomes["alice"])] == [["carol"], ["alice"]]
+    # The committer of each transaction, refused or not, sees to the checkpoint of all it committed.
+    assert sorted(entry for outcome in outcomes.values() for entry in outcome.batch) == ["alice", "carol"]
+
+
 def test_a_thread_inside_a_write_transaction_may_not_record_and_is_told_at_once(catalog):
     with catalog.session(), pytest.raises(RuntimeError, match="recorded in a transaction of their own"):
         catalog.record([ledger.Event("bob", "read")])
@@ -165,8 +243,8 @@ def test_a_page_as_json_holds_the_entries_as_they_read_each_details_an_object(ca
 
 
 @pytest.mark.both_backends
-@pytest.mark.parametrize("action", ["ingestion%", "ingestio_", "ingestion\\"])
-def test_an_action_s_wildcards_are_its_own_letters(catalog, action):
+@pytest.mark.parametrize("action", ["ingestion%", "ingestio_", "ingestion\\", "INGESTION", "Ingestion.requested"])
+def test_an_action_is_matched_letter_for_letter_its_wildcards_and_case_its_own(catalog, action):
     with catalog.session() as session:
         ledger.append(session, actor="bob", action="ingestion.requested", asset="t/people")
     with catalog.reading() as session:

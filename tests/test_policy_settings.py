@@ -11,11 +11,16 @@ import dagster as dg
 import pytest
 
 from assets.factory import build_assets
-from governance.access.settings import SettingDisagrees, pinned_settings
+from governance import ledger
+from governance.access.guard import authorize
+from governance.access.policy import Identity, Verb
+from governance.access.settings import SettingDisagrees, change_setting, pinned_settings
 from governance.api import Custody
 from governance.config import Settings
 from governance.demo import PRODUCTS, drop_demo_batches
-from governance.runs import os_user
+from governance.errors import AccessDenied
+from governance.runs import Assurance, os_user
+from governance.zones import AssetKey
 from resources import CustodyResource, SparkResource
 from tests.conftest import ROOT
 from tests.helpers import cli
@@ -240,3 +245,21 @@ def test_pinned_settings_read_back_as_they_were_pinned(settings, catalog):
     assert read_again == pinned
     assert {setting.set_by for setting in read_again.pinned.values()} == {os_user()}
     assert all(setting.set_at.endswith("+00:00") for setting in read_again.pinned.values())  # to the second, in UTC
+
+
+def test_a_long_lived_custody_decides_under_the_settings_it_read_and_anew_once_an_admin_changes_them(settings):
+    custody = Custody(settings)
+    products = custody.specs.get(AssetKey.parse("sales/products"))
+    carol = Identity.asserted("carol")
+
+    def read(policy, under):
+        return authorize(custody.store, policy, carol, Verb.READ, products, settings=under)
+
+    assert custody.deciding(read).allowed  # internal: any identity of a consumer reads it
+    alice = Identity("alice", Assurance.VERIFIED, "password", "cli")
+    change_setting(custody.store, settings, {}, alice, "require_verified", "internal,restricted")  # as by a command
+    with pytest.raises(AccessDenied, match="verified"):
+        custody.deciding(read)
+    with custody.store.reading() as session:
+        reads = [json.loads(e.details)["result"] for e in ledger.entries(session) if e.action == "read"]
+    assert reads == ["allowed", "denied"]  # the first try under the old settings left nothing

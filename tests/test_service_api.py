@@ -28,6 +28,8 @@ from anyio import to_thread
 from itsdangerous import URLSafeTimedSerializer
 from sqlmodel import col, select
 
+from governance.access.policy import Identity
+from governance.access.settings import change_setting, pinned_settings
 from governance.api import Custody
 from governance.catalog import Catalog
 from governance.catalog.engine import make_engine
@@ -35,6 +37,7 @@ from governance.catalog.models import LedgerEntry, ServiceSession
 from governance.config import Settings
 from governance.demo import demo_password, drop_demo_batches
 from governance.errors import AccessDenied, CatalogUnavailable, InvalidInput, NotSignedIn
+from governance.runs import Assurance
 from governance.service.app import api_threads, create_app
 from governance.service.recent import Recent
 from governance.service.remote import RemoteCustody
@@ -253,6 +256,24 @@ def test_the_ledger_answers_an_auditor_and_refuses_a_consumer_both_recorded(api,
     )
     assert [e["result"] for e in entries(catalog, "ledger.read", "dave")] == ["allowed"]
     assert [e["result"] for e in entries(catalog, "ledger.read", "carol")] == ["denied"]
+
+
+def test_an_admin_s_change_of_a_setting_counts_from_the_service_s_next_decision(api, catalog, home, specs):
+    dave = token(api, "dave")
+    assert requests.get(f"{api}/ledger", params={"limit": 1}, headers=dave, timeout=30).status_code == 200
+    alice = Identity("alice", Assurance.VERIFIED, "password", "cli")
+    settings = Settings.from_env(environ(home, specs))
+    auditors = pinned_settings(catalog, settings, {})["auditor_group"]
+    change_setting(catalog, settings, {}, alice, "auditor_group", "sales-owners")
+    try:
+        refused = requests.get(f"{api}/ledger", params={"limit": 1}, headers=dave, timeout=30)
+    finally:
+        change_setting(catalog, settings, {}, alice, "auditor_group", auditors)
+    assert (refused.status_code, refused.json()["detail"]) == (
+        403,
+        "dave may not read the ledger: it needs the auditor group (sales-owners) or the admin group (custody-admins)",
+    )
+    assert [e["result"] for e in entries(catalog, "ledger.read", "dave")][-2:] == ["allowed", "denied"]
 
 
 def test_access_shows_each_role_and_explains_what_a_user_may_do_recording_nothing(api, catalog):

@@ -37,8 +37,15 @@ def record(catalog: Catalog, decision: Decision, run_id: str | None = None, deta
     record_all(catalog, [(decision, details)], run_id)
 
 
-def record_all(catalog: Catalog, decisions: Sequence[tuple[Decision, Details]], run_id: str | None = None) -> None:
-    """The decisions of one request, in one transaction (which other threads' may share)."""
+def record_all(
+    catalog: Catalog,
+    decisions: Sequence[tuple[Decision, Details]],
+    run_id: str | None = None,
+    settings: Mapping[str, str] | None = None,
+) -> None:
+    """The decisions of one request, in one transaction (which other threads' may share). With
+    `settings` (those they were made under), only if an admin has not changed them meanwhile: else
+    SettingsChanged, and none is recorded."""
     catalog.record(
         [
             ledger.Event(
@@ -58,19 +65,31 @@ def record_all(catalog: Catalog, decisions: Sequence[tuple[Decision, Details]], 
                 },
             )
             for decision, details in decisions
-        ]
+        ],
+        settings,
     )
 
 
-def enforce(catalog: Catalog, decision: Decision, run_id: str | None = None, details: Details = None) -> Decision:
-    """Record the decision; a denial then raises AccessDenied with its reason."""
-    return enforce_all(catalog, [(decision, details)], run_id)
+def enforce(
+    catalog: Catalog,
+    decision: Decision,
+    run_id: str | None = None,
+    details: Details = None,
+    settings: Mapping[str, str] | None = None,
+) -> Decision:
+    """Record the decision (see record_all for `settings`); a denial then raises AccessDenied with its reason."""
+    return enforce_all(catalog, [(decision, details)], run_id, settings)
 
 
-def enforce_all(catalog: Catalog, decisions: Sequence[tuple[Decision, Details]], run_id: str | None = None) -> Decision:
+def enforce_all(
+    catalog: Catalog,
+    decisions: Sequence[tuple[Decision, Details]],
+    run_id: str | None = None,
+    settings: Mapping[str, str] | None = None,
+) -> Decision:
     """Record the decisions up to the first denial, which then raises; else return the first."""
     denied = next((i for i, (decision, _) in enumerate(decisions) if not decision.allowed), None)
-    record_all(catalog, decisions if denied is None else decisions[: denied + 1], run_id)
+    record_all(catalog, decisions if denied is None else decisions[: denied + 1], run_id, settings)
     if denied is not None:
         raise AccessDenied(f"denied: {decisions[denied][0].reason}")
     return decisions[0][0]
@@ -87,9 +106,10 @@ def authorize(
     run_id: str | None = None,
     details: Mapping[str, Any] | None = None,
     touching: Sequence[Spec] = (),
+    settings: Mapping[str, str] | None = None,
 ) -> Decision:
-    """Decide, record, and raise AccessDenied unless allowed."""
-    return enforce(catalog, policy.decide(identity, verb, spec, version, touching), run_id, details)
+    """Decide, record (see record_all for `settings`), and raise AccessDenied unless allowed."""
+    return enforce(catalog, policy.decide(identity, verb, spec, version, touching), run_id, details, settings)
 
 
 def authorize_step(

@@ -45,13 +45,16 @@ def open_version(
     target: Target,
     run_id: str | None = None,
     details: Mapping[str, Any] | None = None,
+    settings: Mapping[str, str] | None = None,
 ) -> VersionRow:
     """The version to read, once the user is allowed to read it; the decision is recorded with
-    `details` (the channel). It comes first, so a user who may not read an asset learns nothing
-    about its versions."""
+    `details` (the channel), and only while `settings` hold (see guard.record_all). It comes
+    first, so a user who may not read an asset learns nothing about its versions."""
     row = _find(catalog, target)
     number = row.number if row else target.number
-    authorize(catalog, policy, identity, Verb.READ, spec, version=number, run_id=run_id, details=details)
+    authorize(
+        catalog, policy, identity, Verb.READ, spec, version=number, run_id=run_id, details=details, settings=settings
+    )
     if row is None:
         raise NotFound(f"{target} has no committed version" if target.number is None else f"no version {target}")
     if row.status != VersionStatus.COMMITTED:

@@ -19,12 +19,13 @@ from sqlmodel import Session, col, select
 
 from governance import ledger
 from governance.catalog.engine import BUSY_TIMEOUT_SECONDS, READ_ONLY, make_engine, unavailable, unreachable
-from governance.catalog.group import GroupCommit
+from governance.catalog.group import Append, GroupCommit
 from governance.catalog.models import (
     AssetRow,
     Attempt,
     BatchRow,
     LineageEdge,
+    PolicySetting,
     RelationalRead,
     SourceFile,
     SpecSnapshot,
@@ -33,7 +34,14 @@ from governance.catalog.models import (
 )
 from governance.checkpoints import Checkpoints
 from governance.config import Settings
-from governance.errors import CatalogUnavailable, CustodyError, DuplicateBatch, InvalidInput, NotFound
+from governance.errors import (
+    CatalogUnavailable,
+    CustodyError,
+    DuplicateBatch,
+    InvalidInput,
+    NotFound,
+    SettingsChanged,
+)
 from governance.locks import advisory_lock, file_lock_within
 from governance.spec import Spec
 from governance.zones import AssetKey, VersionRef
@@ -58,6 +66,7 @@ _writing: ContextVar[bool] = ContextVar("custody_catalog_writing", default=False
 # Checkpoints that were due when a transaction committed but could not be written then, by file:
 # written, or their failure raised, where the next work begins.
 _failed: dict[Path, tuple[Catalog, int, str]] = {}
+STALE_SETTINGS = "the policy settings changed while this request was decided, so nothing of it was recorded: try again"
 _failed_lock = threading.Lock()
 # One writer at a time per SQLite database and process: the threads of a process (the service's)
 # queue here and go on as soon as the last one commits, where SQLite's busy handler would have them
@@ -229,10 +238,15 @@ class Catalog:
             for catalog, seq, entry_hash in _take_failed([self.checkpoints.path]).values():
                 catalog.record_checkpoint(seq, entry_hash)
 
-    def record(self, events: Sequence[ledger.Event]) -> Sequence[ledger.Appended]:
+    def record(
+        self, events: Sequence[ledger.Event], settings: Mapping[str, str] | None = None
+    ) -> Sequence[ledger.Appended]:
         """Append `events` to the ledger, in order, in a transaction of their own that the other
         threads of this process appending at the same moment share: a busy service writes once for
         many decisions. Returns once they are committed, with where they went.
+
+        With `settings` (the policy settings the events' decisions were made under), only if those
+        are still the pinned ones inside that transaction; else none of them, and SettingsChanged.
 
         A thread inside a write transaction of a catalog may not record: queued behind another
         thread's batch, it would wait for the writer it holds itself."""
@@ -242,7 +256,7 @@ class Catalog:
         self._retry_failed_checkpoint()  # by this thread: its failure is this thread's alone
         with _writers_lock:
             group = _groups.setdefault((str(self.engine.url), self.checkpoints, self.segments), GroupCommit())
-        appended, batch = group.append(events, self._append)
+        appended, batch, refused = group.append(Append(events, settings), self._append)
         if batch:
             # This thread committed the batch: its checkpoint, due or owed, is this thread's to see to.
             self._committed(batch[0].seq, batch[-1].seq, batch[-1].hash)
@@ -250,13 +264,27 @@ class Catalog:
             # Another thread committed them and checkpointed or owes them; the command that brought
             # them owes their checkpoint too.
             owed[self.checkpoints.path] = (self, appended[-1].seq, appended[-1].hash)
+        if refused:
+            raise SettingsChanged(STALE_SETTINGS)
         return appended
 
-    def _append(self, events: Sequence[ledger.Event]) -> list[ledger.Appended]:
+    def _append(self, appends: Sequence[Append]) -> list[list[ledger.Appended] | None]:
         """One transaction of a batch: what comes before and after it (checkpoints) is each calling
-        thread's own, so that a checkpoint's failure fails none of the others' decisions."""
+        thread's own, so that a checkpoint's failure fails none of the others' decisions. Where each
+        append's entries went, or None for one whose settings are no longer pinned, left out."""
         with self._transaction() as session:
-            return ledger.append_many(session, events)
+            pinned: dict[str, str] = {}
+            if any(append.settings is not None for append in appends):
+                # The ledger's lock first: on PostgreSQL, an admin's change of the settings appends to
+                # the ledger too, so it is either committed and read here, or follows these entries.
+                ledger.lock(session)
+                pinned = _pinned_values(session)
+            held = [_still_pinned(append.settings, pinned) for append in appends]
+            entries = iter(ledger.append_many(session, [e for a, ok in zip(appends, held) if ok for e in a.events]))
+            outcomes: list[list[ledger.Appended] | None] = []
+            for append, ok in zip(appends, held):
+                outcomes.append([next(entries) for _ in append.events] if ok else None)
+            return outcomes
 
     def checkpoint(self) -> None:
         """Checkpoint the ledger's newest entry now: at the end of a run, whatever its length."""
@@ -560,3 +588,13 @@ def check_mark_unchanged(session: Session, key: AssetKey, read: RelationalRead) 
             f"another run of {key} committed rows of {read.name} up to {read.incremental_column} "
             f"{now} while this one read them; ingest again to read past it"
         )
+
+
+def _pinned_values(session: Session) -> dict[str, str]:
+    """The policy settings pinned now, by key: what a conditional record checks inside its transaction."""
+    rows = session.connection().exec_driver_sql(f'SELECT "key", "value" FROM {PolicySetting.__tablename__}')
+    return {key: value for key, value in rows}
+
+
+def _still_pinned(settings: Mapping[str, str] | None, pinned: Mapping[str, str]) -> bool:
+    return settings is None or all(pinned.get(key) == value for key, value in settings.items())

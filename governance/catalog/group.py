@@ -1,12 +1,14 @@
 """Group commit of ledger entries: the threads of one process that append at the same moment (the
 service's, each recording a decision) share one transaction. One of them commits what all of them
 brought while the others wait for it, so a busy service makes one write where it would make one per
-request, and no thread returns before its own entries are committed."""
+request, and no thread returns before its own entries are committed. A thread's entries may be
+conditional on the policy settings they were decided under: the transaction leaves them out if an
+admin has changed those since, and that thread alone is told they were refused."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -17,22 +19,34 @@ from governance.errors import CustodyError
 if TYPE_CHECKING:  # the ledger's module imports the catalog's
     from governance.ledger import Appended, Event
 
-# What commits a batch: all its events, in order, in one transaction; where each went.
-Commit = Callable[[Sequence["Event"]], Sequence["Appended"]]
+
+class Append(NamedTuple):
+    """One thread's events, and the policy settings they need to be still pinned, if any."""
+
+    events: Sequence[Event]
+    settings: Mapping[str, str] | None = None
+
+
+# What commits a batch: in one transaction, in order, the events of every append whose settings
+# hold; for each append, where its events went, or None when its settings had changed.
+Commit = Callable[[Sequence[Append]], Sequence[Sequence["Appended"] | None]]
 
 
 class Committed(NamedTuple):
-    """Where a thread's entries went; and the whole batch's, when that thread committed it."""
+    """Where a thread's entries went; the whole batch's, when that thread committed it; and whether
+    its own were refused, their settings having changed (then none of them was committed)."""
 
     appended: Sequence[Appended]
     batch: Sequence[Appended]
+    refused: bool = False
 
 
 @dataclass
 class _Ticket:
-    events: Sequence[Event]
+    append: Append
     done: bool = False
     appended: Sequence[Appended] = ()
+    refused: bool = False
     error: Exception | None = None
 
 
@@ -44,10 +58,10 @@ class GroupCommit:
     _committing: bool = False
     _turn: threading.Condition = field(default_factory=threading.Condition)
 
-    def append(self, events: Sequence[Event], commit: Commit) -> Committed:
-        """Append `events` (in order, together) with whatever other threads bring meanwhile. Returns
-        once they are committed; raises what failed the transaction that held them."""
-        ticket = _Ticket(events)
+    def append(self, append: Append, commit: Commit) -> Committed:
+        """Append the events (in order, together) with whatever other threads bring meanwhile.
+        Returns once they are committed or refused; raises what failed the transaction that held them."""
+        ticket = _Ticket(append)
         batch: Sequence[Appended] = ()
         with self._turn:
             self._waiting.append(ticket)
@@ -60,18 +74,21 @@ class GroupCommit:
         if ticket.error is not None:
             # Every thread of a failed batch raises the same error, as the waiters of a future do.
             raise ticket.error
-        return Committed(ticket.appended, batch)
+        return Committed(ticket.appended, batch, ticket.refused)
 
     def _commit_waiting(self, commit: Commit) -> Sequence[Appended]:
         """Commit every waiting ticket as one transaction; called holding the condition, which is
         released while the transaction runs so that others can queue behind it. Where they went."""
         batch, self._waiting = self._waiting, []
         self._committing = True
-        appended: Sequence[Appended] = ()
+        outcomes: Sequence[Sequence[Appended] | None] = [() for _ in batch]
         error: Exception | None = None
         self._turn.release()
         try:
-            appended = commit([event for ticket in batch for event in ticket.events])
+            answered = commit([ticket.append for ticket in batch])
+            if len(answered) != len(batch):
+                raise CustodyError(f"a ledger transaction answered for {len(answered)} of {len(batch)} appends")
+            outcomes = answered
         # What the catalog raises: its CHECKPOINT_FAILURES (not imported: its module imports this one).
         except (CustodyError, SQLAlchemyError, OSError) as err:
             error = err
@@ -81,10 +98,9 @@ class GroupCommit:
         finally:
             self._turn.acquire()
             self._committing = False
-            start = 0
-            for ticket in batch:
+            for ticket, outcome in zip(batch, outcomes, strict=True):
                 ticket.done, ticket.error = True, error
-                ticket.appended = appended[start : start + len(ticket.events)]
-                start += len(ticket.events)
+                ticket.refused = outcome is None
+                ticket.appended = outcome or ()
             self._turn.notify_all()
-        return appended
+        return [entry for ticket in batch if ticket.error is None for entry in ticket.appended]

@@ -239,13 +239,11 @@ def rows(
     The headers X-Custody-Version and X-Custody-Rows name the version and its whole row count."""
     custody = service_of(request).custody
     target = Target(key_of(domain, name), version)
-    row = open_version(
-        custody.store,
-        custody.policy,
-        service_of(request).specs().get(target.key),
-        identity_of(principal),
-        target,
-        details=recorded(principal),
+    spec = service_of(request).specs().get(target.key)
+    row = custody.deciding(
+        lambda policy, settings: open_version(
+            custody.store, policy, spec, identity_of(principal), target, details=recorded(principal), settings=settings
+        )
     )
     table = read_table(custody.lake, row, limit=limit, columns=column)
     sink = pa.BufferOutputStream()
@@ -271,7 +269,11 @@ def ledger_entries(
 ) -> Response:
     """Ledger entries in sequence order, for the auditor and admin groups: the request is recorded."""
     custody = service_of(request).custody
-    enforce(custody.store, ledger_decision(custody.policy, principal), details=recorded(principal))
+    custody.deciding(
+        lambda policy, settings: enforce(
+            custody.store, ledger_decision(policy, principal), details=recorded(principal), settings=settings
+        )
+    )
     where = ledger.LedgerFilter(
         asset=asset,
         version=version,

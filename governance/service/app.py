@@ -24,6 +24,7 @@ from governance.errors import (
     NotSignedIn,
     RequestTooLarge,
     ServiceUnavailable,
+    SettingsChanged,
 )
 from governance.service import api, changes, lineage, login, specs
 from governance.service import runs as runs_api
@@ -108,6 +109,7 @@ STATUS: tuple[tuple[type[CustodyError], int], ...] = (
     (NotFound, 404),
     (InvalidInput, 400),
     (CatalogUnavailable, 503),
+    (SettingsChanged, 503),
     (ServiceUnavailable, 503),
 )
 
