@@ -46,6 +46,9 @@ from governance.locks import advisory_lock, file_lock_within
 from governance.spec import Spec
 from governance.zones import AssetKey, VersionRef
 
+# What a decision recorded under settings an admin changed meanwhile is told: the caller decides again.
+STALE_SETTINGS = "the policy settings changed while this request was decided, so nothing of it was recorded: try again"
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
@@ -66,7 +69,6 @@ _writing: ContextVar[bool] = ContextVar("custody_catalog_writing", default=False
 # Checkpoints that were due when a transaction committed but could not be written then, by file:
 # written, or their failure raised, where the next work begins.
 _failed: dict[Path, tuple[Catalog, int, str]] = {}
-STALE_SETTINGS = "the policy settings changed while this request was decided, so nothing of it was recorded: try again"
 _failed_lock = threading.Lock()
 # One writer at a time per SQLite database and process: the threads of a process (the service's)
 # queue here and go on as soon as the last one commits, where SQLite's busy handler would have them
