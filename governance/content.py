@@ -70,16 +70,20 @@ def digest_parquet(paths: Sequence[PurePath], filesystem: pafs.FileSystem | None
     """Hash the rows of Parquet files, taken in order as one table, and each file's bytes; local
     files are memory-mapped, those of another `filesystem` (an object store) read whole.
 
-    One file is open at a time. A column's streams depend on no other column, so within a file each
-    column is read and hashed on a thread of its own, beside the hash of the file's bytes; decoding
-    and hashing release the GIL."""
+    One file is hashed at a time; an object store's next file is read meanwhile, so that the wait
+    for its bytes overlaps the hashing. A column's streams depend on no other column, so within a
+    file each column is read and hashed on a thread of its own, beside the hash of the file's
+    bytes; decoding and hashing release the GIL."""
     if not paths:
         raise IntegrityError("no Parquet file to hash")
     schema, columns = None, []
     sizes, rows, sums = [], [], []
-    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        for path in paths:
-            with _opened(path, filesystem) as mapped:
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool, ThreadPoolExecutor(max_workers=1) as reader:
+        upcoming = reader.submit(_contents, paths[0], filesystem)
+        for index, path in enumerate(paths):
+            with upcoming.result() as mapped:
+                if index + 1 < len(paths):
+                    upcoming = reader.submit(_contents, paths[index + 1], filesystem)
                 buffer = mapped.read_buffer()
                 parquet = pq.ParquetFile(pa.BufferReader(buffer), coerce_int96_timestamp_unit="us")
                 file_columns = _columns(parquet)
@@ -106,10 +110,12 @@ def digest_parquet(paths: Sequence[PurePath], filesystem: pafs.FileSystem | None
     return ParquetContent(tuple(sizes), tuple(rows), tuple(sums), digest.hexdigest())
 
 
-def _opened(path: PurePath, filesystem: pafs.FileSystem | None) -> pa.NativeFile:
+def _contents(path: PurePath, filesystem: pafs.FileSystem | None) -> pa.NativeFile:
+    """A local file memory-mapped; an object store's read whole into memory, here."""
     if filesystem is None or isinstance(filesystem, pafs.LocalFileSystem):
         return pa.memory_map(str(path))
-    return filesystem.open_input_file(str(path))
+    with filesystem.open_input_file(str(path)) as stream:
+        return pa.BufferReader(stream.read_buffer())
 
 
 def _leaf_indices(schema: pa.Schema) -> list[list[int]]:

@@ -6,13 +6,15 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from governance.content import digest_parquet
 from governance.demo import (
     CLIENTS,
     NAMES_AND_PRODUCTS,
@@ -203,6 +205,14 @@ def test_each_sealed_file_keeps_the_sha256_of_its_bytes(spark, tmp_path):
         for name in ("part-00000.parquet", "part-00001.parquet", "part-00002.parquet")
     ]
     assert sealed.rows == 3000
+
+
+def test_files_read_whole_from_another_file_system_hash_as_memory_mapped_ones_do(spark, tmp_path):
+    numbers(spark).write.parquet(str(tmp_path / "a"))
+    paths = sorted((tmp_path / "a").glob("part-*.parquet"))
+    store = pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem())  # as an object store's are read
+    through_store = digest_parquet([PurePosixPath(path.relative_to(tmp_path)) for path in paths], store)
+    assert len(paths) == 3 and through_store == digest_parquet(paths)
 
 
 def test_a_batch_ingested_again_with_force_and_split_otherwise_has_the_same_data_version(
