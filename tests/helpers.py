@@ -124,3 +124,19 @@ def edit_spec(specs: Path, asset: str, old: str, new: str) -> Path:
 def sha256_file(path: Path) -> str:
     """A file's SHA-256, as a version's manifest gives it."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def duckdb_with_iceberg(*more: str):
+    """A DuckDB connection with the iceberg extension (and avro, which it needs, and the extensions
+    `more` names) loaded from their PyPI packages' files: nothing is downloaded at run time."""
+    from importlib.resources import files
+
+    import duckdb
+
+    connection = duckdb.connect()
+    for name in ("avro", "iceberg", *more):
+        binary = (
+            files(f"duckdb_extension_{name}") / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
+        )
+        connection.execute(f"LOAD '{binary}'")
+    return connection

@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pytest
@@ -28,7 +29,7 @@ from governance.retention import purge
 from governance.runs import RunRequest
 from governance.zones import AssetKey, Lake, VersionRef
 from tests.conftest import DEMO_SPECS, drop, plain_environ, run_pipeline, without_approval
-from tests.helpers import cli
+from tests.helpers import cli, duckdb_with_iceberg
 from tests.s3_server import CREDENTIALS, S3Server, running_s3
 from tests.test_crash import kill_at, people_csv
 
@@ -148,18 +149,40 @@ def test_custody_read_and_spark_read_a_version_from_the_bucket(spark, demo):
     assert sorted((r.asDict() for r in read_dataframe(spark, demo.lake, row).collect()), key=repr) == arrow
 
 
-def test_pyiceberg_reads_each_tag_from_the_bucket_as_custody_read_does(demo):
-    tables = SqlCatalog(
+def tables_of(home: Home) -> SqlCatalog:
+    """The lake's Iceberg tables, as PyIceberg opens them from outside Custody."""
+    return SqlCatalog(
         "custody",
-        uri=demo.settings.catalog_url,
+        uri=home.settings.catalog_url,
         warehouse=f"s3://{BUCKET}/demo/{TABLES_FOLDER}",
-        **pyiceberg_properties(demo.settings),
+        **pyiceberg_properties(home.settings),
     )
+
+
+def test_pyiceberg_reads_each_tag_from_the_bucket_as_custody_read_does(demo):
     for row in demo.versions.values():
-        table = tables.load_table(tuple(row.asset_key.split("/")))
+        table = tables_of(demo).load_table(tuple(row.asset_key.split("/")))
         assert table.location().startswith(f"s3://{BUCKET}/demo/{TABLES_FOLDER}/")
         snapshot = table.snapshot_by_name(tag_of(row.number))
         assert rows(table.scan(snapshot_id=snapshot.snapshot_id).to_arrow()) == rows(read_table(demo.lake, row))
+
+
+def test_duckdb_reads_each_tag_from_the_bucket_as_custody_read_does(demo):
+    endpoint = urlsplit(demo.settings.s3_endpoint)
+    duckdb = duckdb_with_iceberg("httpfs")
+    # DuckDB's own settings for the store (its secret), as a reader outside Custody gives them.
+    duckdb.execute(
+        f"CREATE SECRET lake (TYPE s3, KEY_ID '{CREDENTIALS['AWS_ACCESS_KEY_ID']}', "
+        f"SECRET '{CREDENTIALS['AWS_SECRET_ACCESS_KEY']}', REGION 'us-east-1', ENDPOINT '{endpoint.netloc}', "
+        "URL_STYLE 'path', USE_SSL false)"
+    )
+    for row in demo.versions.values():
+        table = tables_of(demo).load_table(tuple(row.asset_key.split("/")))
+        snapshot = table.snapshot_by_name(tag_of(row.number)).snapshot_id
+        found = duckdb.execute(
+            "SELECT * FROM iceberg_scan(?, snapshot_from_id = ?)", [table.metadata_location, snapshot]
+        ).to_arrow_table()
+        assert rows(found) == rows(read_table(demo.lake, row)), row.ref
 
 
 def test_bad_rows_are_quarantined_in_the_bucket_and_the_counts_add_up(spark, home, test_specs, store):

@@ -33,6 +33,7 @@ from governance.retention import purge
 from governance.runs import RunRequest
 from governance.zones import AssetKey, Lake, VersionRef
 from tests.conftest import CLIENTS, DEMO_SPECS, plain_environ, run_pipeline, without_approval
+from tests.helpers import duckdb_with_iceberg
 
 BOB = RunRequest(requested_by="bob", run_id="run-7", code_version="code-3")
 
@@ -128,22 +129,6 @@ def test_spark_sql_reads_a_tag_with_version_as_of(spark, home):
     expected = rows(read_table(home.lake, first))
     assert sorted((r.asDict() for r in by_sql.collect()), key=repr) == expected
     assert sorted((r.asDict() for r in by_option.collect()), key=repr) == expected
-
-
-def duckdb_with_iceberg():
-    """A DuckDB connection with the iceberg extension (and avro, which it needs) loaded from their
-    PyPI packages' files: nothing is downloaded at run time."""
-    from importlib.resources import files
-
-    import duckdb
-
-    connection = duckdb.connect()
-    for name in ("avro", "iceberg"):
-        binary = (
-            files(f"duckdb_extension_{name}") / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
-        )
-        connection.execute(f"LOAD '{binary}'")
-    return connection
 
 
 def test_duckdb_reads_a_tag(home):
