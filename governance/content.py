@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import PurePath
@@ -44,6 +44,7 @@ class _Column:
     type: pa.DataType
     int96: bool = False
     seen: int = 0
+    null_count: int = 0
     nulls: hashlib._Hash = field(default_factory=hashlib.sha256)
     lengths: hashlib._Hash = field(default_factory=hashlib.sha256)
     values: hashlib._Hash = field(default_factory=hashlib.sha256)
@@ -58,12 +59,13 @@ class _Column:
 @dataclass(frozen=True)
 class ParquetContent:
     """What hashing a table's files found: per file its size, row count and sha256 (of its bytes as
-    they are), and the digest of all their rows in order."""
+    they are), the digest of all their rows in order, and how many rows are null in each column."""
 
     sizes: tuple[int, ...]
     rows: tuple[int, ...]
     sha256: tuple[str, ...]
     digest: str
+    nulls: Mapping[str, int]
 
 
 def digest_parquet(paths: Sequence[PurePath], filesystem: pafs.FileSystem | None = None) -> ParquetContent:
@@ -107,7 +109,8 @@ def digest_parquet(paths: Sequence[PurePath], filesystem: pafs.FileSystem | None
     for column in columns:
         for part in column.digests():
             digest.update(part)
-    return ParquetContent(tuple(sizes), tuple(rows), tuple(sums), digest.hexdigest())
+    nulls = {described["name"]: column.null_count for described, column in zip(schema or [], columns)}
+    return ParquetContent(tuple(sizes), tuple(rows), tuple(sums), digest.hexdigest(), nulls)
 
 
 def _contents(path: PurePath, filesystem: pafs.FileSystem | None) -> pa.NativeFile:
@@ -226,6 +229,7 @@ def _is_binary(arrow_type: pa.DataType) -> bool:
 def _feed(column: _Column, array: pa.Array) -> None:
     if isinstance(array, pa.DictionaryArray):
         array = array.dictionary_decode()
+    column.null_count += array.null_count
     nulls = pc.is_null(array).to_numpy(zero_copy_only=False) if array.null_count else None
     if nulls is not None:
         _update(column.nulls, np.flatnonzero(nulls) + column.seen)

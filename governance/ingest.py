@@ -8,9 +8,8 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from pathlib import Path, PurePath
+from pathlib import Path
 
-import pyarrow.parquet as pq
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
@@ -282,7 +281,7 @@ def settle(
     scan's metrics. The quarantine pass runs only when rows landed fall short of the rows read.
     """
     data = seal(stage.lake, stage.data, ".parquet")
-    if parsed.checked and holds_nulls(stage.lake, stage.data, data, parsed.nulls_unchecked):
+    if parsed.checked and holds_nulls(data, parsed.nulls_unchecked):
         parsed = replace(parsed, good=parsed.checked(), nulls_unchecked=())
         write_good(spark, parsed, stage, mode="overwrite")
         data = seal(stage.lake, stage.data, ".parquet")
@@ -307,20 +306,10 @@ def settle(
     return Landed(data, quarantined if refused else None, rows_read, parsed.good)
 
 
-def holds_nulls(lake: Lake, folder: PurePath, sealed: Sealed, columns: tuple[str, ...]) -> bool:
-    """Whether the Parquet files may hold a null in any of `columns`, from their statistics; a
-    column chunk without a null count may."""
-    if not columns:
-        return False
-    for entry in sealed.files:
-        footer = pq.read_metadata(str(folder / entry.path), filesystem=lake.fs)
-        names = footer.schema.names
-        for group in range(footer.num_row_groups):
-            for name in columns:
-                stats = footer.row_group(group).column(names.index(name)).statistics
-                if stats is None or stats.null_count is None or stats.null_count > 0:
-                    return True
-    return False
+def holds_nulls(sealed: Sealed, columns: tuple[str, ...]) -> bool:
+    """Whether the sealed Parquet files hold a null in any of `columns`, as sealing them counted
+    (a column it did not count may)."""
+    return any(sealed.nulls.get(name, 1) > 0 for name in columns)
 
 
 def _rows_known(spark: SparkSession, parsed: Parsed, lines: int | None, stage: Staging) -> RowCount:

@@ -63,8 +63,9 @@ class Parsed:
     that hold refused rows pay for that. Rows read are `known` (Parquet footers), or at most the
     batch's lines less `headers` (CSV), or else counted by the good rows' scan (JSON).
 
-    `good` may leave the nulls of `nulls_unchecked` in: the written files' statistics tell whether
-    there are any, which costs nothing, and only then are the rows written again from `checked`.
+    `good` may leave the nulls of `nulls_unchecked` in: sealing the written files counts the nulls
+    of each column, which costs nothing more, and only if there are any are the rows written again
+    from `checked`.
     """
 
     good: DataFrame

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePath
 from typing import Any
@@ -44,6 +44,8 @@ class Sealed:
 
     files: tuple[FileEntry, ...]
     data_version: str | None = None
+    # Parquet's: how many rows are null in each top-level column, as the hashing counted them.
+    nulls: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def rows(self) -> int:
@@ -69,7 +71,9 @@ def _seal_parquet(lake: Lake, paths: list[PurePath]) -> Sealed:
     content = digest_parquet(paths, lake.fs)
     entries = zip(paths, content.sizes, content.sha256, content.rows)
     return Sealed(
-        tuple(FileEntry(path.name, size, sha256, rows) for path, size, sha256, rows in entries), content.digest
+        tuple(FileEntry(path.name, size, sha256, rows) for path, size, sha256, rows in entries),
+        content.digest,
+        content.nulls,
     )
 
 

@@ -215,6 +215,15 @@ def test_files_read_whole_from_another_file_system_hash_as_memory_mapped_ones_do
     assert len(paths) == 3 and through_store == digest_parquet(paths)
 
 
+def test_hashing_counts_the_rows_null_in_each_column_across_files(tmp_path):
+    pq.write_table(pa.table({"id": [1, 2], "note": ["a", None]}), tmp_path / "part-0.parquet")
+    pq.write_table(
+        pa.table({"id": [3, None], "note": pa.array([None, None], pa.string())}), tmp_path / "part-1.parquet"
+    )
+    content = digest_parquet([tmp_path / "part-0.parquet", tmp_path / "part-1.parquet"])
+    assert content.nulls == {"id": 1, "note": 3}
+
+
 def test_a_batch_ingested_again_with_force_and_split_otherwise_has_the_same_data_version(
     spark, catalog, lake, test_specs
 ):

@@ -87,12 +87,14 @@ async def recent(request: Request, compute: Callable[[], object]) -> Response:
     a new one computed in a worker thread."""
     key = (request.url.path, request.url.query)
     kept = service_of(request).recent
+
+    def body() -> bytes:
+        return encoded(compute())
+
     data = kept.fresh(key)
     if data is None:
-        return Response(
-            await run_in_threadpool(kept.answer, key, lambda: encoded(compute())), media_type="application/json"
-        )
-    renewal = BackgroundTask(kept.renew, key, lambda: encoded(compute())) if kept.renewal_due(key) else None
+        return Response(await run_in_threadpool(kept.answer, key, body), media_type="application/json")
+    renewal = BackgroundTask(kept.renew, key, body) if kept.renewal_due(key) else None
     return Response(data, media_type="application/json", background=renewal)
 
 
