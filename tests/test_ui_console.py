@@ -40,7 +40,9 @@ class Console:
         deadline = time.monotonic() + seconds
         while pattern not in self.text():
             assert self.process.poll() is None, f"make ui exited: {self.text()[-2000:]}"
-            assert time.monotonic() < deadline, f"{pattern!r} not on the console in {seconds:g} s"
+            assert time.monotonic() < deadline, (
+                f"{pattern!r} not on the console in {seconds:g} s: {self.text()[-3000:]}"
+            )
             time.sleep(1)
 
     def stop(self) -> str:
