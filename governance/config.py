@@ -21,6 +21,7 @@ POLICY_VARIABLES = {
     "ldap_starttls": "CUSTODY_LDAP_STARTTLS",
     "admin_group": "CUSTODY_ADMIN_GROUP",
     "auditor_group": "CUSTODY_AUDITOR_GROUP",
+    "lineage_group": "CUSTODY_LINEAGE_GROUP",
     "require_verified": "CUSTODY_REQUIRE_VERIFIED",
     "specs_approval": "CUSTODY_SPECS_APPROVAL",
     "os_users": "CUSTODY_OS_USERS",
@@ -57,6 +58,8 @@ class Settings:
     column_lineage_cap: str | None = None
     require_verified: str = "restricted"
     auditor_group: str = "auditors"
+    # The directory group whose service accounts may post OpenLineage events to the service.
+    lineage_group: str = "lineage-reporters"
     ldap_base_dn: str = ""
     ldap_ca_file: str = ""
     ldap_starttls: str = "on"
@@ -110,6 +113,7 @@ class Settings:
             column_lineage_cap=env.get("CUSTODY_COLUMN_LINEAGE_CAP") or None,
             require_verified=env.get("CUSTODY_REQUIRE_VERIFIED", "restricted"),
             auditor_group=env.get("CUSTODY_AUDITOR_GROUP") or "auditors",
+            lineage_group=env.get("CUSTODY_LINEAGE_GROUP") or "lineage-reporters",
             ldap_base_dn=env.get("CUSTODY_LDAP_BASE_DN") or "",
             ldap_ca_file=env.get("CUSTODY_LDAP_CA_FILE") or "",
             ldap_starttls=env.get("CUSTODY_LDAP_STARTTLS") or "on",

@@ -20,6 +20,7 @@ from rich.tree import Tree
 from governance.catalog.models import Criticality, LedgerEntry, VersionRow, VersionStatus
 from governance.checkpoints import KEY_VARIABLE
 from governance.errors import printable
+from governance.foreign.impact import ForeignRunNode
 from governance.lineage.column_trace import Ending
 from governance.lineage.columns import Edge, Kind, Transformation
 from governance.lineage.graph import Direction, Lineage, LineageSummary, VersionNode
@@ -150,9 +151,31 @@ def _grow(branch: Tree, node: VersionNode, direction: Direction) -> None:
             branch.add(f"[bold]{child.ref}[/] [dim](expanded elsewhere in this tree)[/]")
         else:
             _grow(branch.add(_node_label(child)), child, direction)
+    for run in node.foreign:
+        _grow_foreign(branch, run)
     if node.truncated:
         more = "inputs" if direction is Direction.UPSTREAM else "dependents"
         branch.add(f"[dim]… deeper {more} not shown (raise --depth)[/]")
+
+
+def _grow_foreign(branch: Tree, run: ForeignRunNode) -> None:
+    """A foreign run that read the version above it, what it wrote, and who read that."""
+    if run.expanded_elsewhere:
+        branch.add(
+            f"[magenta]job {escape(run.job)}[/] run {short(run.run_id, 8)} [dim](expanded elsewhere in this tree)[/]"
+        )
+        return
+    user = escape(run.user) if run.user else "no user reported"
+    twig = branch.add(
+        f"[magenta]job {escape(run.job)}[/] [dim]not run by Custody[/]  {run.state}\n"
+        f"[dim]run {short(run.run_id, 8)}  started {(run.started_at or '?')[:19]}  user {user}  "
+        f"reported by {escape(run.reporter)}[/]"
+    )
+    for output in run.outputs:
+        version = f" [dim]version {escape(output.version)}[/]" if output.version else ""
+        wrote = twig.add(f"[magenta]wrote[/] {escape(output.name)} [dim]in {escape(output.namespace)}[/]{version}")
+        for reader in output.read_by:
+            _grow_foreign(wrote, reader)
 
 
 def _read_label(read: dict) -> str:

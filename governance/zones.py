@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import posixpath
 import re
 import shutil
 import uuid
@@ -12,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
-from pathlib import Path, PurePath
+from pathlib import Path, PurePath, PurePosixPath
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
@@ -144,6 +145,16 @@ class Lake:
     def holds(self, folder: PurePath, uri: str) -> bool:
         """Whether the file Spark names `uri` lies in `folder`."""
         return local_path(uri).resolve().is_relative_to(Path(folder).resolve())
+
+    def location_of(self, uri: str) -> str | None:
+        """Where in the lake a tool Custody does not run names `uri` (a path, or a `file:` URI),
+        relative to the root as the catalog keeps locations; None outside the lake. The name is
+        only read, never looked up on disk: `..` cannot climb out, and a missing file is no error."""
+        path = PurePosixPath(posixpath.normpath(local_path(uri).as_posix()))
+        for root in dict.fromkeys((self.root, self.root.resolve())):
+            if path.is_relative_to(root.as_posix()):
+                return path.relative_to(root.as_posix()).as_posix()
+        return None
 
     def contain(self, path: Path, within: Path | None = None) -> Path:
         """Return `path` resolved, if it stays inside `within` (default: the lake root)."""

@@ -1,4 +1,4 @@
-"""OpenLineage events held against the specification's JSON Schema, from the copy in tests/data.
+"""OpenLineage events held against the specification's JSON Schema, from the copy the service validates with.
 
 Each event is validated against the RunEvent of `OpenLineage.json`, and each facet against the
 schema its `_schemaURL` names. Every `$ref` resolves in a local registry: nothing is fetched, and a
@@ -17,7 +17,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
 
-SPEC = Path(__file__).resolve().parent / "data" / "openlineage-spec"
+SPEC = Path(__file__).resolve().parent.parent / "governance" / "foreign" / "openlineage-spec"
 EVENT_SCHEMA = "https://openlineage.io/spec/2-0-2/OpenLineage.json"
 RUN_EVENT = f"{EVENT_SCHEMA}#/$defs/RunEvent"
 

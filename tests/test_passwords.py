@@ -17,7 +17,7 @@ from governance.runs import Assurance, os_user
 from tests.helpers import cli
 
 DEMO_DIRECTORY = Path("assets/directory.yaml")
-DEMO_USERS = ("alice", "bob", "carol", "dave", "eve")
+DEMO_USERS = ("alice", "bob", "carol", "dave", "eve", "lineage-bot")
 
 
 def logins(capsys, action: str = "authenticate") -> list[tuple[str, str, str]]:

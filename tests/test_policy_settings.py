@@ -72,6 +72,7 @@ def test_the_first_use_pins_the_settings_and_records_it(cli_env, capsys):
         "ldap_starttls": "on",
         "admin_group": "custody-admins",
         "auditor_group": "auditors",
+        "lineage_group": "lineage-reporters",
         "require_verified": "restricted",
         "specs_approval": "off",  # as the tests' environment says
         "os_users": "",  # each OS user is the directory user of the same name
@@ -170,7 +171,7 @@ def test_an_admin_may_not_lock_every_admin_out(cli_env, capsys, monkeypatch, tmp
     [
         (
             ["settings", "set", "owner", "x", "--by", "alice"],
-            "unknown policy setting owner: use one of directory, ldap_base_dn, ldap_ca_file, ldap_starttls, admin_group, auditor_group, require_verified",
+            "unknown policy setting owner: use one of directory, ldap_base_dn, ldap_ca_file, ldap_starttls, admin_group, auditor_group, lineage_group, require_verified",
         ),
         (["settings", "set", "require_verified", "secret", "--by", "alice"], "unknown classification secret"),
         (["settings", "set", "admin_group", "a b", "--by", "alice"], "invalid group name 'a b'"),

@@ -45,6 +45,8 @@ class Verb(StrEnum):
     LEDGER_READ = "ledger.read"
     # A command given for another user than the one running it, without that user's password: refused.
     ACT_AS = "act-as"
+    # OpenLineage events posted to the service by a tool Custody does not run.
+    LINEAGE_REPORT = "lineage.report"
 
 
 ROLES_FOR: Mapping[Verb, tuple[Role, ...]] = {
@@ -136,6 +138,8 @@ class Policy:
     require_verified: frozenset[Classification] = frozenset({Classification.RESTRICTED})
     source: str = ""
     auditor_group: str = "auditors"
+    # Whose service accounts may post OpenLineage events to the service.
+    lineage_group: str = "lineage-reporters"
     # Runs use only the specs an owner applied.
     specs_approval: bool = True
     # OS user names and the directory users they are; an OS user not listed is the user of the same name.

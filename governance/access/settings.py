@@ -87,7 +87,7 @@ def normalized(key: str, value: str) -> str:
     try:
         if key == "directory":
             return _directory_value(value, where)
-        if key in ("admin_group", "auditor_group"):
+        if key in ("admin_group", "auditor_group", "lineage_group"):
             return checked_name(value, "group")
         if key == "require_verified":
             return ",".join(sorted(c.value for c in parse_classifications(value, POLICY_VARIABLES[key]))) or "none"
@@ -182,6 +182,7 @@ def policy_of(
         require_verified=parse_classifications(values["require_verified"]),
         source=values["directory"],
         auditor_group=values["auditor_group"],
+        lineage_group=values["lineage_group"],
         specs_approval=values["specs_approval"] == "on",
         os_users=parse_os_users(values["os_users"]),
     )

@@ -340,3 +340,66 @@ class ServiceSession(SQLModel, table=True):
     issued_at: datetime
     expires_at: datetime
     ended_at: datetime | None = None
+
+
+class ForeignEvent(SQLModel, table=True):
+    """An OpenLineage run event a tool Custody does not run posted to the service, kept as received
+    (whether or not it joins Custody's versions): the same run, type and time is the same event."""
+
+    __tablename__ = "foreign_event"
+    __table_args__ = (UniqueConstraint("run_id", "event_type", "event_time"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(index=True)
+    event_type: str
+    event_time: str
+    received_at: datetime
+    # The service account whose token posted it.
+    reporter: str
+    body: str = Field(sa_column=Column(Text, nullable=False))
+
+
+class ForeignRun(SQLModel, table=True):
+    """A run of a foreign job, as its events tell it so far."""
+
+    __tablename__ = "foreign_run"
+
+    run_id: str = Field(primary_key=True)
+    job_namespace: str = Field(sa_column=Column(Text, nullable=False))
+    job_name: str = Field(sa_column=Column(Text, nullable=False))
+    producer: str = Field(sa_column=Column(Text, nullable=False))
+    # The type of its latest event: START, RUNNING, COMPLETE, FAIL, ABORT or OTHER.
+    state: str
+    state_time: str
+    started_at: str | None = None
+    # The user the events say ran it (see governance.foreign.join.reported_user); None: not said.
+    user: str | None = None
+    reporter: str
+
+
+class ForeignDataset(SQLModel, table=True):
+    """A dataset a foreign run read or wrote, by namespace, name and version (empty: none given).
+    `ident` digests the namespace and name, `key` the three: long names stay out of the indexes."""
+
+    __tablename__ = "foreign_dataset"
+
+    id: int | None = Field(default=None, primary_key=True)
+    namespace: str = Field(sa_column=Column(Text, nullable=False))
+    name: str = Field(sa_column=Column(Text, nullable=False))
+    version: str = ""
+    ident: str = Field(index=True)
+    key: str = Field(unique=True)
+
+
+class ForeignIO(SQLModel, table=True):
+    """A dataset a foreign run read (input) or wrote (output); an input that is a Custody version
+    names it in `version_id`."""
+
+    __tablename__ = "foreign_io"
+    __table_args__ = (UniqueConstraint("run_id", "direction", "dataset_id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(index=True)
+    direction: str
+    dataset_id: int = Field(foreign_key="foreign_dataset.id", index=True)
+    version_id: int | None = Field(default=None, foreign_key="version.id", index=True)

@@ -11,6 +11,7 @@ lock nobody holds and that no version names is removed by `custody repair`.
 from __future__ import annotations
 
 import json
+import posixpath
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path, PurePath, PurePosixPath
@@ -58,6 +59,13 @@ class ObjectLake(Lake):
     def holds(self, folder: PurePath, uri: str) -> bool:
         key = _key(uri)
         return key is not None and (key == str(folder) or key.startswith(f"{folder}/"))
+
+    def location_of(self, uri: str) -> str | None:
+        key = _key(uri)
+        if key is None:
+            return None
+        path = PurePosixPath(posixpath.normpath(key))
+        return path.relative_to(self.base).as_posix() if path.is_relative_to(self.base) else None
 
     def folder_of(self, uri: str) -> str | None:
         key = _key(uri)

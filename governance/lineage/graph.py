@@ -21,12 +21,15 @@ from sqlmodel import Session, col, select
 
 from governance.catalog import Catalog
 from governance.catalog.models import VersionRow, described_read
+from governance.foreign.impact import ForeignRunNode, foreign_readers
 from governance.zones import VersionRef
 
 MAX_DEPTH = 100
 CHUNK = 5_000
 # Past this many versions a tree is no longer read by a person: the CLI shows a summary instead.
 SUMMARY_OVER = 10_000
+# Where an impact's version lists the foreign runs that read it.
+FOREIGN_KEY = "foreign_jobs"
 
 
 class Direction(StrEnum):
@@ -183,6 +186,8 @@ class VersionNode:
     read: dict[str, Any] | None = None
     sources: list[Source] = field(default_factory=list)
     links: list[VersionNode] = field(default_factory=list)
+    # Impact only: the runs of jobs Custody does not run that read this version (their OpenLineage events).
+    foreign: list[ForeignRunNode] = field(default_factory=list)
     truncated: bool = False
     expanded_elsewhere: bool = False
 
@@ -199,18 +204,21 @@ class VersionNode:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], children_key: str = "inputs") -> VersionNode:
         """The node `to_dict` gave, with the nodes below it, as the service sends it."""
-        fields = {k: v for k, v in data.items() if k not in ("sources", children_key)}
+        fields = {k: v for k, v in data.items() if k not in ("sources", children_key, FOREIGN_KEY)}
         return cls(
             **fields,
             sources=[Source(**source) for source in data.get("sources", ())],
             links=[cls.from_dict(link, children_key) for link in data.get(children_key, ())],
+            foreign=[ForeignRunNode.from_dict(run) for run in data.get(FOREIGN_KEY, ())],
         )
 
     def to_dict(self, children_key: str = "inputs") -> dict[str, Any]:
-        out = {k: v for k, v in self.__dict__.items() if k not in ("sources", "links")}
+        out = {k: v for k, v in self.__dict__.items() if k not in ("sources", "links", "foreign")}
         out[children_key] = [node.to_dict(children_key) for node in self.links]
         if self.zone == "landing":
             out["sources"] = [source.__dict__ for source in self.sources]
+        if children_key == Direction.DOWNSTREAM.children_key:
+            out[FOREIGN_KEY] = [run.to_dict() for run in self.foreign]
         return out
 
 
@@ -287,7 +295,10 @@ def _lineage(catalog: Catalog, root: int, direction: Direction, found: Closure) 
     with catalog.reading() as session:
         rows = _rows(session, list(found.depth_of))
         protected = protected_ids(session)
+        readers = foreign_readers(session, list(rows)) if direction is Direction.DOWNSTREAM else {}
     nodes = {vid: _node(row, found.depth_of[vid], vid in protected) for vid, row in rows.items()}
+    for vid, runs in readers.items():
+        nodes[vid].foreign = runs
     _attach_sources(catalog, nodes)
     for vid, node in nodes.items():
         node.truncated = found.beyond_cap(vid)
@@ -305,7 +316,7 @@ def _tree(root: int, nodes: dict[int, VersionNode], found: Closure) -> VersionNo
         node = nodes[current]
         for neighbour in sorted(found.next_of.get(current, ()), key=lambda vid: (nodes[vid].asset, nodes[vid].version)):
             if neighbour in claimed:
-                node.links.append(replace(nodes[neighbour], links=[], sources=[], expanded_elsewhere=True))
+                node.links.append(replace(nodes[neighbour], links=[], sources=[], foreign=[], expanded_elsewhere=True))
             else:
                 claimed.add(neighbour)
                 node.links.append(nodes[neighbour])

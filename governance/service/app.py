@@ -26,17 +26,15 @@ from governance.errors import (
     ServiceUnavailable,
     SettingsChanged,
 )
-from governance.service import api, changes, lineage, login, specs
+from governance.service import api, changes, lineage, login, openlineage, specs
 from governance.service import runs as runs_api
-from governance.service.context import Service
+from governance.service.context import MAX_BODY_BYTES, Service
 from governance.service.gate import Gate
 from governance.service.gateway import Gateway
 from governance.service.recent import Recent
 from governance.service.runs import RunDesk
 from governance.service.sessions import Sessions, SessionSettings
 
-# The most a request may send: the UI's largest (a launch with its run config) stays far below.
-MAX_BODY_BYTES = 4 * 1024 * 1024
 THREADS_VARIABLE = "CUSTODY_SERVICE_THREADS"
 API_THREADS = 4
 
@@ -82,7 +80,7 @@ def create_app(
     )
     # Routes are matched in order, and the busiest (the catalog, lineage, the ledger) are the API's
     # own; the column lineage's paths go before them, being more precise than a version's direction.
-    for routes in (lineage, api, login, changes, specs, runs_api):
+    for routes in (lineage, api, login, changes, specs, runs_api, openlineage):
         app.include_router(routes.router)
     app.include_router(api.unknown)  # last: it answers paths the API does not have
     app.add_exception_handler(CustodyError, refused)

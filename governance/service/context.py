@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 SESSION_COOKIE = "custody_session"
 CSRF_COOKIE = "custody_csrf"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# The most a request may send, inflated if it came compressed: the UI's largest (a launch with its run
+# config) stays far below, and so does an OpenLineage event of a large Spark plan.
+MAX_BODY_BYTES = 4 * 1024 * 1024
 # A client refused again and again for the same reason (a tab left open past its session's end
 # polls every few seconds) is recorded once a minute, not once a request.
 REPEAT_SECONDS = 60.0

@@ -1,0 +1,199 @@
+"""OpenLineage run events as the service receives them: a JSON body of one event or a list of them,
+each held against the specification's JSON Schema (the copy in `openlineage-spec/`, never fetched),
+its facets against the schemas their `_schemaURL` names where the copy has them."""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError, best_match
+from referencing import Registry, Resource
+from referencing.exceptions import Unresolvable
+
+from governance.errors import InvalidInput, shown
+
+SPEC = Path(__file__).resolve().parent / "openlineage-spec"
+EVENT_SCHEMA = "https://openlineage.io/spec/2-0-2/OpenLineage.json"
+RUN_EVENT = f"{EVENT_SCHEMA}#/$defs/RunEvent"
+# The most events one request may carry, and the most characters a namespace or name may have.
+MAX_EVENTS = 1_000
+MAX_NAME = 4_096
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    """One valid run event: what Custody joins on, and the event itself, to keep as received."""
+
+    run_id: str
+    event_type: str
+    event_time: str
+    job_namespace: str
+    job_name: str
+    producer: str
+    body: Mapping[str, Any]
+
+    @property
+    def inputs(self) -> list[Mapping[str, Any]]:
+        return list(self.body.get("inputs") or ())
+
+    @property
+    def outputs(self) -> list[Mapping[str, Any]]:
+        return list(self.body.get("outputs") or ())
+
+    @property
+    def run_facets(self) -> Mapping[str, Any]:
+        return self.body["run"].get("facets") or {}
+
+    @property
+    def job_facets(self) -> Mapping[str, Any]:
+        return self.body["job"].get("facets") or {}
+
+
+def decoded(body: bytes, encoding: str | None, limit: int) -> bytes:
+    """The body as sent, or inflated when it came gzip- or deflate-encoded, refused past `limit` bytes
+    inflated: a small compressed body must not stand for a huge one."""
+    if not encoding or encoding.strip().lower() == "identity":
+        return body
+    kind = encoding.strip().lower()
+    if kind not in ("gzip", "deflate"):
+        raise InvalidInput(f"Content-Encoding '{shown(encoding)}': send the events as they are, gzip or deflate")
+    inflater = zlib.decompressobj(wbits=47 if kind == "gzip" else 15)
+    try:
+        inflated = inflater.decompress(body, limit + 1)
+    except zlib.error as err:
+        raise InvalidInput(f"the body is not {kind} data: {err}") from err
+    if len(inflated) > limit or inflater.unconsumed_tail:
+        raise InvalidInput(f"the events, inflated, are larger than the {limit // 1024 // 1024} MiB a request may send")
+    return inflated
+
+
+def parse(body: bytes) -> list[RunEvent]:
+    """The run events of a request's body, each valid; InvalidInput names the first problem, and
+    which event of a list it is in."""
+    try:
+        given = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InvalidInput(f"the body is not JSON: {err}") from err
+    if isinstance(given, dict):
+        return [_checked(given, "the event")]
+    if not isinstance(given, list) or not given:
+        raise InvalidInput("send one OpenLineage run event (a JSON object) or a list of them")
+    if len(given) > MAX_EVENTS:
+        raise InvalidInput(f"a request may carry at most {MAX_EVENTS:,} events; this one has {len(given):,}")
+    return [_checked(event, f"event {i} of the list") for i, event in enumerate(given)]
+
+
+def _checked(event: Any, which: str) -> RunEvent:
+    if not isinstance(event, dict):
+        raise InvalidInput(f"{which}: not a JSON object")
+    if "run" not in event:
+        _refuse_kind(event, which)
+    _valid(event, RUN_EVENT, which, "")
+    for where, facets in _facets(event):
+        for name, facet in facets.items():
+            _valid_facet(facet, which, f"{where}.{name}")
+    job, run = event["job"], event["run"]
+    for where, value in _names(event):
+        if len(value) > MAX_NAME:
+            raise InvalidInput(f"{which}: {where} is longer than {MAX_NAME:,} characters")
+        if CONTROL.search(value):
+            raise InvalidInput(f"{which}: {where} '{shown(value, 80)}' holds a control character")
+    return RunEvent(
+        run_id=str(run["runId"]).lower(),
+        event_type=event.get("eventType") or "OTHER",
+        event_time=event["eventTime"],
+        job_namespace=job["namespace"],
+        job_name=job["name"],
+        producer=event["producer"],
+        body=event,
+    )
+
+
+def _refuse_kind(event: Mapping[str, Any], which: str) -> None:
+    kind = "a dataset event" if "dataset" in event else "a job event" if "job" in event else "not a run event"
+    raise InvalidInput(f"{which} is {kind}: Custody joins run events (with a run, a job, inputs and outputs)")
+
+
+def _names(event: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    yield "job.namespace", event["job"]["namespace"]
+    yield "job.name", event["job"]["name"]
+    for side in ("inputs", "outputs"):
+        for i, dataset in enumerate(event.get(side) or ()):
+            yield f"{side}[{i}].namespace", dataset["namespace"]
+            yield f"{side}[{i}].name", dataset["name"]
+
+
+def _facets(event: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Where facets sit in an event: the run's, the job's, and each dataset's own and side's."""
+    yield "run.facets", event["run"].get("facets") or {}
+    yield "job.facets", event["job"].get("facets") or {}
+    for side, own in (("inputs", "inputFacets"), ("outputs", "outputFacets")):
+        for i, dataset in enumerate(event.get(side) or ()):
+            yield f"{side}[{i}].facets", dataset.get("facets") or {}
+            yield f"{side}[{i}].{own}", dataset.get(own) or {}
+
+
+def _valid_facet(facet: Mapping[str, Any], which: str, where: str) -> None:
+    """A facet names its schema with an http(s) URL; one the copy holds must be met, and one it does
+    not hold (a producer's own facet) is only held to the base facet's rules, already checked."""
+    url = facet.get("_schemaURL") if isinstance(facet, Mapping) else None
+    if not isinstance(url, str):
+        return  # a deleted facet ({"_deleted": true}) names none
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise InvalidInput(
+            f"{which}: {where}._schemaURL '{shown(url, 120)}' is not an http(s) URL: a facet names its "
+            "schema where anyone may read it, and Custody never fetches it"
+        )
+    base = url.partition("#")[0]
+    if base in _known():
+        _valid(dict(facet), url, which, where)
+
+
+def _valid(instance: Mapping[str, Any], url: str, which: str, at: str) -> None:
+    """`instance`, found at `at` in the event, against the schema `url` names."""
+    try:
+        error = best_match(_validator(url).iter_errors(instance))
+    except Unresolvable as err:
+        raise InvalidInput(f"{which}: {at}._schemaURL '{shown(url, 120)}' names no schema: {err}") from err
+    if error is not None:
+        where = _path(at, error)
+        raise InvalidInput(f"{which}: {where + ': ' if where else ''}{shown(error.message, 300)}")
+
+
+def _path(at: str, error: ValidationError) -> str:
+    """Where the error is, as a reader of the event names it: `run.runId`, `inputs[0].name`."""
+    where = at
+    for part in error.absolute_path:
+        where += f"[{part}]" if isinstance(part, int) else f".{part}" if where else str(part)
+    return where
+
+
+@cache
+def _schemas() -> tuple[Mapping[str, Any], ...]:
+    return tuple(json.loads(path.read_text()) for path in sorted(SPEC.rglob("*.json")))
+
+
+@cache
+def _known() -> frozenset[str]:
+    return frozenset(schema["$id"] for schema in _schemas())
+
+
+@cache
+def _registry() -> Registry:
+    return Registry().with_resources((schema["$id"], Resource.from_contents(schema)) for schema in _schemas())
+
+
+@cache
+def _validator(url: str) -> Draft202012Validator:
+    return Draft202012Validator({"$ref": url}, registry=_registry(), format_checker=Draft202012Validator.FORMAT_CHECKER)

@@ -1,0 +1,211 @@
+"""What foreign runs built from Custody's versions: the runs that read a version, the datasets they
+wrote, the runs that read those, and so on. A dataset read is the one written when both have the
+same namespace and name and their versions agree (either gives none, or both give the same)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from sqlmodel import Session, col, select
+
+from governance.catalog.models import ForeignDataset, ForeignIO, ForeignRun
+from governance.foreign.join import INPUT, OUTPUT
+
+# As deep as a version's own lineage is walked.
+MAX_DEPTH = 100
+CHUNK = 5_000
+
+
+@dataclass
+class ForeignDatasetNode:
+    """A dataset a foreign run wrote, and the foreign runs that read it."""
+
+    namespace: str
+    name: str
+    version: str | None
+    read_by: list[ForeignRunNode] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "version": self.version,
+            "read_by": [run.to_dict() for run in self.read_by],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ForeignDatasetNode:
+        readers = [ForeignRunNode.from_dict(run) for run in data.get("read_by", ())]
+        return cls(data["namespace"], data["name"], data.get("version"), readers)
+
+
+@dataclass
+class ForeignRunNode:
+    """A run of a job Custody does not run, as its OpenLineage events told it."""
+
+    run_id: str
+    job_namespace: str
+    job_name: str
+    state: str
+    started_at: str | None
+    user: str | None
+    producer: str
+    reporter: str
+    depth: int
+    outputs: list[ForeignDatasetNode] = field(default_factory=list)
+    expanded_elsewhere: bool = False
+
+    @property
+    def job(self) -> str:
+        return f"{self.job_namespace}/{self.job_name}"
+
+    def walk(self) -> Iterable[ForeignRunNode]:
+        yield self
+        for output in self.outputs:
+            for reader in output.read_by:
+                yield from reader.walk()
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.__dict__.items() if k != "outputs"}
+        out["outputs"] = [dataset.to_dict() for dataset in self.outputs]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ForeignRunNode:
+        fields = {k: v for k, v in data.items() if k != "outputs"}
+        return cls(**fields, outputs=[ForeignDatasetNode.from_dict(d) for d in data.get("outputs", ())])
+
+
+@dataclass(frozen=True)
+class _Output:
+    run_id: str
+    dataset: ForeignDataset
+
+
+def foreign_readers(session: Session, version_ids: Sequence[int]) -> dict[int, list[ForeignRunNode]]:
+    """For each version that foreign runs read, those runs, each with what it wrote and who read
+    that, transitively; each run expanded once, where it is nearest a version."""
+    first = _readers_of_versions(session, version_ids)
+    if not first:
+        return {}
+    depth_of: dict[str, int] = {}
+    frontier = sorted({run for runs in first.values() for run in runs})
+    outputs: dict[str, list[_Output]] = {}
+    readers: dict[int, list[str]] = {}
+    level = 0
+    while frontier and level <= MAX_DEPTH:
+        for run in frontier:
+            depth_of.setdefault(run, level)
+        written = _outputs_of(session, frontier)
+        for output in written:
+            outputs.setdefault(output.run_id, []).append(output)
+        found = _readers_of_datasets(session, [output.dataset for output in written])
+        readers.update(found)
+        frontier = sorted({run for runs in found.values() for run in runs} - depth_of.keys())
+        level += 1
+    runs = _runs(session, list(depth_of))
+    nodes = {run_id: _node(run, depth_of[run_id]) for run_id, run in runs.items()}
+    claimed: set[str] = set()
+    return {
+        version_id: [_tree(run, nodes, outputs, readers, claimed) for run in _in_order(run_ids, nodes)]
+        for version_id, run_ids in sorted(first.items())
+    }
+
+
+def _in_order(run_ids: Iterable[str], nodes: dict[str, ForeignRunNode]) -> list[str]:
+    """The runs known, the earliest started first."""
+    known = [run for run in run_ids if run in nodes]
+    return sorted(known, key=lambda run: (nodes[run].started_at or "", nodes[run].job, run))
+
+
+def _tree(
+    run_id: str,
+    nodes: dict[str, ForeignRunNode],
+    outputs: dict[str, list[_Output]],
+    readers: dict[int, list[str]],
+    claimed: set[str],
+) -> ForeignRunNode:
+    if run_id in claimed:
+        return replace(nodes[run_id], outputs=[], expanded_elsewhere=True)
+    claimed.add(run_id)
+    node = nodes[run_id]
+    for output in sorted(outputs.get(run_id, ()), key=lambda o: (o.dataset.namespace, o.dataset.name)):
+        dataset = output.dataset
+        written = ForeignDatasetNode(dataset.namespace, dataset.name, dataset.version or None)
+        for reader in _in_order(readers.get(dataset.id or 0, ()), nodes):
+            if reader != run_id:
+                written.read_by.append(_tree(reader, nodes, outputs, readers, claimed))
+        node.outputs.append(written)
+    return node
+
+
+def _readers_of_versions(session: Session, version_ids: Sequence[int]) -> dict[int, list[str]]:
+    found: dict[int, list[str]] = {}
+    for chunk in _chunks(list(version_ids)):
+        query = select(ForeignIO.version_id, ForeignIO.run_id).where(
+            col(ForeignIO.direction) == INPUT, col(ForeignIO.version_id).in_(chunk)
+        )
+        for version_id, run_id in session.exec(query):
+            found.setdefault(int(version_id or 0), []).append(run_id)
+    return {vid: sorted(set(runs)) for vid, runs in found.items()}
+
+
+def _outputs_of(session: Session, run_ids: list[str]) -> list[_Output]:
+    written: list[_Output] = []
+    for chunk in _chunks(run_ids):
+        query = (
+            select(ForeignIO.run_id, ForeignDataset)
+            .join(ForeignDataset, col(ForeignDataset.id) == col(ForeignIO.dataset_id))
+            .where(col(ForeignIO.direction) == OUTPUT, col(ForeignIO.run_id).in_(chunk))
+        )
+        written += [_Output(run_id, dataset) for run_id, dataset in session.exec(query)]
+    return written
+
+
+def _readers_of_datasets(session: Session, datasets: list[ForeignDataset]) -> dict[int, list[str]]:
+    """For each dataset written, the runs that read it: the same namespace and name, versions agreeing."""
+    by_ident: dict[str, list[ForeignDataset]] = {}
+    for dataset in datasets:
+        by_ident.setdefault(dataset.ident, []).append(dataset)
+    found: dict[int, set[str]] = {}
+    for chunk in _chunks(list(by_ident)):
+        query = (
+            select(ForeignIO.run_id, ForeignDataset.ident, ForeignDataset.version)
+            .join(ForeignDataset, col(ForeignDataset.id) == col(ForeignIO.dataset_id))
+            .where(col(ForeignIO.direction) == INPUT, col(ForeignDataset.ident).in_(chunk))
+        )
+        for run_id, read_ident, read_version in session.exec(query):
+            for written in by_ident[read_ident]:
+                if not written.version or not read_version or written.version == read_version:
+                    found.setdefault(written.id or 0, set()).add(run_id)
+    return {dataset_id: sorted(runs) for dataset_id, runs in found.items()}
+
+
+def _runs(session: Session, run_ids: list[str]) -> dict[str, ForeignRun]:
+    runs: dict[str, ForeignRun] = {}
+    for chunk in _chunks(run_ids):
+        runs.update(
+            (run.run_id, run) for run in session.exec(select(ForeignRun).where(col(ForeignRun.run_id).in_(chunk)))
+        )
+    return runs
+
+
+def _node(run: ForeignRun, depth: int) -> ForeignRunNode:
+    return ForeignRunNode(
+        run_id=run.run_id,
+        job_namespace=run.job_namespace,
+        job_name=run.job_name,
+        state=run.state,
+        started_at=run.started_at,
+        user=run.user,
+        producer=run.producer,
+        reporter=run.reporter,
+        depth=depth,
+    )
+
+
+def _chunks(items: list[Any]) -> Iterable[list[Any]]:
+    for start in range(0, len(items), CHUNK):
+        yield items[start : start + CHUNK]

@@ -1,0 +1,372 @@
+"""Lineage from tools Custody does not run: OpenLineage run events posted to `custody serve` by a
+service account of the lineage group, with openlineage-python's own HTTP transport, kept as received,
+joined to the Custody versions they read, and shown in `custody impact`.
+
+One home, with sales/clients@1 and sales/products@1 ingested by bob, and one `custody serve` on it
+serve every test."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import attr
+import pytest
+import requests
+from openlineage.client import OpenLineageClient
+from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
+from openlineage.client.facet_v2 import RunFacet, dataset_version_dataset, processing_engine_run
+from openlineage.client.transport.http import ApiKeyTokenProvider, HttpConfig, HttpTransport
+from sqlmodel import col, func, select
+
+from governance.catalog import Catalog
+from governance.catalog.engine import make_engine
+from governance.catalog.models import ForeignEvent, ForeignRun, LedgerEntry, VersionRow
+from governance.config import Settings
+from governance.demo import drop_demo_batches
+from governance.zones import Lake
+from tests.conftest import plain_environ
+from tests.dagster_servers import start_service, stop, token
+from tests.helpers import run_proven
+
+pytestmark = pytest.mark.xdist_group("foreign-lineage")
+PRODUCER = "https://github.com/apache/airflow/tree/providers-openlineage/2.6.0"
+AIRFLOW = "airflow://scheduler.example"
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory, spark) -> Path:
+    """sales/clients@1 and sales/products@1, ingested by bob."""
+    home = tmp_path_factory.mktemp("foreign-lineage") / "home"
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        for name, value in plain_environ(home).items():
+            monkeypatch.setenv(name, value)
+        drop_demo_batches(Lake(Settings.from_env().lake))
+        for asset in ("sales/products", "sales/clients"):
+            assert run_proven(["ingest", asset, "--as", "bob"]) == 0
+    return home
+
+
+@pytest.fixture(scope="module")
+def api(home: Path) -> Iterator[str]:
+    server, port = start_service(Settings.under(home), plain_environ(home), ui=False)
+    yield f"http://127.0.0.1:{port}/api/v1"
+    stop(server)
+
+
+@pytest.fixture(scope="module")
+def catalog(home: Path) -> Catalog:
+    return Catalog(make_engine(Settings.under(home).catalog_url))
+
+
+@pytest.fixture(scope="module")
+def reporter(api: str) -> dict[str, str]:
+    return token(api, "lineage-bot")
+
+
+@pytest.fixture(scope="module")
+def openlineage(api: str, reporter: dict[str, str]) -> OpenLineageClient:
+    """openlineage-python's client, its HTTP transport pointed at the service with the service account's token."""
+    key = reporter["Authorization"].removeprefix("Bearer ")
+    config = HttpConfig(
+        url=api.removesuffix("/api/v1"), endpoint="api/v1/lineage", auth=ApiKeyTokenProvider({"apiKey": key})
+    )
+    return OpenLineageClient(transport=HttpTransport(config))
+
+
+@attr.define
+class AirflowRunFacet(RunFacet):
+    """What Airflow's provider says of the task instance: the DAG and the task, with their owners."""
+
+    dag: dict = attr.field(factory=dict)
+    task: dict = attr.field(factory=dict)
+
+    @staticmethod
+    def _get_schema() -> str:
+        return "https://raw.githubusercontent.com/apache/airflow/providers-openlineage/2.6.0/airflow/providers/openlineage/facets/AirflowRunFacet.json#/$defs/AirflowRunFacet"
+
+
+def version_path(home: Path, asset: str, number: int) -> str:
+    """A version's folder, as a Spark job reading it names it."""
+    catalog = Catalog(make_engine(Settings.under(home).catalog_url))
+    with catalog.session() as session:
+        row = session.exec(select(VersionRow).where(VersionRow.asset_key == asset, VersionRow.number == number)).one()
+    return str(Settings.under(home).lake.resolve() / row.path)
+
+
+def airflow_events(
+    inputs: list[InputDataset],
+    outputs: list[OutputDataset],
+    task: str,
+    owner: str = "carol",
+    end: RunState = RunState.COMPLETE,
+) -> list[RunEvent]:
+    """A task's START and its end, as Airflow's OpenLineage provider sends them."""
+    run_id = str(uuid.uuid4())
+    began = datetime.now(UTC)
+    facets = {
+        "airflow": AirflowRunFacet(
+            dag={"dag_id": "reports", "owner": "data-eng"}, task={"task_id": task, "owner": owner}
+        ),
+        "processing_engine": processing_engine_run.ProcessingEngineRunFacet(version="3.1.0", name="Airflow"),
+    }
+    job = Job(namespace=AIRFLOW, name=f"reports.{task}")
+    return [
+        RunEvent(
+            eventType=state,
+            eventTime=(began + timedelta(seconds=seconds)).isoformat(),
+            run=Run(runId=run_id, facets=facets),
+            job=job,
+            producer=PRODUCER,
+            inputs=inputs,
+            outputs=outputs,
+        )
+        for state, seconds in ((RunState.START, 0), (end, 3))
+    ]
+
+
+def impact(home: Path, ref: str, capsys) -> dict:
+    from governance.cli import app
+
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        for name, value in plain_environ(home).items():
+            monkeypatch.setenv(name, value)
+        capsys.readouterr()
+        try:
+            app(["impact", ref, "--json"], standalone_mode=False)
+        finally:
+            out = capsys.readouterr().out
+    return json.loads(out)
+
+
+def post(api: str, headers: dict[str, str], body: object) -> requests.Response:
+    return requests.post(f"{api}/lineage", json=body, headers=headers, timeout=60)
+
+
+def event_dict(event: RunEvent) -> dict:
+    from openlineage.client.serde import Serde
+
+    return json.loads(Serde.to_json(event))
+
+
+def stored_events(catalog: Catalog, run_id: str) -> list[str]:
+    with catalog.session() as session:
+        return sorted(session.exec(select(ForeignEvent.event_type).where(ForeignEvent.run_id == run_id)).all())
+
+
+def test_an_airflow_task_s_events_join_the_versions_it_read_and_show_in_their_impact(
+    home, openlineage, catalog, capsys
+):
+    clients = InputDataset("file", version_path(home, "sales/clients", 1))
+    # Custody's own events name an asset by its folder, the version in the version facet.
+    products = InputDataset(
+        "file",
+        str(Settings.under(home).lake.resolve() / "landing/sales/products"),
+        facets={"version": dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion="1")},
+    )
+    report = OutputDataset("postgres://warehouse:5432", "reports.public.client_products")
+    events = airflow_events([clients, products], [report], "build_report")
+    for event in events:
+        openlineage.emit(event)
+
+    run_id = events[0].run.runId
+    assert stored_events(catalog, run_id) == ["COMPLETE", "START"]
+    for ref in ("sales/clients@1", "sales/products@1"):
+        [job] = impact(home, ref, capsys)["foreign_jobs"]
+        assert (job["run_id"], job["job_name"], job["state"], job["user"]) == (
+            run_id,
+            "reports.build_report",
+            "COMPLETE",
+            "carol",
+        )
+        assert job["reporter"] == "lineage-bot"
+        assert [(o["namespace"], o["name"]) for o in job["outputs"]] == [
+            ("postgres://warehouse:5432", "reports.public.client_products")
+        ]
+
+
+def test_impact_follows_foreign_jobs_through_the_datasets_they_wrote(home, openlineage, capsys):
+    table = OutputDataset("postgres://warehouse:5432", "staging.public.clients_copy")
+    first = airflow_events(
+        [InputDataset("file", version_path(home, "sales/clients", 1) + "/part-0.parquet")], [table], "copy"
+    )
+    second = airflow_events(
+        [InputDataset(table.namespace, table.name)], [OutputDataset("s3://exports", "clients.csv")], "export"
+    )
+    for event in [*first, *second]:
+        openlineage.emit(event)
+
+    jobs = {job["job_name"]: job for job in impact(home, "sales/clients@1", capsys)["foreign_jobs"]}
+    [copied] = jobs["reports.copy"]["outputs"]
+    assert copied["name"] == "staging.public.clients_copy"
+    [export] = copied["read_by"]
+    assert export["job_name"] == "reports.export" and export["depth"] == 1
+    assert [o["name"] for o in export["outputs"]] == ["clients.csv"]
+
+
+def test_the_impact_tree_draws_foreign_jobs_in_their_own_style(home, openlineage, capsys):
+    from governance.cli import app
+
+    events = airflow_events([InputDataset("file", version_path(home, "sales/products", 1))], [], "count_products")
+    for event in events:
+        openlineage.emit(event)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        for name, value in {**plain_environ(home), "COLUMNS": "200"}.items():
+            monkeypatch.setenv(name, value)
+        capsys.readouterr()
+        app(["impact", "sales/products@1"], standalone_mode=False)
+    out = capsys.readouterr().out
+    assert f"job {AIRFLOW}/reports.count_products" in out
+    assert "not run by Custody" in out and "user carol" in out and "reported by lineage-bot" in out
+
+
+def test_impact_through_the_service_carries_the_foreign_jobs(api, openlineage, home):
+    events = airflow_events([InputDataset("file", version_path(home, "sales/products", 1))], [], "audit_products")
+    for event in events:
+        openlineage.emit(event)
+    found = requests.get(f"{api}/versions/sales/products/1/impact", headers=token(api, "carol"), timeout=60).json()
+    assert events[0].run.runId in {job["run_id"] for job in found["foreign_jobs"]}
+
+
+def test_re_sent_and_out_of_order_events_are_kept_once_and_the_run_ends_complete(api, reporter, catalog, home):
+    start, complete = (
+        event_dict(e)
+        for e in airflow_events([InputDataset("file", version_path(home, "sales/clients", 1))], [], "late")
+    )
+    first = post(api, reporter, complete)
+    assert first.status_code == 200, first.text
+    assert post(api, reporter, [start, complete]).json()["received"][1]["received"] == "already stored"
+    assert post(api, reporter, start).json()["received"][0]["received"] == "already stored"
+
+    run_id = start["run"]["runId"]
+    assert stored_events(catalog, run_id) == ["COMPLETE", "START"]
+    with catalog.session() as session:
+        run = session.get(ForeignRun, run_id)
+    assert run is not None and run.state == "COMPLETE" and run.started_at == start["eventTime"]
+
+
+def test_an_input_in_the_lake_where_no_version_is_is_reported_and_one_outside_the_lake_is_not(api, reporter, home):
+    lake = Settings.under(home).lake.resolve()
+    missing = InputDataset("file", str(lake / "landing/sales/clients/v=99"))
+    elsewhere = InputDataset("postgres://crm:5432", "crm.public.clients")
+    [start, _] = (event_dict(e) for e in airflow_events([missing, elsewhere], [], "stray"))
+    [received] = post(api, reporter, start).json()["received"]
+    assert received["received"] == "stored"
+    assert received["inputs"] == [
+        {
+            "namespace": "file",
+            "name": str(lake / "landing/sales/clients/v=99"),
+            "problem": "in the lake at landing/sales/clients/v=99, where the catalog has no version",
+        },
+        {"namespace": "postgres://crm:5432", "name": "crm.public.clients"},
+    ]
+
+
+def test_names_that_look_like_sql_or_a_way_out_of_the_lake_are_kept_as_they_are_and_join_nothing(
+    api, reporter, home, catalog
+):
+    lake = Settings.under(home).lake.resolve()
+    hostile = [
+        InputDataset("file", f"{lake}/../../etc/passwd"),
+        InputDataset("x'; DROP TABLE version; --", 'a" OR 1=1 --'),
+    ]
+    [start, _] = (event_dict(e) for e in airflow_events(hostile, [], "hostile"))
+    [received] = post(api, reporter, start).json()["received"]
+    assert [i.get("version") for i in received["inputs"]] == [None, None]
+    with catalog.session() as session:
+        assert session.exec(select(func.count()).select_from(VersionRow)).one() >= 2
+        body = session.exec(select(ForeignEvent.body).where(ForeignEvent.run_id == start["run"]["runId"])).one()
+    assert json.loads(body)["inputs"][1]["namespace"] == "x'; DROP TABLE version; --"
+
+
+def test_a_post_without_a_token_or_with_a_foreign_signed_one_gets_401_and_is_recorded(api, home, catalog):
+    [start, _] = (event_dict(e) for e in airflow_events([], [], "anonymous"))
+    forged = {"Authorization": "Bearer not-a-token-of-this-service"}
+    for headers in ({}, forged):
+        answer = post(api, headers, start)
+        assert answer.status_code == 401, answer.text
+    with catalog.session() as session:
+        refused = session.exec(
+            select(LedgerEntry).where(
+                LedgerEntry.action == "session", col(LedgerEntry.details).contains("/api/v1/lineage")
+            )
+        ).all()
+    assert refused and all(json.loads(entry.details)["result"] == "denied" for entry in refused)
+    assert stored_events(catalog, start["run"]["runId"]) == []
+
+
+def test_a_user_outside_the_lineage_group_is_refused_and_recorded(api, catalog):
+    [start, _] = (event_dict(e) for e in airflow_events([], [], "by-carol"))
+    answer = post(api, token(api, "carol"), start)
+    assert answer.status_code == 403
+    assert answer.json()["detail"] == "carol may not report lineage: it needs the lineage group (lineage-reporters)"
+    with catalog.session() as session:
+        [entry] = session.exec(
+            select(LedgerEntry).where(LedgerEntry.action == "lineage.report", LedgerEntry.actor == "carol")
+        ).all()
+    assert json.loads(entry.details)["result"] == "denied"
+    assert stored_events(catalog, start["run"]["runId"]) == []
+
+
+def test_bad_events_get_one_clear_message_and_nothing_is_stored(api, reporter, catalog):
+    [start, _] = (event_dict(e) for e in airflow_events([], [], "bad"))
+    hostile_facet = {**start["run"]["facets"]["processing_engine"], "_schemaURL": "file:///etc/passwd"}
+    cases = [
+        ("not json", None, "the body is not JSON"),
+        (None, {**start, "run": {"runId": "not-a-uuid"}}, "the event: run.runId: 'not-a-uuid' is not a 'uuid'"),
+        (None, {**start, "eventTime": "yesterday"}, "the event: eventTime: 'yesterday' is not a 'date-time'"),
+        (
+            None,
+            {**start, "run": {**start["run"], "facets": {"processing_engine": hostile_facet}}},
+            "the event: run.facets.processing_engine._schemaURL 'file:///etc/passwd' is not an http(s) URL",
+        ),
+        (
+            None,
+            {**start, "job": {"namespace": "ns", "name": "a\nb"}},
+            "the event: job.name 'a\\nb' holds a control character",
+        ),
+        (None, {"dataset": {"namespace": "ns", "name": "t"}}, "the event is a dataset event"),
+        (None, [start, {**start, "producer": 7}], "event 1 of the list: producer: 7 is not of type 'string'"),
+    ]
+    for text, body, said in cases:
+        answer = (
+            requests.post(f"{api}/lineage", data=text, headers=reporter, timeout=60)
+            if text is not None
+            else post(api, reporter, body)
+        )
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["detail"].startswith(said), answer.json()
+    assert stored_events(catalog, start["run"]["runId"]) == []
+
+
+def test_an_oversized_body_or_one_that_inflates_past_the_limit_is_refused(api, reporter):
+    big = json.dumps({"padding": "x" * (5 * 1024 * 1024)}).encode()
+    answer = requests.post(
+        f"{api}/lineage", data=big, headers={**reporter, "Content-Type": "application/json"}, timeout=60
+    )
+    assert answer.status_code == 413
+    bomb = gzip.compress(b"[" + b" " * (64 * 1024 * 1024) + b"]")
+    answer = requests.post(
+        f"{api}/lineage",
+        data=bomb,
+        headers={**reporter, "Content-Encoding": "gzip", "Content-Type": "application/json"},
+        timeout=60,
+    )
+    assert answer.status_code == 400
+    assert "inflated, are larger than the 4 MiB" in answer.json()["detail"]
+
+
+def test_gzip_compressed_events_as_the_http_transport_sends_them_are_accepted(api, reporter, catalog):
+    [start, _] = (event_dict(e) for e in airflow_events([], [], "compressed"))
+    answer = requests.post(
+        f"{api}/lineage",
+        data=gzip.compress(json.dumps(start).encode()),
+        headers={**reporter, "Content-Encoding": "gzip", "Content-Type": "application/json"},
+        timeout=60,
+    )
+    assert answer.status_code == 200, answer.text
+    assert stored_events(catalog, start["run"]["runId"]) == ["START"]
