@@ -40,7 +40,17 @@ $(JARS)/.copied: deploy/spark-jars/pom.xml | $(BIN)/custody
 	mvn -q -B -f deploy/spark-jars/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(JARS)
 	touch $@
 
-setup: $(BIN)/custody $(JARS)/.copied
+# OpenLineage's Spark listener, for Spark jobs Custody does not run (the tests run one): kept apart,
+# so that Custody's own sessions never load it.
+OPENLINEAGE_JARS := $(VENV)/share/custody/openlineage-jars
+
+$(OPENLINEAGE_JARS)/.copied: deploy/openlineage-spark/pom.xml | $(BIN)/custody
+	@command -v mvn >/dev/null || { echo "Custody fetches Spark's jars with Maven: install it (apt-get install maven)" >&2; exit 1; }
+	rm -rf $(OPENLINEAGE_JARS)
+	mvn -q -B -f deploy/openlineage-spark/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(OPENLINEAGE_JARS)
+	touch $@
+
+setup: $(BIN)/custody $(JARS)/.copied $(OPENLINEAGE_JARS)/.copied
 
 system-packages:
 	PYTHON=$(PYTHON) ./scripts/system-packages

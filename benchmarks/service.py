@@ -128,7 +128,7 @@ def through_service(api: str, headers: dict[str, str], ref: VersionRef, runs: in
     return timings
 
 
-# Each of wrk's threads asks for the paths in turn; the summary comes back as one line of JSON.
+# Each of wrk's threads asks for the paths in turn.
 WRK_SCRIPT = """
 local paths = {%s}
 local turn = 0
@@ -136,10 +136,13 @@ request = function()
   turn = turn + 1
   return wrk.format("GET", paths[(turn %% #paths) + 1])
 end
+"""
+# What every load script ends with: wrk's summary, as one line of JSON.
+SUMMARY = """
 done = function(summary, latency, requests)
   local e = summary.errors
   io.write(string.format(
-    '{"requests": %%d, "micros": %%d, "errors": %%d, "p50": %%d, "p95": %%d, "p99": %%d}\\n',
+    '{"requests": %d, "micros": %d, "errors": %d, "p50": %d, "p95": %d, "p99": %d}\\n',
     summary.requests, summary.duration, e.connect + e.read + e.write + e.status + e.timeout,
     latency:percentile(50), latency:percentile(95), latency:percentile(99)))
 end
@@ -147,15 +150,22 @@ end
 
 
 def load(api: str, headers: dict[str, str], ref: VersionRef, clients: int, seconds: float) -> dict[str, float]:
-    """wrk's `clients` connections, on as many threads as there are cores, asking in turn until the
-    time is up: its summary."""
+    """wrk's `clients` connections asking for the catalog, a provenance and a ledger page in turn."""
+    paths = ["/catalog", f"/versions/{ref.key}/{ref.number}/provenance", "/ledger?limit=100"]
+    prefix = urlsplit(api).path
+    return load_with(
+        WRK_SCRIPT % ", ".join(json.dumps(prefix + path) for path in paths), api, headers, clients, seconds
+    )
+
+
+def load_with(lua: str, url: str, headers: dict[str, str], clients: int, seconds: float) -> dict[str, float]:
+    """wrk's `clients` connections, on as many threads as there are cores, sending the requests the
+    `lua` script makes until the time is up: its summary."""
     wrk = shutil.which("wrk")
     if wrk is None:
         raise SystemExit("the load test needs wrk: apt-get install wrk")
-    paths = ["/catalog", f"/versions/{ref.key}/{ref.number}/provenance", "/ledger?limit=100"]
-    prefix = urlsplit(api).path
     with tempfile.NamedTemporaryFile("w", suffix=".lua") as script:
-        script.write(WRK_SCRIPT % ", ".join(json.dumps(prefix + path) for path in paths))
+        script.write(lua + SUMMARY)
         script.flush()
         ran = subprocess.run(
             [
@@ -168,7 +178,7 @@ def load(api: str, headers: dict[str, str], ref: VersionRef, clients: int, secon
                 "-s",
                 script.name,
                 *[f"-H{name}: {value}" for name, value in headers.items()],
-                api,
+                url,
             ],
             capture_output=True,
             text=True,

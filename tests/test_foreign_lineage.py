@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -28,6 +31,7 @@ from governance.catalog.engine import make_engine
 from governance.catalog.models import ForeignEvent, ForeignRun, LedgerEntry, VersionRow
 from governance.config import Settings
 from governance.demo import drop_demo_batches
+from governance.runs import os_user
 from governance.zones import Lake
 from tests.conftest import plain_environ
 from tests.dagster_servers import start_service, stop, token
@@ -370,3 +374,190 @@ def test_gzip_compressed_events_as_the_http_transport_sends_them_are_accepted(ap
     )
     assert answer.status_code == 200, answer.text
     assert stored_events(catalog, start["run"]["runId"]) == ["START"]
+
+
+def flagged(catalog: Catalog, actor: str) -> list[LedgerEntry]:
+    with catalog.session() as session:
+        return list(
+            session.exec(
+                select(LedgerEntry).where(LedgerEntry.action == "read.outside-policy", LedgerEntry.actor == actor)
+            )
+        )
+
+
+def outside_policy(catalog: Catalog, run_id: str) -> list[LedgerEntry]:
+    with catalog.session() as session:
+        return list(
+            session.exec(
+                select(LedgerEntry).where(LedgerEntry.action == "read.outside-policy", LedgerEntry.run_id == run_id)
+            )
+        )
+
+
+def test_a_read_under_a_user_with_no_role_on_the_asset_is_recorded_for_auditors(home, openlineage, catalog, capsys):
+    from governance.cli import app
+
+    events = airflow_events([InputDataset("file", version_path(home, "sales/clients", 1))], [], "side_job", owner="eve")
+    for event in events:
+        openlineage.emit(event)
+
+    [entry] = outside_policy(catalog, events[0].run.runId)  # once, though both events name the read
+    details = json.loads(entry.details)
+    assert (entry.actor, entry.asset_key, entry.version, entry.assurance) == ("eve", "sales/clients", 1, "asserted")
+    assert details["reason"].startswith("eve may not read sales/clients: it needs consumer (sales-consumers)")
+    assert (details["job"], details["reported_by"], details["channel"]) == (
+        f"{AIRFLOW}/reports.side_job",
+        "lineage-bot",
+        "openlineage",
+    )
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        for name, value in plain_environ(home).items():
+            monkeypatch.setenv(name, value)
+        capsys.readouterr()
+        app(["ledger", "show", "--action", "read.outside-policy", "--json"], standalone_mode=False)
+    listed = json.loads(capsys.readouterr().out)
+    assert events[0].run.runId in {listed_entry["run_id"] for listed_entry in listed}
+
+
+def test_a_read_by_a_consumer_of_the_asset_is_not_flagged(home, openlineage, catalog):
+    events = airflow_events(
+        [InputDataset("file", version_path(home, "sales/clients", 1))], [], "by_consumer", owner="carol"
+    )
+    for event in events:
+        openlineage.emit(event)
+    assert outside_policy(catalog, events[0].run.runId) == []
+
+
+def test_a_read_whose_run_reports_no_user_is_recorded_as_unknown(api, reporter, home, catalog):
+    [start, _] = (
+        event_dict(e)
+        for e in airflow_events([InputDataset("file", version_path(home, "sales/products", 1))], [], "nobody")
+    )
+    start["run"]["facets"] = {}
+    assert post(api, reporter, start).status_code == 200
+    [entry] = outside_policy(catalog, start["run"]["runId"])
+    assert (entry.actor, entry.assurance, json.loads(entry.details)["reason"]) == (
+        "unknown",
+        "none",
+        "the run reported no user",
+    )
+
+
+def test_event_times_in_nanoseconds_as_java_clients_send_them_order_a_run(api, reporter, catalog):
+    start, complete = (event_dict(e) for e in airflow_events([], [], "nanos"))
+    start["eventTime"], complete["eventTime"] = "2026-11-27T05:00:00.123456789Z", "2026-11-27T05:00:01.987654321Z"
+    running = {**start, "eventType": "RUNNING", "eventTime": "2026-11-27T05:00:00.5Z"}
+    for event in (start, complete, running):
+        assert post(api, reporter, event).status_code == 200
+    with catalog.session() as session:
+        run = session.get(ForeignRun, start["run"]["runId"])
+    assert run is not None and (run.state, run.state_time) == ("COMPLETE", complete["eventTime"])
+
+
+OPENLINEAGE_JARS = Path(sys.prefix) / "share" / "custody" / "openlineage-jars"
+# A plain PySpark job, not built from a spec: clients joined to products, written as a table, with
+# OpenLineage's Spark listener posting what it read and wrote to the service.
+REPORT_JOB = """
+import sys
+from pyspark.sql import SparkSession
+
+jar, out, clients_path, products_path, url, key = sys.argv[1:]
+spark = (
+    SparkSession.builder.master("local[1]").appName("client_report")
+    .config("spark.jars", jar)
+    .config("spark.extraListeners", "io.openlineage.spark.agent.OpenLineageSparkListener")
+    .config("spark.openlineage.namespace", "spark://reports")
+    .config("spark.openlineage.transport.type", "http")
+    .config("spark.openlineage.transport.url", url)
+    .config("spark.openlineage.transport.endpoint", "/api/v1/lineage")
+    .config("spark.openlineage.transport.auth.type", "api_key")
+    .config("spark.openlineage.transport.auth.apiKey", key)
+    .config("spark.ui.enabled", "false")
+    .getOrCreate()
+)
+clients = spark.read.parquet(clients_path)
+products = spark.read.parquet(products_path)
+report = clients.join(products, clients.order__product_id == products.product_id).select(
+    clients.name, products.product_name, (clients.order__quantity * products.unit_price).alias("amount")
+)
+report.write.mode("overwrite").parquet(out)
+spark.stop()
+"""
+
+
+def test_a_plain_pyspark_job_with_openlineage_s_listener_joins_the_two_versions_it_read(
+    api, home, reporter, catalog, tmp_path, capsys
+):
+    [jar] = sorted(OPENLINEAGE_JARS.glob("openlineage-spark_*.jar"))  # `make setup` fetches it
+    job = tmp_path / "client_report.py"
+    job.write_text(REPORT_JOB)
+    out = tmp_path / "warehouse" / "client_report"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUSTODY_", "DAGSTER_", "PYSPARK_SUBMIT"))}
+    key = reporter["Authorization"].removeprefix("Bearer ")
+    paths = [version_path(home, "sales/clients", 1), version_path(home, "sales/products", 1)]
+    subprocess.run(
+        [sys.executable, str(job), str(jar), str(out), *paths, api.removesuffix("/api/v1"), key],
+        env=env,
+        check=True,
+        timeout=600,
+        capture_output=True,
+    )
+
+    for ref in ("sales/clients@1", "sales/products@1"):
+        writers = [
+            job for job in impact(home, ref, capsys)["foreign_jobs"] if job["job_namespace"] == "spark://reports"
+        ]
+        written = {(o["namespace"], o["name"]) for job in writers for o in job["outputs"]}
+        assert ("file", str(out)) in written, writers
+    with catalog.session() as session:
+        bodies = [json.loads(body) for body in session.exec(select(ForeignEvent.body)).all()]
+    lineage = [
+        output["facets"]["columnLineage"]["fields"]["amount"]["inputFields"]
+        for body in bodies
+        if body["job"]["namespace"] == "spark://reports"
+        for output in body.get("outputs") or ()
+        if "columnLineage" in (output.get("facets") or {})
+    ]
+    assert lineage, "the listener sent no column lineage"
+    assert {(field["name"].rsplit("/", 1)[-1], field["field"]) for field in lineage[-1]} == {
+        ("clients", "order__quantity"),
+        ("products", "unit_price"),
+    }
+    # The listener reports the OS user running the job, whom the directory does not know.
+    runs = {json.loads(entry.details)["job"] for entry in flagged(catalog, os_user())}
+    assert any(job.startswith("spark://reports/") for job in runs)
+
+
+def test_the_impact_graph_draws_foreign_jobs_and_what_they_wrote_in_their_own_style(
+    home, openlineage, tmp_path, capsys
+):
+    from governance.cli import app
+
+    table = OutputDataset("postgres://warehouse:5432", "marts.public.product_sales")
+    events = airflow_events([InputDataset("file", version_path(home, "sales/products", 1))], [table], "graph_me")
+    for event in events:
+        openlineage.emit(event)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        for name, value in plain_environ(home).items():
+            monkeypatch.setenv(name, value)
+        for kind in ("json", "svg"):
+            app(
+                [
+                    "lineage",
+                    "graph",
+                    "sales/products@1",
+                    "--impact",
+                    "--format",
+                    kind,
+                    "-o",
+                    str(tmp_path / f"impact.{kind}"),
+                ],
+                standalone_mode=False,
+            )
+    drawn = json.loads((tmp_path / "impact.json").read_text())
+    job = f"job:{events[0].run.runId}"
+    dataset = "dataset:postgres://warehouse:5432/marts.public.product_sales@"
+    assert {node["id"]: node["kind"] for node in drawn["nodes"]}[job] == "foreign_job"
+    assert {(edge["source"], edge["target"]) for edge in drawn["edges"]} >= {("sales/products@1", job), (job, dataset)}
+    picture = (tmp_path / "impact.svg").read_text()
+    assert "reports.graph_me" in picture and "marts.public.product_sales" in picture and "not run by Custody" in picture

@@ -198,6 +198,21 @@ class Policy:
         needed = " or ".join(f"{role} ({group_of(spec, role)})" for role in ROLES_FOR[verb])
         return answer(False, f"{identity.user} may not {PHRASES.get(verb, verb)} {asset}: it needs {needed}")
 
+    def holds_role(self, identity: Identity, verb: Verb, spec: Spec | None) -> Decision:
+        """Whether `identity` holds a role `verb` needs on the asset of `spec`, whatever its
+        assurance: what another tool's report that `identity` read the asset is held to."""
+
+        def answer(allowed: bool, reason: str, role: str | None = None) -> Decision:
+            return Decision(
+                identity, verb, str(spec.key) if spec else None, allowed, reason, None, role, self.source or None
+            )
+
+        try:
+            checked_name(identity.user)
+        except InvalidName as err:
+            return answer(False, str(err))
+        return self._decide_role(identity, verb, spec, answer)
+
     def decide_apply(self, identity: Identity, in_force: Spec | None, spec: Spec) -> Decision:
         """Whether `identity` may put `spec` in force: an owner of the definition in force, or for a
         new asset, an owner it names or an admin."""

@@ -121,8 +121,8 @@ class VersionRow(SQLModel, table=True):
     data_version: str = Field(index=True)
     zone: str
     # Folders relative to the lake root (`landing/sales/clients/v=3`): a home restored elsewhere
-    # finds them under its own lake.
-    path: str
+    # finds them under its own lake. Indexed: another tool's OpenLineage event names a version by it.
+    path: str = Field(index=True)
     rows: int
     rows_quarantined: int = 0
     quarantine_path: str | None = None

@@ -11,15 +11,15 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError, best_match
-from referencing import Registry, Resource
-from referencing.exceptions import Unresolvable
-
 from governance.errors import InvalidInput, shown
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
+    from referencing import Registry
 
 SPEC = Path(__file__).resolve().parent / "openlineage-spec"
 EVENT_SCHEMA = "https://openlineage.io/spec/2-0-2/OpenLineage.json"
@@ -28,6 +28,10 @@ RUN_EVENT = f"{EVENT_SCHEMA}#/$defs/RunEvent"
 MAX_EVENTS = 1_000
 MAX_NAME = 4_096
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# The formats held as rules, not only as the annotations JSON Schema 2020-12 makes of them: a run is
+# known by its id and ordered by its times. Others stay annotations: OpenLineage's own Spark listener
+# names a local data source's `uri` "file", which is no absolute URI.
+ASSERTED_FORMATS = ("uuid", "date-time")
 
 
 @dataclass(frozen=True)
@@ -162,6 +166,9 @@ def _valid_facet(facet: Mapping[str, Any], which: str, where: str) -> None:
 
 def _valid(instance: Mapping[str, Any], url: str, which: str, at: str) -> None:
     """`instance`, found at `at` in the event, against the schema `url` names."""
+    from jsonschema.exceptions import best_match
+    from referencing.exceptions import Unresolvable
+
     try:
         error = best_match(_validator(url).iter_errors(instance))
     except Unresolvable as err:
@@ -191,9 +198,16 @@ def _known() -> frozenset[str]:
 
 @cache
 def _registry() -> Registry:
+    from referencing import Registry, Resource
+
     return Registry().with_resources((schema["$id"], Resource.from_contents(schema)) for schema in _schemas())
 
 
 @cache
 def _validator(url: str) -> Draft202012Validator:
-    return Draft202012Validator({"$ref": url}, registry=_registry(), format_checker=Draft202012Validator.FORMAT_CHECKER)
+    # Imported here, not with the module: jsonschema's format checkers take a second to import,
+    # which every `custody` command would pay for, and only the service validates events.
+    from jsonschema import Draft202012Validator, FormatChecker
+
+    checker = FormatChecker(formats=ASSERTED_FORMATS)
+    return Draft202012Validator({"$ref": url}, registry=_registry(), format_checker=checker)

@@ -11,8 +11,9 @@ from typing import Any
 from sqlmodel import Session, col, select
 
 from governance.catalog.models import ForeignDataset, ForeignIO, ForeignRun
-from governance.foreign.join import INPUT, OUTPUT
 
+# A foreign run's datasets: those it read, and those it wrote.
+INPUT, OUTPUT = "input", "output"
 # As deep as a version's own lineage is walked.
 MAX_DEPTH = 100
 CHUNK = 5_000

@@ -3,31 +3,72 @@ it read and wrote; and, for an input that is a Custody version, that version.
 
 An input is a Custody version when its name is a version's location in the lake (the folder, or a
 file in it: `file` /lake/landing/sales/clients/v=3, or `s3://bucket` prefix/…), or the asset's
-folder as Custody's own events name it with the version in its `version` facet."""
+folder as Custody's own events name it with the version in its `version` facet. A run that read a
+version under a reported user who holds no role on its asset is recorded (`read.outside-policy`)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
 from typing import Any
 
-from sqlalchemy import Table
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlmodel import Session, col, select
+from sqlalchemy import bindparam, text
+from sqlalchemy.exc import SQLAlchemyError
+from sqlmodel import Session
 
+from governance import ledger
+from governance.access.guard import ledger_actor
 from governance.catalog import Catalog
-from governance.catalog.models import ForeignDataset, ForeignEvent, ForeignIO, ForeignRun, VersionRow
+from governance.errors import CustodyError, error_summary
 from governance.foreign.events import RunEvent
+from governance.foreign.impact import INPUT, OUTPUT
+from governance.runs import Assurance
 from governance.zones import Lake, Zone
 
-INPUT, OUTPUT = "input", "output"
 # A run's state follows its latest event; one that ended stays ended whatever comes after.
 ENDED = ("COMPLETE", "FAIL", "ABORT")
 ZONES = frozenset(zone.value for zone in Zone)
+OUTSIDE_POLICY = "read.outside-policy"
+# How a foreign run's report reached Custody, as the ledger names channels.
+FOREIGN_CHANNEL = "openlineage"
+# Whether a reported user may read an asset: None if so, else why not.
+Judge = Callable[[str | None, str], str | None]
+
+STORE = text(
+    "INSERT INTO foreign_event (run_id, event_type, event_time, received_at, reporter, body) "
+    "VALUES (:run_id, :event_type, :event_time, :received_at, :reporter, :body) ON CONFLICT DO NOTHING"
+)
+RUN = text('SELECT state, state_time, started_at, "user" FROM foreign_run WHERE run_id = :run_id')
+NEW_RUN = text(
+    'INSERT INTO foreign_run (run_id, job_namespace, job_name, producer, state, state_time, started_at, "user", reporter) '
+    "VALUES (:run_id, :job_namespace, :job_name, :producer, :state, :state_time, :started_at, :user, :reporter)"
+)
+RUN_NOW = text(
+    'UPDATE foreign_run SET state = :state, state_time = :state_time, started_at = :started_at, "user" = :user '
+    "WHERE run_id = :run_id"
+)
+DATASET = text("SELECT id FROM foreign_dataset WHERE key = :key")
+NEW_DATASET = text(
+    "INSERT INTO foreign_dataset (namespace, name, version, ident, key) "
+    "VALUES (:namespace, :name, :version, :ident, :key) ON CONFLICT DO NOTHING RETURNING id"
+)
+IO = text(
+    "INSERT INTO foreign_io (run_id, direction, dataset_id, version_id) "
+    "VALUES (:run_id, :direction, :dataset_id, :version_id) ON CONFLICT DO NOTHING"
+)
+VERSION_AT = text(
+    "SELECT id, asset_key, number FROM version WHERE path IN :paths ORDER BY length(path) DESC LIMIT 1"
+).bindparams(bindparam("paths", expanding=True))
+VERSION_OF = text(
+    "SELECT id, asset_key, number FROM version WHERE asset_key = :asset AND number = :number AND zone = :zone"
+)
+# Python's datetime takes at most microseconds; Java's clients may send nanoseconds.
+FRACTION = re.compile(r"(\.\d{6})\d+")
 
 
 @dataclass(frozen=True)
@@ -36,38 +77,76 @@ class Resolved:
     neither: a dataset outside the lake."""
 
     version_id: int | None = None
-    ref: str | None = None
+    asset: str | None = None
+    number: int | None = None
     problem: str | None = None
+
+    @property
+    def ref(self) -> str | None:
+        return None if self.asset is None else f"{self.asset}@{self.number}"
+
+
+@dataclass(frozen=True)
+class Outside:
+    """A version a run read under a user who may not read it, and why not."""
+
+    event: RunEvent
+    read: Resolved
+    user: str | None
+    reason: str
 
 
 @dataclass(frozen=True)
 class Received:
-    """What became of one event: stored, or already stored; and what each input resolved to."""
+    """What became of one event: stored, or already stored; what each input resolved to; and why
+    it could not be joined, if it could not."""
 
     run_id: str
     event_type: str
     stored: bool
     inputs: list[dict[str, Any]] = field(default_factory=list)
+    unjoined: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        said = {
             "runId": self.run_id,
             "eventType": self.event_type,
             "received": "stored" if self.stored else "already stored",
             "inputs": self.inputs,
         }
+        return said if self.unjoined is None else {**said, "not joined": self.unjoined}
 
 
-def receive(catalog: Catalog, lake: Lake, events: Sequence[RunEvent], reporter: str) -> list[Received]:
-    """Keep the events not kept yet, in one transaction, then join those in another: an event whose
-    joining fails is still kept."""
+def receive(
+    catalog: Catalog, lake: Lake, events: Sequence[RunEvent], reporter: str, judge: Judge | None = None
+) -> list[Received]:
+    """Keep the events not kept yet and join them, in one transaction; the joining in a savepoint
+    of its own, so that events it fails on are still kept (and said not joined). With `judge`, each
+    version read under a user it refuses is recorded in the ledger (`read.outside-policy`)."""
+    outside: list[Outside] = []
     with catalog.session() as session:
         stored = [_store(session, event, reporter) for event in events]
-    with catalog.session() as session:
-        return [
-            Received(event.run_id, event.event_type, new, _join(session, lake, event, reporter) if new else [])
-            for event, new in zip(events, stored, strict=True)
-        ]
+        try:
+            with session.begin_nested():
+                received = [
+                    Received(
+                        event.run_id,
+                        event.event_type,
+                        new,
+                        _join(session, lake, event, reporter, judge, outside) if new else [],
+                    )
+                    for event, new in zip(events, stored, strict=True)
+                ]
+        except (SQLAlchemyError, CustodyError, ValueError) as err:
+            why = error_summary(err)
+            return [
+                Received(event.run_id, event.event_type, new, unjoined=why if new else None)
+                for event, new in zip(events, stored, strict=True)
+            ]
+        # Outside the savepoint: a ledger entry is never rolled back once appended in a transaction.
+        for found in outside:
+            _record_outside(session, found, reporter)
+    return received
 
 
 def _store(session: Session, event: RunEvent, reporter: str) -> bool:
@@ -79,19 +158,50 @@ def _store(session: Session, event: RunEvent, reporter: str) -> bool:
         "reporter": reporter,
         "body": json.dumps(event.body, separators=(",", ":")),
     }
-    return _insert_new(session, ForeignEvent.__table__, row)  # type: ignore[attr-defined]
+    return bool(session.execute(STORE, row).rowcount)  # type: ignore[attr-defined]
 
 
-def _join(session: Session, lake: Lake, event: RunEvent, reporter: str) -> list[dict[str, Any]]:
-    _run(session, event, reporter)
+def _join(
+    session: Session, lake: Lake, event: RunEvent, reporter: str, judge: Judge | None, outside: list[Outside]
+) -> list[dict[str, Any]]:
+    """Join the event: its run, what it read (each version read for the first time held to
+    `judge`, those it refuses added to `outside`) and what it wrote. What each input is."""
+    user = _run(session, event, reporter)
     inputs = []
     for dataset in event.inputs:
-        resolved = resolve(session, lake, dataset)
-        _io(session, event.run_id, INPUT, dataset, resolved.version_id)
-        inputs.append(_said(dataset, resolved))
+        for resolved in resolve(session, lake, dataset):
+            version = str(resolved.number) if resolved.number is not None else _version(dataset)
+            first = _io(session, event.run_id, INPUT, dataset, version, resolved.version_id)
+            why = judge(user, resolved.asset) if first and judge is not None and resolved.asset is not None else None
+            if why is not None:
+                outside.append(Outside(event, resolved, user, why))
+            inputs.append(_said(dataset, resolved))
     for dataset in event.outputs:
-        _io(session, event.run_id, OUTPUT, dataset, None)
+        _io(session, event.run_id, OUTPUT, dataset, _version(dataset), None)
     return inputs
+
+
+def _record_outside(session: Session, found: Outside, reporter: str) -> None:
+    """Record a version's read under a user who may not read it: Custody cannot stop another
+    tool's direct read of the lake, but it does not let one pass unseen."""
+    event = found.event
+    ledger.append(
+        session,
+        actor=ledger_actor(found.user) if found.user else "unknown",
+        action=OUTSIDE_POLICY,
+        asset=found.read.asset,
+        version=found.read.number,
+        run_id=event.run_id,
+        assurance=Assurance.ASSERTED if found.user else Assurance.NONE,
+        details={
+            "result": "outside policy",
+            "reason": found.reason,
+            "job": f"{event.job_namespace}/{event.job_name}",
+            "producer": event.producer,
+            "reported_by": reporter,
+            "channel": FOREIGN_CHANNEL,
+        },
+    )
 
 
 def _said(dataset: Mapping[str, Any], resolved: Resolved) -> dict[str, Any]:
@@ -103,37 +213,46 @@ def _said(dataset: Mapping[str, Any], resolved: Resolved) -> dict[str, Any]:
     return said
 
 
-def _run(session: Session, event: RunEvent, reporter: str) -> None:
-    run = session.get(ForeignRun, event.run_id)
-    user = reported_user(event)
-    if run is None:
-        run = ForeignRun(
-            run_id=event.run_id,
-            job_namespace=event.job_namespace,
-            job_name=event.job_name,
-            producer=event.producer,
-            state=event.event_type,
-            state_time=event.event_time,
-            reporter=reporter,
+def _run(session: Session, event: RunEvent, reporter: str) -> str | None:
+    """Record the run, or what the event changes of it; the user it ran as, if any event said."""
+    found = session.execute(RUN, {"run_id": event.run_id}).first()
+    started = event.event_time if event.event_type == "START" else None
+    if found is None:
+        user = reported_user(event)
+        session.execute(
+            NEW_RUN,
+            {
+                "run_id": event.run_id,
+                "job_namespace": event.job_namespace,
+                "job_name": event.job_name,
+                "producer": event.producer,
+                "state": event.event_type,
+                "state_time": event.event_time,
+                "started_at": started,
+                "user": user,
+                "reporter": reporter,
+            },
         )
-    elif _later(event, run):
-        run.state, run.state_time = event.event_type, event.event_time
-    if event.event_type == "START":
-        run.started_at = event.event_time
-    run.user = run.user or user
-    session.add(run)
+        return user
+    state, state_time, started_at, user = found
+    if _later(event, state, state_time):
+        state, state_time = event.event_type, event.event_time
+    user = user or reported_user(event)
+    values = {"state": state, "state_time": state_time, "started_at": started or started_at, "user": user}
+    session.execute(RUN_NOW, {**values, "run_id": event.run_id})
+    return user
 
 
-def _later(event: RunEvent, run: ForeignRun) -> bool:
+def _later(event: RunEvent, state: str, state_time: str) -> bool:
     """Whether the event says more of the run's state than the one it is in: an end always does,
     over a start or a progress report; otherwise the later one."""
-    if (event.event_type in ENDED) != (run.state in ENDED):
+    if (event.event_type in ENDED) != (state in ENDED):
         return event.event_type in ENDED
-    return _moment(event.event_time) >= _moment(run.state_time)
+    return _moment(event.event_time) >= _moment(state_time)
 
 
 def _moment(value: str) -> datetime:
-    moment = datetime.fromisoformat(value)
+    moment = datetime.fromisoformat(FRACTION.sub(r"\1", value))
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
@@ -153,10 +272,13 @@ def reported_user(event: RunEvent) -> str | None:
     return next((str(user) for user in found if isinstance(user, str) and user.strip()), None)
 
 
-def _io(session: Session, run_id: str, direction: str, dataset: Mapping[str, Any], version_id: int | None) -> None:
-    dataset_id = _dataset_id(session, dataset["namespace"], dataset["name"], _version(dataset))
+def _io(
+    session: Session, run_id: str, direction: str, dataset: Mapping[str, Any], version: str, version_id: int | None
+) -> bool:
+    """Record that the run read or wrote the dataset at `version`; whether it had not been recorded yet."""
+    dataset_id = _dataset_id(session, dataset["namespace"], dataset["name"], version)
     row = {"run_id": run_id, "direction": direction, "dataset_id": dataset_id, "version_id": version_id}
-    _insert_new(session, ForeignIO.__table__, row)  # type: ignore[attr-defined]
+    return bool(session.execute(IO, row).rowcount)  # type: ignore[attr-defined]
 
 
 def _version(dataset: Mapping[str, Any]) -> str:
@@ -175,25 +297,43 @@ def _digest(*parts: str) -> str:
 
 
 def _dataset_id(session: Session, namespace: str, name: str, version: str) -> int:
+    """The dataset's id, recorded first if it is new. Another transaction recording the same one
+    at once makes this one's insert do nothing, and its row is read once that one has committed."""
     key = _digest(namespace, name, version)
-    row = {"namespace": namespace, "name": name, "version": version, "ident": ident(namespace, name), "key": key}
-    _insert_new(session, ForeignDataset.__table__, row)  # type: ignore[attr-defined]
-    found = session.exec(select(ForeignDataset.id).where(col(ForeignDataset.key) == key)).one()
-    return int(found)  # type: ignore[arg-type]  # the primary key of a row read back
+    found = session.execute(DATASET, {"key": key}).scalar()
+    if found is None:
+        row = {"namespace": namespace, "name": name, "version": version, "ident": ident(namespace, name), "key": key}
+        found = session.execute(NEW_DATASET, row).scalar()
+    if found is None:
+        found = session.execute(DATASET, {"key": key}).scalar_one()
+    return int(found)
 
 
-def resolve(session: Session, lake: Lake, dataset: Mapping[str, Any]) -> Resolved:
-    """The Custody version an input dataset is, if it is one."""
+def resolve(session: Session, lake: Lake, dataset: Mapping[str, Any]) -> list[Resolved]:
+    """What an input dataset is to Custody, for each location it was read at: the locations its
+    `subset` facet names (Spark's listener names a folder of `key=value` folders, such as an
+    asset's versions, by the folder, and the ones it read there), else its name."""
     namespace, name = str(dataset["namespace"]), str(dataset["name"])
+    return [_resolved(session, lake, namespace, at, _version(dataset)) for at in _locations(dataset) or [name]]
+
+
+def _locations(dataset: Mapping[str, Any]) -> list[str]:
+    subset = (dataset.get("inputFacets") or {}).get("subset") or {}
+    condition = subset.get("inputCondition") if isinstance(subset, Mapping) else None
+    if not isinstance(condition, Mapping) or condition.get("type") != "location":
+        return []
+    return [str(location) for location in condition.get("locations") or () if isinstance(location, str)]
+
+
+def _resolved(session: Session, lake: Lake, namespace: str, name: str, version: str) -> Resolved:
     location = lake.location_of(_uri(namespace, name))
     if location is None:
         return Resolved()
-    found = _version_at(session, location)
-    if found is None:
-        found = _asset_at(session, location, _version(dataset))
+    found = _version_at(session, location) or _asset_at(session, location, version)
     if found is None:
         return Resolved(problem=f"in the lake at {location}, where the catalog has no version")
-    return Resolved(found.stored_id, found.ref)
+    version_id, asset, number = found
+    return Resolved(int(version_id), str(asset), int(number))
 
 
 def _uri(namespace: str, name: str) -> str:
@@ -207,29 +347,17 @@ def _uri(namespace: str, name: str) -> str:
     return name
 
 
-def _version_at(session: Session, location: str) -> VersionRow | None:
+def _version_at(session: Session, location: str) -> Any:
     """The version whose folder is `location` or holds it."""
     path = PurePosixPath(location)
     candidates = [path.as_posix(), *(parent.as_posix() for parent in path.parents if parent.as_posix() != ".")]
-    return session.exec(select(VersionRow).where(col(VersionRow.path).in_(candidates))).first()
+    return session.execute(VERSION_AT, {"paths": candidates}).first()
 
 
-def _asset_at(session: Session, location: str, version: str) -> VersionRow | None:
+def _asset_at(session: Session, location: str, version: str) -> Any:
     """The version `version` of the asset whose folder (zone/domain/name) is `location`."""
     parts = PurePosixPath(location).parts
     if len(parts) != 3 or parts[0] not in ZONES or not version.isdigit():
         return None
-    query = select(VersionRow).where(
-        col(VersionRow.asset_key) == f"{parts[1]}/{parts[2]}",
-        col(VersionRow.number) == int(version),
-        col(VersionRow.zone) == parts[0],
-    )
-    return session.exec(query).first()
-
-
-def _insert_new(session: Session, table: Table, row: Mapping[str, Any]) -> bool:
-    """Insert `row` unless a row with the same unique values is there: whether it was inserted."""
-    dialect = session.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    result = session.execute(insert(table).values(**row).on_conflict_do_nothing())
-    return bool(result.rowcount)  # type: ignore[attr-defined]
+    asked = {"asset": f"{parts[1]}/{parts[2]}", "number": int(version), "zone": parts[0]}
+    return session.execute(VERSION_OF, asked).first()

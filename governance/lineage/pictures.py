@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from governance.catalog import Catalog
 from governance.errors import EnvironmentProblem, InvalidInput
+from governance.foreign.impact import ForeignRunNode
 from governance.lineage import graph
 from governance.lineage.column_trace import ColumnNode, column_tree
 from governance.lineage.graph import Direction, Lineage, VersionNode
@@ -35,11 +36,15 @@ INSTALL_DOT = (
 )
 ZONE_FILL = {"landing": "#dbeafe", "integration": "#dcfce7", "quarantine": "#fef3c7"}
 PURGED_FILL = "#e5e7eb"
+# What jobs Custody does not run read and wrote, as their OpenLineage events told it.
+FOREIGN_FILL = "#fae8ff"
+FOREIGN_LINE = "#a21caf"
 HASH_SHOWN = 12
 LEGEND = (
     '<<table border="0" cellborder="1" cellspacing="0" cellpadding="3">'
     f'<tr><td bgcolor="{ZONE_FILL["landing"]}">landing</td><td bgcolor="{ZONE_FILL["integration"]}">integration</td>'
-    f'<td bgcolor="{PURGED_FILL}">purged</td><td color="#b91c1c">critical</td><td color="#b45309">protected</td></tr>'
+    f'<td bgcolor="{PURGED_FILL}">purged</td><td color="#b91c1c">critical</td><td color="#b45309">protected</td>'
+    f'<td bgcolor="{FOREIGN_FILL}" color="{FOREIGN_LINE}">not run by Custody</td></tr>'
     "</table>>"
 )
 
@@ -138,13 +143,16 @@ class LineageGraph:
             picture.node("legend", label=LEGEND, shape="plaintext", fontsize="9")
         for source, target, attributes in self.edges:
             # INDIRECT dependencies (filters, joins, groupings) are dashed: the values flow along solid edges.
+            # What a job Custody does not run read or wrote is drawn in its colour.
             indirect = attributes.get("direct") is False
+            foreign = {"color": FOREIGN_LINE} if attributes.get("foreign") else {}
             picture.edge(
                 names[source],
                 names[target],
                 label=attributes.get("how", ""),
                 tooltip=graphviz.escape(_edge_tooltip(attributes)),
-                style="dashed" if indirect else "solid",
+                style="dashed" if indirect or foreign else "solid",
+                **foreign,
             )
         return picture
 
@@ -244,6 +252,8 @@ def version_graph(lineage: Lineage) -> LineageGraph:
                 },
             )
             edges[(table_id, node.ref)] = _made_by(node)
+        for run in node.foreign:
+            _add_foreign(run, node.ref, nodes, edges)
         if upstream and node.zone == "landing" and not node.expanded_elsewhere:
             for source_file in node.sources:
                 file_id = f"file:{source_file.sha256}"
@@ -260,6 +270,40 @@ def version_graph(lineage: Lineage) -> LineageGraph:
                 edges[(file_id, node.ref)] = _made_by(node)
     what = "provenance" if upstream else "impact"
     return LineageGraph(f"{what} of {lineage.root.ref}", nodes, [(s, t, a) for (s, t), a in edges.items()])
+
+
+def _add_foreign(
+    run: ForeignRunNode, read: str, nodes: dict[str, dict[str, Any]], edges: dict[tuple[str, str], dict[str, Any]]
+) -> None:
+    """A foreign run that read `read` (a node's id), the datasets it wrote and the runs that read those."""
+    run_id = f"job:{run.run_id}"
+    nodes.setdefault(
+        run_id,
+        {
+            "kind": "foreign_job",
+            "job": run.job,
+            "run": run.run_id,
+            "state": run.state,
+            "user": run.user or "",
+            "reporter": run.reporter,
+            "started_at": run.started_at or "",
+        },
+    )
+    edges[(read, run_id)] = {"run": run.run_id, "code_version": "", "foreign": True}
+    for output in run.outputs:
+        dataset_id = f"dataset:{output.namespace}/{output.name}@{output.version or ''}"
+        nodes.setdefault(
+            dataset_id,
+            {
+                "kind": "foreign_dataset",
+                "namespace": output.namespace,
+                "name": output.name,
+                "version": output.version or "",
+            },
+        )
+        edges[(run_id, dataset_id)] = {"run": run.run_id, "code_version": "", "foreign": True}
+        for reader in output.read_by:
+            _add_foreign(reader, dataset_id, nodes, edges)
 
 
 def column_graph(root: ColumnNode) -> LineageGraph:
@@ -378,6 +422,26 @@ def _present(attributes: dict[str, Any]) -> dict[str, Any]:
 
 def _look(attributes: dict[str, Any]) -> dict[str, str]:
     kind = attributes["kind"]
+    if kind == "foreign_job":
+        user = attributes["user"] or "no user reported"
+        return {
+            "shape": "component",
+            "style": "filled,dashed",
+            "fillcolor": FOREIGN_FILL,
+            "color": FOREIGN_LINE,
+            "label": f"{attributes['job']}\n{attributes['state']}, for {user}\nrun {attributes['run'][:8]}",
+            "tooltip": f"run {attributes['run']} reported by {attributes['reporter']}",
+        }
+    if kind == "foreign_dataset":
+        version = f"\nversion {attributes['version']}" if attributes["version"] else ""
+        return {
+            "shape": "cylinder",
+            "style": "filled,dashed",
+            "fillcolor": FOREIGN_FILL,
+            "color": FOREIGN_LINE,
+            "label": f"{attributes['name']}{version}",
+            "tooltip": f"{attributes['namespace']}/{attributes['name']}",
+        }
     if kind == "file":
         return {
             "shape": "note",

@@ -4,18 +4,24 @@ kept as received and joined to Custody's versions."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from functools import cache
+
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from governance.access.guard import enforce
-from governance.access.policy import Decision, Policy, Verb
+from governance.access.policy import Decision, Identity, Policy, Verb
 from governance.errors import DirectoryUnavailable, error_summary
 from governance.foreign.events import MAX_EVENTS, decoded, parse
-from governance.foreign.join import receive
+from governance.foreign.join import FOREIGN_CHANNEL, Judge, receive
+from governance.runs import Assurance
 from governance.service.api import Caller, answer, identity_of, recorded
 from governance.service.context import MAX_BODY_BYTES, service_of
 from governance.service.sessions import Principal
+from governance.spec import SpecSet
+from governance.zones import AssetKey
 
 router = APIRouter(prefix="/api/v1")
 
@@ -50,16 +56,33 @@ async def lineage_events(principal: Caller, request: Request) -> Response:
     custody = service.custody
     body = decoded(await request.body(), request.headers.get("content-encoding"), MAX_BODY_BYTES)
 
+    def decide(policy: Policy, settings: Mapping[str, str]) -> Policy:
+        decision = report_decision(policy, principal)
+        enforce(custody.store, decision, details=recorded(principal), settings=settings)
+        return policy
+
     def receive_events() -> list[dict]:
-        custody.deciding(
-            lambda policy, settings: enforce(
-                custody.store, report_decision(policy, principal), details=recorded(principal), settings=settings
-            )
-        )
+        policy = custody.deciding(decide)
         events = parse(body)
-        return [received.to_dict() for received in receive(custody.store, custody.lake, events, principal.user)]
+        judge = reader_judge(policy, cache(service.specs))
+        return [received.to_dict() for received in receive(custody.store, custody.lake, events, principal.user, judge)]
 
     return answer({"received": await run_in_threadpool(receive_events)})
+
+
+def reader_judge(policy: Policy, specs: Callable[[], SpecSet]) -> Judge:
+    """Whether the user a foreign run reports may read an asset, by the roles they hold on it: a
+    reported name proves nothing, but one that holds no role is a read to look into. The specs are
+    read only once a version is read."""
+
+    def judge(user: str | None, asset: str) -> str | None:
+        if user is None:
+            return "the run reported no user"
+        identity = Identity(user, Assurance.ASSERTED, "reported", FOREIGN_CHANNEL)
+        decision = policy.holds_role(identity, Verb.READ, specs().get(AssetKey.parse(asset)))
+        return None if decision.allowed else decision.reason
+
+    return judge
 
 
 def report_decision(policy: Policy, principal: Principal) -> Decision:
