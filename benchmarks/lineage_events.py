@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import random
+import secrets
 import signal
 import statistics
 import subprocess
@@ -127,6 +128,7 @@ def main() -> None:
         "--readers", type=int, default=1_000, help="foreign runs reading the version whose impact is timed"
     )
     parser.add_argument("--batch", type=int, default=1, help="events per request (a list past 1)")
+    parser.add_argument("--workers", type=int, default=1, help="processes of `custody serve` (--workers)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="custody-lineage-bench-") as folder:
@@ -145,7 +147,9 @@ def main() -> None:
             "CUSTODY_HOME": str(home),
             "CUSTODY_CATALOG_URL": settings.catalog_url,
         }
-        server, api = start_service(env)
+        if args.workers > 1:
+            env["CUSTODY_SESSION_SECRET"] = secrets.token_urlsafe(32)
+        server, api = start_service(env, args.workers)
         try:
             headers = token(api, "lineage-bot")
             post_readers(api, headers, paths[0], 1)  # one event as the load sends them, answered 200
@@ -154,7 +158,10 @@ def main() -> None:
             summary = load_with(script, api + "/lineage", headers, args.clients, args.seconds)
             elapsed = summary["micros"] / 1e6
             events = summary["requests"] * args.batch
-            print(f"\nevents posted by {args.clients} connections of wrk for {elapsed:.0f} s, {args.batch} per request")
+            print(
+                f"\nevents posted by {args.clients} connections of wrk for {elapsed:.0f} s, {args.batch} per request,"
+                f" to {args.workers} process{'es' if args.workers > 1 else ''}"
+            )
             print(f"  {events:,} accepted, {events / elapsed:.0f} events/s, {summary['errors']} errors")
             print(
                 f"  p50 {summary['p50'] / 1000:6.2f} ms   p95 {summary['p95'] / 1000:6.2f} ms   p99 {summary['p99'] / 1000:6.2f} ms"

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from pathlib import Path, PurePath, PurePosixPath
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
@@ -146,12 +147,17 @@ class Lake:
         """Whether the file Spark names `uri` lies in `folder`."""
         return local_path(uri).resolve().is_relative_to(Path(folder).resolve())
 
+    @cached_property
+    def _roots(self) -> tuple[Path, ...]:
+        """The root as given and as it resolves: a tool may name the lake either way."""
+        return tuple(dict.fromkeys((self.root, self.root.resolve())))
+
     def location_of(self, uri: str) -> str | None:
         """Where in the lake a tool Custody does not run names `uri` (a path, or a `file:` URI),
         relative to the root as the catalog keeps locations; None outside the lake. The name is
         only read, never looked up on disk: `..` cannot climb out, and a missing file is no error."""
         path = PurePosixPath(posixpath.normpath(local_path(uri).as_posix()))
-        for root in dict.fromkeys((self.root, self.root.resolve())):
+        for root in self._roots:
             if path.is_relative_to(root.as_posix()):
                 return path.relative_to(root.as_posix()).as_posix()
         return None

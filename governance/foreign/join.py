@@ -14,16 +14,17 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import PurePosixPath
 from typing import Any
 
-from sqlalchemy import bindparam, text
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlmodel import Session
 
 from governance import ledger
 from governance.access.guard import ledger_actor
 from governance.catalog import Catalog
+from governance.catalog.jsonrows import marker
 from governance.errors import CustodyError, error_summary
 from governance.foreign.events import RunEvent
 from governance.foreign.impact import INPUT, OUTPUT
@@ -39,33 +40,31 @@ FOREIGN_CHANNEL = "openlineage"
 # Whether a reported user may read an asset: None if so, else why not.
 Judge = Callable[[str | None, str], str | None]
 
-STORE = text(
+STORE = (
     "INSERT INTO foreign_event (run_id, event_type, event_time, received_at, reporter, body) "
-    "VALUES (:run_id, :event_type, :event_time, :received_at, :reporter, :body) ON CONFLICT DO NOTHING"
+    "VALUES ({run_id}, {event_type}, {event_time}, {received_at}, {reporter}, {body}) ON CONFLICT DO NOTHING"
 )
-RUN = text('SELECT state, state_time, started_at, "user" FROM foreign_run WHERE run_id = :run_id')
-NEW_RUN = text(
+RUN = 'SELECT state, state_time, started_at, "user" FROM foreign_run WHERE run_id = {run_id}'
+NEW_RUN = (
     'INSERT INTO foreign_run (run_id, job_namespace, job_name, producer, state, state_time, started_at, "user", reporter) '
-    "VALUES (:run_id, :job_namespace, :job_name, :producer, :state, :state_time, :started_at, :user, :reporter)"
+    "VALUES ({run_id}, {job_namespace}, {job_name}, {producer}, {state}, {state_time}, {started_at}, {user}, {reporter})"
 )
-RUN_NOW = text(
-    'UPDATE foreign_run SET state = :state, state_time = :state_time, started_at = :started_at, "user" = :user '
-    "WHERE run_id = :run_id"
+RUN_NOW = (
+    'UPDATE foreign_run SET state = {state}, state_time = {state_time}, started_at = {started_at}, "user" = {user} '
+    "WHERE run_id = {run_id}"
 )
-DATASET = text("SELECT id FROM foreign_dataset WHERE key = :key")
-NEW_DATASET = text(
+DATASET = "SELECT id FROM foreign_dataset WHERE key = {key}"
+NEW_DATASET = (
     "INSERT INTO foreign_dataset (namespace, name, version, ident, key) "
-    "VALUES (:namespace, :name, :version, :ident, :key) ON CONFLICT DO NOTHING RETURNING id"
+    "VALUES ({namespace}, {name}, {version}, {ident}, {key}) ON CONFLICT DO NOTHING RETURNING id"
 )
-IO = text(
+IO = (
     "INSERT INTO foreign_io (run_id, direction, dataset_id, version_id) "
-    "VALUES (:run_id, :direction, :dataset_id, :version_id) ON CONFLICT DO NOTHING"
+    "VALUES ({run_id}, {direction}, {dataset_id}, {version_id}) ON CONFLICT DO NOTHING"
 )
-VERSION_AT = text(
-    "SELECT id, asset_key, number FROM version WHERE path IN :paths ORDER BY length(path) DESC LIMIT 1"
-).bindparams(bindparam("paths", expanding=True))
-VERSION_OF = text(
-    "SELECT id, asset_key, number FROM version WHERE asset_key = :asset AND number = :number AND zone = :zone"
+VERSION_AT = "SELECT id, asset_key, number FROM version WHERE path IN ({paths}) ORDER BY length(path) DESC LIMIT 1"
+VERSION_OF = (
+    "SELECT id, asset_key, number FROM version WHERE asset_key = {asset} AND number = {number} AND zone = {zone}"
 )
 # Python's datetime takes at most microseconds; Java's clients may send nanoseconds.
 FRACTION = re.compile(r"(\.\d{6})\d+")
@@ -117,6 +116,27 @@ class Received:
         return said if self.unjoined is None else {**said, "not joined": self.unjoined}
 
 
+class Sql:
+    """The transaction's own DB-API cursor, a statement's `{name}`s written as its driver reads named
+    parameters: SQLAlchemy's handling of each of these small statements costs more than the
+    database's work for it."""
+
+    def __init__(self, session: Session):
+        connection = session.connection()
+        self.cursor = connection.connection.cursor()
+        self.marker = marker(connection.dialect.name)
+
+    def run(self, statement: str, params: Mapping[str, Any]) -> Any:
+        """Run `statement` with `params`; the cursor, to fetch its rows or count them."""
+        self.cursor.execute(_written(statement, self.marker, tuple(params)), params)
+        return self.cursor
+
+
+@cache
+def _written(statement: str, marker: str, names: tuple[str, ...]) -> str:
+    return statement.format(**{name: marker.format(name) for name in names})
+
+
 def receive(
     catalog: Catalog, lake: Lake, events: Sequence[RunEvent], reporter: str, judge: Judge | None = None
 ) -> list[Received]:
@@ -125,7 +145,8 @@ def receive(
     version read under a user it refuses is recorded in the ledger (`read.outside-policy`)."""
     outside: list[Outside] = []
     with catalog.session() as session:
-        stored = [_store(session, event, reporter) for event in events]
+        db = Sql(session)
+        stored = [_store(db, event, reporter) for event in events]
         try:
             with session.begin_nested():
                 received = [
@@ -133,11 +154,11 @@ def receive(
                         event.run_id,
                         event.event_type,
                         new,
-                        _join(session, lake, event, reporter, judge, outside) if new else [],
+                        _join(db, lake, event, reporter, judge, outside) if new else [],
                     )
                     for event, new in zip(events, stored, strict=True)
                 ]
-        except (SQLAlchemyError, CustodyError, ValueError) as err:
+        except (SQLAlchemyError, DBAPIError, CustodyError, ValueError) as err:
             why = error_summary(err)
             return [
                 Received(event.run_id, event.event_type, new, unjoined=why if new else None)
@@ -149,35 +170,36 @@ def receive(
     return received
 
 
-def _store(session: Session, event: RunEvent, reporter: str) -> bool:
+def _store(db: Sql, event: RunEvent, reporter: str) -> bool:
     row = {
         "run_id": event.run_id,
         "event_type": event.event_type,
         "event_time": event.event_time,
-        "received_at": datetime.now(UTC),
+        # As SQLAlchemy writes a time the ORM reads back: UTC, without its zone.
+        "received_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f"),
         "reporter": reporter,
         "body": json.dumps(event.body, separators=(",", ":")),
     }
-    return bool(session.execute(STORE, row).rowcount)  # type: ignore[attr-defined]
+    return bool(db.run(STORE, row).rowcount)
 
 
 def _join(
-    session: Session, lake: Lake, event: RunEvent, reporter: str, judge: Judge | None, outside: list[Outside]
+    db: Sql, lake: Lake, event: RunEvent, reporter: str, judge: Judge | None, outside: list[Outside]
 ) -> list[dict[str, Any]]:
     """Join the event: its run, what it read (each version read for the first time held to
     `judge`, those it refuses added to `outside`) and what it wrote. What each input is."""
-    user = _run(session, event, reporter)
+    user = _run(db, event, reporter)
     inputs = []
     for dataset in event.inputs:
-        for resolved in resolve(session, lake, dataset):
+        for resolved in resolve(db, lake, dataset):
             version = str(resolved.number) if resolved.number is not None else _version(dataset)
-            first = _io(session, event.run_id, INPUT, dataset, version, resolved.version_id)
+            first = _io(db, event.run_id, INPUT, dataset, version, resolved.version_id)
             why = judge(user, resolved.asset) if first and judge is not None and resolved.asset is not None else None
             if why is not None:
                 outside.append(Outside(event, resolved, user, why))
             inputs.append(_said(dataset, resolved))
     for dataset in event.outputs:
-        _io(session, event.run_id, OUTPUT, dataset, _version(dataset), None)
+        _io(db, event.run_id, OUTPUT, dataset, _version(dataset), None)
     return inputs
 
 
@@ -213,13 +235,13 @@ def _said(dataset: Mapping[str, Any], resolved: Resolved) -> dict[str, Any]:
     return said
 
 
-def _run(session: Session, event: RunEvent, reporter: str) -> str | None:
+def _run(db: Sql, event: RunEvent, reporter: str) -> str | None:
     """Record the run, or what the event changes of it; the user it ran as, if any event said."""
-    found = session.execute(RUN, {"run_id": event.run_id}).first()
+    found = db.run(RUN, {"run_id": event.run_id}).fetchone()
     started = event.event_time if event.event_type == "START" else None
     if found is None:
         user = reported_user(event)
-        session.execute(
+        db.run(
             NEW_RUN,
             {
                 "run_id": event.run_id,
@@ -239,7 +261,7 @@ def _run(session: Session, event: RunEvent, reporter: str) -> str | None:
         state, state_time = event.event_type, event.event_time
     user = user or reported_user(event)
     values = {"state": state, "state_time": state_time, "started_at": started or started_at, "user": user}
-    session.execute(RUN_NOW, {**values, "run_id": event.run_id})
+    db.run(RUN_NOW, {**values, "run_id": event.run_id})
     return user
 
 
@@ -272,13 +294,11 @@ def reported_user(event: RunEvent) -> str | None:
     return next((str(user) for user in found if isinstance(user, str) and user.strip()), None)
 
 
-def _io(
-    session: Session, run_id: str, direction: str, dataset: Mapping[str, Any], version: str, version_id: int | None
-) -> bool:
+def _io(db: Sql, run_id: str, direction: str, dataset: Mapping[str, Any], version: str, version_id: int | None) -> bool:
     """Record that the run read or wrote the dataset at `version`; whether it had not been recorded yet."""
-    dataset_id = _dataset_id(session, dataset["namespace"], dataset["name"], version)
+    dataset_id = _dataset_id(db, dataset["namespace"], dataset["name"], version)
     row = {"run_id": run_id, "direction": direction, "dataset_id": dataset_id, "version_id": version_id}
-    return bool(session.execute(IO, row).rowcount)  # type: ignore[attr-defined]
+    return bool(db.run(IO, row).rowcount)
 
 
 def _version(dataset: Mapping[str, Any]) -> str:
@@ -296,25 +316,33 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
-def _dataset_id(session: Session, namespace: str, name: str, version: str) -> int:
+def _dataset_id(db: Sql, namespace: str, name: str, version: str) -> int:
     """The dataset's id, recorded first if it is new. Another transaction recording the same one
     at once makes this one's insert do nothing, and its row is read once that one has committed."""
     key = _digest(namespace, name, version)
-    found = session.execute(DATASET, {"key": key}).scalar()
+    found = _first(db.run(DATASET, {"key": key}))
     if found is None:
         row = {"namespace": namespace, "name": name, "version": version, "ident": ident(namespace, name), "key": key}
-        found = session.execute(NEW_DATASET, row).scalar()
+        found = _first(db.run(NEW_DATASET, row))
     if found is None:
-        found = session.execute(DATASET, {"key": key}).scalar_one()
+        found = _first(db.run(DATASET, {"key": key}))
+    if found is None:
+        raise CustodyError(f"the dataset {namespace}/{name} was neither found nor recorded")
     return int(found)
 
 
-def resolve(session: Session, lake: Lake, dataset: Mapping[str, Any]) -> list[Resolved]:
+def _first(cursor: Any) -> Any:
+    """The first column of the cursor's first row, or None without one."""
+    row = cursor.fetchone()
+    return None if row is None else row[0]
+
+
+def resolve(db: Sql, lake: Lake, dataset: Mapping[str, Any]) -> list[Resolved]:
     """What an input dataset is to Custody, for each location it was read at: the locations its
     `subset` facet names (Spark's listener names a folder of `key=value` folders, such as an
     asset's versions, by the folder, and the ones it read there), else its name."""
     namespace, name = str(dataset["namespace"]), str(dataset["name"])
-    return [_resolved(session, lake, namespace, at, _version(dataset)) for at in _locations(dataset) or [name]]
+    return [_resolved(db, lake, namespace, at, _version(dataset)) for at in _locations(dataset) or [name]]
 
 
 def _locations(dataset: Mapping[str, Any]) -> list[str]:
@@ -325,11 +353,11 @@ def _locations(dataset: Mapping[str, Any]) -> list[str]:
     return [str(location) for location in condition.get("locations") or () if isinstance(location, str)]
 
 
-def _resolved(session: Session, lake: Lake, namespace: str, name: str, version: str) -> Resolved:
+def _resolved(db: Sql, lake: Lake, namespace: str, name: str, version: str) -> Resolved:
     location = lake.location_of(_uri(namespace, name))
     if location is None:
         return Resolved()
-    found = _version_at(session, location) or _asset_at(session, location, version)
+    found = _version_at(db, location) or _asset_at(db, location, version)
     if found is None:
         return Resolved(problem=f"in the lake at {location}, where the catalog has no version")
     version_id, asset, number = found
@@ -347,17 +375,18 @@ def _uri(namespace: str, name: str) -> str:
     return name
 
 
-def _version_at(session: Session, location: str) -> Any:
+def _version_at(db: Sql, location: str) -> Any:
     """The version whose folder is `location` or holds it."""
     path = PurePosixPath(location)
     candidates = [path.as_posix(), *(parent.as_posix() for parent in path.parents if parent.as_posix() != ".")]
-    return session.execute(VERSION_AT, {"paths": candidates}).first()
+    named = {f"path{i}": candidate for i, candidate in enumerate(candidates)}
+    return db.run(VERSION_AT.replace("{paths}", ", ".join(f"{{{name}}}" for name in named)), named).fetchone()
 
 
-def _asset_at(session: Session, location: str, version: str) -> Any:
+def _asset_at(db: Sql, location: str, version: str) -> Any:
     """The version `version` of the asset whose folder (zone/domain/name) is `location`."""
     parts = PurePosixPath(location).parts
     if len(parts) != 3 or parts[0] not in ZONES or not version.isdigit():
         return None
     asked = {"asset": f"{parts[1]}/{parts[2]}", "number": int(version), "zone": parts[0]}
-    return session.execute(VERSION_OF, asked).first()
+    return db.run(VERSION_OF, asked).fetchone()

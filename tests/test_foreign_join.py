@@ -1,0 +1,117 @@
+"""Other tools' run events joined to a catalog's versions, in process, on SQLite and on PostgreSQL:
+kept once, joined by a version's location, impact through foreign runs, a purged version, and
+several threads reporting the same datasets at once."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from sqlmodel import func, select
+
+from governance.catalog import Catalog
+from governance.catalog.models import ForeignDataset, ForeignEvent, VersionRow, VersionStatus
+from governance.foreign.events import RunEvent, parse
+from governance.foreign.join import receive
+from governance.lineage.graph import impact
+from governance.zones import Lake, VersionRef
+from tests.graphs import add_version
+
+pytestmark = pytest.mark.both_backends
+PRODUCER = "https://example.com/reports"
+
+
+VERSION_FACET = (
+    "https://openlineage.io/spec/facets/1-0-1/DatasetVersionDatasetFacet.json#/$defs/DatasetVersionDatasetFacet"
+)
+
+
+def dataset(namespace: str, name: str, version: str | None = None) -> dict:
+    facets = {"version": {"_producer": PRODUCER, "_schemaURL": VERSION_FACET, "datasetVersion": version}}
+    return {"namespace": namespace, "name": name, **({"facets": facets} if version else {})}
+
+
+def event(
+    run_id: str, state: str, reads: list[str], writes: list[str], *, read: list[dict] = (), wrote: list[dict] = ()
+) -> RunEvent:
+    """A run event that read the files `reads` (and the datasets `read`) and wrote the tables `writes` (and `wrote`)."""
+    [parsed] = parse(
+        json.dumps(
+            {
+                "eventType": state,
+                "eventTime": "2026-11-27T05:00:00Z",
+                "producer": PRODUCER,
+                "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+                "run": {"runId": run_id},
+                "job": {"namespace": "airflow://reports", "name": f"job-{run_id[:8]}"},
+                "inputs": [dataset("file", name) for name in reads] + list(read),
+                "outputs": [dataset("postgres://warehouse", name) for name in writes] + list(wrote),
+            }
+        ).encode()
+    )
+    return parsed
+
+
+def at(lake: Lake, location: str) -> str:
+    return str(Path(lake.root).resolve() / location)
+
+
+def test_an_event_sent_twice_is_kept_once_and_joined_to_the_version_it_read(catalog: Catalog, lake: Lake):
+    add_version(catalog, "sales/clients", 1, zone="landing")
+    run_id = str(uuid.uuid4())
+    start = event(run_id, "START", [at(lake, "landing/sales/clients/v=1")], ["reports.daily"])
+    [first] = receive(catalog, lake, [start], "lineage-bot")
+    [again] = receive(catalog, lake, [start], "lineage-bot")
+
+    assert (first.stored, first.inputs[0]["version"]) == (True, "sales/clients@1")
+    assert (again.stored, again.inputs) == (False, [])
+    with catalog.session() as session:
+        assert session.exec(select(func.count()).select_from(ForeignEvent)).one() == 1
+    [job] = impact(catalog, VersionRef.parse("sales/clients@1")).root.foreign
+    assert (job.run_id, job.state, [o.name for o in job.outputs]) == (run_id, "START", ["reports.daily"])
+
+
+def test_impact_crosses_foreign_runs_where_the_versions_of_a_dataset_agree(catalog: Catalog, lake: Lake):
+    add_version(catalog, "sales/clients", 1, zone="landing")
+    copy, same, unversioned, other = (str(uuid.uuid4()) for _ in range(4))
+    staged = "postgres://warehouse", "staging.clients"
+    reads = [at(lake, "landing/sales/clients/v=1")]
+    receive(catalog, lake, [event(copy, "COMPLETE", reads, [], wrote=[dataset(*staged, "3")])], "bot")
+    for run_id, version in ((same, "3"), (unversioned, None), (other, "7")):
+        receive(catalog, lake, [event(run_id, "COMPLETE", [], [], read=[dataset(*staged, version)])], "bot")
+
+    [copied] = impact(catalog, VersionRef.parse("sales/clients@1")).root.foreign
+    [written] = copied.outputs
+    assert (written.name, written.version) == ("staging.clients", "3")
+    assert {reader.run_id for reader in written.read_by} == {same, unversioned}
+
+
+def test_an_event_about_a_purged_version_still_joins_it(catalog: Catalog, lake: Lake):
+    version_id = add_version(catalog, "sales/clients", 1, zone="landing")
+    with catalog.session() as session:
+        row = session.get(VersionRow, version_id)
+        assert row is not None
+        row.status = VersionStatus.PURGED.value
+        session.add(row)
+    [received] = receive(
+        catalog, lake, [event(str(uuid.uuid4()), "COMPLETE", [at(lake, "landing/sales/clients/v=1")], [])], "bot"
+    )
+    assert received.inputs[0]["version"] == "sales/clients@1"
+
+
+def test_threads_reporting_the_same_datasets_at_once_record_each_dataset_once(catalog: Catalog, lake: Lake):
+    add_version(catalog, "sales/clients", 1, zone="landing")
+    reads = [at(lake, "landing/sales/clients/v=1")]
+
+    def report(_: int) -> bool:
+        [received] = receive(catalog, lake, [event(str(uuid.uuid4()), "START", reads, ["reports.shared"])], "bot")
+        return received.stored
+
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(report, range(40)))
+    with catalog.session() as session:
+        assert session.exec(select(func.count()).select_from(ForeignDataset)).one() == 2
+    assert len(impact(catalog, VersionRef.parse("sales/clients@1")).root.foreign) == 40
