@@ -152,7 +152,10 @@ def _grow(branch: Tree, node: VersionNode, direction: Direction) -> None:
         else:
             _grow(branch.add(_node_label(child)), child, direction)
     for run in node.foreign:
-        _grow_foreign(branch, run)
+        if direction is Direction.UPSTREAM:
+            _grow_writer(branch, run)
+        else:
+            _grow_foreign(branch, run)
     if node.truncated:
         more = "inputs" if direction is Direction.UPSTREAM else "dependents"
         branch.add(f"[dim]… deeper {more} not shown (raise --depth)[/]")
@@ -165,17 +168,35 @@ def _grow_foreign(branch: Tree, run: ForeignRunNode) -> None:
             f"[magenta]job {escape(run.job)}[/] run {short(run.run_id, 8)} [dim](expanded elsewhere in this tree)[/]"
         )
         return
-    user = escape(run.user) if run.user else "no user reported"
-    twig = branch.add(
-        f"[magenta]job {escape(run.job)}[/] [dim]not run by Custody[/]  {run.state}\n"
-        f"[dim]run {short(run.run_id, 8)}  started {(run.started_at or '?')[:19]}  user {user}  "
-        f"reported by {escape(run.reporter)}[/]"
-    )
+    twig = branch.add(_foreign_label(run))
     for output in run.outputs:
         version = f" [dim]version {escape(output.version)}[/]" if output.version else ""
         wrote = twig.add(f"[magenta]wrote[/] {escape(output.name)} [dim]in {escape(output.namespace)}[/]{version}")
         for reader in output.read_by:
             _grow_foreign(wrote, reader)
+
+
+def _grow_writer(branch: Tree, run: ForeignRunNode) -> None:
+    """A foreign run that wrote what the version above it was ingested from, and what it read."""
+    twig = branch.add(_foreign_label(run))
+    for output in run.outputs:
+        twig.add(f"[magenta]wrote[/] {escape(output.name)} [dim]in {escape(output.namespace)}[/]")
+    for read in run.inputs:
+        what = (
+            f"[bold]{escape(read.custody)}[/]"
+            if read.custody
+            else f"{escape(read.name)} [dim]in {escape(read.namespace)}[/]"
+        )
+        twig.add(f"[magenta]read[/] {what}")
+
+
+def _foreign_label(run: ForeignRunNode) -> str:
+    user = escape(run.user) if run.user else "no user reported"
+    return (
+        f"[magenta]job {escape(run.job)}[/] [dim]not run by Custody[/]  {run.state}\n"
+        f"[dim]run {short(run.run_id, 8)}  started {(run.started_at or '?')[:19]}  user {user}  "
+        f"reported by {escape(run.reporter)}[/]"
+    )
 
 
 def _read_label(read: dict) -> str:

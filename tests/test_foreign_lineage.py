@@ -133,18 +133,20 @@ def airflow_events(
     ]
 
 
-def impact(home: Path, ref: str, capsys) -> dict:
+def custody(home: Path, capsys, *args: str) -> str:
+    """`custody ARGS` in process on the module's home, on a wide console: what it printed."""
     from governance.cli import app
 
     with pytest.MonkeyPatch.context() as monkeypatch:
-        for name, value in plain_environ(home).items():
+        for name, value in {**plain_environ(home), "COLUMNS": "200"}.items():
             monkeypatch.setenv(name, value)
         capsys.readouterr()
-        try:
-            app(["impact", ref, "--json"], standalone_mode=False)
-        finally:
-            out = capsys.readouterr().out
-    return json.loads(out)
+        app(list(args), standalone_mode=False)
+    return capsys.readouterr().out
+
+
+def impact(home: Path, ref: str, capsys) -> dict:
+    return json.loads(custody(home, capsys, "impact", ref, "--json"))
 
 
 def post(api: str, headers: dict[str, str], body: object) -> requests.Response:
@@ -213,17 +215,10 @@ def test_impact_follows_foreign_jobs_through_the_datasets_they_wrote(home, openl
 
 
 def test_the_impact_tree_draws_foreign_jobs_in_their_own_style(home, openlineage, capsys):
-    from governance.cli import app
-
     events = airflow_events([InputDataset("file", version_path(home, "sales/products", 1))], [], "count_products")
     for event in events:
         openlineage.emit(event)
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        for name, value in {**plain_environ(home), "COLUMNS": "200"}.items():
-            monkeypatch.setenv(name, value)
-        capsys.readouterr()
-        app(["impact", "sales/products@1"], standalone_mode=False)
-    out = capsys.readouterr().out
+    out = custody(home, capsys, "impact", "sales/products@1")
     assert f"job {AIRFLOW}/reports.count_products" in out
     assert "not run by Custody" in out and "user carol" in out and "reported by lineage-bot" in out
 
@@ -395,8 +390,6 @@ def outside_policy(catalog: Catalog, run_id: str) -> list[LedgerEntry]:
 
 
 def test_a_read_under_a_user_with_no_role_on_the_asset_is_recorded_for_auditors(home, openlineage, catalog, capsys):
-    from governance.cli import app
-
     events = airflow_events([InputDataset("file", version_path(home, "sales/clients", 1))], [], "side_job", owner="eve")
     for event in events:
         openlineage.emit(event)
@@ -410,12 +403,7 @@ def test_a_read_under_a_user_with_no_role_on_the_asset_is_recorded_for_auditors(
         "lineage-bot",
         "openlineage",
     )
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        for name, value in plain_environ(home).items():
-            monkeypatch.setenv(name, value)
-        capsys.readouterr()
-        app(["ledger", "show", "--action", "read.outside-policy", "--json"], standalone_mode=False)
-    listed = json.loads(capsys.readouterr().out)
+    listed = json.loads(custody(home, capsys, "ledger", "show", "--action", "read.outside-policy", "--json"))
     assert events[0].run.runId in {listed_entry["run_id"] for listed_entry in listed}
 
 
@@ -531,29 +519,13 @@ def test_a_plain_pyspark_job_with_openlineage_s_listener_joins_the_two_versions_
 def test_the_impact_graph_draws_foreign_jobs_and_what_they_wrote_in_their_own_style(
     home, openlineage, tmp_path, capsys
 ):
-    from governance.cli import app
-
     table = OutputDataset("postgres://warehouse:5432", "marts.public.product_sales")
     events = airflow_events([InputDataset("file", version_path(home, "sales/products", 1))], [table], "graph_me")
     for event in events:
         openlineage.emit(event)
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        for name, value in plain_environ(home).items():
-            monkeypatch.setenv(name, value)
-        for kind in ("json", "svg"):
-            app(
-                [
-                    "lineage",
-                    "graph",
-                    "sales/products@1",
-                    "--impact",
-                    "--format",
-                    kind,
-                    "-o",
-                    str(tmp_path / f"impact.{kind}"),
-                ],
-                standalone_mode=False,
-            )
+    for kind in ("json", "svg"):
+        target = str(tmp_path / f"impact.{kind}")
+        custody(home, capsys, "lineage", "graph", "sales/products@1", "--impact", "--format", kind, "-o", target)
     drawn = json.loads((tmp_path / "impact.json").read_text())
     job = f"job:{events[0].run.runId}"
     dataset = "dataset:postgres://warehouse:5432/marts.public.product_sales@"
@@ -561,3 +533,25 @@ def test_the_impact_graph_draws_foreign_jobs_and_what_they_wrote_in_their_own_st
     assert {(edge["source"], edge["target"]) for edge in drawn["edges"]} >= {("sales/products@1", job), (job, dataset)}
     picture = (tmp_path / "impact.svg").read_text()
     assert "reports.graph_me" in picture and "marts.public.product_sales" in picture and "not run by Custody" in picture
+
+
+def test_provenance_shows_the_foreign_job_that_wrote_a_version_s_dropzone_batch_and_what_it_read(
+    home, openlineage, capsys
+):
+    lake = Settings.under(home).lake.resolve()
+    [source] = impact(home, "sales/clients@1", capsys)["sources"]
+    batch = str(lake / Path(source["path"]).parent)
+    crm = InputDataset("postgres://crm:5432", "crm.public.clients")
+    products = InputDataset("file", version_path(home, "sales/products", 1))
+    events = airflow_events([crm, products], [OutputDataset("file", batch)], "export_clients")
+    for event in events:
+        openlineage.emit(event)
+
+    [writer] = json.loads(custody(home, capsys, "provenance", "sales/clients@1", "--json"))["foreign_jobs"]
+    tree = custody(home, capsys, "provenance", "sales/clients@1")
+    assert (writer["run_id"], writer["job_name"]) == (events[0].run.runId, "reports.export_clients")
+    assert [(read["name"], read["custody"]) for read in writer["inputs"]] == [
+        (version_path(home, "sales/products", 1), "sales/products@1"),
+        ("crm.public.clients", None),
+    ]
+    assert f"job {AIRFLOW}/reports.export_clients" in tree and "read sales/products@1" in tree

@@ -389,6 +389,9 @@ class ForeignDataset(SQLModel, table=True):
     version: str = ""
     ident: str = Field(index=True)
     key: str = Field(unique=True)
+    # Where in the lake it is, relative to the root, for a dataset there: a DropZone batch a
+    # foreign job wrote is found by it.
+    location: str | None = Field(default=None, index=True)
 
 
 class ForeignIO(SQLModel, table=True):

@@ -1,6 +1,7 @@
 """What foreign runs built from Custody's versions: the runs that read a version, the datasets they
 wrote, the runs that read those, and so on. A dataset read is the one written when both have the
-same namespace and name and their versions agree (either gives none, or both give the same)."""
+same namespace and name and their versions agree (either gives none, or both give the same). And
+upstream, the foreign runs that wrote what a landing version was ingested from, with what they read."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from governance.catalog.models import ForeignDataset, ForeignIO, ForeignRun
+from governance.catalog.models import ForeignDataset, ForeignIO, ForeignRun, VersionRow
 
 # A foreign run's datasets: those it read, and those it wrote.
 INPUT, OUTPUT = "input", "output"
@@ -27,19 +28,22 @@ class ForeignDatasetNode:
     name: str
     version: str | None
     read_by: list[ForeignRunNode] = field(default_factory=list)
+    # The Custody version it is (asset@N), for a dataset a foreign run read from the lake.
+    custody: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "namespace": self.namespace,
             "name": self.name,
             "version": self.version,
+            "custody": self.custody,
             "read_by": [run.to_dict() for run in self.read_by],
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ForeignDatasetNode:
         readers = [ForeignRunNode.from_dict(run) for run in data.get("read_by", ())]
-        return cls(data["namespace"], data["name"], data.get("version"), readers)
+        return cls(data["namespace"], data["name"], data.get("version"), readers, data.get("custody"))
 
 
 @dataclass
@@ -56,6 +60,8 @@ class ForeignRunNode:
     reporter: str
     depth: int
     outputs: list[ForeignDatasetNode] = field(default_factory=list)
+    # Provenance only: what the run read.
+    inputs: list[ForeignDatasetNode] = field(default_factory=list)
     expanded_elsewhere: bool = False
 
     @property
@@ -69,14 +75,19 @@ class ForeignRunNode:
                 yield from reader.walk()
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in self.__dict__.items() if k != "outputs"}
+        out = {k: v for k, v in self.__dict__.items() if k not in ("outputs", "inputs")}
         out["outputs"] = [dataset.to_dict() for dataset in self.outputs]
+        out["inputs"] = [dataset.to_dict() for dataset in self.inputs]
         return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ForeignRunNode:
-        fields = {k: v for k, v in data.items() if k != "outputs"}
-        return cls(**fields, outputs=[ForeignDatasetNode.from_dict(d) for d in data.get("outputs", ())])
+        fields = {k: v for k, v in data.items() if k not in ("outputs", "inputs")}
+        return cls(
+            **fields,
+            outputs=[ForeignDatasetNode.from_dict(d) for d in data.get("outputs", ())],
+            inputs=[ForeignDatasetNode.from_dict(d) for d in data.get("inputs", ())],
+        )
 
 
 @dataclass(frozen=True)
@@ -119,6 +130,52 @@ def _in_order(run_ids: Iterable[str], nodes: dict[str, ForeignRunNode]) -> list[
     """The runs known, the earliest started first."""
     known = [run for run in run_ids if run in nodes]
     return sorted(known, key=lambda run: (nodes[run].started_at or "", nodes[run].job, run))
+
+
+def foreign_writers(session: Session, locations: dict[int, list[str]]) -> dict[int, list[ForeignRunNode]]:
+    """For each version, the foreign runs that wrote one of its `locations` (its DropZone files and
+    their batch folder), each with what it wrote there and what it read."""
+    wanted = {location: vid for vid, found in locations.items() for location in found}
+    if not wanted:
+        return {}
+    written: dict[int, dict[str, list[ForeignDataset]]] = {}
+    for chunk in _chunks(list(wanted)):
+        query = (
+            select(ForeignIO.run_id, ForeignDataset)
+            .join(ForeignDataset, col(ForeignDataset.id) == col(ForeignIO.dataset_id))
+            .where(col(ForeignIO.direction) == OUTPUT, col(ForeignDataset.location).in_(chunk))
+        )
+        for run_id, dataset in session.exec(query):
+            written.setdefault(wanted[dataset.location or ""], {}).setdefault(run_id, []).append(dataset)
+    run_ids = sorted({run for runs in written.values() for run in runs})
+    runs, reads = _runs(session, run_ids), _inputs_of(session, run_ids)
+    found: dict[int, list[ForeignRunNode]] = {}
+    for vid, by_run in sorted(written.items()):
+        for run_id in sorted(by_run, key=lambda run: (runs[run].started_at or "", run) if run in runs else ("", run)):
+            if run_id not in runs:
+                continue
+            node = _node(runs[run_id], 1)
+            node.outputs = [ForeignDatasetNode(d.namespace, d.name, d.version or None) for d in by_run[run_id]]
+            node.inputs = reads.get(run_id, [])
+            found.setdefault(vid, []).append(node)
+    return found
+
+
+def _inputs_of(session: Session, run_ids: list[str]) -> dict[str, list[ForeignDatasetNode]]:
+    """What each run read: datasets, each with the Custody version it is, if one."""
+    reads: dict[str, list[ForeignDatasetNode]] = {}
+    for chunk in _chunks(run_ids):
+        query = (
+            select(ForeignIO.run_id, ForeignDataset, VersionRow.asset_key, VersionRow.number)
+            .join(ForeignDataset, col(ForeignDataset.id) == col(ForeignIO.dataset_id))
+            .outerjoin(VersionRow, col(VersionRow.id) == col(ForeignIO.version_id))
+            .where(col(ForeignIO.direction) == INPUT, col(ForeignIO.run_id).in_(chunk))
+        )
+        for run_id, dataset, asset, number in session.exec(query):
+            custody = f"{asset}@{number}" if asset is not None else None
+            node = ForeignDatasetNode(dataset.namespace, dataset.name, dataset.version or None, custody=custody)
+            reads.setdefault(run_id, []).append(node)
+    return {run: sorted(found, key=lambda d: (d.namespace, d.name)) for run, found in reads.items()}
 
 
 def _tree(

@@ -55,9 +55,11 @@ RUN_NOW = (
 )
 DATASET = "SELECT id FROM foreign_dataset WHERE key = {key}"
 NEW_DATASET = (
-    "INSERT INTO foreign_dataset (namespace, name, version, ident, key) "
-    "VALUES ({namespace}, {name}, {version}, {ident}, {key}) ON CONFLICT DO NOTHING RETURNING id"
+    "INSERT INTO foreign_dataset (namespace, name, version, ident, key, location) "
+    "VALUES ({namespace}, {name}, {version}, {ident}, {key}, {location}) ON CONFLICT DO NOTHING RETURNING id"
 )
+# The longest location kept: an index entry must stay small on every backend.
+LONGEST_LOCATION = 1_000
 IO = (
     "INSERT INTO foreign_io (run_id, direction, dataset_id, version_id) "
     "VALUES ({run_id}, {direction}, {dataset_id}, {version_id}) ON CONFLICT DO NOTHING"
@@ -193,13 +195,13 @@ def _join(
     for dataset in event.inputs:
         for resolved in resolve(db, lake, dataset):
             version = str(resolved.number) if resolved.number is not None else _version(dataset)
-            first = _io(db, event.run_id, INPUT, dataset, version, resolved.version_id)
+            first = _io(db, lake, event.run_id, INPUT, dataset, version, resolved.version_id)
             why = judge(user, resolved.asset) if first and judge is not None and resolved.asset is not None else None
             if why is not None:
                 outside.append(Outside(event, resolved, user, why))
             inputs.append(_said(dataset, resolved))
     for dataset in event.outputs:
-        _io(db, event.run_id, OUTPUT, dataset, _version(dataset), None)
+        _io(db, lake, event.run_id, OUTPUT, dataset, _version(dataset), None)
     return inputs
 
 
@@ -294,9 +296,20 @@ def reported_user(event: RunEvent) -> str | None:
     return next((str(user) for user in found if isinstance(user, str) and user.strip()), None)
 
 
-def _io(db: Sql, run_id: str, direction: str, dataset: Mapping[str, Any], version: str, version_id: int | None) -> bool:
+def _io(
+    db: Sql,
+    lake: Lake,
+    run_id: str,
+    direction: str,
+    dataset: Mapping[str, Any],
+    version: str,
+    version_id: int | None,
+) -> bool:
     """Record that the run read or wrote the dataset at `version`; whether it had not been recorded yet."""
-    dataset_id = _dataset_id(db, dataset["namespace"], dataset["name"], version)
+    namespace, name = dataset["namespace"], dataset["name"]
+    location = lake.location_of(_uri(namespace, name))
+    kept = location if location is not None and len(location) <= LONGEST_LOCATION else None
+    dataset_id = _dataset_id(db, namespace, name, version, kept)
     row = {"run_id": run_id, "direction": direction, "dataset_id": dataset_id, "version_id": version_id}
     return bool(db.run(IO, row).rowcount)
 
@@ -316,13 +329,20 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
-def _dataset_id(db: Sql, namespace: str, name: str, version: str) -> int:
+def _dataset_id(db: Sql, namespace: str, name: str, version: str, location: str | None) -> int:
     """The dataset's id, recorded first if it is new. Another transaction recording the same one
     at once makes this one's insert do nothing, and its row is read once that one has committed."""
     key = _digest(namespace, name, version)
     found = _first(db.run(DATASET, {"key": key}))
     if found is None:
-        row = {"namespace": namespace, "name": name, "version": version, "ident": ident(namespace, name), "key": key}
+        row = {
+            "namespace": namespace,
+            "name": name,
+            "version": version,
+            "ident": ident(namespace, name),
+            "key": key,
+            "location": location,
+        }
         found = _first(db.run(NEW_DATASET, row))
     if found is None:
         found = _first(db.run(DATASET, {"key": key}))

@@ -14,6 +14,7 @@ from contextlib import closing
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cached_property
+from pathlib import PurePosixPath
 from typing import Any
 
 from sqlalchemy import text
@@ -21,7 +22,7 @@ from sqlmodel import Session, col, select
 
 from governance.catalog import Catalog
 from governance.catalog.models import VersionRow, described_read
-from governance.foreign.impact import ForeignRunNode, foreign_readers
+from governance.foreign.impact import ForeignRunNode, foreign_readers, foreign_writers
 from governance.zones import VersionRef
 
 MAX_DEPTH = 100
@@ -186,7 +187,8 @@ class VersionNode:
     read: dict[str, Any] | None = None
     sources: list[Source] = field(default_factory=list)
     links: list[VersionNode] = field(default_factory=list)
-    # Impact only: the runs of jobs Custody does not run that read this version (their OpenLineage events).
+    # The runs of jobs Custody does not run (their OpenLineage events): in an impact, those that read
+    # this version; in a provenance, those that wrote the DropZone files it was ingested from.
     foreign: list[ForeignRunNode] = field(default_factory=list)
     truncated: bool = False
     expanded_elsewhere: bool = False
@@ -217,8 +219,7 @@ class VersionNode:
         out[children_key] = [node.to_dict(children_key) for node in self.links]
         if self.zone == "landing":
             out["sources"] = [source.__dict__ for source in self.sources]
-        if children_key == Direction.DOWNSTREAM.children_key:
-            out[FOREIGN_KEY] = [run.to_dict() for run in self.foreign]
+        out[FOREIGN_KEY] = [run.to_dict() for run in self.foreign]
         return out
 
 
@@ -300,6 +301,8 @@ def _lineage(catalog: Catalog, root: int, direction: Direction, found: Closure) 
     for vid, runs in readers.items():
         nodes[vid].foreign = runs
     _attach_sources(catalog, nodes)
+    if direction is Direction.UPSTREAM:
+        _attach_writers(catalog, nodes)
     for vid, node in nodes.items():
         node.truncated = found.beyond_cap(vid)
     return Lineage(_tree(root, nodes, found), direction, len(nodes))
@@ -355,6 +358,20 @@ def _attach_sources(catalog: Catalog, nodes: dict[int, VersionNode]) -> None:
             nodes[version_id].sources = [Source(f.path, f.bytes, f.sha256) for f in files]
         for version_id, read in catalog.reads_of(chunk).items():
             nodes[version_id].read = described_read(read)
+
+
+def _attach_writers(catalog: Catalog, nodes: dict[int, VersionNode]) -> None:
+    """The foreign runs that wrote a landing version's DropZone files or their batch folder."""
+    locations = {
+        vid: sorted(
+            {source.path for source in node.sources} | {str(PurePosixPath(s.path).parent) for s in node.sources}
+        )
+        for vid, node in nodes.items()
+        if node.sources
+    }
+    with catalog.reading() as session:
+        for vid, runs in foreign_writers(session, locations).items():
+            nodes[vid].foreign = runs
 
 
 def _chunks(ids: list[int]) -> Iterator[list[int]]:

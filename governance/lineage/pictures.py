@@ -252,7 +252,7 @@ def version_graph(lineage: Lineage) -> LineageGraph:
                 },
             )
             edges[(table_id, node.ref)] = _made_by(node)
-        for run in node.foreign:
+        for run in () if upstream else node.foreign:
             _add_foreign(run, node.ref, nodes, edges)
         if upstream and node.zone == "landing" and not node.expanded_elsewhere:
             for source_file in node.sources:
