@@ -151,9 +151,8 @@ def foreign_writers(session: Session, locations: dict[int, list[str]]) -> dict[i
     runs, reads = _runs(session, run_ids), _inputs_of(session, run_ids)
     found: dict[int, list[ForeignRunNode]] = {}
     for vid, by_run in sorted(written.items()):
-        for run_id in sorted(by_run, key=lambda run: (runs[run].started_at or "", run) if run in runs else ("", run)):
-            if run_id not in runs:
-                continue
+        known = sorted((run for run in by_run if run in runs), key=lambda run: (runs[run].started_at or "", run))
+        for run_id in known:
             node = _node(runs[run_id], 1)
             node.outputs = [ForeignDatasetNode(d.namespace, d.name, d.version or None) for d in by_run[run_id]]
             node.inputs = reads.get(run_id, [])
