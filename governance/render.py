@@ -172,15 +172,44 @@ def _grow_foreign(branch: Tree, run: ForeignRunNode) -> None:
     for output in run.outputs:
         version = f" [dim]version {escape(output.version)}[/]" if output.version else ""
         wrote = twig.add(f"[magenta]wrote[/] {escape(output.name)} [dim]in {escape(output.namespace)}[/]{version}")
+        _add_foreign_columns(wrote, output.columns)
         for reader in output.read_by:
             _grow_foreign(wrote, reader)
+
+
+# The columns of a foreign dataset a tree shows; --json has them all.
+FOREIGN_COLUMNS_SHOWN = 8
+
+
+def _add_foreign_columns(branch: Tree, columns: Mapping[str, Any] | None) -> None:
+    """What the columns of a dataset a foreign run wrote derive from, as its column lineage said."""
+    if not columns:
+        return
+    listed = [
+        *columns["columns"].items(),
+        *([("every column", columns["every_column"])] if columns["every_column"] else []),
+    ]
+    for name, inputs in listed[:FOREIGN_COLUMNS_SHOWN]:
+        came = "; ".join(
+            f"{_foreign_input(i)} [dim]({i['kind']} {i['transformation']}{' masking' if i['masking'] else ''})[/]"
+            for i in inputs
+        )
+        branch.add(f"[cyan]{escape(name)}[/] ← {came}")
+    if len(listed) > FOREIGN_COLUMNS_SHOWN:
+        branch.add(f"[dim]… {len(listed) - FOREIGN_COLUMNS_SHOWN} more columns (--json shows all)[/]")
+
+
+def _foreign_input(found: Mapping[str, Any]) -> str:
+    where = f"[bold]{escape(found['version'])}[/]" if "version" in found else escape(found["name"])
+    return f"{where}.{escape(found['field'])}"
 
 
 def _grow_writer(branch: Tree, run: ForeignRunNode) -> None:
     """A foreign run that wrote what the version above it was ingested from, and what it read."""
     twig = branch.add(_foreign_label(run))
     for output in run.outputs:
-        twig.add(f"[magenta]wrote[/] {escape(output.name)} [dim]in {escape(output.namespace)}[/]")
+        wrote = twig.add(f"[magenta]wrote[/] {escape(output.name)} [dim]in {escape(output.namespace)}[/]")
+        _add_foreign_columns(wrote, output.columns)
     for read in run.inputs:
         what = (
             f"[bold]{escape(read.custody)}[/]"
@@ -237,6 +266,7 @@ def _node_label(node: VersionNode) -> str:
 
 NOT_RECORDED = "column lineage not recorded (committed before it was, or with CUSTODY_COLUMN_LINEAGE=off)"
 NO_INPUT = "reads no input column: a literal or generated value, or left out (see the version's notes)"
+OUTSIDE = "outside Custody: read by a job Custody does not run"
 
 
 def column_overview(overview: Mapping[str, Any]) -> Table:
@@ -354,13 +384,21 @@ def origins_tree(found: Mapping[str, Any]) -> Tree:
     that held them."""
     tree = Tree(f"Origins of [bold]{escape(found['version'])}.{escape(found['column'])}[/]")
     for origin in found["origins"]:
+        via = f"\n[magenta]through[/] {', '.join(escape(job) for job in origin['via'])}" if origin.get("via") else ""
         if "dropzone_field" in origin:
             label = f"[bold]{escape(origin['version'])}[/] {_field_label(origin['dropzone_field'], origin)}"
-            _add_files(tree.add(f"{label}\n{_edges(origin)}"), origin)
+            _add_files(tree.add(f"{label}\n{_edges(origin)}{via}"), origin)
+        elif "dataset" in origin:
+            dataset = origin["dataset"]
+            tree.add(
+                f"{escape(dataset['name'])}.{escape(origin['column'])} [dim]in {escape(dataset['namespace'])} "
+                f"({OUTSIDE})[/]\n{_edges(origin)}{via}"
+            )
         else:
             why = NOT_RECORDED if origin["ends"] == Ending.NOT_RECORDED.value else NO_INPUT
             tree.add(
-                f"[bold]{escape(origin['version'])}.{escape(origin['column'])}[/] [dim]({why})[/]\n{_edges(origin)}"
+                f"[bold]{escape(origin['version'])}.{escape(origin['column'])}[/] [dim]({why})[/]\n"
+                f"{_edges(origin)}{via}"
             )
     return tree
 

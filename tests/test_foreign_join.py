@@ -13,7 +13,8 @@ import pytest
 from sqlmodel import func, select
 
 from governance.catalog import Catalog
-from governance.catalog.models import ForeignDataset, ForeignEvent, VersionRow, VersionStatus
+from governance.catalog.models import ForeignColumn, ForeignDataset, ForeignEvent, VersionRow, VersionStatus
+from governance.errors import InvalidInput
 from governance.foreign.events import RunEvent, parse
 from governance.foreign.join import receive
 from governance.lineage.graph import impact
@@ -115,3 +116,58 @@ def test_threads_reporting_the_same_datasets_at_once_record_each_dataset_once(ca
     with catalog.session() as session:
         assert session.exec(select(func.count()).select_from(ForeignDataset)).one() == 2
     assert len(impact(catalog, VersionRef.parse("sales/clients@1")).root.foreign) == 40
+
+
+COLUMN_LINEAGE = (
+    "https://openlineage.io/spec/facets/1-2-0/ColumnLineageDatasetFacet.json#/$defs/ColumnLineageDatasetFacet"
+)
+
+
+def written_with_columns(name: str, fields: dict[str, list[tuple[str, str, str]]]) -> dict:
+    """A table written, each column from (namespace, name, field)s, DIRECT IDENTITY."""
+    identity = [{"type": "DIRECT", "subtype": "IDENTITY"}]
+    facet = {
+        "_producer": PRODUCER,
+        "_schemaURL": COLUMN_LINEAGE,
+        "fields": {
+            column: {
+                "inputFields": [
+                    {"namespace": ns, "name": n, "field": f, "transformations": identity} for ns, n, f in inputs
+                ]
+            }
+            for column, inputs in fields.items()
+        },
+    }
+    return {"namespace": "postgres://warehouse", "name": name, "facets": {"columnLineage": facet}}
+
+
+def test_column_lineage_sent_twice_is_kept_once_with_its_inputs_named_as_the_versions_read(
+    catalog: Catalog, lake: Lake
+):
+    add_version(catalog, "sales/clients", 1, zone="landing")
+    run_id, clients = str(uuid.uuid4()), at(lake, "landing/sales/clients/v=1")
+    wrote = written_with_columns("reports.names", {"name": [("file", clients, "name")]})
+    for state in ("START", "COMPLETE"):
+        receive(catalog, lake, [event(run_id, state, [clients], [], wrote=[wrote])], "bot")
+
+    with catalog.session() as session:
+        assert session.exec(select(func.count()).select_from(ForeignColumn)).one() == 1
+    [job] = impact(catalog, VersionRef.parse("sales/clients@1")).root.foreign
+    [written] = job.outputs
+    assert written.columns is not None
+    assert [(f["version"], f["field"]) for f in written.columns["columns"]["name"]] == [("sales/clients@1", "name")]
+
+
+def test_a_column_lineage_facet_not_shaped_as_the_spec_says_is_refused_whatever_schema_it_names():
+    facet = {"_producer": PRODUCER, "_schemaURL": "https://example.com/own.json", "fields": {"name": "clients.name"}}
+    body = {
+        "eventType": "COMPLETE",
+        "eventTime": "2026-11-27T05:00:00Z",
+        "producer": PRODUCER,
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+        "run": {"runId": str(uuid.uuid4())},
+        "job": {"namespace": "airflow://reports", "name": "names"},
+        "outputs": [{"namespace": "postgres://warehouse", "name": "reports.names", "facets": {"columnLineage": facet}}],
+    }
+    with pytest.raises(InvalidInput, match=r"outputs\[0\]\.facets\.columnLineage\.fields\.name"):
+        parse(json.dumps(body).encode())

@@ -406,3 +406,25 @@ class ForeignIO(SQLModel, table=True):
     direction: str
     dataset_id: int = Field(foreign_key="foreign_dataset.id", index=True)
     version_id: int | None = Field(default=None, foreign_key="version.id", index=True)
+
+
+class ForeignColumn(SQLModel, table=True):
+    """A column of a dataset a foreign run wrote and an input field it derives from, as the run's
+    columnLineage facet says: DIRECT or INDIRECT and how. `output_column` None: a dependency of
+    every column (a filter, join or sort of the whole dataset). `key` digests the row."""
+
+    __tablename__ = "foreign_column"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(index=True)
+    dataset_id: int = Field(foreign_key="foreign_dataset.id", index=True)
+    output_column: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    input_namespace: str = Field(sa_column=Column(Text, nullable=False))
+    input_name: str = Field(sa_column=Column(Text, nullable=False))
+    # ident(input_namespace, input_name): the run's input of that name, and so the Custody version it is.
+    input_ident: str
+    input_field: str = Field(sa_column=Column(Text, nullable=False))
+    kind: str
+    transformation: str
+    masking: bool = False
+    key: str = Field(unique=True)

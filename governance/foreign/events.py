@@ -32,6 +32,10 @@ CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # known by its id and ordered by its times. Others stay annotations: OpenLineage's own Spark listener
 # names a local data source's `uri` "file", which is no absolute URI.
 ASSERTED_FORMATS = ("uuid", "date-time")
+# Facets Custody joins on are held to their core schema whatever schema they name.
+READ_FACETS = {
+    "columnLineage": "https://openlineage.io/spec/facets/1-2-0/ColumnLineageDatasetFacet.json#/$defs/ColumnLineageDatasetFacet"
+}
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,9 @@ def _checked(event: Any, which: str) -> RunEvent:
     for where, facets in _facets(event):
         for name, facet in facets.items():
             _valid_facet(facet, which, f"{where}.{name}")
+            read = name in READ_FACETS and where.endswith(".facets") and isinstance(facet, Mapping)
+            if read and not facet.get("_deleted"):
+                _valid(facet, READ_FACETS[name], which, f"{where}.{name}")
     job, run = event["job"], event["run"]
     for where, value in _names(event):
         if len(value) > MAX_NAME:

@@ -7,17 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import PurePosixPath
 from typing import Any
 
 from sqlmodel import Session, col, select
 
 from governance.catalog.models import ForeignDataset, ForeignIO, ForeignRun, VersionRow
+from governance.foreign.columns import WrittenColumns, written_columns
+from governance.foreign.datasets import INPUT, OUTPUT, chunks
 
-# A foreign run's datasets: those it read, and those it wrote.
-INPUT, OUTPUT = "input", "output"
 # As deep as a version's own lineage is walked.
 MAX_DEPTH = 100
-CHUNK = 5_000
 
 
 @dataclass
@@ -30,6 +30,8 @@ class ForeignDatasetNode:
     read_by: list[ForeignRunNode] = field(default_factory=list)
     # The Custody version it is (asset@N), for a dataset a foreign run read from the lake.
     custody: str | None = None
+    # For a dataset written: the column lineage its writer reported (WrittenColumns.to_dict).
+    columns: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -37,13 +39,16 @@ class ForeignDatasetNode:
             "name": self.name,
             "version": self.version,
             "custody": self.custody,
+            "columns": self.columns,
             "read_by": [run.to_dict() for run in self.read_by],
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ForeignDatasetNode:
         readers = [ForeignRunNode.from_dict(run) for run in data.get("read_by", ())]
-        return cls(data["namespace"], data["name"], data.get("version"), readers, data.get("custody"))
+        return cls(
+            data["namespace"], data["name"], data.get("version"), readers, data.get("custody"), data.get("columns")
+        )
 
 
 @dataclass
@@ -119,9 +124,10 @@ def foreign_readers(session: Session, version_ids: Sequence[int]) -> dict[int, l
         level += 1
     runs = _runs(session, list(depth_of))
     nodes = {run_id: _node(run, depth_of[run_id]) for run_id, run in runs.items()}
+    lineage = written_columns(session, [(o.run_id, o.dataset.id or 0) for found in outputs.values() for o in found])
     claimed: set[str] = set()
     return {
-        version_id: [_tree(run, nodes, outputs, readers, claimed) for run in _in_order(run_ids, nodes)]
+        version_id: [_tree(run, nodes, outputs, readers, lineage, claimed) for run in _in_order(run_ids, nodes)]
         for version_id, run_ids in sorted(first.items())
     }
 
@@ -132,14 +138,17 @@ def _in_order(run_ids: Iterable[str], nodes: dict[str, ForeignRunNode]) -> list[
     return sorted(known, key=lambda run: (nodes[run].started_at or "", nodes[run].job, run))
 
 
-def foreign_writers(session: Session, locations: dict[int, list[str]]) -> dict[int, list[ForeignRunNode]]:
-    """For each version, the foreign runs that wrote one of its `locations` (its DropZone files and
-    their batch folder), each with what it wrote there and what it read."""
+def batch_locations(paths: Iterable[str]) -> list[str]:
+    """Where a foreign run may have written a landing version's DropZone batch: its files and their folders."""
+    files = set(paths)
+    return sorted(files | {str(PurePosixPath(path).parent) for path in files})
+
+
+def written_at(session: Session, locations: dict[int, list[str]]) -> dict[int, dict[str, list[ForeignDataset]]]:
+    """For each version, the foreign runs that wrote one of its `locations`, with what each wrote there."""
     wanted = {location: vid for vid, found in locations.items() for location in found}
-    if not wanted:
-        return {}
     written: dict[int, dict[str, list[ForeignDataset]]] = {}
-    for chunk in _chunks(list(wanted)):
+    for chunk in chunks(list(wanted)):
         query = (
             select(ForeignIO.run_id, ForeignDataset)
             .join(ForeignDataset, col(ForeignDataset.id) == col(ForeignIO.dataset_id))
@@ -147,23 +156,51 @@ def foreign_writers(session: Session, locations: dict[int, list[str]]) -> dict[i
         )
         for run_id, dataset in session.exec(query):
             written.setdefault(wanted[dataset.location or ""], {}).setdefault(run_id, []).append(dataset)
+    return written
+
+
+def foreign_writers(session: Session, locations: dict[int, list[str]]) -> dict[int, list[ForeignRunNode]]:
+    """For each version, the foreign runs that wrote one of its `locations` (its DropZone files and
+    their batch folder), each with what it wrote there and what it read."""
+    written = written_at(session, locations)
     run_ids = sorted({run for runs in written.values() for run in runs})
     runs, reads = _runs(session, run_ids), _inputs_of(session, run_ids)
+    lineage = written_columns(
+        session, [(run, d.id or 0) for by_run in written.values() for run, found in by_run.items() for d in found]
+    )
     found: dict[int, list[ForeignRunNode]] = {}
     for vid, by_run in sorted(written.items()):
         known = sorted((run for run in by_run if run in runs), key=lambda run: (runs[run].started_at or "", run))
         for run_id in known:
             node = _node(runs[run_id], 1)
-            node.outputs = [ForeignDatasetNode(d.namespace, d.name, d.version or None) for d in by_run[run_id]]
+            node.outputs = [_written(run_id, d, lineage) for d in by_run[run_id]]
             node.inputs = reads.get(run_id, [])
             found.setdefault(vid, []).append(node)
     return found
 
 
+def written_lineage(session: Session, locations: dict[int, list[str]]) -> dict[int, list[tuple[str, WrittenColumns]]]:
+    """For each version, the column lineage foreign runs reported for what they wrote at its
+    `locations`, each with the job that wrote it (namespace/name)."""
+    written = written_at(session, locations)
+    pairs = [(run, d.id or 0) for by_run in written.values() for run, found in by_run.items() for d in found]
+    lineage = written_columns(session, pairs)
+    runs = _runs(session, sorted({run for run, _ in pairs}))
+    return {
+        vid: [
+            (f"{runs[run].job_namespace}/{runs[run].job_name}", lineage[(run, d.id or 0)])
+            for run, found in sorted(by_run.items())
+            for d in found
+            if run in runs and (run, d.id or 0) in lineage
+        ]
+        for vid, by_run in written.items()
+    }
+
+
 def _inputs_of(session: Session, run_ids: list[str]) -> dict[str, list[ForeignDatasetNode]]:
     """What each run read: datasets, each with the Custody version it is, if one."""
     reads: dict[str, list[ForeignDatasetNode]] = {}
-    for chunk in _chunks(run_ids):
+    for chunk in chunks(run_ids):
         query = (
             select(ForeignIO.run_id, ForeignDataset, VersionRow.asset_key, VersionRow.number)
             .join(ForeignDataset, col(ForeignDataset.id) == col(ForeignIO.dataset_id))
@@ -182,6 +219,7 @@ def _tree(
     nodes: dict[str, ForeignRunNode],
     outputs: dict[str, list[_Output]],
     readers: dict[int, list[str]],
+    lineage: dict[tuple[str, int], WrittenColumns],
     claimed: set[str],
 ) -> ForeignRunNode:
     if run_id in claimed:
@@ -189,18 +227,26 @@ def _tree(
     claimed.add(run_id)
     node = nodes[run_id]
     for output in sorted(outputs.get(run_id, ()), key=lambda o: (o.dataset.namespace, o.dataset.name)):
-        dataset = output.dataset
-        written = ForeignDatasetNode(dataset.namespace, dataset.name, dataset.version or None)
-        for reader in _in_order(readers.get(dataset.id or 0, ()), nodes):
+        written = _written(run_id, output.dataset, lineage)
+        for reader in _in_order(readers.get(output.dataset.id or 0, ()), nodes):
             if reader != run_id:
-                written.read_by.append(_tree(reader, nodes, outputs, readers, claimed))
+                written.read_by.append(_tree(reader, nodes, outputs, readers, lineage, claimed))
         node.outputs.append(written)
     return node
 
 
+def _written(
+    run_id: str, dataset: ForeignDataset, lineage: dict[tuple[str, int], WrittenColumns]
+) -> ForeignDatasetNode:
+    columns = lineage.get((run_id, dataset.id or 0))
+    return ForeignDatasetNode(
+        dataset.namespace, dataset.name, dataset.version or None, columns=columns.to_dict() if columns else None
+    )
+
+
 def _readers_of_versions(session: Session, version_ids: Sequence[int]) -> dict[int, list[str]]:
     found: dict[int, list[str]] = {}
-    for chunk in _chunks(list(version_ids)):
+    for chunk in chunks(list(version_ids)):
         query = select(ForeignIO.version_id, ForeignIO.run_id).where(
             col(ForeignIO.direction) == INPUT, col(ForeignIO.version_id).in_(chunk)
         )
@@ -211,7 +257,7 @@ def _readers_of_versions(session: Session, version_ids: Sequence[int]) -> dict[i
 
 def _outputs_of(session: Session, run_ids: list[str]) -> list[_Output]:
     written: list[_Output] = []
-    for chunk in _chunks(run_ids):
+    for chunk in chunks(run_ids):
         query = (
             select(ForeignIO.run_id, ForeignDataset)
             .join(ForeignDataset, col(ForeignDataset.id) == col(ForeignIO.dataset_id))
@@ -227,7 +273,7 @@ def _readers_of_datasets(session: Session, datasets: list[ForeignDataset]) -> di
     for dataset in datasets:
         by_ident.setdefault(dataset.ident, []).append(dataset)
     found: dict[int, set[str]] = {}
-    for chunk in _chunks(list(by_ident)):
+    for chunk in chunks(list(by_ident)):
         query = (
             select(ForeignIO.run_id, ForeignDataset.ident, ForeignDataset.version)
             .join(ForeignDataset, col(ForeignDataset.id) == col(ForeignIO.dataset_id))
@@ -242,7 +288,7 @@ def _readers_of_datasets(session: Session, datasets: list[ForeignDataset]) -> di
 
 def _runs(session: Session, run_ids: list[str]) -> dict[str, ForeignRun]:
     runs: dict[str, ForeignRun] = {}
-    for chunk in _chunks(run_ids):
+    for chunk in chunks(run_ids):
         runs.update(
             (run.run_id, run) for run in session.exec(select(ForeignRun).where(col(ForeignRun.run_id).in_(chunk)))
         )
@@ -261,8 +307,3 @@ def _node(run: ForeignRun, depth: int) -> ForeignRunNode:
         reporter=run.reporter,
         depth=depth,
     )
-
-
-def _chunks(items: list[Any]) -> Iterable[list[Any]]:
-    for start in range(0, len(items), CHUNK):
-        yield items[start : start + CHUNK]

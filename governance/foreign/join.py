@@ -8,7 +8,6 @@ version under a reported user who holds no role on its asset is recorded (`read.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -26,8 +25,9 @@ from governance.access.guard import ledger_actor
 from governance.catalog import Catalog
 from governance.catalog.jsonrows import marker
 from governance.errors import CustodyError, error_summary
+from governance.foreign import columns
+from governance.foreign.datasets import INPUT, OUTPUT, digest, ident
 from governance.foreign.events import RunEvent
-from governance.foreign.impact import INPUT, OUTPUT
 from governance.runs import Assurance
 from governance.zones import Lake, Zone
 
@@ -189,19 +189,21 @@ def _join(
     db: Sql, lake: Lake, event: RunEvent, reporter: str, judge: Judge | None, outside: list[Outside]
 ) -> list[dict[str, Any]]:
     """Join the event: its run, what it read (each version read for the first time held to
-    `judge`, those it refuses added to `outside`) and what it wrote. What each input is."""
+    `judge`, those it refuses added to `outside`), what it wrote and the column lineage it gives
+    for that. What each input is."""
     user = _run(db, event, reporter)
     inputs = []
     for dataset in event.inputs:
         for resolved in resolve(db, lake, dataset):
             version = str(resolved.number) if resolved.number is not None else _version(dataset)
-            first = _io(db, lake, event.run_id, INPUT, dataset, version, resolved.version_id)
+            _, first = _io(db, lake, event.run_id, INPUT, dataset, version, resolved.version_id)
             why = judge(user, resolved.asset) if first and judge is not None and resolved.asset is not None else None
             if why is not None:
                 outside.append(Outside(event, resolved, user, why))
             inputs.append(_said(dataset, resolved))
     for dataset in event.outputs:
-        _io(db, lake, event.run_id, OUTPUT, dataset, _version(dataset), None)
+        dataset_id, _ = _io(db, lake, event.run_id, OUTPUT, dataset, _version(dataset), None)
+        columns.record(db, event.run_id, dataset_id, dataset)
     return inputs
 
 
@@ -304,14 +306,15 @@ def _io(
     dataset: Mapping[str, Any],
     version: str,
     version_id: int | None,
-) -> bool:
-    """Record that the run read or wrote the dataset at `version`; whether it had not been recorded yet."""
+) -> tuple[int, bool]:
+    """Record that the run read or wrote the dataset at `version`: the dataset's id, and whether
+    this had not been recorded yet."""
     namespace, name = dataset["namespace"], dataset["name"]
     location = lake.location_of(_uri(namespace, name))
     kept = location if location is not None and len(location) <= LONGEST_LOCATION else None
     dataset_id = _dataset_id(db, namespace, name, version, kept)
     row = {"run_id": run_id, "direction": direction, "dataset_id": dataset_id, "version_id": version_id}
-    return bool(db.run(IO, row).rowcount)
+    return dataset_id, bool(db.run(IO, row).rowcount)
 
 
 def _version(dataset: Mapping[str, Any]) -> str:
@@ -320,19 +323,10 @@ def _version(dataset: Mapping[str, Any]) -> str:
     return str(version) if version is not None else ""
 
 
-def ident(namespace: str, name: str) -> str:
-    """A dataset's namespace and name as one short digest, whatever their length."""
-    return _digest(namespace, name)
-
-
-def _digest(*parts: str) -> str:
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
-
-
 def _dataset_id(db: Sql, namespace: str, name: str, version: str, location: str | None) -> int:
     """The dataset's id, recorded first if it is new. Another transaction recording the same one
     at once makes this one's insert do nothing, and its row is read once that one has committed."""
-    key = _digest(namespace, name, version)
+    key = digest(namespace, name, version)
     found = _first(db.run(DATASET, {"key": key}))
     if found is None:
         row = {

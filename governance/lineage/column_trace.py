@@ -14,6 +14,8 @@ from sqlmodel import Session, col, select
 from governance.catalog import Catalog
 from governance.catalog.models import BatchRow, RelationalRead, SourceFile, VersionRow
 from governance.errors import InvalidInput, NotFound
+from governance.foreign.columns import WrittenColumns
+from governance.foreign.impact import batch_locations, written_lineage
 from governance.lineage.columns import IDENTITY, Edge, compose
 from governance.lineage.versioned import (
     ColumnDep,
@@ -97,6 +99,8 @@ class Ending(StrEnum):
     DROPZONE = "dropzone"  # a field of the DropZone batch (or a database column) a landing version was read from
     NOT_RECORDED = "not recorded"  # a version committed without column lineage
     NO_INPUT = "no input"  # a column that reads nothing: a literal or generated value, or one left out (see its notes)
+    # A field of a dataset outside Custody, read by the foreign job that wrote a DropZone batch.
+    FOREIGN = "outside custody"
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,8 @@ class Origin:
     batch: Batch | None
     ending: Ending = Ending.DROPZONE
     table: SourceTable | None = None
+    # The foreign jobs crossed on the way: those that wrote a DropZone batch the column came through.
+    via: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         where = (
@@ -116,7 +122,38 @@ class Origin:
             if self.ending is Ending.DROPZONE
             else {"column": self.field, "ends": self.ending.value}
         )
-        return {"version": self.version.ref, **where, **_edges_dict(self.edges), **_landed_from(self.batch, self.table)}
+        return {
+            "version": self.version.ref,
+            **where,
+            **_edges_dict(self.edges),
+            **_landed_from(self.batch, self.table),
+            **_via_dict(self.via),
+        }
+
+
+@dataclass(frozen=True)
+class ForeignOrigin:
+    """A field of a dataset outside Custody a column's values begin at: a foreign job read it and
+    wrote the DropZone batch a landing version was ingested from, and said so in its column lineage."""
+
+    namespace: str
+    name: str
+    field: str
+    edges: tuple[Edge, ...]
+    via: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dataset": {"namespace": self.namespace, "name": self.name},
+            "column": self.field,
+            "ends": Ending.FOREIGN.value,
+            **_edges_dict(self.edges),
+            **_via_dict(self.via),
+        }
+
+
+def _via_dict(via: tuple[str, ...]) -> dict[str, Any]:
+    return {"via": list(via)} if via else {}
 
 
 def _landed_from(batch: Batch | None, table: SourceTable | None) -> dict[str, Any]:
@@ -186,45 +223,100 @@ def column_tree(catalog: Catalog, ref: VersionRef, column: str, *, direct_only: 
         return grow(ColumnNode(root, column))
 
 
-def origins(catalog: Catalog, ref: VersionRef, column: str, *, direct_only: bool = False) -> list[Origin]:
-    """The DropZone fields `column` of `ref` comes from, across every version between them."""
+def origins(
+    catalog: Catalog, ref: VersionRef, column: str, *, direct_only: bool = False
+) -> list[Origin | ForeignOrigin]:
+    """Where `column` of `ref` begins, across every version between: DropZone fields, and beyond
+    those a foreign job wrote, the fields it says they came from, in Custody or outside it."""
     with catalog.reading() as session:
         root = _version(catalog, session, ref)
         _require_column(root, column)
-        graph, batches = RecordedColumns(session), _Batches(session)
-        reached: dict[tuple[int, str], set[Edge]] = {(root.stored_id, column): {IDENTITY}}
-        found: dict[tuple[int, str, Ending], set[Edge]] = {}
-        queue = deque(reached)
-        while queue:
-            version_id, name = queue.popleft()
-            version, here = graph.version(version_id), reached[(version_id, name)]
-            feeding = graph.feeding(version, name, direct_only=direct_only) if recorded(version) else {}
-            if not feeding:
-                ending = Ending.NO_INPUT if recorded(version) else Ending.NOT_RECORDED
-                found.setdefault((version_id, name, ending), set()).update(here)
-                continue
-            for (source_id, input_column), edges in feeding.items():
-                composed = {compose(outer, inner) for outer in here for inner in edges}
-                if source_id is None:
-                    found.setdefault((version_id, input_column, Ending.DROPZONE), set()).update(composed)
-                    continue
-                known = reached.setdefault((source_id, input_column), set())
-                if not composed <= known:
-                    known.update(composed)
-                    queue.append((source_id, input_column))
-        return [
+        walk = _OriginWalk(RecordedColumns(session), _Batches(session), _Writers(session), direct_only)
+        walk.reach((root.stored_id, column), {IDENTITY}, frozenset())
+        while walk.queue:
+            walk.step(walk.queue.popleft())
+        return walk.found()
+
+
+Node = tuple[int, str]
+
+
+class _OriginWalk:
+    """Following columns back breadth first; a column is followed again only when it is reached
+    by a way of depending on it, or through a foreign job, not met before."""
+
+    def __init__(self, graph: RecordedColumns, batches: _Batches, writers: _Writers, direct_only: bool):
+        self.graph, self.batches, self.writers, self.direct_only = graph, batches, writers, direct_only
+        self.reached: dict[Node, tuple[set[Edge], set[str]]] = {}
+        self.queue: deque[Node] = deque()
+        self.ends: dict[tuple[int, str, Ending], tuple[set[Edge], set[str]]] = {}
+        self.outside: dict[tuple[str, str, str], tuple[set[Edge], set[str]]] = {}
+
+    def reach(self, node: Node, edges: set[Edge], via: frozenset[str]) -> None:
+        known_edges, known_via = self.reached.setdefault(node, (set(), set()))
+        if not (edges <= known_edges and via <= known_via):
+            known_edges.update(edges)
+            known_via.update(via)
+            self.queue.append(node)
+
+    def step(self, node: Node) -> None:
+        version_id, name = node
+        version = self.graph.version(version_id)
+        here, via = self.reached[node]
+        feeding = self.graph.feeding(version, name, direct_only=self.direct_only) if recorded(version) else {}
+        if not feeding:
+            ending = Ending.NO_INPUT if recorded(version) else Ending.NOT_RECORDED
+            _merge(self.ends, (version_id, name, ending), here, via)
+            return
+        for (source_id, input_column), edges in feeding.items():
+            composed = {compose(outer, inner) for outer in here for inner in edges}
+            if source_id is not None:
+                self.reach((source_id, input_column), composed, frozenset(via))
+            elif not self._cross(version, input_column, composed, via):
+                _merge(self.ends, (version_id, input_column, Ending.DROPZONE), composed, via)
+
+    def _cross(self, version: VersionRow, field: str, edges: set[Edge], via: set[str]) -> bool:
+        """Follow a DropZone field into the foreign jobs that wrote it, where they said what it came
+        from; whether any did."""
+        crossed = False
+        for job, written in self.writers.of(version, self.batches):
+            for found in written.feeding(field, direct_only=self.direct_only):
+                crossed = True
+                composed = {compose(outer, found.edge) for outer in edges}
+                onward = frozenset(via | {job})
+                for version_id, _ in found.custody:
+                    self.reach((version_id, found.field), composed, onward)
+                if not found.custody:
+                    _merge(self.outside, (found.namespace, found.name, found.field), composed, onward)
+        return crossed
+
+    def found(self) -> list[Origin | ForeignOrigin]:
+        version = self.graph.version
+        inside: list[Origin | ForeignOrigin] = [
             Origin(
-                graph.version(version_id),
+                version(version_id),
                 name,
                 tuple(sorted(edges)),
-                batches.of(graph.version(version_id)),
+                self.batches.of(version(version_id)),
                 ending,
-                batches.table(graph.version(version_id)),
+                self.batches.table(version(version_id)),
+                tuple(sorted(via)),
             )
-            for (version_id, name, ending), edges in sorted(
-                found.items(), key=lambda item: (graph.version(item[0][0]).ref, item[0][1])
+            for (version_id, name, ending), (edges, via) in sorted(
+                self.ends.items(), key=lambda item: (version(item[0][0]).ref, item[0][1])
             )
         ]
+        outside = [
+            ForeignOrigin(namespace, name, field, tuple(sorted(edges)), tuple(sorted(via)))
+            for (namespace, name, field), (edges, via) in sorted(self.outside.items())
+        ]
+        return inside + outside
+
+
+def _merge(into: dict[Any, tuple[set[Edge], set[str]]], key: Any, edges: set[Edge], via: Iterable[str]) -> None:
+    known_edges, known_via = into.setdefault(key, (set(), set()))
+    known_edges.update(edges)
+    known_via.update(via)
 
 
 def column_lineage(
@@ -266,6 +358,23 @@ def _require_column(version: VersionRow, column: str) -> None:
     names = column_names(version)
     if column not in names:
         raise NotFound(f"{version.ref} has no column {column!r}; its columns are {', '.join(names)}")
+
+
+class _Writers:
+    """The column lineage of the foreign jobs that wrote a landing version's DropZone batch, looked
+    up once per version."""
+
+    def __init__(self, session: Session):
+        self.session = session
+        self._found: dict[int, list[tuple[str, WrittenColumns]]] = {}
+
+    def of(self, version: VersionRow, batches: _Batches) -> list[tuple[str, WrittenColumns]]:
+        version_id = version.stored_id
+        if version_id not in self._found:
+            batch = batches.of(version)
+            locations = {version_id: batch_locations(f.path for f in batch.files)} if batch else {}
+            self._found[version_id] = written_lineage(self.session, locations).get(version_id, [])
+        return self._found[version_id]
 
 
 class _Batches:

@@ -14,7 +14,6 @@ from contextlib import closing
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cached_property
-from pathlib import PurePosixPath
 from typing import Any
 
 from sqlalchemy import text
@@ -22,7 +21,7 @@ from sqlmodel import Session, col, select
 
 from governance.catalog import Catalog
 from governance.catalog.models import VersionRow, described_read
-from governance.foreign.impact import ForeignRunNode, foreign_readers, foreign_writers
+from governance.foreign.impact import ForeignRunNode, batch_locations, foreign_readers, foreign_writers
 from governance.zones import VersionRef
 
 MAX_DEPTH = 100
@@ -362,13 +361,7 @@ def _attach_sources(catalog: Catalog, nodes: dict[int, VersionNode]) -> None:
 
 def _attach_writers(catalog: Catalog, nodes: dict[int, VersionNode]) -> None:
     """The foreign runs that wrote a landing version's DropZone files or their batch folder."""
-    locations = {
-        vid: sorted(
-            {source.path for source in node.sources} | {str(PurePosixPath(s.path).parent) for s in node.sources}
-        )
-        for vid, node in nodes.items()
-        if node.sources
-    }
+    locations = {vid: batch_locations(s.path for s in node.sources) for vid, node in nodes.items() if node.sources}
     with catalog.reading() as session:
         for vid, runs in foreign_writers(session, locations).items():
             nodes[vid].foreign = runs

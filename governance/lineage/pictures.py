@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from governance.catalog import Catalog
 from governance.errors import EnvironmentProblem, InvalidInput
-from governance.foreign.impact import ForeignRunNode
+from governance.foreign.impact import ForeignDatasetNode, ForeignRunNode
 from governance.lineage import graph
 from governance.lineage.column_trace import ColumnNode, column_tree
 from governance.lineage.graph import Direction, Lineage, VersionNode
@@ -233,6 +233,7 @@ def version_graph(lineage: Lineage) -> LineageGraph:
     nodes: dict[str, dict[str, Any]] = {}
     edges: dict[tuple[str, str], dict[str, Any]] = {}
     upstream = lineage.direction is Direction.UPSTREAM
+    writers: list[tuple[ForeignRunNode, VersionNode]] = []
     for node in lineage.root.walk():
         nodes.setdefault(node.ref, _version_attributes(node))
         if node.truncated:
@@ -268,6 +269,10 @@ def version_graph(lineage: Lineage) -> LineageGraph:
                     },
                 )
                 edges[(file_id, node.ref)] = _made_by(node)
+            writers += [(run, node) for run in node.foreign]
+    # Once every version is drawn: a version a writer read is joined to its node when it has one.
+    for run, landing in writers:
+        _add_writer(run, landing, nodes, edges)
     what = "provenance" if upstream else "impact"
     return LineageGraph(f"{what} of {lineage.root.ref}", nodes, [(s, t, a) for (s, t), a in edges.items()])
 
@@ -276,6 +281,16 @@ def _add_foreign(
     run: ForeignRunNode, read: str, nodes: dict[str, dict[str, Any]], edges: dict[tuple[str, str], dict[str, Any]]
 ) -> None:
     """A foreign run that read `read` (a node's id), the datasets it wrote and the runs that read those."""
+    run_id = _add_job(run, nodes)
+    edges[(read, run_id)] = {"run": run.run_id, "code_version": "", "foreign": True}
+    for output in run.outputs:
+        dataset_id = _add_dataset(output, nodes)
+        edges[(run_id, dataset_id)] = {"run": run.run_id, "code_version": "", "foreign": True}
+        for reader in output.read_by:
+            _add_foreign(reader, dataset_id, nodes, edges)
+
+
+def _add_job(run: ForeignRunNode, nodes: dict[str, dict[str, Any]]) -> str:
     run_id = f"job:{run.run_id}"
     nodes.setdefault(
         run_id,
@@ -289,21 +304,35 @@ def _add_foreign(
             "started_at": run.started_at or "",
         },
     )
-    edges[(read, run_id)] = {"run": run.run_id, "code_version": "", "foreign": True}
-    for output in run.outputs:
-        dataset_id = f"dataset:{output.namespace}/{output.name}@{output.version or ''}"
-        nodes.setdefault(
-            dataset_id,
-            {
-                "kind": "foreign_dataset",
-                "namespace": output.namespace,
-                "name": output.name,
-                "version": output.version or "",
-            },
-        )
-        edges[(run_id, dataset_id)] = {"run": run.run_id, "code_version": "", "foreign": True}
-        for reader in output.read_by:
-            _add_foreign(reader, dataset_id, nodes, edges)
+    return run_id
+
+
+def _add_dataset(dataset: ForeignDatasetNode, nodes: dict[str, dict[str, Any]]) -> str:
+    """A dataset of a foreign run (a Custody version not drawn otherwise is named by its reference)."""
+    name, version = (dataset.custody, "") if dataset.custody else (dataset.name, dataset.version or "")
+    dataset_id = f"dataset:{dataset.namespace}/{name}@{version}"
+    nodes.setdefault(
+        dataset_id, {"kind": "foreign_dataset", "namespace": dataset.namespace, "name": name, "version": version}
+    )
+    return dataset_id
+
+
+def _add_writer(
+    run: ForeignRunNode,
+    landing: VersionNode,
+    nodes: dict[str, dict[str, Any]],
+    edges: dict[tuple[str, str], dict[str, Any]],
+) -> None:
+    """A foreign run that wrote a landing version's DropZone files (a file it names, or every file of
+    the batch folder it names), and what it read: a Custody version by its node, anything else as a
+    foreign dataset."""
+    run_id = _add_job(run, nodes)
+    named = [f for f in landing.sources if any(o.name.endswith(f"/{f.path}") for o in run.outputs)]
+    for source_file in named or landing.sources:
+        edges[(run_id, f"file:{source_file.sha256}")] = {"run": run.run_id, "code_version": "", "foreign": True}
+    for read in run.inputs:
+        read_id = read.custody if read.custody in nodes else _add_dataset(read, nodes)
+        edges[(read_id, run_id)] = {"run": run.run_id, "code_version": "", "foreign": True}
 
 
 def column_graph(root: ColumnNode) -> LineageGraph:
