@@ -22,7 +22,7 @@ import pytest
 import requests
 from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
-from openlineage.client.facet_v2 import RunFacet, dataset_version_dataset, processing_engine_run
+from openlineage.client.facet_v2 import RunFacet, dataset_version_dataset, processing_engine_run, symlinks_dataset
 from openlineage.client.facet_v2 import column_lineage_dataset as cl
 from openlineage.client.transport.http import ApiKeyTokenProvider, HttpConfig, HttpTransport
 from sqlmodel import col, func, select
@@ -32,8 +32,9 @@ from governance.catalog.engine import make_engine
 from governance.catalog.models import ForeignEvent, ForeignRun, LedgerEntry, SourceFile, VersionRow
 from governance.config import Settings
 from governance.demo import drop_demo_batches
+from governance.lake import open_lake
 from governance.runs import os_user
-from governance.zones import Lake
+from governance.zones import Lake, VersionRef
 from tests.conftest import plain_environ
 from tests.dagster_servers import start_service, stop, token
 from tests.helpers import run_proven
@@ -659,3 +660,52 @@ def test_the_provenance_graph_draws_the_job_that_wrote_a_dropzone_batch_from_wha
     # sales/products@1 is no node of this graph: it is named by its reference.
     read = {"dataset:postgres://crm:5432/crm.public.clients@", "dataset:file/sales/products@1@"}
     assert {(dataset, job) for dataset in read} <= links
+
+
+def snapshot_of(home: Path, ref: str) -> int:
+    """The id of the Iceberg snapshot tagged for `ref`."""
+    version = VersionRef.parse(ref)
+    lake = open_lake(Settings.under(home))
+    assert lake.tables is not None
+    return lake.tables.tables.tags(version.key)[version.number]
+
+
+def versioned(namespace: str, name: str, version: str, symlink: str | None = None) -> InputDataset:
+    facets: dict = {"version": dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=version)}
+    if symlink is not None:
+        identifier = symlinks_dataset.Identifier(namespace="jdbc:sqlite", name=symlink, type="TABLE")
+        facets["symlinks"] = symlinks_dataset.SymlinksDatasetFacet(identifiers=[identifier])
+    return InputDataset(namespace, name, facets=facets)
+
+
+def test_a_read_of_an_asset_s_table_joins_the_version_whose_snapshot_it_read(api, reporter, home):
+    table = str(Settings.under(home).lake.resolve() / "_tables/sales/clients")
+    by_location = versioned("file", table, str(snapshot_of(home, "sales/clients@1")))
+    by_symlink = versioned(
+        "file", "/elsewhere/clients", str(snapshot_of(home, "sales/products@1")), "custody.sales.products"
+    )
+    by_tag = versioned("trino://trino.example:8080", "custody.sales.clients", "custody-v1")
+    [start, _] = (event_dict(e) for e in airflow_events([by_location, by_symlink, by_tag], [], "tables"))
+
+    [received] = post(api, reporter, start).json()["received"]
+
+    assert [found.get("version") for found in received["inputs"]] == [
+        "sales/clients@1",
+        "sales/products@1",
+        "sales/clients@1",
+    ]
+
+
+def test_a_snapshot_of_an_asset_s_table_that_no_version_is_is_reported(api, reporter, home):
+    table = str(Settings.under(home).lake.resolve() / "_tables/sales/clients")
+    [start, _] = (event_dict(e) for e in airflow_events([versioned("file", table, "12345")], [], "stray_snapshot"))
+
+    [received] = post(api, reporter, start).json()["received"]
+
+    assert received["inputs"] == [
+        {
+            "namespace": "file",
+            "name": table,
+            "problem": "the table of sales/clients at snapshot 12345, which is no version of it",
+        }
+    ]

@@ -3,7 +3,8 @@ it read and wrote; and, for an input that is a Custody version, that version.
 
 An input is a Custody version when its name is a version's location in the lake (the folder, or a
 file in it: `file` /lake/landing/sales/clients/v=3, or `s3://bucket` prefix/…), or the asset's
-folder as Custody's own events name it with the version in its `version` facet. A run that read a
+folder as Custody's own events name it with the version in its `version` facet, or the asset's
+Iceberg table at the version's snapshot (governance.foreign.tables). A run that read a
 version under a reported user who holds no role on its asset is recorded (`read.outside-policy`)."""
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from governance.errors import CustodyError, error_summary
 from governance.foreign import columns
 from governance.foreign.datasets import INPUT, OUTPUT, digest, ident
 from governance.foreign.events import RunEvent
+from governance.foreign.tables import SNAPSHOTS, table_of
 from governance.runs import Assurance
-from governance.zones import Lake, Zone
+from governance.zones import AssetKey, Lake, Zone
 
 # A run's state follows its latest event; one that ended stays ended whatever comes after.
 ENDED = ("COMPLETE", "FAIL", "ABORT")
@@ -68,6 +70,7 @@ VERSION_AT = "SELECT id, asset_key, number FROM version WHERE path IN ({paths}) 
 VERSION_OF = (
     "SELECT id, asset_key, number FROM version WHERE asset_key = {asset} AND number = {number} AND zone = {zone}"
 )
+VERSION_NUMBERED = "SELECT id, asset_key, number FROM version WHERE asset_key = {asset} AND number = {number}"
 # Python's datetime takes at most microseconds; Java's clients may send nanoseconds.
 FRACTION = re.compile(r"(\.\d{6})\d+")
 
@@ -352,11 +355,26 @@ def _first(cursor: Any) -> Any:
 
 
 def resolve(db: Sql, lake: Lake, dataset: Mapping[str, Any]) -> list[Resolved]:
-    """What an input dataset is to Custody, for each location it was read at: the locations its
-    `subset` facet names (Spark's listener names a folder of `key=value` folders, such as an
-    asset's versions, by the folder, and the ones it read there), else its name."""
+    """What an input dataset is to Custody: the version of an asset's table it read (see
+    governance.foreign.tables); else for each location it was read at: the locations its `subset`
+    facet names (Spark's listener names a folder of `key=value` folders, such as an asset's
+    versions, by the folder, and the ones it read there), else its name."""
     namespace, name = str(dataset["namespace"]), str(dataset["name"])
+    key = table_of(lake.location_of(_uri(namespace, name)), dataset)
+    if key is not None:
+        return [_snapshot_read(db, lake, key, _version(dataset))]
     return [_resolved(db, lake, namespace, at, _version(dataset)) for at in _locations(dataset) or [name]]
+
+
+def _snapshot_read(db: Sql, lake: Lake, key: AssetKey, version: str) -> Resolved:
+    if not version:
+        return Resolved(problem=f"the table of {key}, with no snapshot named in its version facet")
+    number = SNAPSHOTS.number(lake, key, version)
+    found = db.run(VERSION_NUMBERED, {"asset": str(key), "number": number}).fetchone() if number else None
+    if found is None:
+        return Resolved(problem=f"the table of {key} at snapshot {version}, which is no version of it")
+    version_id, asset, number = found
+    return Resolved(int(version_id), str(asset), int(number))
 
 
 def _locations(dataset: Mapping[str, Any]) -> list[str]:
