@@ -37,6 +37,8 @@ URI = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://(.*)")
 ON, OFF = ("on", "true", "1", "yes"), ("off", "false", "0", "no")
 DROPZONE_SENSOR_SECONDS = 30
 LAKE = "CUSTODY_LAKE"
+# The Custody service the CLI asks instead of the catalog and the lake, when set.
+SERVICE_URL_VARIABLE = "CUSTODY_URL"
 OBJECT_STORE_SCHEMES = ("s3a", "s3")
 BUCKET = re.compile(r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]")
 

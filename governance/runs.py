@@ -14,7 +14,6 @@ from typing import Any
 from governance import ledger
 from governance.catalog import Catalog, utcnow
 from governance.errors import reason_of
-from governance.sparkerrors import writing
 from governance.zones import AssetKey, Lake, Staging, new_attempt_id
 
 Progress = Callable[[str], None]
@@ -82,6 +81,9 @@ def attempt(
 ) -> Iterator[tuple[str, Staging]]:
     """A locked staging folder and an attempt row; a failure is recorded in the ledger, then re-raised.
     A write that finds the lake's file system full fails as StorageFull."""
+    # Imported here: it brings in PySpark, which the catalog's commands that import this module never use.
+    from governance.sparkerrors import writing
+
     attempt_id = new_attempt_id()
     with lake.staging(attempt_id) as stage:
         catalog.start_attempt(attempt_id, key, request.run_id, request.requested_by)

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from governance import render
 from governance.catalog import Catalog
-from governance.config import Settings
+from governance.config import SERVICE_URL_VARIABLE, Settings
 from governance.errors import InvalidInput, NotFound, printable
 from governance.spec import Spec
 from governance.zones import AssetKey
@@ -80,6 +80,8 @@ def group(name: str, help: str) -> typer.Typer:
 def service_client() -> ServiceClient | None:
     """The Custody service CUSTODY_URL names, which the commands ask instead of the catalog and the
     lake; None when it is unset, and they work in process."""
+    if not os.environ.get(SERVICE_URL_VARIABLE, "").strip():
+        return None  # the client and its HTTP library stay unimported: most commands work in process
     from governance.service.client import ServiceClient
 
     return ServiceClient.from_environ(os.environ)

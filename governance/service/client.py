@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 import requests
 
+from governance.config import SERVICE_URL_VARIABLE as URL_VARIABLE
 from governance.errors import (
     AccessDenied,
     CustodyError,
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
     from governance.catalog.models import LedgerEntry
     from governance.ledger import LedgerFilter
 
-URL_VARIABLE = "CUSTODY_URL"
 TOKEN_VARIABLE = "CUSTODY_TOKEN"
 # The ledger entries one request asks for: the most the service sends at once.
 LEDGER_PAGE = 10_000
