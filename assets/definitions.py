@@ -13,7 +13,7 @@ from assets.factory import broken_asset, build_assets
 from assets.maintenance import ledger_maintenance, nightly_ledger_maintenance
 from assets.sensors import dropzone_sensor, feeds_sensor
 from governance.config import DROPZONE_SENSOR_SECONDS, Settings
-from governance.errors import SpecProblem
+from governance.errors import SpecError, SpecProblem
 from governance.spec import LoadedSpecs, Spec, SpecSet, load_valid_specs
 from governance.zones import AssetKey
 from resources import CustodyResource, SparkResource
@@ -73,8 +73,18 @@ def bound(resource: dg.ConfigurableResource, description: str) -> dg.ResourceDef
 
 @dg.definitions
 def defs() -> dg.Definitions:
-    settings = Settings.from_env()
-    loaded = load_valid_specs(settings.specs, settings.cache_dir, transform_packages=settings.transform_packages)
+    """The project's defs folder: the Custody component its `defs.yaml` declares (assets.component)."""
+    return dg.load_from_defs_folder(path_within_project=Path(__file__).parent)
+
+
+def load_definitions(settings: Settings, specs_dir: Path, *, strict: bool = False) -> dg.Definitions:
+    """Every spec under `specs_dir` as an asset, with the sensors, jobs and resources around them;
+    each broken spec as an asset that cannot run, saying why. `strict`: a broken spec fails the
+    load instead (SpecError, naming every problem), as a check of the definitions should."""
+    loaded = load_valid_specs(specs_dir, settings.cache_dir, transform_packages=settings.transform_packages)
+    problems = [*loaded.unplaced, *(problem for found in loaded.broken.values() for problem in found)]
+    if strict and problems:
+        raise SpecError(sorted(set(problems), key=str))
     pending = awaiting_approval(settings, loaded.specs)  # before the collector is told to skip what is loaded by now
     shown = shown_broken(loaded, settings.catalog_url)
     with _few_collections():

@@ -285,6 +285,18 @@ def _jdbc_column_problems(source: JdbcSource, columns: list[Column]) -> list[str
     return problems
 
 
+def spec_schema() -> dict[str, Any]:
+    """The JSON Schema of a spec file, from the model that validates it: what an editor needs to
+    complete fields and flag wrong ones. Rules that span fields (a landing asset needs a source)
+    stay `custody specs check`'s."""
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        **AssetSpec.model_json_schema(),
+        "title": "Custody asset spec",
+        "description": "One asset of Custody: its roles, zone, source or inputs, columns and rules.",
+    }
+
+
 @dataclass(frozen=True)
 class Spec:
     """A validated spec with its key, file and content hash."""

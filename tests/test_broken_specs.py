@@ -33,7 +33,7 @@ def test_a_broken_spec_is_an_asset_that_cannot_run_and_says_why(specs_dir):
     assert not summary.is_materializable
     assert summary.tags["custody/spec"] == "invalid"
     assert summary.description.startswith("**Invalid spec:** this asset cannot run until its owner fixes it")
-    assert f"{path}:7: colour: unknown key" in summary.description
+    assert f"{path}:8: colour: unknown key" in summary.description
 
 
 def test_an_input_with_an_invalid_spec_is_named_as_such_and_takes_its_dependents_down(specs_dir):
@@ -58,7 +58,7 @@ def test_the_cli_runs_a_valid_asset_beside_a_broken_one_and_refuses_the_broken_o
     assert code == 0, err
     code, _, err = cli(capsys, "materialize", "sales/product_summary", "--as", "bob")
     assert code == 1
-    assert f"{summary}:7: colour: unknown key" in err
+    assert f"{summary}:8: colour: unknown key" in err
     code, _, err = cli(capsys, "specs", "check", str(specs_dir))
     assert code == 1 and "colour: unknown key" in err
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -23,7 +24,7 @@ from governance.cli.common import (
     show,
 )
 from governance.errors import SpecError, printable
-from governance.spec import check_specs, load_specs
+from governance.spec import check_specs, load_specs, spec_schema
 from governance.zones import AssetKey
 
 if TYPE_CHECKING:
@@ -147,6 +148,14 @@ def specs_history(asset: Annotated[str, typer.Argument(help="DOMAIN/NAME")], as_
     else:
         entries = [asdict(entry) for entry in history(open_custody(load_settings()).store, key)]
     show(entries, as_json, lambda: render.spec_history(entries))
+
+
+@specs_app.command("schema")
+def specs_schema() -> None:
+    """The JSON Schema of a spec file, for editors: the project's `schemas/asset-spec.schema.json` is
+    this command's output, and each demo spec names it on its first line (`# yaml-language-server:
+    $schema=…`), so an editor with a YAML language server completes fields and flags wrong ones."""
+    typer.echo(json.dumps(spec_schema(), indent=2))
 
 
 @specs_app.command("show")

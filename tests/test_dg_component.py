@@ -1,0 +1,94 @@
+"""Custody's specs as a Dagster Component: Dagster's own `dg` command line lists the assets the
+project's `defs/` folder declares, and checks them, with Custody's messages for a broken spec."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import DEMO_SPECS, ROOT, plain_environ
+
+DG = Path(sys.executable).with_name("dg")
+
+
+def dg(home: Path, specs: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`dg ARGS` in the project, on `home` and the specs in `specs`, as a user runs it."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("CUSTODY_", "DAGSTER_"))}
+    environ.update({**plain_environ(home), "CUSTODY_SPECS": str(specs)})
+    return subprocess.run(
+        [str(DG), *args], cwd=ROOT, env=environ, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+@pytest.fixture
+def broken_specs(tmp_path: Path) -> Path:
+    """The demo's specs, with sales/products' zone misspelt."""
+    specs = tmp_path / "specs"
+    shutil.copytree(DEMO_SPECS, specs)
+    products = specs / "sales" / "products.yaml"
+    products.write_text(products.read_text().replace("zone: landing", "zone: lnding"))
+    return specs
+
+
+def listed(home: Path, specs: Path) -> dict:
+    found = dg(home, specs, "list", "defs", "--json")
+    assert found.returncode == 0, found.stderr
+    return json.loads(found.stdout)
+
+
+def test_dg_lists_the_demo_s_assets_with_their_owners_kinds_and_checks(tmp_path):
+    found = listed(tmp_path / "home", DEMO_SPECS)
+
+    assets = {asset["asset_key"]: asset for asset in found["assets"]}
+    assert sorted(assets) == ["sales/clients", "sales/names_and_products", "sales/product_summary", "sales/products"]
+    assert assets["sales/clients"]["owners"] == [{"team": "sales-owners"}]
+    assert set(assets["sales/clients"]["kinds"]) == {"spark", "parquet"}
+    assert {"key": "custody/zone", "value": "landing"} in assets["sales/clients"]["tags"]
+    checked = {check["asset_key"] for check in found["asset_checks"]}
+    assert checked == set(assets)
+
+
+def test_dg_check_passes_on_the_demo(tmp_path):
+    checked = dg(tmp_path / "home", DEMO_SPECS, "check", "defs")
+
+    assert checked.returncode == 0, checked.stderr
+
+
+def test_dg_check_fails_on_a_broken_spec_naming_its_file_line_and_field(tmp_path, broken_specs):
+    checked = dg(tmp_path / "home", broken_specs, "check", "defs")
+
+    assert checked.returncode != 0
+    assert (
+        f"{broken_specs / 'sales' / 'products.yaml'}:7: zone: must be 'landing' or 'integration'"
+        in checked.stdout + checked.stderr
+    )
+
+
+def test_a_broken_spec_still_lets_the_other_assets_load(tmp_path, broken_specs):
+    found = listed(tmp_path / "home", broken_specs)
+
+    runnable = {asset["asset_key"]: asset["is_executable"] for asset in found["assets"]}
+    assert runnable["sales/clients"] is True
+    assert runnable["sales/products"] is False
+
+
+def test_dg_check_yaml_refuses_an_attribute_the_component_does_not_have(tmp_path):
+    project = tmp_path / "project"
+    shutil.copytree(ROOT / "assets" / "defs", project / "assets" / "defs")
+    shutil.copy(ROOT / "pyproject.toml", project / "pyproject.toml")
+    (project / "assets" / "defs" / "specs" / "defs.yaml").write_text(
+        "type: assets.component.CustodySpecs\nattributes:\n  spec_folder: elsewhere\n"
+    )
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("CUSTODY_", "DAGSTER_"))}
+    checked = subprocess.run(
+        [str(DG), "check", "yaml"], cwd=project, env=environ, capture_output=True, text=True, timeout=300, check=False
+    )
+
+    assert checked.returncode != 0
+    assert "spec_folder" in checked.stdout + checked.stderr
