@@ -18,7 +18,7 @@ import dagster as dg
 from governance.checks import DESCRIPTIONS, Check, checks_for
 from governance.errors import CatalogUnavailable, CustodyError, NotFound, SpecProblem
 from governance.sources import Place
-from governance.spec import Spec, SpecSet, code_version
+from governance.spec import Spec, SpecSet, code_version, lag
 from resources import CustodyResource, SparkResource
 
 if TYPE_CHECKING:
@@ -136,7 +136,17 @@ def _asset_spec(spec: Spec, deps: "list[dg.AssetKey] | None" = None, pending: st
         description=description,
         code_version=code_version(spec),
         metadata=metadata,
+        freshness_policy=freshness_policy(spec),
     )
+
+
+def freshness_policy(spec: Spec) -> "dg.FreshnessPolicy | None":
+    """The spec's freshness as Dagster's time-window policy, which its health folds in."""
+    freshness = spec.body.freshness
+    if freshness is None:
+        return None
+    warn = lag(freshness.warn_lag) if freshness.warn_lag else None
+    return dg.FreshnessPolicy.time_window(fail_window=lag(freshness.max_lag), warn_window=warn)
 
 
 def _check_specs(spec: Spec) -> list[dg.AssetCheckSpec]:

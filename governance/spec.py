@@ -10,7 +10,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from functools import cache, cached_property
 from pathlib import Path
@@ -208,6 +208,29 @@ class Retention(_Strict):
     max_age_days: Annotated[int, Field(ge=1)] | None = None
 
 
+# A lag: a whole number of minutes, hours or days.
+LAG = r"^[1-9][0-9]{0,5}[mhd]$"
+LAG_UNITS = {"m": "minutes", "h": "hours", "d": "days"}
+
+
+def lag(text: str) -> timedelta:
+    return timedelta(**{LAG_UNITS[text[-1]]: int(text[:-1])})
+
+
+class Freshness(_Strict):
+    """How old the newest version may grow: past `warn_lag` the asset warns, past `max_lag` it fails
+    its freshness (Dagster's time-window freshness policy, folded into the asset's health)."""
+
+    max_lag: Annotated[str, Field(pattern=LAG)]
+    warn_lag: Annotated[str, Field(pattern=LAG)] | None = None
+
+    @model_validator(mode="after")
+    def _warn_first(self) -> Freshness:
+        if self.warn_lag is not None and lag(self.warn_lag) >= lag(self.max_lag):
+            raise ValueError(f"warn_lag ({self.warn_lag}) must be shorter than max_lag ({self.max_lag})")
+        return self
+
+
 class AssetSpec(_Strict):
     """The body of one spec file."""
 
@@ -227,6 +250,7 @@ class AssetSpec(_Strict):
     retention: Retention = Retention()
     # Runs of this asset in progress at once; the queue holds the others back.
     max_concurrent_runs: Annotated[int, Field(ge=1, le=100)] = 1
+    freshness: Freshness | None = None
 
     @model_validator(mode="after")
     def _zone_fields(self) -> AssetSpec:

@@ -22,6 +22,8 @@ NAMED = {
     "table": "a table as schema.table, such as public.orders",
     "partition_column": "a column name: letters, digits and _, not starting with a digit, at most 128 characters",
     "column": "a column name: letters, digits and _, not starting with a digit, at most 128 characters",
+    "max_lag": "a lag as a whole number of minutes, hours or days: 90m, 24h, 7d",
+    "warn_lag": "a lag as a whole number of minutes, hours or days: 90m, 24h, 7d",
     "feed.url": "an http:// or https:// URL without spaces; ${NAME} takes a part from the environment",
     "feed.postfix": "a file name's ending: letters, digits, _, . and -, at most 32 characters",
     "feed.requested_by": "a directory user name: letters, digits, '.', '_' or '-', at most 64",
