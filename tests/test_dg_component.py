@@ -92,3 +92,33 @@ def test_dg_check_yaml_refuses_an_attribute_the_component_does_not_have(tmp_path
 
     assert checked.returncode != 0
     assert "spec_folder" in checked.stdout + checked.stderr
+
+
+def test_dg_launch_names_no_user_so_its_materialization_is_refused_and_recorded(tmp_path):
+    home = tmp_path / "home"
+    (home / "dagster").mkdir(parents=True)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("CUSTODY_", "DAGSTER_"))}
+    environ.update({**plain_environ(home), "DAGSTER_HOME": str(home / "dagster")})
+
+    launched = subprocess.run(
+        [str(DG), "launch", "--assets", "sales/products"],
+        cwd=ROOT,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+    assert launched.returncode != 0
+    assert "the request names no user" in launched.stdout + launched.stderr
+    shown = subprocess.run(
+        [str(Path(sys.executable).with_name("custody")), "ledger", "show", "--action", "ingest", "--json"],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    [entry] = json.loads(shown.stdout)
+    assert (entry["actor"], entry["details"]["result"]) == ("anonymous", "denied")
