@@ -15,9 +15,7 @@ import os
 import sys
 from datetime import datetime
 
-from dagster._core.events import DagsterEvent, DagsterEventType
-from dagster._core.log_manager import LOG_RECORD_METADATA_ATTR
-
+from assets.dagster_internals import LOG_RECORD_METADATA_ATTR, DagsterEvent, DagsterEventType
 from assets.runs import LAUNCHED_FROM_TAG
 
 VERBOSE_ENV = "CUSTODY_VERBOSE"

@@ -18,22 +18,28 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import dagster as dg
-from dagster._core.events import DagsterEvent, DagsterEventType
-from dagster._core.run_coordinator.queued_run_coordinator import RunQueueConfig
-from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES, RunsFilter
-from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
-from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
-from dagster._core.storage.runs.schema import RunsTable, RunTagsTable
-from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
-from dagster._core.storage.tags import PARENT_RUN_ID_TAG as PARENT_RUN_TAG
-from dagster._core.workspace.context import WorkspaceRequestContext
-from dagster._serdes import ConfigurableClassData, serialize_value
-from dagster._utils.error import SerializableErrorInfo
-from dagster._utils.tags import TagConcurrencyLimitsCounter
-from dagster_graphql.implementation.utils import UserFacingGraphQLError
-from dagster_graphql.schema.errors import GraphenePythonError
 
 from assets.console import say, verbose
+from assets.dagster_internals import (
+    IN_PROGRESS_RUN_STATUSES,
+    AssetCheckExecutionsTable,
+    ConfigurableClassData,
+    DagsterEvent,
+    DagsterEventType,
+    GraphenePythonError,
+    RunQueueConfig,
+    RunsFilter,
+    RunsTable,
+    RunTagsTable,
+    SerializableErrorInfo,
+    SqlEventLogStorage,
+    SqlRunStorage,
+    TagConcurrencyLimitsCounter,
+    UserFacingGraphQLError,
+    WorkspaceRequestContext,
+    serialize_value,
+)
+from assets.dagster_internals import PARENT_RUN_ID_TAG as PARENT_RUN_TAG
 from assets.factory import LAUNCH_TAG, REQUESTED_BY_TAG, backfill_launch, channel, requester
 from assets.runs import PROCESS_TAGS
 from governance.access.guard import ANONYMOUS, enforce, record

@@ -22,8 +22,7 @@ from governance.spec import Spec, SpecSet, code_version, lag
 from resources import CustodyResource, SparkResource
 
 if TYPE_CHECKING:
-    from dagster._core.definitions.metadata import RawMetadataValue
-
+    from assets.dagster_internals import RawMetadataValue
     from governance.access.policy import Identity, Policy
     from governance.catalog import Catalog
     from governance.catalog.models import VersionRow

@@ -11,12 +11,10 @@ from pathlib import Path
 
 import dagster as dg
 import yaml
-from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
-from dagster._core.events import DagsterEvent
-from dagster._core.storage.tags import PARTITION_NAME_TAG
 
 from assets.console import step_failure_message
 from assets.coordinator import admitted, start_when_free
+from assets.dagster_internals import PARTITION_NAME_TAG, AssetGraph, DagsterEvent
 from assets.definitions import definitions_for
 from assets.factory import PARTITION_FORMAT, REQUESTED_BY_TAG
 from assets.origin import plan_run

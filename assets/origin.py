@@ -9,25 +9,21 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import dagster as dg
-from dagster._core.definitions.job_base import InMemoryJob
-from dagster._core.definitions.reconstruct import ReconstructableRepository
-from dagster._core.execution.api import (
+
+from assets.dagster_internals import (
     ExecuteRunWithPlanIterable,
-    create_execution_plan,
-    job_execution_iterator,
-)
-from dagster._core.execution.context_creation_job import (
-    PlanOrchestrationContextManager,
-    orchestration_context_event_generator,
-)
-from dagster._core.execution.plan.plan import ExecutionPlan
-from dagster._core.remote_origin import (
+    ExecutionPlan,
+    InMemoryJob,
+    LoadableTargetOrigin,
     ManagedGrpcPythonEnvCodeLocationOrigin,
+    PlanOrchestrationContextManager,
+    ReconstructableRepository,
     RemoteJobOrigin,
     RemoteRepositoryOrigin,
+    create_execution_plan,
+    job_execution_iterator,
+    orchestration_context_event_generator,
 )
-from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
-
 from governance.errors import NotFound
 
 MODULE, ATTRIBUTE = "assets.definitions", "defs"

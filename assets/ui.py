@@ -14,13 +14,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from dagster._core.workspace.context import WorkspaceProcessContext, WorkspaceRequestContext
-from dagster._core.workspace.load_target import WorkspaceFileTarget
-from dagster_webserver.app import create_app_from_workspace_process_context
-from dagster_webserver.version import __version__ as webserver_version
 from starlette.types import ASGIApp
 
 from assets.coordinator import CustodyRunCoordinator
+from assets.dagster_internals import (
+    WorkspaceFileTarget,
+    WorkspaceProcessContext,
+    WorkspaceRequestContext,
+    create_app_from_workspace_process_context,
+    webserver_version,
+)
 from assets.launch import instance_for
 from governance.config import Settings
 from governance.service.principal import PRINCIPAL_HEADER, principal_from

@@ -8,13 +8,12 @@ import json
 
 import dagster as dg
 import pytest
-from dagster._core.storage.tags import PARENT_RUN_ID_TAG
-from dagster._core.workspace.context import WorkspaceProcessContext
 from sqlmodel import select
 from starlette.requests import Request
 from starlette.testclient import TestClient
 
 from assets.coordinator import launched_by, refuse_unsigned
+from assets.dagster_internals import PARENT_RUN_ID_TAG, WorkspaceProcessContext
 from assets.factory import BACKFILL_TAG, LAUNCH_TAG, REQUESTED_BY_TAG, backfill_launch, requester
 from assets.launch import instance_for
 from assets.ui import SignedInWorkspace, dagster_ui

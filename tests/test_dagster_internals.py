@@ -1,0 +1,128 @@
+"""The contract of assets/dagster_internals.py: each private Dagster name Custody uses, held to what
+Custody relies on. A Dagster release that moves, renames or reshapes one fails here, by name."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import assets.dagster_internals as internals
+
+
+def parameters(made: Callable[..., Any]) -> set[str]:
+    """What `made` takes by name: a record's fields, else its signature's parameters (a class's
+    `__init__`'s when its own signature hides them)."""
+    fields = getattr(made, "_fields", None)
+    if fields is not None:
+        return set(fields)
+    found = set(inspect.signature(made).parameters)
+    if found <= {"args", "kwargs"} and inspect.isclass(made):
+        found = set(inspect.signature(made.__init__).parameters) - {"self"}
+    return found
+
+
+def test_every_name_the_adapter_lists_comes_from_the_module_it_names():
+    assert sorted(internals.__all__) == sorted(internals.WHERE)
+    for name, (module, attribute) in internals.WHERE.items():
+        assert getattr(internals, name) is getattr(importlib.import_module(module), attribute), name
+
+
+def test_no_module_of_custody_imports_dagster_s_private_modules_but_the_adapter():
+    from tests.conftest import ROOT
+
+    offenders = [
+        str(path.relative_to(ROOT))
+        for folder in ("assets", "resources", "governance")
+        for path in (ROOT / folder).rglob("*.py")
+        if path.name != "dagster_internals.py"
+        and any(
+            line.lstrip().startswith(
+                ("from dagster._", "import dagster._", "from dagster_graphql", "from dagster_webserver")
+            )
+            for line in path.read_text().splitlines()
+        )
+    ]
+    assert offenders == []
+
+
+def test_the_code_location_loads_the_webserver_and_the_run_storage_only_when_asked():
+    code = (
+        "import sys\nimport assets.definitions, assets.sensors\n"
+        "print(sorted(m for m in ('dagster_webserver', 'dagster_graphql') if m in sys.modules))"
+    )
+    import subprocess
+
+    from tests.conftest import ROOT
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_run_tags_dagster_sets_keep_their_names():
+    assert internals.PARTITION_NAME_TAG == "dagster/partition"
+    assert internals.RUN_KEY_TAG == "dagster/run_key"
+    assert internals.SENSOR_NAME_TAG == "dagster/sensor_name"
+    assert internals.PARENT_RUN_ID_TAG == "dagster/parent_run_id"
+
+
+def test_the_events_and_log_records_the_console_and_coordinator_read():
+    assert {"PIPELINE_STARTING", "RUN_FAILURE"} <= set(internals.DagsterEventType.__members__)
+    assert {"event_type_value", "job_name"} <= parameters(internals.DagsterEvent)
+    assert isinstance(internals.LOG_RECORD_METADATA_ATTR, str)
+
+
+def test_the_run_storage_tables_have_the_columns_the_coordinator_writes():
+    assert {"run_id", "run_body"} <= set(internals.RunsTable.c.keys())
+    assert {"run_id", "key"} <= set(internals.RunTagsTable.c.keys())
+    assert "run_id" in set(internals.AssetCheckExecutionsTable.c.keys())
+    assert hasattr(internals.SqlEventLogStorage, "index_connection")
+    assert hasattr(internals.SqlRunStorage, "connect")
+
+
+def test_the_queue_s_config_and_concurrency_counter_take_what_the_coordinator_gives():
+    assert {"max_concurrent_runs", "tag_concurrency_limits"} <= set(internals.RunQueueConfig._fields)
+    assert "tag_concurrency_limits" in parameters(internals.TagConcurrencyLimitsCounter)
+    assert hasattr(internals.TagConcurrencyLimitsCounter, "is_blocked")
+    assert "statuses" in parameters(internals.RunsFilter)
+    assert internals.IN_PROGRESS_RUN_STATUSES
+
+
+def test_a_refusal_reaches_the_launchpad_as_graphql_s_python_error():
+    info = internals.SerializableErrorInfo("refused", stack=[], cls_name=None)
+    error = internals.GraphenePythonError(info)
+    assert internals.UserFacingGraphQLError(error).error is error
+    assert {"message", "stack", "cls_name"} <= parameters(internals.SerializableErrorInfo)
+
+
+def test_the_cli_s_in_process_runs_build_their_origin_and_plan_as_before():
+    assert {"executable_path", "module_name", "working_directory"} <= parameters(internals.LoadableTargetOrigin)
+    assert {"loadable_target_origin", "location_name"} <= parameters(internals.ManagedGrpcPythonEnvCodeLocationOrigin)
+    assert {"code_location_origin", "repository_name"} <= parameters(internals.RemoteRepositoryOrigin)
+    assert {"repository_origin", "job_name"} <= parameters(internals.RemoteJobOrigin)
+    assert {"run_config", "instance_ref"} <= parameters(internals.create_execution_plan)
+    assert {"context_event_generator", "job", "execution_plan"} <= parameters(internals.PlanOrchestrationContextManager)
+    assert {"execution_plan", "iterator", "execution_context_manager"} <= parameters(
+        internals.ExecuteRunWithPlanIterable
+    )
+    assert callable(internals.job_execution_iterator) and callable(internals.orchestration_context_event_generator)
+    assert hasattr(internals.ReconstructableRepository, "for_module")
+    assert inspect.isclass(internals.InMemoryJob) and inspect.isclass(internals.ExecutionPlan)
+
+
+def test_the_webserver_app_is_built_from_a_workspace_of_files():
+    assert "paths" in parameters(internals.WorkspaceFileTarget)
+    assert inspect.isclass(internals.WorkspaceProcessContext) and inspect.isclass(internals.WorkspaceRequestContext)
+    assert parameters(internals.create_app_from_workspace_process_context) >= {"workspace_process_context"}
+    assert isinstance(internals.webserver_version, str)
+    assert hasattr(internals.AssetGraph, "get_all_asset_keys")
+    assert callable(internals.serialize_value) and inspect.isclass(internals.ConfigurableClassData)
+
+
+def test_a_name_the_adapter_does_not_have_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchName'"):
+        internals.NoSuchName  # noqa: B018
