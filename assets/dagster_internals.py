@@ -17,7 +17,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from dagster._core.definitions.asset_health.asset_freshness_health import AssetFreshnessHealthState
+    from dagster._core.definitions.asset_health.asset_health import AssetHealthStatus
     from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
+    from dagster._core.definitions.data_version import CachingStaleStatusResolver
+    from dagster._core.definitions.freshness_evaluator import TimeWindowFreshnessPolicyEvaluator
     from dagster._core.definitions.job_base import InMemoryJob
     from dagster._core.definitions.metadata import RawMetadataValue
     from dagster._core.definitions.reconstruct import ReconstructableRepository
@@ -32,6 +36,7 @@ if TYPE_CHECKING:
         orchestration_context_event_generator,
     )
     from dagster._core.execution.plan.plan import ExecutionPlan
+    from dagster._core.loader import LoadingContextForTest
     from dagster._core.log_manager import LOG_RECORD_METADATA_ATTR
     from dagster._core.remote_origin import (
         ManagedGrpcPythonEnvCodeLocationOrigin,
@@ -45,6 +50,7 @@ if TYPE_CHECKING:
     from dagster._core.storage.runs.schema import RunsTable, RunTagsTable
     from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
     from dagster._core.storage.tags import PARENT_RUN_ID_TAG, PARTITION_NAME_TAG, RUN_KEY_TAG, SENSOR_NAME_TAG
+    from dagster._core.test_utils import freeze_time
     from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
     from dagster._core.workspace.context import WorkspaceProcessContext, WorkspaceRequestContext
     from dagster._core.workspace.load_target import WorkspaceFileTarget
@@ -58,6 +64,19 @@ if TYPE_CHECKING:
 
 # Each name, and the module and name it comes from.
 WHERE: dict[str, tuple[str, str]] = {
+    # The tests' own: Dagster's freshness evaluation and health model on a frozen clock, and staleness.
+    "AssetFreshnessHealthState": (
+        "dagster._core.definitions.asset_health.asset_freshness_health",
+        "AssetFreshnessHealthState",
+    ),
+    "AssetHealthStatus": ("dagster._core.definitions.asset_health.asset_health", "AssetHealthStatus"),
+    "CachingStaleStatusResolver": ("dagster._core.definitions.data_version", "CachingStaleStatusResolver"),
+    "LoadingContextForTest": ("dagster._core.loader", "LoadingContextForTest"),
+    "TimeWindowFreshnessPolicyEvaluator": (
+        "dagster._core.definitions.freshness_evaluator",
+        "TimeWindowFreshnessPolicyEvaluator",
+    ),
+    "freeze_time": ("dagster._core.test_utils", "freeze_time"),
     "AssetCheckExecutionsTable": ("dagster._core.storage.event_log.schema", "AssetCheckExecutionsTable"),
     "AssetGraph": ("dagster._core.definitions.assets.graph.asset_graph", "AssetGraph"),
     "ConfigurableClassData": ("dagster._serdes", "ConfigurableClassData"),
@@ -113,7 +132,10 @@ __all__ = [
     "RUN_KEY_TAG",
     "SENSOR_NAME_TAG",
     "AssetCheckExecutionsTable",
+    "AssetFreshnessHealthState",
     "AssetGraph",
+    "AssetHealthStatus",
+    "CachingStaleStatusResolver",
     "ConfigurableClassData",
     "DagsterEvent",
     "DagsterEventType",
@@ -122,6 +144,7 @@ __all__ = [
     "GraphenePythonError",
     "InMemoryJob",
     "LoadableTargetOrigin",
+    "LoadingContextForTest",
     "ManagedGrpcPythonEnvCodeLocationOrigin",
     "PlanOrchestrationContextManager",
     "RawMetadataValue",
@@ -136,12 +159,14 @@ __all__ = [
     "SqlEventLogStorage",
     "SqlRunStorage",
     "TagConcurrencyLimitsCounter",
+    "TimeWindowFreshnessPolicyEvaluator",
     "UserFacingGraphQLError",
     "WorkspaceFileTarget",
     "WorkspaceProcessContext",
     "WorkspaceRequestContext",
     "create_app_from_workspace_process_context",
     "create_execution_plan",
+    "freeze_time",
     "job_execution_iterator",
     "orchestration_context_event_generator",
     "serialize_value",

@@ -205,8 +205,7 @@ def test_dagster_input_data_versions_agree_with_the_pinned_versions(
 
 
 def staleness(instance, specs_dir):
-    from dagster._core.definitions.data_version import CachingStaleStatusResolver
-    from dagster._core.loader import LoadingContextForTest
+    from assets.dagster_internals import CachingStaleStatusResolver, LoadingContextForTest
 
     graph = build_definitions(specs_dir, transform_packages=DEFAULT_TRANSFORM_PACKAGES).resolve_asset_graph()
     resolver = CachingStaleStatusResolver(instance, graph, LoadingContextForTest(instance))

@@ -1,20 +1,32 @@
 """A spec's freshness: how old its asset's newest version may grow, given to Dagster as its
-time-window freshness policy, and checked like every other field."""
+time-window freshness policy (which Dagster folds into the asset's health), and checked like every
+other field. Time is frozen with Dagster's own test clock."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pytest
 
+from assets.dagster_internals import (
+    AssetFreshnessHealthState,
+    AssetHealthStatus,
+    LoadingContextForTest,
+    TimeWindowFreshnessPolicyEvaluator,
+    freeze_time,
+)
 from assets.definitions import build_definitions
 from governance.config import DEFAULT_TRANSFORM_PACKAGES
 from governance.errors import SpecError
 from governance.spec import load_specs
 from tests.conftest import DEMO_SPECS
+
+PRODUCTS = dg.AssetKey(["sales", "products"])
 
 
 def with_freshness(tmp_path: Path, lines: str) -> Path:
@@ -37,7 +49,7 @@ def test_a_spec_s_freshness_is_the_asset_s_time_window_freshness_policy(tmp_path
 
     graph = build_definitions(specs, transform_packages=DEFAULT_TRANSFORM_PACKAGES).resolve_asset_graph()
 
-    policy = graph.get(dg.AssetKey(["sales", "products"])).freshness_policy
+    policy = graph.get(PRODUCTS).freshness_policy
     assert isinstance(policy, dg.FreshnessPolicy)
     assert (policy.fail_window.to_timedelta(), policy.warn_window.to_timedelta()) == (
         timedelta(hours=24),
@@ -59,3 +71,25 @@ def test_a_warning_lag_no_shorter_than_the_maximum_is_refused(tmp_path):
     specs = with_freshness(tmp_path, "  max_lag: 12h\n  warn_lag: 1d\n")
 
     assert any("freshness: warn_lag (1d) must be shorter than max_lag (12h)" in found for found in problems(specs))
+
+
+def health_at(instance: dg.DagsterInstance, node: Any, moment: datetime) -> Any:
+    """The asset's freshness health as Dagster's own evaluator and health model give it at `moment`."""
+    with freeze_time(moment):
+        state = asyncio.run(
+            TimeWindowFreshnessPolicyEvaluator().evaluate_freshness(LoadingContextForTest(instance), node)
+        )
+    return AssetFreshnessHealthState(freshness_state=state).health_status
+
+
+def test_the_asset_s_health_warns_then_degrades_as_its_newest_version_ages(tmp_path):
+    specs = with_freshness(tmp_path, "  max_lag: 24h\n  warn_lag: 12h\n")
+    node = build_definitions(specs, transform_packages=DEFAULT_TRANSFORM_PACKAGES).resolve_asset_graph().get(PRODUCTS)
+    committed = datetime(2026, 11, 27, 6, 0, tzinfo=UTC)
+    with dg.instance_for_test() as instance:
+        with freeze_time(committed):
+            instance.report_runless_asset_event(dg.AssetMaterialization(PRODUCTS))
+
+        assert health_at(instance, node, committed + timedelta(hours=1)) == AssetHealthStatus.HEALTHY
+        assert health_at(instance, node, committed + timedelta(hours=13)) == AssetHealthStatus.WARNING
+        assert health_at(instance, node, committed + timedelta(hours=25)) == AssetHealthStatus.DEGRADED
