@@ -15,7 +15,7 @@ from sqlmodel import func, select
 from governance.catalog import Catalog
 from governance.catalog.models import ForeignColumn, ForeignDataset, ForeignEvent, VersionRow, VersionStatus
 from governance.errors import InvalidInput
-from governance.foreign.events import RunEvent, parse
+from governance.foreign.events import MAX_FIELD_DEPENDENCIES, RunEvent, parse
 from governance.foreign.join import receive
 from governance.lineage.graph import impact
 from governance.zones import Lake, VersionRef
@@ -141,6 +141,19 @@ def written_with_columns(name: str, fields: dict[str, list[tuple[str, str, str]]
     return {"namespace": "postgres://warehouse", "name": name, "facets": {"columnLineage": facet}}
 
 
+def completed(outputs: list[dict]) -> dict:
+    """A COMPLETE run event's body that wrote `outputs`, not parsed yet."""
+    return {
+        "eventType": "COMPLETE",
+        "eventTime": "2026-11-27T05:00:00Z",
+        "producer": PRODUCER,
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+        "run": {"runId": str(uuid.uuid4())},
+        "job": {"namespace": "airflow://reports", "name": "reports"},
+        "outputs": outputs,
+    }
+
+
 def test_column_lineage_sent_twice_is_kept_once_with_its_inputs_named_as_the_versions_read(
     catalog: Catalog, lake: Lake
 ):
@@ -160,14 +173,16 @@ def test_column_lineage_sent_twice_is_kept_once_with_its_inputs_named_as_the_ver
 
 def test_a_column_lineage_facet_not_shaped_as_the_spec_says_is_refused_whatever_schema_it_names():
     facet = {"_producer": PRODUCER, "_schemaURL": "https://example.com/own.json", "fields": {"name": "clients.name"}}
-    body = {
-        "eventType": "COMPLETE",
-        "eventTime": "2026-11-27T05:00:00Z",
-        "producer": PRODUCER,
-        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
-        "run": {"runId": str(uuid.uuid4())},
-        "job": {"namespace": "airflow://reports", "name": "names"},
-        "outputs": [{"namespace": "postgres://warehouse", "name": "reports.names", "facets": {"columnLineage": facet}}],
-    }
+    body = completed(
+        [{"namespace": "postgres://warehouse", "name": "reports.names", "facets": {"columnLineage": facet}}]
+    )
     with pytest.raises(InvalidInput, match=r"outputs\[0\]\.facets\.columnLineage\.fields\.name"):
+        parse(json.dumps(body).encode())
+
+
+def test_a_column_lineage_facet_naming_more_input_fields_than_are_kept_is_refused():
+    inputs = [("postgres://crm", "crm.public.clients", f"c{i}") for i in range(MAX_FIELD_DEPENDENCIES + 1)]
+    body = completed([written_with_columns("reports.wide", {"everything": inputs})])
+
+    with pytest.raises(InvalidInput, match=r"outputs\[0\]\.facets\.columnLineage names 10,001 input fields"):
         parse(json.dumps(body).encode())

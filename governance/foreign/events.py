@@ -27,6 +27,7 @@ RUN_EVENT = f"{EVENT_SCHEMA}#/$defs/RunEvent"
 # The most events one request may carry, and the most characters a namespace or name may have.
 MAX_EVENTS = 1_000
 MAX_NAME = 4_096
+MAX_FIELD_DEPENDENCIES = 10_000
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # The formats held as rules, not only as the annotations JSON Schema 2020-12 makes of them: a run is
 # known by its id and ordered by its times. Others stay annotations: OpenLineage's own Spark listener
@@ -113,6 +114,7 @@ def _checked(event: Any, which: str) -> RunEvent:
             read = name in READ_FACETS and where.endswith(".facets") and isinstance(facet, Mapping)
             if read and not facet.get("_deleted"):
                 _valid(facet, READ_FACETS[name], which, f"{where}.{name}")
+                _bounded_lineage(facet, which, f"{where}.{name}")
     job, run = event["job"], event["run"]
     for where, value in _names(event):
         if len(value) > MAX_NAME:
@@ -128,6 +130,16 @@ def _checked(event: Any, which: str) -> RunEvent:
         producer=event["producer"],
         body=event,
     )
+
+
+def _bounded_lineage(facet: Mapping[str, Any], which: str, where: str) -> None:
+    """A column lineage facet names at most MAX_FIELD_DEPENDENCIES input fields, all columns together:
+    each is a row the join keeps."""
+    count = sum(len(spec["inputFields"]) for spec in facet["fields"].values()) + len(facet.get("dataset") or ())
+    if count > MAX_FIELD_DEPENDENCIES:
+        raise InvalidInput(
+            f"{which}: {where} names {count:,} input fields; at most {MAX_FIELD_DEPENDENCIES:,} are kept for one dataset"
+        )
 
 
 def _refuse_kind(event: Mapping[str, Any], which: str) -> None:
