@@ -186,3 +186,33 @@ def test_a_column_lineage_facet_naming_more_input_fields_than_are_kept_is_refuse
 
     with pytest.raises(InvalidInput, match=r"outputs\[0\]\.facets\.columnLineage names 10,001 input fields"):
         parse(json.dumps(body).encode())
+
+
+def test_a_column_named_none_is_kept_apart_from_what_every_column_depends_on(catalog: Catalog, lake: Lake):
+    crm = ("postgres://crm", "crm.public.clients", "id")
+    wrote = written_with_columns("reports.odd", {"None": [crm]})
+    wrote["facets"]["columnLineage"]["dataset"] = [
+        {
+            "namespace": crm[0],
+            "name": crm[1],
+            "field": crm[2],
+            "transformations": [{"type": "DIRECT", "subtype": "IDENTITY"}],
+        }
+    ]
+    [received] = receive(catalog, lake, parse(json.dumps(completed([wrote])).encode()), "bot")
+
+    assert received.unjoined is None
+    with catalog.session() as session:
+        kept = session.exec(select(ForeignColumn.output_column)).all()
+    assert len(kept) == 2 and set(kept) == {None, "None"}
+
+
+def test_a_run_facet_that_happens_to_be_called_column_lineage_is_not_held_to_the_dataset_facet_s_schema():
+    body = completed([])
+    body["run"]["facets"] = {
+        "columnLineage": {"_producer": PRODUCER, "_schemaURL": "https://example.com/own.json", "enabled": True}
+    }
+
+    [parsed] = parse(json.dumps(body).encode())
+
+    assert parsed.run_facets["columnLineage"]["enabled"] is True

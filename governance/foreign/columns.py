@@ -112,7 +112,9 @@ def _keep(
             "transformation": edge.transformation.value,
             "masking": edge.masking,
         }
-        db.run(NEW_COLUMN, {**row, "key": digest(*(row[k] for k in sorted(row)))})
+        # Every column's row apart from any column's, whatever the column is called ("None" too).
+        which = "*" if column is None else f"={column}"
+        db.run(NEW_COLUMN, {**row, "key": digest(which, *(row[k] for k in sorted(row) if k != "output_column"))})
 
 
 def edges(transformations: Any, legacy: Edge | None = None) -> Iterator[Edge]:

@@ -33,7 +33,7 @@ CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # known by its id and ordered by its times. Others stay annotations: OpenLineage's own Spark listener
 # names a local data source's `uri` "file", which is no absolute URI.
 ASSERTED_FORMATS = ("uuid", "date-time")
-# Facets Custody joins on are held to their core schema whatever schema they name.
+# Facets Custody joins on, on the datasets a run wrote, are held to their core schema whatever schema they name.
 READ_FACETS = {
     "columnLineage": "https://openlineage.io/spec/facets/1-2-0/ColumnLineageDatasetFacet.json#/$defs/ColumnLineageDatasetFacet"
 }
@@ -111,7 +111,9 @@ def _checked(event: Any, which: str) -> RunEvent:
     for where, facets in _facets(event):
         for name, facet in facets.items():
             _valid_facet(facet, which, f"{where}.{name}")
-            read = name in READ_FACETS and where.endswith(".facets") and isinstance(facet, Mapping)
+            # Custody reads them where the join does: on the datasets a run wrote.
+            written = where.startswith("outputs[") and where.endswith(".facets")
+            read = name in READ_FACETS and written and isinstance(facet, Mapping)
             if read and not facet.get("_deleted"):
                 _valid(facet, READ_FACETS[name], which, f"{where}.{name}")
                 _bounded_lineage(facet, which, f"{where}.{name}")
