@@ -17,13 +17,19 @@ from tests.conftest import DEMO_SPECS, ROOT, plain_environ
 DG = Path(sys.executable).with_name("dg")
 
 
+def environ_of(*settings: dict[str, str]) -> dict[str, str]:
+    """This process's environment without its Custody and Dagster settings, with `settings` (later ones win)."""
+    kept = {k: v for k, v in os.environ.items() if not k.startswith(("CUSTODY_", "DAGSTER_"))}
+    return {k: v for found in (kept, *settings) for k, v in found.items()}
+
+
+def run(command: list[str], environ: dict[str, str], cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, cwd=cwd, env=environ, capture_output=True, text=True, timeout=300, check=False)
+
+
 def dg(home: Path, specs: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`dg ARGS` in the project, on `home` and the specs in `specs`, as a user runs it."""
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("CUSTODY_", "DAGSTER_"))}
-    environ.update({**plain_environ(home), "CUSTODY_SPECS": str(specs)})
-    return subprocess.run(
-        [str(DG), *args], cwd=ROOT, env=environ, capture_output=True, text=True, timeout=300, check=False
-    )
+    return run([str(DG), *args], environ_of(plain_environ(home), {"CUSTODY_SPECS": str(specs)}))
 
 
 @pytest.fixture
@@ -85,10 +91,7 @@ def test_dg_check_yaml_refuses_an_attribute_the_component_does_not_have(tmp_path
     (project / "assets" / "defs" / "specs" / "defs.yaml").write_text(
         "type: assets.component.CustodySpecs\nattributes:\n  spec_folder: elsewhere\n"
     )
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("CUSTODY_", "DAGSTER_"))}
-    checked = subprocess.run(
-        [str(DG), "check", "yaml"], cwd=project, env=environ, capture_output=True, text=True, timeout=300, check=False
-    )
+    checked = run([str(DG), "check", "yaml"], environ_of(), cwd=project)
 
     assert checked.returncode != 0
     assert "spec_folder" in checked.stdout + checked.stderr
@@ -97,28 +100,14 @@ def test_dg_check_yaml_refuses_an_attribute_the_component_does_not_have(tmp_path
 def test_dg_launch_names_no_user_so_its_materialization_is_refused_and_recorded(tmp_path):
     home = tmp_path / "home"
     (home / "dagster").mkdir(parents=True)
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("CUSTODY_", "DAGSTER_"))}
-    environ.update({**plain_environ(home), "DAGSTER_HOME": str(home / "dagster")})
+    environ = environ_of(plain_environ(home), {"DAGSTER_HOME": str(home / "dagster")})
 
-    launched = subprocess.run(
-        [str(DG), "launch", "--assets", "sales/products"],
-        cwd=ROOT,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    launched = run([str(DG), "launch", "--assets", "sales/products"], environ)
 
     assert launched.returncode != 0
     assert "the request names no user" in launched.stdout + launched.stderr
-    shown = subprocess.run(
-        [str(Path(sys.executable).with_name("custody")), "ledger", "show", "--action", "ingest", "--json"],
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
+    shown = run(
+        [str(Path(sys.executable).with_name("custody")), "ledger", "show", "--action", "ingest", "--json"], environ
     )
     [entry] = json.loads(shown.stdout)
     assert (entry["actor"], entry["details"]["result"]) == ("anonymous", "denied")
