@@ -20,7 +20,7 @@ from assets.launch import instance_for, run_outcome, selected
 from assets.origin import ASSET_JOB, LOCATION, REPOSITORY
 from governance.config import Settings
 from governance.errors import AccessDenied, InvalidInput, NotFound, ServiceUnavailable, error_summary, shown
-from governance.service.principal import PRINCIPAL_HEADER, signed_principal
+from governance.service.principal import PRINCIPAL_HEADER, UiKeys, signed_principal
 from governance.service.runs import RunAsked, RunState
 from governance.service.sessions import Principal
 
@@ -32,11 +32,13 @@ LAUNCH_SECONDS = 120
 
 
 class ApiRuns:
-    """Run requests of the API, on the instance of `settings`, through the webserver `ui`."""
+    """Run requests of the API, on the instance of `settings`, through the webserver `ui`, its
+    principal signed with `keys` when `ui` is another process's."""
 
-    def __init__(self, settings: Settings, ui: ASGIApp):
+    def __init__(self, settings: Settings, ui: ASGIApp, keys: UiKeys | None = None):
         self.settings = settings
         self.ui = ui
+        self.keys = keys
         self.instance = instance_for(settings)
 
     async def submit(self, asked: RunAsked, principal: Principal) -> str:
@@ -44,7 +46,7 @@ class ApiRuns:
         body = json.dumps({"query": LAUNCH, "variables": {"params": params}}).encode()
         try:
             status, said = await asyncio.wait_for(
-                _post(self.ui, "/graphql", body, signed_principal(principal)), LAUNCH_SECONDS
+                _post(self.ui, "/graphql", body, signed_principal(principal, self.keys)), LAUNCH_SECONDS
             )
         except TimeoutError as err:
             raise ServiceUnavailable(f"Dagster's webserver did not answer the launch in {LAUNCH_SECONDS} s") from err

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         create_execution_plan,
         job_execution_iterator,
     )
+    from dagster._core.execution.backfill import BulkActionsFilter
     from dagster._core.execution.context_creation_job import (
         PlanOrchestrationContextManager,
         orchestration_context_event_generator,
@@ -79,6 +80,7 @@ WHERE: dict[str, tuple[str, str]] = {
     "freeze_time": ("dagster._core.test_utils", "freeze_time"),
     "AssetCheckExecutionsTable": ("dagster._core.storage.event_log.schema", "AssetCheckExecutionsTable"),
     "AssetGraph": ("dagster._core.definitions.assets.graph.asset_graph", "AssetGraph"),
+    "BulkActionsFilter": ("dagster._core.execution.backfill", "BulkActionsFilter"),
     "ConfigurableClassData": ("dagster._serdes", "ConfigurableClassData"),
     "DagsterEvent": ("dagster._core.events", "DagsterEvent"),
     "DagsterEventType": ("dagster._core.events", "DagsterEventType"),
@@ -135,6 +137,7 @@ __all__ = [
     "AssetFreshnessHealthState",
     "AssetGraph",
     "AssetHealthStatus",
+    "BulkActionsFilter",
     "CachingStaleStatusResolver",
     "ConfigurableClassData",
     "DagsterEvent",

@@ -409,7 +409,18 @@ def backfill_launch(instance: dg.DagsterInstance, tags: "Mapping[str, str]") -> 
     backfill = instance.get_backfill(backfill_id)
     if backfill is None or backfill.tags.get(LAUNCH_TAG) != launch or PARENT_BACKFILL_TAG in backfill.tags:
         return None
-    return launch
+    return launch if _first_of_launch(instance, launch) == backfill_id else None
+
+
+def _first_of_launch(instance: dg.DagsterInstance, launch: str) -> str | None:
+    """The backfill a launch id was given to: the first made with it. A webserver served without
+    Custody's request context keeps the tags typed for a backfill, so a later one may copy the id
+    from another's runs; it comes from no launch."""
+    from assets.dagster_internals import BulkActionsFilter
+
+    carrying = instance.get_backfills(filters=BulkActionsFilter(tags={LAUNCH_TAG: launch}))
+    first = min(carrying, key=lambda backfill: backfill.backfill_timestamp, default=None)
+    return first.backfill_id if first is not None else None
 
 
 def channel(tags: "Mapping[str, str]") -> dict[str, str]:

@@ -6,13 +6,14 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,17 +37,19 @@ CUSTODY = Path(sys.executable).with_name("custody")
 DAEMON = Path(sys.executable).with_name("dagster-daemon")
 
 
-def serving(port: int, process: subprocess.Popen, seconds: float, said: Callable[[], str]) -> None:
-    """Wait until the service answers on `port`; `said` tells what `process` printed if it exits. It
-    listens once the UI's code location has loaded."""
+def serving(
+    port: int, process: subprocess.Popen, seconds: float, said: Callable[[], str], path: str = "/login"
+) -> None:
+    """Wait until the server answers `path` on `port`; `said` tells what `process` printed if it
+    exits. The service listens once the UI's code location has loaded."""
     deadline = time.monotonic() + seconds
     while True:
         try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/login", timeout=2)
+            urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2)
             return
         except OSError:
-            assert process.poll() is None, f"the service exited: {said()[-2000:]}"
-            assert time.monotonic() < deadline, f"the service did not start in {seconds:g} s"
+            assert process.poll() is None, f"the server exited: {said()[-2000:]}"
+            assert time.monotonic() < deadline, f"the server did not start in {seconds:g} s: {said()[-2000:]}"
             time.sleep(0.1)
 
 
@@ -245,3 +248,49 @@ def client(api: str, tmp_path: Path, *args: str, stdin: str | None = None) -> su
         text=True,
         timeout=120,
     )
+
+
+DG = Path(sys.executable).with_name("dg")
+
+
+def free_port() -> int:
+    """A port no one listens on now: for a server that takes its port only as a number."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextmanager
+def dg_dev(settings: Settings, env: Mapping[str, str], log: Path) -> Iterator[tuple[subprocess.Popen, int]]:
+    """`dg dev` in the project, on the home of `settings` and its Dagster instance, with `env` and the
+    DropZone sensor off: Dagster's webserver and daemon, served on their own. What it says goes to `log`."""
+    instance_for(settings)
+    port = free_port()
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("CUSTODY_", "DAGSTER_"))}
+    environ.update(env, DAGSTER_HOME=str(settings.dagster_home), CUSTODY_DROPZONE_SENSOR="off")
+    with log.open("w") as said:
+        process = subprocess.Popen(
+            [str(DG), "dev", "--port", str(port), "--host", "127.0.0.1"],
+            cwd=ROOT,
+            env=environ,
+            start_new_session=True,
+            stdout=said,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        serving(port, process, 180, log.read_text, "/server_info")
+        yield process, port
+    finally:
+        stop_group(process)
+
+
+def stop_group(process: subprocess.Popen) -> None:
+    """Stop a process and every process it started, as Ctrl-C does; kill what is left after a while."""
+    with suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGINT)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+    with suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)

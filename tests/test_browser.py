@@ -1,6 +1,4 @@
-"""What a person sees and does in the Dagster UI, in a real browser: Debian's Chromium, driven by Selenium.
-
-A failed test leaves a screenshot of the page it was on in `.test-artifacts/` at the root of the checkout.
+"""What a person sees and does in the Dagster UI, in a real browser (tests/browser.py).
 
 The tests share one service and Dagster's daemon, on a home with the demo's first versions: the one
 test that makes a version makes it of sales/product_summary, whose versions no other test reads, and
@@ -11,166 +9,27 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import dagster as dg
 import pytest
-from selenium import webdriver
-from selenium.common.exceptions import (
-    ElementClickInterceptedException,
-    StaleElementReferenceException,
-    TimeoutException,
-)
-from selenium.webdriver.chrome.options import Options
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from selenium.webdriver.support import expected_conditions as ready
-from selenium.webdriver.support.ui import WebDriverWait
 
 from assets.launch import instance_for
 from governance.cli import run
 from governance.config import Settings
 from governance.demo import demo_password, drop_demo_batches
 from governance.zones import Lake
+from tests.browser import Page, chromium, launched_signed_in, ledger_of, materialized, signed_in, until
 from tests.conftest import ROOT
 from tests.dagster_servers import Served, Shared, finished, shared_service
 from tests.helpers import edit_spec, run_proven
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-ARTIFACTS = ROOT / ".test-artifacts"
-# Headless, and quiet on the network: this machine reaches no host but its own.
-FLAGS = (
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1600,2400",
-)
-WAIT_SECONDS = 60
-MENU_SECONDS = 5
-
-
-class Page:
-    """The browser on the UI of one webserver, with waits for what React renders late."""
-
-    def __init__(self, driver: WebDriver, port: int):
-        self.driver, self.port = driver, port
-        self.wait = WebDriverWait(driver, WAIT_SECONDS)
-        self.community_asked = False
-        # For what React may redraw, or the next page replace, between finding an element and using it: find it again.
-        self.redrawn = WebDriverWait(driver, WAIT_SECONDS, ignored_exceptions=(StaleElementReferenceException,))
-
-    def sign_in(self, user: str, password: str, then: str = "/") -> None:
-        """Sign in at the login page, as a person does, asking for `then`."""
-        self.driver.get(f"http://127.0.0.1:{self.port}/login?next={then}")
-        self.wait.until(ready.visibility_of_element_located((By.ID, "user"))).send_keys(user)
-        self.driver.find_element(By.ID, "password").send_keys(password)
-        self.driver.find_element(By.XPATH, "//button[normalize-space()='Sign in']").click()
-
-    def open(self, path: str) -> None:
-        """An asset page, once its Materialize button is there."""
-        self.visit(path, lambda d: d.find_elements(By.XPATH, "//button[normalize-space()='Materialize']"))
-
-    def visit(self, path: str, loaded: Callable[[WebDriver], object]) -> None:
-        self.driver.get(f"http://127.0.0.1:{self.port}{path}")
-        self.wait.until(loaded)
-        self._dismiss_newsletter()
-
-    def _dismiss_newsletter(self) -> None:
-        """Dagster asks a new browser once to join its community; the question covers the page. Once
-        skipped, it is not asked again: no page after waits for it."""
-        if self.community_asked:
-            return
-        try:
-            WebDriverWait(self.driver, 5).until(
-                ready.element_to_be_clickable((By.XPATH, "//button[normalize-space()='Skip']"))
-            ).click()
-        except TimeoutException:
-            return
-        self.community_asked = True
-
-    def click(self, xpath: str) -> None:
-        """Click once the element is clickable; again if React redrew it between finding and clicking."""
-        clickable = ready.element_to_be_clickable((By.XPATH, xpath))
-
-        def clicked(driver: WebDriver) -> bool:
-            element = clickable(driver)
-            if not element:
-                return False
-            try:
-                element.click()
-            except ElementClickInterceptedException:
-                # Dagster's question to a new browser came late, over the page: skip it, click again.
-                self.community_asked = False
-                self._dismiss_newsletter()
-                return False
-            return True
-
-        self.redrawn.until(clicked)
-
-    def choose(self, opener: str, item: str) -> None:
-        """Open a menu and click one of its items; open it again if a redraw closed it first."""
-
-        def chosen(driver: WebDriver) -> bool:
-            self.click(opener)
-            try:
-                WebDriverWait(driver, MENU_SECONDS).until(ready.element_to_be_clickable((By.XPATH, item))).click()
-            except (TimeoutException, StaleElementReferenceException):
-                return False
-            return True
-
-        self.wait.until(chosen)
-
-    def close_dialog(self, button: str) -> None:
-        """Press one of the open dialog's buttons, and wait until the dialog no longer covers the page."""
-        self.click(f"//div[@role='dialog']//button[normalize-space()='{button}']")
-        self.wait.until(ready.invisibility_of_element_located((By.CSS_SELECTOR, "[role=dialog]")))
-
-    def text(self) -> str:
-        return self.driver.find_element(By.TAG_NAME, "body").text
-
-    def shows(self, *texts: str) -> str:
-        """Wait until the page shows every one of `texts`; the page's text."""
-        try:
-            self.redrawn.until(lambda _: all(text in self.text() for text in texts))
-        except TimeoutException:
-            missing = [text for text in texts if text not in self.text()]
-            raise AssertionError(f"the page does not show {missing}") from None
-        return self.text()
-
-    def dialog(self) -> str:
-        """The open dialog's text, read again if React redraws the dialog between finding and reading it."""
-        shown = ready.visibility_of_element_located((By.CSS_SELECTOR, "[role=dialog]"))
-        return self.redrawn.until(lambda driver: (dialog := shown(driver)) and dialog.text)
-
 
 @pytest.fixture
 def browser(request: pytest.FixtureRequest) -> Iterator[WebDriver]:
-    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not shutil.which(path)]
-    if missing:
-        pytest.fail(
-            f"the browser tests need {' and '.join(missing)}: apt-get install chromium chromium-driver "
-            "(scripts/system-packages installs them)"
-        )
-    options = Options()
-    options.binary_location = CHROMIUM
-    for flag in FLAGS:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    yield driver
-    report = getattr(request.node, "rep_call", None)
-    if report is not None and report.failed:
-        ARTIFACTS.mkdir(exist_ok=True)
-        shot = ARTIFACTS / f"{request.node.name}.png"
-        driver.save_screenshot(str(shot))
-        print(f"screenshot of the page at failure: {shot}")
-    driver.quit()
+    yield from chromium(request)
 
 
 @pytest.fixture(scope="module")
@@ -196,23 +55,12 @@ def on_joined(joined: Shared, monkeypatch: pytest.MonkeyPatch) -> Settings:
 
 def signed_in_as_bob(browser: WebDriver, served: Served) -> Page:
     """The browser, signed in as bob (a producer of sales) at the login page."""
-    page = Page(browser, served.port)
-    page.sign_in("bob", demo_password("bob"))
-    page.wait.until(lambda driver: "/login" not in driver.current_url)
-    return page
+    return signed_in(browser, served.port)
 
 
 @pytest.fixture
 def ui(browser: WebDriver, joined: Shared) -> Page:
     return signed_in_as_bob(browser, joined.served)
-
-
-def until(condition: Callable[[], object], what: str, seconds: float = 120) -> object:
-    deadline = time.monotonic() + seconds
-    while not (found := condition()):
-        assert time.monotonic() < deadline, f"{what} did not happen in {seconds:g} s"
-        time.sleep(0.5)
-    return found
 
 
 def test_an_asset_page_shows_its_governance_columns_and_column_lineage(ui):
@@ -240,21 +88,12 @@ def test_an_asset_page_shows_its_governance_columns_and_column_lineage(ui):
 
 
 def test_the_plain_materialize_runs_for_the_signed_in_user_verified(ui, joined, on_joined, capsys):
-    instance = instance_for(on_joined)
-    before = {r.run_id for r in instance.get_runs()}
-    ui.open("/assets/sales/product_summary")
-    ui.click("//button[normalize-space()='Materialize']")
-    [launched] = until(lambda: [r for r in instance.get_runs() if r.run_id not in before], "a run of Materialize")
-    done = finished(instance, launched.run_id, joined.daemon)
-    assert done.is_success and done.tags["custody/requested_by"] == "bob"
+    done = materialized(ui, "sales/product_summary", instance_for(on_joined), joined.daemon)
+    assert done.tags["custody/requested_by"] == "bob"
     ui.open("/assets/sales/product_summary")
     ui.shows("sales/product_summary@1", "verified")
-    capsys.readouterr()
-    assert run(["ledger", "show", "--run", launched.run_id, "--json"]) == 0
-    entries = json.loads(capsys.readouterr().out)
-    [session] = [e for e in entries if e["action"] == "session"]
-    assert (session["actor"], session["assurance"], session["details"]["result"]) == ("bob", "verified", "allowed")
-    assert (session["details"]["channel"], session["details"]["method"]) == ("ui", "password")
+    entries = ledger_of(done.run_id, capsys)
+    launched_signed_in(entries, "bob")
     assert {(e["actor"], e["assurance"]) for e in entries if e["action"] in ("materialize", "read")} == {
         ("bob", "verified")
     }

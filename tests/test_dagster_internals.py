@@ -92,6 +92,10 @@ def test_the_queue_s_config_and_concurrency_counter_take_what_the_coordinator_gi
     assert internals.IN_PROGRESS_RUN_STATUSES
 
 
+def test_backfills_are_found_by_their_tags():
+    assert "tags" in parameters(internals.BulkActionsFilter)
+
+
 def test_a_refusal_reaches_the_launchpad_as_graphql_s_python_error():
     info = internals.SerializableErrorInfo("refused", stack=[], cls_name=None)
     error = internals.GraphenePythonError(info)

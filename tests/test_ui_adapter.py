@@ -13,7 +13,12 @@ from starlette.requests import Request
 from starlette.testclient import TestClient
 
 from assets.coordinator import launched_by, refuse_unsigned
-from assets.dagster_internals import PARENT_RUN_ID_TAG, WorkspaceProcessContext
+from assets.dagster_internals import (
+    PARENT_RUN_ID_TAG,
+    WorkspaceFileTarget,
+    WorkspaceProcessContext,
+    create_app_from_workspace_process_context,
+)
 from assets.factory import BACKFILL_TAG, LAUNCH_TAG, REQUESTED_BY_TAG, backfill_launch, requester
 from assets.launch import instance_for
 from assets.ui import SignedInWorkspace, dagster_ui
@@ -111,6 +116,39 @@ def test_a_backfill_s_run_is_for_the_launcher_its_launch_entry_names_and_no_one_
     assert identity(None, **{REQUESTED_BY_TAG: "", LAUNCH_TAG: ""}).assurance == "none"
     # A run naming a backfill the instance does not hold comes from no launch, whatever its tags say.
     assert backfill_launch(instance, {BACKFILL_TAG: "bf1", **launched}) is None
+
+
+BACKFILL = """mutation($params: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $params) {
+  __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
+
+
+def test_a_launch_id_copied_onto_a_later_backfill_comes_from_no_launch(cli_env):
+    """A webserver served without Custody's request context (`dg dev`) keeps the tags typed for a
+    backfill: one may copy the launch id another's backfill runs carry."""
+    instance = instance_for(cli_env)
+    with SignedInWorkspace(instance, None) as process:
+        signed = request((PRINCIPAL_HEADER.encode(), signed_principal(Principal("bob", "password", "s")).encode()))
+        launched = process.create_request_context(signed).get_viewer_tags()
+    target = WorkspaceFileTarget(paths=[str(ROOT / "workspace.yaml")])
+    with (
+        WorkspaceProcessContext(instance, target) as stock,
+        TestClient(create_app_from_workspace_process_context(stock)) as client,
+    ):
+
+        def backfill() -> str:
+            params = {
+                "assetSelection": [{"path": ["sales", "names_and_products"]}],
+                "allPartitions": True,
+                "tags": [{"key": key, "value": value} for key, value in launched.items()],
+            }
+            answer = client.post("/graphql", json={"query": BACKFILL, "variables": {"params": params}}).json()
+            made = answer["data"]["launchPartitionBackfill"]
+            assert made["__typename"] == "LaunchBackfillSuccess", made
+            return made["backfillId"]
+
+        first, copied = backfill(), backfill()
+    assert backfill_launch(instance, {BACKFILL_TAG: first, **launched}) == launched[LAUNCH_TAG]
+    assert backfill_launch(instance, {BACKFILL_TAG: copied, **launched}) is None
 
 
 def entries_of(catalog, action: str) -> list[LedgerEntry]:

@@ -8,7 +8,7 @@ import socket
 from contextlib import ExitStack
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -16,6 +16,9 @@ from governance.cli.common import app, load_settings, open_custody
 from governance.config import Settings
 from governance.errors import EnvironmentProblem, InvalidInput
 from governance.service import SECRETS
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp
 
 WORKSPACE = Path(__file__).resolve().parents[2] / "workspace.yaml"
 
@@ -41,6 +44,21 @@ def serve(
             "CUSTODY_SESSION_SECRET, so that each knows the tokens the others issue.",
         ),
     ] = 1,
+    dagster_url: Annotated[
+        str | None,
+        typer.Option(
+            help="The address of a Dagster webserver served on its own (`dg dev`, `dagster-webserver`) on the "
+            "same Dagster instance, to serve behind the login instead of one in this process; no daemon is started. "
+            "It needs CUSTODY_UI_SIGNING_KEY here and the webserver CUSTODY_UI_VERIFY_KEY.",
+        ),
+    ] = None,
+    new_ui_keys: Annotated[
+        bool,
+        typer.Option(
+            "--new-ui-keys",
+            help="Print a new pair of CUSTODY_UI_SIGNING_KEY and CUSTODY_UI_VERIFY_KEY for --dagster-url, and exit.",
+        ),
+    ] = False,
 ) -> None:
     """Serve Custody over HTTP: the login, and the Dagster UI behind it.
 
@@ -52,15 +70,31 @@ def serve(
     CUSTODY_GATEWAY_PEERS, with the secret CUSTODY_GATEWAY_SECRET in X-Custody-Gateway-Secret, or both.
     The API keeps the answers every user gets alike (the catalog, lineage) CUSTODY_SERVICE_CACHE_SECONDS
     (2 by default). With --no-ui, each process answers on CUSTODY_SERVICE_THREADS threads (4 by
-    default), and --workers N answers the API in N processes."""
+    default), and --workers N answers the API in N processes.
+
+    With --dagster-url, the UI is a webserver's of its own, such as `dg dev --port 3001`: this service
+    signs each signed-in request's user with CUSTODY_UI_SIGNING_KEY, and the webserver's run coordinator
+    trusts it by the public CUSTODY_UI_VERIFY_KEY in the webserver's environment; keep the webserver
+    where only this service reaches it (loopback, a private network), since it shows its pages to
+    anyone who reaches it directly, though it launches no run for them."""
     import uvicorn
 
     from governance.service.app import api_threads, create_app
     from governance.service.gateway import Gateway
+    from governance.service.principal import UiKeys
     from governance.service.recent import Recent
     from governance.service.sessions import SessionSettings
+    from governance.service.upstream import Upstream
 
+    if new_ui_keys:
+        for name, value in UiKeys.new().environ().items():
+            typer.echo(f"{name}={value}")
+        return
+    if dagster_url is not None and (workers > 1 or not ui):
+        raise InvalidInput("--dagster-url serves a webserver's UI: give neither --no-ui nor --workers")
     settings = load_settings()
+    ui_keys = UiKeys.from_environ(os.environ) if dagster_url is not None else None
+    upstream = Upstream(dagster_url) if dagster_url is not None else None
     session_settings = SessionSettings.from_environ(os.environ)
     gateway = Gateway.from_environ(os.environ)
     recent = Recent.from_environ(os.environ)
@@ -82,22 +116,27 @@ def serve(
         # Bound before the UI loads, so the port is this service's from the start (and `--port 0`
         # says which one it got); connections wait in the queue until it serves.
         listening = stack.enter_context(_listen(host, port))
-        served, runs = None, None
-        if ui:
+        served: ASGIApp | None = None
+        runs = None
+        if upstream is not None:
+            from assets.api_runs import ApiRuns
+
+            served, runs = upstream, ApiRuns(settings, upstream, ui_keys)
+        elif ui:
+            from assets.api_runs import ApiRuns
             from assets.ui import dagster_daemon, dagster_ui
 
             os.environ.setdefault("DAGSTER_HOME", str(settings.dagster_home))
             if daemon:
                 stack.enter_context(dagster_daemon(settings, workspace))
-            served = stack.enter_context(dagster_ui(settings, workspace))
-            from assets.api_runs import ApiRuns
-
-            runs = ApiRuns(settings, served)
+            in_process = stack.enter_context(dagster_ui(settings, workspace))
+            served, runs = in_process, ApiRuns(settings, in_process)
         bound = listening.getsockname()[1]
-        typer.echo(f"Custody serves on http://{host}:{bound} (sign in at /login)")
+        fronted = f"; the UI of {upstream.url}" if upstream is not None else ""
+        typer.echo(f"Custody serves on http://{host}:{bound} (sign in at /login{fronted})")
         # The peer is the TCP peer: an X-Forwarded-For a client sends must not stand for the address
         # a gateway is trusted from.
-        app = create_app(custody, session_settings, served, gateway, runs, recent, threads)
+        app = create_app(custody, session_settings, served, gateway, runs, recent, threads, ui_keys)
         config = uvicorn.Config(app, log_level="warning", access_log=False, proxy_headers=False)
         # uvicorn stops gracefully on SIGTERM, then raises it again once stopped: handled here as an
         # exit, it unwinds this block, which stops the daemon and the code servers with the service.

@@ -31,6 +31,7 @@ from governance.service import runs as runs_api
 from governance.service.context import MAX_BODY_BYTES, Service
 from governance.service.gate import Gate
 from governance.service.gateway import Gateway
+from governance.service.principal import UiKeys
 from governance.service.recent import Recent
 from governance.service.runs import RunDesk
 from governance.service.sessions import Sessions, SessionSettings
@@ -47,9 +48,11 @@ def create_app(
     runs: RunDesk | None = None,
     recent: Recent | None = None,
     threads: int | None = None,
+    ui_keys: UiKeys | None = None,
 ) -> ASGIApp:
     """The service's app. `threads`: how many worker threads answer blocking work in the serving
-    process (see `api_threads`); None leaves Starlette's default."""
+    process (see `api_threads`); None leaves Starlette's default. `ui_keys`: what the gate signs the
+    principal with for a `ui` served by another process."""
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -86,7 +89,7 @@ def create_app(
     app.add_exception_handler(CustodyError, refused)
     app.add_exception_handler(RequestValidationError, invalid)
     if ui is not None:
-        app.mount("/", Gate(ui, app.state.service))
+        app.mount("/", Gate(ui, app.state.service, ui_keys))
     return BoundedBody(app, MAX_BODY_BYTES)
 
 

@@ -17,7 +17,7 @@ from starlette.websockets import WebSocket
 
 from governance.errors import AccessDenied, NotSignedIn
 from governance.service.context import Service, cross_site
-from governance.service.principal import PRINCIPAL_HEADER, signed_principal
+from governance.service.principal import PRINCIPAL_HEADER, UiKeys, signed_principal
 from governance.service.sessions import Principal
 
 UI_CHANNEL = "ui"
@@ -25,9 +25,10 @@ ENDED = 4401  # the close code of a socket whose session ended
 
 
 class Gate:
-    def __init__(self, app: ASGIApp, service: Service):
+    def __init__(self, app: ASGIApp, service: Service, keys: UiKeys | None = None):
         self.app = app
         self.service = service
+        self.keys = keys
         gateway = service.gateway.strips() if service.gateway is not None else frozenset()
         self.dropped = {PRINCIPAL_HEADER.encode(), *gateway}
 
@@ -44,7 +45,7 @@ class Gate:
                 await decided(scope, receive, send)
             return
         headers = [(name, value) for name, value in scope["headers"] if name.lower() not in self.dropped]
-        headers.append((PRINCIPAL_HEADER.encode(), signed_principal(decided).encode()))
+        headers.append((PRINCIPAL_HEADER.encode(), signed_principal(decided, self.keys).encode()))
         if scope["type"] == "websocket" and decided.method != "gateway":
             send = self._ending_with_session(connection, decided, send)
         await self.app({**scope, "headers": headers}, receive, send)

@@ -1,37 +1,126 @@
-"""The principal a signed-in request carries to Dagster's webserver, served in the same process: a
-header signed with a key made when this module is first imported and never kept anywhere else, so
-Custody's run coordinator trusts it, and nothing a client sends, nor any other process, can stand
-for it."""
+"""The principal a signed-in request carries to Dagster's webserver: a header the gate signs, which
+Custody's run coordinator trusts, and nothing a client sends can stand for.
+
+Served in the service's own process, the webserver trusts this process's key, made when this module
+is first imported and never kept anywhere else. A webserver served on its own (`dg dev`,
+`dagster-webserver`) behind `custody serve --dagster-url` trusts the public key in its
+CUSTODY_UI_VERIFY_KEY, whose private half only the service holds (CUSTODY_UI_SIGNING_KEY): the
+programs that webserver starts inherit its environment, run workers running owners' code among
+them, and a public key signs nothing. Such a header travels between two processes, so it is good
+for HEADER_SECONDS after it was signed."""
 
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
+import binascii
 import json
-import secrets
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
 
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
+
+from governance.errors import InvalidInput
 from governance.service.sessions import Principal
 
 PRINCIPAL_HEADER = "x-custody-principal"
-_KEY = secrets.token_bytes(32)
+SIGNING_VARIABLE = "CUSTODY_UI_SIGNING_KEY"
+VERIFY_VARIABLE = "CUSTODY_UI_VERIFY_KEY"
+HEADER_SECONDS = 60
+# How far ahead of this host's clock another host's may be.
+SKEW_SECONDS = 5
+_OWN = Ed25519PrivateKey.generate()
 
 
-def signed_principal(principal: Principal) -> str:
+@dataclass(frozen=True)
+class UiKeys:
+    """The key pair of a service in front of a webserver served on its own."""
+
+    signing: Ed25519PrivateKey
+
+    @classmethod
+    def new(cls) -> UiKeys:
+        return cls(Ed25519PrivateKey.generate())
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> UiKeys:
+        text = environ.get(SIGNING_VARIABLE, "")
+        if not text:
+            raise InvalidInput(
+                f"--dagster-url needs {SIGNING_VARIABLE}, the key the webserver's requests are signed with: "
+                "`custody serve --new-ui-keys` makes a pair"
+            )
+        return cls(Ed25519PrivateKey.from_private_bytes(_raw(text, SIGNING_VARIABLE)))
+
+    def environ(self) -> dict[str, str]:
+        """The pair as the service's and the webserver's environments take them."""
+        private = self.signing.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
+        public = self.signing.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+        return {SIGNING_VARIABLE: _text(private), VERIFY_VARIABLE: _text(public)}
+
+
+def signed_principal(principal: Principal, keys: UiKeys | None = None) -> str:
+    """The header for `principal`, signed with `keys`, else with this process's own key."""
     payload = base64.urlsafe_b64encode(
-        json.dumps([principal.user, principal.method, principal.session, principal.channel]).encode()
+        json.dumps([principal.user, principal.method, principal.session, principal.channel, int(time.time())]).encode()
     )
-    return f"{payload.decode()}.{_mac(payload)}"
+    signing = keys.signing if keys is not None else _OWN
+    return f"{payload.decode()}.{base64.urlsafe_b64encode(signing.sign(payload)).decode()}"
 
 
-def principal_from(header: str | None) -> Principal | None:
-    """The principal this process's gate signed, or None for anything else."""
-    payload, _, mac = (header or "").encode().partition(b".")
-    if not payload or not hmac.compare_digest(mac, _mac(payload).encode()):
+def principal_from(header: str | None, environ: Mapping[str, str] = os.environ) -> Principal | None:
+    """The principal this process's gate signed, or a service the webserver trusts by its
+    CUSTODY_UI_VERIFY_KEY signed lately; None for anything else."""
+    payload, _, signature = (header or "").encode().partition(b".")
+    try:
+        signed = base64.urlsafe_b64decode(signature)
+    except (binascii.Error, ValueError):
         return None
-    user, method, session, channel = json.loads(base64.urlsafe_b64decode(payload))
+    # The decoder skips what follows the padding: only the signature's own spelling is taken.
+    if not payload or not signed or base64.urlsafe_b64encode(signed) != signature:
+        return None
+    if _verifies(_OWN.public_key(), signed, payload):
+        return _principal(payload, None)
+    trusted = environ.get(VERIFY_VARIABLE)
+    if trusted and _verifies(_trusted_key(trusted), signed, payload):
+        return _principal(payload, HEADER_SECONDS)
+    return None
+
+
+def _principal(payload: bytes, seconds: int | None) -> Principal | None:
+    user, method, session, channel, signed_at = json.loads(base64.urlsafe_b64decode(payload))
+    if seconds is not None and not -SKEW_SECONDS <= time.time() - signed_at <= seconds:
+        return None
     return Principal(user, method, session, channel)
 
 
-def _mac(payload: bytes) -> str:
-    return hmac.new(_KEY, payload, hashlib.sha256).hexdigest()
+def _verifies(key: Ed25519PublicKey, signature: bytes, payload: bytes) -> bool:
+    try:
+        key.verify(signature, payload)
+    except InvalidSignature:
+        return False
+    return True
+
+
+@lru_cache(maxsize=4)
+def _trusted_key(text: str) -> Ed25519PublicKey:
+    return Ed25519PublicKey.from_public_bytes(_raw(text, VERIFY_VARIABLE))
+
+
+def _raw(text: str, variable: str) -> bytes:
+    """The 32 bytes a key variable holds, base64url-encoded."""
+    try:
+        raw = base64.b64decode(text.strip() + "=" * (-len(text.strip()) % 4), altchars=b"-_", validate=True)
+    except (binascii.Error, ValueError) as err:
+        raise InvalidInput(f"{variable} is not base64url: `custody serve --new-ui-keys` makes a pair") from err
+    if len(raw) != 32:
+        raise InvalidInput(f"{variable} holds {len(raw)} bytes, not an Ed25519 key's 32")
+    return raw
+
+
+def _text(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")

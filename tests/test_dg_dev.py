@@ -1,0 +1,185 @@
+"""`dg dev` behind Custody's login: Dagster's own development server (its webserver and daemon, served
+on their own) with `custody serve --dagster-url` in front of it. Every page, GraphQL request and
+WebSocket goes through the login; a run is for the signed-in user, verified, by the key pair the two
+share; the webserver reached directly launches no run.
+
+The tests share one `dg dev` and one service, on a home with the demo's batches dropped."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import requests
+from selenium.webdriver.remote.webdriver import WebDriver
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
+
+from assets.launch import instance_for
+from governance.config import Settings
+from governance.demo import drop_demo_batches
+from governance.service.principal import SIGNING_VARIABLE, VERIFY_VARIABLE, UiKeys, signed_principal
+from governance.service.sessions import Principal
+from governance.zones import Lake
+from tests.browser import chromium, launched_signed_in, ledger_of, materialized, signed_in
+from tests.conftest import DEMO_SPECS, ROOT, plain_environ, quick_spark_environ, without_approval
+from tests.dagster_servers import CUSTODY, Served, dg_dev, free_port, start_service, stop
+
+LAUNCH = """mutation($params: ExecutionParams!) { launchRun(executionParams: $params) {
+  __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }"""
+PRODUCTS = {
+    "selector": {
+        "repositoryLocationName": "custody",
+        "repositoryName": "__repository__",
+        "jobName": "__ASSET_JOB",
+        "assetSelection": [{"path": ["sales", "products"]}],
+    }
+}
+
+
+@dataclass(frozen=True)
+class Fronted:
+    """`dg dev` on a home, and the service in front of it."""
+
+    settings: Settings
+    served: Served
+    dg: subprocess.Popen
+    dg_port: int
+    keys: UiKeys
+
+    @property
+    def cookie(self) -> str:
+        signed = self.served.as_user("bob").http.cookies
+        return "; ".join(f"{cookie.name}={cookie.value}" for cookie in signed)
+
+
+@pytest.fixture(scope="module")
+def fronted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fronted]:
+    folder = tmp_path_factory.mktemp("dg-dev")
+    home = folder / "home"
+    settings = without_approval(Settings.under(home, specs=DEMO_SPECS))
+    keys = UiKeys.new()
+    env = {**plain_environ(home), **quick_spark_environ()}
+    drop_demo_batches(Lake(settings.lake))
+    webserver_env = {**env, VERIFY_VARIABLE: keys.environ()[VERIFY_VARIABLE]}
+    with dg_dev(settings, webserver_env, folder / "dg-dev.log") as (process, port):
+        service_env = {**env, SIGNING_VARIABLE: keys.environ()[SIGNING_VARIABLE]}
+        server, served = start_service(settings, service_env, args=["--dagster-url", f"http://127.0.0.1:{port}"])
+        try:
+            yield Fronted(settings, Served(served), process, port, keys)
+        finally:
+            stop(server)
+
+
+@pytest.fixture
+def browser(request: pytest.FixtureRequest) -> Iterator[WebDriver]:
+    yield from chromium(request)
+
+
+def test_the_plain_materialize_in_dg_dev_s_ui_runs_for_the_user_signed_in_at_the_service(
+    fronted, browser, monkeypatch, capsys
+):
+    for name, value in plain_environ(fronted.settings.home).items():
+        monkeypatch.setenv(name, value)
+    ui = signed_in(browser, fronted.served.port)
+    done = materialized(ui, "sales/products", instance_for(fronted.settings), fronted.dg)
+    assert done.tags["custody/requested_by"] == "bob"
+    ui.open("/assets/sales/products")
+    ui.shows("sales/products@1", "verified")
+    launched_signed_in(ledger_of(done.run_id, capsys), "bob")
+
+
+def test_without_a_session_dg_dev_s_graphql_and_websocket_are_refused_at_the_service(fronted):
+    asked = requests.post(f"http://127.0.0.1:{fronted.served.port}/graphql", json={"query": "{ version }"}, timeout=30)
+    assert (asked.status_code, asked.json()) == (401, {"detail": "sign in first"})
+    with pytest.raises(InvalidStatus) as refused:
+        connect(f"ws://127.0.0.1:{fronted.served.port}/graphql", subprotocols=["graphql-ws"], open_timeout=30)
+    assert refused.value.response.status_code == 401
+
+
+def test_a_signed_in_websocket_reaches_dg_dev_s_graphql_through_the_service(fronted):
+    with connect(
+        f"ws://127.0.0.1:{fronted.served.port}/graphql",
+        subprotocols=["graphql-ws"],
+        additional_headers={"Cookie": fronted.cookie, "Origin": f"http://127.0.0.1:{fronted.served.port}"},
+        open_timeout=30,
+    ) as socket:
+        socket.send(json.dumps({"type": "connection_init", "payload": {}}))
+        assert json.loads(socket.recv(timeout=30)) == {"type": "connection_ack"}
+        assert socket.subprotocol == "graphql-ws"
+
+
+@pytest.mark.parametrize(
+    "header",
+    [None, "bob", "signed-with-another-pair", "signed-in-this-process"],
+)
+def test_dg_dev_s_webserver_reached_directly_launches_no_run(fronted, header):
+    bob = Principal("bob", "password", "session-id")
+    headers = {
+        None: {},
+        "bob": {"x-custody-principal": "bob"},
+        "signed-with-another-pair": {"x-custody-principal": signed_principal(bob, UiKeys.new())},
+        "signed-in-this-process": {"x-custody-principal": signed_principal(bob)},
+    }[header]
+    body = {"query": LAUNCH, "variables": {"params": PRODUCTS}}
+    answer = requests.post(f"http://127.0.0.1:{fronted.dg_port}/graphql", json=body, headers=headers, timeout=120)
+    launched = answer.json()["data"]["launchRun"]
+    assert launched == {
+        "__typename": "PythonError",
+        "message": "Custody refused this run: the Dagster UI launches runs only for a signed-in user: open it "
+        "through `custody serve` (`make ui`) and sign in",
+    }
+
+
+def test_the_service_says_which_webserver_did_not_answer(tmp_path):
+    home = tmp_path / "home"
+    settings = without_approval(Settings.under(home, specs=DEMO_SPECS))
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    env = {**plain_environ(home), SIGNING_VARIABLE: UiKeys.new().environ()[SIGNING_VARIABLE]}
+    server, port = start_service(settings, env, args=["--dagster-url", nowhere])
+    try:
+        answer = Served(port).as_user("bob").post("/graphql", {"query": "{ version }"})
+    finally:
+        stop(server)
+    assert answer.status_code == 502
+    assert answer.json()["detail"].startswith(f"Dagster's webserver at {nowhere} did not answer: ")
+
+
+def serve(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`custody serve ARGS` on a home of its own, with `env`, for what it says before it serves."""
+    kept = {k: v for k, v in os.environ.items() if not k.startswith("CUSTODY_")}
+    return subprocess.run(
+        [str(CUSTODY), "serve", *args],
+        cwd=ROOT,
+        env={**kept, **plain_environ(tmp_path / "home"), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_serve_refuses_a_dagster_url_without_its_signing_key_naming_the_variable(tmp_path):
+    said = serve(tmp_path, "--dagster-url", "http://127.0.0.1:3001")
+    assert said.returncode != 0
+    assert f"--dagster-url needs {SIGNING_VARIABLE}" in said.stderr
+
+
+def test_serve_refuses_a_dagster_url_that_is_no_web_address(tmp_path):
+    env = {SIGNING_VARIABLE: UiKeys.new().environ()[SIGNING_VARIABLE]}
+    said = serve(tmp_path, "--dagster-url", "127.0.0.1:3001", env=env)
+    assert said.returncode != 0
+    assert "--dagster-url: '127.0.0.1:3001' is no http:// or https:// address of a Dagster webserver" in said.stderr
+
+
+def test_new_ui_keys_prints_a_pair_the_service_and_the_webserver_take(tmp_path):
+    said = serve(tmp_path, "--new-ui-keys")
+    assert said.returncode == 0, said.stderr
+    pair = dict(line.split("=", 1) for line in said.stdout.splitlines())
+    assert set(pair) == {SIGNING_VARIABLE, VERIFY_VARIABLE}
+    assert UiKeys.from_environ(pair).environ() == pair
