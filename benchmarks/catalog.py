@@ -39,7 +39,8 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.provenance import build_catalog, generate_stress, run_cli
 from governance.catalog import Catalog
 from governance.catalog.models import AssetRow, VersionRow
-from governance.lineage.graph import Direction, closure
+from governance.lineage.graph import closure
+from governance.lineage.terms import Direction
 
 GOAL_SECONDS = 1.0
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)

@@ -52,7 +52,8 @@ sys.path.insert(0, str(ROOT))
 
 from governance.catalog import Catalog
 from governance.catalog.models import LineageEdge, VersionRow
-from governance.lineage.graph import MAX_DEPTH, Closure, Direction, closure
+from governance.lineage.graph import MAX_DEPTH, Closure, closure
+from governance.lineage.terms import Direction
 
 LAYERS = 50
 VERSIONS_PER_ASSET = 10  # stress shape

@@ -50,7 +50,8 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.provenance import build_catalog, draw_sample, generate_assets, sql_closure, typical
 from governance.catalog import Catalog
 from governance.config import Settings
-from governance.lineage.graph import Direction, explore
+from governance.lineage.graph import explore
+from governance.lineage.terms import Direction
 from governance.zones import AssetKey, VersionRef
 
 CUSTODY = Path(sys.executable).with_name("custody")

@@ -24,7 +24,7 @@ from governance.catalog import Catalog, utcnow
 from governance.catalog.models import AssetRow, SpecApplication, SpecSnapshot
 from governance.errors import DirectoryUnavailable, InvalidInput, NotFound, error_summary
 from governance.spec import RANK, AssetSpec, Classification, Spec, SpecSet, code_version
-from governance.specdiff import Change, changes
+from governance.spec.diff import Change, changes
 from governance.zones import AssetKey
 
 # Shortest hash prefix `show` and `diff --from/--to` take.

@@ -11,7 +11,8 @@ from sqlmodel import col, select
 
 from governance import ledger
 from governance.catalog import Catalog
-from governance.catalog.models import LineageEdge, VersionRow, VersionStatus
+from governance.catalog.models import LineageEdge, VersionRow
+from governance.catalog.states import VersionStatus
 from governance.checks import Check
 from governance.errors import NotFound
 from governance.spec import Spec

@@ -17,20 +17,23 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from governance.catalog.models import Criticality, LedgerEntry, VersionRow, VersionStatus
+from governance.catalog.states import Criticality, VersionStatus
 from governance.checkpoints import KEY_VARIABLE
 from governance.errors import printable
-from governance.foreign.impact import ForeignRunNode
-from governance.lineage.column_trace import Ending
 from governance.lineage.columns import Edge, Kind, Transformation
-from governance.lineage.graph import Direction, Lineage, LineageSummary, VersionNode
+from governance.lineage.terms import Direction
 
+# What is shown is given, never queried, here: the catalog's and lineage's modules (and their
+# database libraries) are loaded by the commands that ask, not by `custody --help`.
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from governance.access.grants import AccessView, MembershipChange
     from governance.catalog.listing import AssetDetail, AssetEntry
+    from governance.catalog.models import LedgerEntry, VersionRow
+    from governance.foreign.impact import ForeignRunNode
     from governance.ledger import Verification
+    from governance.lineage.graph import Lineage, LineageSummary, VersionNode
 
 
 def escape(text: str) -> str:
@@ -382,6 +385,8 @@ def _add_files(branch: Tree, landed: Mapping[str, Any]) -> None:
 def origins_tree(found: Mapping[str, Any]) -> Tree:
     """Where a column's values begin, from the origins' dicts: the DropZone fields, with the files
     that held them."""
+    from governance.lineage.column_trace import Ending
+
     tree = Tree(f"Origins of [bold]{escape(found['version'])}.{escape(found['column'])}[/]")
     for origin in found["origins"]:
         via = f"\n[magenta]through[/] {', '.join(escape(job) for job in origin['via'])}" if origin.get("via") else ""

@@ -10,7 +10,8 @@ from sqlmodel import select
 
 from governance import ledger
 from governance.catalog import Catalog
-from governance.catalog.models import Attempt, VersionRow, VersionStatus
+from governance.catalog.models import Attempt, VersionRow
+from governance.catalog.states import VersionStatus
 from governance.runs import Assurance
 from governance.versions import file_problem
 from governance.zones import AssetKey, Lake, Zone

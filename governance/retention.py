@@ -18,7 +18,8 @@ from sqlmodel import Session, select
 
 from governance import ledger
 from governance.catalog import Catalog, utcnow
-from governance.catalog.models import Criticality, VersionRow, VersionStatus
+from governance.catalog.models import VersionRow
+from governance.catalog.states import Criticality, VersionStatus
 from governance.errors import InvalidInput, NotFound, NotSignedIn, Protected
 from governance.lineage.graph import protected_ids
 from governance.runs import Progress, quiet

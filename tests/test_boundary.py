@@ -29,16 +29,31 @@ def test_importing_every_core_module_loads_no_dagster():
         ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
         for p in (ROOT / "governance").rglob("*.py")
     )
-    code = f"import sys\nfor m in {modules!r}: __import__(m)\nprint(sorted(m for m in sys.modules if m.startswith('dagster')))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
-    assert out.stdout.strip() == "[]"
+    code = f"for m in {modules!r}: __import__(m)\nprint(sorted(m for m in sys.modules if m.startswith('dagster')))"
+    assert printed_by(code) == "[]"
 
 
 def test_loading_the_code_location_leaves_ingestion_and_the_catalog_to_the_runs():
     code = (
-        "import sys\nimport assets.definitions\n"
+        "import assets.definitions\n"
         "print(sorted(m for m in ('governance.ingest', 'governance.integrate', 'governance.catalog', 'sqlmodel')"
         " if m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
-    assert out.stdout.strip() == "[]"
+    assert printed_by(code) == "[]"
+
+
+def test_the_cli_s_help_loads_no_database_spec_or_spark_library():
+    code = (
+        "from governance.cli import run\nrun(['--help'])\n"
+        "heavy = ('sqlalchemy', 'sqlmodel', 'pydantic', 'yaml', 'pyarrow', 'pyspark', 'dagster', 'networkx', 'requests')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))"
+    )
+    assert printed_by(code).splitlines()[-1] == "[]"
+
+
+def printed_by(code: str) -> str:
+    """What `code` prints, run in a fresh interpreter with `sys` imported."""
+    out = subprocess.run(
+        [sys.executable, "-c", f"import sys\n{code}"], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    return out.stdout.strip()

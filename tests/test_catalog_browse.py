@@ -7,7 +7,7 @@ import json
 import pytest
 
 from governance.catalog.listing import Filters, detail, listing
-from governance.catalog.models import Criticality
+from governance.catalog.states import Criticality
 from governance.errors import NotFound
 from governance.retention import set_status
 from governance.zones import AssetKey, VersionRef

@@ -13,7 +13,8 @@ import pytest
 from sqlmodel import func, select
 
 from governance.catalog import Catalog
-from governance.catalog.models import ForeignColumn, ForeignDataset, ForeignEvent, VersionRow, VersionStatus
+from governance.catalog.models import ForeignColumn, ForeignDataset, ForeignEvent, VersionRow
+from governance.catalog.states import VersionStatus
 from governance.errors import InvalidInput
 from governance.foreign.events import MAX_FIELD_DEPENDENCIES, RunEvent, parse
 from governance.foreign.join import receive

@@ -4,15 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from governance.catalog.models import Criticality
-from governance.lineage.graph import (
-    MAX_DEPTH,
-    Direction,
-    closure,
-    impact,
-    protected_ids,
-    provenance,
-)
+from governance.catalog.states import Criticality
+from governance.lineage.graph import MAX_DEPTH, closure, impact, protected_ids, provenance
+from governance.lineage.terms import Direction
 from governance.retention import set_status
 from governance.zones import VersionRef
 from tests.graphs import add_version, bfs, random_dag, reversed_edges

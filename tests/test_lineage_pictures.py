@@ -10,7 +10,7 @@ import stat
 import networkx as nx
 import pytest
 
-from governance.catalog.models import Criticality
+from governance.catalog.states import Criticality
 from governance.errors import EnvironmentProblem, InvalidInput, NotFound
 from governance.lineage.pictures import lineage_graph, save
 from governance.retention import set_status

@@ -14,7 +14,8 @@ from sqlalchemy import text
 from sqlmodel import select
 
 from governance.catalog import Catalog
-from governance.catalog.models import VersionRow, VersionStatus
+from governance.catalog.models import VersionRow
+from governance.catalog.states import VersionStatus
 from governance.config import Settings
 from governance.demo import CLIENTS, NAMES_AND_PRODUCTS, PRODUCTS, drop_demo_batches
 from governance.ingest import ingest

@@ -8,7 +8,8 @@ from datetime import timedelta
 import pytest
 
 from governance import ledger
-from governance.catalog.models import Criticality, VersionRow, VersionStatus
+from governance.catalog.models import VersionRow
+from governance.catalog.states import Criticality, VersionStatus
 from governance.errors import InvalidInput, NotFound, Protected, UnsafePath
 from governance.lineage.graph import provenance
 from governance.retention import expired, purge, set_status

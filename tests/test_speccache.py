@@ -11,7 +11,7 @@ import pytest
 from governance.config import DEFAULT_TRANSFORM_PACKAGES
 from governance.errors import SpecError
 from governance.spec import check_specs, load_specs
-from governance.speccache import cache_file
+from governance.spec.cache import cache_file
 from governance.zones import AssetKey
 from tests.conftest import DEMO_SPECS
 

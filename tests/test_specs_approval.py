@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from governance.demo import drop_demo_batches
-from governance.specdiff import changes
+from governance.spec.diff import changes
 from governance.zones import AssetKey, Lake
 from tests.conftest import DEMO_SPECS
 from tests.dagster_servers import graphql

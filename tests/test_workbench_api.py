@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from governance.api import Custody
-from governance.catalog.models import Criticality
+from governance.catalog.states import Criticality
 from governance.errors import InvalidInput, NotFound
 from governance.frames import Frame
 from governance.lineage.pictures import LineageGraph

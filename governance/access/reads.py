@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 from governance.access.guard import authorize
 from governance.access.policy import Identity, Policy, Verb
 from governance.catalog import Catalog
-from governance.catalog.models import VersionRow, VersionStatus
+from governance.catalog.models import VersionRow
+from governance.catalog.states import VersionStatus
 from governance.errors import NotFound
 from governance.spec import Spec
 from governance.zones import AssetKey, Lake, VersionRef

@@ -30,8 +30,9 @@ from governance.catalog.models import (
     SourceFile,
     SpecSnapshot,
     VersionRow,
-    VersionStatus,
 )
+from governance.catalog.owed import failed_checkpoints, failed_lock, owed_checkpoints, take_failed
+from governance.catalog.states import VersionStatus
 from governance.checkpoints import Checkpoints
 from governance.config import Settings
 from governance.errors import (
@@ -61,15 +62,8 @@ def utc_from(stored: str) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
-# The newest entry each catalog appended, by checkpoint file, that no checkpoint pins yet: written
-# when the innermost `closing_checkpoint` block ends.
-_owed: ContextVar[dict[Path, tuple[Catalog, int, str]] | None] = ContextVar("custody_checkpoints_owed", default=None)
 # Whether this thread (or task) is inside a write transaction of a catalog: see `Catalog.record`.
 _writing: ContextVar[bool] = ContextVar("custody_catalog_writing", default=False)
-# Checkpoints that were due when a transaction committed but could not be written then, by file:
-# written, or their failure raised, where the next work begins.
-_failed: dict[Path, tuple[Catalog, int, str]] = {}
-_failed_lock = threading.Lock()
 # One writer at a time per SQLite database and process: the threads of a process (the service's)
 # queue here and go on as soon as the last one commits, where SQLite's busy handler would have them
 # sleep and retry. Other processes still wait on its busy timeout.
@@ -79,27 +73,6 @@ _held = threading.local()
 # The ledger appends of this process's threads, by database and checkpoint file: see `Catalog.record`.
 _groups: dict[tuple[str, Checkpoints | None, Path | None], GroupCommit] = {}
 CHECKPOINT_FAILURES = (CustodyError, OSError, SQLAlchemyError)
-
-
-@contextmanager
-def closing_checkpoint() -> Iterator[None]:
-    """Entries appended within the block and not checkpointed yet are checkpointed when it ends,
-    however it ends: a command, or a call of the Python API, leaves none of its entries exposed.
-    A checkpoint that cannot be written fails the block, unless it is failing already."""
-    owed: dict[Path, tuple[Catalog, int, str]] = {}
-    token = _owed.set(owed)
-    try:
-        yield
-    finally:
-        _owed.reset(token)
-        pending = {**owed, **_take_failed(owed)}
-        for catalog, seq, entry_hash in pending.values():
-            catalog.record_checkpoint(seq, entry_hash)
-
-
-def _take_failed(paths) -> dict[Path, tuple[Catalog, int, str]]:
-    with _failed_lock:
-        return {path: _failed.pop(path) for path in list(paths) if path in _failed}
 
 
 @cache
@@ -193,7 +166,7 @@ class Catalog:
             return
         if self.checkpoints.due(first, last):
             self._checkpoint_committed(self.checkpoints, last, last_hash)
-        elif (owed := _owed.get()) is not None:
+        elif (owed := owed_checkpoints.get()) is not None:
             owed[self.checkpoints.path] = (self, last, last_hash)
 
     @contextmanager
@@ -230,14 +203,14 @@ class Catalog:
         try:
             self.record_checkpoint(seq, entry_hash)
         except CHECKPOINT_FAILURES:
-            with _failed_lock:
-                _failed[checkpoints.path] = (self, seq, entry_hash)
-            if (owed := _owed.get()) is not None:  # so that the enclosing command fails with it
+            with failed_lock:
+                failed_checkpoints[checkpoints.path] = (self, seq, entry_hash)
+            if (owed := owed_checkpoints.get()) is not None:  # so that the enclosing command fails with it
                 owed[checkpoints.path] = (self, seq, entry_hash)
 
     def _retry_failed_checkpoint(self) -> None:
-        if _failed and self.checkpoints is not None:
-            for catalog, seq, entry_hash in _take_failed([self.checkpoints.path]).values():
+        if failed_checkpoints and self.checkpoints is not None:
+            for catalog, seq, entry_hash in take_failed([self.checkpoints.path]).values():
                 catalog.record_checkpoint(seq, entry_hash)
 
     def record(
@@ -262,7 +235,7 @@ class Catalog:
         if batch:
             # This thread committed the batch: its checkpoint, due or owed, is this thread's to see to.
             self._committed(batch[0].seq, batch[-1].seq, batch[-1].hash)
-        elif appended and self.checkpoints and (owed := _owed.get()) is not None:
+        elif appended and self.checkpoints and (owed := owed_checkpoints.get()) is not None:
             # Another thread committed them and checkpointed or owes them; the command that brought
             # them owes their checkpoint too.
             owed[self.checkpoints.path] = (self, appended[-1].seq, appended[-1].hash)
@@ -319,7 +292,7 @@ class Catalog:
             kept = checkpoints.head(name, checkpoints.extend(end, seq, entry_hash, aged_off=aged_off, genesis=genesis))
             if kept != head:
                 ledger.keep_head(session, kept)
-        owed = _owed.get()
+        owed = owed_checkpoints.get()
         if owed and checkpoints.path in owed and owed[checkpoints.path][1] <= seq:
             del owed[checkpoints.path]
 

@@ -19,14 +19,8 @@ from sqlmodel import Session, col
 
 from governance.catalog import Catalog, utc_from
 from governance.catalog.jsonrows import json_rows
-from governance.catalog.models import (
-    AssetRow,
-    Criticality,
-    SpecApplication,
-    SpecSnapshot,
-    VersionRow,
-    VersionStatus,
-)
+from governance.catalog.models import AssetRow, SpecApplication, SpecSnapshot, VersionRow
+from governance.catalog.states import Criticality, VersionStatus
 from governance.errors import NotFound
 from governance.zones import AssetKey
 

@@ -3,34 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from enum import StrEnum
 
 from sqlalchemy import Column, Index, Text, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
-from governance.errors import InvalidInput, NotFound
-
-
-class VersionStatus(StrEnum):
-    """A version's life: committed, then tombstoned by a purge, then purged (row kept, files gone)."""
-
-    COMMITTED = "committed"
-    PURGING = "purging"
-    PURGED = "purged"
-
-
-class Criticality(StrEnum):
-    """Critical versions, and everything upstream of them, are protected from purge."""
-
-    CRITICAL = "critical"
-    NORMAL = "normal"
-
-    @classmethod
-    def parse(cls, value: str) -> Criticality:
-        try:
-            return cls(value)
-        except ValueError as err:
-            raise InvalidInput(f"unknown status {value!r}: use critical or normal") from err
+from governance.catalog.states import VersionStatus
+from governance.errors import NotFound
 
 
 class AssetRow(SQLModel, table=True):

@@ -7,7 +7,6 @@ from typing import Annotated
 import typer
 
 from governance import render
-from governance.catalog.listing import AssetEntry, Filters, detail, listing
 from governance.cli.common import JsonOption, app, emit_json, load_settings, open_catalog, service_client
 from governance.errors import InvalidInput
 from governance.spec import Classification
@@ -42,6 +41,8 @@ def catalog(
             "--search, --domain, --classification and --owner narrow the list: give no ASSET with them",
             param_hint="ASSET",
         )
+    from governance.catalog.listing import AssetEntry, Filters, detail, listing
+
     remote = service_client()
     if remote is not None:
         if asset is not None:

@@ -14,16 +14,18 @@ from rich.console import Console
 from rich.text import Text
 
 from governance import render
-from governance.catalog import Catalog
 from governance.config import SERVICE_URL_VARIABLE, Settings
 from governance.errors import InvalidInput, NotFound, printable
-from governance.spec import Spec
 from governance.zones import AssetKey
 
+# Every command's module imports this one: what only some commands use is imported when they do,
+# so that `custody --help` loads no database library.
 if TYPE_CHECKING:
     from governance.access.policy import Identity
     from governance.api import Custody
+    from governance.catalog import Catalog
     from governance.service.client import ServiceClient
+    from governance.spec import Spec
 
 app = typer.Typer(
     name="custody",
@@ -92,6 +94,8 @@ def load_settings() -> Settings:
 
 
 def open_catalog(settings: Settings) -> Catalog:
+    from governance.catalog import Catalog
+
     return Catalog.from_settings(settings, os.environ)
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from governance import ledger, render
+from governance import render
 from governance.cli.common import (
     JsonOption,
     emit_json,
@@ -52,6 +52,8 @@ def ledger_show(
     as_json: JsonOption = False,
 ) -> None:
     """Ledger entries in sequence order; page with --from-seq and --limit."""
+    from governance import ledger
+
     if asset:
         AssetKey.parse(asset)
     where = ledger.LedgerFilter(
@@ -80,6 +82,8 @@ def ledger_show(
 
 
 def _moment(value: str | None, option: str) -> str | None:
+    from governance import ledger
+
     if value is None:
         return None
     try:
@@ -101,6 +105,7 @@ def ledger_verify(as_json: JsonOption = False) -> int:
     that folder; the file used is named in the output. Only with CUSTODY_LEDGER_KEY set can they be
     told from forgeries: without it, an intact chain exits with code 5, not 0.
     """
+    from governance import ledger
     from governance.rollover import leftovers
 
     settings = load_settings()
@@ -198,6 +203,7 @@ def ledger_age_off(
     deleted, and `custody ledger verify` starts after it. Each deleted segment is a `ledger.aged_off`
     entry. Only rolled-over entries are aged off.
     """
+
     from governance.maintenance import LedgerRetention
     from governance.rollover import age_off
 

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from governance import render
-from governance.catalog.models import VersionRow
 from governance.cli.common import (
     AsUser,
     DepthOption,
@@ -24,7 +23,7 @@ from governance.cli.common import (
     stream_json,
 )
 from governance.errors import NotFound
-from governance.lineage.graph import SUMMARY_OVER, Direction, Lineage, LineageSummary, explore, lineage
+from governance.lineage.terms import SUMMARY_OVER, Direction
 from governance.zones import AssetKey, VersionRef
 
 if TYPE_CHECKING:
@@ -81,6 +80,8 @@ def _remote_versions(
     if as_json:
         emit_json(listed)
         return
+    from governance.catalog.models import VersionRow
+
     console = render.stdout_console()
     rows = [VersionRow.model_validate(v) for v in listed]
     console.print(render.versions_table(str(key), rows, width=console.width))
@@ -118,6 +119,8 @@ def impact(
 
 
 def _show_lineage(ref: VersionRef, direction: Direction, depth: int | None, everything: bool, as_json: bool) -> None:
+    from governance.lineage.graph import Lineage, LineageSummary, explore, lineage
+
     remote = service_client()
     if remote is not None:
         if everything:

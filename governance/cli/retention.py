@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from governance import render
-from governance.catalog.models import Criticality
+from governance.catalog.states import Criticality
 from governance.cli.common import (
     ByUser,
     JsonOption,
@@ -23,9 +23,10 @@ from governance.cli.common import (
     progress_printer,
     service_client,
 )
-from governance.lake import open_lake
-from governance.retention import PurgeReport, StatusChange, change_status, governed_purge
 from governance.zones import Lake, VersionRef
+
+if TYPE_CHECKING:
+    from governance.retention import StatusChange
 
 
 @app.command()
@@ -37,6 +38,8 @@ def status(
     as_json: JsonOption = False,
 ) -> None:
     """Mark a version critical (protected from purge, with everything upstream) or normal; needs the owner role."""
+    from governance.retention import StatusChange
+
     ref, status_value = VersionRef.parse(version), Criticality.parse(value)
     remote = service_client()
     if remote is not None:
@@ -61,6 +64,8 @@ def status(
 
 
 def _set_status(ref: VersionRef, value: Criticality, by: str | None, password_stdin: bool) -> StatusChange:
+    from governance.retention import change_status
+
     custody = open_custody(load_settings())
     identity = identify(custody, by, password_stdin)
     return change_status(custody.store, custody.policy, identity, custody.specs.get(ref.key), ref, value)
@@ -84,6 +89,9 @@ def purge(
     Retention is each spec's keep_versions and max_age_days; the admin group is the one pinned in the
     catalog (`custody settings show`).
     """
+    from governance.lake import open_lake
+    from governance.retention import PurgeReport, governed_purge
+
     refs = [VersionRef.parse(v) for v in versions or []]
     remote = service_client()
     if remote is not None:
@@ -131,6 +139,7 @@ def repair(
     from assets.launch import instance_for
     from assets.runs import fail_runs_of_gone_processes
     from governance.feeds.tend import remove_abandoned_work
+    from governance.lake import open_lake
     from governance.repair import repair as repair_lake
 
     report = repair_lake(

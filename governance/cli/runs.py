@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from governance import ledger, render
+from governance import render
 from governance.cli.common import (
     AsUser,
     JsonOption,
@@ -28,15 +28,13 @@ from governance.cli.common import (
 )
 from governance.config import Settings
 from governance.errors import printable
-from governance.lake import open_lake
-from governance.lineage.graph import provenance as provenance_of
-from governance.runs import RunOutcome, StepFailure
 from governance.runtime import require_java
 from governance.zones import AssetKey, Lake, VersionRef
 
 if TYPE_CHECKING:
     from governance.api import Custody
     from governance.catalog.models import VersionRow
+    from governance.runs import RunOutcome
     from governance.service.client import ServiceClient
 
 # How often a run asked of the service is looked at until it ends.
@@ -89,6 +87,8 @@ def materialize(
 def _remote_run(remote: ServiceClient, requested_by: str | None, as_json: bool, asked: dict[str, object]) -> None:
     """Ask the service for the run, then follow it until it ends: the daemon of the service's
     Dagster instance runs it."""
+    from governance.runs import RunOutcome, StepFailure
+
     remote.acting_as(requested_by, "--as")
     run_id = remote.send("POST", "/runs", asked)["run_id"]
     progress, said = progress_printer(), None
@@ -180,6 +180,9 @@ def demo(
     ]
     for keys, config in steps:
         _run(settings, keys, as_user, False, ingest_config=config, password=demo_password(as_user))
+    from governance.lake import open_lake
+    from governance.lineage.graph import provenance as provenance_of
+
     catalog = open_catalog(settings)
     latest = catalog.latest(PRODUCT_SUMMARY)
     console = render.stdout_console()
@@ -225,6 +228,7 @@ def _apply_demo_specs(custody: Custody) -> None:
 
 def _demo_reads(custody: Custody, ref: str, console) -> None:
     """carol, a consumer, reads the summary; eve, who holds no role, is denied; both are in the ledger."""
+    from governance import ledger
     from governance.demo import demo_password
     from governance.errors import AccessDenied
 

@@ -24,7 +24,6 @@ from governance.cli.common import (
     show,
 )
 from governance.errors import SpecError, printable
-from governance.spec import check_specs, load_specs, spec_schema
 from governance.zones import AssetKey
 
 if TYPE_CHECKING:
@@ -42,6 +41,8 @@ def specs_check(
     as_json: JsonOption = False,
 ) -> None:
     """Validate every spec; list every problem with its file, line and field."""
+    from governance.spec import check_specs, load_specs
+
     settings = load_settings()
     root = folder or settings.specs
     allowed = settings.transform_packages
@@ -155,6 +156,8 @@ def specs_schema() -> None:
     """The JSON Schema of a spec file, for editors: the project's `schemas/asset-spec.schema.json` is
     this command's output, and each demo spec names it on its first line (`# yaml-language-server:
     $schema=…`), so an editor with a YAML language server completes fields and flags wrong ones."""
+    from governance.spec import spec_schema
+
     typer.echo(json.dumps(spec_schema(), indent=2))
 
 

@@ -18,7 +18,8 @@ from sqlmodel import select
 
 from governance import ledger
 from governance.catalog import Catalog
-from governance.catalog.models import VersionRow, VersionStatus
+from governance.catalog.models import VersionRow
+from governance.catalog.states import VersionStatus
 from governance.errors import TableSnapshotError, bounded_reason
 from governance.lake.iceberg import VERSION_PROPERTY, Alignment, IcebergTables, LiveVersion
 from governance.locks import file_lock

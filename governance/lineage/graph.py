@@ -12,7 +12,6 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
@@ -22,23 +21,13 @@ from sqlmodel import Session, col, select
 from governance.catalog import Catalog
 from governance.catalog.models import VersionRow, described_read
 from governance.foreign.impact import ForeignRunNode, batch_locations, foreign_readers, foreign_writers
+from governance.lineage.terms import SUMMARY_OVER, Direction
 from governance.zones import VersionRef
 
 MAX_DEPTH = 100
 CHUNK = 5_000
-# Past this many versions a tree is no longer read by a person: the CLI shows a summary instead.
-SUMMARY_OVER = 10_000
 # Where an impact's version lists the foreign runs that read it.
 FOREIGN_KEY = "foreign_jobs"
-
-
-class Direction(StrEnum):
-    UPSTREAM = "upstream"
-    DOWNSTREAM = "downstream"
-
-    @property
-    def children_key(self) -> str:
-        return "inputs" if self is Direction.UPSTREAM else "dependents"
 
 
 _STEP = {

@@ -21,7 +21,8 @@ from governance.errors import EnvironmentProblem, InvalidInput
 from governance.foreign.impact import ForeignDatasetNode, ForeignRunNode
 from governance.lineage import graph
 from governance.lineage.column_trace import ColumnNode, column_tree
-from governance.lineage.graph import Direction, Lineage, VersionNode
+from governance.lineage.graph import Lineage, VersionNode
+from governance.lineage.terms import Direction
 from governance.zones import VersionRef
 
 if TYPE_CHECKING:

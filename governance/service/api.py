@@ -31,7 +31,8 @@ from governance.errors import (
     error_summary,
     shown,
 )
-from governance.lineage.graph import Direction, explore
+from governance.lineage.graph import explore
+from governance.lineage.terms import Direction
 from governance.runs import Assurance
 from governance.service.context import peer_of, service_of
 from governance.service.gateway import METHOD as GATEWAY_METHOD

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from governance.access.grants import change_role, explained, parse_role, show
 from governance.access.policy import Identity, Verb
-from governance.catalog.models import Criticality
+from governance.catalog.states import Criticality
 from governance.errors import NotFound
 from governance.retention import change_status, governed_purge
 from governance.service.api import Caller, answer, identity_of, key_of, recorded

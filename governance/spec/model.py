@@ -11,7 +11,6 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from enum import StrEnum
 from functools import cache, cached_property
 from pathlib import Path
 from types import ModuleType
@@ -25,8 +24,9 @@ from governance import yamlsource
 from governance.access.directory import NAME as USER_NAME
 from governance.config import is_dotted_name
 from governance.errors import InvalidInput, InvalidName, SpecError, SpecProblem, UnsafeYaml
-from governance.speccache import SpecCache, cache_file
-from governance.specmessages import error_path, owner_message
+from governance.spec.cache import SpecCache, cache_file
+from governance.spec.classification import RANK, Classification
+from governance.spec.messages import error_path, owner_message
 from governance.yamlsource import LocatedYaml, load_located, read_capped
 from governance.zones import AssetKey, check_name
 
@@ -52,16 +52,6 @@ CREDENTIAL_PARAMETERS = ("user", "password", "sslpassword")
 INTEGRAL = frozenset({"byte", "short", "int", "long"})
 MARK_TYPES = INTEGRAL | {"date", "timestamp"}
 MAX_SPEC_BYTES = 256 * 1024
-
-
-class Classification(StrEnum):
-    PUBLIC = "public"
-    INTERNAL = "internal"
-    CONFIDENTIAL = "confidential"
-    RESTRICTED = "restricted"
-
-
-RANK = {c: i for i, c in enumerate(Classification)}
 
 
 class _Strict(BaseModel):

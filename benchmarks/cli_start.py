@@ -1,0 +1,65 @@
+#!/usr/bin/env python
+"""How long the `custody` command takes to start: `custody --help`, and commands that touch neither
+Spark nor Dagster, each in a fresh process (stdout to a pipe), on a home with the demo's specs and
+an empty catalog. Beside them, the floor this machine gives any Python command: the interpreter
+alone, and the interpreter with the CLI's own libraries (typer and rich). Goal: <= 0.3 s each.
+
+    .venv/bin/python -m benchmarks.cli_start
+    .venv/bin/python -m benchmarks.cli_start --runs 21
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CUSTODY = Path(sys.executable).with_name("custody")
+GOAL_SECONDS = 0.3
+
+COMMANDS: tuple[tuple[str, list[str]], ...] = (
+    ("python -c pass (floor)", [sys.executable, "-c", "pass"]),
+    ("python: import typer, rich (floor)", [sys.executable, "-c", "import typer, rich.console, rich.table"]),
+    ("custody --help", [str(CUSTODY), "--help"]),
+    ("custody specs schema", [str(CUSTODY), "specs", "schema"]),
+    ("custody catalog --json", [str(CUSTODY), "catalog", "--json"]),
+    ("custody versions sales/products --json", [str(CUSTODY), "versions", "sales/products", "--json"]),
+    ("custody ledger show --limit 10 --json", [str(CUSTODY), "ledger", "show", "--limit", "10", "--json"]),
+)
+
+
+def timed(command: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, check=False)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed: {done.stderr.decode(errors='replace')[-500:]}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=11, help="fresh processes per command (the first is a warm-up)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        home = Path(folder) / "home"
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CUSTODY_", "DAGSTER_"))}
+        env.update(CUSTODY_HOME=str(home), CUSTODY_SPECS=str(ROOT / "assets" / "specs"), CUSTODY_SPECS_APPROVAL="off")
+        timed([str(CUSTODY), "catalog", "--json"], env)  # the catalog made and migrated once, before timing
+        print(f"{'command':42} {'median':>8} {'min':>8} {'max':>8}  goal <= {GOAL_SECONDS:.1f} s")
+        for name, command in COMMANDS:
+            times = [timed(command, env) for _ in range(args.runs)][1:]
+            met = "" if "floor" in name else ("  met" if statistics.median(times) <= GOAL_SECONDS else "  NOT met")
+            print(
+                f"{name:42} {statistics.median(times):7.3f}s {min(times):7.3f}s {max(times):7.3f}s{met}", flush=True
+            )
+
+
+if __name__ == "__main__":
+    main()
