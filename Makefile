@@ -50,7 +50,11 @@ $(OPENLINEAGE_JARS)/.copied: deploy/openlineage-spark/pom.xml | $(BIN)/custody
 	mvn -q -B -f deploy/openlineage-spark/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(OPENLINEAGE_JARS)
 	touch $@
 
+# The project's own modules are compiled too (an editable install leaves them out): where
+# PYTHONDONTWRITEBYTECODE is set, every `custody` command would compile them again, a third of
+# `custody --help`. compileall skips what is up to date; a module edited since is compiled in memory.
 setup: $(BIN)/custody $(JARS)/.copied $(OPENLINEAGE_JARS)/.copied
+	$(BIN)/python -m compileall -q $(CHECKED)
 
 system-packages:
 	PYTHON=$(PYTHON) ./scripts/system-packages

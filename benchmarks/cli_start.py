@@ -1,8 +1,9 @@
 #!/usr/bin/env python
 """How long the `custody` command takes to start: `custody --help`, and commands that touch neither
 Spark nor Dagster, each in a fresh process (stdout to a pipe), on a home with the demo's specs and
-an empty catalog. Beside them, the floor this machine gives any Python command: the interpreter
-alone, and the interpreter with the CLI's own libraries (typer and rich). Goal: <= 0.3 s each.
+an empty catalog. Beside them, the floor this machine gives such a command: the interpreter alone,
+with the CLI's own libraries (typer and rich), and with the catalog's (pydantic, SQLAlchemy and
+SQLModel), which every command that reads the catalog loads. Goal: <= 0.3 s each.
 
     .venv/bin/python -m benchmarks.cli_start
     .venv/bin/python -m benchmarks.cli_start --runs 21
@@ -26,10 +27,13 @@ GOAL_SECONDS = 0.3
 COMMANDS: tuple[tuple[str, list[str]], ...] = (
     ("python -c pass (floor)", [sys.executable, "-c", "pass"]),
     ("python: import typer, rich (floor)", [sys.executable, "-c", "import typer, rich.console, rich.table"]),
+    (
+        "python: + pydantic, sqlalchemy, sqlmodel (floor)",
+        [sys.executable, "-c", "import typer, rich.console, pydantic, sqlalchemy.orm, sqlmodel"],
+    ),
     ("custody --help", [str(CUSTODY), "--help"]),
     ("custody specs schema", [str(CUSTODY), "specs", "schema"]),
     ("custody catalog --json", [str(CUSTODY), "catalog", "--json"]),
-    ("custody versions sales/products --json", [str(CUSTODY), "versions", "sales/products", "--json"]),
     ("custody ledger show --limit 10 --json", [str(CUSTODY), "ledger", "show", "--limit", "10", "--json"]),
 )
 
@@ -52,13 +56,11 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CUSTODY_", "DAGSTER_"))}
         env.update(CUSTODY_HOME=str(home), CUSTODY_SPECS=str(ROOT / "assets" / "specs"), CUSTODY_SPECS_APPROVAL="off")
         timed([str(CUSTODY), "catalog", "--json"], env)  # the catalog made and migrated once, before timing
-        print(f"{'command':42} {'median':>8} {'min':>8} {'max':>8}  goal <= {GOAL_SECONDS:.1f} s")
+        print(f"{'command':50} {'median':>8} {'min':>8} {'max':>8}  goal <= {GOAL_SECONDS:.1f} s")
         for name, command in COMMANDS:
             times = [timed(command, env) for _ in range(args.runs)][1:]
             met = "" if "floor" in name else ("  met" if statistics.median(times) <= GOAL_SECONDS else "  NOT met")
-            print(
-                f"{name:42} {statistics.median(times):7.3f}s {min(times):7.3f}s {max(times):7.3f}s{met}", flush=True
-            )
+            print(f"{name:50} {statistics.median(times):7.3f}s {min(times):7.3f}s {max(times):7.3f}s{met}", flush=True)
 
 
 if __name__ == "__main__":

@@ -11,9 +11,11 @@ from rich.console import Console
 
 from governance.catalog import Catalog
 from governance.catalog.models import VersionRow
-from governance.lineage.graph import SUMMARY_OVER
+from governance.lineage.graph import lineage, stream
+from governance.lineage.terms import SUMMARY_OVER, Direction
 from governance.render import versions_table
-from tests.graphs import EPOCH, add_version, add_versions
+from governance.zones import VersionRef
+from tests.graphs import EPOCH, add_version, add_versions, random_dag
 from tests.helpers import cli
 
 
@@ -92,10 +94,42 @@ def test_an_impact_past_the_limit_is_summarised_per_asset_and_depth(wide_impact,
     assert code == 0 and "too many to show as a tree: --all shows it whole" in " ".join(out.split())
 
 
-def test_all_shows_the_whole_tree(wide_impact, capsys):
+def test_all_with_json_streams_every_version_once_nearest_first_naming_its_next_hops(wide_impact, capsys):
     code, out, _ = cli(capsys, "impact", "t/root@1", "--all", "--json")
-    tree = json.loads(out)
-    assert code == 0 and tree["asset"] == "t/root" and len(tree["dependents"]) == SUMMARY_OVER + 3
+    streamed = json.loads(out)
+    assert code == 0 and len(streamed) == SUMMARY_OVER + 4
+    root, first, *_ = streamed
+    assert (root["asset"], root["version"], root["depth"]) == ("t/root", 1, 0)
+    assert len(root["dependents"]) == SUMMARY_OVER + 3 and root["dependents"][:2] == ["t/small@1", "t/small@2"]
+    assert (first["asset"], first["version"], first["depth"], first["dependents"]) == ("t/small", 1, 1, [])
+    assert {f"{v['asset']}@{v['version']}" for v in streamed} == {"t/root@1", *root["dependents"]}
+
+
+@pytest.mark.parametrize("seed", [3, 11])
+@pytest.mark.parametrize("direction", [Direction.UPSTREAM, Direction.DOWNSTREAM])
+def test_the_streamed_lineage_holds_the_tree_s_versions_and_edges(cli_env, seed, direction):
+    catalog = Catalog.from_settings(cli_env, {})
+    inputs_of = random_dag(catalog, seed)
+    root = max(inputs_of) if direction is Direction.UPSTREAM else min(inputs_of)
+    with catalog.session() as session:
+        ref = VersionRef.parse(session.get(VersionRow, root).ref)
+    tree = lineage(catalog, ref, direction, depth=4)
+    streamed = list(stream(catalog, ref, direction, depth=4))
+    key = direction.children_key
+    assert [(v["asset"], v["version"], v["depth"]) for v in streamed] == sorted(
+        {(n.asset, n.version, n.depth) for n in tree.root.walk()}, key=lambda a: (a[2], a[0], a[1])
+    )
+    assert {(f"{v['asset']}@{v['version']}", hop) for v in streamed for hop in v[key]} == {
+        (node.ref, link.ref) for node in tree.root.walk() for link in node.links
+    }
+    assert {f"{v['asset']}@{v['version']}" for v in streamed if v["truncated"]} == {
+        node.ref for node in tree.root.walk() if node.truncated
+    }
+
+
+def test_an_unknown_version_streams_nothing_and_says_so(wide_impact, capsys):
+    code, out, err = cli(capsys, "impact", "t/root@9", "--all", "--json")
+    assert code != 0 and out == "" and "t/root@9" in err
 
 
 def test_a_depth_that_keeps_it_small_shows_the_tree(wide_impact, capsys):

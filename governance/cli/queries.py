@@ -91,7 +91,9 @@ AllNodes = Annotated[
     bool,
     typer.Option(
         "--all",
-        help=f"The whole tree even past {SUMMARY_OVER:,} versions (else a summary: versions per asset and depth).",
+        help=f"The whole lineage even past {SUMMARY_OVER:,} versions (else a summary: versions per asset and depth); "
+        "with --json, streamed as it is walked: an array of every version once, nearest first, each naming its "
+        "next hops by ref.",
     ),
 ]
 
@@ -119,7 +121,7 @@ def impact(
 
 
 def _show_lineage(ref: VersionRef, direction: Direction, depth: int | None, everything: bool, as_json: bool) -> None:
-    from governance.lineage.graph import Lineage, LineageSummary, explore, lineage
+    from governance.lineage.graph import Lineage, LineageSummary, explore, lineage, stream
 
     remote = service_client()
     if remote is not None:
@@ -129,6 +131,9 @@ def _show_lineage(ref: VersionRef, direction: Direction, depth: int | None, ever
             )
         path = f"/versions/{ref.key}/{ref.number}/{'provenance' if direction is Direction.UPSTREAM else 'impact'}"
         found: Lineage | LineageSummary = Lineage.from_dict(remote.get(path, {"depth": depth}), direction)
+    elif everything and as_json:
+        stream_json(stream(open_catalog(load_settings()), ref, direction, depth))
+        return
     else:
         catalog = open_catalog(load_settings())
         found = lineage(catalog, ref, direction, depth) if everything else explore(catalog, ref, direction, depth)

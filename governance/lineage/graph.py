@@ -63,24 +63,40 @@ def closure(session: Session, roots: Iterable[int], direction: Direction, depth:
     Breadth first, one query per level for the whole frontier: each version is expanded once, at its
     shortest distance, so the work grows with the versions and edges reached, never with the paths.
     """
-    cap = MAX_DEPTH if depth is None else min(depth, MAX_DEPTH)
-    depth_of = {root: 0 for root in _existing(session, list(roots))}
+    cap = _cap(depth)
+    depth_of: dict[int, int] = {}
     walked: list[tuple[int, int]] = []
+    for _level, _frontier, leaving in levels(session, roots, direction, cap, depth_of):
+        walked += leaving
+    return Closure(depth_of, walked, cap)
+
+
+def levels(
+    session: Session, roots: Iterable[int], direction: Direction, cap: int, depth_of: dict[int, int]
+) -> Iterator[tuple[int, list[int], Sequence[tuple[int, int]]]]:
+    """The walk of `closure`, a level at a time: each level's number, its versions (those first
+    reached there) and the edges leaving them. `depth_of` fills in as it goes: every version reached
+    so far, at its shortest distance; the last level's edges may lead past the cap, out of it."""
+    depth_of.update((root, 0) for root in _existing(session, list(roots)))
     frontier = list(depth_of)
     level = 0
     with closing(_Edges(session, direction)) as edges:
         while frontier:
             leaving = edges.leaving(frontier)
-            walked += leaving
+            if level < cap:
+                found = []
+                for _source, target in leaving:
+                    if target not in depth_of:
+                        depth_of[target] = level + 1
+                        found.append(target)
+            yield level, frontier, leaving
             if level == cap:
-                break
-            found = []
-            for _source, target in leaving:
-                if target not in depth_of:
-                    depth_of[target] = level + 1
-                    found.append(target)
+                return
             frontier, level = found, level + 1
-    return Closure(depth_of, walked, cap)
+
+
+def _cap(depth: int | None) -> int:
+    return MAX_DEPTH if depth is None else min(depth, MAX_DEPTH)
 
 
 class _Edges:
@@ -203,8 +219,17 @@ class VersionNode:
         )
 
     def to_dict(self, children_key: str = "inputs") -> dict[str, Any]:
+        return self._dict(children_key, [node.to_dict(children_key) for node in self.links])
+
+    def flat_dict(self, children_key: str, next_refs: list[str]) -> dict[str, Any]:
+        """The node alone, naming its next hops by ref: as `stream` gives it."""
+        out = self._dict(children_key, next_refs)
+        del out["expanded_elsewhere"]
+        return out
+
+    def _dict(self, children_key: str, children: list[Any]) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if k not in ("sources", "links", "foreign")}
-        out[children_key] = [node.to_dict(children_key) for node in self.links]
+        out[children_key] = children
         if self.zone == "landing":
             out["sources"] = [source.__dict__ for source in self.sources]
         out[FOREIGN_KEY] = [run.to_dict() for run in self.foreign]
@@ -282,18 +307,69 @@ def explore(
 
 def _lineage(catalog: Catalog, root: int, direction: Direction, found: Closure) -> Lineage:
     with catalog.reading() as session:
-        rows = _rows(session, list(found.depth_of))
         protected = protected_ids(session)
-        readers = foreign_readers(session, list(rows)) if direction is Direction.DOWNSTREAM else {}
-    nodes = {vid: _node(row, found.depth_of[vid], vid in protected) for vid, row in rows.items()}
-    for vid, runs in readers.items():
-        nodes[vid].foreign = runs
-    _attach_sources(catalog, nodes)
-    if direction is Direction.UPSTREAM:
-        _attach_writers(catalog, nodes)
+        nodes = _nodes(catalog, session, found.depth_of, protected, direction)
     for vid, node in nodes.items():
         node.truncated = found.beyond_cap(vid)
     return Lineage(_tree(root, nodes, found), direction, len(nodes))
+
+
+def stream(
+    catalog: Catalog, ref: VersionRef, direction: Direction, depth: int | None = None
+) -> Iterator[dict[str, Any]]:
+    """Every version of the lineage of `ref`, each once, nearest first (by asset and number within a
+    depth), as the walk reaches it: the node alone, naming its next hops in the walk's direction by
+    ref. A level is given as soon as the next one's versions are read, so that its hops have names:
+    the first versions come at once, and no tree of the whole is ever held. An unknown `ref` is
+    refused here, before the first is asked for."""
+    return _streamed(catalog, catalog.version(ref).stored_id, direction, _cap(depth))
+
+
+def _streamed(catalog: Catalog, root: int, direction: Direction, cap: int) -> Iterator[dict[str, Any]]:
+    key = direction.children_key
+    named: dict[int, tuple[str, int]] = {}
+    waiting: list[tuple[VersionNode, list[int]]] = []
+    with catalog.reading() as session:
+        protected = protected_ids(session)
+        depth_of: dict[int, int] = {}
+        for level, frontier, leaving in levels(session, [root], direction, cap, depth_of):
+            nodes = _nodes(catalog, session, {vid: level for vid in frontier}, protected, direction)
+            named.update((vid, (node.asset, node.version)) for vid, node in nodes.items())
+            yield from _named(waiting, named, key)
+            hops: dict[int, list[int]] = {}
+            for source, target in leaving:
+                hops.setdefault(source, []).append(target)
+            waiting = []
+            for vid in sorted(nodes, key=named.__getitem__):
+                node, nexts = nodes[vid], hops.get(vid, [])
+                if level == cap:
+                    node.truncated, nexts = bool(nexts), []
+                waiting.append((node, nexts))
+        yield from _named(waiting, named, key)
+
+
+def _named(
+    waiting: list[tuple[VersionNode, list[int]]], named: dict[int, tuple[str, int]], key: str
+) -> Iterator[dict[str, Any]]:
+    for node, nexts in waiting:
+        refs = [f"{asset}@{number}" for asset, number in sorted(named[vid] for vid in nexts)]
+        yield node.flat_dict(key, refs)
+
+
+def _nodes(
+    catalog: Catalog, session: Session, depth_of: Mapping[int, int], protected: set[int], direction: Direction
+) -> dict[int, VersionNode]:
+    """The versions `depth_of` names, as nodes at their depth, with the files or database read a
+    landing version came from and the foreign runs that read (downstream) or wrote (upstream) them."""
+    rows = _rows(session, list(depth_of))
+    nodes = {vid: _node(row, depth_of[vid], vid in protected) for vid, row in rows.items()}
+    if direction is Direction.DOWNSTREAM:
+        for vid, runs in foreign_readers(session, list(rows)).items():
+            nodes[vid].foreign = runs
+    _attach_sources(catalog, nodes)
+    if direction is Direction.UPSTREAM:
+        _attach_writers(catalog, nodes)
+    return nodes
 
 
 def _tree(root: int, nodes: dict[int, VersionNode], found: Closure) -> VersionNode:

@@ -22,6 +22,8 @@ HOP = frozenset(
     b"connection keep-alive proxy-authenticate proxy-authorization te trailer transfer-encoding upgrade "
     b"host content-length".split()
 )
+# The service's own credentials: the session cookie and the API's token stay with the service.
+CREDENTIALS = frozenset({b"cookie", b"authorization"})
 HANDSHAKE = frozenset(
     b"sec-websocket-key sec-websocket-version sec-websocket-extensions sec-websocket-protocol sec-websocket-accept".split()
 )
@@ -62,7 +64,9 @@ class Upstream:
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         body = await _body(receive)
-        request = self.client.build_request(scope["method"], _target(scope), headers=_passed(scope, HOP), content=body)
+        request = self.client.build_request(
+            scope["method"], _target(scope), headers=_passed(scope, HOP | CREDENTIALS), content=body
+        )
         try:
             response = await self.client.send(request, stream=True)
         except httpx.HTTPError as err:
@@ -83,7 +87,7 @@ class Upstream:
             upstream = await connect(
                 self.sockets + _target(scope),
                 additional_headers=[
-                    (n.decode("latin-1"), v.decode("latin-1")) for n, v in _passed(scope, HOP | HANDSHAKE)
+                    (n.decode("latin-1"), v.decode("latin-1")) for n, v in _passed(scope, HOP | HANDSHAKE | CREDENTIALS)
                 ],
                 subprotocols=scope.get("subprotocols") or None,
                 open_timeout=CONNECT_SECONDS,
