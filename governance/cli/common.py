@@ -137,10 +137,10 @@ def emit_json(data: Any) -> None:
 
 def stream_json(items: Iterable[Any]) -> None:
     """A JSON array written an item at a time, so a long list is never held whole."""
-    out = sys.stdout
+    out, encode = sys.stdout, json.JSONEncoder(default=str).encode  # one encoder, not one per item
     out.write("[")
     for number, item in enumerate(items):
-        out.write(("," if number else "") + "\n" + json.dumps(item, default=str))
+        out.write(("," if number else "") + "\n" + encode(item))
     out.write("\n]\n")
     out.flush()
 

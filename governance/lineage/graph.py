@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 
@@ -80,9 +81,9 @@ def levels(
     depth_of.update((root, 0) for root in _existing(session, list(roots)))
     frontier = list(depth_of)
     level = 0
-    with closing(_Edges(session, direction)) as edges:
+    with closing(_edges(session, direction)) as edges:
         while frontier:
-            leaving = edges.leaving(frontier)
+            leaving = edges.rows(frontier)
             if level < cap:
                 found = []
                 for _source, target in leaving:
@@ -99,15 +100,15 @@ def _cap(depth: int | None) -> int:
     return MAX_DEPTH if depth is None else min(depth, MAX_DEPTH)
 
 
-class _Edges:
-    """The edges leaving a set of versions, fetched in one statement whatever the set's size.
+class _ByIds:
+    """The rows of a statement over a set of versions, fetched in one statement whatever the set's
+    size, through the driver's own cursor.
 
     SQLite takes the set as one JSON array and PostgreSQL as one array parameter, so neither the
-    statement nor the parameter count grows with the frontier.
+    statement nor the parameter count grows with the set.
     """
 
-    def __init__(self, session: Session, direction: Direction):
-        source, target = _STEP[direction]
+    def __init__(self, session: Session, columns: str, table: str, key: str):
         self.cursor = session.connection().connection.cursor()
         self.dialect = session.get_bind().dialect.name
         if self.dialect == "sqlite":
@@ -116,23 +117,29 @@ class _Edges:
             members = "= ANY(%s)"
         else:
             members = "IN ({})"
-        self.query = f"SELECT {source}, {target} FROM lineage_edge WHERE {source} {members}"
+        self.query = f"SELECT {columns} FROM {table} WHERE {key} {members}"
 
     def close(self) -> None:
         self.cursor.close()
 
-    def leaving(self, ids: list[int]) -> Sequence[tuple[int, int]]:
+    def rows(self, ids: list[int]) -> Sequence[tuple[Any, ...]]:
         if self.dialect == "sqlite":
             self.cursor.execute(self.query, (json.dumps(ids),))
             return self.cursor.fetchall()
         if self.dialect == "postgresql":
             self.cursor.execute(self.query, (ids,))
             return self.cursor.fetchall()
-        rows: list[tuple[int, int]] = []
+        rows: list[tuple[Any, ...]] = []
         for chunk in _chunks(ids):
             self.cursor.execute(self.query.format(", ".join(str(int(i)) for i in chunk)))
             rows.extend(self.cursor.fetchall())
         return rows
+
+
+def _edges(session: Session, direction: Direction) -> _ByIds:
+    """The edges leaving a set of versions in the walk's direction, as (from, to)."""
+    source, target = _STEP[direction]
+    return _ByIds(session, f"{source}, {target}", "lineage_edge", source)
 
 
 def _existing(session: Session, ids: list[int]) -> list[int]:
@@ -405,13 +412,13 @@ def _summary(session: Session, root: str, direction: Direction, found: Closure) 
     )
 
 
-def _rows(session: Session, ids: list[int]) -> dict[int, VersionRow]:
-    rows: dict[int, VersionRow] = {}
-    for chunk in _chunks(ids):
-        rows.update(
-            (row.stored_id, row) for row in session.exec(select(VersionRow).where(col(VersionRow.id).in_(chunk)))
-        )
-    return rows
+def _rows(session: Session, ids: list[int]) -> dict[int, tuple[Any, ...]]:
+    """The versions' columns a node shows (NODE_COLUMNS), by id: the driver's plain tuples, where
+    the model's objects would take several times as long to build (a lineage may hold a hundred
+    thousand)."""
+    columns = ", ".join(f'"{name}"' for name in ("id", *NODE_COLUMNS))
+    with closing(_ByIds(session, columns, VersionRow.__tablename__, "id")) as versions:
+        return {row[0]: row[1:] for row in versions.rows(ids)}
 
 
 def _attach_sources(catalog: Catalog, nodes: dict[int, VersionNode]) -> None:
@@ -437,26 +444,41 @@ def _chunks(ids: list[int]) -> Iterator[list[int]]:
         yield ids[start : start + CHUNK]
 
 
-def _node(row: VersionRow, depth: int, protected: bool) -> VersionNode:
-    return VersionNode(
-        asset=row.asset_key,
-        version=row.number,
-        label=row.label,
-        label_from=row.label_from,
-        data_version=row.data_version,
-        created_at=row.created_at.isoformat(),
-        run_id=row.run_id,
-        code_version=row.code_version,
-        spec_hash=row.spec_hash,
-        requested_by=row.requested_by,
-        assurance=row.assurance,
-        zone=row.zone,
-        rows=row.rows,
-        rows_quarantined=row.rows_quarantined,
-        path=row.path,
-        status=row.status,
-        purged_at=row.purged_at.isoformat() if row.purged_at else None,
-        criticality=row.criticality,
-        protected=protected,
-        depth=depth,
-    )
+# The columns of a version a node shows, and the node's fields they fill.
+NODE_COLUMNS = (
+    "asset_key",
+    "number",
+    "label",
+    "label_from",
+    "data_version",
+    "created_at",
+    "run_id",
+    "code_version",
+    "spec_hash",
+    "requested_by",
+    "assurance",
+    "zone",
+    "rows",
+    "rows_quarantined",
+    "path",
+    "status",
+    "purged_at",
+    "criticality",
+)
+NODE_FIELDS = ("asset", "version", *NODE_COLUMNS[2:])
+CREATED_AT, PURGED_AT = NODE_COLUMNS.index("created_at"), NODE_COLUMNS.index("purged_at")
+
+
+def _node(row: tuple[Any, ...], depth: int, protected: bool) -> VersionNode:
+    values = list(row)
+    values[CREATED_AT] = _iso(values[CREATED_AT])
+    if values[PURGED_AT] is not None:
+        values[PURGED_AT] = _iso(values[PURGED_AT])
+    return VersionNode(**dict(zip(NODE_FIELDS, values, strict=True)), protected=protected, depth=depth)
+
+
+def _iso(moment: datetime | str) -> str:
+    """A time in ISO 8601, in UTC as the models give it: SQLite's driver hands over the text it
+    keeps, with no zone."""
+    found = moment if isinstance(moment, datetime) else datetime.fromisoformat(moment)
+    return (found.replace(tzinfo=UTC) if found.tzinfo is None else found.astimezone(UTC)).isoformat()
