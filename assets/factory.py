@@ -419,7 +419,7 @@ def _first_of_launch(instance: dg.DagsterInstance, launch: str) -> str | None:
     from assets.dagster_internals import BulkActionsFilter
 
     carrying = instance.get_backfills(filters=BulkActionsFilter(tags={LAUNCH_TAG: launch}))
-    first = min(carrying, key=lambda backfill: backfill.backfill_timestamp, default=None)
+    first = min(carrying, key=lambda backfill: (backfill.backfill_timestamp, backfill.backfill_id), default=None)
     return first.backfill_id if first is not None else None
 
 

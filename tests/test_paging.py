@@ -10,7 +10,8 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from governance.catalog import Catalog
-from governance.catalog.models import VersionRow
+from governance.catalog.models import ForeignDataset, ForeignIO, ForeignRun, VersionRow
+from governance.foreign.datasets import INPUT, OUTPUT, ident
 from governance.lineage.graph import lineage, stream
 from governance.lineage.terms import SUMMARY_OVER, Direction
 from governance.render import versions_table
@@ -125,6 +126,50 @@ def test_the_streamed_lineage_holds_the_tree_s_versions_and_edges(cli_env, seed,
     assert {f"{v['asset']}@{v['version']}" for v in streamed if v["truncated"]} == {
         node.ref for node in tree.root.walk() if node.truncated
     }
+
+
+def test_a_foreign_run_that_read_versions_at_two_depths_is_expanded_once_nearest_the_root_as_in_the_tree(cli_env):
+    catalog = Catalog.from_settings(cli_env, {})
+    root = add_version(catalog, "t/root", 1, zone="landing")
+    middle = add_version(catalog, "t/middle", 1, inputs=(root,))
+    leaf = add_version(catalog, "t/leaf", 1, inputs=(middle,))
+    read_by_one_run(catalog, [middle, leaf])
+    ref = VersionRef.parse("t/root@1")
+    tree = {
+        node.ref: [run.to_dict() for run in node.foreign]
+        for node in lineage(catalog, ref, Direction.DOWNSTREAM).root.walk()
+    }
+    streamed = {f"{v['asset']}@{v['version']}": v["foreign_jobs"] for v in stream(catalog, ref, Direction.DOWNSTREAM)}
+    assert streamed == tree
+    [expanded], [again] = streamed["t/middle@1"], streamed["t/leaf@1"]
+    assert expanded["outputs"] and not again["outputs"]
+
+
+def read_by_one_run(catalog: Catalog, version_ids: list[int]) -> None:
+    """One foreign run that read each of the versions and wrote one table."""
+    with catalog.session() as session:
+        session.add(
+            ForeignRun(
+                run_id="run-1",
+                job_namespace="airflow",
+                job_name="reports.build",
+                producer="test",
+                state="COMPLETE",
+                state_time="2026-11-27T10:00:00+00:00",
+                reporter="lineage-bot",
+            )
+        )
+        datasets = [
+            ForeignDataset(namespace="file", name=f"/lake/v{vid}", ident=ident("file", f"/lake/v{vid}"), key=f"in{vid}")
+            for vid in version_ids
+        ]
+        table = ForeignDataset(namespace="postgres://w", name="r.t", ident=ident("postgres://w", "r.t"), key="out")
+        session.add_all([*datasets, table])
+        session.flush()
+        for vid, dataset in zip(version_ids, datasets, strict=True):
+            session.add(ForeignIO(run_id="run-1", direction=INPUT, dataset_id=dataset.id, version_id=vid))
+        session.add(ForeignIO(run_id="run-1", direction=OUTPUT, dataset_id=table.id))
+        session.commit()
 
 
 def test_an_unknown_version_streams_nothing_and_says_so(wide_impact, capsys):

@@ -46,6 +46,30 @@ def test_a_principal_signed_by_the_service_longer_ago_than_a_header_lives_is_not
     assert principal_from(header, webserver_of(keys)) is None
 
 
+def test_a_principal_the_service_signed_for_later_than_now_is_not_trusted(monkeypatch):
+    keys = UiKeys.new()
+    now = time.time()
+    monkeypatch.setattr(time, "time", lambda: now + 60)
+    ahead = signed_principal(BOB, keys)
+    monkeypatch.setattr(time, "time", lambda: now)
+    assert principal_from(ahead, webserver_of(keys)) is None
+
+
+def test_a_principal_this_process_signed_is_trusted_however_old(monkeypatch):
+    header = signed_principal(BOB)
+    later = time.time() + 10 * HEADER_SECONDS
+    monkeypatch.setattr(time, "time", lambda: later)
+    assert principal_from(header, {}) == BOB
+
+
+def test_a_signature_spelled_another_way_is_not_trusted():
+    keys = UiKeys.new()
+    payload, _, signature = signed_principal(BOB, keys).partition(".")
+    for spelled in (signature.rstrip("="), signature + "0", signature.replace("-", "+").replace("_", "/")):
+        if spelled != signature:
+            assert principal_from(f"{payload}.{spelled}", webserver_of(keys)) is None
+
+
 def test_a_key_pair_round_trips_through_the_environment():
     keys = UiKeys.new()
     again = UiKeys.from_environ(keys.environ())

@@ -74,9 +74,9 @@ def serve(
 
     With --dagster-url, the UI is a webserver's of its own, such as `dg dev --port 3001`: this service
     signs each signed-in request's user with CUSTODY_UI_SIGNING_KEY, and the webserver's run coordinator
-    trusts it by the public CUSTODY_UI_VERIFY_KEY in the webserver's environment; keep the webserver
-    where only this service reaches it (loopback, a private network), since it shows its pages to
-    anyone who reaches it directly, though it launches no run for them."""
+    trusts it by the public CUSTODY_UI_VERIFY_KEY in the webserver's environment. Serve the webserver
+    where only this service reaches it: reached directly, it refuses to launch runs, but shows its
+    pages and offers its other controls to anyone."""
     import uvicorn
 
     from governance.service.app import api_threads, create_app

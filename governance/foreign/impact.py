@@ -101,9 +101,12 @@ class _Output:
     dataset: ForeignDataset
 
 
-def foreign_readers(session: Session, version_ids: Sequence[int]) -> dict[int, list[ForeignRunNode]]:
+def foreign_readers(
+    session: Session, version_ids: Sequence[int], claimed: set[str] | None = None
+) -> dict[int, list[ForeignRunNode]]:
     """For each version that foreign runs read, those runs, each with what it wrote and who read
-    that, transitively; each run expanded once, where it is nearest a version."""
+    that, transitively; each run expanded once, where it is nearest a version. `claimed`: the runs
+    expanded already (by an earlier call of the same walk), which this one adds to."""
     first = _readers_of_versions(session, version_ids)
     if not first:
         return {}
@@ -125,7 +128,7 @@ def foreign_readers(session: Session, version_ids: Sequence[int]) -> dict[int, l
     runs = _runs(session, list(depth_of))
     nodes = {run_id: _node(run, depth_of[run_id]) for run_id, run in runs.items()}
     lineage = written_columns(session, [(o.run_id, o.dataset.id or 0) for found in outputs.values() for o in found])
-    claimed: set[str] = set()
+    claimed = set() if claimed is None else claimed
     return {
         version_id: [_tree(run, nodes, outputs, readers, lineage, claimed) for run in _in_order(run_ids, nodes)]
         for version_id, run_ids in sorted(first.items())

@@ -97,7 +97,7 @@ def levels(
 
 
 def _cap(depth: int | None) -> int:
-    return MAX_DEPTH if depth is None else min(depth, MAX_DEPTH)
+    return MAX_DEPTH if depth is None else max(0, min(depth, MAX_DEPTH))
 
 
 class _ByIds:
@@ -337,11 +337,12 @@ def _streamed(catalog: Catalog, root: int, direction: Direction, cap: int) -> It
     key = direction.children_key
     named: dict[int, tuple[str, int]] = {}
     waiting: list[tuple[VersionNode, list[int]]] = []
+    claimed: set[str] = set()  # foreign runs expanded at an earlier level, as the tree would
     with catalog.reading() as session:
         protected = protected_ids(session)
         depth_of: dict[int, int] = {}
         for level, frontier, leaving in levels(session, [root], direction, cap, depth_of):
-            nodes = _nodes(catalog, session, {vid: level for vid in frontier}, protected, direction)
+            nodes = _nodes(catalog, session, {vid: level for vid in frontier}, protected, direction, claimed)
             named.update((vid, (node.asset, node.version)) for vid, node in nodes.items())
             yield from _named(waiting, named, key)
             hops: dict[int, list[int]] = {}
@@ -365,14 +366,20 @@ def _named(
 
 
 def _nodes(
-    catalog: Catalog, session: Session, depth_of: Mapping[int, int], protected: set[int], direction: Direction
+    catalog: Catalog,
+    session: Session,
+    depth_of: Mapping[int, int],
+    protected: set[int],
+    direction: Direction,
+    claimed: set[str] | None = None,
 ) -> dict[int, VersionNode]:
     """The versions `depth_of` names, as nodes at their depth, with the files or database read a
-    landing version came from and the foreign runs that read (downstream) or wrote (upstream) them."""
+    landing version came from and the foreign runs that read (downstream) or wrote (upstream) them;
+    a foreign run in `claimed` was expanded nearer the root."""
     rows = _rows(session, list(depth_of))
     nodes = {vid: _node(row, depth_of[vid], vid in protected) for vid, row in rows.items()}
     if direction is Direction.DOWNSTREAM:
-        for vid, runs in foreign_readers(session, list(rows)).items():
+        for vid, runs in foreign_readers(session, list(rows), claimed).items():
             nodes[vid].foreign = runs
     _attach_sources(catalog, nodes)
     if direction is Direction.UPSTREAM:

@@ -7,7 +7,8 @@ is first imported and never kept anywhere else. A webserver served on its own (`
 CUSTODY_UI_VERIFY_KEY, whose private half only the service holds (CUSTODY_UI_SIGNING_KEY): the
 programs that webserver starts inherit its environment, run workers running owners' code among
 them, and a public key signs nothing. Such a header travels between two processes, so it is good
-for HEADER_SECONDS after it was signed."""
+for HEADER_SECONDS after it was signed, and it says whom it names to anyone who sees it pass: keep
+the service and that webserver on loopback, or behind TLS."""
 
 from __future__ import annotations
 
@@ -30,7 +31,11 @@ from governance.service.sessions import Principal
 PRINCIPAL_HEADER = "x-custody-principal"
 SIGNING_VARIABLE = "CUSTODY_UI_SIGNING_KEY"
 VERIFY_VARIABLE = "CUSTODY_UI_VERIFY_KEY"
-HEADER_SECONDS = 60
+# As long as the service waits for the webserver to answer a launch (assets/api_runs.py): the
+# coordinator reads the header when Dagster submits the run, after it has loaded the job.
+HEADER_SECONDS = 120
+# What a signature is for, signed with the payload: a key used elsewhere signs nothing that counts here.
+PURPOSE = b"custody-ui-principal\n"
 # How far ahead of this host's clock another host's may be.
 SKEW_SECONDS = 5
 _OWN = Ed25519PrivateKey.generate()
@@ -69,7 +74,7 @@ def signed_principal(principal: Principal, keys: UiKeys | None = None) -> str:
         json.dumps([principal.user, principal.method, principal.session, principal.channel, int(time.time())]).encode()
     )
     signing = keys.signing if keys is not None else _OWN
-    return f"{payload.decode()}.{base64.urlsafe_b64encode(signing.sign(payload)).decode()}"
+    return f"{payload.decode()}.{base64.urlsafe_b64encode(signing.sign(PURPOSE + payload)).decode()}"
 
 
 def principal_from(header: str | None, environ: Mapping[str, str] = os.environ) -> Principal | None:
@@ -100,7 +105,7 @@ def _principal(payload: bytes, seconds: int | None) -> Principal | None:
 
 def _verifies(key: Ed25519PublicKey, signature: bytes, payload: bytes) -> bool:
     try:
-        key.verify(signature, payload)
+        key.verify(signature, PURPOSE + payload)
     except InvalidSignature:
         return False
     return True

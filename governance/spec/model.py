@@ -24,6 +24,7 @@ from governance import yamlsource
 from governance.access.directory import NAME as USER_NAME
 from governance.config import is_dotted_name
 from governance.errors import InvalidInput, InvalidName, SpecError, SpecProblem, UnsafeYaml
+from governance.spec import classification
 from governance.spec.cache import SpecCache, cache_file
 from governance.spec.classification import RANK, Classification
 from governance.spec.messages import error_path, owner_message
@@ -487,10 +488,12 @@ def _collect_cached(
 
 @cache
 def _model_fingerprint() -> str | None:
-    """Changes whenever the code that parses and validates a spec could: this module, the YAML
-    loader, pydantic. None where the sources are not installed: then nothing is cached."""
+    """Changes whenever the code that parses and validates a spec could: this module, the
+    classifications, the YAML loader, pydantic. None where the sources are not installed: then
+    nothing is cached."""
     try:
-        sources = [inspect.getsource(module) for module in (sys.modules[__name__], yamlsource)]
+        modules = (sys.modules[__name__], classification, yamlsource)
+        sources = [inspect.getsource(module) for module in modules]
     except (OSError, TypeError):
         return None
     return hashlib.sha256("\n".join([pydantic.VERSION, *sources]).encode()).hexdigest()
