@@ -41,6 +41,7 @@ its top functions in governance/, and where materialize() and the asset's step f
 from __future__ import annotations
 
 import argparse
+import getpass
 import io
 import itertools
 import json
@@ -65,7 +66,7 @@ from assets.definitions import bound
 from assets.factory import REQUESTED_BY_TAG, integration_asset, landing_asset
 from benchmarks.bench_transforms import passthrough
 from benchmarks.stats import interval
-from governance.access.policy import Identity
+from governance.access.local import local_user
 from governance.approval import apply
 from governance.batches import drop_batch
 from governance.checks import checks_for
@@ -84,7 +85,13 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 ROLES = "roles: {owner: bench-owners, producer: bench-producers, consumer: bench-consumers}\n"
 # The requester holds the producer role, so each Custody run pays for its access check and its
 # decisions in the ledger, as in production.
-DIRECTORY = "users: {bench: {}}\ngroups: {bench-owners: [bench], bench-producers: [bench], bench-consumers: [bench]}\n"
+# The benchmark's OS user is the owner who puts the specs in force: a verified identity, as a command
+# run as yourself is; `bench` requests the runs.
+OWNER = getpass.getuser()
+DIRECTORY = (
+    f"users: {{bench: {{}}, {OWNER}: {{}}}}\n"
+    f"groups: {{bench-owners: [bench, {OWNER}], bench-producers: [bench], bench-consumers: [bench]}}\n"
+)
 GOAL_RATIO, GOAL_ADDED_MS = 1.25, 50.0
 
 
@@ -148,7 +155,8 @@ class Bench:
             home=str(work / "home"), column_lineage=column_lineage, directory=f"file:{work / 'directory.yaml'}"
         )
         # The owner puts the specs in force, so each Custody run also checks it runs what is in force.
-        apply(self.custody.catalog, self.custody.policy(), Identity.asserted("bench"), self.specs)
+        policy = self.custody.policy()
+        apply(self.custody.catalog, policy, local_user(policy.os_users).identity("cli"), self.specs)
         # Bound as Custody's code location binds its resources (assets/definitions.py), for both kinds:
         # one object for every run, taking no run config.
         self.spark = bound(SparkResource(master="local[2]"), "Spark, local[2]")
@@ -157,6 +165,7 @@ class Bench:
         self.custody_asset = integration_asset(self.specs[TRIVIAL], self.specs)
         self.without_checks = dg.AssetSelection.assets(self.custody_asset).without_checks()
         self.coordinator = coordinator(work, self.custody)
+        self.coordinator.register_instance(instance)  # as the instance does for the coordinator it loads
         self.landing = self._ingest(rows)
         self.plain_asset = plain_asset(self.landing, self.plain_out)
         self.check_names = tuple(check.value for check in checks_for(self.specs[TRIVIAL]))

@@ -29,13 +29,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from assets.launch import instance_for
-from governance.access.policy import Identity
 from governance.api import Custody
 from governance.approval import apply
 from governance.batches import BatchMeta, drop_batch
 from governance.catalog import Catalog
 from governance.config import Settings
-from governance.demo import OWNER, PRODUCTS
+from governance.demo import OWNER, PRODUCTS, demo_password
 from governance.zones import Lake
 
 DAEMON = Path(sys.executable).with_name("dagster-daemon")
@@ -81,7 +80,8 @@ def main() -> None:
         instance = instance_for(settings)
         catalog = Catalog.from_settings(settings, os.environ)
         custody = Custody(settings)
-        apply(catalog, custody.policy, Identity.asserted(OWNER), custody.specs)  # as `make demo` does
+        # As `make demo` does: the demo's owner, proven by the password the demo directory documents.
+        apply(catalog, custody.policy, custody.identity(OWNER, demo_password(OWNER)), custody.specs)
         daemon = subprocess.Popen(
             [str(DAEMON), "run", "-w", "workspace.yaml"],
             cwd=ROOT,
