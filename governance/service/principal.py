@@ -39,6 +39,7 @@ PURPOSE = b"custody-ui-principal\n"
 # How far ahead of this host's clock another host's may be.
 SKEW_SECONDS = 5
 _OWN = Ed25519PrivateKey.generate()
+_OWN_PUBLIC = _OWN.public_key()
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ def principal_from(header: str | None, environ: Mapping[str, str] = os.environ) 
     # The decoder skips what follows the padding: only the signature's own spelling is taken.
     if not payload or not signed or base64.urlsafe_b64encode(signed) != signature:
         return None
-    if _verifies(_OWN.public_key(), signed, payload):
+    if _verifies(_OWN_PUBLIC, signed, payload):
         return _principal(payload, None)
     trusted = environ.get(VERIFY_VARIABLE)
     if trusted and _verifies(_trusted_key(trusted), signed, payload):
