@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
+from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from governance.config import Settings
@@ -117,6 +118,18 @@ def test_the_path_reaches_the_webserver_as_the_client_sent_it(behind):
 def test_a_path_the_next_hop_would_read_as_another_is_refused(behind, target):
     status, said = raw_get(behind, target)
     assert status == 400 and said == {"detail": "the path must begin with one / and hold no . or .. segment"}
+
+
+def test_a_websocket_to_a_path_the_next_hop_would_read_as_another_is_refused(behind):
+    bob = behind.served.as_user("bob")
+    cookie = "; ".join(f"{c.name}={c.value}" for c in bob.http.cookies)
+    with pytest.raises(InvalidStatus) as refused:
+        connect(
+            f"ws://127.0.0.1:{behind.served.port}/x/../graphql",
+            additional_headers={"Cookie": cookie, "Origin": bob.base},
+            open_timeout=30,
+        )
+    assert refused.value.response.status_code == 400
 
 
 def test_a_post_reaches_the_webserver_with_its_body(behind):

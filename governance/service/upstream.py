@@ -72,7 +72,10 @@ class Upstream:
             refused = JSONResponse(
                 {"detail": "the path must begin with one / and hold no . or .. segment"}, status_code=400
             )
-            await refused(scope, receive, send)
+            if scope["type"] == "websocket":
+                await WebSocket(scope, receive, send).send_denial_response(refused)
+            else:
+                await refused(scope, receive, send)
         elif scope["type"] == "http":
             await self._http(scope, receive, send, target)
         elif scope["type"] == "websocket":
@@ -82,7 +85,7 @@ class Upstream:
         body = await _body(receive)
         if body is None:  # the client left before it had sent the whole request: nothing to pass on
             return
-        # The path as it came, bytes and dot segments kept: the one the gate decided on.
+        # The path as it came, its bytes kept: the one the gate decided on.
         url = httpx.URL(self.url).copy_with(raw_path=self.prefix + target)
         request = self.client.build_request(scope["method"], url, headers=_passed(scope, HOP | WITHHELD), content=body)
         try:
