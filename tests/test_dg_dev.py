@@ -21,6 +21,7 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from assets.launch import instance_for
+from assets.origin import ASSET_JOB, LOCATION, REPOSITORY
 from governance.config import Settings
 from governance.demo import drop_demo_batches
 from governance.service.principal import SIGNING_VARIABLE, VERIFY_VARIABLE, UiKeys, signed_principal
@@ -34,9 +35,9 @@ LAUNCH = """mutation($params: ExecutionParams!) { launchRun(executionParams: $pa
   __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }"""
 PRODUCTS = {
     "selector": {
-        "repositoryLocationName": "custody",
-        "repositoryName": "__repository__",
-        "jobName": "__ASSET_JOB",
+        "repositoryLocationName": LOCATION,
+        "repositoryName": REPOSITORY,
+        "jobName": ASSET_JOB,
         "assetSelection": [{"path": ["sales", "products"]}],
     }
 }
