@@ -19,7 +19,7 @@ export CUSTODY_HOME ?= $(CURDIR)/.custody
 EXTRAS := --extra test --extra postgres --group lint
 CHECKED := governance assets resources
 
-.PHONY: setup system-packages demo test lint lock ui notebook clean
+.PHONY: setup system-packages demo test lint lock ui dg-ui notebook clean
 
 $(UV):
 	@$(PYTHON) -c 'import sys; sys.exit("Custody needs Python 3.11 or newer, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
@@ -87,6 +87,24 @@ lock: | $(UV)
 # such as `--port 3001`.
 ui: setup
 	DAGSTER_HOME=$(CUSTODY_HOME)/dagster CUSTODY_VERBOSE=$(if $(VERBOSE),1,0) $(BIN)/custody serve $(UI_ARGS)
+
+# The same UI served by `dg dev` (Dagster's webserver and daemon, on loopback port DG_PORT), with
+# `custody serve --dagster-url` in front of it. The key pair is made once, readable by its owner
+# alone; `dg dev` gets only its public half, and the instance's settings are written before it starts.
+# `dg dev` runs in the foreground, where Ctrl-C stops it as it expects; the service, in the
+# background, stops with it.
+DG_PORT ?= 3001
+UI_KEYS := $(CUSTODY_HOME)/ui-keys.env
+dg-ui: setup
+	@mkdir -p "$(CUSTODY_HOME)"
+	@test -s "$(UI_KEYS)" || (umask 077; $(BIN)/custody serve --new-ui-keys > "$(UI_KEYS)")
+	DAGSTER_HOME=$(CUSTODY_HOME)/dagster $(BIN)/python -m assets.launch
+	export DAGSTER_HOME=$(CUSTODY_HOME)/dagster; \
+	CUSTODY_UI_SIGNING_KEY=$$(sed -n 's/^CUSTODY_UI_SIGNING_KEY=//p' "$(UI_KEYS)") \
+		$(BIN)/custody serve --dagster-url http://127.0.0.1:$(DG_PORT) $(UI_ARGS) & service=$$!; \
+	trap 'kill -TERM $$service 2>/dev/null' EXIT INT TERM; \
+	CUSTODY_UI_VERIFY_KEY=$$(sed -n 's/^CUSTODY_UI_VERIFY_KEY=//p' "$(UI_KEYS)") \
+		$(BIN)/dg dev --host 127.0.0.1 --port $(DG_PORT)
 
 $(BIN)/jupyter-lab: $(BIN)/custody
 	$(UV) sync --quiet --locked --inexact $(EXTRAS) --extra notebook

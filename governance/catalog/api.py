@@ -55,10 +55,10 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def utc_from(stored: str) -> datetime:
-    """A time the database wrote out as text (into JSON, say), in UTC as the models give it back:
-    the catalog keeps UTC, and SQLite keeps no zone."""
-    moment = datetime.fromisoformat(stored)
+def utc_from(stored: str | datetime) -> datetime:
+    """A time the database gave (as text in JSON or from SQLite's driver, or as a time without a
+    zone), in UTC as the models give it back: the catalog keeps UTC, and SQLite keeps no zone."""
+    moment = datetime.fromisoformat(stored) if isinstance(stored, str) else stored
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 

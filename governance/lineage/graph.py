@@ -12,14 +12,14 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import cached_property
 from typing import Any
 
 from sqlalchemy import text
 from sqlmodel import Session, col, select
 
-from governance.catalog import Catalog
+from governance.catalog import Catalog, utc_from
 from governance.catalog.models import VersionRow, described_read
 from governance.foreign.impact import ForeignRunNode, batch_locations, foreign_readers, foreign_writers
 from governance.lineage.terms import SUMMARY_OVER, Direction
@@ -493,5 +493,4 @@ def _iso(moment: datetime | str) -> str:
     if isinstance(moment, str) and len(moment) == STORED_LENGTH and moment[10] == " " and moment[19] == ".":
         fraction = "" if moment.endswith(".000000") else moment[19:]
         return f"{moment[:10]}T{moment[11:19]}{fraction}+00:00"
-    found = moment if isinstance(moment, datetime) else datetime.fromisoformat(moment)
-    return (found.replace(tzinfo=UTC) if found.tzinfo is None else found.astimezone(UTC)).isoformat()
+    return utc_from(moment).isoformat()
