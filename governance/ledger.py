@@ -340,7 +340,19 @@ def entries(session: Session, where: LedgerFilter = LedgerFilter()) -> list[Ledg
     return _then_hot(session, where, _archived(session, where))
 
 
-def entries_json(session: Session, where: LedgerFilter = LedgerFilter()) -> str:
+class JsonPage(NamedTuple):
+    """A page of entries as a JSON array, and how many it holds."""
+
+    json: str
+    entries: int
+
+    def full(self, where: LedgerFilter) -> bool:
+        """Whether the page holds as many entries as `where` asks for. Such a page never changes
+        (a new entry comes after all of them) until age-off deletes some of it."""
+        return where.limit is not None and self.entries == where.limit
+
+
+def entries_json(session: Session, where: LedgerFilter = LedgerFilter()) -> JsonPage:
     """`entries` as a JSON array of objects, each entry's details an object: built by the database
     in one row when none of them was rolled into a segment."""
     connection = session.connection()
@@ -352,12 +364,14 @@ def entries_json(session: Session, where: LedgerFilter = LedgerFilter()) -> str:
     columns = ", ".join(f'"{column}"' for column in COLUMNS)
     hot = f"SELECT {columns} FROM {LedgerEntry.__tablename__} WHERE {condition} ORDER BY seq{limit}"
     page = json_array_sql(dialect, hot, COLUMNS, "seq", json_columns=("details",))
+    counted = f"SELECT count(*) FROM ({hot}) AS counted"
     archived = f"SELECT EXISTS (SELECT 1 FROM {ArchivedEntry.__tablename__} WHERE {condition})"
     # One statement, one wait for the interpreter: whether segments hold some, and the page if none do.
-    rolled, found = connection.exec_driver_sql(f"SELECT ({archived}), ({page})", params).one()
+    rolled, found, count = connection.exec_driver_sql(f"SELECT ({archived}), ({page}), ({counted})", params).one()
     if rolled:
-        return json.dumps([entry_dict(entry) for entry in entries(session, where)])
-    return str(found)
+        found = entries(session, where)
+        return JsonPage(json.dumps([entry_dict(entry) for entry in found]), len(found))
+    return JsonPage(str(found), count)
 
 
 def entry_dict(entry: LedgerEntry) -> dict[str, Any]:

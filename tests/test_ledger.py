@@ -236,10 +236,12 @@ def test_a_page_as_json_holds_the_entries_as_they_read_each_details_an_object(ca
                 session, actor="bob", action="ingestion.requested", asset="t/people", details={"i": i, "s": text}
             )
     with catalog.reading() as session:
-        page = json.loads(ledger.entries_json(session, where))
+        page = ledger.entries_json(session, where)
         found = ledger.entries(session, where)
-    assert page == [ledger.entry_dict(entry) for entry in found]
-    assert [entry["seq"] for entry in page] == sorted(entry["seq"] for entry in page)
+    entries = json.loads(page.json)
+    assert entries == [ledger.entry_dict(entry) for entry in found]
+    assert [entry["seq"] for entry in entries] == sorted(entry["seq"] for entry in entries)
+    assert page.entries == len(found)
 
 
 @pytest.mark.both_backends
@@ -248,7 +250,7 @@ def test_an_action_is_matched_letter_for_letter_its_wildcards_and_case_its_own(c
     with catalog.session() as session:
         ledger.append(session, actor="bob", action="ingestion.requested", asset="t/people")
     with catalog.reading() as session:
-        assert json.loads(ledger.entries_json(session, LedgerFilter(action=action))) == []
+        assert json.loads(ledger.entries_json(session, LedgerFilter(action=action)).json) == []
         assert ledger.entries(session, LedgerFilter(action=action)) == []
 
 

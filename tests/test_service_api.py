@@ -258,6 +258,20 @@ def test_the_ledger_answers_an_auditor_and_refuses_a_consumer_both_recorded(api,
     assert [e["result"] for e in entries(catalog, "ledger.read", "carol")] == ["denied"]
 
 
+def test_the_ledger_s_tail_shows_each_new_entry_at_once_though_full_pages_are_kept(api):
+    dave = token(api, "dave")
+    mine = {"actor": "dave", "action": "ledger.read"}
+
+    def page(**asked: object) -> list[dict]:
+        answer = requests.get(f"{api}/ledger", params={**mine, **asked}, headers=dave, timeout=30)
+        answer.raise_for_status()
+        return answer.json()
+
+    first, second = page(), page()
+    assert [e["seq"] for e in second[:-1]] == [e["seq"] for e in first]  # and the second read's own
+    assert page(limit=1) == page(limit=1) == first[:1]
+
+
 def test_an_admin_s_change_of_a_setting_counts_from_the_service_s_next_decision(api, catalog, home, specs):
     dave = token(api, "dave")
     assert requests.get(f"{api}/ledger", params={"limit": 1}, headers=dave, timeout=30).status_code == 200

@@ -21,7 +21,9 @@ from governance import ledger
 from governance.access.guard import enforce
 from governance.access.policy import Decision, Identity, Policy, Verb
 from governance.access.reads import Target, open_version, read_table
+from governance.catalog import Catalog
 from governance.catalog.listing import Filters, detail, listing
+from governance.catalog.models import VersionRow
 from governance.errors import (
     AccessDenied,
     DirectoryUnavailable,
@@ -34,10 +36,10 @@ from governance.errors import (
 from governance.lineage.graph import explore
 from governance.lineage.terms import Direction
 from governance.runs import Assurance
-from governance.service.context import peer_of, service_of
+from governance.service.context import decided, peer_of, service_of
 from governance.service.gateway import METHOD as GATEWAY_METHOD
 from governance.service.sessions import Principal, new_session_id, reference_of
-from governance.zones import AssetKey, VersionRef
+from governance.zones import AssetKey, Lake, VersionRef
 
 API_CHANNEL = "api"
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
@@ -227,7 +229,7 @@ async def lineage(
     response_class=Response,
     responses={200: {"content": {ARROW_STREAM: {}}, "description": "The rows, as an Arrow IPC stream."}},
 )
-def rows(
+async def rows(
     principal: Caller,
     request: Request,
     domain: str,
@@ -240,24 +242,41 @@ def rows(
 ) -> Response:
     """The rows of a version, for a consumer, producer or owner of its asset: decided and recorded.
     The headers X-Custody-Version and X-Custody-Rows name the version and its whole row count."""
-    custody = service_of(request).custody
+    service = service_of(request)
+    custody = service.custody
     target = Target(key_of(domain, name), version)
-    spec = service_of(request).specs().get(target.key)
-    row = custody.deciding(
-        lambda policy, settings: open_version(
-            custody.store, policy, spec, identity_of(principal), target, details=recorded(principal), settings=settings
+
+    def decide() -> VersionRow:
+        spec = service.specs().get(target.key)
+        return custody.deciding(
+            lambda policy, settings: open_version(
+                custody.store,
+                policy,
+                spec,
+                identity_of(principal),
+                target,
+                details=recorded(principal),
+                settings=settings,
+            )
         )
-    )
-    table = read_table(custody.lake, row, limit=limit, columns=column)
+
+    row = await decided(request, decide)
+    stream = await run_in_threadpool(arrow_stream, custody.lake, row, limit, column)
+    headers = {"X-Custody-Version": row.ref, "X-Custody-Rows": str(row.rows)}
+    return Response(stream, media_type=ARROW_STREAM, headers=headers)
+
+
+def arrow_stream(lake: Lake, row: VersionRow, limit: int, columns: list[str] | None) -> bytes:
+    """The first `limit` rows of a version, of the `columns` asked for, as an Arrow IPC stream."""
+    table = read_table(lake, row, limit=limit, columns=columns)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
-    headers = {"X-Custody-Version": row.ref, "X-Custody-Rows": str(row.rows)}
-    return Response(sink.getvalue().to_pybytes(), media_type=ARROW_STREAM, headers=headers)
+    return sink.getvalue().to_pybytes()
 
 
 @router.get("/ledger", tags=["ledger"], response_class=JSONResponse)
-def ledger_entries(
+async def ledger_entries(
     principal: Caller,
     request: Request,
     asset: str | None = None,
@@ -270,27 +289,43 @@ def ledger_entries(
     from_seq: Annotated[int, Query(ge=1)] = 1,
     limit: Annotated[int, Query(ge=1, le=MAX_LEDGER_ENTRIES)] = 1000,
 ) -> Response:
-    """Ledger entries in sequence order, for the auditor and admin groups: the request is recorded."""
-    custody = service_of(request).custody
-    custody.deciding(
-        lambda policy, settings: enforce(
-            custody.store, ledger_decision(policy, principal), details=recorded(principal), settings=settings
-        )
+    """Ledger entries in sequence order, for the auditor and admin groups: the request is recorded.
+    A page that holds `limit` entries cannot gain one, and is kept a moment like the catalog's
+    answers (CUSTODY_SERVICE_CACHE_SECONDS); a shorter one, the ledger's tail, is read every time."""
+    service = service_of(request)
+    custody = service.custody
+    await decided(
+        request,
+        lambda: custody.deciding(
+            lambda policy, settings: enforce(
+                custody.store, ledger_decision(policy, principal), details=recorded(principal), settings=settings
+            )
+        ),
     )
-    where = ledger.LedgerFilter(
+    where = ledger.LedgerFilter.asked(
         asset=asset,
         version=version,
         actor=actor,
         action=action,
         run_id=run,
-        since=ledger.moment(since) if since else None,
-        until=ledger.moment(until) if until else None,
+        since=since or None,
+        until=until or None,
         from_seq=from_seq,
         limit=limit,
     )
-    with custody.store.reading() as session:
-        page = ledger.entries_json(session, where)
+    key = ("ledger", where)
+    page = service.recent.fresh(key)
+    if page is None:
+        found = await run_in_threadpool(_ledger_page, custody.store, where)
+        page = found.json.encode()
+        if found.full(where):
+            service.recent.keep(key, page)
     return Response(page, media_type="application/json")
+
+
+def _ledger_page(store: Catalog, where: ledger.LedgerFilter) -> ledger.JsonPage:
+    with store.reading() as session:
+        return ledger.entries_json(session, where)
 
 
 def ledger_decision(policy: Policy, principal: Principal) -> Decision:

@@ -6,7 +6,7 @@ import gc
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
-from anyio import to_thread
+from anyio import CapacityLimiter, to_thread
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from starlette.requests import Request
@@ -28,7 +28,7 @@ from governance.errors import (
 )
 from governance.service import api, changes, lineage, login, openlineage, specs
 from governance.service import runs as runs_api
-from governance.service.context import MAX_BODY_BYTES, Service
+from governance.service.context import DECIDING_THREADS, MAX_BODY_BYTES, Service
 from governance.service.gate import Gate
 from governance.service.gateway import Gateway
 from governance.service.principal import UiKeys
@@ -58,6 +58,7 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if threads is not None:
             to_thread.current_default_thread_limiter().total_tokens = threads
+        app.state.service.deciders = CapacityLimiter(DECIDING_THREADS)
         # What the process holds once it has started (its modules, the app, the policy) lives as
         # long as it does: out of the collector's way, a full collection no longer walks all of it
         # in the middle of a request.

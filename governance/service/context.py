@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 
+from anyio import CapacityLimiter, to_thread
 from starlette.requests import HTTPConnection
 
 from governance import ledger
@@ -35,6 +37,12 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 # polls every few seconds) is recorded once a minute, not once a request.
 REPEAT_SECONDS = 60.0
 PRUNE_AT = 10_000
+# Threads that decide a request and record the decision. They mostly wait for the ledger transaction
+# that holds it, shared by every decision recorded at that moment: the more of them wait at once, the
+# fewer transactions a busy service makes.
+DECIDING_THREADS = 32
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -66,6 +74,8 @@ class Service:
     runs: RunDesk | None = None
     recent: Recent = field(default_factory=Recent)
     refusals: Refusals = field(default_factory=Refusals)
+    # Made by the app as it starts, in its event loop: see `decided`.
+    deciders: CapacityLimiter | None = None
 
     def specs(self) -> SpecSet:
         """The valid specs as their files are now: a decision follows an owner's edit without a
@@ -111,6 +121,13 @@ def service_of(connection: HTTPConnection) -> Service:
     """The service a route of its app answers for."""
     service: Service = connection.app.state.service
     return service
+
+
+async def decided(connection: HTTPConnection, decide: Callable[[], T]) -> T:
+    """What `decide` returns, run on the service's deciding threads: a decision and its ledger entry,
+    not other blocking work (a page to read, a lineage to compute), which the worker threads do
+    (CUSTODY_SERVICE_THREADS) lest many threads slow each other down."""
+    return await to_thread.run_sync(decide, limiter=service_of(connection).deciders)
 
 
 def peer_of(connection: HTTPConnection) -> str:

@@ -18,7 +18,7 @@ from governance.foreign.events import MAX_EVENTS, decoded, parse
 from governance.foreign.join import FOREIGN_CHANNEL, Judge, receive
 from governance.runs import Assurance
 from governance.service.api import Caller, answer, identity_of, recorded
-from governance.service.context import MAX_BODY_BYTES, service_of
+from governance.service.context import MAX_BODY_BYTES, decided, service_of
 from governance.service.sessions import Principal
 from governance.spec import SpecSet
 from governance.zones import AssetKey
@@ -61,8 +61,9 @@ async def lineage_events(principal: Caller, request: Request) -> Response:
         enforce(custody.store, decision, details=recorded(principal), settings=settings)
         return policy
 
+    policy = await decided(request, lambda: custody.deciding(decide))
+
     def receive_events() -> list[dict]:
-        policy = custody.deciding(decide)
         events = parse(body)
         judge = reader_judge(policy, cache(service.specs))
         return [received.to_dict() for received in receive(custody.store, custody.lake, events, principal.user, judge)]

@@ -48,7 +48,7 @@ class Recent:
             if kept is not None and time.monotonic() < kept[0]:
                 return kept[1]
             data = compute()
-            self._keep(key, data)
+            self.keep(key, data)
             return data
 
     def renewal_due(self, key: Hashable) -> bool:
@@ -69,7 +69,7 @@ class Recent:
         those that find it expired wait for this computation."""
         try:
             with self._computing_lock(key):
-                self._keep(key, compute())
+                self.keep(key, compute())
         except CustodyError:
             # The kept answer expires as it would have: the next request computes it and answers
             # with the reason (a catalog that cannot be reached, say).
@@ -82,7 +82,10 @@ class Recent:
         with self._lock:
             return self._computing.setdefault(key, threading.Lock())
 
-    def _keep(self, key: Hashable, data: bytes) -> None:
+    def keep(self, key: Hashable, data: bytes) -> None:
+        """Keep `data` as the answer for `key`, fresh from now (unless nothing is kept)."""
+        if self.seconds <= 0:
+            return
         with self._lock:
             self._make_room(time.monotonic())
             self._kept[key] = (time.monotonic() + self.seconds, data)
