@@ -3,7 +3,7 @@
 shape of benchmarks.provenance: 1,000 assets in 50 layers, each materialized 100 times).
 
 1. Provenance of the version whose closure has the median size among 200 drawn with a fixed seed,
-   200 times each way, after a warm-up:
+   200 times each way, in turn, after a warm-up:
      in process    explore(catalog, ref, upstream).to_dict() and json.dumps: what the API computes
                    and sends
      the service   GET /api/v1/versions/<asset>/<n>/provenance from `custody serve` on loopback, on a
@@ -80,14 +80,26 @@ def median_version(catalog: Catalog, n: int, samples: int) -> tuple[VersionRef, 
     return VersionRef(AssetKey.parse(row[0]), row[1]), size
 
 
-def in_process(catalog: Catalog, ref: VersionRef, runs: int) -> list[float]:
-    timings = []
+def in_process(catalog: Catalog, ref: VersionRef) -> float:
+    """What the API computes and sends for the provenance of `ref`, in this process: seconds."""
+    started = time.perf_counter()
+    json.dumps(explore(catalog, ref, Direction.UPSTREAM).to_dict())
+    return time.perf_counter() - started
+
+
+def side_by_side(
+    catalog: Catalog, api: str, headers: dict[str, str], ref: VersionRef, runs: int
+) -> tuple[list[float], list[float]]:
+    """Timings of the provenance of `ref` in process and through the service, taken in turn, so
+    that whatever else the machine does weighs on both alike."""
+    http = requests.Session()
+    local, remote = [], []
     for run in range(WARM_UP + runs):
-        started = time.perf_counter()
-        json.dumps(explore(catalog, ref, Direction.UPSTREAM).to_dict())
+        here, there = in_process(catalog, ref), asked(http, api, headers, ref)
         if run >= WARM_UP:
-            timings.append(time.perf_counter() - started)
-    return timings
+            local.append(here)
+            remote.append(there)
+    return local, remote
 
 
 def start_service(env: dict[str, str], workers: int = 1) -> tuple[subprocess.Popen, str]:
@@ -115,18 +127,19 @@ def token(api: str, user: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {answer.json()['token']}"}
 
 
+def asked(http: requests.Session, api: str, headers: dict[str, str], ref: VersionRef) -> float:
+    """The provenance of `ref` asked of the service, its answer parsed: seconds."""
+    started = time.perf_counter()
+    answer = http.get(f"{api}/versions/{ref.key}/{ref.number}/provenance", headers=headers, timeout=60)
+    answer.raise_for_status()
+    answer.json()
+    return time.perf_counter() - started
+
+
 def through_service(api: str, headers: dict[str, str], ref: VersionRef, runs: int) -> list[float]:
     http = requests.Session()
-    url = f"{api}/versions/{ref.key}/{ref.number}/provenance"
-    timings = []
-    for run in range(WARM_UP + runs):
-        started = time.perf_counter()
-        answer = http.get(url, headers=headers, timeout=60)
-        answer.raise_for_status()
-        answer.json()
-        if run >= WARM_UP:
-            timings.append(time.perf_counter() - started)
-    return timings
+    timings = [asked(http, api, headers, ref) for _ in range(WARM_UP + runs)]
+    return timings[WARM_UP:]
 
 
 # Each of wrk's threads asks for the paths in turn.
@@ -224,7 +237,6 @@ def main() -> None:
         ref, size = median_version(catalog, args.versions, 200)
         print(f"median version: {ref} (its provenance holds {size} versions)")
 
-        local = in_process(catalog, ref, args.samples)
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("CUSTODY_", "DAGSTER_"))},
             "CUSTODY_HOME": str(home),
@@ -232,7 +244,7 @@ def main() -> None:
         }
         server, api = start_service({**env, "CUSTODY_SERVICE_CACHE_SECONDS": "0"})
         try:
-            remote = through_service(api, token(api, "dave"), ref, args.samples)
+            local, remote = side_by_side(catalog, api, token(api, "dave"), ref, args.samples)
         finally:
             os.killpg(server.pid, signal.SIGTERM)
             server.wait(timeout=30)
