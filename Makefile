@@ -84,9 +84,12 @@ lock: | $(UV)
 
 # The Dagster UI behind Custody's login, with Dagster's daemon: one line per refused or failed run;
 # VERBOSE=1 shows Dagster's own lines for every run as well. UI_ARGS: more options of `custody serve`,
-# such as `--port 3001`.
+# such as `--port 3001`. A run's steps write to the console through Dagster's `tail -F` of their
+# captured logs, which looks once a second and is stopped when the steps end: VERBOSE=1 lets it look
+# for 2 s more, so that a step's last lines (its failure) reach the console.
 ui: setup
-	DAGSTER_HOME=$(CUSTODY_HOME)/dagster CUSTODY_VERBOSE=$(if $(VERBOSE),1,0) $(BIN)/custody serve $(UI_ARGS)
+	DAGSTER_HOME=$(CUSTODY_HOME)/dagster CUSTODY_VERBOSE=$(if $(VERBOSE),1,0) \
+		$(if $(VERBOSE),DAGSTER_COMPUTE_LOG_TAIL_WAIT_AFTER_FINISH=2) $(BIN)/custody serve $(UI_ARGS)
 
 # The same UI served by `dg dev` (Dagster's webserver and daemon, on loopback port DG_PORT), with
 # `custody serve --dagster-url` in front of it. The key pair is made once, readable by its owner
