@@ -1,7 +1,8 @@
 """`dg dev` behind Custody's login: Dagster's own development server (its webserver and daemon, served
 on their own) with `custody serve --dagster-url` in front of it. Every page, GraphQL request and
 WebSocket goes through the login; a run is for the signed-in user, verified, by the key pair the two
-share; the webserver reached directly launches no run.
+share; the webserver reached directly launches no run. A spec's freshness is Dagster's policy on the
+asset, which Dagster's own daemon evaluates and its UI shows.
 
 The tests share one `dg dev` and one service, on a home with the demo's batches dropped."""
 
@@ -9,17 +10,22 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import dagster as dg
 import pytest
 import requests
 from selenium.webdriver.remote.webdriver import WebDriver
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
+from assets.dagster_internals import freeze_time
 from assets.launch import instance_for
 from assets.origin import ASSET_JOB, LOCATION, REPOSITORY
 from governance.config import Settings
@@ -29,7 +35,8 @@ from governance.service.sessions import Principal
 from governance.zones import Lake
 from tests.browser import chromium, launched_signed_in, ledger_of, materialized, signed_in
 from tests.conftest import DEMO_SPECS, ROOT, plain_environ, quick_spark_environ, without_approval
-from tests.dagster_servers import CUSTODY, Served, dg_dev, free_port, start_service, stop
+from tests.dagster_servers import CUSTODY, Served, dg_dev, free_port, graphql, start_service, stop
+from tests.helpers import run_proven
 
 LAUNCH = """mutation($params: ExecutionParams!) { launchRun(executionParams: $params) {
   __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }"""
@@ -61,13 +68,18 @@ class Fronted:
 
 @pytest.fixture(scope="module")
 def fronted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fronted]:
+    """The demo's specs, sales/clients given a freshness of one hour; Dagster's freshness daemon
+    looks at every asset each second."""
     folder = tmp_path_factory.mktemp("dg-dev")
     home = folder / "home"
-    settings = without_approval(Settings.under(home, specs=DEMO_SPECS))
+    specs = Path(shutil.copytree(DEMO_SPECS, folder / "specs"))
+    clients = specs / "sales" / "clients.yaml"
+    clients.write_text(clients.read_text() + "freshness:\n  max_lag: 1h\n")
+    settings = without_approval(Settings.under(home, specs=specs))
     keys = UiKeys.new()
-    env = {**plain_environ(home), **quick_spark_environ()}
+    env = {**plain_environ(home), **quick_spark_environ(), "CUSTODY_SPECS": str(specs)}
     drop_demo_batches(Lake(settings.lake))
-    webserver_env = {**env, VERIFY_VARIABLE: keys.environ()[VERIFY_VARIABLE]}
+    webserver_env = {**env, VERIFY_VARIABLE: keys.environ()[VERIFY_VARIABLE], "FRESHNESS_DAEMON_INTERVAL_SECONDS": "1"}
     with dg_dev(settings, webserver_env, folder / "dg-dev.log") as (process, port):
         service_env = {**env, SIGNING_VARIABLE: keys.environ()[SIGNING_VARIABLE]}
         server, served = start_service(settings, service_env, args=["--dagster-url", f"http://127.0.0.1:{port}"])
@@ -93,6 +105,45 @@ def test_the_plain_materialize_in_dg_dev_s_ui_runs_for_the_user_signed_in_at_the
     ui.open("/assets/sales/products")
     ui.shows("sales/products@1", "verified")
     launched_signed_in(ledger_of(done.run_id, capsys), "bob")
+
+
+FRESHNESS = """{ assetNodeOrError(assetKey: {path: ["sales", "clients"]}) { ... on AssetNode {
+  internalFreshnessPolicy { ... on TimeWindowFreshnessPolicy { failWindowSeconds } }
+  freshnessStatusInfo { freshnessStatus } } } }"""
+
+
+def freshness_turns(fronted: Fronted, status: str, seconds: float = 120) -> dict:
+    """What the UI's GraphQL says of sales/clients' freshness once Dagster's daemon has made it `status`."""
+    deadline = time.monotonic() + seconds
+    while (node := graphql(fronted.served, FRESHNESS)["assetNodeOrError"])["freshnessStatusInfo"] != {
+        "freshnessStatus": status
+    }:
+        assert fronted.dg.poll() is None, "dg dev exited"
+        assert time.monotonic() < deadline, f"sales/clients' freshness is not {status} in {seconds:g} s: {node}"
+        time.sleep(1)
+    return node
+
+
+def test_a_spec_s_freshness_fails_in_the_ui_past_its_lag_and_passes_once_a_new_version_lands(
+    fronted, browser, monkeypatch
+):
+    instance = instance_for(fronted.settings)
+    # Time made injectable: Dagster's frozen clock dates this materialization two hours back.
+    with freeze_time(datetime.now(UTC) - timedelta(hours=2)):
+        instance.report_runless_asset_event(dg.AssetMaterialization(["sales", "clients"]))
+
+    node = freshness_turns(fronted, "DEGRADED")
+    assert node["internalFreshnessPolicy"] == {"failWindowSeconds": 3600}
+    ui = signed_in(browser, fronted.served.port)
+    ui.open("/assets/sales/clients")
+    ui.shows("Freshness policy", "Failed", "Fails if more than an hour since last materialization")
+
+    for name, value in {**plain_environ(fronted.settings.home), "CUSTODY_SPECS": str(fronted.settings.specs)}.items():
+        monkeypatch.setenv(name, value)
+    assert run_proven(["ingest", "sales/clients", "--as", "bob"]) == 0
+    freshness_turns(fronted, "HEALTHY")
+    ui.open("/assets/sales/clients")
+    assert "Failed" not in ui.shows("sales/clients@1", "Freshness policy", "Passing")
 
 
 def test_without_a_session_dg_dev_s_graphql_and_websocket_are_refused_at_the_service(fronted):
