@@ -140,14 +140,17 @@ def stream_json(items: Iterable[Any]) -> None:
     """A JSON array written an item at a time, so a long list is never held whole. The collector
     waits until it ends: a stream makes a hundred thousand objects that hold no cycle, and would
     only have them walked again and again, a third of the stream's time."""
-    out, encode = sys.stdout, json.JSONEncoder(default=str).encode  # one encoder, not one per item
+    from governance.jsontext import json_bytes
+
+    sys.stdout.flush()  # what was written before, ahead of the bytes
+    out = sys.stdout.buffer
     collecting = gc.isenabled()
     gc.disable()
     try:
-        out.write("[")
+        out.write(b"[")
         for number, item in enumerate(items):
-            out.write(("," if number else "") + "\n" + encode(item))
-        out.write("\n]\n")
+            out.write((b",\n" if number else b"\n") + json_bytes(item))
+        out.write(b"\n]\n")
         out.flush()
     finally:
         if collecting:

@@ -5,7 +5,6 @@ as an Arrow IPC stream). Reads of data and the ledger are decided and recorded w
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Annotated, Literal
@@ -33,6 +32,7 @@ from governance.errors import (
     error_summary,
     shown,
 )
+from governance.jsontext import json_bytes
 from governance.lineage.graph import explore
 from governance.lineage.terms import Direction
 from governance.runs import Assurance
@@ -77,11 +77,7 @@ Caller = Annotated[Principal, Depends(caller)]
 
 def answer(data: object, status_code: int = 200) -> Response:
     """`data` as JSON, encoded once: FastAPI's own encoder would walk a large lineage tree again."""
-    return Response(encoded(data), status_code=status_code, media_type="application/json")
-
-
-def encoded(data: object) -> bytes:
-    return json.dumps(data, default=str).encode()
+    return Response(json_bytes(data), status_code=status_code, media_type="application/json")
 
 
 async def recent(request: Request, compute: Callable[[], object]) -> Response:
@@ -92,7 +88,7 @@ async def recent(request: Request, compute: Callable[[], object]) -> Response:
     kept = service_of(request).recent
 
     def body() -> bytes:
-        return encoded(compute())
+        return json_bytes(compute())
 
     data = kept.fresh(key)
     if data is None:
