@@ -86,7 +86,7 @@ lock: | $(UV)
 # VERBOSE=1 shows Dagster's own lines for every run as well. UI_ARGS: more options of `custody serve`,
 # such as `--port 3001`. A run's steps write to the console through Dagster's `tail -F` of their
 # captured logs, which looks once a second and is stopped when the steps end: VERBOSE=1 lets it look
-# for 2 s more, so that a step's last lines (its failure) reach the console.
+# for 2 s more, so that a step's last lines (its failure) reach the console: each step ends 2 s later.
 ui: setup
 	DAGSTER_HOME=$(CUSTODY_HOME)/dagster CUSTODY_VERBOSE=$(if $(VERBOSE),1,0) \
 		$(if $(VERBOSE),DAGSTER_COMPUTE_LOG_TAIL_WAIT_AFTER_FINISH=2) $(BIN)/custody serve $(UI_ARGS)

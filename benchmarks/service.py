@@ -4,7 +4,7 @@ shape of benchmarks.provenance: 1,000 assets in 50 layers, each materialized 100
 
 1. Provenance of the version whose closure has the median size among 200 drawn with a fixed seed,
    200 times each way, in turn, after a warm-up:
-     in process    explore(catalog, ref, upstream).to_dict() and json.dumps: what the API computes
+     in process    explore(catalog, ref, upstream).to_dict() and json_bytes: what the API computes
                    and sends
      the service   GET /api/v1/versions/<asset>/<n>/provenance from `custody serve` on loopback, on a
                    kept-alive connection, JSON parsed; computed for every request
@@ -50,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.provenance import build_catalog, draw_sample, generate_assets, sql_closure, typical
 from governance.catalog import Catalog
 from governance.config import Settings
+from governance.jsontext import json_bytes
 from governance.lineage.graph import explore
 from governance.lineage.terms import Direction
 from governance.zones import AssetKey, VersionRef
@@ -83,7 +84,7 @@ def median_version(catalog: Catalog, n: int, samples: int) -> tuple[VersionRef, 
 def in_process(catalog: Catalog, ref: VersionRef) -> float:
     """What the API computes and sends for the provenance of `ref`, in this process: seconds."""
     started = time.perf_counter()
-    json.dumps(explore(catalog, ref, Direction.UPSTREAM).to_dict())
+    json_bytes(explore(catalog, ref, Direction.UPSTREAM).to_dict())
     return time.perf_counter() - started
 
 

@@ -353,8 +353,8 @@ class JsonPage(NamedTuple):
 
 
 def entries_json(session: Session, where: LedgerFilter = LedgerFilter()) -> JsonPage:
-    """`entries` as a JSON array of objects, each entry's details an object: built by the database
-    in one row when none of them was rolled into a segment."""
+    """`entries` as a JSON array of objects, each entry's details an object, and how many: built by
+    the database in one row when none of them was rolled into a segment."""
     connection = session.connection()
     dialect = connection.dialect.name
     condition, params = _condition(where, marker(dialect))
@@ -366,7 +366,8 @@ def entries_json(session: Session, where: LedgerFilter = LedgerFilter()) -> Json
     page = json_array_sql(dialect, hot, COLUMNS, "seq", json_columns=("details",))
     counted = f"SELECT count(*) FROM ({hot}) AS counted"
     archived = f"SELECT EXISTS (SELECT 1 FROM {ArchivedEntry.__tablename__} WHERE {condition})"
-    # One statement, one wait for the interpreter: whether segments hold some, and the page if none do.
+    # One statement, one wait for the interpreter: whether segments hold some, and the page and its
+    # count if none do.
     rolled, found, count = connection.exec_driver_sql(f"SELECT ({archived}), ({page}), ({counted})", params).one()
     if rolled:
         found = entries(session, where)

@@ -711,6 +711,14 @@ def relabel(catalog: Catalog, label: str | None) -> None:
         )
 
 
+def test_past_its_most_answers_the_oldest_kept_one_is_dropped():
+    kept = Recent(seconds=60, most=2)
+    for page in ("first", "second", "third"):
+        kept.keep(page, page.encode())
+
+    assert [kept.fresh(page) for page in ("first", "second", "third")] == [None, b"second", b"third"]
+
+
 def test_a_kept_answer_past_half_its_time_is_renewed_once_and_given_until_then():
     answers = iter([b"first", b"second"])
     kept = Recent(seconds=1)

@@ -8,7 +8,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 from rich.console import Console
@@ -140,10 +140,11 @@ def stream_json(items: Iterable[Any]) -> None:
     """A JSON array written an item at a time, so a long list is never held whole. The collector
     waits until it ends: a stream makes a hundred thousand objects that hold no cycle, and would
     only have them walked again and again, a third of the stream's time."""
-    from governance.jsontext import json_bytes
+    from governance.jsontext import json_bytes  # here: `custody --help` loads no encoder
 
     sys.stdout.flush()  # what was written before, ahead of the bytes
-    out = sys.stdout.buffer
+    # A stdout of text alone (redirected to a StringIO) is given the text the bytes encode.
+    out = getattr(sys.stdout, "buffer", None) or _TextOut(sys.stdout)
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -155,6 +156,17 @@ def stream_json(items: Iterable[Any]) -> None:
     finally:
         if collecting:
             gc.enable()
+
+
+class _TextOut:
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+
+    def write(self, data: bytes) -> None:
+        self.stream.write(data.decode())
+
+    def flush(self) -> None:
+        self.stream.flush()
 
 
 def show(data: Any, as_json: bool, shown: Callable[[], Any]) -> None:

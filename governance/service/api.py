@@ -286,8 +286,9 @@ async def ledger_entries(
     limit: Annotated[int, Query(ge=1, le=MAX_LEDGER_ENTRIES)] = 1000,
 ) -> Response:
     """Ledger entries in sequence order, for the auditor and admin groups: the request is recorded.
-    A page that holds `limit` entries cannot gain one, and is kept a moment like the catalog's
-    answers (CUSTODY_SERVICE_CACHE_SECONDS); a shorter one, the ledger's tail, is read every time."""
+    A page that holds `limit` entries cannot gain one (age-off alone takes entries away), and is kept
+    a moment like the catalog's answers (CUSTODY_SERVICE_CACHE_SECONDS); a shorter one, the
+    ledger's tail, is read every time."""
     service = service_of(request)
     custody = service.custody
     await decided(
@@ -309,13 +310,12 @@ async def ledger_entries(
         from_seq=from_seq,
         limit=limit,
     )
-    key = ("ledger", where)
-    page = service.recent.fresh(key)
+    page = service.ledger_pages.fresh(where)
     if page is None:
         found = await run_in_threadpool(_ledger_page, custody.store, where)
         page = found.json.encode()
         if found.full(where):
-            service.recent.keep(key, page)
+            service.ledger_pages.keep(where, page)
     return Response(page, media_type="application/json")
 
 

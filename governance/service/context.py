@@ -41,6 +41,8 @@ PRUNE_AT = 10_000
 # that holds it, shared by every decision recorded at that moment: the more of them wait at once, the
 # fewer transactions a busy service makes.
 DECIDING_THREADS = 32
+# The most full ledger pages kept at once, each of at most 10,000 entries (the API's MAX_LEDGER_ENTRIES).
+LEDGER_PAGES_KEPT = 8
 
 T = TypeVar("T")
 
@@ -76,6 +78,12 @@ class Service:
     refusals: Refusals = field(default_factory=Refusals)
     # Made by the app as it starts, in its event loop: see `decided`.
     deciders: CapacityLimiter | None = None
+    # Full pages of the ledger, kept apart: an auditor paging through it all would otherwise push
+    # the catalog's and the lineages' answers out.
+    ledger_pages: Recent = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.ledger_pages = Recent(self.recent.seconds, LEDGER_PAGES_KEPT)
 
     def specs(self) -> SpecSet:
         """The valid specs as their files are now: a decision follows an owner's edit without a

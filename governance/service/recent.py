@@ -1,4 +1,5 @@
-"""Answers the service gives every signed-in user alike (the catalog, a version's lineage), kept for
+"""Answers the service gives every signed-in user alike (the catalog, a version's lineage), and pages of
+the ledger that can no longer change (given each auditor after their request's decision), kept for
 a moment: under load, one computation answers every request that asks for the same within it. An
 answer is at most that old (CUSTODY_SERVICE_CACHE_SECONDS, 2 by default; 0 keeps none), counted
 from the end of its computation. One asked for again past half that time is renewed in the
@@ -20,8 +21,8 @@ MOST = 256
 
 
 class Recent:
-    def __init__(self, seconds: float = DEFAULT_SECONDS):
-        self.seconds = seconds
+    def __init__(self, seconds: float = DEFAULT_SECONDS, most: int = MOST):
+        self.seconds, self.most = seconds, most
         self._kept: dict[Hashable, tuple[float, bytes]] = {}
         self._computing: dict[Hashable, threading.Lock] = {}
         # Since when each renewal was claimed: a claim whose renewal never ran lapses after `seconds`.
@@ -91,11 +92,11 @@ class Recent:
             self._kept[key] = (time.monotonic() + self.seconds, data)
 
     def _make_room(self, now: float) -> None:
-        """Drop what expired; past MOST answers, the oldest too."""
+        """Drop what expired; past `most` answers, the oldest too."""
         expired = [key for key, (until, _) in self._kept.items() if until <= now]
         for key in expired:
             del self._kept[key]
-        while len(self._kept) >= MOST:
+        while len(self._kept) >= self.most:
             del self._kept[next(iter(self._kept))]
         for key in [key for key in self._computing if key not in self._kept and not self._computing[key].locked()]:
             del self._computing[key]
