@@ -245,9 +245,9 @@ class TimedSnapshots(TableSnapshots):
         super().__init__(tables, locks)
         self.seconds: list[float] = []
 
-    def after_commit(self, catalog, lake, row, progress=None) -> None:
+    def after_commit(self, catalog, lake, row, progress=None, footers=None) -> None:
         started = time.perf_counter()
-        super().after_commit(catalog, lake, row)
+        super().after_commit(catalog, lake, row, footers=footers)
         self.seconds.append(time.perf_counter() - started)
         if not self.tables.tags(KEY).get(row.number):
             raise SystemExit(f"{row.ref} has no table snapshot")

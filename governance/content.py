@@ -57,15 +57,29 @@ class _Column:
 
 
 @dataclass(frozen=True)
-class ParquetContent:
-    """What hashing a table's files found: per file its size, row count and sha256 (of its bytes as
-    they are), the digest of all their rows in order, and how many rows are null in each column."""
+class Footer:
+    """A Parquet file's footer as hashing read it, and the file's size: what a table snapshot needs
+    of the file, without reading it again."""
 
-    sizes: tuple[int, ...]
+    metadata: pq.FileMetaData
+    size: int
+
+
+@dataclass(frozen=True)
+class ParquetContent:
+    """What hashing a table's files found: per file its footer and size, row count and sha256 (of
+    its bytes as they are), the digest of all their rows in order, and how many rows are null in
+    each column."""
+
+    footers: tuple[Footer, ...]
     rows: tuple[int, ...]
     sha256: tuple[str, ...]
     digest: str
     nulls: Mapping[str, int]
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return tuple(footer.size for footer in self.footers)
 
 
 def digest_parquet(paths: Sequence[PurePath], filesystem: pafs.FileSystem | None = None) -> ParquetContent:
@@ -79,7 +93,7 @@ def digest_parquet(paths: Sequence[PurePath], filesystem: pafs.FileSystem | None
     if not paths:
         raise IntegrityError("no Parquet file to hash")
     schema, columns = None, []
-    sizes, rows, sums = [], [], []
+    footers, rows, sums = [], [], []
     with ThreadPoolExecutor(max_workers=WORKERS) as pool, ThreadPoolExecutor(max_workers=1) as reader:
         upcoming = reader.submit(_contents, paths[0], filesystem)
         for index, path in enumerate(paths):
@@ -102,7 +116,7 @@ def digest_parquet(paths: Sequence[PurePath], filesystem: pafs.FileSystem | None
                 ]
                 for done in fed:
                     done.result()
-                sizes.append(buffer.size)
+                footers.append(Footer(parquet.metadata, buffer.size))
                 rows.append(parquet.metadata.num_rows)
                 sums.append(whole.result())
     digest = hashlib.sha256(f"{SCHEME}\n{json.dumps(schema)}\n{sum(rows)}\n".encode())
@@ -110,7 +124,7 @@ def digest_parquet(paths: Sequence[PurePath], filesystem: pafs.FileSystem | None
         for part in column.digests():
             digest.update(part)
     nulls = {described["name"]: column.null_count for described, column in zip(schema or [], columns)}
-    return ParquetContent(tuple(sizes), tuple(rows), tuple(sums), digest.hexdigest(), nulls)
+    return ParquetContent(tuple(footers), tuple(rows), tuple(sums), digest.hexdigest(), nulls)
 
 
 def _contents(path: PurePath, filesystem: pafs.FileSystem | None) -> pa.NativeFile:

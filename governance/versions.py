@@ -20,7 +20,7 @@ from governance.catalog.models import (
     VersionRow,
     described_read,
 )
-from governance.content import digest_parquet
+from governance.content import Footer, digest_parquet
 from governance.errors import IntegrityError
 from governance.lineage.versioned import VersionColumns
 from governance.lineage.versioned import record as record_columns
@@ -46,6 +46,8 @@ class Sealed:
     data_version: str | None = None
     # Parquet's: how many rows are null in each top-level column, as the hashing counted them.
     nulls: Mapping[str, int] = field(default_factory=dict)
+    # Parquet's: each file's footer, by name, as the hashing read it.
+    footers: Mapping[str, Footer] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def rows(self) -> int:
@@ -74,6 +76,7 @@ def _seal_parquet(lake: Lake, paths: list[PurePath]) -> Sealed:
         tuple(FileEntry(path.name, size, sha256, rows) for path, size, sha256, rows in entries),
         content.digest,
         content.nulls,
+        {path.name: footer for path, footer in zip(paths, content.footers)},
     )
 
 
@@ -156,7 +159,7 @@ def commit(catalog: Catalog, lake: Lake, stage: Staging, draft: Draft, progress:
             published.undo()
         raise
     if lake.tables is not None:
-        lake.tables.after_commit(catalog, lake, row, progress)
+        lake.tables.after_commit(catalog, lake, row, progress, draft.data.footers)
     return row
 
 

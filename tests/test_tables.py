@@ -24,6 +24,7 @@ from governance.catalog import Catalog, make_engine
 from governance.catalog.models import VersionRow
 from governance.cli import run
 from governance.config import Settings
+from governance.content import Footer
 from governance.errors import InvalidInput, TableSnapshotError
 from governance.ingest import ingest
 from governance.lake import TABLES_FOLDER, open_lake
@@ -242,6 +243,63 @@ def test_each_snapshot_keeps_the_columns_of_its_own_version(tmp_path, catalog_ur
         snapshot = table.snapshot_by_name(tag_of(number)).snapshot_id
         found = table.scan(snapshot_id=snapshot).to_arrow()
         assert found.to_pylist() == pq.read_table(version.files[0].removeprefix("file://")).to_pylist()
+
+
+def test_each_snapshot_lists_its_own_version_s_files_alone_and_is_tagged_in_the_same_commit(
+    tmp_path, catalog_url, catalog
+):
+    tables = IcebergTables(catalog_url, f"file://{tmp_path / 'tables'}")
+    key = AssetKey.parse("t/wholes")
+    versions = {n: version_file(tmp_path, n, pa.table({"id": [n]})) for n in (1, 2, 3)}
+    for n in versions:
+        tables.align(key, range(1, n + 1), versions.__getitem__)
+    table = tables.load(key)
+    assert table is not None
+    for n, version in versions.items():
+        snapshot = table.snapshot_by_name(tag_of(n))
+        manifests = snapshot.manifests(table.io)
+        assert snapshot.parent_snapshot_id is None and len(manifests) == 1
+        listed = [e.data_file.file_path for e in manifests[0].fetch_manifest_entry(table.io, discard_deleted=False)]
+        assert listed == list(version.files)
+    assert len(table.snapshots()) == 3 and set(table.refs()) == {"main", "custody-v1", "custody-v2", "custody-v3"}
+    assert table.current_snapshot().snapshot_id == table.snapshot_by_name("custody-v3").snapshot_id
+
+
+def test_a_snapshot_made_from_the_footers_sealing_read_is_the_one_made_from_the_files(tmp_path, catalog_url, catalog):
+    tables = IcebergTables(catalog_url, f"file://{tmp_path / 'tables'}")
+    rows = pa.table(
+        {"id": [3, 1, None], "name": ["c", None, "a"], "at": pa.array([1, 2, 3], pa.timestamp("us", "UTC"))}
+    )
+    version = version_file(tmp_path, 1, rows)
+    path = version.files[0]
+    local = path.removeprefix("file://")
+    footer = Footer(pq.read_metadata(local), Path(local).stat().st_size)
+    described = LiveVersion(1, version.files, version.summary, {path: footer})
+    made = {}
+    for name, live in (("read", version), ("footers", described)):
+        key = AssetKey("t", name)
+        tables.align(key, [1], {1: live}.__getitem__)
+        table = tables.load(key)
+        assert table is not None
+        made[name] = (table.schema(), table.scan(snapshot_id=tables.tags(key)[1]).plan_files()[0].file)
+    (schema, read), (same_schema, from_footer) = made["read"], made["footers"]
+    assert same_schema == schema
+    described_fields = (
+        "file_path",
+        "file_size_in_bytes",
+        "record_count",
+        "column_sizes",
+        "value_counts",
+        "null_value_counts",
+        "nan_value_counts",
+        "lower_bounds",
+        "upper_bounds",
+        "split_offsets",
+    )
+    assert {name: getattr(from_footer, name) for name in described_fields} == {
+        name: getattr(read, name) for name in described_fields
+    }
+    assert from_footer.record_count == 3 and from_footer.null_value_counts
 
 
 def test_a_snapshot_a_crash_left_untagged_is_tagged_not_made_twice(tmp_path, catalog_url, catalog):

@@ -1,11 +1,11 @@
 """Apache Iceberg tables whose snapshots are Custody's versions, one table per asset.
 
-A version's snapshot registers the version's own Parquet files (nothing is copied or rewritten) and
-replaces the table's rows with them, so each snapshot holds exactly that version's rows. It is
-tagged `custody-v<N>`: a tag keeps its snapshot through any engine's snapshot expiry. The table's
-current snapshot is the latest live version. Snapshots that no tag holds (a purged version's, and
-the intermediate ones that emptied the table) are expired at once, so the table's metadata grows
-with the live versions only.
+A version's snapshot registers the version's own Parquet files (nothing is copied or rewritten),
+described from the footers sealing read, and nothing else: it has no parent, so each snapshot holds
+exactly that version's rows. It is tagged `custody-v<N>` in the same commit: a tag keeps its
+snapshot through any engine's snapshot expiry. The table's current snapshot is the latest live
+version. Snapshots that no tag holds (a purged version's, and the one that empties the table when
+no version is left) are expired at once, so the table's metadata grows with the live versions only.
 
 The tables' catalog is Iceberg's SQL catalog (the JDBC catalog of Iceberg's Java libraries, on the
 same two tables) in Custody's own catalog database, named `custody`. Table metadata is kept under
@@ -19,6 +19,7 @@ import random
 import time
 import warnings
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING
 import pyarrow.parquet as pq
 from sqlalchemy.engine import make_url
 
+from governance.content import Footer
 from governance.errors import TableSnapshotError, error_summary
 from governance.zones import AssetKey
 
@@ -36,11 +38,15 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.fs as pafs
     from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.manifest import DataFile
     from pyiceberg.table import Table
+    from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.snapshots import Snapshot
 
 CATALOG_NAME = "custody"
 TAG_PREFIX = "custody-v"
+# The branch a version's snapshot is written on, inside the commit that tags it and drops the branch.
+WRITING_PREFIX = "custody-writing-v"
 # The snapshot summary's key that names the Custody version a snapshot holds.
 VERSION_PROPERTY = "custody.version"
 # Old metadata files are deleted as new ones are written: a table's history is the versions' tags.
@@ -59,6 +65,8 @@ INT96_HINT = (
 )
 # Commits that lose to another process's are tried again, on the table as it then is, this often.
 COMMIT_ATTEMPTS = 8
+# A version's footers read at once, for its snapshot's statistics.
+FOOTER_READERS = 8
 # SQLite waits this long for a writer of the catalog database rather than failing at once.
 SQLITE_BUSY_SECONDS = 30
 
@@ -74,11 +82,13 @@ def number_of(tag: str) -> int | None:
 
 @dataclass(frozen=True)
 class LiveVersion:
-    """A committed version as its table needs it: its files (absolute URIs) and summary."""
+    """A committed version as its table needs it: its files (absolute URIs), its summary, and the
+    footers of those files already read, by URI (the others are read from the files)."""
 
     number: int
     files: tuple[str, ...]
     summary: Mapping[str, str]
+    footers: Mapping[str, Footer] = field(default_factory=dict)
 
 
 @dataclass
@@ -191,7 +201,7 @@ class IcebergTables:
         for number in sorted(wanted - set(_tags(table))):
             try:
                 with _translated(f"make the table snapshot of {key}@{number}", conflicts=False):
-                    _snapshot(table, describe(number), self.fs)
+                    _snapshot(table, describe(number), self.fs, current=number == max(wanted))
             except TableSnapshotError as err:
                 done.failed[number] = str(err)
                 continue
@@ -215,7 +225,7 @@ class IcebergTables:
         try:
             return self.catalog.create_table(
                 self.identifier(key),
-                schema=_file_schema(first.files, self.fs),
+                schema=_file_schema(first, self.fs),
                 location=self.location(key),
                 properties=TABLE_PROPERTIES,
             )
@@ -234,20 +244,89 @@ def _tags(table: Table) -> dict[int, int]:
     return found
 
 
-def _snapshot(table: Table, version: LiveVersion, fs: pafs.FileSystem) -> None:
+def _snapshot(table: Table, version: LiveVersion, fs: pafs.FileSystem, *, current: bool) -> None:
     """One snapshot holding exactly the version's files, with the table's schema made the
-    version's, and its tag; a snapshot left untagged by a crash is tagged rather than made again."""
+    version's, and its tag, in one commit; made the table's current snapshot if `current`. A
+    snapshot an older release left untagged (it tagged in a second commit, which a crash could
+    prevent) is tagged rather than made again.
+
+    The snapshot has no parent: it is written apart from the table's other snapshots, so that it
+    lists the version's files alone, and a snapshot costs the same to make whatever came before.
+    """
+    from pyiceberg.table.refs import MAIN_BRANCH
+    from pyiceberg.table.update.snapshot import ManageSnapshots
+
     found = _snapshot_holding(table, version)
-    if found is None:
-        schema = _file_schema(version.files, fs)
-        with table.transaction() as transaction:
-            _match_schema(transaction, schema)
-            _empty(table, transaction)
-            transaction.add_files(list(version.files), snapshot_properties=dict(version.summary))
-        found = _snapshot_holding(table, version)
-        if found is None:
-            raise TableSnapshotError(f"the snapshot made for version {version.number} does not hold exactly its files")
-    table.manage_snapshots().create_tag(found, tag_of(version.number)).commit()
+    if found is not None:
+        table.manage_snapshots().create_tag(found, tag_of(version.number)).commit()
+        return
+    schema = _file_schema(version, fs)
+    with table.transaction() as transaction:
+        _match_schema(transaction, schema)
+        _name_columns(transaction)
+        before = {snapshot.snapshot_id for snapshot in transaction.table_metadata.snapshots}
+        # Written on a branch of its own, which starts empty, then dropped: Iceberg writes a table's
+        # first snapshot on the main branch only, where there is nothing before it either.
+        branch = f"{WRITING_PREFIX}{version.number}" if before else MAIN_BRANCH
+        summary = dict(version.summary)
+        with transaction.update_snapshot(snapshot_properties=summary, branch=branch).fast_append() as append:
+            for data_file in _data_files(table, transaction.table_metadata, version):
+                append.append_data_file(data_file)
+        (made,) = [s.snapshot_id for s in transaction.table_metadata.snapshots if s.snapshot_id not in before]
+        manage = ManageSnapshots(transaction).create_tag(made, tag_of(version.number))
+        if branch != MAIN_BRANCH:
+            manage.remove_branch(branch)
+        if current:
+            manage.set_current_snapshot(snapshot_id=made)
+        manage.commit()
+
+
+def _name_columns(transaction) -> None:
+    """Readers find the columns of Spark's files, which carry no Iceberg field ids, by name."""
+    from pyiceberg.table import TableProperties
+
+    metadata = transaction.table_metadata
+    if metadata.name_mapping() is None:
+        mapping = metadata.schema().name_mapping.model_dump_json()
+        transaction.set_properties(**{TableProperties.DEFAULT_NAME_MAPPING: mapping})
+
+
+def _data_files(table: Table, metadata: TableMetadata, version: LiveVersion) -> list[DataFile]:
+    """The version's Parquet files as the table's data files, with their statistics: from the
+    footers already read, or else read from the files (at once, as an object store's reads are
+    mostly waiting)."""
+    from pyiceberg.io.pyarrow import parquet_file_to_data_file
+
+    unread = [path for path in version.files if path not in version.footers]
+    with ThreadPoolExecutor(max_workers=FOOTER_READERS) as pool:
+        read = dict(zip(unread, pool.map(lambda path: parquet_file_to_data_file(table.io, metadata, path), unread)))
+    return [read.get(path) or _data_file(metadata, path, version.footers[path]) for path in version.files]
+
+
+def _data_file(metadata: TableMetadata, path: str, footer: Footer) -> DataFile:
+    """A data file of the table described from its footer; the table's schema is already the file's."""
+    from pyiceberg.io.pyarrow import (
+        compute_statistics_plan,
+        data_file_statistics_from_parquet_metadata,
+        parquet_path_to_id_mapping,
+    )
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+
+    schema = metadata.schema()
+    statistics = data_file_statistics_from_parquet_metadata(
+        parquet_metadata=footer.metadata,
+        stats_columns=compute_statistics_plan(schema, metadata.properties),
+        parquet_column_mapping=parquet_path_to_id_mapping(schema),
+    )
+    return DataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path=path,
+        file_format=FileFormat.PARQUET,
+        partition=statistics.partition(metadata.spec(), schema),
+        file_size_in_bytes=footer.size,
+        spec_id=metadata.default_spec_id,
+        **statistics.to_serialized_dict(),
+    )
 
 
 def _snapshot_holding(table: Table, version: LiveVersion) -> int | None:
@@ -313,11 +392,14 @@ def _settle(table: Table, latest: int | None) -> None:
         table.maintenance.expire_snapshots().by_ids(loose).commit()
 
 
-def _file_schema(files: Sequence[str], fs: pafs.FileSystem) -> pa.Schema:
+def _file_schema(version: LiveVersion, fs: pafs.FileSystem) -> pa.Schema:
     """The Arrow schema of a version's first file, without Spark's metadata."""
-    if not files:
+    if not version.files:
         raise TableSnapshotError("a version with no Parquet file cannot be a table snapshot")
-    return pq.read_schema(_path(files[0]), filesystem=fs).remove_metadata()
+    first = version.files[0]
+    if first in version.footers:
+        return version.footers[first].metadata.schema.to_arrow_schema().remove_metadata()
+    return pq.read_schema(_path(first), filesystem=fs).remove_metadata()
 
 
 def _path(uri: str) -> str:

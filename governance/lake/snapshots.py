@@ -9,7 +9,7 @@ cannot, so no tag ever names files that are gone.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +20,7 @@ from governance import ledger
 from governance.catalog import Catalog
 from governance.catalog.models import VersionRow
 from governance.catalog.states import VersionStatus
+from governance.content import Footer
 from governance.errors import TableSnapshotError, bounded_reason
 from governance.lake.iceberg import VERSION_PROPERTY, Alignment, IcebergTables, LiveVersion
 from governance.locks import file_lock
@@ -47,15 +48,21 @@ class TableSnapshots:
         # meet at the table's commit instead, which Iceberg lets only one of them win at a time.
         self.locks = locks
 
-    def align(self, catalog: Catalog, lake: Lake, key: AssetKey) -> Alignment:
+    def align(
+        self, catalog: Catalog, lake: Lake, key: AssetKey, footers: Mapping[int, Mapping[str, Footer]] | None = None
+    ) -> Alignment:
         """Make the asset's table agree with its committed versions, read while this process alone
-        aligns it; TableSnapshotError if the table cannot be reached."""
+        aligns it; TableSnapshotError if the table cannot be reached. `footers` are the Parquet
+        footers already read of some versions' files, by version and file name."""
         with self.held(key):
-            return self._align(catalog, lake, key)
+            return self._align(catalog, lake, key, footers)
 
-    def _align(self, catalog: Catalog, lake: Lake, key: AssetKey) -> Alignment:
+    def _align(
+        self, catalog: Catalog, lake: Lake, key: AssetKey, footers: Mapping[int, Mapping[str, Footer]] | None = None
+    ) -> Alignment:
         rows = {row.number: row for row in _committed(catalog, key)}
-        return self.tables.align(key, rows.keys(), lambda number: live_version(lake, rows[number]))
+        known = footers or {}
+        return self.tables.align(key, rows.keys(), lambda number: live_version(lake, rows[number], known.get(number)))
 
     @contextmanager
     def held(self, key: AssetKey) -> Iterator[None]:
@@ -77,11 +84,19 @@ class TableSnapshots:
             self._align(catalog, lake, key)
             yield
 
-    def after_commit(self, catalog: Catalog, lake: Lake, row: VersionRow, progress: Progress = quiet) -> None:
-        """Give a just-committed version its snapshot; a failure is recorded and said, not raised."""
+    def after_commit(
+        self,
+        catalog: Catalog,
+        lake: Lake,
+        row: VersionRow,
+        progress: Progress = quiet,
+        footers: Mapping[str, Footer] | None = None,
+    ) -> None:
+        """Give a just-committed version its snapshot, from the `footers` of its files (by name)
+        that sealing read; a failure is recorded and said, not raised."""
         key = AssetKey.parse(row.asset_key)
         try:
-            done = self.align(catalog, lake, key)
+            done = self.align(catalog, lake, key, {row.number: footers or {}})
         except TableSnapshotError as err:
             problem = str(err)
         else:
@@ -125,17 +140,18 @@ def _committed(catalog: Catalog, key: AssetKey) -> list[VersionRow]:
         )
 
 
-def live_version(lake: Lake, row: VersionRow) -> LiveVersion:
-    """The version's Parquet files, as its manifest lists them, and its snapshot summary."""
+def live_version(lake: Lake, row: VersionRow, footers: Mapping[str, Footer] | None = None) -> LiveVersion:
+    """The version's Parquet files, as its manifest lists them, with those of their `footers`
+    (by file name) already read, and its snapshot summary."""
     folder = lake.at(row.path)
     manifest = lake.read_manifest(folder)
     if manifest is None:
         raise TableSnapshotError(f"{row.ref}: no readable manifest in {lake.uri(folder)}, so no table snapshot")
     # Iceberg keeps a location as written, without percent-encoding: the `=` of `v=N` stays.
-    files = tuple(
-        lake.file_uri(folder / entry["path"]) for entry in manifest["files"] if entry["path"].endswith(".parquet")
-    )
-    return LiveVersion(row.number, files, snapshot_summary(row))
+    names = [entry["path"] for entry in manifest["files"] if entry["path"].endswith(".parquet")]
+    uris = {name: lake.file_uri(folder / name) for name in names}
+    read = {uris[name]: footer for name, footer in (footers or {}).items() if name in uris}
+    return LiveVersion(row.number, tuple(uris.values()), snapshot_summary(row), read)
 
 
 def snapshot_summary(row: VersionRow) -> dict[str, str]:
