@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from governance.catalog.models import VersionRow
 from governance.catalog.states import Criticality
-from governance.lineage.graph import MAX_DEPTH, closure, impact, protected_ids, provenance
+from governance.lineage.graph import MAX_DEPTH, NODE_COLUMNS, closure, impact, protected_ids, provenance
 from governance.lineage.terms import Direction
 from governance.retention import set_status
 from governance.zones import VersionRef
@@ -72,3 +73,17 @@ def test_back_to_normal_lifts_the_protection(catalog, diamond):
     set_status(catalog, VersionRef.parse("top/d@1"), Criticality.NORMAL, "alice")
     with catalog.session() as session:
         assert protected_ids(session) == set()
+
+
+def test_each_version_of_a_lineage_shows_its_own_catalog_row(catalog, diamond):
+    with catalog.session() as session:
+        row = session.get(VersionRow, diamond["b"])
+        assert row is not None
+        row.label, row.label_from, row.run_id, row.assurance = "june", "batch", "run-9", "verified"
+        row.rows_quarantined, row.criticality = 2, Criticality.CRITICAL.value
+    shown = next(node for node in impact(catalog, VersionRef.parse("raw/a@1")).root.walk() if node.ref == "mid/b@1")
+    stored = catalog.version(VersionRef.parse("mid/b@1"))
+    assert (shown.asset, shown.version, shown.created_at) == (stored.asset_key, 1, stored.created_at.isoformat())
+    for name in (n for n in NODE_COLUMNS[2:] if n != "created_at"):
+        assert getattr(shown, name) == getattr(stored, name), name
+    assert (shown.protected, shown.depth) == (True, 1)

@@ -6,12 +6,14 @@ upstream, the foreign runs that wrote what a landing version was ingested from, 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Any
 
 from sqlmodel import Session, col, select
 
+from governance.catalog.byids import ByIds
 from governance.catalog.models import ForeignDataset, ForeignIO, ForeignRun, VersionRow
 from governance.foreign.columns import WrittenColumns, written_columns
 from governance.foreign.datasets import INPUT, OUTPUT, chunks
@@ -248,13 +250,13 @@ def _written(
 
 
 def _readers_of_versions(session: Session, version_ids: Sequence[int]) -> dict[int, list[str]]:
+    """The runs that read each version: asked once for a whole level of a walk, which may hold a
+    hundred thousand versions."""
     found: dict[int, list[str]] = {}
-    for chunk in chunks(list(version_ids)):
-        query = select(ForeignIO.version_id, ForeignIO.run_id).where(
-            col(ForeignIO.direction) == INPUT, col(ForeignIO.version_id).in_(chunk)
-        )
-        for version_id, run_id in session.exec(query):
-            found.setdefault(int(version_id or 0), []).append(run_id)
+    reads = ByIds(session, "version_id, run_id", ForeignIO.__tablename__, "version_id", f"direction = '{INPUT}'")
+    with closing(reads):
+        for version_id, run_id in reads.rows(list(version_ids)):
+            found.setdefault(int(version_id), []).append(run_id)
     return {vid: sorted(set(runs)) for vid, runs in found.items()}
 
 

@@ -1,0 +1,54 @@
+"""Rows of a statement over a set of ids, fetched in one statement whatever the set's size, through
+the driver's own cursor: a lineage walk asks for a hundred thousand versions at a time.
+
+SQLite takes the set as one JSON array and PostgreSQL as one array parameter, so neither the
+statement nor the parameter count grows with the set; another database gets it in chunks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from sqlmodel import Session
+
+CHUNK = 5_000
+
+
+class ByIds:
+    """`SELECT columns FROM table WHERE key IN (the ids) [AND where]`; the names and `where` are
+    the models' own, written into the statement."""
+
+    def __init__(self, session: Session, columns: str, table: str, key: str, where: str | None = None):
+        self.cursor = session.connection().connection.cursor()
+        self.dialect = session.get_bind().dialect.name
+        if self.dialect == "sqlite":
+            members = "IN (SELECT value FROM json_each(?))"
+        elif self.dialect == "postgresql":
+            members = "= ANY(%s)"
+        else:
+            members = "IN ({})"
+        also = f" AND {where}" if where else ""
+        self.query = f"SELECT {columns} FROM {table} WHERE {key} {members}{also}"
+
+    def close(self) -> None:
+        self.cursor.close()
+
+    def rows(self, ids: list[int]) -> Sequence[tuple[Any, ...]]:
+        if self.dialect == "sqlite":
+            self.cursor.execute(self.query, (json.dumps(ids),))
+            return self.cursor.fetchall()
+        if self.dialect == "postgresql":
+            self.cursor.execute(self.query, (ids,))
+            return self.cursor.fetchall()
+        rows: list[tuple[Any, ...]] = []
+        for chunk in chunked(ids):
+            self.cursor.execute(self.query.format(", ".join(str(int(i)) for i in chunk)))
+            rows.extend(self.cursor.fetchall())
+        return rows
+
+
+def chunked(ids: list[int]) -> Iterator[list[int]]:
+    for start in range(0, len(ids), CHUNK):
+        yield ids[start : start + CHUNK]
