@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import pytest
 
 from governance.catalog.models import VersionRow
 from governance.catalog.states import Criticality
-from governance.lineage.graph import MAX_DEPTH, NODE_COLUMNS, closure, impact, protected_ids, provenance
+from governance.lineage.graph import (
+    MAX_DEPTH,
+    NODE_COLUMNS,
+    NODE_FIELDS,
+    VersionNode,
+    closure,
+    impact,
+    protected_ids,
+    provenance,
+)
 from governance.lineage.terms import Direction
 from governance.retention import set_status
 from governance.zones import VersionRef
@@ -87,3 +98,8 @@ def test_each_version_of_a_lineage_shows_its_own_catalog_row(catalog, diamond):
     for name in (n for n in NODE_COLUMNS[2:] if n != "created_at"):
         assert getattr(shown, name) == getattr(stored, name), name
     assert (shown.protected, shown.depth) == (True, 1)
+
+
+def test_a_version_s_columns_are_the_first_fields_of_its_node_in_order():
+    first = [f.name for f in fields(VersionNode)][: len(NODE_FIELDS) + 2]
+    assert first == [*NODE_FIELDS, "protected", "depth"]

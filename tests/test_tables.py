@@ -353,6 +353,31 @@ def test_the_cli_lists_the_tables_and_prints_the_spark_settings(home, monkeypatc
 
 
 @pytest.mark.both_backends
+def test_a_writer_whose_table_another_moved_meanwhile_starts_over_and_keeps_its_snapshots(
+    tmp_path, catalog_url, catalog
+):
+    key = AssetKey.parse("t/moved")
+    versions = {n: version_file(tmp_path, n, pa.table({"id": [n]})) for n in range(1, 5)}
+    first = IcebergTables(catalog_url, f"file://{tmp_path / 'tables'}")
+    first.align(key, [1, 2], versions.__getitem__)
+    other = IcebergTables(catalog_url, f"file://{tmp_path / 'tables'}")  # another host's process
+    interleaved = []
+
+    def described(number: int) -> LiveVersion:
+        if not interleaved:  # the first writer has read the table; the other commits 3 and 4 now
+            interleaved.append(other.align(key, [1, 2, 3, 4], versions.__getitem__))
+        return versions[number]
+
+    done = first.align(key, [1, 2, 3, 4], described)
+    made = interleaved[0]
+    assert made.tagged == [3, 4] and done.tagged == []
+    table = first.load(key)
+    assert table is not None and len(table.snapshots()) == 4
+    assert first.tags(key) == {n: table.snapshot_by_name(tag_of(n)).snapshot_id for n in versions}
+    assert table.current_snapshot().snapshot_id == first.tags(key)[4]
+    assert [s.sequence_number for s in sorted(table.snapshots(), key=lambda s: s.sequence_number)] == [1, 2, 3, 4]
+
+
 def test_two_writers_aligning_one_table_at_once_leave_every_version_tagged_once(tmp_path, catalog_url, catalog):
     key = AssetKey.parse("t/busy")
     versions = {n: version_file(tmp_path, n, pa.table({"id": [n]})) for n in range(1, 5)}

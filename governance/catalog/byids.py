@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlmodel import Session
 
 CHUNK = 5_000
+IDS = "/* ids */"
+
+T = TypeVar("T")
 
 
 class ByIds:
     """`SELECT columns FROM table WHERE key IN (the ids) [AND where]`; the names and `where` are
-    the models' own, written into the statement."""
+    the models' own, written into the statement: plain SQL holding no `%` (the drivers' parameter
+    mark) and no parameter of its own."""
 
     def __init__(self, session: Session, columns: str, table: str, key: str, where: str | None = None):
         self.cursor = session.connection().connection.cursor()
@@ -28,7 +32,7 @@ class ByIds:
         elif self.dialect == "postgresql":
             members = "= ANY(%s)"
         else:
-            members = "IN ({})"
+            members = f"IN ({IDS})"
         also = f" AND {where}" if where else ""
         self.query = f"SELECT {columns} FROM {table} WHERE {key} {members}{also}"
 
@@ -44,11 +48,12 @@ class ByIds:
             return self.cursor.fetchall()
         rows: list[tuple[Any, ...]] = []
         for chunk in chunked(ids):
-            self.cursor.execute(self.query.format(", ".join(str(int(i)) for i in chunk)))
+            self.cursor.execute(self.query.replace(IDS, ", ".join(str(int(i)) for i in chunk)))
             rows.extend(self.cursor.fetchall())
         return rows
 
 
-def chunked(ids: list[int]) -> Iterator[list[int]]:
-    for start in range(0, len(ids), CHUNK):
-        yield ids[start : start + CHUNK]
+def chunked(items: list[T]) -> Iterator[list[T]]:
+    """`items` a few thousand at a time: as many as one statement's parameters may be."""
+    for start in range(0, len(items), CHUNK):
+        yield items[start : start + CHUNK]

@@ -10,8 +10,9 @@ from typing import Any, Protocol
 
 from sqlmodel import Session, col, select
 
+from governance.catalog.byids import chunked
 from governance.catalog.models import ForeignColumn, ForeignDataset, ForeignIO, VersionRow
-from governance.foreign.datasets import INPUT, chunks, digest, ident
+from governance.foreign.datasets import INPUT, digest, ident
 from governance.lineage.columns import Edge, Kind, Transformation
 
 NEW_COLUMN = (
@@ -151,7 +152,7 @@ def written_columns(session: Session, written: Iterable[tuple[str, int]]) -> dic
     """For each (run, dataset it wrote), the column lineage the run reported for it."""
     wanted = set(written)
     rows: list[ForeignColumn] = []
-    for chunk in chunks(sorted({dataset_id for _, dataset_id in wanted})):
+    for chunk in chunked(sorted({dataset_id for _, dataset_id in wanted})):
         query = select(ForeignColumn).where(col(ForeignColumn.dataset_id).in_(chunk))
         rows += [row for row in session.exec(query) if (row.run_id, row.dataset_id) in wanted]
     read = _versions_read(session, sorted({row.run_id for row in rows}))
@@ -172,7 +173,7 @@ def written_columns(session: Session, written: Iterable[tuple[str, int]]) -> dic
 def _versions_read(session: Session, run_ids: list[str]) -> dict[tuple[str, str], tuple[tuple[int, str], ...]]:
     """The Custody versions each run read, by the namespace and name it read them under."""
     read: dict[tuple[str, str], set[tuple[int, str]]] = {}
-    for chunk in chunks(run_ids):
+    for chunk in chunked(run_ids):
         query = (
             select(ForeignIO.run_id, ForeignDataset.ident, VersionRow)
             .join(ForeignDataset, col(ForeignDataset.id) == col(ForeignIO.dataset_id))

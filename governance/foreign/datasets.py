@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
-from typing import Any
 
 # A foreign run's datasets: those it read, and those it wrote.
 INPUT, OUTPUT = "input", "output"
-# The most ids one query asks for.
-CHUNK = 5_000
 
 
 def digest(*parts: object) -> str:
@@ -19,8 +15,3 @@ def digest(*parts: object) -> str:
 def ident(namespace: str, name: str) -> str:
     """A dataset's namespace and name as one short digest, whatever their length."""
     return digest(namespace, name)
-
-
-def chunks(items: list[Any]) -> Iterator[list[Any]]:
-    for start in range(0, len(items), CHUNK):
-        yield items[start : start + CHUNK]

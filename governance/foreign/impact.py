@@ -13,10 +13,10 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from governance.catalog.byids import ByIds
+from governance.catalog.byids import ByIds, chunked
 from governance.catalog.models import ForeignDataset, ForeignIO, ForeignRun, VersionRow
 from governance.foreign.columns import WrittenColumns, written_columns
-from governance.foreign.datasets import INPUT, OUTPUT, chunks
+from governance.foreign.datasets import INPUT, OUTPUT
 
 # As deep as a version's own lineage is walked.
 MAX_DEPTH = 100
@@ -153,7 +153,7 @@ def written_at(session: Session, locations: dict[int, list[str]]) -> dict[int, d
     """For each version, the foreign runs that wrote one of its `locations`, with what each wrote there."""
     wanted = {location: vid for vid, found in locations.items() for location in found}
     written: dict[int, dict[str, list[ForeignDataset]]] = {}
-    for chunk in chunks(list(wanted)):
+    for chunk in chunked(list(wanted)):
         query = (
             select(ForeignIO.run_id, ForeignDataset)
             .join(ForeignDataset, col(ForeignDataset.id) == col(ForeignIO.dataset_id))
@@ -205,7 +205,7 @@ def written_lineage(session: Session, locations: dict[int, list[str]]) -> dict[i
 def _inputs_of(session: Session, run_ids: list[str]) -> dict[str, list[ForeignDatasetNode]]:
     """What each run read: datasets, each with the Custody version it is, if one."""
     reads: dict[str, list[ForeignDatasetNode]] = {}
-    for chunk in chunks(run_ids):
+    for chunk in chunked(run_ids):
         query = (
             select(ForeignIO.run_id, ForeignDataset, VersionRow.asset_key, VersionRow.number)
             .join(ForeignDataset, col(ForeignDataset.id) == col(ForeignIO.dataset_id))
@@ -262,7 +262,7 @@ def _readers_of_versions(session: Session, version_ids: Sequence[int]) -> dict[i
 
 def _outputs_of(session: Session, run_ids: list[str]) -> list[_Output]:
     written: list[_Output] = []
-    for chunk in chunks(run_ids):
+    for chunk in chunked(run_ids):
         query = (
             select(ForeignIO.run_id, ForeignDataset)
             .join(ForeignDataset, col(ForeignDataset.id) == col(ForeignIO.dataset_id))
@@ -278,7 +278,7 @@ def _readers_of_datasets(session: Session, datasets: list[ForeignDataset]) -> di
     for dataset in datasets:
         by_ident.setdefault(dataset.ident, []).append(dataset)
     found: dict[int, set[str]] = {}
-    for chunk in chunks(list(by_ident)):
+    for chunk in chunked(list(by_ident)):
         query = (
             select(ForeignIO.run_id, ForeignDataset.ident, ForeignDataset.version)
             .join(ForeignDataset, col(ForeignDataset.id) == col(ForeignIO.dataset_id))
@@ -293,7 +293,7 @@ def _readers_of_datasets(session: Session, datasets: list[ForeignDataset]) -> di
 
 def _runs(session: Session, run_ids: list[str]) -> dict[str, ForeignRun]:
     runs: dict[str, ForeignRun] = {}
-    for chunk in chunks(run_ids):
+    for chunk in chunked(run_ids):
         runs.update(
             (run.run_id, run) for run in session.exec(select(ForeignRun).where(col(ForeignRun.run_id).in_(chunk)))
         )

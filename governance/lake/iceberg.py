@@ -4,8 +4,9 @@ A version's snapshot registers the version's own Parquet files (nothing is copie
 described from the footers sealing read, and nothing else: it has no parent, so each snapshot holds
 exactly that version's rows. It is tagged `custody-v<N>` in the same commit: a tag keeps its
 snapshot through any engine's snapshot expiry. The table's current snapshot is the latest live
-version. Snapshots that no tag holds (a purged version's, and the one that empties the table when
-no version is left) are expired at once, so the table's metadata grows with the live versions only.
+version. A purged version's snapshot is expired at once, and the one that empties the table when no
+version is left once a new version replaces it, so the table's metadata grows with the live
+versions only.
 
 The tables' catalog is Iceberg's SQL catalog (the JDBC catalog of Iceberg's Java libraries, on the
 same two tables) in Custody's own catalog database, named `custody`. Table metadata is kept under
@@ -262,6 +263,13 @@ def _snapshot(table: Table, version: LiveVersion, fs: pafs.FileSystem, *, curren
         return
     schema = _file_schema(version, fs)
     with table.transaction() as transaction:
+        head = table.current_snapshot()
+        if head is not None:
+            # Changes nothing, but requires the main branch to be where this table found it: a
+            # transaction keeps only its first requirement of a kind, and the branch the snapshot is
+            # written on, always new, would give that one. A commit from a table another process
+            # has moved since fails, and `align` starts over from the table as it now is.
+            ManageSnapshots(transaction).set_current_snapshot(snapshot_id=head.snapshot_id)
         _match_schema(transaction, schema)
         _name_columns(transaction)
         before = {snapshot.snapshot_id for snapshot in transaction.table_metadata.snapshots}
@@ -298,13 +306,18 @@ def _data_files(table: Table, metadata: TableMetadata, version: LiveVersion) -> 
     from pyiceberg.io.pyarrow import parquet_file_to_data_file
 
     unread = [path for path in version.files if path not in version.footers]
-    with ThreadPoolExecutor(max_workers=FOOTER_READERS) as pool:
-        read = dict(zip(unread, pool.map(lambda path: parquet_file_to_data_file(table.io, metadata, path), unread)))
-    return [read.get(path) or _data_file(metadata, path, version.footers[path]) for path in version.files]
+    read: dict[str, DataFile] = {}
+    if unread:
+        with ThreadPoolExecutor(max_workers=FOOTER_READERS) as pool:
+            described = pool.map(lambda path: parquet_file_to_data_file(table.io, metadata, path), unread)
+            read = dict(zip(unread, described))
+    return [read[path] if path in read else _data_file(metadata, path, version.footers[path]) for path in version.files]
 
 
 def _data_file(metadata: TableMetadata, path: str, footer: Footer) -> DataFile:
-    """A data file of the table described from its footer; the table's schema is already the file's."""
+    """A data file of the table described from its footer, as PyIceberg describes one it reads.
+    PyIceberg would also check the file's schema against the table's: here the table's schema was
+    just made the version's, whose files sealing found to share one schema."""
     from pyiceberg.io.pyarrow import (
         compute_statistics_plan,
         data_file_statistics_from_parquet_metadata,
