@@ -252,7 +252,7 @@ def _snapshot(table: Table, version: LiveVersion, fs: pafs.FileSystem, *, curren
     prevent) is tagged rather than made again.
 
     The snapshot has no parent: it is written apart from the table's other snapshots, so that it
-    lists the version's files alone, and a snapshot costs the same to make whatever came before.
+    lists the version's files alone, and making it reads no earlier version's manifests.
     """
     from pyiceberg.table.refs import MAIN_BRANCH
     from pyiceberg.table.update.snapshot import ManageSnapshots
