@@ -51,6 +51,20 @@ def test_the_cli_s_help_loads_no_database_spec_or_spark_library():
     assert printed_by(code).splitlines()[-1] == "[]"
 
 
+def test_a_command_loads_its_libraries_with_the_collector_paused_and_freezes_only_what_they_built():
+    code = (
+        "import gc\nfrom governance.command import collector_paused\n"
+        "before = gc.get_freeze_count()\n"
+        "with collector_paused():\n    paused = not gc.isenabled()\n"
+        "nothing_loaded = gc.get_freeze_count() == before\n"
+        "with collector_paused():\n    import sqlalchemy\n"
+        "loaded = gc.get_freeze_count() > before\n"
+        "gc.disable()\nwith collector_paused():\n    import sqlmodel\n"
+        "print(paused, nothing_loaded, loaded, gc.isenabled())"
+    )
+    assert printed_by(code).splitlines()[-1] == "True True True False"
+
+
 def printed_by(code: str) -> str:
     """What `code` prints, run in a fresh interpreter with `sys` imported."""
     out = subprocess.run(

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.text import Text
 
 from governance import render
+from governance.command import collector_paused
 from governance.config import SERVICE_URL_VARIABLE, Settings
 from governance.errors import InvalidInput, NotFound, printable
 from governance.zones import AssetKey
@@ -95,16 +96,18 @@ def load_settings() -> Settings:
 
 
 def open_catalog(settings: Settings) -> Catalog:
-    from governance.catalog import Catalog
+    with collector_paused():
+        from governance.catalog import Catalog
 
-    return Catalog.from_settings(settings, os.environ)
+        return Catalog.from_settings(settings, os.environ)
 
 
 def open_custody(settings: Settings) -> Custody:
     # Access control is imported by the commands that use it: the others start faster without it.
-    from governance.api import Custody
+    with collector_paused():
+        from governance.api import Custody
 
-    return Custody(settings, channel="cli")
+        return Custody(settings, channel="cli")
 
 
 def read_password(from_stdin: bool) -> str | None:

@@ -22,6 +22,7 @@ from governance.cli.common import (
     show,
     stream_json,
 )
+from governance.command import collector_paused
 from governance.errors import NotFound
 from governance.lineage.terms import SUMMARY_OVER, Direction
 from governance.zones import AssetKey, VersionRef
@@ -121,7 +122,8 @@ def impact(
 
 
 def _show_lineage(ref: VersionRef, direction: Direction, depth: int | None, everything: bool, as_json: bool) -> None:
-    from governance.lineage.graph import Lineage, LineageSummary, explore, lineage, stream
+    with collector_paused():
+        from governance.lineage.graph import Lineage, LineageSummary, explore, lineage, stream
 
     remote = service_client()
     if remote is not None:
