@@ -44,3 +44,20 @@ def test_a_stream_to_a_stdout_of_text_alone_is_the_same_array():
         stream_json(iter(items))
 
     assert json.loads(captured.getvalue()) == items
+
+
+def test_a_stream_s_first_item_is_written_out_before_the_next_is_asked_for():
+    written = io.BytesIO()
+    stdout = io.TextIOWrapper(io.BufferedWriter(written, buffer_size=1 << 16), encoding="utf-8")
+    seen_before_second: list[bytes] = []
+
+    def items():
+        yield {"asset": "t/a", "version": 1}
+        seen_before_second.append(written.getvalue())
+        yield {"asset": "t/a", "version": 2}
+
+    with redirect_stdout(stdout):
+        stream_json(items())
+
+    assert seen_before_second[0].startswith(b"[\n") and b'"version":1' in seen_before_second[0]
+    assert json.loads(written.getvalue()) == [{"asset": "t/a", "version": 1}, {"asset": "t/a", "version": 2}]

@@ -154,6 +154,8 @@ def stream_json(items: Iterable[Any]) -> None:
         out.write(b"[")
         for number, item in enumerate(items):
             out.write((b",\n" if number else b"\n") + json_bytes(item))
+            if not number:  # the first at once, rather than once a buffer fills behind it
+                out.flush()
         out.write(b"\n]\n")
         out.flush()
     finally:
