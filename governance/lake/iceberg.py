@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING
 import pyarrow.parquet as pq
 from sqlalchemy.engine import make_url
 
-from governance.content import Footer
 from governance.errors import TableSnapshotError, error_summary
 from governance.zones import AssetKey
 
@@ -43,6 +42,8 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.snapshots import Snapshot
+
+    from governance.content import Footer
 
 CATALOG_NAME = "custody"
 TAG_PREFIX = "custody-v"

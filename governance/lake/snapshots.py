@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlmodel import select
 
@@ -20,12 +21,15 @@ from governance import ledger
 from governance.catalog import Catalog
 from governance.catalog.models import VersionRow
 from governance.catalog.states import VersionStatus
-from governance.content import Footer
 from governance.errors import TableSnapshotError, bounded_reason
 from governance.lake.iceberg import VERSION_PROPERTY, Alignment, IcebergTables, LiveVersion
 from governance.locks import file_lock
 from governance.runs import Progress, quiet
 from governance.zones import AssetKey, Lake
+
+if TYPE_CHECKING:
+    # Only named: importing it would load the digest's libraries wherever a lake is opened.
+    from governance.content import Footer
 
 # Beside the tables' metadata, one lock file an asset: whoever aligns a table holds it.
 LOCKS = "_locks"
