@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
-from pathlib import Path, PurePath, PurePosixPath
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
@@ -148,18 +148,21 @@ class Lake:
         return local_path(uri).resolve().is_relative_to(Path(folder).resolve())
 
     @cached_property
-    def _roots(self) -> tuple[Path, ...]:
-        """The root as given and as it resolves: a tool may name the lake either way."""
-        return tuple(dict.fromkeys((self.root, self.root.resolve())))
+    def _root_prefixes(self) -> tuple[str, ...]:
+        """The root as given and as it resolves (a tool may name the lake either way), each as the
+        start of the paths under it."""
+        return tuple(dict.fromkeys(f"{root.as_posix().rstrip('/')}/" for root in (self.root, self.root.resolve())))
 
     def location_of(self, uri: str) -> str | None:
         """Where in the lake a tool Custody does not run names `uri` (a path, or a `file:` URI),
         relative to the root as the catalog keeps locations; None outside the lake. The name is
-        only read, never looked up on disk: `..` cannot climb out, and a missing file is no error."""
-        path = PurePosixPath(posixpath.normpath(local_path(uri).as_posix()))
-        for root in self._roots:
-            if path.is_relative_to(root.as_posix()):
-                return path.relative_to(root.as_posix()).as_posix()
+        only read, never looked up on disk: `..` cannot climb out, and a missing file is no error.
+        Worked on as text: a busy lineage endpoint asks this several times for every event."""
+        parsed = urlparse(uri)
+        path = posixpath.normpath(unquote(parsed.path) if parsed.scheme in ("", "file") else uri)
+        for prefix in self._root_prefixes:
+            if path.startswith(prefix) or f"{path}/" == prefix:
+                return path[len(prefix) :] or "."
         return None
 
     def contain(self, path: Path, within: Path | None = None) -> Path:

@@ -13,7 +13,7 @@ import pytest
 from sqlmodel import func, select
 
 from governance.catalog import Catalog
-from governance.catalog.models import ForeignColumn, ForeignDataset, ForeignEvent, VersionRow
+from governance.catalog.models import ForeignColumn, ForeignDataset, ForeignEvent, ForeignIO, ForeignRun, VersionRow
 from governance.catalog.states import VersionStatus
 from governance.errors import InvalidInput
 from governance.foreign.events import MAX_FIELD_DEPENDENCIES, RunEvent, parse
@@ -74,6 +74,26 @@ def test_an_event_sent_twice_is_kept_once_and_joined_to_the_version_it_read(cata
         assert session.exec(select(func.count()).select_from(ForeignEvent)).one() == 1
     [job] = impact(catalog, VersionRef.parse("sales/clients@1")).root.foreign
     assert (job.run_id, job.state, [o.name for o in job.outputs]) == (run_id, "START", ["reports.daily"])
+
+
+def test_an_event_whose_joining_fails_is_kept_said_not_joined_and_leaves_nothing_of_the_join(
+    catalog: Catalog, lake: Lake
+):
+    add_version(catalog, "sales/clients", 1, zone="landing")
+    run_id = str(uuid.uuid4())
+
+    def failing_judge(user: str | None, asset: str) -> str | None:
+        raise InvalidInput(f"no policy to judge a read of {asset}")
+
+    start = event(run_id, "START", [at(lake, "landing/sales/clients/v=1")], ["reports.daily"])
+    [received] = receive(catalog, lake, [start], "lineage-bot", failing_judge)
+
+    assert received.stored and received.unjoined == "no policy to judge a read of sales/clients"
+    with catalog.session() as session:
+        assert session.exec(select(func.count()).select_from(ForeignEvent)).one() == 1
+        # The run was recorded before the judge failed: the joining's savepoint took it back.
+        assert session.exec(select(func.count()).select_from(ForeignRun)).one() == 0
+        assert session.exec(select(func.count()).select_from(ForeignIO)).one() == 0
 
 
 def test_impact_crosses_foreign_runs_where_the_versions_of_a_dataset_agree(catalog: Catalog, lake: Lake):

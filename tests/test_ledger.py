@@ -14,7 +14,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from governance import ledger
 from governance.access.settings import pinned_settings
-from governance.catalog.group import Append, GroupCommit
+from governance.catalog.group import Append, GroupCommit, Outcome
 from governance.errors import CustodyError, SettingsChanged
 from governance.ledger import LedgerFilter
 from governance.runs import Assurance
@@ -179,17 +179,20 @@ def test_a_shared_transaction_s_committer_returns_every_entry_it_committed_even_
     def commit(appends):
         first_running.set()
         queued.wait(timeout=30)
-        return [None if append.settings == stale else list(append.events) for append in appends]
+        return [
+            None if append.settings == stale else Outcome([ledger.Appended(seq, name) for seq, name in append.events])
+            for append in appends
+        ]
 
     outcomes = {}
 
-    def append(name, settings=None):
-        outcomes[name] = group.append(Append([name], settings), commit)
+    def append(seq, name, settings=None):
+        outcomes[name] = group.append(Append([(seq, name)], settings), commit)
 
-    threads = [threading.Thread(target=append, args=("carol",))]
+    threads = [threading.Thread(target=append, args=(1, "carol"))]
     threads[0].start()
     first_running.wait(timeout=30)
-    threads += [threading.Thread(target=append, args=args) for args in (("mallory", stale), ("alice",))]
+    threads += [threading.Thread(target=append, args=args) for args in ((2, "mallory", stale), (2, "alice"))]
     for thread in threads[1:]:
         thread.start()
     while len(group._waiting) < 2:  # both queued behind carol's transaction
@@ -198,9 +201,12 @@ def test_a_shared_transaction_s_committer_returns_every_entry_it_committed_even_
     for thread in threads:
         thread.join(timeout=30)
     assert outcomes["mallory"].refused and outcomes["mallory"].appended == ()
-    assert [outcome.appended for outcome in (outcomes["carol"], outcomes["alice"])] == [["carol"], ["alice"]]
+    assert [outcome.appended for outcome in (outcomes["carol"], outcomes["alice"])] == [
+        [ledger.Appended(1, "carol")],
+        [ledger.Appended(2, "alice")],
+    ]
     # The committer of each transaction, refused or not, sees to the checkpoint of all it committed.
-    assert sorted(entry for outcome in outcomes.values() for entry in outcome.batch) == ["alice", "carol"]
+    assert sorted(entry.hash for outcome in outcomes.values() for entry in outcome.batch) == ["alice", "carol"]
 
 
 def test_a_thread_inside_a_write_transaction_may_not_record_and_is_told_at_once(catalog):

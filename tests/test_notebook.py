@@ -16,7 +16,7 @@ from governance.api import Custody
 from governance.catalog.models import VersionRow
 from governance.foreign.events import parse
 from governance.foreign.join import receive
-from governance.service.openlineage import reader_judge
+from governance.service.intake import reader_judge
 from tests.helpers import cli
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "auditor.ipynb"

@@ -46,28 +46,30 @@ def record_all(
     """The decisions of one request, in one transaction (which other threads' may share). With
     `settings` (those they were made under), only if an admin has not changed them meanwhile: else
     SettingsChanged, and none is recorded."""
-    catalog.record(
-        [
-            ledger.Event(
-                actor=ledger_actor(decision.identity.user),
-                action=decision.verb.value,
-                asset=decision.asset,
-                version=decision.version,
-                run_id=run_id,
-                assurance=decision.identity.assurance,
-                details={
-                    "result": decision.result,
-                    "reason": bounded_reason(decision.reason),
-                    "role": decision.role,
-                    **decision.identity.recorded(),
-                    **(details or {}),
-                    **({"directory": decision.directory} if decision.directory else {}),
-                },
-            )
-            for decision, details in decisions
-        ],
-        settings,
-    )
+    catalog.record(decision_entries(decisions, run_id), settings)
+
+
+def decision_entries(decisions: Sequence[tuple[Decision, Details]], run_id: str | None = None) -> list[ledger.Event]:
+    """The ledger entries of `decisions`, each with its details."""
+    return [
+        ledger.Event(
+            actor=ledger_actor(decision.identity.user),
+            action=decision.verb.value,
+            asset=decision.asset,
+            version=decision.version,
+            run_id=run_id,
+            assurance=decision.identity.assurance,
+            details={
+                "result": decision.result,
+                "reason": bounded_reason(decision.reason),
+                "role": decision.role,
+                **decision.identity.recorded(),
+                **(details or {}),
+                **({"directory": decision.directory} if decision.directory else {}),
+            },
+        )
+        for decision, details in decisions
+    ]
 
 
 def enforce(

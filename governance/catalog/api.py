@@ -11,6 +11,7 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import func
 from sqlalchemy.engine import Engine
@@ -19,7 +20,7 @@ from sqlmodel import Session, col, select
 
 from governance import ledger
 from governance.catalog.engine import BUSY_TIMEOUT_SECONDS, READ_ONLY, make_engine, unavailable, unreachable
-from governance.catalog.group import Append, GroupCommit
+from governance.catalog.group import Append, Committed, GroupCommit, Outcome, Work
 from governance.catalog.models import (
     AssetRow,
     Attempt,
@@ -225,13 +226,24 @@ class Catalog:
 
         A thread inside a write transaction of a catalog may not record: queued behind another
         thread's batch, it would wait for the writer it holds itself."""
+        return self._record(Append(events, settings)).appended
+
+    def record_then(self, events: Sequence[ledger.Event], work: Work, settings: Mapping[str, str] | None = None) -> Any:
+        """Append `events` as `record` does, then do `work(session)` in the same transaction: what
+        a decision among them allowed, committed with it or not at all. `work` returns its result
+        (returned here) and the entries it calls for, appended after it. Refused settings leave it
+        undone; an error it raises fails the transaction, so every thread's entries in it."""
+        return self._record(Append(events, settings, work)).result
+
+    def _record(self, append: Append) -> Committed:
         if _writing.get():
             # It would wait for the writer it holds: a bug of the caller, told at once.
             raise RuntimeError("ledger entries are recorded in a transaction of their own: record them before or after")
         self._retry_failed_checkpoint()  # by this thread: its failure is this thread's alone
         with _writers_lock:
             group = _groups.setdefault((str(self.engine.url), self.checkpoints, self.segments), GroupCommit())
-        appended, batch, refused = group.append(Append(events, settings), self._append)
+        committed = group.append(append, self._append)
+        appended, batch = committed.appended, committed.batch
         if batch:
             # This thread committed the batch: its checkpoint, due or owed, is this thread's to see to.
             self._committed(batch[0].seq, batch[-1].seq, batch[-1].hash)
@@ -239,14 +251,14 @@ class Catalog:
             # Another thread committed them and checkpointed or owes them; the command that brought
             # them owes their checkpoint too.
             owed[self.checkpoints.path] = (self, appended[-1].seq, appended[-1].hash)
-        if refused:
+        if committed.refused:
             raise SettingsChanged(STALE_SETTINGS)
-        return appended
+        return committed
 
-    def _append(self, appends: Sequence[Append]) -> list[list[ledger.Appended] | None]:
+    def _append(self, appends: Sequence[Append]) -> list[Outcome | None]:
         """One transaction of a batch: what comes before and after it (checkpoints) is each calling
-        thread's own, so that a checkpoint's failure fails none of the others' decisions. Where each
-        append's entries went, or None for one whose settings are no longer pinned, left out."""
+        thread's own, so that a checkpoint's failure fails none of the others' decisions. Each
+        append's outcome, or None for one whose settings are no longer pinned, left out."""
         with self._transaction() as session:
             pinned: dict[str, str] = {}
             if any(append.settings is not None for append in appends):
@@ -256,10 +268,11 @@ class Catalog:
                 pinned = _pinned_values(session)
             held = [_still_pinned(append.settings, pinned) for append in appends]
             entries = iter(ledger.append_many(session, [e for a, ok in zip(appends, held) if ok for e in a.events]))
-            outcomes: list[list[ledger.Appended] | None] = []
-            for append, ok in zip(appends, held):
-                outcomes.append([next(entries) for _ in append.events] if ok else None)
-            return outcomes
+            appended = [[next(entries) for _ in append.events] if ok else None for append, ok in zip(appends, held)]
+            return [
+                None if own is None else _worked(session, own, append.work)
+                for append, own in zip(appends, appended, strict=True)
+            ]
 
     def checkpoint(self) -> None:
         """Checkpoint the ledger's newest entry now: at the end of a run, whatever its length."""
@@ -569,6 +582,13 @@ def _pinned_values(session: Session) -> dict[str, str]:
     """The policy settings pinned now, by key: what a conditional record checks inside its transaction."""
     rows = session.connection().exec_driver_sql(f'SELECT "key", "value" FROM {PolicySetting.__tablename__}')
     return {key: value for key, value in rows}
+
+
+def _worked(session: Session, appended: list[ledger.Appended], work: Work | None) -> Outcome:
+    if work is None:
+        return Outcome(appended)
+    result, entries = work(session)
+    return Outcome([*appended, *ledger.append_many(session, entries)], result)
 
 
 def _still_pinned(settings: Mapping[str, str] | None, pinned: Mapping[str, str]) -> bool:

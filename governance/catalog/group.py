@@ -10,35 +10,53 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy.exc import SQLAlchemyError
 
 from governance.errors import CustodyError
 
 if TYPE_CHECKING:  # the ledger's module imports the catalog's
+    from sqlmodel import Session
+
     from governance.ledger import Appended, Event
+
+# Work done inside the transaction that holds a thread's entries: it returns its result and the
+# entries it calls for in turn (appended after it).
+Work = Callable[["Session"], tuple[Any, Sequence["Event"]]]
 
 
 class Append(NamedTuple):
-    """One thread's events, and the policy settings they need to be still pinned, if any."""
+    """One thread's events, the policy settings they need to be still pinned, if any, and the work
+    to do once they are appended, if any."""
 
     events: Sequence[Event]
     settings: Mapping[str, str] | None = None
+    work: Work | None = None
+
+
+class Outcome(NamedTuple):
+    """Where an append's entries went (its work's last), and what its work returned."""
+
+    appended: Sequence[Appended]
+    result: Any = None
 
 
 # What commits a batch: in one transaction, in order, the events of every append whose settings
-# hold; for each append, where its events went, or None when its settings had changed.
-Commit = Callable[[Sequence[Append]], Sequence[Sequence["Appended"] | None]]
+# hold, then their work; for each append, its outcome, or None when its settings had changed.
+Commit = Callable[[Sequence[Append]], Sequence[Outcome | None]]
 
 
 class Committed(NamedTuple):
-    """Where a thread's entries went; the whole batch's, when that thread committed it; and whether
-    its own were refused, their settings having changed (then none of them was committed)."""
+    """Where a thread's entries went; the whole batch's, in order, when that thread committed it;
+    whether its own were refused, their settings having changed (then none of them was committed,
+    nor its work done); and what its work returned."""
 
     appended: Sequence[Appended]
     batch: Sequence[Appended]
     refused: bool = False
+    result: Any = None
 
 
 @dataclass
@@ -47,6 +65,7 @@ class _Ticket:
     done: bool = False
     appended: Sequence[Appended] = ()
     refused: bool = False
+    result: Any = None
     error: Exception | None = None
 
 
@@ -74,14 +93,14 @@ class GroupCommit:
         if ticket.error is not None:
             # Every thread of a failed batch raises the same error, as the waiters of a future do.
             raise ticket.error
-        return Committed(ticket.appended, batch, ticket.refused)
+        return Committed(ticket.appended, batch, ticket.refused, ticket.result)
 
     def _commit_waiting(self, commit: Commit) -> Sequence[Appended]:
         """Commit every waiting ticket as one transaction; called holding the condition, which is
         released while the transaction runs so that others can queue behind it. Where they went."""
         batch, self._waiting = self._waiting, []
         self._committing = True
-        outcomes: Sequence[Sequence[Appended] | None] = [() for _ in batch]
+        outcomes: Sequence[Outcome | None] = [Outcome(()) for _ in batch]
         error: Exception | None = None
         self._turn.release()
         try:
@@ -101,6 +120,10 @@ class GroupCommit:
             for ticket, outcome in zip(batch, outcomes, strict=True):
                 ticket.done, ticket.error = True, error
                 ticket.refused = outcome is None
-                ticket.appended = outcome or ()
+                if outcome is not None:
+                    ticket.appended, ticket.result = outcome
             self._turn.notify_all()
-        return [entry for ticket in batch if ticket.error is None for entry in ticket.appended]
+        # A work's entries follow every entry of the batch's decisions.
+        return sorted(
+            (entry for ticket in batch if ticket.error is None for entry in ticket.appended), key=attrgetter("seq")
+        )

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import PurePosixPath
 from typing import Any
 
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session
 
 from governance import ledger
@@ -71,6 +72,8 @@ VERSION_OF = (
     "SELECT id, asset_key, number FROM version WHERE asset_key = {asset} AND number = {number} AND zone = {zone}"
 )
 VERSION_NUMBERED = "SELECT id, asset_key, number FROM version WHERE asset_key = {asset} AND number = {number}"
+# The joining's own savepoint: a transaction may keep the events of several requests, one after the other.
+SAVEPOINT = "custody_joining"
 # Python's datetime takes at most microseconds; Java's clients may send nanoseconds.
 FRACTION = re.compile(r"(\.\d{6})\d+")
 
@@ -130,11 +133,26 @@ class Sql:
         connection = session.connection()
         self.cursor = connection.connection.cursor()
         self.marker = marker(connection.dialect.name)
+        # What the driver raises: statements run on its cursor, so SQLAlchemy does not wrap it.
+        self.error: type[Exception] = connection.dialect.loaded_dbapi.Error
 
     def run(self, statement: str, params: Mapping[str, Any]) -> Any:
         """Run `statement` with `params`; the cursor, to fetch its rows or count them."""
         self.cursor.execute(_written(statement, self.marker, tuple(params)), params)
         return self.cursor
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """The block's statements undone if it raises, the transaction's others kept. Written to the
+        driver, as the statements are: this is the same connection's transaction."""
+        self.cursor.execute(f"SAVEPOINT {SAVEPOINT}")
+        try:
+            yield
+        except BaseException:
+            self.cursor.execute(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}")
+            raise
+        finally:
+            self.cursor.execute(f"RELEASE SAVEPOINT {SAVEPOINT}")
 
 
 @cache
@@ -145,15 +163,28 @@ def _written(statement: str, marker: str, names: tuple[str, ...]) -> str:
 def receive(
     catalog: Catalog, lake: Lake, events: Sequence[RunEvent], reporter: str, judge: Judge | None = None
 ) -> list[Received]:
-    """Keep the events not kept yet and join them, in one transaction; the joining in a savepoint
-    of its own, so that events it fails on are still kept (and said not joined). With `judge`, each
-    version read under a user it refuses is recorded in the ledger (`read.outside-policy`)."""
-    outside: list[Outside] = []
+    """Keep the events not kept yet and join them, in a transaction of their own (see `receiving`)."""
     with catalog.session() as session:
+        received, entries = receiving(lake, events, reporter, judge)(session)
+        ledger.append_many(session, entries)
+    return received
+
+
+def receiving(
+    lake: Lake, events: Sequence[RunEvent], reporter: str, judge: Judge | None = None
+) -> Callable[[Session], tuple[list[Received], list[ledger.Event]]]:
+    """What keeps the events not kept yet and joins them, in the transaction it is given; the
+    joining in a savepoint of its own, so that events it fails on are still kept (and said not
+    joined). With `judge`, each version read under a user it refuses calls for a ledger entry
+    (`read.outside-policy`), which it returns for the transaction to append, with what became of
+    each event."""
+
+    def work(session: Session) -> tuple[list[Received], list[ledger.Event]]:
         db = Sql(session)
         stored = [_store(db, event, reporter) for event in events]
+        outside: list[Outside] = []
         try:
-            with session.begin_nested():
+            with db.savepoint():
                 received = [
                     Received(
                         event.run_id,
@@ -163,16 +194,16 @@ def receive(
                     )
                     for event, new in zip(events, stored, strict=True)
                 ]
-        except (SQLAlchemyError, DBAPIError, CustodyError, ValueError) as err:
+        except (SQLAlchemyError, db.error, CustodyError, ValueError) as err:
             why = error_summary(err)
-            return [
+            unjoined = [
                 Received(event.run_id, event.event_type, new, unjoined=why if new else None)
                 for event, new in zip(events, stored, strict=True)
             ]
-        # Outside the savepoint: a ledger entry is never rolled back once appended in a transaction.
-        for found in outside:
-            _record_outside(session, found, reporter)
-    return received
+            return unjoined, []
+        return received, [_outside_entry(found, reporter) for found in outside]
+
+    return work
 
 
 def _store(db: Sql, event: RunEvent, reporter: str) -> bool:
@@ -210,12 +241,11 @@ def _join(
     return inputs
 
 
-def _record_outside(session: Session, found: Outside, reporter: str) -> None:
-    """Record a version's read under a user who may not read it: Custody cannot stop another
-    tool's direct read of the lake, but it does not let one pass unseen."""
+def _outside_entry(found: Outside, reporter: str) -> ledger.Event:
+    """The ledger entry of a version's read under a user who may not read it: Custody cannot stop
+    another tool's direct read of the lake, but it does not let one pass unseen."""
     event = found.event
-    ledger.append(
-        session,
+    return ledger.Event(
         actor=ledger_actor(found.user) if found.user else "unknown",
         action=OUTSIDE_POLICY,
         asset=found.read.asset,

@@ -31,6 +31,7 @@ from governance.service import runs as runs_api
 from governance.service.context import DECIDING_THREADS, MAX_BODY_BYTES, Service
 from governance.service.gate import Gate
 from governance.service.gateway import Gateway
+from governance.service.intake import Intake
 from governance.service.principal import UiKeys
 from governance.service.recent import Recent
 from governance.service.runs import RunDesk
@@ -58,13 +59,19 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if threads is not None:
             to_thread.current_default_thread_limiter().total_tokens = threads
-        app.state.service.deciders = CapacityLimiter(DECIDING_THREADS)
+        service = app.state.service
+        service.deciders = CapacityLimiter(DECIDING_THREADS)
+        service.intake = Intake(custody, service.specs)
+        service.intake.start()
         # What the process holds once it has started (its modules, the app, the policy) lives as
         # long as it does: out of the collector's way, a full collection no longer walks all of it
         # in the middle of a request.
         gc.collect()
         gc.freeze()
-        yield
+        try:
+            yield
+        finally:
+            service.intake.stop()
 
     app = FastAPI(
         lifespan=lifespan,
@@ -82,9 +89,10 @@ def create_app(
         runs,
         recent or Recent(),
     )
-    # Routes are matched in order, and the busiest (the catalog, lineage, the ledger) are the API's
-    # own; the column lineage's paths go before them, being more precise than a version's direction.
-    for routes in (lineage, api, login, changes, specs, runs_api, openlineage):
+    # Routes are matched in order, and the busiest (other tools' lineage reports, the catalog,
+    # lineage, the ledger) go first; the column lineage's paths go before the API's own, being more
+    # precise than a version's direction.
+    for routes in (openlineage, lineage, api, login, changes, specs, runs_api):
         app.include_router(routes.router)
     app.include_router(api.unknown)  # last: it answers paths the API does not have
     app.add_exception_handler(CustodyError, refused)

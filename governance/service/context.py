@@ -25,6 +25,7 @@ from governance.service.sessions import Principal, Sessions
 from governance.spec import SpecSet, load_valid_specs
 
 if TYPE_CHECKING:
+    from governance.service.intake import Intake
     from governance.service.runs import RunDesk
 
 SESSION_COOKIE = "custody_session"
@@ -78,6 +79,8 @@ class Service:
     refusals: Refusals = field(default_factory=Refusals)
     # Made by the app as it starts, in its event loop: see `decided`.
     deciders: CapacityLimiter | None = None
+    # Takes the OpenLineage endpoint's reports while the app runs.
+    intake: Intake | None = None
     # Full pages of the ledger, kept apart: an auditor paging through it all would otherwise push
     # the catalog's and the lineages' answers out.
     ledger_pages: Recent = field(init=False)

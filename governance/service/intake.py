@@ -1,0 +1,188 @@
+"""Lineage reports taken in bulk. The OpenLineage endpoint's requests queue for one thread of the
+serving process, which decides every request waiting at that moment and keeps their events in the
+transaction that records those decisions: a busy endpoint writes once for many requests, and a
+request waits for that one thread rather than for a thread of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache, partial
+from typing import TYPE_CHECKING
+
+from anyio import to_thread
+from sqlalchemy.exc import SQLAlchemyError
+
+from governance import ledger
+from governance.access.guard import decision_entries
+from governance.access.policy import Decision, Identity, Policy, Verb
+from governance.api import Custody
+from governance.errors import AccessDenied, CustodyError, DirectoryUnavailable, ServiceUnavailable, error_summary
+from governance.foreign.events import RunEvent, parse
+from governance.foreign.join import FOREIGN_CHANNEL, Judge, Received, receiving
+from governance.runs import Assurance
+from governance.service.api import identity_of, recorded
+from governance.service.sessions import Principal
+from governance.spec import SpecSet
+from governance.zones import AssetKey
+
+if TYPE_CHECKING:
+    from sqlmodel import Session
+
+# The most requests one transaction takes: the rest wait for the next, which begins at once.
+MOST_AT_ONCE = 256
+# The largest body parsed in the event loop (some dozens of events): a larger one is parsed in a worker thread.
+PARSED_AT_ONCE = 64 * 1024
+# What a request is answered with: what became of its events, or why it was refused.
+Answer = list[Received] | Exception
+
+
+@dataclass(frozen=True)
+class Report:
+    """One request: who posted it, its events (or why they are not valid), and where its answer goes."""
+
+    principal: Principal
+    events: list[RunEvent] | CustodyError
+    answer: asyncio.Future[list[Received]]
+
+
+class Intake:
+    """The thread that takes a process's lineage reports, started and stopped with its app."""
+
+    def __init__(self, custody: Custody, specs: Callable[[], SpecSet]):
+        self.custody = custody
+        self.specs = specs
+        self._waiting: queue.SimpleQueue[Report | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def start(self) -> None:
+        """Start taking reports; called in the app's event loop, where answers are given."""
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(target=self._serve, name="custody-lineage-intake", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Take the reports already queued, then stop."""
+        if self._thread is not None:
+            self._waiting.put(None)
+            self._thread.join()
+            self._thread = None
+
+    async def take(self, principal: Principal, body: bytes) -> list[Received]:
+        """What became of each event the request posted, once decided, kept and joined. AccessDenied
+        if the principal may not report lineage, InvalidInput if an event is not valid."""
+        if self._loop is None or self._thread is None or not self._thread.is_alive():
+            raise ServiceUnavailable("the service is not taking lineage reports: it is starting, stopping or failed")
+        # Parsed here, not by the one thread that keeps every request's events; a large body in a
+        # worker thread, lest it hold up the other requests' answers.
+        events = _parsed(body) if len(body) <= PARSED_AT_ONCE else await to_thread.run_sync(_parsed, body)
+        answer: asyncio.Future[list[Received]] = self._loop.create_future()
+        self._waiting.put(Report(principal, events, answer))
+        return await answer
+
+    def _serve(self) -> None:
+        while (first := self._waiting.get()) is not None:
+            reports = [first]
+            stopping = False
+            while len(reports) < MOST_AT_ONCE and not self._waiting.empty():
+                if (report := self._waiting.get()) is None:
+                    stopping = True
+                    break
+                reports.append(report)
+            try:
+                answers: Sequence[Answer] = self.custody.deciding(partial(self._take, reports))
+            except (CustodyError, SQLAlchemyError, OSError) as err:  # every request of the batch is answered with it
+                answers = [err] * len(reports)
+            except BaseException:
+                # A fault of the intake itself: the endpoint says so from now on (see `take`).
+                self._answer(
+                    reports, [ServiceUnavailable("the lineage intake stopped on a fault: see the log")] * len(reports)
+                )
+                raise
+            self._answer(reports, answers)
+            if stopping:
+                return
+
+    def _answer(self, reports: Sequence[Report], answers: Sequence[Answer]) -> None:
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(_settle, reports, answers)
+
+    def _take(self, reports: Sequence[Report], policy: Policy, pinned: Mapping[str, str]) -> list[Answer]:
+        """Decide each report, then record every decision and keep the allowed reports' events in one
+        transaction. Under settings an admin has changed meanwhile, SettingsChanged (nothing done)."""
+        decisions = [report_decision(policy, report.principal) for report in reports]
+        refused: dict[int, Exception] = {}
+        kept: list[tuple[Report, list[RunEvent]]] = []
+        for i, (report, decision) in enumerate(zip(reports, decisions, strict=True)):
+            if not decision.allowed:
+                refused[i] = AccessDenied(f"denied: {decision.reason}")
+                continue
+            if isinstance(report.events, CustodyError):  # allowed, but nothing to keep
+                refused[i] = report.events
+            else:
+                kept.append((report, report.events))
+        judge = reader_judge(policy, cache(self.specs))
+        lake = self.custody.lake
+
+        def keep(session: Session) -> tuple[list[list[Received]], list[ledger.Event]]:
+            answers, entries = [], []
+            for report, events in kept:
+                received, asked = receiving(lake, events, report.principal.user, judge)(session)
+                answers.append(received)
+                entries.extend(asked)
+            return answers, entries
+
+        entries = decision_entries([(d, recorded(r.principal)) for r, d in zip(reports, decisions, strict=True)])
+        answers = iter(self.custody.store.record_then(entries, keep, pinned))
+        return [refused[i] if i in refused else next(answers) for i in range(len(reports))]
+
+
+def _parsed(body: bytes) -> list[RunEvent] | CustodyError:
+    try:
+        return parse(body)
+    except CustodyError as err:
+        return err
+
+
+def _settle(reports: Sequence[Report], answers: Sequence[Answer]) -> None:
+    for report, answer in zip(reports, answers, strict=True):
+        if report.answer.done():  # the request was given up (its client went away)
+            continue
+        if isinstance(answer, Exception):
+            report.answer.set_exception(answer)
+        else:
+            report.answer.set_result(answer)
+
+
+def reader_judge(policy: Policy, specs: Callable[[], SpecSet]) -> Judge:
+    """Whether the user a foreign run reports may read an asset, by the roles they hold on it: a
+    reported name proves nothing, but one that holds no role is a read to look into. The specs are
+    read only once a version is read."""
+
+    def judge(user: str | None, asset: str) -> str | None:
+        if user is None:
+            return "the run reported no user"
+        identity = Identity(user, Assurance.ASSERTED, "reported", FOREIGN_CHANNEL)
+        decision = policy.holds_role(identity, Verb.READ, specs().get(AssetKey.parse(asset)))
+        return None if decision.allowed else decision.reason
+
+    return judge
+
+
+def report_decision(policy: Policy, principal: Principal) -> Decision:
+    """Whether the principal may report lineage: a member of the lineage group. A directory that
+    cannot be asked denies."""
+    identity = identity_of(principal)
+    try:
+        groups = policy.directory.groups_of(principal.user)
+    except DirectoryUnavailable as err:
+        return Decision(identity, Verb.LINEAGE_REPORT, None, False, error_summary(err))
+    if policy.lineage_group in groups:
+        reason = f"{principal.user} reports lineage as a member of {policy.lineage_group}"
+        return Decision(identity, Verb.LINEAGE_REPORT, None, True, reason)
+    reason = f"{principal.user} may not report lineage: it needs the lineage group ({policy.lineage_group})"
+    return Decision(identity, Verb.LINEAGE_REPORT, None, False, reason)
