@@ -161,6 +161,9 @@ class Lake:
         parsed = urlparse(uri)
         path = posixpath.normpath(unquote(parsed.path) if parsed.scheme in ("", "file") else uri)
         for prefix in self._root_prefixes:
+            # POSIX keeps two leading slashes apart from one: `//x` is under no root but `//`.
+            if path.startswith("//") != prefix.startswith("//"):
+                continue
             if path.startswith(prefix) or f"{path}/" == prefix:
                 return path[len(prefix) :] or "."
         return None

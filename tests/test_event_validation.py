@@ -81,6 +81,8 @@ CANDIDATES = [
     changed("eventTime", "2026-11-27 05:00:00Z"),
     changed("eventTime", "2026-02-30T05:00:00Z"),
     changed("eventTime", "yesterday"),
+    changed("eventTime", "2026-12-31T23:59:60Z"),
+    changed("eventTime", "0000-01-01T00:00:00Z"),
     changed("eventType", "STARTED"),
     changed("producer", 7),
     changed("producer", "not a uri"),

@@ -15,7 +15,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from governance import ledger
 from governance.access.settings import pinned_settings
 from governance.catalog.group import Append, GroupCommit, Outcome
-from governance.errors import CustodyError, SettingsChanged
+from governance.errors import CustodyError, InvalidInput, SettingsChanged
 from governance.ledger import LedgerFilter
 from governance.runs import Assurance
 
@@ -321,3 +321,15 @@ def test_values_of_other_types_hash_as_the_general_encoder_writes_them(odd):
         "details": "{}",
     }
     assert ledger.hashed_body(row) == reference_body(row)
+
+
+def test_a_failed_work_is_raised_its_changes_undone_and_the_entries_it_came_with_committed(catalog):
+    def work(session):
+        ledger.append(session, actor="mallory", action="spec.changed")
+        raise InvalidInput("the work failed")
+
+    with pytest.raises(InvalidInput, match="the work failed"):
+        catalog.record_then([ledger.Event("bob", "lineage.report")], work)
+    assert [actor for actor, _ in actions(catalog)][-1] == "bob"
+    assert "mallory" not in {actor for actor, _ in actions(catalog)}
+    assert verify(catalog).ok

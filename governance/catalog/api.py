@@ -232,7 +232,8 @@ class Catalog:
         """Append `events` as `record` does, then do `work(session)` in the same transaction: what
         a decision among them allowed, committed with it or not at all. `work` returns its result
         (returned here) and the entries it calls for, appended after it. Refused settings leave it
-        undone; an error it raises fails the transaction, so every thread's entries in it."""
+        undone; what it raises is raised here, its changes undone and `events` committed, the
+        other threads' entries and work in the transaction untouched."""
         return self._record(Append(events, settings, work)).result
 
     def _record(self, append: Append) -> Committed:
@@ -253,6 +254,8 @@ class Catalog:
             owed[self.checkpoints.path] = (self, appended[-1].seq, appended[-1].hash)
         if committed.refused:
             raise SettingsChanged(STALE_SETTINGS)
+        if committed.failed is not None:
+            raise committed.failed
         return committed
 
     def _append(self, appends: Sequence[Append]) -> list[Outcome | None]:
@@ -585,10 +588,16 @@ def _pinned_values(session: Session) -> dict[str, str]:
 
 
 def _worked(session: Session, appended: list[ledger.Appended], work: Work | None) -> Outcome:
+    """Do an append's work in a savepoint of its own: what it raises undoes its changes and is its
+    own thread's to raise, while the batch's entries, its own among them, are committed."""
     if work is None:
         return Outcome(appended)
-    result, entries = work(session)
-    return Outcome([*appended, *ledger.append_many(session, entries)], result)
+    try:
+        with session.begin_nested():
+            result, entries = work(session)
+            return Outcome([*appended, *ledger.append_many(session, entries)], result)
+    except Exception as err:  # noqa: BLE001 - not swallowed: the thread that brought the work raises it
+        return Outcome(appended, failed=err)
 
 
 def _still_pinned(settings: Mapping[str, str] | None, pinned: Mapping[str, str]) -> bool:

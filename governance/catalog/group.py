@@ -37,10 +37,12 @@ class Append(NamedTuple):
 
 
 class Outcome(NamedTuple):
-    """Where an append's entries went (its work's last), and what its work returned."""
+    """Where an append's entries went (its work's last), and what its work returned, or what it
+    raised (its changes then undone, its entries kept)."""
 
     appended: Sequence[Appended]
     result: Any = None
+    failed: Exception | None = None
 
 
 # What commits a batch: in one transaction, in order, the events of every append whose settings
@@ -57,6 +59,7 @@ class Committed(NamedTuple):
     batch: Sequence[Appended]
     refused: bool = False
     result: Any = None
+    failed: Exception | None = None
 
 
 @dataclass
@@ -66,6 +69,7 @@ class _Ticket:
     appended: Sequence[Appended] = ()
     refused: bool = False
     result: Any = None
+    failed: Exception | None = None
     error: Exception | None = None
 
 
@@ -93,7 +97,7 @@ class GroupCommit:
         if ticket.error is not None:
             # Every thread of a failed batch raises the same error, as the waiters of a future do.
             raise ticket.error
-        return Committed(ticket.appended, batch, ticket.refused, ticket.result)
+        return Committed(ticket.appended, batch, ticket.refused, ticket.result, ticket.failed)
 
     def _commit_waiting(self, commit: Commit) -> Sequence[Appended]:
         """Commit every waiting ticket as one transaction; called holding the condition, which is
@@ -121,7 +125,7 @@ class GroupCommit:
                 ticket.done, ticket.error = True, error
                 ticket.refused = outcome is None
                 if outcome is not None:
-                    ticket.appended, ticket.result = outcome
+                    ticket.appended, ticket.result, ticket.failed = outcome
             self._turn.notify_all()
         # A work's entries follow every entry of the batch's decisions.
         return sorted(

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 import re
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from governance.errors import InvalidInput, shown
 
 if TYPE_CHECKING:
-    from jsonschema import Draft202012Validator
+    from jsonschema import Draft202012Validator, FormatChecker
     from jsonschema.exceptions import ValidationError
     from jsonschema_rs import Validator
     from referencing import Registry
@@ -92,8 +92,17 @@ def parse(body: bytes) -> list[RunEvent]:
     which event of a list it is in."""
     try:
         given = json.loads(body)
+    except RecursionError as err:
+        raise InvalidInput("the body nests its JSON too deeply to be OpenLineage events") from err
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise InvalidInput(f"the body is not JSON: {err}") from err
+    try:
+        return _events(given)
+    except RecursionError as err:  # from the decoder or the reference validator
+        raise InvalidInput("the body nests its JSON too deeply to be OpenLineage events") from err
+
+
+def _events(given: Any) -> list[RunEvent]:
     if isinstance(given, dict):
         return [_checked(given, "the event")]
     if not isinstance(given, list) or not given:
@@ -232,22 +241,32 @@ def _registry() -> Registry:
 
 @cache
 def _native(url: str) -> Validator | None:
-    """The native validator of the schema `url` names; None for one it cannot resolve, which the
-    reference validator reports."""
+    """The native validator of the schema `url` names, its asserted formats checked as the reference
+    validator checks them; None for a schema it cannot build, which the reference validator reports."""
     import jsonschema_rs
 
+    reference = _format_checker()
+    formats: dict[str, Callable[..., bool]] = {
+        name: partial(reference.conforms, format=name) for name in ASSERTED_FORMATS
+    }
     registry = jsonschema_rs.Registry([(schema["$id"], dict(schema)) for schema in _schemas()])
     try:
-        return jsonschema_rs.validator_for({"$ref": url}, registry=registry, validate_formats=True)
-    except jsonschema_rs.ReferencingError:
+        return jsonschema_rs.validator_for({"$ref": url}, registry=registry, validate_formats=True, formats=formats)
+    except (jsonschema_rs.ReferencingError, jsonschema_rs.ValidationError):
         return None
+
+
+@cache
+def _format_checker() -> FormatChecker:
+    from jsonschema import FormatChecker
+
+    return FormatChecker(formats=ASSERTED_FORMATS)
 
 
 @cache
 def _validator(url: str) -> Draft202012Validator:
     # Imported here, not with the module: jsonschema's format checkers take a second to import,
     # which every `custody` command would pay for, and only the service validates events.
-    from jsonschema import Draft202012Validator, FormatChecker
+    from jsonschema import Draft202012Validator
 
-    checker = FormatChecker(formats=ASSERTED_FORMATS)
-    return Draft202012Validator({"$ref": url}, registry=_registry(), format_checker=checker)
+    return Draft202012Validator({"$ref": url}, registry=_registry(), format_checker=_format_checker())

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
@@ -74,6 +74,7 @@ VERSION_OF = (
 VERSION_NUMBERED = "SELECT id, asset_key, number FROM version WHERE asset_key = {asset} AND number = {number}"
 # The joining's own savepoint: a transaction may keep the events of several requests, one after the other.
 SAVEPOINT = "custody_joining"
+REQUEST_SAVEPOINT = "custody_request"
 # Python's datetime takes at most microseconds; Java's clients may send nanoseconds.
 FRACTION = re.compile(r"(\.\d{6})\d+")
 
@@ -142,22 +143,27 @@ class Sql:
         return self.cursor
 
     @contextmanager
-    def savepoint(self) -> Iterator[None]:
+    def savepoint(self, name: str = SAVEPOINT) -> Iterator[None]:
         """The block's statements undone if it raises, the transaction's others kept. Written to the
         driver, as the statements are: this is the same connection's transaction."""
-        self.cursor.execute(f"SAVEPOINT {SAVEPOINT}")
+        self.cursor.execute(f"SAVEPOINT {name}")
         try:
             yield
         except BaseException:
-            self.cursor.execute(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}")
+            self.cursor.execute(f"ROLLBACK TO SAVEPOINT {name}")
+            self.cursor.execute(f"RELEASE SAVEPOINT {name}")
             raise
-        finally:
-            self.cursor.execute(f"RELEASE SAVEPOINT {SAVEPOINT}")
+        self.cursor.execute(f"RELEASE SAVEPOINT {name}")
 
 
 @cache
 def _written(statement: str, marker: str, names: tuple[str, ...]) -> str:
     return statement.format(**{name: marker.format(name) for name in names})
+
+
+def apart(session: Session) -> AbstractContextManager[None]:
+    """A savepoint for one request's events among others kept in the same transaction."""
+    return Sql(session).savepoint(REQUEST_SAVEPOINT)
 
 
 def receive(

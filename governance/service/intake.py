@@ -14,7 +14,6 @@ from functools import cache, partial
 from typing import TYPE_CHECKING
 
 from anyio import to_thread
-from sqlalchemy.exc import SQLAlchemyError
 
 from governance import ledger
 from governance.access.guard import decision_entries
@@ -22,7 +21,7 @@ from governance.access.policy import Decision, Identity, Policy, Verb
 from governance.api import Custody
 from governance.errors import AccessDenied, CustodyError, DirectoryUnavailable, ServiceUnavailable, error_summary
 from governance.foreign.events import RunEvent, parse
-from governance.foreign.join import FOREIGN_CHANNEL, Judge, Received, receiving
+from governance.foreign.join import FOREIGN_CHANNEL, Judge, Received, apart, receiving
 from governance.runs import Assurance
 from governance.service.api import identity_of, recorded
 from governance.service.sessions import Principal
@@ -34,6 +33,8 @@ if TYPE_CHECKING:
 
 # The most requests one transaction takes: the rest wait for the next, which begins at once.
 MOST_AT_ONCE = 256
+# And the most events: a transaction holds the catalog's writer, which every other writer waits for.
+MOST_EVENTS = 1_000
 # The largest body parsed in the event loop (some dozens of events): a larger one is parsed in a worker thread.
 PARSED_AT_ONCE = 64 * 1024
 # What a request is answered with: what became of its events, or why it was refused.
@@ -86,22 +87,21 @@ class Intake:
 
     def _serve(self) -> None:
         while (first := self._waiting.get()) is not None:
-            reports = [first]
+            reports, events = [first], _count(first)
             stopping = False
-            while len(reports) < MOST_AT_ONCE and not self._waiting.empty():
+            while len(reports) < MOST_AT_ONCE and events < MOST_EVENTS and not self._waiting.empty():
                 if (report := self._waiting.get()) is None:
                     stopping = True
                     break
                 reports.append(report)
+                events += _count(report)
             try:
                 answers: Sequence[Answer] = self.custody.deciding(partial(self._take, reports))
-            except (CustodyError, SQLAlchemyError, OSError) as err:  # every request of the batch is answered with it
+            except Exception as err:  # noqa: BLE001 - not swallowed: every request of the batch is answered with it
                 answers = [err] * len(reports)
             except BaseException:
-                # A fault of the intake itself: the endpoint says so from now on (see `take`).
-                self._answer(
-                    reports, [ServiceUnavailable("the lineage intake stopped on a fault: see the log")] * len(reports)
-                )
+                # The process is being interrupted: the endpoint says so from now on (see `take`).
+                self._answer(reports, [ServiceUnavailable("the lineage intake was interrupted")] * len(reports))
                 raise
             self._answer(reports, answers)
             if stopping:
@@ -128,10 +128,16 @@ class Intake:
         judge = reader_judge(policy, cache(self.specs))
         lake = self.custody.lake
 
-        def keep(session: Session) -> tuple[list[list[Received]], list[ledger.Event]]:
-            answers, entries = [], []
+        def keep(session: Session) -> tuple[list[Answer], list[ledger.Event]]:
+            answers: list[Answer] = []
+            entries: list[ledger.Event] = []
             for report, events in kept:
-                received, asked = receiving(lake, events, report.principal.user, judge)(session)
+                try:
+                    with apart(session):
+                        received, asked = receiving(lake, events, report.principal.user, judge)(session)
+                except Exception as err:  # noqa: BLE001 - not swallowed: that request is answered with it
+                    answers.append(err)
+                    continue
                 answers.append(received)
                 entries.extend(asked)
             return answers, entries
@@ -139,6 +145,10 @@ class Intake:
         entries = decision_entries([(d, recorded(r.principal)) for r, d in zip(reports, decisions, strict=True)])
         answers = iter(self.custody.store.record_then(entries, keep, pinned))
         return [refused[i] if i in refused else next(answers) for i in range(len(reports))]
+
+
+def _count(report: Report) -> int:
+    return 0 if isinstance(report.events, CustodyError) else len(report.events)
 
 
 def _parsed(body: bytes) -> list[RunEvent] | CustodyError:
