@@ -196,3 +196,8 @@ class SettingsChanged(TransientError):
 
 class CatalogUnavailable(TransientError):
     """The catalog's database cannot be reached, or stayed busy past the timeout."""
+
+
+class TransactionLost(CatalogUnavailable):
+    """A savepoint could not be rolled back to: the database ended the whole transaction (a full
+    disk, an I/O error), and nothing more may be written in it."""

@@ -15,9 +15,9 @@ from sqlmodel import func, select
 from governance.catalog import Catalog
 from governance.catalog.models import ForeignColumn, ForeignDataset, ForeignEvent, ForeignIO, ForeignRun, VersionRow
 from governance.catalog.states import VersionStatus
-from governance.errors import InvalidInput
+from governance.errors import InvalidInput, TransactionLost
 from governance.foreign.events import MAX_FIELD_DEPENDENCIES, RunEvent, parse
-from governance.foreign.join import receive
+from governance.foreign.join import Sql, receive
 from governance.lineage.graph import impact
 from governance.zones import Lake, VersionRef
 from tests.graphs import add_version
@@ -237,3 +237,14 @@ def test_a_run_facet_that_happens_to_be_called_column_lineage_is_not_held_to_the
     [parsed] = parse(json.dumps(body).encode())
 
     assert parsed.run_facets["columnLineage"]["enabled"] is True
+
+
+def test_a_savepoint_the_database_has_already_undone_is_reported_as_the_transaction_lost(catalog: Catalog):
+    with (
+        pytest.raises(TransactionLost, match="the transaction ended on a database error"),
+        catalog.session() as session,
+    ):
+        db = Sql(session)
+        with db.savepoint():
+            db.run("ROLLBACK", {})  # as SQLite does itself on a full disk
+            raise InvalidInput("the joining failed")

@@ -26,7 +26,7 @@ from governance import ledger
 from governance.access.guard import ledger_actor
 from governance.catalog import Catalog
 from governance.catalog.jsonrows import marker
-from governance.errors import CustodyError, error_summary
+from governance.errors import CustodyError, TransactionLost, error_summary
 from governance.foreign import columns
 from governance.foreign.datasets import INPUT, OUTPUT, digest, ident
 from governance.foreign.events import RunEvent
@@ -149,9 +149,12 @@ class Sql:
         self.cursor.execute(f"SAVEPOINT {name}")
         try:
             yield
-        except BaseException:
-            self.cursor.execute(f"ROLLBACK TO SAVEPOINT {name}")
-            self.cursor.execute(f"RELEASE SAVEPOINT {name}")
+        except BaseException as failed:
+            try:
+                self.cursor.execute(f"ROLLBACK TO SAVEPOINT {name}")
+                self.cursor.execute(f"RELEASE SAVEPOINT {name}")
+            except self.error as lost:
+                raise TransactionLost(f"the transaction ended on a database error: {error_summary(failed)}") from lost
             raise
         self.cursor.execute(f"RELEASE SAVEPOINT {name}")
 
@@ -200,6 +203,8 @@ def receiving(
                     )
                     for event, new in zip(events, stored, strict=True)
                 ]
+        except TransactionLost:
+            raise  # the events are not kept either
         except (SQLAlchemyError, db.error, CustodyError, ValueError) as err:
             why = error_summary(err)
             unjoined = [

@@ -19,7 +19,14 @@ from governance import ledger
 from governance.access.guard import decision_entries
 from governance.access.policy import Decision, Identity, Policy, Verb
 from governance.api import Custody
-from governance.errors import AccessDenied, CustodyError, DirectoryUnavailable, ServiceUnavailable, error_summary
+from governance.errors import (
+    AccessDenied,
+    CustodyError,
+    DirectoryUnavailable,
+    ServiceUnavailable,
+    TransactionLost,
+    error_summary,
+)
 from governance.foreign.events import RunEvent, parse
 from governance.foreign.join import FOREIGN_CHANNEL, Judge, Received, apart, receiving
 from governance.runs import Assurance
@@ -135,6 +142,8 @@ class Intake:
                 try:
                     with apart(session):
                         received, asked = receiving(lake, events, report.principal.user, judge)(session)
+                except TransactionLost:
+                    raise  # nothing more may be written: the whole batch fails with it
                 except Exception as err:  # noqa: BLE001 - not swallowed: that request is answered with it
                     answers.append(err)
                     continue
