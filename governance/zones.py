@@ -158,8 +158,7 @@ class Lake:
         relative to the root as the catalog keeps locations; None outside the lake. The name is
         only read, never looked up on disk: `..` cannot climb out, and a missing file is no error.
         Worked on as text: a busy lineage endpoint asks this several times for every event."""
-        parsed = urlparse(uri)
-        path = posixpath.normpath(unquote(parsed.path) if parsed.scheme in ("", "file") else uri)
+        path = posixpath.normpath(local_name(uri))
         for prefix in self._root_prefixes:
             # POSIX keeps two leading slashes apart from one: `//x` is under no root but `//`.
             if path.startswith("//") != prefix.startswith("//"):
@@ -405,7 +404,10 @@ def publish(source: Path, target: Path) -> None:
 
 def local_path(uri: str) -> Path:
     """The local path of a `file:` URI as Spark gives it; other URIs as they are."""
+    return Path(local_name(uri))
+
+
+def local_name(uri: str) -> str:
+    """`local_path` as text, as a busy caller takes it."""
     parsed = urlparse(uri)
-    if parsed.scheme not in ("", "file"):
-        return Path(uri)
-    return Path(unquote(parsed.path))
+    return unquote(parsed.path) if parsed.scheme in ("", "file") else uri

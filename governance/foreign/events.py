@@ -91,15 +91,16 @@ def parse(body: bytes) -> list[RunEvent]:
     """The run events of a request's body, each valid; InvalidInput names the first problem, and
     which event of a list it is in."""
     try:
-        given = json.loads(body)
-    except RecursionError as err:
+        return _events(_json(body))
+    except RecursionError as err:  # from the decoder, or the reference validator
         raise InvalidInput("the body nests its JSON too deeply to be OpenLineage events") from err
+
+
+def _json(body: bytes) -> Any:
+    try:
+        return json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise InvalidInput(f"the body is not JSON: {err}") from err
-    try:
-        return _events(given)
-    except RecursionError as err:  # from the decoder or the reference validator
-        raise InvalidInput("the body nests its JSON too deeply to be OpenLineage events") from err
 
 
 def _events(given: Any) -> list[RunEvent]:
@@ -197,8 +198,8 @@ def _valid_facet(facet: Mapping[str, Any], which: str, where: str) -> None:
 
 def _valid(instance: Mapping[str, Any], url: str, which: str, at: str) -> None:
     """`instance`, found at `at` in the event, against the schema `url` names. A native validator
-    passes it first; it asserts every format, more than Custody does, so what it refuses is held
-    to the reference validator, which names the problem, or finds none."""
+    passes it first; it asserts more formats than Custody does, so what it refuses is held to the
+    reference validator, which names the problem, or finds none."""
     from jsonschema.exceptions import best_match
     from referencing.exceptions import Unresolvable
 
