@@ -133,9 +133,26 @@ class Page:
         try:
             self.redrawn.until(lambda _: all(text in self.text() for text in texts))
         except TimeoutException:
-            missing = [text for text in texts if text not in self.text()]
-            raise AssertionError(f"the page does not show {missing}") from None
+            shown = self.text()
+            missing = [text for text in texts if text not in shown]
+            raise AssertionError(
+                f"the page does not show {missing}; it shows: {' | '.join(shown.splitlines())}"
+            ) from None
         return self.text()
+
+    def shows_once_loaded(self, path: str, *texts: str) -> str:
+        """Open `path` again until it shows every one of `texts`: for what a page loads once, such as an
+        asset's freshness, where a query that failed says so in a toast and a person loads the page again."""
+        deadline = time.monotonic() + WAIT_SECONDS
+        while True:
+            self.open(path)
+            try:
+                return WebDriverWait(self.driver, MENU_SECONDS).until(
+                    lambda _: all(text in self.text() for text in texts) and self.text()
+                )
+            except TimeoutException:
+                if time.monotonic() > deadline:
+                    return self.shows(*texts)
 
     def dialog(self) -> str:
         """The open dialog's text, read again if React redraws the dialog between finding and reading it."""
