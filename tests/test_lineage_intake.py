@@ -7,34 +7,42 @@ import asyncio
 import json
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import pytest
 from sqlmodel import col, select
 
 from governance import ledger
 from governance.api import Custody
-from governance.catalog.models import ForeignEvent, LedgerEntry
+from governance.catalog.models import ForeignEvent, ForeignRun, LedgerEntry
 from governance.config import Settings
 from governance.errors import AccessDenied, InvalidInput
 from governance.foreign.join import Received
 from governance.service.intake import Intake
 from governance.service.sessions import Principal, reference_of
+from governance.spec import SpecSet
+from tests.graphs import add_version
 
 pytestmark = pytest.mark.both_backends
 PRODUCER = "https://example.com/reports"
+TAGS = "https://openlineage.io/spec/facets/1-0-0/TagsRunFacet.json#/$defs/TagsRunFacet"
 
 
-def body(run_id: str) -> bytes:
+def body(run_id: str, state: str = "START", *, reads: Sequence[str] = (), user: str | None = None) -> bytes:
+    """A run event that read the files `reads`, as `user` says its run's `user` tag."""
+    run: dict = {"runId": run_id}
+    if user is not None:
+        run["facets"] = {"tags": {"_producer": PRODUCER, "_schemaURL": TAGS, "tags": [{"key": "user", "value": user}]}}
     return json.dumps(
         {
-            "eventType": "START",
-            "eventTime": "2026-11-27T05:00:00Z",
+            "eventType": state,
+            "eventTime": "2026-11-27T05:00:00Z" if state == "START" else "2026-11-27T05:10:00Z",
             "producer": PRODUCER,
             "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
-            "run": {"runId": run_id},
+            "run": run,
             "job": {"namespace": "airflow://reports", "name": "daily"},
-            "inputs": [],
+            "inputs": [{"namespace": "file", "name": name} for name in reads],
             "outputs": [{"namespace": "postgres://warehouse", "name": "reports.daily"}],
         }
     ).encode()
@@ -45,7 +53,10 @@ def principal(user: str) -> Principal:
 
 
 def taken_together(
-    custody: Custody, first: tuple[Principal, bytes], rest: Sequence[tuple[Principal, bytes]]
+    custody: Custody,
+    first: tuple[Principal, bytes],
+    rest: Sequence[tuple[Principal, bytes]],
+    specs: Callable[[], SpecSet] | None = None,
 ) -> list[list[Received] | BaseException]:
     """What the intake answers `rest`, posted while it waits to keep `first`: the catalog's writer
     is held meanwhile by another transaction, so `rest` all wait in the queue at once."""
@@ -58,7 +69,7 @@ def taken_together(
             release.wait(timeout=60)
 
     async def post() -> list[list[Received] | BaseException]:
-        intake = Intake(custody, lambda: custody.specs)
+        intake = Intake(custody, specs or (lambda: custody.specs))
         intake.start()
         try:
             waiting = asyncio.ensure_future(intake.take(*first))
@@ -136,3 +147,63 @@ def test_a_refused_or_invalid_report_is_answered_for_itself_and_the_others_are_k
     # Every decision is recorded, the refusal too; the careless reporter was allowed, its body was not valid.
     results = {entry.actor: json.loads(entry.details)["result"] for entry in decisions(custody, outsider, careless)}
     assert results == {"bob": "denied", "lineage-bot": "allowed"}
+
+
+def test_a_run_s_events_in_one_batch_are_kept_and_joined_in_the_order_they_came(custody: Custody):
+    add_version(custody.store, "sales/clients", 1, zone="landing")
+    read = str(Path(custody.lake.root).resolve() / "landing/sales/clients/v=1")
+    run, bot = str(uuid.uuid4()), principal("lineage-bot")
+    start, complete = body(run, reads=[read], user="bob"), body(run, "COMPLETE", reads=[read], user="bob")
+
+    answers = taken_together(
+        custody, (principal("lineage-bot"), body(str(uuid.uuid4()))), [(bot, start), (bot, complete), (bot, start)]
+    )
+
+    assert [[(each.event_type, each.stored) for each in answer] for answer in answers] == [
+        [("START", True)],
+        [("COMPLETE", True)],
+        [("START", False)],
+    ]
+    version = {"namespace": "file", "name": read, "version": "sales/clients@1"}
+    assert [each.inputs for [each] in answers] == [[version], [version], []]
+    assert kept(custody, run) == 2
+    with custody.store.session() as session:
+        joined = session.get(ForeignRun, run)
+    assert joined is not None
+    assert (joined.state, joined.started_at, joined.user) == ("COMPLETE", "2026-11-27T05:00:00Z", "bob")
+
+
+def test_a_report_whose_joining_fails_in_a_batch_is_kept_and_said_not_joined_and_the_others_are_joined(
+    custody: Custody,
+):
+    add_version(custody.store, "sales/clients", 1, zone="landing")
+    read = str(Path(custody.lake.root).resolve() / "landing/sales/clients/v=1")
+    judged, unjudged = str(uuid.uuid4()), str(uuid.uuid4())
+
+    def no_specs() -> SpecSet:
+        raise InvalidInput("the specs cannot be read")
+
+    # The reads of a run that names its user are held to the specs' roles, which cannot be read;
+    # a run that names none is recorded outside policy without them.
+    answers = taken_together(
+        custody,
+        (principal("lineage-bot"), body(str(uuid.uuid4()))),
+        [
+            (principal("lineage-bot"), body(judged, reads=[read], user="bob")),
+            (principal("lineage-bot"), body(unjudged, reads=[read])),
+        ],
+        specs=no_specs,
+    )
+
+    [failed], [joined] = answers
+    assert (failed.stored, failed.inputs, failed.unjoined) == (True, [], "the specs cannot be read")
+    assert (joined.stored, joined.unjoined, joined.inputs[0]["version"]) == (True, None, "sales/clients@1")
+    assert (kept(custody, judged), kept(custody, unjudged)) == (1, 1)
+    with custody.store.session() as session:
+        runs = session.exec(select(ForeignRun.run_id)).all()
+        outside = session.exec(select(LedgerEntry).where(col(LedgerEntry.action) == "read.outside-policy")).all()
+    # The failed joining's run was taken back with it; its event is kept.
+    assert unjudged in runs and judged not in runs
+    assert [(entry.run_id, json.loads(entry.details)["reason"]) for entry in outside] == [
+        (unjudged, "the run reported no user")
+    ]

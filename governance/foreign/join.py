@@ -43,35 +43,25 @@ FOREIGN_CHANNEL = "openlineage"
 # Whether a reported user may read an asset: None if so, else why not.
 Judge = Callable[[str | None, str], str | None]
 
-STORE = (
-    "INSERT INTO foreign_event (run_id, event_type, event_time, received_at, reporter, body) "
-    "VALUES ({run_id}, {event_type}, {event_time}, {received_at}, {reporter}, {body}) ON CONFLICT DO NOTHING"
-)
-RUN = 'SELECT state, state_time, started_at, "user" FROM foreign_run WHERE run_id = {run_id}'
-NEW_RUN = (
-    'INSERT INTO foreign_run (run_id, job_namespace, job_name, producer, state, state_time, started_at, "user", reporter) '
-    "VALUES ({run_id}, {job_namespace}, {job_name}, {producer}, {state}, {state_time}, {started_at}, {user}, {reporter})"
-)
+STORE = "INSERT INTO foreign_event {rows} ON CONFLICT DO NOTHING RETURNING run_id, event_type, event_time"
+RUNS = 'SELECT run_id, state, state_time, started_at, "user" FROM foreign_run WHERE run_id IN ({among})'
+NEW_RUNS = "INSERT INTO foreign_run {rows}"
 RUN_NOW = (
     'UPDATE foreign_run SET state = {state}, state_time = {state_time}, started_at = {started_at}, "user" = {user} '
     "WHERE run_id = {run_id}"
 )
-DATASET = "SELECT id FROM foreign_dataset WHERE key = {key}"
-NEW_DATASET = (
-    "INSERT INTO foreign_dataset (namespace, name, version, ident, key, location) "
-    "VALUES ({namespace}, {name}, {version}, {ident}, {key}, {location}) ON CONFLICT DO NOTHING RETURNING id"
-)
+DATASETS = "SELECT key, id FROM foreign_dataset WHERE key IN ({among})"
+NEW_DATASETS = "INSERT INTO foreign_dataset {rows} ON CONFLICT DO NOTHING RETURNING key, id"
 # The longest location kept: an index entry must stay small on every backend.
 LONGEST_LOCATION = 1_000
-IO = (
-    "INSERT INTO foreign_io (run_id, direction, dataset_id, version_id) "
-    "VALUES ({run_id}, {direction}, {dataset_id}, {version_id}) ON CONFLICT DO NOTHING"
-)
-VERSION_AT = "SELECT id, asset_key, number FROM version WHERE path IN ({paths}) ORDER BY length(path) DESC LIMIT 1"
+IO = "INSERT INTO foreign_io {rows} ON CONFLICT DO NOTHING RETURNING run_id, direction, dataset_id"
+VERSIONS_AT = "SELECT path, id, asset_key, number FROM version WHERE path IN ({among})"
 VERSION_OF = (
     "SELECT id, asset_key, number FROM version WHERE asset_key = {asset} AND number = {number} AND zone = {zone}"
 )
 VERSION_NUMBERED = "SELECT id, asset_key, number FROM version WHERE asset_key = {asset} AND number = {number}"
+# The most rows one statement writes or looks up: its parameters stay far below any driver's limit.
+ROWS_AT_ONCE = 500
 # The joining's own savepoint: a transaction may keep the events of several requests, one after the other.
 SAVEPOINT = "custody_joining"
 REQUEST_SAVEPOINT = "custody_request"
@@ -102,6 +92,7 @@ class Outside:
     read: Resolved
     user: str | None
     reason: str
+    reporter: str
 
 
 @dataclass(frozen=True)
@@ -142,6 +133,39 @@ class Sql:
         self.cursor.execute(_written(statement, self.marker, tuple(params)), params)
         return self.cursor
 
+    def each(self, statement: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Run `statement` once for each of `rows`, which all name the same parameters."""
+        if rows:
+            self.cursor.executemany(_written(statement, self.marker, tuple(rows[0])), rows)
+
+    def rows(self, statement: str, rows: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
+        """Run `statement`, whose `{rows}` stands for the columns `rows` name (all the same ones) and
+        their VALUES, a few hundred rows at a time; what it returns."""
+        returned: list[tuple[Any, ...]] = []
+        for start in range(0, len(rows), ROWS_AT_ONCE):
+            chunk = rows[start : start + ROWS_AT_ONCE]
+            names = tuple(chunk[0])
+            listed = ", ".join(f'"{name}"' for name in names)
+            values = ", ".join(
+                "(" + ", ".join(self.marker.format(f"{name}{i}") for name in names) + ")" for i in range(len(chunk))
+            )
+            params = {f"{name}{i}": row[name] for i, row in enumerate(chunk) for name in names}
+            self.cursor.execute(statement.replace("{rows}", f"({listed}) VALUES {values}"), params)
+            if self.cursor.description is not None:  # a statement with RETURNING
+                returned.extend(self.cursor.fetchall())
+        return returned
+
+    def among(self, statement: str, values: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """Run `statement`, whose `{among}` stands for a list of `values`, a few hundred at a time;
+        the rows it finds."""
+        found: list[tuple[Any, ...]] = []
+        for start in range(0, len(values), ROWS_AT_ONCE):
+            params = {f"v{i}": value for i, value in enumerate(values[start : start + ROWS_AT_ONCE])}
+            listed = ", ".join(self.marker.format(name) for name in params)
+            self.cursor.execute(statement.replace("{among}", listed), params)
+            found.extend(self.cursor.fetchall())
+        return found
+
     @contextmanager
     def savepoint(self, name: str = SAVEPOINT) -> Iterator[None]:
         """The block's statements undone if it raises, the transaction's others kept. Written to the
@@ -169,6 +193,10 @@ def apart(session: Session) -> AbstractContextManager[None]:
     return Sql(session).savepoint(REQUEST_SAVEPOINT)
 
 
+# An event, and the user who reported it.
+Reported = tuple[RunEvent, str]
+
+
 def receive(
     catalog: Catalog, lake: Lake, events: Sequence[RunEvent], reporter: str, judge: Judge | None = None
 ) -> list[Received]:
@@ -190,19 +218,11 @@ def receiving(
 
     def work(session: Session) -> tuple[list[Received], list[ledger.Event]]:
         db = Sql(session)
-        stored = [_store(db, event, reporter) for event in events]
-        outside: list[Outside] = []
+        reported = [(event, reporter) for event in events]
+        stored = _store(db, reported)
         try:
             with db.savepoint():
-                received = [
-                    Received(
-                        event.run_id,
-                        event.event_type,
-                        new,
-                        _join(db, lake, event, reporter, judge, outside) if new else [],
-                    )
-                    for event, new in zip(events, stored, strict=True)
-                ]
+                inputs, outside = _join(db, lake, _new(reported, stored), judge)
         except TransactionLost:
             raise  # the events are not kept either
         except (SQLAlchemyError, db.error, CustodyError, ValueError) as err:
@@ -212,47 +232,283 @@ def receiving(
                 for event, new in zip(events, stored, strict=True)
             ]
             return unjoined, []
-        return received, [_outside_entry(found, reporter) for found in outside]
+        return _received(reported, stored, inputs), [_outside_entry(found) for found in outside]
 
     return work
 
 
-def _store(db: Sql, event: RunEvent, reporter: str) -> bool:
-    row = {
-        "run_id": event.run_id,
-        "event_type": event.event_type,
-        "event_time": event.event_time,
-        # As SQLAlchemy writes a time the ORM reads back: UTC, without its zone.
-        "received_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f"),
-        "reporter": reporter,
-        "body": json.dumps(event.body, separators=(",", ":")),
-    }
-    return bool(db.run(STORE, row).rowcount)
+def together(
+    lake: Lake, reports: Sequence[tuple[Sequence[RunEvent], str]], judge: Judge | None = None
+) -> Callable[[Session], tuple[list[list[Received]], list[ledger.Event]]]:
+    """What keeps and joins the events of several reports (each with the user who reported it) at
+    once, as `receiving` does one report's, in a few statements for all of them. It has no savepoint
+    of its own: whatever fails, the caller's savepoint undoes all of it, and it takes the reports
+    again one by one, each answered for itself."""
+
+    def work(session: Session) -> tuple[list[list[Received]], list[ledger.Event]]:
+        db = Sql(session)
+        reported = [(event, reporter) for events, reporter in reports for event in events]
+        stored = _store(db, reported)
+        inputs, outside = _join(db, lake, _new(reported, stored), judge)
+        received = iter(_received(reported, stored, inputs))
+        return [[next(received) for _ in events] for events, _ in reports], [_outside_entry(o) for o in outside]
+
+    return work
+
+
+def _new(reported: Sequence[Reported], stored: Sequence[bool]) -> list[Reported]:
+    return [pair for pair, new in zip(reported, stored, strict=True) if new]
+
+
+def _received(
+    reported: Sequence[Reported], stored: Sequence[bool], inputs: Sequence[list[dict[str, Any]]]
+) -> list[Received]:
+    """What became of each event: the inputs of each new one, in order."""
+    joined = iter(inputs)
+    return [
+        Received(event.run_id, event.event_type, new, next(joined) if new else [])
+        for (event, _), new in zip(reported, stored, strict=True)
+    ]
+
+
+def _store(db: Sql, reported: Sequence[Reported]) -> list[bool]:
+    """Keep each event as received; whether each was new (an event given twice is new once)."""
+    # As SQLAlchemy writes a time the ORM reads back: UTC, without its zone.
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    rows = [
+        {
+            "run_id": event.run_id,
+            "event_type": event.event_type,
+            "event_time": event.event_time,
+            "received_at": now,
+            "reporter": reporter,
+            "body": json.dumps(event.body, separators=(",", ":")),
+        }
+        for event, reporter in reported
+    ]
+    inserted = {tuple(row) for row in db.rows(STORE, rows)} if rows else set()
+    return _firsts([(event.run_id, event.event_type, event.event_time) for event, _ in reported], inserted)
+
+
+def _firsts(keys: Sequence[tuple[Any, ...]], inserted: set[tuple[Any, ...]]) -> list[bool]:
+    """For each key, whether its row was inserted by this occurrence: the first of those inserted."""
+    seen: set[tuple[Any, ...]] = set()
+    firsts = []
+    for key in keys:
+        firsts.append(key in inserted and key not in seen)
+        seen.add(key)
+    return firsts
+
+
+@dataclass(frozen=True)
+class _Use:
+    """A dataset an event's run read or wrote, at a version; for an input, what it is to Custody."""
+
+    run_id: str
+    direction: str
+    dataset: Mapping[str, Any]
+    version: str
+    resolved: Resolved = Resolved()
+
+    @property
+    def key(self) -> str:
+        return digest(self.dataset["namespace"], self.dataset["name"], self.version)
 
 
 def _join(
-    db: Sql, lake: Lake, event: RunEvent, reporter: str, judge: Judge | None, outside: list[Outside]
-) -> list[dict[str, Any]]:
-    """Join the event: its run, what it read (each version read for the first time held to
-    `judge`, those it refuses added to `outside`), what it wrote and the column lineage it gives
-    for that. What each input is."""
-    user = _run(db, event, reporter)
-    inputs = []
-    for dataset in event.inputs:
-        for resolved in resolve(db, lake, dataset):
-            version = str(resolved.number) if resolved.number is not None else _version(dataset)
-            _, first = _io(db, lake, event.run_id, INPUT, dataset, version, resolved.version_id)
-            why = judge(user, resolved.asset) if first and judge is not None and resolved.asset is not None else None
+    db: Sql, lake: Lake, reported: Sequence[Reported], judge: Judge | None
+) -> tuple[list[list[dict[str, Any]]], list[Outside]]:
+    """Join the events, in a few statements for all of them: each run, what it read (each version
+    read for the first time held to `judge`), what it wrote and the column lineage it gives for
+    that. What each event's inputs are, and the reads `judge` refused."""
+    where = _Where(lake)
+    users = _runs(db, reported)
+    uses: list[list[_Use]] = []
+    for (event, _), reads in zip(reported, _resolve(db, lake, where, [e for e, _ in reported]), strict=True):
+        read = [
+            _Use(event.run_id, INPUT, dataset, _read_version(dataset, resolved), resolved)
+            for dataset, resolved in reads
+        ]
+        wrote = [_Use(event.run_id, OUTPUT, dataset, _version(dataset)) for dataset in event.outputs]
+        uses.append(read + wrote)
+    flat = [use for used in uses for use in used]
+    ids = _dataset_ids(db, where, flat)
+    firsts = iter(_record_uses(db, flat, ids))
+    inputs: list[list[dict[str, Any]]] = []
+    outside: list[Outside] = []
+    for (event, reporter), user, used in zip(reported, users, uses, strict=True):
+        said = []
+        for use in used:
+            first = next(firsts)
+            if use.direction == OUTPUT:
+                columns.record(db, event.run_id, ids[use.key], use.dataset)
+                continue
+            asset = use.resolved.asset
+            why = judge(user, asset) if first and judge is not None and asset is not None else None
             if why is not None:
-                outside.append(Outside(event, resolved, user, why))
-            inputs.append(_said(dataset, resolved))
-    for dataset in event.outputs:
-        dataset_id, _ = _io(db, lake, event.run_id, OUTPUT, dataset, _version(dataset), None)
-        columns.record(db, event.run_id, dataset_id, dataset)
-    return inputs
+                outside.append(Outside(event, use.resolved, user, why, reporter))
+            said.append(_said(use.dataset, use.resolved))
+        inputs.append(said)
+    return inputs, outside
 
 
-def _outside_entry(found: Outside, reporter: str) -> ledger.Event:
+def _read_version(dataset: Mapping[str, Any], resolved: Resolved) -> str:
+    return str(resolved.number) if resolved.number is not None else _version(dataset)
+
+
+class _Where:
+    """Where in the lake each dataset's name is, asked once for a name however often it is met."""
+
+    def __init__(self, lake: Lake):
+        self.lake = lake
+        self._found: dict[tuple[str, str], str | None] = {}
+
+    def __call__(self, namespace: str, name: str) -> str | None:
+        key = (namespace, name)
+        if key not in self._found:
+            self._found[key] = self.lake.location_of(_uri(namespace, name))
+        return self._found[key]
+
+
+@dataclass(frozen=True)
+class _Run:
+    state: str
+    state_time: str
+    started_at: str | None
+    user: str | None
+
+
+def _runs(db: Sql, reported: Sequence[Reported]) -> list[str | None]:
+    """Record each event's run, or what the event changes of it, in the events' order; the user
+    each event's run ran as, as far as the events up to it say."""
+    known = {row[0]: _Run(*row[1:]) for row in db.among(RUNS, sorted({event.run_id for event, _ in reported}))}
+    touched = set(known)
+    new: dict[str, dict[str, Any]] = {}
+    users = []
+    for event, reporter in reported:
+        started = event.event_time if event.event_type == "START" else None
+        run = known.get(event.run_id)
+        if run is None:
+            run = _Run(event.event_type, event.event_time, started, reported_user(event))
+            new[event.run_id] = {
+                "run_id": event.run_id,
+                "job_namespace": event.job_namespace,
+                "job_name": event.job_name,
+                "producer": event.producer,
+                "reporter": reporter,
+            }
+        else:
+            state, state_time = run.state, run.state_time
+            if _later(event, state, state_time):
+                state, state_time = event.event_type, event.event_time
+            run = _Run(state, state_time, started or run.started_at, run.user or reported_user(event))
+        known[event.run_id] = run
+        users.append(run.user)
+    if new:
+        db.rows(NEW_RUNS, [{**row, **_run_values(known[run_id])} for run_id, row in new.items()])
+    db.each(RUN_NOW, [{**_run_values(known[run_id]), "run_id": run_id} for run_id in sorted(touched)])
+    return users
+
+
+def _run_values(run: _Run) -> dict[str, Any]:
+    return {"state": run.state, "state_time": run.state_time, "started_at": run.started_at, "user": run.user}
+
+
+def _dataset_ids(db: Sql, where: _Where, uses: Sequence[_Use]) -> dict[str, int]:
+    """Each dataset's id by its key, those met for the first time recorded. Another transaction
+    recording the same one at once makes this one's insert do nothing, and its row is read once
+    that one has committed."""
+    rows: dict[str, dict[str, Any]] = {}
+    for use in uses:
+        if use.key not in rows:
+            namespace, name = use.dataset["namespace"], use.dataset["name"]
+            location = where(namespace, name)
+            rows[use.key] = {
+                "namespace": namespace,
+                "name": name,
+                "version": use.version,
+                "ident": ident(namespace, name),
+                "key": use.key,
+                "location": location if location is not None and len(location) <= LONGEST_LOCATION else None,
+            }
+    ids = dict(db.among(DATASETS, sorted(rows)))
+    if missing := [row for key, row in rows.items() if key not in ids]:
+        ids.update(db.rows(NEW_DATASETS, missing))
+    if raced := [key for key in rows if key not in ids]:
+        ids.update(db.among(DATASETS, raced))
+    for key, row in rows.items():
+        if key not in ids:
+            raise CustodyError(f"the dataset {row['namespace']}/{row['name']} was neither found nor recorded")
+    return {key: int(found) for key, found in ids.items()}
+
+
+def _record_uses(db: Sql, uses: Sequence[_Use], ids: Mapping[str, int]) -> list[bool]:
+    """Record that each run read or wrote each dataset; for each, whether this had not been recorded yet."""
+    rows = [
+        {
+            "run_id": use.run_id,
+            "direction": use.direction,
+            "dataset_id": ids[use.key],
+            "version_id": use.resolved.version_id,
+        }
+        for use in uses
+    ]
+    inserted = (
+        {(run_id, direction, int(dataset_id)) for run_id, direction, dataset_id in db.rows(IO, rows)} if rows else set()
+    )
+    return _firsts([(row["run_id"], row["direction"], row["dataset_id"]) for row in rows], inserted)
+
+
+def _resolve(
+    db: Sql, lake: Lake, where: _Where, events: Sequence[RunEvent]
+) -> list[list[tuple[Mapping[str, Any], Resolved]]]:
+    """What each event's input datasets are to Custody, each read once for every location it was
+    read at: the version of an asset's table it read (see governance.foreign.tables); else the
+    locations its `subset` facet names (Spark's listener names a folder of `key=value` folders,
+    such as an asset's versions, by the folder, and the ones it read there), else its name. The
+    versions at those locations, or holding them, are looked up all at once."""
+    asked: list[list[tuple[Mapping[str, Any], Resolved | str]]] = []
+    for event in events:
+        reads: list[tuple[Mapping[str, Any], Resolved | str]] = []
+        for dataset in event.inputs:
+            namespace, name = str(dataset["namespace"]), str(dataset["name"])
+            key = table_of(where(namespace, name), dataset)
+            if key is not None:
+                reads.append((dataset, _snapshot_read(db, lake, key, _version(dataset))))
+                continue
+            for at in _locations(dataset) or [name]:
+                location = where(namespace, at)
+                reads.append((dataset, Resolved() if location is None else location))
+        asked.append(reads)
+    paths = sorted({path for reads in asked for _, read in reads if isinstance(read, str) for path in _holding(read)})
+    versions = {row[0]: row[1:] for row in db.among(VERSIONS_AT, paths)} if paths else {}
+    return [
+        [
+            (dataset, read if isinstance(read, Resolved) else _resolved(db, versions, read, _version(dataset)))
+            for dataset, read in reads
+        ]
+        for reads in asked
+    ]
+
+
+def _holding(location: str) -> list[str]:
+    """The location, then each folder holding it, the nearest first."""
+    path = PurePosixPath(location)
+    return [path.as_posix(), *(parent.as_posix() for parent in path.parents if parent.as_posix() != ".")]
+
+
+def _resolved(db: Sql, versions: Mapping[str, tuple[Any, ...]], location: str, version: str) -> Resolved:
+    """The version whose folder is `location` or holds it, else the version `version` of the asset
+    whose folder it is."""
+    found = next((versions[path] for path in _holding(location) if path in versions), None)
+    found = found or _asset_at(db, location, version)
+    if found is None:
+        return Resolved(problem=f"in the lake at {location}, where the catalog has no version")
+    version_id, asset, number = found
+    return Resolved(int(version_id), str(asset), int(number))
+
+
+def _outside_entry(found: Outside) -> ledger.Event:
     """The ledger entry of a version's read under a user who may not read it: Custody cannot stop
     another tool's direct read of the lake, but it does not let one pass unseen."""
     event = found.event
@@ -268,7 +524,7 @@ def _outside_entry(found: Outside, reporter: str) -> ledger.Event:
             "reason": found.reason,
             "job": f"{event.job_namespace}/{event.job_name}",
             "producer": event.producer,
-            "reported_by": reporter,
+            "reported_by": found.reporter,
             "channel": FOREIGN_CHANNEL,
         },
     )
@@ -281,36 +537,6 @@ def _said(dataset: Mapping[str, Any], resolved: Resolved) -> dict[str, Any]:
     if resolved.problem is not None:
         said["problem"] = resolved.problem
     return said
-
-
-def _run(db: Sql, event: RunEvent, reporter: str) -> str | None:
-    """Record the run, or what the event changes of it; the user it ran as, if any event said."""
-    found = db.run(RUN, {"run_id": event.run_id}).fetchone()
-    started = event.event_time if event.event_type == "START" else None
-    if found is None:
-        user = reported_user(event)
-        db.run(
-            NEW_RUN,
-            {
-                "run_id": event.run_id,
-                "job_namespace": event.job_namespace,
-                "job_name": event.job_name,
-                "producer": event.producer,
-                "state": event.event_type,
-                "state_time": event.event_time,
-                "started_at": started,
-                "user": user,
-                "reporter": reporter,
-            },
-        )
-        return user
-    state, state_time, started_at, user = found
-    if _later(event, state, state_time):
-        state, state_time = event.event_type, event.event_time
-    user = user or reported_user(event)
-    values = {"state": state, "state_time": state_time, "started_at": started or started_at, "user": user}
-    db.run(RUN_NOW, {**values, "run_id": event.run_id})
-    return user
 
 
 def _later(event: RunEvent, state: str, state_time: str) -> bool:
@@ -342,69 +568,10 @@ def reported_user(event: RunEvent) -> str | None:
     return next((str(user) for user in found if isinstance(user, str) and user.strip()), None)
 
 
-def _io(
-    db: Sql,
-    lake: Lake,
-    run_id: str,
-    direction: str,
-    dataset: Mapping[str, Any],
-    version: str,
-    version_id: int | None,
-) -> tuple[int, bool]:
-    """Record that the run read or wrote the dataset at `version`: the dataset's id, and whether
-    this had not been recorded yet."""
-    namespace, name = dataset["namespace"], dataset["name"]
-    location = lake.location_of(_uri(namespace, name))
-    kept = location if location is not None and len(location) <= LONGEST_LOCATION else None
-    dataset_id = _dataset_id(db, namespace, name, version, kept)
-    row = {"run_id": run_id, "direction": direction, "dataset_id": dataset_id, "version_id": version_id}
-    return dataset_id, bool(db.run(IO, row).rowcount)
-
-
 def _version(dataset: Mapping[str, Any]) -> str:
     facet = (dataset.get("facets") or {}).get("version") or {}
     version = facet.get("datasetVersion") if isinstance(facet, Mapping) else None
     return str(version) if version is not None else ""
-
-
-def _dataset_id(db: Sql, namespace: str, name: str, version: str, location: str | None) -> int:
-    """The dataset's id, recorded first if it is new. Another transaction recording the same one
-    at once makes this one's insert do nothing, and its row is read once that one has committed."""
-    key = digest(namespace, name, version)
-    found = _first(db.run(DATASET, {"key": key}))
-    if found is None:
-        row = {
-            "namespace": namespace,
-            "name": name,
-            "version": version,
-            "ident": ident(namespace, name),
-            "key": key,
-            "location": location,
-        }
-        found = _first(db.run(NEW_DATASET, row))
-    if found is None:
-        found = _first(db.run(DATASET, {"key": key}))
-    if found is None:
-        raise CustodyError(f"the dataset {namespace}/{name} was neither found nor recorded")
-    return int(found)
-
-
-def _first(cursor: Any) -> Any:
-    """The first column of the cursor's first row, or None without one."""
-    row = cursor.fetchone()
-    return None if row is None else row[0]
-
-
-def resolve(db: Sql, lake: Lake, dataset: Mapping[str, Any]) -> list[Resolved]:
-    """What an input dataset is to Custody: the version of an asset's table it read (see
-    governance.foreign.tables); else for each location it was read at: the locations its `subset`
-    facet names (Spark's listener names a folder of `key=value` folders, such as an asset's
-    versions, by the folder, and the ones it read there), else its name."""
-    namespace, name = str(dataset["namespace"]), str(dataset["name"])
-    key = table_of(lake.location_of(_uri(namespace, name)), dataset)
-    if key is not None:
-        return [_snapshot_read(db, lake, key, _version(dataset))]
-    return [_resolved(db, lake, namespace, at, _version(dataset)) for at in _locations(dataset) or [name]]
 
 
 def _snapshot_read(db: Sql, lake: Lake, key: AssetKey, version: str) -> Resolved:
@@ -426,17 +593,6 @@ def _locations(dataset: Mapping[str, Any]) -> list[str]:
     return [str(location) for location in condition.get("locations") or () if isinstance(location, str)]
 
 
-def _resolved(db: Sql, lake: Lake, namespace: str, name: str, version: str) -> Resolved:
-    location = lake.location_of(_uri(namespace, name))
-    if location is None:
-        return Resolved()
-    found = _version_at(db, location) or _asset_at(db, location, version)
-    if found is None:
-        return Resolved(problem=f"in the lake at {location}, where the catalog has no version")
-    version_id, asset, number = found
-    return Resolved(int(version_id), str(asset), int(number))
-
-
 def _uri(namespace: str, name: str) -> str:
     """The location OpenLineage's naming gives: `file` and a path, or an object store's
     `s3://bucket` and a key. A name that is a whole URI already (Custody's own events on a lake in
@@ -446,14 +602,6 @@ def _uri(namespace: str, name: str) -> str:
     if namespace.startswith(("s3://", "s3a://", "s3n://")):
         return f"{namespace.rstrip('/')}/{name.lstrip('/')}"
     return name
-
-
-def _version_at(db: Sql, location: str) -> Any:
-    """The version whose folder is `location` or holds it."""
-    path = PurePosixPath(location)
-    candidates = [path.as_posix(), *(parent.as_posix() for parent in path.parents if parent.as_posix() != ".")]
-    named = {f"path{i}": candidate for i, candidate in enumerate(candidates)}
-    return db.run(VERSION_AT.replace("{paths}", ", ".join(f"{{{name}}}" for name in named)), named).fetchone()
 
 
 def _asset_at(db: Sql, location: str, version: str) -> Any:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, partial
@@ -28,7 +29,7 @@ from governance.errors import (
     error_summary,
 )
 from governance.foreign.events import RunEvent, parse
-from governance.foreign.join import FOREIGN_CHANNEL, Judge, Received, apart, receiving
+from governance.foreign.join import FOREIGN_CHANNEL, Judge, Received, apart, receiving, together
 from governance.runs import Assurance
 from governance.service.api import identity_of, recorded
 from governance.service.sessions import Principal
@@ -94,6 +95,9 @@ class Intake:
 
     def _serve(self) -> None:
         while (first := self._waiting.get()) is not None:
+            # The event loop queues the requests that came meanwhile only once it holds the
+            # interpreter: let it, so that they join this batch rather than wait for the next.
+            time.sleep(0)
             reports, events = [first], _count(first)
             stopping = False
             while len(reports) < MOST_AT_ONCE and events < MOST_EVENTS and not self._waiting.empty():
@@ -136,6 +140,16 @@ class Intake:
         lake = self.custody.lake
 
         def keep(session: Session) -> tuple[list[Answer], list[ledger.Event]]:
+            if len(kept) > 1:
+                try:
+                    with apart(session):
+                        reports = [(events, report.principal.user) for report, events in kept]
+                        joined, asked = together(lake, reports, judge)(session)
+                        return list(joined), asked
+                except TransactionLost:
+                    raise
+                except Exception:  # noqa: BLE001, S110 - not swallowed: taken again below, one request at a time
+                    pass
             answers: list[Answer] = []
             entries: list[ledger.Event] = []
             for report, events in kept:
