@@ -201,3 +201,8 @@ class CatalogUnavailable(TransientError):
 class TransactionLost(CatalogUnavailable):
     """A savepoint could not be rolled back to: the database ended the whole transaction (a full
     disk, an I/O error), and nothing more may be written in it."""
+
+
+class NotJoinedTogether(CustodyError):
+    """Several reports' events could not be kept and joined at once (one of them fails to join, or
+    the database refused a statement): each report is to be taken on its own."""

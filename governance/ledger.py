@@ -231,6 +231,20 @@ def append_many(session: Session, events: Sequence[Event]) -> list[Appended]:
     return [Appended(row["seq"], row["hash"]) for row in rows]
 
 
+def mark(session: Session) -> tuple[Any, Any]:
+    """Where this transaction's appends have reached: `rewind` goes back there once a savepoint has
+    undone the entries appended since."""
+    return session.info.get(TAIL), session.info.get(APPENDED)
+
+
+def rewind(session: Session, reached: tuple[Any, Any]) -> None:
+    for key, value in zip((TAIL, APPENDED), reached, strict=True):
+        if value is None:
+            session.info.pop(key, None)
+        else:
+            session.info[key] = value
+
+
 TAIL_SQL = f"SELECT seq, hash FROM {LedgerEntry.__tablename__} ORDER BY seq DESC LIMIT 1"
 COLUMNS = (
     "seq",

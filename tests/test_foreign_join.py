@@ -17,7 +17,7 @@ from governance.catalog.models import ForeignColumn, ForeignDataset, ForeignEven
 from governance.catalog.states import VersionStatus
 from governance.errors import InvalidInput, TransactionLost
 from governance.foreign.events import MAX_FIELD_DEPENDENCIES, RunEvent, parse
-from governance.foreign.join import Sql, receive
+from governance.foreign.join import ROWS_AT_ONCE, Sql, receive
 from governance.lineage.graph import impact
 from governance.zones import Lake, VersionRef
 from tests.graphs import add_version
@@ -94,6 +94,21 @@ def test_an_event_whose_joining_fails_is_kept_said_not_joined_and_leaves_nothing
         # The run was recorded before the judge failed: the joining's savepoint took it back.
         assert session.exec(select(func.count()).select_from(ForeignRun)).one() == 0
         assert session.exec(select(func.count()).select_from(ForeignIO)).one() == 0
+
+
+def test_a_report_of_more_events_than_one_statement_takes_is_kept_and_joined_whole(catalog: Catalog, lake: Lake):
+    add_version(catalog, "sales/clients", 1, zone="landing")
+    reads = [at(lake, "landing/sales/clients/v=1")]
+    events = [event(str(uuid.uuid4()), "START", reads, ["reports.daily"]) for _ in range(ROWS_AT_ONCE + 1)]
+
+    # The first event again, past the first statement's rows: kept once all the same.
+    received = receive(catalog, lake, [*events, events[0]], "lineage-bot")
+
+    assert [each.stored for each in received] == [True] * len(events) + [False]
+    assert {each.inputs[0]["version"] for each in received[:-1]} == {"sales/clients@1"}
+    with catalog.session() as session:
+        assert session.exec(select(func.count()).select_from(ForeignEvent)).one() == len(events)
+        assert session.exec(select(func.count()).select_from(ForeignIO)).one() == 2 * len(events)
 
 
 def test_impact_crosses_foreign_runs_where_the_versions_of_a_dataset_agree(catalog: Catalog, lake: Lake):

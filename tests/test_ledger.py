@@ -7,6 +7,7 @@ import json
 import random
 import threading
 import time
+from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import event
@@ -15,9 +16,12 @@ from sqlalchemy.exc import SQLAlchemyError
 from governance import ledger
 from governance.access.settings import pinned_settings
 from governance.catalog.group import Append, GroupCommit, Outcome
+from governance.catalog.models import PolicySetting
 from governance.errors import CustodyError, InvalidInput, SettingsChanged
 from governance.ledger import LedgerFilter
 from governance.runs import Assurance
+
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -207,6 +211,38 @@ def test_a_shared_transaction_s_committer_returns_every_entry_it_committed_even_
     ]
     # The committer of each transaction, refused or not, sees to the checkpoint of all it committed.
     assert sorted(entry.hash for outcome in outcomes.values() for entry in outcome.batch) == ["alice", "carol"]
+
+
+def test_a_work_that_failed_after_appending_leaves_the_chain_whole_for_the_next_work_of_its_batch(catalog):
+    def failing(session):
+        ledger.append(session, actor="mallory", action="spec.changed")
+        raise InvalidInput("the work failed")
+
+    def appending(session):
+        return None, [ledger.Event("alice", "read.outside-policy")]
+
+    outcomes = catalog._append(
+        [
+            Append([ledger.Event("bob", "lineage.report")], None, failing),
+            Append([ledger.Event("carol", "read")], None, appending),
+        ]
+    )
+
+    assert isinstance(outcomes[0].failed, InvalidInput)
+    assert [actor for actor, _ in actions(catalog)][-3:] == ["bob", "carol", "alice"]
+    assert verify(catalog).ok
+
+
+def test_a_recorded_work_that_writes_through_the_orm_fails_its_whole_batch(catalog):
+    def orm(session):
+        session.add(
+            PolicySetting(key="auditor_group", value="everyone", set_by="mallory", assurance="asserted", set_at=EPOCH)
+        )
+        return None, []
+
+    with pytest.raises(RuntimeError, match="not through the ORM"):
+        catalog.record_then([ledger.Event("bob", "lineage.report")], orm)
+    assert "bob" not in {actor for actor, _ in actions(catalog)}
 
 
 def test_a_thread_inside_a_write_transaction_may_not_record_and_is_told_at_once(catalog):

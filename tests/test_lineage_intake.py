@@ -109,6 +109,11 @@ def kept(custody: Custody, run_id: str) -> int:
         return len(session.exec(select(ForeignEvent).where(col(ForeignEvent.run_id) == run_id)).all())
 
 
+def received_at(custody: Custody, *run_ids: str) -> set:
+    with custody.store.session() as session:
+        return set(session.exec(select(ForeignEvent.received_at).where(col(ForeignEvent.run_id).in_(run_ids))).all())
+
+
 @pytest.fixture
 def custody(cli_env: Settings) -> Custody:
     return Custody(Settings.from_env())
@@ -124,6 +129,8 @@ def test_reports_waiting_together_are_decided_and_kept_in_one_transaction(custod
 
     assert [[each.run_id for each in answer] for answer in answers] == [[run] for run in runs]
     assert [kept(custody, run) for run in runs] == [1, 1, 1]
+    # Their events are kept all at once (one statement, one time of receipt), not one request after the other.
+    assert len(received_at(custody, *runs)) == 1
     entries = decisions(custody, *bots)
     # One transaction appends a batch's decisions together: one after the other, at one time.
     assert [entry.seq - entries[0].seq for entry in entries] == [0, 1, 2]

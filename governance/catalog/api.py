@@ -33,6 +33,7 @@ from governance.catalog.models import (
     VersionRow,
 )
 from governance.catalog.owed import failed_checkpoints, failed_lock, owed_checkpoints, take_failed
+from governance.catalog.savepoint import savepoint
 from governance.catalog.states import VersionStatus
 from governance.checkpoints import Checkpoints
 from governance.config import Settings
@@ -43,12 +44,15 @@ from governance.errors import (
     InvalidInput,
     NotFound,
     SettingsChanged,
+    TransactionLost,
 )
 from governance.locks import advisory_lock, file_lock_within
 from governance.spec import Spec
 from governance.zones import AssetKey, VersionRef
 
 # What a decision recorded under settings an admin changed meanwhile is told: the caller decides again.
+# The savepoint of a recorded work, within its batch's transaction.
+WORK_SAVEPOINT = "custody_work"
 STALE_SETTINGS = "the policy settings changed while this request was decided, so nothing of it was recorded: try again"
 
 
@@ -233,7 +237,9 @@ class Catalog:
         a decision among them allowed, committed with it or not at all. `work` returns its result
         (returned here) and the entries it calls for, appended after it. Refused settings leave it
         undone; what it raises is raised here, its changes undone and `events` committed, the
-        other threads' entries and work in the transaction untouched."""
+        other threads' entries and work in the transaction untouched. `work` writes with the
+        transaction's own statements (its connection's), not through the ORM's objects: its
+        savepoint is the driver's, which the ORM does not know of."""
         return self._record(Append(events, settings, work)).result
 
     def _record(self, append: Append) -> Committed:
@@ -589,15 +595,28 @@ def _pinned_values(session: Session) -> dict[str, str]:
 
 def _worked(session: Session, appended: list[ledger.Appended], work: Work | None) -> Outcome:
     """Do an append's work in a savepoint of its own: what it raises undoes its changes and is its
-    own thread's to raise, while the batch's entries, its own among them, are committed."""
+    own thread's to raise, while the batch's entries, its own among them, are committed. A savepoint
+    a failed work leaves the database unable to go back to fails the whole batch (TransactionLost)."""
     if work is None:
         return Outcome(appended)
+    session.flush()  # the batch's own objects (a new ledger's head), before the work's savepoint
+    connection = session.connection()
+    reached = ledger.mark(session)
     try:
-        with session.begin_nested():
+        with savepoint(connection.connection.cursor(), WORK_SAVEPOINT, connection.dialect.loaded_dbapi.Error):
             result, entries = work(session)
-            return Outcome([*appended, *ledger.append_many(session, entries)], result)
+            outcome = Outcome([*appended, *ledger.append_many(session, entries)], result)
+    except TransactionLost:
+        raise
     except Exception as err:  # noqa: BLE001 - not swallowed: the thread that brought the work raises it
-        return Outcome(appended, failed=err)
+        # What it appended is undone: the next append of the batch follows the entries before it.
+        ledger.rewind(session, reached)
+        outcome = Outcome(appended, failed=err)
+    if session.new or session.dirty or session.deleted:
+        # The savepoint is the driver's: the ORM's objects would outlive its rollback. A bug of the
+        # work, told at once: the whole batch fails, nothing written.
+        raise RuntimeError("a recorded work writes with the transaction's statements, not through the ORM")
+    return outcome
 
 
 def _still_pinned(settings: Mapping[str, str] | None, pinned: Mapping[str, str]) -> bool:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import cache
+from functools import cache, cached_property
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -26,7 +26,8 @@ from governance import ledger
 from governance.access.guard import ledger_actor
 from governance.catalog import Catalog
 from governance.catalog.jsonrows import marker
-from governance.errors import CustodyError, TransactionLost, error_summary
+from governance.catalog.savepoint import savepoint
+from governance.errors import CustodyError, NotJoinedTogether, TransactionLost, error_summary
 from governance.foreign import columns
 from governance.foreign.datasets import INPUT, OUTPUT, digest, ident
 from governance.foreign.events import RunEvent
@@ -147,9 +148,9 @@ class Sql:
             names = tuple(chunk[0])
             listed = ", ".join(f'"{name}"' for name in names)
             values = ", ".join(
-                "(" + ", ".join(self.marker.format(f"{name}{i}") for name in names) + ")" for i in range(len(chunk))
+                "(" + ", ".join(self.marker.format(f"{name}_{i}") for name in names) + ")" for i in range(len(chunk))
             )
-            params = {f"{name}{i}": row[name] for i, row in enumerate(chunk) for name in names}
+            params = {f"{name}_{i}": row[name] for i, row in enumerate(chunk) for name in names}
             self.cursor.execute(statement.replace("{rows}", f"({listed}) VALUES {values}"), params)
             if self.cursor.description is not None:  # a statement with RETURNING
                 returned.extend(self.cursor.fetchall())
@@ -166,21 +167,10 @@ class Sql:
             found.extend(self.cursor.fetchall())
         return found
 
-    @contextmanager
-    def savepoint(self, name: str = SAVEPOINT) -> Iterator[None]:
+    def savepoint(self, name: str = SAVEPOINT) -> AbstractContextManager[None]:
         """The block's statements undone if it raises, the transaction's others kept. Written to the
         driver, as the statements are: this is the same connection's transaction."""
-        self.cursor.execute(f"SAVEPOINT {name}")
-        try:
-            yield
-        except BaseException as failed:
-            try:
-                self.cursor.execute(f"ROLLBACK TO SAVEPOINT {name}")
-                self.cursor.execute(f"RELEASE SAVEPOINT {name}")
-            except self.error as lost:
-                raise TransactionLost(f"the transaction ended on a database error: {error_summary(failed)}") from lost
-            raise
-        self.cursor.execute(f"RELEASE SAVEPOINT {name}")
+        return savepoint(self.cursor, name, self.error)
 
 
 @cache
@@ -242,14 +232,19 @@ def together(
 ) -> Callable[[Session], tuple[list[list[Received]], list[ledger.Event]]]:
     """What keeps and joins the events of several reports (each with the user who reported it) at
     once, as `receiving` does one report's, in a few statements for all of them. It has no savepoint
-    of its own: whatever fails, the caller's savepoint undoes all of it, and it takes the reports
-    again one by one, each answered for itself."""
+    of its own: the caller's undoes all of it on NotJoinedTogether (an event that fails to join, a
+    statement the database refused), and takes the reports one by one, each answered for itself."""
 
     def work(session: Session) -> tuple[list[list[Received]], list[ledger.Event]]:
         db = Sql(session)
         reported = [(event, reporter) for events, reporter in reports for event in events]
-        stored = _store(db, reported)
-        inputs, outside = _join(db, lake, _new(reported, stored), judge)
+        try:
+            stored = _store(db, reported)
+            inputs, outside = _join(db, lake, _new(reported, stored), judge)
+        except TransactionLost:
+            raise
+        except (SQLAlchemyError, db.error, CustodyError, ValueError) as err:
+            raise NotJoinedTogether(f"the reports could not be kept together: {error_summary(err)}") from err
         received = iter(_received(reported, stored, inputs))
         return [[next(received) for _ in events] for events, _ in reports], [_outside_entry(o) for o in outside]
 
@@ -286,7 +281,7 @@ def _store(db: Sql, reported: Sequence[Reported]) -> list[bool]:
         }
         for event, reporter in reported
     ]
-    inserted = {tuple(row) for row in db.rows(STORE, rows)} if rows else set()
+    inserted = {tuple(row) for row in db.rows(STORE, rows)}
     return _firsts([(event.run_id, event.event_type, event.event_time) for event, _ in reported], inserted)
 
 
@@ -310,7 +305,7 @@ class _Use:
     version: str
     resolved: Resolved = Resolved()
 
-    @property
+    @cached_property
     def key(self) -> str:
         return digest(self.dataset["namespace"], self.dataset["name"], self.version)
 
@@ -404,8 +399,7 @@ def _runs(db: Sql, reported: Sequence[Reported]) -> list[str | None]:
             run = _Run(state, state_time, started or run.started_at, run.user or reported_user(event))
         known[event.run_id] = run
         users.append(run.user)
-    if new:
-        db.rows(NEW_RUNS, [{**row, **_run_values(known[run_id])} for run_id, row in new.items()])
+    db.rows(NEW_RUNS, [{**row, **_run_values(known[run_id])} for run_id, row in new.items()])
     db.each(RUN_NOW, [{**_run_values(known[run_id]), "run_id": run_id} for run_id in sorted(touched)])
     return users
 
@@ -453,9 +447,7 @@ def _record_uses(db: Sql, uses: Sequence[_Use], ids: Mapping[str, int]) -> list[
         }
         for use in uses
     ]
-    inserted = (
-        {(run_id, direction, int(dataset_id)) for run_id, direction, dataset_id in db.rows(IO, rows)} if rows else set()
-    )
+    inserted = {(run_id, direction, int(dataset_id)) for run_id, direction, dataset_id in db.rows(IO, rows)}
     return _firsts([(row["run_id"], row["direction"], row["dataset_id"]) for row in rows], inserted)
 
 
@@ -481,7 +473,7 @@ def _resolve(
                 reads.append((dataset, Resolved() if location is None else location))
         asked.append(reads)
     paths = sorted({path for reads in asked for _, read in reads if isinstance(read, str) for path in _holding(read)})
-    versions = {row[0]: row[1:] for row in db.among(VERSIONS_AT, paths)} if paths else {}
+    versions = {row[0]: row[1:] for row in db.among(VERSIONS_AT, paths)}
     return [
         [
             (dataset, read if isinstance(read, Resolved) else _resolved(db, versions, read, _version(dataset)))
@@ -492,9 +484,13 @@ def _resolve(
 
 
 def _holding(location: str) -> list[str]:
-    """The location, then each folder holding it, the nearest first."""
-    path = PurePosixPath(location)
-    return [path.as_posix(), *(parent.as_posix() for parent in path.parents if parent.as_posix() != ".")]
+    """The location (as `Lake.location_of` gives it: normalized, relative), then each folder
+    holding it, the nearest first. Worked on as text, as `location_of` is."""
+    holding = [location]
+    while "/" in location:
+        location = location.rsplit("/", 1)[0]
+        holding.append(location)
+    return holding
 
 
 def _resolved(db: Sql, versions: Mapping[str, tuple[Any, ...]], location: str, version: str) -> Resolved:

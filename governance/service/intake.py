@@ -24,6 +24,7 @@ from governance.errors import (
     AccessDenied,
     CustodyError,
     DirectoryUnavailable,
+    NotJoinedTogether,
     ServiceUnavailable,
     TransactionLost,
     error_summary,
@@ -96,7 +97,7 @@ class Intake:
     def _serve(self) -> None:
         while (first := self._waiting.get()) is not None:
             # The event loop queues the requests that came meanwhile only once it holds the
-            # interpreter: let it, so that they join this batch rather than wait for the next.
+            # interpreter: offer it, so that they may join this batch rather than wait for the next.
             time.sleep(0)
             reports, events = [first], _count(first)
             stopping = False
@@ -143,13 +144,11 @@ class Intake:
             if len(kept) > 1:
                 try:
                     with apart(session):
-                        reports = [(events, report.principal.user) for report, events in kept]
-                        joined, asked = together(lake, reports, judge)(session)
+                        taken = [(events, report.principal.user) for report, events in kept]
+                        joined, asked = together(lake, taken, judge)(session)
                         return list(joined), asked
-                except TransactionLost:
-                    raise
-                except Exception:  # noqa: BLE001, S110 - not swallowed: taken again below, one request at a time
-                    pass
+                except NotJoinedTogether:
+                    pass  # undone: taken again below, one request at a time, each answered with what it meets
             answers: list[Answer] = []
             entries: list[ledger.Event] = []
             for report, events in kept:
