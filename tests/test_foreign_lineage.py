@@ -313,6 +313,24 @@ def test_a_user_outside_the_lineage_group_is_refused_and_recorded(api, catalog):
     assert stored_events(catalog, start["run"]["runId"]) == []
 
 
+def test_a_client_s_later_requests_are_answered_as_its_first(api, catalog):
+    # The first request of a token reads its session from the catalog; the later ones are taken on
+    # the endpoint's express path, past FastAPI's routing, and must be answered the same.
+    [start, _] = (event_dict(e) for e in airflow_events([], [], "again-and-again"))
+    bot, carol = token(api, "lineage-bot"), token(api, "carol")
+    answers = [post(api, bot, start) for _ in range(2)]
+    invalid = [requests.post(f"{api}/lineage", data="not json", headers=bot, timeout=60) for _ in range(2)]
+    refused = [post(api, carol, start) for _ in range(2)]
+
+    assert [answer.json()["received"][0]["received"] for answer in answers] == ["stored", "already stored"]
+    assert [(answer.status_code, answer.json()["detail"]) for answer in invalid] == [
+        (400, "the body is not JSON: Expecting value: line 1 column 1 (char 0)")
+    ] * 2
+    assert [answer.status_code for answer in refused] == [403, 403]
+    assert refused[0].json() == refused[1].json()
+    assert stored_events(catalog, start["run"]["runId"]) == ["START"]
+
+
 def test_bad_events_get_one_clear_message_and_nothing_is_stored(api, reporter, catalog):
     [start, _] = (event_dict(e) for e in airflow_events([], [], "bad"))
     hostile_facet = {**start["run"]["facets"]["processing_engine"], "_schemaURL": "file:///etc/passwd"}

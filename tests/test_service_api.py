@@ -752,8 +752,10 @@ def test_the_api_alone_answers_on_four_threads_the_ui_on_starlette_s_forty_and_w
     assert api_threads({"CUSTODY_SERVICE_THREADS": "16"}, ui=True) == 16
     service = create_app(Custody(Settings.under(home)), SessionSettings.from_environ({}), threads=3)
 
+    app = service.app.app  # behind the bound on bodies and the lineage endpoint's express path
+
     async def threads_once_started() -> float:
-        async with service.app.router.lifespan_context(service.app):
+        async with app.router.lifespan_context(app):
             return to_thread.current_default_thread_limiter().total_tokens
 
     try:

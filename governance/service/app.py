@@ -99,7 +99,7 @@ def create_app(
     app.add_exception_handler(RequestValidationError, invalid)
     if ui is not None:
         app.mount("/", Gate(ui, app.state.service, ui_keys))
-    return BoundedBody(app, MAX_BODY_BYTES)
+    return BoundedBody(openlineage.Express(app, refused), MAX_BODY_BYTES)
 
 
 def api_threads(environ: Mapping[str, str], ui: bool) -> int | None:

@@ -4,15 +4,23 @@ kept as received and joined to Custody's versions (see governance.service.intake
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from collections.abc import Awaitable, Callable
+
+from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
+from starlette.datastructures import Headers
+from starlette.types import Receive, Scope, Send
 
-from governance.errors import ServiceUnavailable
+from governance.errors import CustodyError, NotSignedIn, ServiceUnavailable
 from governance.foreign.events import MAX_EVENTS, decoded
-from governance.service.api import Caller, answer
-from governance.service.context import MAX_BODY_BYTES, service_of
+from governance.jsontext import json_bytes
+from governance.service.api import Caller
+from governance.service.context import MAX_BODY_BYTES, Service, service_of
+from governance.service.sessions import Principal
 
-router = APIRouter(prefix="/api/v1")
+PREFIX = "/api/v1"
+PATH = f"{PREFIX}/lineage"
+router = APIRouter(prefix=PREFIX)
 
 EVENTS_BODY = {
     "required": True,
@@ -41,9 +49,54 @@ async def lineage_events(principal: Caller, request: Request) -> Response:
     """OpenLineage run events, as OpenLineage's HTTP transport posts them, for the lineage group's
     service accounts: each is kept as received (the same run, type and time once), and each input
     that is a Custody version is joined to it. The answer says what became of each event."""
-    intake = service_of(request).intake
-    if intake is None:
+    received = await kept(service_of(request), principal, await request.body(), request.headers.get("content-encoding"))
+    return Response(received, media_type="application/json")
+
+
+async def kept(service: Service, principal: Principal, body: bytes, encoding: str | None) -> bytes:
+    """What became of each event the principal posted, as the endpoint answers it."""
+    if service.intake is None:
         raise ServiceUnavailable("this service takes no lineage reports")
-    body = decoded(await request.body(), request.headers.get("content-encoding"), MAX_BODY_BYTES)
-    received = await intake.take(principal, body)
-    return answer({"received": [each.to_dict() for each in received]})
+    received = await service.intake.take(principal, decoded(body, encoding, MAX_BODY_BYTES))
+    return json_bytes({"received": [each.to_dict() for each in received]})
+
+
+class Express:
+    """The endpoint's requests from a client whose token the service holds already, taken before
+    FastAPI's routing and dependencies, which cost a one-event request about as much as keeping it.
+    Every other request (a first one, a gateway's, any other path) goes on to `app`; a refusal is
+    answered by `refused`, as the app answers it."""
+
+    def __init__(self, app: FastAPI, refused: Callable[[Request, Exception], Awaitable[Response]]):
+        self.app = app
+        self.refused = refused
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        principal = self._principal(scope) if scope["type"] == "http" else None
+        if principal is None:
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        try:
+            body = await request.body()
+            response = Response(
+                await kept(self.app.state.service, principal, body, request.headers.get("content-encoding")),
+                media_type="application/json",
+            )
+        except CustodyError as err:
+            response = await self.refused(request, err)
+        await response(scope, receive, send)
+
+    def _principal(self, scope: Scope) -> Principal | None:
+        if scope["method"] != "POST" or scope["path"] != PATH:
+            return None
+        service: Service = self.app.state.service
+        if service.gateway is not None:  # a gateway's user comes before a token: see `caller`
+            return None
+        scheme, _, token = Headers(scope=scope).get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            return None
+        try:
+            return service.tokens.remembered(token.strip())
+        except NotSignedIn:
+            return None  # refused by the app, which records it
