@@ -111,6 +111,18 @@ def test_a_report_of_more_events_than_one_statement_takes_is_kept_and_joined_who
         assert session.exec(select(func.count()).select_from(ForeignIO)).one() == 2 * len(events)
 
 
+def test_a_version_number_no_database_holds_is_kept_and_joins_no_version(catalog: Catalog, lake: Lake):
+    add_version(catalog, "sales/clients", 1, zone="landing")
+    folder = dataset("file", at(lake, "landing/sales/clients"), "99999999999999999999")
+
+    [received] = receive(catalog, lake, [event(str(uuid.uuid4()), "START", [], [], read=[folder])], "lineage-bot")
+
+    # SQLite cannot take the number (not joined); PostgreSQL finds no version at it.
+    assert received.stored and not any("version" in each for each in received.inputs)
+    with catalog.session() as session:
+        assert session.exec(select(func.count()).select_from(ForeignEvent)).one() == 1
+
+
 def test_impact_crosses_foreign_runs_where_the_versions_of_a_dataset_agree(catalog: Catalog, lake: Lake):
     add_version(catalog, "sales/clients", 1, zone="landing")
     copy, same, unversioned, other = (str(uuid.uuid4()) for _ in range(4))

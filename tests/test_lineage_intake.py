@@ -27,6 +27,7 @@ from tests.graphs import add_version
 pytestmark = pytest.mark.both_backends
 PRODUCER = "https://example.com/reports"
 TAGS = "https://openlineage.io/spec/facets/1-0-0/TagsRunFacet.json#/$defs/TagsRunFacet"
+VERSION = "https://openlineage.io/spec/facets/1-0-1/DatasetVersionDatasetFacet.json#/$defs/DatasetVersionDatasetFacet"
 
 
 def body(run_id: str, state: str = "START", *, reads: Sequence[str] = (), user: str | None = None) -> bytes:
@@ -214,3 +215,28 @@ def test_a_report_whose_joining_fails_in_a_batch_is_kept_and_said_not_joined_and
     assert [(entry.run_id, json.loads(entry.details)["reason"]) for entry in outside] == [
         (unjudged, "the run reported no user")
     ]
+
+
+def test_a_report_that_fails_in_a_way_no_join_expects_is_answered_alone_and_its_batch_is_joined(custody: Custody):
+    add_version(custody.store, "sales/clients", 1, zone="landing")
+    lake = Path(custody.lake.root).resolve()
+    huge, fine = str(uuid.uuid4()), str(uuid.uuid4())
+    # The asset's folder, at a version number past what the database's integers hold.
+    event = json.loads(body(huge, reads=[str(lake / "landing/sales/clients")]))
+    event["inputs"][0]["facets"] = {
+        "version": {"_producer": PRODUCER, "_schemaURL": VERSION, "datasetVersion": "99999999999999999999"}
+    }
+
+    answers = taken_together(
+        custody,
+        (principal("lineage-bot"), body(str(uuid.uuid4()))),
+        [
+            (principal("lineage-bot"), json.dumps(event).encode()),
+            (principal("lineage-bot"), body(fine, reads=[str(lake / "landing/sales/clients/v=1")])),
+        ],
+    )
+
+    [failed], [joined] = answers
+    assert failed.stored and not any("version" in each for each in failed.inputs)
+    assert (joined.unjoined, joined.inputs[0]["version"]) == (None, "sales/clients@1")
+    assert (kept(custody, huge), kept(custody, fine)) == (1, 1)

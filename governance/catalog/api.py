@@ -602,17 +602,23 @@ def _worked(session: Session, appended: list[ledger.Appended], work: Work | None
     session.flush()  # the batch's own objects (a new ledger's head), before the work's savepoint
     connection = session.connection()
     reached = ledger.mark(session)
+    through_orm = False
     try:
-        with savepoint(connection.connection.cursor(), WORK_SAVEPOINT, connection.dialect.loaded_dbapi.Error):
+        with (
+            savepoint(connection.connection.cursor(), WORK_SAVEPOINT, connection.dialect.loaded_dbapi.Error),
+            session.no_autoflush,
+        ):
             result, entries = work(session)
+            through_orm = bool(session.new or session.dirty or session.deleted)
             outcome = Outcome([*appended, *ledger.append_many(session, entries)], result)
     except TransactionLost:
         raise
     except Exception as err:  # noqa: BLE001 - not swallowed: the thread that brought the work raises it
         # What it appended is undone: the next append of the batch follows the entries before it.
         ledger.rewind(session, reached)
+        through_orm = through_orm or bool(session.new or session.dirty or session.deleted)
         outcome = Outcome(appended, failed=err)
-    if session.new or session.dirty or session.deleted:
+    if through_orm:
         # The savepoint is the driver's: the ORM's objects would outlive its rollback. A bug of the
         # work, told at once: the whole batch fails, nothing written.
         raise RuntimeError("a recorded work writes with the transaction's statements, not through the ORM")

@@ -26,4 +26,7 @@ def savepoint(cursor: Any, name: str, error: type[Exception]) -> Iterator[None]:
         except error as lost:
             raise TransactionLost(f"the transaction ended on a database error: {error_summary(failed)}") from lost
         raise
-    cursor.execute(f"RELEASE SAVEPOINT {name}")
+    try:
+        cursor.execute(f"RELEASE SAVEPOINT {name}")
+    except error as lost:
+        raise TransactionLost(f"the transaction ended on a database error: {error_summary(lost)}") from lost

@@ -215,7 +215,7 @@ def receiving(
                 inputs, outside = _join(db, lake, _new(reported, stored), judge)
         except TransactionLost:
             raise  # the events are not kept either
-        except (SQLAlchemyError, db.error, CustodyError, ValueError) as err:
+        except (SQLAlchemyError, db.error, CustodyError, ValueError, OverflowError) as err:
             why = error_summary(err)
             unjoined = [
                 Received(event.run_id, event.event_type, new, unjoined=why if new else None)
@@ -243,7 +243,9 @@ def together(
             inputs, outside = _join(db, lake, _new(reported, stored), judge)
         except TransactionLost:
             raise
-        except (SQLAlchemyError, db.error, CustodyError, ValueError) as err:
+        except Exception as err:
+            # Whatever it is, the caller's savepoint undoes it and each report is taken on its own:
+            # one report's fault is its own answer, not its batch's.
             raise NotJoinedTogether(f"the reports could not be kept together: {error_summary(err)}") from err
         received = iter(_received(reported, stored, inputs))
         return [[next(received) for _ in events] for events, _ in reports], [_outside_entry(o) for o in outside]
