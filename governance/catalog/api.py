@@ -50,9 +50,9 @@ from governance.locks import advisory_lock, file_lock_within
 from governance.spec import Spec
 from governance.zones import AssetKey, VersionRef
 
-# What a decision recorded under settings an admin changed meanwhile is told: the caller decides again.
 # The savepoint of a recorded work, within its batch's transaction.
 WORK_SAVEPOINT = "custody_work"
+# What a decision recorded under settings an admin changed meanwhile is told: the caller decides again.
 STALE_SETTINGS = "the policy settings changed while this request was decided, so nothing of it was recorded: try again"
 
 
