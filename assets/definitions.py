@@ -74,7 +74,9 @@ def bound(resource: dg.ConfigurableResource, description: str) -> dg.ResourceDef
 @dg.definitions
 def defs() -> dg.Definitions:
     """The project's defs folder: the Custody component its `defs.yaml` declares (assets.component)."""
-    return dg.load_from_defs_folder(path_within_project=Path(__file__).parent)
+    # Dagster goes over every asset the component built once more, to note where it was declared.
+    with _few_collections():
+        return dg.load_from_defs_folder(path_within_project=Path(__file__).parent)
 
 
 def load_definitions(settings: Settings, specs_dir: Path, *, strict: bool = False) -> dg.Definitions:
@@ -118,9 +120,11 @@ def awaiting_approval(settings: Settings, specs: SpecSet) -> dict[AssetKey, str]
 def _few_collections() -> Iterator[None]:
     """Dagster allocates many objects for every asset it builds, and Python's collector, each time
     it reaches its oldest generation, walks every object the process holds. The process keeps its
-    modules and specs until it exits: frozen, they are no longer walked, and during the build the
-    collector runs less often. At 3,000 specs this saves about 0.6 s of a 5 s load. What is frozen
-    stays for the life of the process, as the modules and specs would anyway."""
+    modules, specs and definitions until it exits: frozen, they are no longer walked, neither during
+    the build, where the collector also runs less often, nor while Dagster resolves the asset graph
+    and its jobs afterwards. At 3,000 specs, freezing the definitions too took a load from about
+    5.1 s to 4.1 s. What is frozen stays for the life of the process, as it would anyway; a build
+    that fails is not frozen."""
     gc.freeze()
     threshold = gc.get_threshold()
     gc.set_threshold(100_000, *threshold[1:])
@@ -128,3 +132,4 @@ def _few_collections() -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*threshold)
+    gc.freeze()

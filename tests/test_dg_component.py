@@ -111,3 +111,32 @@ def test_dg_launch_names_no_user_so_its_materialization_is_refused_and_recorded(
     )
     [entry] = json.loads(shown.stdout)
     assert (entry["actor"], entry["details"]["result"]) == ("anonymous", "denied")
+
+
+LOADS_TWICE = """
+import gc, os, sys
+from assets.definitions import defs
+from governance.errors import SpecError
+
+threshold = gc.get_threshold()
+built = defs()
+asset = next(iter(built.assets))
+walked = {id(found) for found in gc.get_objects()}
+os.environ.update(CUSTODY_SPECS=sys.argv[1], DAGSTER_IS_DEFS_VALIDATION_CLI="1")
+try:
+    defs()
+except Exception as err:  # Dagster's, from the spec's
+    refused = isinstance(err.__cause__, SpecError)
+print(id(asset) in walked, gc.get_threshold() == threshold, refused)
+"""
+
+
+def test_the_code_location_freezes_what_it_built_and_leaves_the_collector_as_it_was(tmp_path, broken_specs):
+    # Frozen, the definitions are not walked by the collector while Dagster resolves them, for the
+    # life of the process that keeps them; a load that fails leaves the collector's thresholds too.
+    environ = environ_of(plain_environ(tmp_path / "home"))
+
+    loaded = run([sys.executable, "-c", LOADS_TWICE, str(broken_specs)], environ)
+
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stdout.split() == ["False", "True", "True"]
