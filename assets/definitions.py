@@ -19,6 +19,8 @@ from governance.zones import AssetKey
 from resources import CustodyResource, SparkResource
 
 CUSTODY_DESCRIPTION = "Custody's catalog, lake, directory and policy, from the CUSTODY_* environment."
+# Collections of the youngest generation while definitions are built: one per this many allocations.
+FEW_COLLECTIONS = 100_000
 SPARK_DESCRIPTION = "The Spark session, with the master and settings of CUSTODY_SPARK_MASTER and CUSTODY_SPARK_CONF."
 
 
@@ -123,13 +125,20 @@ def _few_collections() -> Iterator[None]:
     modules, specs and definitions until it exits: frozen, they are no longer walked, neither during
     the build, where the collector also runs less often, nor while Dagster resolves the asset graph
     and its jobs afterwards. At 3,000 specs, freezing the definitions too took a load from about
-    5.1 s to 4.1 s. What is frozen stays for the life of the process, as it would anyway; a build
-    that fails is not frozen."""
-    gc.freeze()
+    5.1 s to 4.1 s. The build's own garbage is collected first, so that what is frozen is what the
+    process keeps; a build that fails is not frozen. Within a build already under way (the component's,
+    within the defs folder's), this changes nothing: the collector's settings are the process's."""
     threshold = gc.get_threshold()
-    gc.set_threshold(100_000, *threshold[1:])
+    if threshold[0] == FEW_COLLECTIONS:
+        yield
+        return
+    gc.freeze()
+    gc.set_threshold(FEW_COLLECTIONS, *threshold[1:])
     try:
         yield
     finally:
         gc.set_threshold(*threshold)
+    # What the build left as garbage is nearly all young; collecting the older generations too
+    # would walk every definition (0.3 s at 3,000 specs, against 15 ms).
+    gc.collect(0)
     gc.freeze()
