@@ -19,9 +19,9 @@ from governance.zones import AssetKey
 from resources import CustodyResource, SparkResource
 
 CUSTODY_DESCRIPTION = "Custody's catalog, lake, directory and policy, from the CUSTODY_* environment."
+SPARK_DESCRIPTION = "The Spark session, with the master and settings of CUSTODY_SPARK_MASTER and CUSTODY_SPARK_CONF."
 # Collections of the youngest generation while definitions are built: one per this many allocations.
 FEW_COLLECTIONS = 100_000
-SPARK_DESCRIPTION = "The Spark session, with the master and settings of CUSTODY_SPARK_MASTER and CUSTODY_SPARK_CONF."
 
 
 def build_definitions(
@@ -89,7 +89,7 @@ def load_definitions(settings: Settings, specs_dir: Path, *, strict: bool = Fals
     problems = [*loaded.unplaced, *(problem for found in loaded.broken.values() for problem in found)]
     if strict and problems:
         raise SpecError(sorted(set(problems), key=str))
-    pending = awaiting_approval(settings, loaded.specs)  # before the collector is told to skip what is loaded by now
+    pending = awaiting_approval(settings, loaded.specs)
     shown = shown_broken(loaded, settings.catalog_url)
     with _few_collections():
         return definitions_for(
@@ -126,8 +126,9 @@ def _few_collections() -> Iterator[None]:
     the build, where the collector also runs less often, nor while Dagster resolves the asset graph
     and its jobs afterwards. At 3,000 specs, freezing the definitions too took a load from about
     5.1 s to 4.1 s. The build's own garbage is collected first, so that what is frozen is what the
-    process keeps; a build that fails is not frozen. Within a build already under way (the component's,
-    within the defs folder's), this changes nothing: the collector's settings are the process's."""
+    process keeps; a build that fails is not frozen. Within a build already under way (the
+    component's, within the defs folder's), this changes nothing: the collector's settings are the
+    process's."""
     threshold = gc.get_threshold()
     if threshold[0] == FEW_COLLECTIONS:
         yield
