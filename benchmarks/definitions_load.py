@@ -41,6 +41,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import statistics
 import subprocess
@@ -238,7 +239,8 @@ def build_same(graph: list[dict]):
 # Custody's loads work out and show in a tag and before the description, as a deployment's would.
 ADDED_METADATA = {"dagster/code_references", "dagster/component_origin"}
 PENDING_TAG = "custody/approval"
-PENDING_END = "\n\n"
+# The note a pending asset's description begins with (assets.factory).
+PENDING_NOTE = re.compile(r"\A\*\*Pending approval:\*\* [^\n]*\n\n")
 
 
 def disagreements(ours, same) -> list[str]:
@@ -256,7 +258,7 @@ def _declared(node, assets_def) -> tuple:
     return (
         node.parent_keys,
         node.group_name,
-        node.description.split(PENDING_END)[-1],
+        PENDING_NOTE.sub("", node.description),
         tuple(node.owners),
         node.kinds,
         {k: v for k, v in node.tags.items() if k != PENDING_TAG},
