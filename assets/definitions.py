@@ -12,6 +12,7 @@ import dagster as dg
 from assets.factory import broken_asset, build_assets
 from assets.maintenance import ledger_maintenance, nightly_ledger_maintenance
 from assets.sensors import dropzone_sensor, feeds_sensor
+from governance.collector import few_collections
 from governance.config import DROPZONE_SENSOR_SECONDS, Settings
 from governance.errors import SpecError, SpecProblem
 from governance.spec import LoadedSpecs, Spec, SpecSet, load_valid_specs
@@ -20,8 +21,6 @@ from resources import CustodyResource, SparkResource
 
 CUSTODY_DESCRIPTION = "Custody's catalog, lake, directory and policy, from the CUSTODY_* environment."
 SPARK_DESCRIPTION = "The Spark session, with the master and settings of CUSTODY_SPARK_MASTER and CUSTODY_SPARK_CONF."
-# Collections of the youngest generation while definitions are built: one per this many allocations.
-FEW_COLLECTIONS = 100_000
 
 
 def build_definitions(
@@ -127,19 +126,13 @@ def _few_collections() -> Iterator[None]:
     and its jobs afterwards. At 3,000 specs, freezing the definitions too took a load from about
     5.1 s to 4.1 s. The build's own garbage is collected first, so that what is frozen is what the
     process keeps; a build that fails is not frozen. Within a build already under way (the
-    component's, within the defs folder's), this changes nothing: the collector's settings are the
-    process's."""
-    threshold = gc.get_threshold()
-    if threshold[0] == FEW_COLLECTIONS:
+    component's, within the defs folder's), this changes nothing."""
+    with few_collections() as outermost:
+        if outermost:
+            gc.freeze()
         yield
-        return
-    gc.freeze()
-    gc.set_threshold(FEW_COLLECTIONS, *threshold[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*threshold)
-    # What the build left as garbage is nearly all young; collecting the older generations too
-    # would walk every definition (0.3 s at 3,000 specs, against 15 ms).
-    gc.collect(0)
-    gc.freeze()
+    if outermost:
+        # What the build left as garbage is nearly all young; collecting the older generations
+        # too would walk every definition (0.3 s at 3,000 specs, against 15 ms).
+        gc.collect(0)
+        gc.freeze()

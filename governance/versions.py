@@ -12,9 +12,9 @@ from typing import Any
 from governance import ledger
 from governance.catalog import Catalog, utcnow
 from governance.catalog.api import check_mark_unchanged
+from governance.catalog.hops import record_inputs
 from governance.catalog.models import (
     BatchRow,
-    LineageEdge,
     RelationalRead,
     SourceFile,
     VersionRow,
@@ -203,8 +203,7 @@ def _record(
     version_id = row.stored_id
     if draft.columns is not None:
         record_columns(session, version_id, draft.columns)
-    for source in draft.inputs:
-        session.add(LineageEdge(output_version_id=version_id, input_version_id=source.stored_id, run_id=draft.run_id))
+    record_inputs(session, version_id, [source.stored_id for source in draft.inputs], draft.run_id)
     if draft.batch:
         batch = BatchRow(
             asset_key=str(draft.key),

@@ -7,7 +7,8 @@ from collections import deque
 from datetime import UTC, datetime, timedelta
 
 from governance.catalog import Catalog
-from governance.catalog.models import LineageEdge, VersionRow
+from governance.catalog.hops import record_inputs
+from governance.catalog.models import VersionRow
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -41,8 +42,7 @@ def add_version(
         )
         session.add(row)
         session.flush()
-        for input_id in inputs:
-            session.add(LineageEdge(output_version_id=row.id, input_version_id=input_id))
+        record_inputs(session, row.stored_id, inputs, None)
         return row.id
 
 
@@ -69,9 +69,8 @@ def add_versions(catalog: Catalog, asset: str, count: int, *, inputs: tuple[int,
         ]
         session.add_all(rows)
         session.flush()
-        session.add_all(
-            LineageEdge(output_version_id=row.id, input_version_id=source) for row in rows for source in inputs
-        )
+        for row in rows:
+            record_inputs(session, row.stored_id, inputs, None)
         return [row.id for row in rows]
 
 

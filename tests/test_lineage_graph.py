@@ -5,13 +5,16 @@ from __future__ import annotations
 from dataclasses import fields
 
 import pytest
+from sqlalchemy import text
 
+from governance.catalog.engine import make_engine
 from governance.catalog.models import VersionRow
 from governance.catalog.states import Criticality
 from governance.lineage.graph import (
     MAX_DEPTH,
     NODE_COLUMNS,
     NODE_FIELDS,
+    Closure,
     VersionNode,
     closure,
     impact,
@@ -34,8 +37,32 @@ def test_closures_match_a_breadth_first_search_over_the_same_edges(catalog, seed
     cap = MAX_DEPTH if depth is None else depth
     with catalog.session() as session:
         for root in inputs_of:
-            assert closure(session, [root], Direction.UPSTREAM, depth).depth_of == bfs(inputs_of, root, cap)
-            assert closure(session, [root], Direction.DOWNSTREAM, depth).depth_of == bfs(dependents, root, cap)
+            for direction, adjacency in ((Direction.UPSTREAM, inputs_of), (Direction.DOWNSTREAM, dependents)):
+                found = closure(session, [root], direction, depth)
+                assert found.depth_of == bfs(adjacency, root, cap)
+                assert next_hops(found) == {vid: sorted(adjacency[vid]) for vid in found.depth_of if adjacency.get(vid)}
+
+
+def test_a_catalog_whose_edges_came_without_their_hops_gets_them_when_opened(catalog, catalog_url):
+    inputs_of = random_dag(catalog, seed=4)
+    with catalog.session() as session:  # as a catalog from before the hops were kept
+        for table in ("lineage_inputs", "lineage_dependents"):
+            session.connection().execute(text(f"DELETE FROM {table}"))
+        session.connection().execute(text("DELETE FROM catalog_migration WHERE name = 'lineage-hops'"))
+
+    make_engine(catalog_url).dispose()
+
+    dependents = reversed_edges(inputs_of)
+    with catalog.session() as session:
+        for root in inputs_of:
+            for direction, adjacency in ((Direction.UPSTREAM, inputs_of), (Direction.DOWNSTREAM, dependents)):
+                found = closure(session, [root], direction)
+                assert found.depth_of == bfs(adjacency, root, MAX_DEPTH)
+                assert next_hops(found) == {vid: sorted(adjacency[vid]) for vid in found.depth_of if adjacency.get(vid)}
+
+
+def next_hops(found: Closure) -> dict[int, list[int]]:
+    return {vid: sorted(hops) for vid, hops in found.next_of.items()}
 
 
 @pytest.fixture

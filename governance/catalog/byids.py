@@ -22,12 +22,21 @@ T = TypeVar("T")
 class ByIds:
     """`SELECT columns FROM table WHERE key IN (the ids) [AND where]`; the names and `where` are
     the models' own, written into the statement: plain SQL holding no `%` (the drivers' parameter
-    mark) and no parameter of its own."""
+    mark) and no parameter of its own.
 
-    def __init__(self, session: Session, columns: str, table: str, key: str, where: str | None = None):
+    `driven`: on SQLite, the ids drive a join instead, each a seek on the key, where `IN` sorts
+    them into a set first: a fifth faster for a table keyed by them, but an id given twice gives
+    its rows twice."""
+
+    def __init__(
+        self, session: Session, columns: str, table: str, key: str, where: str | None = None, *, driven: bool = False
+    ):
         self.cursor = session.connection().connection.cursor()
         self.dialect = session.get_bind().dialect.name
-        if self.dialect == "sqlite":
+        if self.dialect == "sqlite" and driven:
+            table = f"json_each(?) AS given CROSS JOIN {table}"
+            members = "= given.value"
+        elif self.dialect == "sqlite":
             members = "IN (SELECT value FROM json_each(?))"
         elif self.dialect == "postgresql":
             members = "= ANY(%s)"

@@ -1,19 +1,26 @@
 """Data migrations a catalog made by an earlier release goes through once, when it is opened.
 
-Earlier releases kept absolute paths: a home restored elsewhere then looked for its files where the
-original had been, and a copy beside its original read and deleted the original's files. Locations
-are now kept relative to their roots (the lake, the ledger's segments folder).
+- relative-locations: earlier releases kept absolute paths, so a home restored elsewhere looked for
+  its files where the original had been, and a copy beside its original read and deleted the
+  original's files. Locations are now kept relative to their roots (the lake, the ledger's segments
+  folder).
+- lineage-hops: lineage walks read each version's next hops from rows of their own, written with
+  the edges since; a catalog made before has them built from its edges.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
 
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import IntegrityError
 
+from governance.catalog.hops import build_from_edges
+
 RELATIVE_LOCATIONS = "relative-locations"
+LINEAGE_HOPS = "lineage-hops"
 
 # A version's folders follow the lake's layout, so their relative form needs only the row itself.
 VERSION_FOLDERS = """
@@ -30,20 +37,23 @@ JOIN batch ON batch.id = source_file.batch_pk WHERE source_file.path LIKE '/%'
 
 
 def migrate(engine: Engine) -> None:
-    """Apply the migrations this catalog has not been through; two processes may race, and the
-    second finds the work done."""
+    """Apply the migrations this catalog has not been through, in order; two processes may race,
+    and the second finds the work done."""
+    for name, apply in MIGRATIONS:
+        _once(engine, name, apply)
+
+
+def _once(engine: Engine, name: str, apply: Callable[[Connection], None]) -> None:
     with engine.connect() as connection:
-        done = connection.execute(
-            text("SELECT 1 FROM catalog_migration WHERE name = :name"), {"name": RELATIVE_LOCATIONS}
-        ).first()
+        done = connection.execute(text("SELECT 1 FROM catalog_migration WHERE name = :name"), {"name": name}).first()
     if done:
         return
     try:
         with engine.begin() as connection:
-            _relative_locations(connection)
+            apply(connection)
             connection.execute(
                 text("INSERT INTO catalog_migration (name, applied_at) VALUES (:name, :at)"),
-                {"name": RELATIVE_LOCATIONS, "at": datetime.now(UTC)},
+                {"name": name, "at": datetime.now(UTC)},
             )
     except IntegrityError:
         return  # another process recorded the same migration first; its updates are the same
@@ -76,3 +86,9 @@ def in_drop_zone(path: str, asset_key: str) -> str | None:
         if parts[start : start + len(zone)] == zone:
             return "/".join(parts[start:])
     return None
+
+
+MIGRATIONS: tuple[tuple[str, Callable[[Connection], None]], ...] = (
+    (RELATIVE_LOCATIONS, _relative_locations),
+    (LINEAGE_HOPS, build_from_edges),
+)

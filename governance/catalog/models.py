@@ -205,6 +205,25 @@ class LineageEdge(SQLModel, table=True):
     run_id: str | None = None
 
 
+class VersionInputs(SQLModel, table=True):
+    """A version's inputs, its lineage edges upstream as one JSON array of version ids: a walk reads
+    a row per version it reaches instead of a row per edge (governance.catalog.hops)."""
+
+    __tablename__ = "lineage_inputs"
+
+    version_id: int = Field(primary_key=True, foreign_key="version.id", sa_column_kwargs={"autoincrement": False})
+    ids: str = Field(sa_column=Column(Text, nullable=False))
+
+
+class VersionDependents(SQLModel, table=True):
+    """The versions built from a version, its lineage edges downstream as one JSON array of version ids."""
+
+    __tablename__ = "lineage_dependents"
+
+    version_id: int = Field(primary_key=True, foreign_key="version.id", sa_column_kwargs={"autoincrement": False})
+    ids: str = Field(sa_column=Column(Text, nullable=False))
+
+
 class ColumnLineageRow(SQLModel, table=True):
     """`version.output_column <- input version.input_column`, DIRECT or INDIRECT, with its transformation.
 

@@ -8,7 +8,7 @@ point back to it.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import closing
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -20,7 +20,9 @@ from sqlmodel import Session, col, select
 
 from governance.catalog import Catalog, utc_from
 from governance.catalog.byids import ByIds, chunked
+from governance.catalog.hops import DEPENDENTS, INPUTS, Hops, Leaving
 from governance.catalog.models import VersionRow, described_read
+from governance.collector import few_collections
 from governance.foreign.impact import ForeignRunNode, batch_locations, foreign_readers, foreign_writers
 from governance.lineage.terms import SUMMARY_OVER, Direction
 from governance.zones import VersionRef
@@ -30,27 +32,27 @@ MAX_DEPTH = 100
 FOREIGN_KEY = "foreign_jobs"
 
 
-_STEP = {
-    Direction.UPSTREAM: ("output_version_id", "input_version_id"),
-    Direction.DOWNSTREAM: ("input_version_id", "output_version_id"),
-}
+# Where a walk reads the next hops of the versions it reached.
+_HOPS = {Direction.UPSTREAM: INPUTS, Direction.DOWNSTREAM: DEPENDENTS}
 
 
 @dataclass(frozen=True)
 class Closure:
-    """Every version reachable from the roots within the depth cap, its shortest distance, and the edges walked."""
+    """Every version reachable from the roots within the depth cap, its shortest distance, and the
+    next hops the walk read."""
 
     depth_of: dict[int, int]
-    edges: list[tuple[int, int]]
+    leaving: list[Leaving]
     cap: int
 
     @cached_property
-    def next_of(self) -> dict[int, tuple[int, ...]]:
-        """Each version's next hops in the walk's direction, sorted."""
-        hops: dict[int, list[int]] = {}
-        for source, target in self.edges:
-            hops.setdefault(source, []).append(target)
-        return {vid: tuple(sorted(found)) for vid, found in hops.items()}
+    def next_of(self) -> dict[int, list[int]]:
+        """Each version's next hops in the walk's direction (inputs by id, dependents as they were
+        recorded), for those that have any. Built when asked: a summary needs none."""
+        found: dict[int, list[int]] = {}
+        for level in self.leaving:
+            found.update(level.by_version())
+        return found
 
     def beyond_cap(self, version_id: int) -> bool:
         """True when the version has further neighbours that the cap left out."""
@@ -65,44 +67,34 @@ def closure(session: Session, roots: Iterable[int], direction: Direction, depth:
     """
     cap = _cap(depth)
     depth_of: dict[int, int] = {}
-    walked: list[tuple[int, int]] = []
-    for _level, _frontier, leaving in levels(session, roots, direction, cap, depth_of):
-        walked += leaving
-    return Closure(depth_of, walked, cap)
+    leaving = [found for _level, _frontier, found in levels(session, roots, direction, cap, depth_of)]
+    return Closure(depth_of, leaving, cap)
 
 
 def levels(
     session: Session, roots: Iterable[int], direction: Direction, cap: int, depth_of: dict[int, int]
-) -> Iterator[tuple[int, list[int], Sequence[tuple[int, int]]]]:
+) -> Iterator[tuple[int, list[int], Leaving]]:
     """The walk of `closure`, a level at a time: each level's number, its versions (those first
-    reached there) and the edges leaving them. `depth_of` fills in as it goes: every version reached
-    so far, at its shortest distance; the last level's edges may lead past the cap, out of it."""
+    reached there) and their next hops. `depth_of` fills in as it goes: every version reached so
+    far, at its shortest distance; the last level's hops may lead past the cap, out of it. A walk
+    builds and keeps many objects: the collector is held back while it runs."""
     depth_of.update((root, 0) for root in _existing(session, list(roots)))
     frontier = list(depth_of)
     level = 0
-    with closing(_edges(session, direction)) as edges:
+    with few_collections(), closing(Hops(session, _HOPS[direction])) as hops:
         while frontier:
-            leaving = edges.rows(frontier)
-            if level < cap:
-                found = []
-                for _source, target in leaving:
-                    if target not in depth_of:
-                        depth_of[target] = level + 1
-                        found.append(target)
-            yield level, frontier, leaving
+            leaving = hops.of(frontier)
             if level == cap:
+                yield level, frontier, leaving
                 return
-            frontier, level = found, level + 1
+            found = set(leaving.targets()).difference(depth_of)
+            depth_of.update(dict.fromkeys(found, level + 1))
+            yield level, frontier, leaving
+            frontier, level = list(found), level + 1
 
 
 def _cap(depth: int | None) -> int:
     return MAX_DEPTH if depth is None else max(0, min(depth, MAX_DEPTH))
-
-
-def _edges(session: Session, direction: Direction) -> ByIds:
-    """The edges leaving a set of versions in the walk's direction, as (from, to)."""
-    source, target = _STEP[direction]
-    return ByIds(session, f"{source}, {target}", "lineage_edge", source)
 
 
 def _existing(session: Session, ids: list[int]) -> list[int]:
@@ -310,9 +302,7 @@ def _streamed(catalog: Catalog, root: int, direction: Direction, cap: int) -> It
             named.update((vid, (node.asset, node.version)) for vid, node in nodes.items())
             refs.update((vid, node.ref) for vid, node in nodes.items())
             yield from _named(waiting, named, refs, key)
-            hops: dict[int, list[int]] = {}
-            for source, target in leaving:
-                hops.setdefault(source, []).append(target)
+            hops = leaving.by_version()
             waiting = []
             for vid in sorted(nodes, key=named.__getitem__):
                 node, nexts = nodes[vid], hops.get(vid, [])
