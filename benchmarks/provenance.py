@@ -71,7 +71,8 @@ HUB_DEPENDENTS = 1_000
 GOAL_MS = {100_000: 50, 1_000_000: 100}  # closure p95 at this many versions
 HELP_GOAL_SECONDS = 0.3
 FIRST_GOAL_SECONDS = 0.5  # until a streamed lineage prints its first version
-HUB_GOAL_SECONDS = 2.0  # the hub's whole impact, end to end
+HUB_GOAL_SECONDS = 2.0  # the hub's whole impact (81,585 versions), end to end
+HUB_GOAL_AT = 100_000  # versions in the catalog
 INSERT_CHUNK = 20_000
 WARM_UP = 5
 EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
@@ -323,7 +324,7 @@ def measure(catalog: Catalog, graph: Graph, sample: list[int]) -> dict[Direction
             timings.sql.append(sql_seconds)
             timings.bfs.append(bfs_seconds)
             timings.sizes.append(len(expected))
-            if vid == HUB_ID:
+            if vid == HUB_ID and graph.n == HUB_GOAL_AT:
                 timings.hub = (sql_seconds, bfs_seconds, len(expected))
     return results
 
@@ -380,10 +381,12 @@ def run_cli(args: list[str], env: dict[str, str]) -> tuple[float, bytes]:
 
 
 def time_cli(catalog_path: Path, home: Path, graph: Graph, cases: list[tuple[str, int, int]], runs: int) -> None:
+    """Each command `runs` times, with the goals that hold at this size."""
     env = {**os.environ, "CUSTODY_HOME": str(home), "CUSTODY_CATALOG_URL": f"sqlite:///{catalog_path}"}
     print(
         f"\nCLI end to end on this catalog (wall s of {runs} runs, a fresh process each; goals: --help <= "
-        f"{HELP_GOAL_SECONDS} s, first version <= {FIRST_GOAL_SECONDS} s, the hub's impact <= {HUB_GOAL_SECONDS:.0f} s)"
+        f"{HELP_GOAL_SECONDS} s, first version <= {FIRST_GOAL_SECONDS} s, the hub's impact <= {HUB_GOAL_SECONDS:.0f} s "
+        f"at {HUB_GOAL_AT:,} versions)"
     )
     startup = [run_cli(["--help"], env)[0] for _ in range(runs)]
     median = statistics.median(startup)
@@ -402,7 +405,7 @@ def time_cli(catalog_path: Path, home: Path, graph: Graph, cases: list[tuple[str
         seconds, first = [s for s, _, _ in measured], [f for _, f, _ in measured]
         median, first_median = statistics.median(seconds), statistics.median(first)
         whole = ""
-        if vid == HUB_ID:
+        if vid == HUB_ID and graph.n == HUB_GOAL_AT:
             whole = f"{'met' if median <= HUB_GOAL_SECONDS else 'MISSED'}; "
         label = f"{' '.join(args)} ({size:,} versions, {len(measured[0][2]) / 1e6:.1f} MB)"
         print(

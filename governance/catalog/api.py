@@ -11,7 +11,7 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func
 from sqlalchemy.engine import Engine
@@ -47,8 +47,10 @@ from governance.errors import (
     TransactionLost,
 )
 from governance.locks import advisory_lock, file_lock_within
-from governance.spec import Spec
 from governance.zones import AssetKey, VersionRef
+
+if TYPE_CHECKING:  # the specs' model loads YAML and the directory: reading the catalog needs neither
+    from governance.spec import Spec
 
 # The savepoint of a recorded work, within its batch's transaction.
 WORK_SAVEPOINT = "custody_work"
