@@ -153,7 +153,7 @@ def time_listing(folder: Path, args: argparse.Namespace) -> None:
 def time_pictures(folder: Path, args: argparse.Namespace) -> None:
     path = folder / "graph.db"
     graph = generate_stress(args.graph_versions, args.seed)
-    catalog = build_catalog(path, graph, args.seed)
+    catalog = build_catalog(f"sqlite:///{path}", graph, args.seed)
     env = environment(folder / "home", path)
     with catalog.session() as session:
         sizes = {

@@ -136,7 +136,7 @@ def main() -> None:
         settings = Settings.under(home)
         database = Path(settings.catalog_url.removeprefix("sqlite:///"))
         database.parent.mkdir(parents=True, exist_ok=True)
-        build_catalog(database, generate_assets(args.versions, SEED), SEED)
+        build_catalog(f"sqlite:///{database}", generate_assets(args.versions, SEED), SEED)
         catalog = Catalog(make_engine(settings.catalog_url))
         with catalog.session() as session:  # locations relative to the lake, as the catalog keeps them
             session.connection().exec_driver_sql("UPDATE version SET path = substr(path, 7) WHERE path LIKE '/lake/%'")

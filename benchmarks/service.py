@@ -233,7 +233,7 @@ def main() -> None:
         catalog_path = Path(settings.catalog_url.removeprefix("sqlite:///"))
         catalog_path.parent.mkdir(parents=True, exist_ok=True)
         built = time.perf_counter()
-        catalog = build_catalog(catalog_path, generate_assets(args.versions, SEED), SEED)
+        catalog = build_catalog(f"sqlite:///{catalog_path}", generate_assets(args.versions, SEED), SEED)
         print(f"catalog: {args.versions:,} versions built in {time.perf_counter() - built:.1f} s")
         ref, size = median_version(catalog, args.versions, 200)
         print(f"median version: {ref} (its provenance holds {size} versions)")

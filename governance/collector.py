@@ -21,7 +21,8 @@ class _Holds:
     """How many blocks hold the collector back, and its thresholds from before the first."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        # Reentrant: a collection may run while the lock is held, and finalize something that enters.
+        self.lock = threading.RLock()
         self.count = 0
         self.saved = gc.get_threshold()
 

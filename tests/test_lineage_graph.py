@@ -24,7 +24,7 @@ from governance.lineage.graph import (
 from governance.lineage.terms import Direction
 from governance.retention import set_status
 from governance.zones import VersionRef
-from tests.graphs import add_version, bfs, random_dag, reversed_edges
+from tests.graphs import add_version, add_versions, bfs, random_dag, reversed_edges
 
 pytestmark = pytest.mark.both_backends
 
@@ -59,6 +59,15 @@ def test_a_catalog_whose_edges_came_without_their_hops_gets_them_when_opened(cat
                 found = closure(session, [root], direction)
                 assert found.depth_of == bfs(adjacency, root, MAX_DEPTH)
                 assert next_hops(found) == {vid: sorted(adjacency[vid]) for vid in found.depth_of if adjacency.get(vid)}
+
+
+def test_versions_built_from_one_input_in_one_transaction_are_all_its_dependents(catalog):
+    source = add_version(catalog, "raw/a", 1, zone="landing")
+    built = add_versions(catalog, "mid/b", 3, inputs=(source,))
+    with catalog.session() as session:
+        found = closure(session, [source], Direction.DOWNSTREAM)
+    assert found.depth_of == {source: 0, **dict.fromkeys(built, 1)}
+    assert next_hops(found) == {source: sorted(built)}
 
 
 def next_hops(found: Closure) -> dict[int, list[int]]:

@@ -34,8 +34,9 @@ class ByIds:
         self.cursor = session.connection().connection.cursor()
         self.dialect = session.get_bind().dialect.name
         if self.dialect == "sqlite" and driven:
-            table = f"json_each(?) AS given CROSS JOIN {table}"
-            members = "= given.value"
+            # Renamed, so that json_each's own columns (id, key, value, path...) clash with none of the table's.
+            table = f"(SELECT value AS given_id FROM json_each(?)) AS given CROSS JOIN {table}"
+            members = "= given.given_id"
         elif self.dialect == "sqlite":
             members = "IN (SELECT value FROM json_each(?))"
         elif self.dialect == "postgresql":

@@ -1,9 +1,10 @@
 """Each version's next hops, a row per version and direction: what lineage walks read.
 
-The lineage edges say the same a row per edge. A walk reads a level at a time; through these rows
-it reads one row per version reached, and the database hands the whole level back as two strings
-that JSON decodes at C's pace, instead of a Python tuple per edge. At 100,000 versions this took
-a closure's walk from about 3× an in-memory search to about 1.5×.
+The lineage edges say the same, a row per edge. A walk reads a level at a time; through these
+rows it reads one row per version reached, and the database hands the whole level back as two
+strings that JSON decodes at C's pace, instead of a Python tuple per edge. At 100,000 versions,
+with the collector held back while the walk runs, the p95 of a closure went from 2.2-2.7× an
+in-memory search to 1.3-1.4×.
 
 They are written with the edges, in the same transaction (`record_inputs`), and built from the
 edges once for a catalog an earlier release made (`build_from_edges`, a migration).
@@ -95,7 +96,8 @@ class Hops:
         self.by_ids.close()
 
     def of(self, versions: list[int]) -> Leaving:
-        """The next hops of those of `versions` that have any; each version given once."""
+        """The next hops of those of `versions` that have any; each version given once. The two
+        aggregates of a statement take its rows in the same order, on SQLite and PostgreSQL alike."""
         found = [(ids, hops) for ids, hops in self.by_ids.rows(versions) if ids is not None]
         if not found:
             return NOWHERE

@@ -5,7 +5,9 @@
   original's files. Locations are now kept relative to their roots (the lake, the ledger's segments
   folder).
 - lineage-hops: lineage walks read each version's next hops from rows of their own, written with
-  the edges since; a catalog made before has them built from its edges.
+  the edges since; a catalog made before has them built from its edges. Every process that
+  writes versions must run this release from then on: an earlier one writes edges only, and walks
+  would not reach the versions it adds.
 """
 
 from __future__ import annotations

@@ -47,8 +47,8 @@ class Closure:
 
     @cached_property
     def next_of(self) -> dict[int, list[int]]:
-        """Each version's next hops in the walk's direction (inputs by id, dependents as they were
-        recorded), for those that have any. Built when asked: a summary needs none."""
+        """Each version's next hops in the walk's direction, in no set order, for those that have
+        any. Built when asked: a summary needs none."""
         found: dict[int, list[int]] = {}
         for level in self.leaving:
             found.update(level.by_version())
@@ -67,7 +67,9 @@ def closure(session: Session, roots: Iterable[int], direction: Direction, depth:
     """
     cap = _cap(depth)
     depth_of: dict[int, int] = {}
-    leaving = [found for _level, _frontier, found in levels(session, roots, direction, cap, depth_of)]
+    # A walk builds and keeps many objects: the collector is held back while it runs.
+    with few_collections():
+        leaving = [found for _level, _frontier, found in levels(session, roots, direction, cap, depth_of)]
     return Closure(depth_of, leaving, cap)
 
 
@@ -76,12 +78,11 @@ def levels(
 ) -> Iterator[tuple[int, list[int], Leaving]]:
     """The walk of `closure`, a level at a time: each level's number, its versions (those first
     reached there) and their next hops. `depth_of` fills in as it goes: every version reached so
-    far, at its shortest distance; the last level's hops may lead past the cap, out of it. A walk
-    builds and keeps many objects: the collector is held back while it runs."""
+    far, at its shortest distance; the last level's hops may lead past the cap, out of it."""
     depth_of.update((root, 0) for root in _existing(session, list(roots)))
     frontier = list(depth_of)
     level = 0
-    with few_collections(), closing(Hops(session, _HOPS[direction])) as hops:
+    with closing(Hops(session, _HOPS[direction])) as hops:
         while frontier:
             leaving = hops.of(frontier)
             if level == cap:
