@@ -65,6 +65,7 @@ from governance.spec import load_specs
 from governance.zones import AssetKey, Lake
 from tests.s3_server import CREDENTIALS, running_s3
 
+GOAL = 1.03  # governed ingestion against a bare Spark copy of the same file, medians
 DATA = Path(__file__).resolve().parent / ".data"
 BUCKET = "bench"
 KEY = AssetKey("bench", "wide")
@@ -451,7 +452,7 @@ def run_bench(args: argparse.Namespace, endpoint: str | None) -> None:
         + ", ".join(f"{name} {seconds:.2f}s" for name, seconds in reads.items())
     )
     ratio = wall["governed"] / wall["bare"]
-    print(f"ratio governed/bare (median): {ratio:.2f}  goal <= 1.10  ({'met' if ratio <= 1.10 else 'MISSED'})")
+    print(f"ratio governed/bare (median): {ratio:.2f}  goal <= {GOAL}  ({'met' if ratio <= GOAL else 'MISSED'})")
 
 
 if __name__ == "__main__":

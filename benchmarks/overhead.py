@@ -93,6 +93,7 @@ DIRECTORY = (
     f"groups: {{bench-owners: [bench, {OWNER}], bench-producers: [bench], bench-consumers: [bench]}}\n"
 )
 GOAL_RATIO, GOAL_ADDED_MS = 1.25, 50.0
+GOAL_LIKE_FOR_LIKE_MS = 30.0  # Custody's coordinator and checks against plain Dagster with the same checks
 
 
 def write_specs(root: Path) -> SpecSet:
@@ -367,19 +368,24 @@ def main() -> None:
         f"{(median['plain_checked'] - median['plain']) * 1000:.0f} ms"
     )
     comparisons = (
-        ("custody", "plain", "without checks or coordinator"),
-        ("checked", "plain", "with coordinator and checks"),
-        ("checked", "plain_checked", "with coordinator and checks, against plain Dagster with the same checks"),
+        ("custody", "plain", "without checks or coordinator", GOAL_ADDED_MS),
+        ("checked", "plain", "with coordinator and checks", GOAL_ADDED_MS),
+        (
+            "checked",
+            "plain_checked",
+            "with coordinator and checks, against plain Dagster with the same checks",
+            GOAL_LIKE_FOR_LIKE_MS,
+        ),
     )
-    for kind, baseline, what in comparisons:
+    for kind, baseline, what, goal_ms in comparisons:
         ratio, added = median[kind] / median[baseline], (median[kind] - median[baseline]) * 1000
         (ratio_low, ratio_high), (added_low, added_high) = interval(runs[kind], runs[baseline])
         print(
             f"{kind}/{baseline}, {what}:\n"
             f"  ratio {ratio:.2f} (90% {ratio_low:.2f}-{ratio_high:.2f}; goal <= {GOAL_RATIO}, "
             f"{'met' if ratio_high <= GOAL_RATIO else 'MISSED'})\n"
-            f"  adds {added:.0f} ms (90% {added_low:.0f}-{added_high:.0f} ms; goal <= {GOAL_ADDED_MS:.0f} ms, "
-            f"{'met' if added_high <= GOAL_ADDED_MS else 'MISSED'})"
+            f"  adds {added:.0f} ms (90% {added_low:.0f}-{added_high:.0f} ms; goal <= {goal_ms:.0f} ms, "
+            f"{'met' if added_high <= goal_ms else 'MISSED'})"
         )
 
     expected = 2 * (args.warmup + args.rounds) + (1 if args.profile else 0)
