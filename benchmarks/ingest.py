@@ -10,7 +10,8 @@ runs of
 and prints each run's wall and Spark-JVM CPU seconds, the medians, MB/s and the ratio governed/bare.
 Both paths are warmed up first on a slice of the file (--warm-rows). The governed path includes each
 version's Iceberg table snapshot (the default), whose own time is printed too: milliseconds per
-version and its share of the governed run.
+version and its share of the governed run; so is the data_version digest's, the driver's decoding
+and hashing of the files Spark wrote, next to what the governed path adds in all.
 
 On a cluster (--master spark://host:7077) both paths run on its executors, so the driver JVM's CPU
 says little and is not shown; the lake and the data must be on a path every worker sees at the
@@ -51,8 +52,10 @@ import pyarrow.csv as pacsv
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from governance import versions
 from governance.catalog import Catalog
 from governance.config import DEFAULT_TRANSFORM_PACKAGES, Settings, fetched_jars
+from governance.content import digest_parquet
 from governance.ingest import ingest
 from governance.lake import lake_spark_conf
 from governance.lake.iceberg import IcebergTables
@@ -254,6 +257,20 @@ class TimedSnapshots(TableSnapshots):
             raise SystemExit(f"{row.ref} has no table snapshot")
 
 
+class TimedDigests:
+    """The data_version digests of the governed path (governance.versions' digest_parquet, which it
+    stands in for), each one's seconds kept: what the driver adds after Spark's write."""
+
+    def __init__(self) -> None:
+        self.seconds: list[float] = []
+
+    def __call__(self, paths, filesystem=None):
+        started = time.perf_counter()
+        content = digest_parquet(paths, filesystem)
+        self.seconds.append(time.perf_counter() - started)
+        return content
+
+
 class Bench:
     """The lake, catalog, spec and session both paths share; each run returns (wall s, JVM CPU s)."""
 
@@ -393,6 +410,8 @@ def run_bench(args: argparse.Namespace, endpoint: str | None) -> None:
     size_mb = csv.stat().st_size / 1e6
     runs: dict[str, list[tuple[float, float]]] = {"bare": [], "governed": []}
     snapshots: list[float] = []
+    digests = TimedDigests()
+    versions.digest_parquet = digests  # type: ignore[assignment]  # the same function, timed
     with tempfile.TemporaryDirectory(prefix="ingest-", dir=DATA) as tmp:  # under .data: same filesystem
         s3 = s3_settings(Path(tmp), endpoint) if endpoint else None
         if endpoint:
@@ -442,6 +461,13 @@ def run_bench(args: argparse.Namespace, endpoint: str | None) -> None:
         )
     cpu_ratio = f"; JVM CPU ratio (medians) {cpu['governed'] / cpu['bare']:.2f}" if local else ""
     print(f"per-run ratios: {' '.join(f'{r:.2f}' for r in ratios)}{cpu_ratio}")
+    timed = digests.seconds[-len(runs["governed"]) :]
+    digest = statistics.median(timed)
+    print(
+        f"data_version digest per version: {' '.join(f'{t:.2f}' for t in timed)} s, median {digest:.2f} s, "
+        f"{100 * digest / wall['governed']:.1f}% of the governed run; governed - bare (medians) "
+        f"{wall['governed'] - wall['bare']:.2f} s"
+    )
     snapshot = statistics.median(snapshots)
     print(
         f"table snapshot per version: {' '.join(f'{1000 * t:.0f}' for t in snapshots)} ms, median "
