@@ -10,6 +10,7 @@ from sqlmodel import select
 
 from governance import ledger
 from governance.catalog import Catalog
+from governance.catalog.hops import build_from_edges, missing
 from governance.catalog.models import Attempt, VersionRow
 from governance.catalog.states import VersionStatus
 from governance.runs import Assurance
@@ -29,10 +30,14 @@ class RepairReport:
     # Table snapshots made or withdrawn to agree with the catalog, and tables that could not be.
     tables: list[str] = field(default_factory=list)
     table_problems: list[str] = field(default_factory=list)
+    # The lineage walks' next hops, built again where they disagreed with the lineage edges.
+    lineage: list[str] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
-        return not (self.rolled_back or self.removed or self.damaged or self.tables or self.table_problems)
+        return not (
+            self.rolled_back or self.removed or self.damaged or self.tables or self.table_problems or self.lineage
+        )
 
 
 def repair(
@@ -42,8 +47,8 @@ def repair(
 
     Only an attempt publishes `v=N` folders, after its row exists, so by default only the assets of
     abandoned attempts are looked at: cheap enough to run before every ingestion. `thorough` sweeps
-    every asset folder of the lake and aligns every table snapshot with the catalog, and
-    `verify_files` re-hashes every committed version.
+    every asset folder of the lake, aligns every table snapshot with the catalog and the lineage
+    walks' next hops with the lineage edges, and `verify_files` re-hashes every committed version.
     """
     report = RepairReport()
     running = {a.id: a for a in catalog.running_attempts()}
@@ -74,9 +79,21 @@ def repair(
             if done.changed
         )
         report.table_problems.extend(f"{key}: {problem}" for key, problem in aligned.failed.items())
+    if thorough:
+        report.lineage.extend(_aligned_hops(catalog))
     if verify_files:
         report.damaged.extend(damaged_versions(catalog, lake))
     return report
+
+
+def _aligned_hops(catalog: Catalog) -> list[str]:
+    with catalog.session() as session:
+        connection = session.connection()
+        left_out = missing(connection)
+        if not left_out:
+            return []
+        build_from_edges(connection)
+    return [f"next hops built again from the lineage edges, which they disagreed with by {left_out} edge(s)"]
 
 
 def _remove_staged_objects(

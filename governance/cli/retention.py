@@ -158,6 +158,7 @@ def repair(
             ("damaged", report.damaged),
             ("table", report.tables),
             ("table not aligned", report.table_problems),
+            ("lineage", report.lineage),
         ):
             for item in items:
                 console.print(f"{label}: {item}", markup=False)
