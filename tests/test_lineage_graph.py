@@ -32,15 +32,7 @@ pytestmark = pytest.mark.both_backends
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("depth", [None, 0, 1, 3])
 def test_closures_match_a_breadth_first_search_over_the_same_edges(catalog, seed, depth):
-    inputs_of = random_dag(catalog, seed)
-    dependents = reversed_edges(inputs_of)
-    cap = MAX_DEPTH if depth is None else depth
-    with catalog.session() as session:
-        for root in inputs_of:
-            for direction, adjacency in ((Direction.UPSTREAM, inputs_of), (Direction.DOWNSTREAM, dependents)):
-                found = closure(session, [root], direction, depth)
-                assert found.depth_of == bfs(adjacency, root, cap)
-                assert next_hops(found) == {vid: sorted(adjacency[vid]) for vid in found.depth_of if adjacency.get(vid)}
+    assert_walks_match_a_bfs(catalog, random_dag(catalog, seed), depth)
 
 
 def test_a_catalog_whose_edges_came_without_their_hops_gets_them_when_opened(catalog, catalog_url):
@@ -52,13 +44,7 @@ def test_a_catalog_whose_edges_came_without_their_hops_gets_them_when_opened(cat
 
     make_engine(catalog_url).dispose()
 
-    dependents = reversed_edges(inputs_of)
-    with catalog.session() as session:
-        for root in inputs_of:
-            for direction, adjacency in ((Direction.UPSTREAM, inputs_of), (Direction.DOWNSTREAM, dependents)):
-                found = closure(session, [root], direction)
-                assert found.depth_of == bfs(adjacency, root, MAX_DEPTH)
-                assert next_hops(found) == {vid: sorted(adjacency[vid]) for vid in found.depth_of if adjacency.get(vid)}
+    assert_walks_match_a_bfs(catalog, inputs_of, None)
 
 
 def test_versions_built_from_one_input_in_one_transaction_are_all_its_dependents(catalog):
@@ -72,6 +58,18 @@ def test_versions_built_from_one_input_in_one_transaction_are_all_its_dependents
 
 def next_hops(found: Closure) -> dict[int, list[int]]:
     return {vid: sorted(hops) for vid, hops in found.next_of.items()}
+
+
+def assert_walks_match_a_bfs(catalog, inputs_of: dict[int, list[int]], depth: int | None) -> None:
+    """From every version both ways: the same versions at the same distances, and the same next hops."""
+    dependents = reversed_edges(inputs_of)
+    cap = MAX_DEPTH if depth is None else depth
+    with catalog.session() as session:
+        for root in inputs_of:
+            for direction, adjacency in ((Direction.UPSTREAM, inputs_of), (Direction.DOWNSTREAM, dependents)):
+                found = closure(session, [root], direction, depth)
+                assert found.depth_of == bfs(adjacency, root, cap)
+                assert next_hops(found) == {vid: sorted(adjacency[vid]) for vid in found.depth_of if adjacency.get(vid)}
 
 
 @pytest.fixture
