@@ -226,7 +226,8 @@ class Custody:
         owner: str | None = None,
     ) -> Frame:
         """Every asset with its roles, classification and newest version; narrowed as `custody catalog` narrows it."""
-        from governance.catalog.listing import Filters, listing
+        from governance.catalog.entries import Filters
+        from governance.catalog.listing import listing
         from governance.frames import catalog_frame
 
         return catalog_frame(listing(self.store, Filters(search, domain, classification, owner)))

@@ -12,7 +12,8 @@ from typing import Any
 import pandas as pd
 
 from governance.access.grants import AccessView
-from governance.catalog.listing import AssetDetail, AssetEntry
+from governance.catalog.entries import AssetEntry
+from governance.catalog.listing import AssetDetail
 from governance.catalog.models import LedgerEntry, VersionRow
 
 HASHES = frozenset(

@@ -18,6 +18,7 @@ from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
 from governance.catalog.jsonrows import json_array_sql, marker
+from governance.catalog.ledgerfilter import LedgerFilter, timestamp
 from governance.catalog.models import (
     ArchivedEntry,
     LedgerEntry,
@@ -26,7 +27,7 @@ from governance.catalog.models import (
     LedgerSegmentRow,
 )
 from governance.checkpoints import Checkpoints, Head
-from governance.errors import IntegrityError, InvalidInput
+from governance.errors import IntegrityError
 from governance.locks import advisory_lock
 from governance.segments import TornSegment, open_segment, opened
 
@@ -38,6 +39,7 @@ TAIL = "custody.ledger.tail"
 CHECKPOINTS = "custody.ledger.checkpoints"  # the session's checkpoint file, whose key signs a new ledger's head
 LEDGER_LOCK = "custody.ledger"  # the advisory lock appends take
 SEGMENTS = "custody.ledger.segments"  # the session's folder of segment files
+EVERY_ENTRY = LedgerFilter()  # a filter that names nothing
 
 
 class Action:
@@ -134,24 +136,6 @@ def _hashed_fields(row: Mapping[str, Any]) -> dict[str, Any]:
     if row.get("assurance") is not None:
         fields["assurance"] = row["assurance"]
     return fields
-
-
-def timestamp(moment: datetime) -> str:
-    """A moment as the ledger writes it: UTC, microseconds, `Z`; such strings sort as time does."""
-    return moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
-def moment(value: str | datetime) -> str:
-    """A time a filter names, as the ledger writes times: an ISO 8601 date or time (UTC unless it
-    says otherwise), or a datetime."""
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value)
-        except ValueError as err:
-            raise InvalidInput(
-                f"{value!r} is not an ISO 8601 date or time, e.g. 2026-11-22 or 2026-11-22T09:30"
-            ) from err
-    return timestamp(value if value.tzinfo else value.replace(tzinfo=UTC))
 
 
 class Appended(NamedTuple):
@@ -326,29 +310,7 @@ def last_entry(session: Session) -> LedgerEntry | None:
     return session.exec(select(LedgerEntry).order_by(col(LedgerEntry.seq).desc()).limit(1)).first()
 
 
-@dataclass(frozen=True)
-class LedgerFilter:
-    asset: str | None = None
-    version: int | None = None
-    actor: str | None = None
-    action: str | None = None
-    run_id: str | None = None
-    since: str | None = None
-    until: str | None = None
-    from_seq: int = 1
-    limit: int | None = None
-
-    @classmethod
-    def asked(
-        cls, *, since: str | datetime | None = None, until: str | datetime | None = None, **given: Any
-    ) -> LedgerFilter:
-        """The filter a caller asks for, its times given as ISO dates or times, or datetimes."""
-        return cls(
-            since=None if since is None else moment(since), until=None if until is None else moment(until), **given
-        )
-
-
-def entries(session: Session, where: LedgerFilter = LedgerFilter()) -> list[LedgerEntry]:
+def entries(session: Session, where: LedgerFilter = EVERY_ENTRY) -> list[LedgerEntry]:
     """The entries that match, in seq order: those rolled into segments first (found through their
     searchable columns, read from their files), then those of the hot table."""
     return _then_hot(session, where, _archived(session, where))
@@ -366,7 +328,7 @@ class JsonPage(NamedTuple):
         return where.limit is not None and self.entries == where.limit
 
 
-def entries_json(session: Session, where: LedgerFilter = LedgerFilter()) -> JsonPage:
+def entries_json(session: Session, where: LedgerFilter = EVERY_ENTRY) -> JsonPage:
     """`entries` as a JSON array of objects, each entry's details an object, and how many: built by
     the database in one row when none of them was rolled into a segment."""
     connection = session.connection()
@@ -392,6 +354,11 @@ def entries_json(session: Session, where: LedgerFilter = LedgerFilter()) -> Json
 def entry_dict(entry: LedgerEntry) -> dict[str, Any]:
     """An entry as JSON gives it: its details an object, not the text they are kept as."""
     return {**entry.model_dump(mode="json"), "details": json.loads(entry.details)}
+
+
+def entry_from_dict(data: Mapping[str, Any]) -> LedgerEntry:
+    """The entry `entry_dict` gave, as the service sends it."""
+    return LedgerEntry.model_validate({**data, "details": json.dumps(data["details"])})
 
 
 def _then_hot(session: Session, where: LedgerFilter, archived: list[LedgerEntry]) -> list[LedgerEntry]:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from html import escape as escape_html
 from pathlib import Path
@@ -29,11 +28,12 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from governance.access.grants import AccessView, MembershipChange
-    from governance.catalog.listing import AssetDetail, AssetEntry
-    from governance.catalog.models import LedgerEntry, VersionRow
-    from governance.foreign.impact import ForeignRunNode
+    from governance.catalog.entries import AssetEntry
+    from governance.catalog.listing import AssetDetail
+    from governance.catalog.models import VersionRow
+    from governance.foreign.nodes import ForeignRunNode
     from governance.ledger import Verification
-    from governance.lineage.graph import Lineage, LineageSummary, VersionNode
+    from governance.lineage.nodes import Lineage, LineageSummary, VersionNode
 
 
 def escape(text: str) -> str:
@@ -408,25 +408,25 @@ def origins_tree(found: Mapping[str, Any]) -> Tree:
     return tree
 
 
-def ledger_lines(entries: list[LedgerEntry]) -> list[str]:
-    """One line per entry, oldest first, like a log."""
+def ledger_lines(entries: Iterable[Mapping[str, Any]]) -> list[str]:
+    """One line per entry as JSON gives it (`ledger.entry_dict`), oldest first, like a log."""
     lines = []
     for entry in entries:
-        target = entry.asset_key or "-"
-        if entry.version is not None:
-            target += f"@{entry.version}"
-        run = f" run {short(entry.run_id, 8)}" if entry.run_id else ""
-        who = f"{entry.actor} ({entry.assurance})" if entry.assurance else entry.actor
+        target = entry["asset_key"] or "-"
+        if entry["version"] is not None:
+            target += f"@{entry['version']}"
+        run = f" run {short(entry['run_id'], 8)}" if entry["run_id"] else ""
+        who = f"{entry['actor']} ({entry['assurance']})" if entry["assurance"] else entry["actor"]
         lines.append(
             printable(
-                f"{entry.seq:>6}  {entry.ts[:19].replace('T', ' ')}  {who:<22} {entry.action:<26} {target}{run}  {_details(entry.details)}"
+                f"{entry['seq']:>6}  {entry['ts'][:19].replace('T', ' ')}  {who:<22} {entry['action']:<26} {target}{run}  {_details(entry['details'])}"
             )
         )
     return lines
 
 
-def _details(raw: str, width: int = 120) -> str:
-    data = json.loads(raw)
+def _details(details: Mapping[str, Any], width: int = 120) -> str:
+    data = dict(details)
     if "result" in data:  # a decision: its answer first, then why; which directory answered last
         data = {"result": data.pop("result"), "reason": data.pop("reason", None), **data}
         data["directory"] = data.pop("directory", None)

@@ -229,9 +229,12 @@ def token(api: str, user: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {answer.json()['token']}"}
 
 
-def client(api: str, tmp_path: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def client(
+    api: str, tmp_path: Path, *args: str, stdin: str | None = None, command: Sequence[str] = (str(CUSTODY),)
+) -> subprocess.CompletedProcess[str]:
     """`custody ARGS` in a process that knows the service's address and nothing of the catalog, the
-    lake or the directory: its home is an empty folder, and no CUSTODY_* variable but CUSTODY_URL."""
+    lake or the directory: its home is an empty folder, and no CUSTODY_* variable but CUSTODY_URL.
+    `command`: what runs instead of the `custody` script, given the same ARGS."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CUSTODY_", "DAGSTER_"))}
     env.update(
         CUSTODY_URL=api.removesuffix("/api/v1"),
@@ -239,7 +242,7 @@ def client(api: str, tmp_path: Path, *args: str, stdin: str | None = None) -> su
         XDG_CONFIG_HOME=str(tmp_path / "config"),
     )
     return subprocess.run(
-        [str(CUSTODY), *args],
+        [*command, *args],
         check=False,
         env=env,
         cwd=tmp_path,

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from governance.catalog.listing import Filters, detail, listing
+from governance.catalog.entries import Filters
+from governance.catalog.listing import detail, listing
 from governance.catalog.states import Criticality
 from governance.errors import NotFound
 from governance.retention import set_status

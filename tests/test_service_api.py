@@ -626,6 +626,35 @@ def test_a_client_without_credentials_reads_as_a_consumer_and_an_auditor_through
     assert not (tmp_path / "empty-home").exists()
 
 
+# `custody ARGS` as the script runs it, saying on its last line of stderr which of these it loaded.
+HEAVY = ("sqlalchemy", "sqlmodel", "pyarrow", "pyspark", "dagster")
+REPORTING = (
+    "import atexit, json, sys\n"
+    f"atexit.register(lambda: print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]), file=sys.stderr))\n"
+    "sys.argv[0] = 'custody'\n"
+    "from governance.command import main\n"
+    "main()\n"
+)
+REPORTING_CUSTODY = (sys.executable, "-c", REPORTING)
+
+
+def test_a_client_of_the_service_reads_the_catalog_lineage_and_ledger_loading_no_database_library(api, tmp_path):
+    assert client(api, tmp_path, "login", "dave", "--password-stdin", stdin="dave-demo\n").returncode == 0
+    for args in (
+        ["catalog", "--json"],
+        ["catalog"],
+        ["provenance", "sales/names_and_products@1"],
+        ["impact", "sales/clients@1", "--json"],
+        ["ledger", "show", "--action", "ingestion.committed"],
+        ["ledger", "show", "--limit", "3", "--json"],
+    ):
+        done = client(api, tmp_path, *args, command=REPORTING_CUSTODY)
+        assert done.returncode == 0 and done.stdout.strip(), (args, done.stderr)
+        assert json.loads(done.stderr.splitlines()[-1]) == [], (args, done.stderr)
+    shown = client(api, tmp_path, "ledger", "show", "--action", "ingestion.committed", command=REPORTING_CUSTODY)
+    assert "bob (verified)" in shown.stdout and "sales/clients@1" in shown.stdout, shown.stdout
+
+
 def test_a_client_without_credentials_changes_roles_and_status_as_an_owner_through_the_service(api, tmp_path, catalog):
     assert client(api, tmp_path, "login", "alice", "--password-stdin", stdin="alice-demo\n").returncode == 0
     before = {action: len(entries(catalog, action, "alice")) for action in ("member.added", "member.removed")}

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from governance import render
+from governance.catalog.entries import AssetEntry, Filters
 from governance.cli.common import JsonOption, app, emit_json, load_settings, open_catalog, service_client
 from governance.errors import InvalidInput
 from governance.spec import Classification
@@ -41,8 +42,6 @@ def catalog(
             "--search, --domain, --classification and --owner narrow the list: give no ASSET with them",
             param_hint="ASSET",
         )
-    from governance.catalog.listing import AssetEntry, Filters, detail, listing
-
     remote = service_client()
     if remote is not None:
         if asset is not None:
@@ -57,6 +56,9 @@ def catalog(
         else:
             render.stdout_console().print(render.catalog_listing([AssetEntry.from_dict(entry) for entry in listed]))
         return
+    # Only here: a client of the service loads no database library, and starts in half the time.
+    from governance.catalog.listing import detail, listing
+
     store = open_catalog(load_settings())
     if asset is not None:
         found = detail(store, AssetKey.parse(asset))

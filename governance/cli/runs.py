@@ -240,5 +240,5 @@ def _demo_reads(custody: Custody, ref: str, console) -> None:
     with custody.store.session() as session:
         reads = ledger.entries(session, where)
     console.print(f"Reads of {ref} (custody ledger show --action read)", markup=False)
-    for line in render.ledger_lines(reads):
+    for line in render.ledger_lines(ledger.entry_dict(entry) for entry in reads):
         console.print(line, markup=False, soft_wrap=True)

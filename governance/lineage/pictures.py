@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from governance.catalog import Catalog
 from governance.errors import EnvironmentProblem, InvalidInput
-from governance.foreign.impact import ForeignDatasetNode, ForeignRunNode
+from governance.foreign.nodes import ForeignDatasetNode, ForeignRunNode
 from governance.lineage import graph
 from governance.lineage.column_trace import ColumnNode, column_tree
-from governance.lineage.graph import Lineage, VersionNode
+from governance.lineage.nodes import Lineage, VersionNode
 from governance.lineage.terms import Direction
 from governance.zones import VersionRef
 

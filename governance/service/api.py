@@ -21,7 +21,8 @@ from governance.access.guard import enforce
 from governance.access.policy import Decision, Identity, Policy, Verb
 from governance.access.reads import Target, open_version, read_table
 from governance.catalog import Catalog
-from governance.catalog.listing import Filters, detail, listing
+from governance.catalog.entries import Filters
+from governance.catalog.listing import detail, listing
 from governance.catalog.models import VersionRow
 from governance.errors import (
     AccessDenied,

@@ -29,8 +29,7 @@ from governance.errors import (
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from governance.catalog.models import LedgerEntry
-    from governance.ledger import LedgerFilter
+    from governance.catalog.ledgerfilter import LedgerFilter
 
 TOKEN_VARIABLE = "CUSTODY_TOKEN"
 # The ledger entries one request asks for: the most the service sends at once.
@@ -86,22 +85,20 @@ class ServiceClient:
         """A change asked of the service (PUT, POST, DELETE), with a JSON body."""
         return self._send(method, path, json=body)
 
-    def ledger(self, where: LedgerFilter) -> list[LedgerEntry]:
-        """The entries as the service gives them to an auditor, as rows of the ledger: page after page
-        until the limit, or the end."""
-        found: list[LedgerEntry] = []
+    def ledger(self, where: LedgerFilter) -> list[dict[str, Any]]:
+        """The entries as the service gives them to an auditor, as JSON gives them (`ledger.entry_dict`):
+        page after page until the limit, or the end."""
+        found: list[dict[str, Any]] = []
         while where.limit is None or len(found) < where.limit:
             wanted = LEDGER_PAGE if where.limit is None else min(LEDGER_PAGE, where.limit - len(found))
             page = self._ledger_page(replace(where, limit=wanted))
             found.extend(page)
             if len(page) < wanted:
                 break
-            where = replace(where, from_seq=page[-1].seq + 1)
+            where = replace(where, from_seq=page[-1]["seq"] + 1)
         return found
 
-    def _ledger_page(self, where: LedgerFilter) -> list[LedgerEntry]:
-        from governance.catalog.models import LedgerEntry
-
+    def _ledger_page(self, where: LedgerFilter) -> list[dict[str, Any]]:
         params = {
             "asset": where.asset,
             "version": where.version,
@@ -113,10 +110,7 @@ class ServiceClient:
             "from_seq": where.from_seq,
             "limit": where.limit,
         }
-        return [
-            LedgerEntry.model_validate({**entry, "details": json.dumps(entry["details"])})
-            for entry in self.get("/ledger", params)
-        ]
+        return self.get("/ledger", params)
 
     def acting_as(self, user: str | None, named_by: str) -> None:
         """A request for `user` acts for whoever the token is: `user`, if given (by `named_by`), must be them."""

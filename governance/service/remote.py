@@ -53,7 +53,7 @@ class RemoteCustody:
         classification: str | None = None,
         owner: str | None = None,
     ) -> Frame:
-        from governance.catalog.listing import AssetEntry
+        from governance.catalog.entries import AssetEntry
         from governance.frames import catalog_frame
 
         asked = {"search": search, "domain": domain, "classification": classification, "owner": owner}
@@ -119,7 +119,7 @@ class RemoteCustody:
             until=until,
             limit=limit,
         )
-        return ledger_frame(self.client.ledger(where))
+        return ledger_frame(ledger.entry_from_dict(entry) for entry in self.client.ledger(where))
 
     def access(self, key: str) -> Frame:
         from governance.access.grants import AccessView
