@@ -9,9 +9,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from governance.batches import open_batch
+from governance.catalog.ledgerfilter import LedgerFilter
 from governance.errors import BatchError, DuplicateBatch, NotFound
 from governance.ingest import ingest, write_while_scanning
-from governance.ledger import Action, LedgerFilter, entries
+from governance.ledger import Action, entries
 from governance.runs import RunRequest
 from governance.zones import AssetKey, new_attempt_id
 from tests.conftest import DATA, drop

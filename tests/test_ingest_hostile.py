@@ -11,9 +11,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from governance.catalog.ledgerfilter import LedgerFilter
 from governance.errors import BatchError, NotFound
 from governance.ingest import ingest
-from governance.ledger import Action, LedgerFilter, entries
+from governance.ledger import Action, entries
 from governance.runs import RunRequest
 from governance.zones import AssetKey
 from tests.conftest import DATA, drop

@@ -17,6 +17,7 @@ from sqlmodel import select
 
 from assets.factory import REQUESTED_BY_TAG, build_assets
 from assets.sensors import dropzone_sensor
+from governance.catalog.ledgerfilter import LedgerFilter
 from governance.catalog.models import ColumnLineageRow, RelationalRead
 from governance.config import DEFAULT_TRANSFORM_PACKAGES
 from governance.errors import (
@@ -27,7 +28,7 @@ from governance.errors import (
     SourceUnavailable,
 )
 from governance.ingest import ingest
-from governance.ledger import Action, LedgerFilter, entries
+from governance.ledger import Action, entries
 from governance.lineage.openlineage import Emitter, transport_config
 from governance.runs import RunRequest
 from governance.spec import check_specs, load_specs

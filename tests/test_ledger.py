@@ -16,9 +16,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from governance import ledger
 from governance.access.settings import pinned_settings
 from governance.catalog.group import Append, GroupCommit, Outcome
+from governance.catalog.ledgerfilter import LedgerFilter
 from governance.catalog.models import PolicySetting
 from governance.errors import CustodyError, InvalidInput, SettingsChanged
-from governance.ledger import LedgerFilter
 from governance.runs import Assurance
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
