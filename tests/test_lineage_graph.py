@@ -15,12 +15,12 @@ from governance.lineage.graph import (
     NODE_COLUMNS,
     NODE_FIELDS,
     Closure,
-    VersionNode,
     closure,
     impact,
     protected_ids,
     provenance,
 )
+from governance.lineage.nodes import VersionNode
 from governance.lineage.terms import Direction
 from governance.retention import set_status
 from governance.zones import VersionRef

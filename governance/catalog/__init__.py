@@ -1,5 +1,6 @@
-"""The catalog: SQLModel tables and the Catalog API. Its names load on first use (`from
-governance.catalog import Catalog`): a command that needs no database loads none of its libraries."""
+"""The catalog: SQLModel tables and the Catalog API, and the plain values read from it (`entries`,
+`ledgerfilter`). Its names load on first use (`from governance.catalog import Catalog`): a command
+that needs no database loads none of its libraries."""
 
 from __future__ import annotations
 
