@@ -46,7 +46,7 @@ THROUGH_SERVICE: tuple[tuple[str, list[str]], ...] = (
     ("custody catalog --json (service)", [str(CUSTODY), "catalog", "--json"]),
     ("custody ledger show --limit 10 --json (service)", [str(CUSTODY), "ledger", "show", "--limit", "10", "--json"]),
 )
-AUDITOR = "dave"  # the demo's auditor, whose password is dave-demo
+AUDITOR = "dave"  # the demo's auditor
 
 
 def timed(command: list[str], env: dict[str, str]) -> float:
@@ -62,18 +62,21 @@ def timed(command: list[str], env: dict[str, str]) -> float:
 def service(env: dict[str, str], config: Path) -> Iterator[dict[str, str]]:
     """`custody serve` on the home, and the environment of a client signed in to it as the auditor."""
     from benchmarks.service import start_service
+    from governance.demo import demo_password
 
     server, api = start_service(env)
     try:
         client = {**env, "CUSTODY_URL": api.removesuffix("/api/v1"), "XDG_CONFIG_HOME": str(config)}
-        subprocess.run(
+        login = subprocess.run(
             [str(CUSTODY), "login", AUDITOR, "--password-stdin"],
             env=client,
-            input=f"{AUDITOR}-demo\n",
+            input=f"{demo_password(AUDITOR)}\n",
             text=True,
             capture_output=True,
-            check=True,
+            check=False,
         )
+        if login.returncode != 0:
+            raise SystemExit(f"custody login {AUDITOR} failed: {login.stderr[-500:]}")
         yield client
     finally:
         os.killpg(server.pid, signal.SIGTERM)
