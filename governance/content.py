@@ -288,14 +288,23 @@ def _feed_lengths(column: _Column, array: pa.Array) -> None:
 
 def _feed_binary(column: _Column, array: pa.Array, nulls: np.ndarray | None) -> None:
     """The length of each value (0 for null), then the bytes of all values one after the other."""
-    if nulls is not None:
-        # Arrow lets a null slot point at bytes; only the values' bytes count.
+    offsets = _offsets(array)
+    lengths = np.diff(offsets).astype(np.int64)
+    if nulls is not None and lengths[nulls].any():
+        # Arrow lets a null slot point at bytes (a struct's nulls spread to its fields' slots, which
+        # keep their values); only the values' bytes count. A slot read as null holds none.
         array = pc.if_else(pc.invert(pa.array(nulls)), array, pa.scalar(b"", array.type))
-    offsets = np.frombuffer(_buffer(array, 1), dtype=np.int64 if _is_large_binary(array.type) else np.int32)
-    offsets = offsets[array.offset : array.offset + len(array) + 1]
-    _update(column.lengths, np.diff(offsets).astype(np.int64))
+        offsets = _offsets(array)
+        lengths = np.diff(offsets).astype(np.int64)
+    _update(column.lengths, lengths)
     if len(array):
         column.values.update(_buffer(array, 2)[offsets[0] : offsets[-1]])
+
+
+def _offsets(array: pa.Array) -> np.ndarray:
+    """Where each value of a string or binary array starts, and where the last ends."""
+    offsets = np.frombuffer(_buffer(array, 1), dtype=np.int64 if _is_large_binary(array.type) else np.int32)
+    return offsets[array.offset : array.offset + len(array) + 1]
 
 
 def _buffer(array: pa.Array, index: int) -> memoryview:

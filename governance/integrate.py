@@ -11,6 +11,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
 from governance import ledger
+from governance.access.reads import read_dataframe
 from governance.catalog import Catalog
 from governance.catalog.models import VersionRow
 from governance.errors import NotFound, TransformError, error_summary
@@ -193,7 +194,7 @@ def _run_transform(spark: SparkSession, lake: Lake, spec: Spec, pins: dict[Asset
     if spec.body.transform is None:
         raise TransformError(f"{spec.key} names no transform")
     function = resolve_transform(spec.body.transform)
-    frames = {key.name: spark.read.parquet(lake.uri(lake.at(pins[key].path))) for key in spec.inputs}
+    frames = {key.name: read_dataframe(spark, lake, pins[key]) for key in spec.inputs}
     try:
         result = function(spark, **frames)
     except AnalysisException as err:

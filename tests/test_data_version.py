@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from governance import content
 from governance.content import digest_parquet
 from governance.demo import (
     CLIENTS,
@@ -167,6 +168,22 @@ def test_a_null_is_neither_zero_nor_an_empty_string(spark, tmp_path):
         data_version(df.coalesce(1), tmp_path / name) for name, df in (("r", rows), ("n", nulls), ("z", zero_and_empty))
     }
     assert len(versions) == 3
+
+
+def test_the_bytes_a_null_string_points_at_are_not_hashed():
+    """Arrow lets a null slot keep bytes (a null struct's fields do): the null hashes as any null."""
+    values = pa.array(["ab", "cd", "ef"])
+    validity = pa.array([True, False, True]).buffers()[1]
+    null_keeping_bytes = pa.Array.from_buffers(pa.string(), 3, [validity, *values.buffers()[1:]], null_count=1)
+    assert null_keeping_bytes.to_pylist() == ["ab", None, "ef"]
+    assert column_digests(null_keeping_bytes) == column_digests(pa.array(["ab", None, "ef"]))
+    assert column_digests(null_keeping_bytes) != column_digests(values)
+
+
+def column_digests(array: pa.Array) -> list[bytes]:
+    column = content._column(array.type, iter([False]))
+    content._feed(column, array)
+    return list(column.digests())
 
 
 def test_nested_decimal_and_timestamp_columns_hash_alike_however_split(spark, tmp_path):
