@@ -12,11 +12,14 @@ transform (benchmarks.bench_transforms:passthrough):
             passes at once): what Dagster itself costs for a materialization with that many checks
   custody:  the integration asset built from a spec: checks that the requester may materialize it
             and read its input (a file directory; the decisions go to the ledger), pins its input
-            version, runs the transform,
-            checks the files the Spark plan reads against the pins, writes and seals the version,
-            commits it with its catalog row, lineage edge, column lineage and ledger entries, and
-            sends OpenLineage START and COMPLETE events to a JSONL file (--column-lineage off
-            leaves the column lineage out, to measure what it adds)
+            version and reads it with the schema the catalog keeps for it (the plain asset's read
+            has Spark find the schema in a file's footer), runs the transform, checks the files the
+            Spark plan reads against the pins, writes and seals the result, extracts its column
+            lineage, and sends OpenLineage START and COMPLETE events to a JSONL file
+            (--column-lineage off leaves the column lineage out, to measure what it adds). The
+            first run commits the version with its catalog row, lineage edge, column lineage and
+            ledger entries; each later run makes the same version again from the same input and
+            code, which the ledger records instead of a new version
 
   checked:  the same, as a run submitted to Custody's instance is: first decided by its run coordinator
             (the policy's decisions at submission, with their ledger entries, and the tags of its

@@ -8,7 +8,9 @@ import multiprocessing
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import pytest
 from sqlalchemy import inspect
@@ -18,7 +20,7 @@ from governance import ledger
 from governance.catalog import Catalog, make_engine
 from governance.catalog.models import VersionRow
 from governance.cli import run
-from governance.errors import CatalogUnavailable
+from governance.errors import CatalogUnavailable, NotFound
 from governance.locks import file_lock_within
 from governance.zones import AssetKey
 from tests.graphs import EPOCH, add_version
@@ -126,7 +128,9 @@ sys.stdin.readline()
 """
 
 
-def test_processes_writing_to_a_sqlite_catalog_take_turns_through_the_lock_file_beside_it(catalog, settings):
+@contextmanager
+def writer_lock_held_elsewhere(settings) -> Iterator[Callable[[], None]]:
+    """Another process holding the SQLite catalog's writer lock until the function given lets it go."""
     database = settings.catalog_url.removeprefix("sqlite:///")
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLD_THE_WRITER_LOCK, f"{database}-writer"],
@@ -136,17 +140,62 @@ def test_processes_writing_to_a_sqlite_catalog_take_turns_through_the_lock_file_
     )
     assert holder.stdout is not None and holder.stdin is not None
     assert holder.stdout.readline() == "held\n"
-    with ThreadPoolExecutor(max_workers=1) as pool:
+
+    def let_go() -> None:
+        if holder.poll() is None and not holder.stdin.closed:
+            holder.stdin.write("\n")
+            holder.stdin.close()
+
+    try:
+        yield let_go
+    finally:
+        let_go()
+        holder.wait(timeout=30)
+
+
+def test_processes_writing_to_a_sqlite_catalog_take_turns_through_the_lock_file_beside_it(catalog, settings):
+    with writer_lock_held_elsewhere(settings) as let_go, ThreadPoolExecutor(max_workers=1) as pool:
         writing = pool.submit(catalog.record, [ledger.Event(actor="bob", action="spec.registered")])
         time.sleep(0.5)
         assert not writing.done()  # waiting for the other process's write
-        holder.stdin.write("\n")
-        holder.stdin.flush()
-        let_go = time.monotonic()
+        let_go()
+        released = time.monotonic()
         [appended] = writing.result(timeout=30)
-        assert time.monotonic() - let_go < 2
-    holder.wait(timeout=30)
+        assert time.monotonic() - released < 2
     assert appended.seq == 1
+
+
+def test_what_a_run_reads_before_it_writes_is_read_while_another_process_writes(catalog, settings):
+    """Pins, the newest version and its inputs, batches seen, marks, attempts: reads, which wait for no writer."""
+    key = AssetKey("sales", "clients")
+    reads = {
+        "newest committed": lambda: catalog.newest_committed(key),
+        "inputs": lambda: catalog.input_ids(1),
+        "versions": lambda: list(catalog.iter_versions(key)),
+        "numbers": lambda: catalog.committed_numbers(key),
+        "roles": lambda: catalog.roles_of([key]),
+        "batch": lambda: catalog.batch_by_id(key, "b1"),
+        "fingerprints": lambda: catalog.batch_fingerprints(key),
+        "batch ids": lambda: catalog.ingested_batch_ids(key),
+        "mark": lambda: catalog.last_mark(key, "updated_at", "public.clients"),
+        "attempts": lambda: (catalog.running_attempts(), catalog.attempt_statuses()),
+    }
+    with writer_lock_held_elsewhere(settings), ThreadPoolExecutor(max_workers=1) as pool:
+        answers = {name: pool.submit(read).result(timeout=5) for name, read in reads.items()}
+        with pytest.raises(NotFound):
+            pool.submit(catalog.pinned, key, "run-1", EPOCH).result(timeout=5)
+    assert answers == {
+        "newest committed": None,
+        "inputs": set(),
+        "versions": [],
+        "numbers": set(),
+        "roles": {},
+        "batch": None,
+        "fingerprints": frozenset(),
+        "batch ids": set(),
+        "mark": None,
+        "attempts": ([], {}),
+    }
 
 
 def test_a_writer_lock_held_past_the_wait_is_a_timeout_naming_its_file(tmp_path):

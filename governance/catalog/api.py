@@ -289,7 +289,7 @@ class Catalog:
         """Checkpoint the ledger's newest entry now: at the end of a run, whatever its length."""
         if self.checkpoints is None:
             return
-        with self.session() as session:
+        with self.reading() as session:
             last = ledger.last_entry(session)
         if last is not None:
             self.record_checkpoint(last.seq, last.hash)
@@ -376,12 +376,12 @@ class Catalog:
         session.add(attempt)
 
     def running_attempts(self) -> list[Attempt]:
-        with self.session() as session:
+        with self.reading() as session:
             return list(session.exec(select(Attempt).where(Attempt.status == "running")))
 
     def attempt_statuses(self) -> dict[str, str]:
         """Every attempt's status, by its id."""
-        with self.session() as session:
+        with self.reading() as session:
             return dict(session.exec(select(Attempt.id, Attempt.status)).all())
 
     def next_number(self, session: Session, key: AssetKey) -> int:
@@ -415,7 +415,7 @@ class Catalog:
 
     def iter_versions(self, key: AssetKey) -> Iterator[VersionRow]:
         """Every version, oldest first, read a thousand at a time: for lists too long to hold."""
-        with self.session() as session:
+        with self.reading() as session:
             query = select(VersionRow).where(VersionRow.asset_key == str(key)).order_by(col(VersionRow.number))
             yield from session.exec(query.execution_options(yield_per=1000))
 
@@ -426,7 +426,7 @@ class Catalog:
             ).one()
 
     def committed_numbers(self, key: AssetKey) -> set[int]:
-        with self.session() as session:
+        with self.reading() as session:
             query = select(VersionRow.number).where(VersionRow.asset_key == str(key))
             return set(session.exec(query))
 
@@ -459,7 +459,7 @@ class Catalog:
         return row
 
     def newest_committed(self, key: AssetKey) -> VersionRow | None:
-        with self.session() as session:
+        with self.reading() as session:
             return session.exec(
                 select(VersionRow)
                 .where(VersionRow.asset_key == str(key), VersionRow.status == VersionStatus.COMMITTED.value)
@@ -469,13 +469,13 @@ class Catalog:
 
     def input_ids(self, version_id: int | None) -> set[int]:
         """The ids of the versions a version was made from."""
-        with self.session() as session:
+        with self.reading() as session:
             query = select(LineageEdge.input_version_id).where(LineageEdge.output_version_id == version_id)
             return set(session.exec(query))
 
     def pinned(self, key: AssetKey, run_id: str | None, started_at: datetime) -> VersionRow:
         """The version a run reads: the one it produced itself, else the newest committed before it began."""
-        with self.session() as session:
+        with self.reading() as session:
             base = select(VersionRow).where(VersionRow.asset_key == str(key))
             own = (
                 session.exec(base.where(VersionRow.run_id == run_id).order_by(col(VersionRow.number).desc())).first()
@@ -502,7 +502,7 @@ class Catalog:
 
     def roles_of(self, keys: list[AssetKey]) -> dict[AssetKey, dict[str, str]]:
         """The owner, producer and consumer groups of each registered asset, from its current spec."""
-        with self.session() as session:
+        with self.reading() as session:
             rows = session.exec(select(AssetRow).where(col(AssetRow.key).in_([str(k) for k in keys])))
             return {AssetKey.parse(row.key): json.loads(row.spec_json).get("roles", {}) for row in rows}
 
@@ -517,7 +517,7 @@ class Catalog:
         return self._batch_where(key, BatchRow.fingerprint == fingerprint)
 
     def _batch_where(self, key: AssetKey, condition) -> tuple[BatchRow, VersionRow] | None:
-        with self.session() as session:
+        with self.reading() as session:
             found = session.exec(
                 select(BatchRow, VersionRow)
                 .join(VersionRow, col(VersionRow.id) == col(BatchRow.version_id))
@@ -527,11 +527,11 @@ class Catalog:
         return (found[0], found[1]) if found else None
 
     def batch_fingerprints(self, key: AssetKey) -> frozenset[str]:
-        with self.session() as session:
+        with self.reading() as session:
             return frozenset(session.exec(select(BatchRow.fingerprint).where(BatchRow.asset_key == str(key))))
 
     def ingested_batch_ids(self, key: AssetKey) -> set[str]:
-        with self.session() as session:
+        with self.reading() as session:
             return set(session.exec(select(BatchRow.batch_id).where(BatchRow.asset_key == str(key))))
 
     def sources_of(self, version_ids: list[int]) -> dict[int, tuple[BatchRow, list[SourceFile]]]:
@@ -552,7 +552,7 @@ class Catalog:
     def last_mark(self, key: AssetKey, column: str, name: str) -> str | None:
         """Where the next incremental read of `name` on `column` starts: the high-water mark of the
         newest version read so. A mark of another column or table is no mark for this one."""
-        with self.session() as session:
+        with self.reading() as session:
             return _newest_mark(session, key, column, name)
 
     def reads_of(self, version_ids: list[int]) -> dict[int, RelationalRead]:
