@@ -9,9 +9,11 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from pathlib import Path
 
+from pyspark.sql import DataFrame, SparkSession
 from sqlmodel import select
 
 from governance import ledger
+from governance.access.reads import read_dataframe
 from governance.access.settings import pinned_settings
 from governance.api import PASSWORD_VARIABLE
 from governance.catalog import Catalog
@@ -140,3 +142,15 @@ def duckdb_with_iceberg(*more: str):
         )
         connection.execute(f"LOAD '{binary}'")
     return connection
+
+
+def inferred(spark: SparkSession, lake: Lake, row: VersionRow) -> DataFrame:
+    """A version's files as Spark reads them, finding their schema itself."""
+    return spark.read.parquet(lake.uri(lake.at(row.path)))
+
+
+def assert_reads_as_inferred(spark: SparkSession, lake: Lake, row: VersionRow) -> None:
+    """Read with the schema the catalog keeps, a version has the columns, types and rows Spark finds in its files."""
+    given, found = read_dataframe(spark, lake, row), inferred(spark, lake, row)
+    assert given.schema == found.schema, row.ref
+    assert given.collect() == found.collect(), row.ref

@@ -154,7 +154,7 @@ def writer_lock_held_elsewhere(settings) -> Iterator[Callable[[], None]]:
 
 
 def test_processes_writing_to_a_sqlite_catalog_take_turns_through_the_lock_file_beside_it(catalog, settings):
-    with writer_lock_held_elsewhere(settings) as let_go, ThreadPoolExecutor(max_workers=1) as pool:
+    with ThreadPoolExecutor(max_workers=1) as pool, writer_lock_held_elsewhere(settings) as let_go:
         writing = pool.submit(catalog.record, [ledger.Event(actor="bob", action="spec.registered")])
         time.sleep(0.5)
         assert not writing.done()  # waiting for the other process's write
@@ -166,7 +166,8 @@ def test_processes_writing_to_a_sqlite_catalog_take_turns_through_the_lock_file_
 
 
 def test_what_a_run_reads_before_it_writes_is_read_while_another_process_writes(catalog, settings):
-    """Pins, the newest version and its inputs, batches seen, marks, attempts: reads, which wait for no writer."""
+    """Pins, the newest version and its inputs, batches seen, marks, attempts, the ledger entry to
+    checkpoint (none here): reads, which wait for no writer."""
     key = AssetKey("sales", "clients")
     reads = {
         "newest committed": lambda: catalog.newest_committed(key),
@@ -179,8 +180,10 @@ def test_what_a_run_reads_before_it_writes_is_read_while_another_process_writes(
         "batch ids": lambda: catalog.ingested_batch_ids(key),
         "mark": lambda: catalog.last_mark(key, "updated_at", "public.clients"),
         "attempts": lambda: (catalog.running_attempts(), catalog.attempt_statuses()),
+        "checkpoint of the newest entry": catalog.checkpoint,
     }
-    with writer_lock_held_elsewhere(settings), ThreadPoolExecutor(max_workers=1) as pool:
+    # The lock is let go before the pool waits for its thread: a read that waits fails, not hangs.
+    with ThreadPoolExecutor(max_workers=1) as pool, writer_lock_held_elsewhere(settings):
         answers = {name: pool.submit(read).result(timeout=5) for name, read in reads.items()}
         with pytest.raises(NotFound):
             pool.submit(catalog.pinned, key, "run-1", EPOCH).result(timeout=5)
@@ -195,6 +198,7 @@ def test_what_a_run_reads_before_it_writes_is_read_while_another_process_writes(
         "batch ids": set(),
         "mark": None,
         "attempts": ([], {}),
+        "checkpoint of the newest entry": None,
     }
 
 

@@ -33,7 +33,7 @@ from governance.lineage.openlineage import Emitter, transport_config
 from governance.runs import RunRequest
 from governance.spec import check_specs, load_specs
 from governance.zones import AssetKey
-from tests.helpers import assert_nothing_committed, cli
+from tests.helpers import assert_nothing_committed, assert_reads_as_inferred, cli
 from tests.ldap_server import free_port
 from tests.openlineage_spec import read_events
 from tests.pg_server import PostgresServer
@@ -139,6 +139,11 @@ def test_a_table_lands_whole_with_where_and_when_it_was_read(spark, catalog, lak
     assert read.table_name == "public.orders" and read.query is None and read.snapshot_at is not None
     committed = logged(catalog, Action.INGESTION_COMMITTED)[0]
     assert committed["rows_read"] == 20 and committed["source"]["name"] == read.name
+
+
+def test_a_version_read_from_a_table_reads_back_as_spark_finds_it_in_its_files(spark, catalog, lake, shop):
+    shop.spec("table: public.orders")
+    assert_reads_as_inferred(spark, lake, ingest(spark, catalog, lake, shop.load(), BOB))
 
 
 def test_landing_columns_come_from_the_table_columns(spark, catalog, lake, shop):

@@ -12,7 +12,7 @@ from governance.access.policy import Identity, Policy, Verb
 from governance.catalog import Catalog
 from governance.catalog.models import VersionRow
 from governance.catalog.states import VersionStatus
-from governance.errors import NotFound
+from governance.errors import IntegrityError, NotFound
 from governance.spec import Spec
 from governance.zones import AssetKey, Lake, VersionRef
 
@@ -91,5 +91,13 @@ def read_dataframe(spark: SparkSession, lake: Lake, row: VersionRow) -> DataFram
     back as nullable."""
     from pyspark.sql.types import StructType
 
-    schema = StructType.fromJson(json.loads(row.table_schema))
-    return spark.read.schema(schema).parquet(lake.uri(lake.at(row.path)))
+    folder = lake.at(row.path)
+    frame = spark.read.schema(StructType.fromJson(json.loads(row.table_schema))).parquet(lake.uri(folder))
+    # Given a schema, Spark reads a folder whose files are gone as no rows, where finding the
+    # schema would have failed; it has listed the files already.
+    if row.rows and not frame.inputFiles():
+        raise IntegrityError(
+            f"{row.ref} holds {row.rows} rows, but {row.path} in the lake has none of its files; "
+            "custody repair --verify names what is missing"
+        )
+    return frame
