@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from html import escape as escape_html
 from pathlib import Path
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from governance.access.grants import AccessView, MembershipChange
-    from governance.catalog.entries import AssetEntry
+    from governance.catalog.entries import AssetEntry, VersionLine
     from governance.catalog.listing import AssetDetail
     from governance.catalog.models import VersionRow
     from governance.foreign.nodes import ForeignRunNode
@@ -46,7 +46,7 @@ def short(value: str | None, width: int = 12) -> str:
 
 
 # Each version column: how it is aligned, and its cell for a version (Text: data is never markup).
-VERSION_COLUMNS: dict[str, tuple[JustifyMethod, Callable[[VersionRow], Text]]] = {
+VERSION_COLUMNS: dict[str, tuple[JustifyMethod, Callable[[VersionLine | VersionRow], Text]]] = {
     "version": ("right", lambda row: Text(str(row.number))),
     "label": ("left", lambda row: Text(printable(row.label or ""))),
     "created (UTC)": ("left", lambda row: Text(row.created_at.strftime("%Y-%m-%d %H:%M:%S"))),
@@ -67,7 +67,9 @@ PADDED = 3
 FOLDED = frozenset({"label", "requested by"})
 
 
-def versions_table(asset: str, rows: list[VersionRow], total: int | None = None, width: int | None = None) -> Group:
+def versions_table(
+    asset: str, rows: Sequence[VersionLine | VersionRow], total: int | None = None, width: int | None = None
+) -> Group:
     """A page of versions, then which of `total` they are and how to see older ones. Within
     `width`, as far as it goes, the columns that give way are left out, and a line says which.
     The lines below the table are their own: a caption would wrap at the table's width."""
@@ -104,7 +106,7 @@ def versions_table(asset: str, rows: list[VersionRow], total: int | None = None,
     return Group(table, *(Text(note) for note in notes if note))
 
 
-def _page_caption(rows: list[VersionRow], total: int | None) -> str | None:
+def _page_caption(rows: Sequence[VersionLine | VersionRow], total: int | None) -> str | None:
     if total is None or len(rows) == total:
         return None
     if not rows:
@@ -114,7 +116,7 @@ def _page_caption(rows: list[VersionRow], total: int | None) -> str | None:
     return f"versions {first}-{rows[-1].number}, {len(rows):,} of {total:,}{older}"
 
 
-def _state(row: VersionRow) -> str:
+def _state(row: VersionLine | VersionRow) -> str:
     parts = [] if row.status == VersionStatus.COMMITTED else [row.status]
     if row.criticality == Criticality.CRITICAL:
         parts.append(Criticality.CRITICAL.value)

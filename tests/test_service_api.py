@@ -638,11 +638,14 @@ REPORTING = (
 REPORTING_CUSTODY = (sys.executable, "-c", REPORTING)
 
 
-def test_a_client_of_the_service_reads_the_catalog_lineage_and_ledger_loading_no_database_library(api, tmp_path):
+def test_a_client_of_the_service_reads_the_catalog_versions_lineage_and_ledger_loading_no_database_library(
+    api, tmp_path
+):
     assert client(api, tmp_path, "login", "dave", "--password-stdin", stdin="dave-demo\n").returncode == 0
     for args in (
         ["catalog", "--json"],
         ["catalog"],
+        ["versions", "sales/clients"],
         ["provenance", "sales/names_and_products@1"],
         ["impact", "sales/clients@1", "--json"],
         ["ledger", "show", "--action", "ingestion.committed"],
@@ -651,6 +654,8 @@ def test_a_client_of_the_service_reads_the_catalog_lineage_and_ledger_loading_no
         done = client(api, tmp_path, *args, command=REPORTING_CUSTODY)
         assert done.returncode == 0 and done.stdout.strip(), (args, done.stderr)
         assert json.loads(done.stderr.splitlines()[-1]) == [], (args, done.stderr)
+    listed = client(api, tmp_path, "versions", "sales/clients", command=REPORTING_CUSTODY)
+    assert "Versions of sales/clients" in listed.stdout and "bob" in listed.stdout, listed.stdout
     shown = client(api, tmp_path, "ledger", "show", "--action", "ingestion.committed", command=REPORTING_CUSTODY)
     assert "bob (verified)" in shown.stdout and "sales/clients@1" in shown.stdout, shown.stdout
 

@@ -1,5 +1,6 @@
-"""The catalog's assets as they are listed, and what a listing is narrowed to: plain values, which
-the CLI also builds from the service's answers without loading a database library."""
+"""The catalog's assets and an asset's versions as they are listed, and what a listing is narrowed
+to: plain values, which the CLI also builds from the service's answers without loading a database
+library."""
 
 from __future__ import annotations
 
@@ -96,6 +97,28 @@ class AssetEntry:
                 "requested_by": newest.requested_by,
             },
         }
+
+
+@dataclass(frozen=True)
+class VersionLine:
+    """One version as a list of versions shows it: a line of `custody versions`."""
+
+    number: int
+    label: str | None
+    created_at: datetime
+    rows: int
+    rows_quarantined: int
+    data_version: str
+    requested_by: str
+    run_id: str | None
+    status: str
+    criticality: str
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> VersionLine:
+        """The line of a version as the service sends it (every field of its catalog row)."""
+        fields = {name: data[name] for name in cls.__dataclass_fields__ if name != "created_at"}
+        return cls(**fields, created_at=datetime.fromisoformat(data["created_at"]))
 
 
 @dataclass(frozen=True)

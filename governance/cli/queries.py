@@ -82,11 +82,11 @@ def _remote_versions(
     if as_json:
         emit_json(listed)
         return
-    from governance.catalog.models import VersionRow
+    from governance.catalog.entries import VersionLine
 
     console = render.stdout_console()
-    rows = [VersionRow.model_validate(v) for v in listed]
-    console.print(render.versions_table(str(key), rows, width=console.width))
+    lines = [VersionLine.from_dict(v) for v in listed]
+    console.print(render.versions_table(str(key), lines, width=console.width))
 
 
 AllNodes = Annotated[
