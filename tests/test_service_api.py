@@ -207,8 +207,9 @@ def test_the_catalog_versions_and_lineage_answer_any_signed_in_user_as_the_cli_d
         "sales/names_and_products",
         "sales/products",
     ]
-    versions = requests.get(f"{api}/assets/sales/clients/versions", headers=headers, timeout=30).json()
-    assert [(v["number"], v["requested_by"]) for v in versions] == [(1, "bob")]
+    page = requests.get(f"{api}/assets/sales/clients/versions", headers=headers, timeout=30)
+    assert [(v["number"], v["requested_by"]) for v in page.json()] == [(1, "bob")]
+    assert page.headers["X-Custody-Versions"] == "1"
     tree = requests.get(f"{api}/versions/sales/names_and_products/1/provenance", headers=headers, timeout=30).json()
     assert {node["asset"] for node in tree["inputs"]} == {"sales/clients", "sales/products"}
     impact = requests.get(f"{api}/versions/sales/clients/1/impact", headers=headers, timeout=30).json()
@@ -656,6 +657,8 @@ def test_a_client_of_the_service_reads_the_catalog_versions_lineage_and_ledger_l
         assert json.loads(done.stderr.splitlines()[-1]) == [], (args, done.stderr)
     listed = client(api, tmp_path, "versions", "sales/clients", command=REPORTING_CUSTODY)
     assert "Versions of sales/clients" in listed.stdout and "bob" in listed.stdout, listed.stdout
+    before_the_first = client(api, tmp_path, "versions", "sales/clients", "--before", "1")
+    assert before_the_first.stdout.splitlines()[-1] == "no versions on this page, of 1", before_the_first.stdout
     shown = client(api, tmp_path, "ledger", "show", "--action", "ingestion.committed", command=REPORTING_CUSTODY)
     assert "bob (verified)" in shown.stdout and "sales/clients@1" in shown.stdout, shown.stdout
 

@@ -74,7 +74,8 @@ def _remote_versions(
     remote: ServiceClient, key: AssetKey, limit: int, before: int | None, everything: bool, as_json: bool
 ) -> None:
     """The versions as the service pages them; with --all, every page, oldest first."""
-    pages, found = [], remote.get(f"/assets/{key}/versions", {"limit": limit, "before": before})
+    first = remote.fetch(f"/assets/{key}/versions", {"limit": limit, "before": before})
+    pages, found, total = [], first.json(), int(first.headers["X-Custody-Versions"])
     while everything and found:
         pages.append(found)
         found = remote.get(f"/assets/{key}/versions", {"limit": 1000, "before": min(v["number"] for v in found)})
@@ -86,7 +87,7 @@ def _remote_versions(
 
     console = render.stdout_console()
     lines = [VersionLine.from_dict(v) for v in listed]
-    console.print(render.versions_table(str(key), lines, width=console.width))
+    console.print(render.versions_table(str(key), lines, total, width=console.width))
 
 
 AllNodes = Annotated[

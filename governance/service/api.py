@@ -193,12 +193,16 @@ def versions(
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
     before: Annotated[int | None, Query(ge=1)] = None,
 ) -> Response:
-    """A page of an asset's versions, the newest first unless `before` says where the page ends."""
+    """A page of an asset's versions, the newest first unless `before` says where the page ends. The
+    header X-Custody-Versions gives how many versions the asset has in all."""
     store = service_of(request).custody.store
     key = key_of(domain, name)
-    if not store.version_count(key) and not store.has_asset(key):
+    total = store.version_count(key)
+    if not total and not store.has_asset(key):
         raise NotFound(f"unknown asset {key}: no version and no spec registered")
-    return answer([row.model_dump(mode="json") for row in store.versions_page(key, limit, before)])
+    page = answer([row.model_dump(mode="json") for row in store.versions_page(key, limit, before)])
+    page.headers["X-Custody-Versions"] = str(total)
+    return page
 
 
 @router.get("/versions/{domain}/{name}/{number}/{direction}", tags=["lineage"], response_class=JSONResponse)
