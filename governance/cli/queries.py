@@ -75,7 +75,9 @@ def _remote_versions(
 ) -> None:
     """The versions as the service pages them; with --all, every page, oldest first."""
     first = remote.fetch(f"/assets/{key}/versions", {"limit": limit, "before": before})
-    pages, found, total = [], first.json(), int(first.headers["X-Custody-Versions"])
+    pages, found = [], first.json()
+    # A service of an earlier release does not say how many there are: the table then does not either.
+    total = int(first.headers["X-Custody-Versions"]) if "X-Custody-Versions" in first.headers else None
     while everything and found:
         pages.append(found)
         found = remote.get(f"/assets/{key}/versions", {"limit": 1000, "before": min(v["number"] for v in found)})
