@@ -13,8 +13,8 @@ transform (benchmarks.bench_transforms:passthrough):
             passes at once): what Dagster itself costs for a materialization with that many checks
   custody:  the integration asset built from a spec: checks that the requester may materialize it
             and read its input (a file directory; the decisions go to the ledger), pins its input
-            version and reads it with the schema the catalog keeps for it (the plain asset's read
-            has Spark find the schema in a file's footer), runs the transform, checks the files the
+            version and reads it with the schema the catalog keeps for it (by default, the plain
+            asset has Spark find it in a file's footer), runs the transform, checks the files the
             Spark plan reads against the pins, writes and seals the result, extracts its column
             lineage, and sends OpenLineage START and COMPLETE events to a JSONL file
             (--column-lineage off leaves the column lineage out, to measure what it adds). The
