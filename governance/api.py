@@ -30,7 +30,7 @@ from governance.access.guard import authenticate
 from governance.access.local import LocalUser, local_user, record_local, refuse_acting_as
 from governance.access.passwords import delay_base
 from governance.access.policy import Identity, Policy
-from governance.access.reads import Target, open_version, read_dataframe, read_table
+from governance.access.reads import Target, open_version, read_table
 from governance.access.settings import pinned_settings, policy_of
 from governance.catalog import Catalog, closing_checkpoint
 from governance.catalog.models import VersionRow
@@ -38,6 +38,7 @@ from governance.config import Settings
 from governance.errors import NotFound, SettingsChanged
 from governance.lake import open_lake
 from governance.spec import SpecSet, load_specs
+from governance.versions import read_dataframe
 from governance.zones import AssetKey, Lake, VersionRef
 
 if TYPE_CHECKING:

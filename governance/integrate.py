@@ -11,7 +11,6 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
 from governance import ledger
-from governance.access.reads import read_dataframe
 from governance.catalog import Catalog
 from governance.catalog.models import VersionRow
 from governance.errors import NotFound, TransformError, error_summary
@@ -26,7 +25,7 @@ from governance.lineage.versioned import (
 )
 from governance.runs import Progress, RunRequest, attempt, quiet
 from governance.spec import Spec, resolve_transform
-from governance.versions import Draft, Sealed, commit, seal
+from governance.versions import Draft, Sealed, commit, read_dataframe, seal
 from governance.zones import AssetKey, Lake, Zone
 
 

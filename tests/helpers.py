@@ -13,7 +13,6 @@ from pyspark.sql import DataFrame, SparkSession
 from sqlmodel import select
 
 from governance import ledger
-from governance.access.reads import read_dataframe
 from governance.access.settings import pinned_settings
 from governance.api import PASSWORD_VARIABLE
 from governance.catalog import Catalog
@@ -22,6 +21,7 @@ from governance.cli import run
 from governance.config import Settings
 from governance.demo import demo_password
 from governance.runs import os_user
+from governance.versions import read_dataframe
 from governance.zones import AssetKey, Lake, Zone
 
 # The password of the user --as or --by names, as the demo directory documents it.

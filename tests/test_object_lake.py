@@ -14,7 +14,7 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from sqlmodel import select
 
-from governance.access.reads import read_dataframe, read_table
+from governance.access.reads import read_table
 from governance.catalog import Catalog, make_engine
 from governance.catalog.models import VersionRow
 from governance.cli import run
@@ -27,6 +27,7 @@ from governance.lake.objects import ObjectLake, hadoop_conf, pyiceberg_propertie
 from governance.repair import damaged_versions, repair
 from governance.retention import purge
 from governance.runs import RunRequest
+from governance.versions import read_dataframe
 from governance.zones import AssetKey, Lake, VersionRef
 from tests.conftest import DEMO_SPECS, drop, plain_environ, run_pipeline, without_approval
 from tests.helpers import cli, duckdb_with_iceberg

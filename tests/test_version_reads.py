@@ -11,7 +11,6 @@ from contextlib import contextmanager
 import pytest
 from pyspark.sql import SparkSession
 
-from governance.access.reads import read_dataframe
 from governance.catalog import Catalog
 from governance.catalog.models import VersionRow
 from governance.catalog.states import VersionStatus
@@ -20,6 +19,7 @@ from governance.errors import IntegrityError
 from governance.ingest import ingest
 from governance.integrate import materialize
 from governance.runs import RunRequest
+from governance.versions import read_dataframe
 from governance.zones import Lake
 from tests.helpers import assert_reads_as_inferred, inferred
 

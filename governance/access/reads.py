@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -12,13 +11,12 @@ from governance.access.policy import Identity, Policy, Verb
 from governance.catalog import Catalog
 from governance.catalog.models import VersionRow
 from governance.catalog.states import VersionStatus
-from governance.errors import IntegrityError, NotFound
+from governance.errors import NotFound
 from governance.spec import Spec
 from governance.zones import AssetKey, Lake, VersionRef
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
 
 
 @dataclass(frozen=True)
@@ -82,22 +80,3 @@ def read_table(
         raise NotFound(f"{row.ref} has no column {', '.join(unknown)}; it has {', '.join(dataset.schema.names)}")
     selected = list(columns) if columns else None
     return dataset.head(limit, columns=selected) if limit is not None else dataset.to_table(columns=selected)
-
-
-def read_dataframe(spark: SparkSession, lake: Lake, row: VersionRow) -> DataFrame:
-    """The version as a Spark DataFrame over its immutable files, given the schema they were written
-    with. Spark would find the same schema in a file's footer, read by a job of its own: tens of
-    milliseconds on a local lake, more from an object store. Either way it reads every column
-    back as nullable."""
-    from pyspark.sql.types import StructType
-
-    folder = lake.at(row.path)
-    frame = spark.read.schema(StructType.fromJson(json.loads(row.table_schema))).parquet(lake.uri(folder))
-    # Given a schema, Spark reads a folder whose files are gone as no rows, where finding the
-    # schema would have failed; it has listed the files already.
-    if row.rows and not frame.inputFiles():
-        raise IntegrityError(
-            f"{row.ref} holds {row.rows} rows, but {row.path} in the lake has none of its files; "
-            "custody repair --verify names what is missing"
-        )
-    return frame
