@@ -3,15 +3,23 @@ the driver's own cursor: a lineage walk asks for a hundred thousand versions at 
 
 SQLite takes the set as one JSON array and PostgreSQL as one array parameter, so neither the
 statement nor the parameter count grows with the set; another database gets it in chunks.
+
+PostgreSQL gets the array as its text, which the server parses: psycopg would otherwise check each
+id in Python, which took longer than the query. Its statement is prepared and planned once for
+any array: planned for the array at hand, a set of thirty thousand ids took 5 ms to plan and
+10 ms to run.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from sqlmodel import Session
+
+if TYPE_CHECKING:
+    from psycopg import Cursor
 
 CHUNK = 5_000
 IDS = "/* ids */"
@@ -40,7 +48,9 @@ class ByIds:
         elif self.dialect == "sqlite":
             members = "IN (SELECT value FROM json_each(?))"
         elif self.dialect == "postgresql":
-            members = "= ANY(%s)"
+            members = "= ANY(%s::integer[])"
+            # For this transaction only: the connection goes back to the pool as it came.
+            self.cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
         else:
             members = f"IN ({IDS})"
         also = f" AND {where}" if where else ""
@@ -54,8 +64,10 @@ class ByIds:
             self.cursor.execute(self.query, (json.dumps(ids),))
             return self.cursor.fetchall()
         if self.dialect == "postgresql":
-            self.cursor.execute(self.query, (ids,))
-            return self.cursor.fetchall()
+            # psycopg's own cursor, which prepares a statement when asked.
+            cursor = cast("Cursor[tuple[Any, ...]]", self.cursor)
+            cursor.execute(self.query, ("{" + ",".join(map(str, ids)) + "}",), prepare=True)
+            return cursor.fetchall()
         rows: list[tuple[Any, ...]] = []
         for chunk in chunked(ids):
             self.cursor.execute(self.query.replace(IDS, ", ".join(str(int(i)) for i in chunk)))
