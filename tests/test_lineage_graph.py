@@ -11,10 +11,8 @@ from governance.catalog.engine import make_engine
 from governance.catalog.models import VersionRow
 from governance.catalog.states import Criticality
 from governance.lineage.graph import (
-    MAX_DEPTH,
     NODE_COLUMNS,
     NODE_FIELDS,
-    Closure,
     closure,
     impact,
     protected_ids,
@@ -24,7 +22,7 @@ from governance.lineage.nodes import VersionNode
 from governance.lineage.terms import Direction
 from governance.retention import set_status
 from governance.zones import VersionRef
-from tests.graphs import add_version, add_versions, bfs, random_dag, reversed_edges
+from tests.graphs import add_version, add_versions, assert_walks_match_a_bfs, next_hops, random_dag
 
 pytestmark = pytest.mark.both_backends
 
@@ -54,22 +52,6 @@ def test_versions_built_from_one_input_in_one_transaction_are_all_its_dependents
         found = closure(session, [source], Direction.DOWNSTREAM)
     assert found.depth_of == {source: 0, **dict.fromkeys(built, 1)}
     assert next_hops(found) == {source: sorted(built)}
-
-
-def next_hops(found: Closure) -> dict[int, list[int]]:
-    return {vid: sorted(hops) for vid, hops in found.next_of.items()}
-
-
-def assert_walks_match_a_bfs(catalog, inputs_of: dict[int, list[int]], depth: int | None) -> None:
-    """From every version both ways: the same versions at the same distances, and the same next hops."""
-    dependents = reversed_edges(inputs_of)
-    cap = MAX_DEPTH if depth is None else depth
-    with catalog.session() as session:
-        for root in inputs_of:
-            for direction, adjacency in ((Direction.UPSTREAM, inputs_of), (Direction.DOWNSTREAM, dependents)):
-                found = closure(session, [root], direction, depth)
-                assert found.depth_of == bfs(adjacency, root, cap)
-                assert next_hops(found) == {vid: sorted(adjacency[vid]) for vid in found.depth_of if adjacency.get(vid)}
 
 
 @pytest.fixture

@@ -37,6 +37,7 @@ from governance.catalog.models import LedgerEntry, ServiceSession
 from governance.config import Settings
 from governance.demo import demo_password, drop_demo_batches
 from governance.errors import AccessDenied, CatalogUnavailable, InvalidInput, NotSignedIn
+from governance.lineage.resident import resident
 from governance.runs import Assurance
 from governance.service.app import api_threads, create_app
 from governance.service.recent import Recent
@@ -798,6 +799,25 @@ def test_the_api_alone_answers_on_four_threads_the_ui_on_starlette_s_forty_and_w
     try:
         assert anyio.run(threads_once_started) == 3
         assert gc.get_freeze_count() > 0  # what it started with, out of the collector's way
+    finally:
+        gc.unfreeze()
+
+
+def test_the_service_walks_lineage_over_the_edges_it_holds_in_memory_once_started(tmp_path):
+    custody = Custody(Settings.under(tmp_path / "home"))
+    app = create_app(custody, SessionSettings.from_environ({})).app.app
+
+    def kept() -> bool:
+        with custody.store.reading() as session:
+            return resident(session) is not None
+
+    async def kept_once_started() -> bool:
+        async with app.router.lifespan_context(app):
+            return kept()
+
+    assert not kept()
+    try:
+        assert anyio.run(kept_once_started)
     finally:
         gc.unfreeze()
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 from sqlalchemy import Connection, insert, text
@@ -61,7 +62,7 @@ def build_from_edges(connection: Connection) -> None:
         connection.execute(
             text(
                 f"INSERT INTO {table} (version_id, ids) "
-                f"SELECT {key}, '[' || {_joined(dialect, hop)} || ']' FROM lineage_edge GROUP BY {key}"
+                f"SELECT {key}, '[' || {joined(dialect, hop)} || ']' FROM lineage_edge GROUP BY {key}"
             )
         )
 
@@ -80,6 +81,16 @@ def missing(connection: Connection) -> int:
     return max(abs(edges - int(count)) for count in listed)
 
 
+class NextHops(Protocol):
+    """The next hops of a level's versions: all at once for the walk, by version for a tree."""
+
+    def targets(self) -> np.ndarray:
+        """Every next hop, once per version that leads to it."""
+        ...
+
+    def by_version(self) -> dict[int, list[int]]: ...
+
+
 @dataclass(frozen=True)
 class Leaving:
     """The next hops of a level's versions, as the database gave them: `ids` the versions that
@@ -91,7 +102,6 @@ class Leaving:
     hops: str
 
     def targets(self) -> np.ndarray:
-        """Every next hop, once per version that leads to it."""
         return np.fromstring(self.hops.translate(_UNBRACKETED), dtype=np.int64, sep=",")
 
     def by_version(self) -> dict[int, list[int]]:
@@ -107,22 +117,22 @@ class Hops:
 
     def __init__(self, session: Session, table: str):
         dialect = session.get_bind().dialect.name
-        columns = f"{_joined(dialect, 'version_id')}, {_joined(dialect, 'ids')}"
+        columns = f"{joined(dialect, 'version_id')}, {joined(dialect, 'ids')}"
         self.by_ids = ByIds(session, columns, table, "version_id", driven=True)
 
     def close(self) -> None:
         self.by_ids.close()
 
-    def of(self, versions: list[int]) -> Leaving:
+    def of(self, versions: np.ndarray) -> Leaving:
         """The next hops of those of `versions` that have any; each version given once. The two
         aggregates of a statement take its rows in the same order, on SQLite and PostgreSQL alike."""
-        found = [(ids, hops) for ids, hops in self.by_ids.rows(versions) if ids is not None]
+        found = [(ids, hops) for ids, hops in self.by_ids.rows(versions.tolist()) if ids is not None]
         if not found:
             return NOWHERE
         return Leaving(",".join(ids for ids, _ in found), ",".join(hops for _, hops in found))
 
 
-def _joined(dialect: str, column: str) -> str:
+def joined(dialect: str, column: str) -> str:
     """The SQL that joins a column's values with commas, as this database spells it."""
     if dialect == "postgresql":
         return f"string_agg(CAST({column} AS TEXT), ',')"

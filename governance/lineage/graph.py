@@ -8,11 +8,11 @@ point back to it.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import closing
 from dataclasses import dataclass, replace
 from datetime import datetime
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
 import numpy as np
@@ -21,11 +21,11 @@ from sqlmodel import Session, col, select
 
 from governance.catalog import Catalog, utc_from
 from governance.catalog.byids import ByIds, chunked
-from governance.catalog.hops import DEPENDENTS, INPUTS, Hops, Leaving
+from governance.catalog.hops import DEPENDENTS, INPUTS, Hops, NextHops
 from governance.catalog.models import VersionRow, described_read
-from governance.collector import few_collections
 from governance.foreign.impact import batch_locations, foreign_readers, foreign_writers
 from governance.lineage.nodes import Lineage, LineageSummary, Source, VersionNode
+from governance.lineage.resident import resident
 from governance.lineage.terms import SUMMARY_OVER, Direction
 from governance.zones import VersionRef
 
@@ -39,11 +39,21 @@ _HOPS = {Direction.UPSTREAM: INPUTS, Direction.DOWNSTREAM: DEPENDENTS}
 @dataclass(frozen=True)
 class Closure:
     """Every version reachable from the roots within the depth cap, its shortest distance, and the
-    next hops the walk read."""
+    next hops the walk read: `ids` and `depths` side by side, nearest first."""
 
-    depth_of: dict[int, int]
-    leaving: list[Leaving]
+    ids: np.ndarray
+    depths: np.ndarray
+    leaving: list[NextHops]
     cap: int
+
+    def __len__(self) -> int:
+        return int(self.ids.size)
+
+    @cached_property
+    def depth_of(self) -> dict[int, int]:
+        """Each version's distance by id. Built when asked: at a million versions, a walk reaching
+        half of them would spend as long again building it."""
+        return dict(zip(self.ids.tolist(), self.depths.tolist(), strict=True))
 
     @cached_property
     def next_of(self) -> dict[int, list[int]]:
@@ -66,33 +76,51 @@ def closure(session: Session, roots: Iterable[int], direction: Direction, depth:
     shortest distance, so the work grows with the versions and edges reached, never with the paths.
     """
     cap = _cap(depth)
-    depth_of: dict[int, int] = {}
-    # A walk builds and keeps many objects: the collector is held back while it runs.
-    with few_collections():
-        leaving = [found for _level, _frontier, found in levels(session, roots, direction, cap, depth_of)]
-    return Closure(depth_of, leaving, cap)
+    walked = list(_levels(session, roots, direction, cap))
+    if not walked:
+        return Closure(_NONE, _NONE, [], cap)
+    ids = np.concatenate([versions for _level, versions, _leaving in walked])
+    depths = np.repeat(np.arange(len(walked)), [versions.size for _level, versions, _leaving in walked])
+    return Closure(ids, depths, [leaving for _level, _versions, leaving in walked], cap)
+
+
+_NONE = np.zeros(0, dtype=np.int64)
 
 
 def levels(
-    session: Session, roots: Iterable[int], direction: Direction, cap: int, depth_of: dict[int, int]
-) -> Iterator[tuple[int, list[int], Leaving]]:
+    session: Session, roots: Iterable[int], direction: Direction, cap: int
+) -> Iterator[tuple[int, list[int], NextHops]]:
     """The walk of `closure`, a level at a time: each level's number, its versions (those first
-    reached there) and their next hops. `depth_of` fills in as it goes: every version reached so
-    far, at its shortest distance; the last level's hops may lead past the cap, out of it."""
-    depth_of.update((root, 0) for root in _existing(session, list(roots)))
-    frontier = list(depth_of)
-    reached = _Reached(frontier)
-    level = 0
+    reached there) and their next hops; the last level's hops may lead past the cap, out of it."""
+    for level, versions, leaving in _levels(session, roots, direction, cap):
+        yield level, versions.tolist(), leaving
+
+
+def _levels(
+    session: Session, roots: Iterable[int], direction: Direction, cap: int
+) -> Iterator[tuple[int, np.ndarray, NextHops]]:
+    """The hops come from the lineage this process holds when it keeps it (the service), else from
+    the catalog, a level at a time."""
+    found = np.array(_existing(session, list(roots)), dtype=np.int64)
+    kept = resident(session)
+    if kept is not None:
+        yield from _walk(partial(kept.current(session).hops, direction), cap, found)
+        return
     with closing(Hops(session, _HOPS[direction])) as hops:
-        while frontier:
-            leaving = hops.of(frontier)
-            if level == cap:
-                yield level, frontier, leaving
-                return
-            found = reached.first_time(leaving.targets()).tolist()
-            depth_of.update(dict.fromkeys(found, level + 1))
-            yield level, frontier, leaving
-            frontier, level = found, level + 1
+        yield from _walk(hops.of, cap, found)
+
+
+def _walk(
+    next_hops: Callable[[np.ndarray], NextHops], cap: int, roots: np.ndarray
+) -> Iterator[tuple[int, np.ndarray, NextHops]]:
+    reached = _Reached(roots)
+    level, versions = 0, roots
+    while versions.size:
+        leaving = next_hops(versions)
+        yield level, versions, leaving
+        if level == cap:
+            return
+        versions, level = reached.first_time(leaving.targets()), level + 1
 
 
 class _Reached:
@@ -100,10 +128,10 @@ class _Reached:
     picked out of its next hops at C's pace, where a Python set of a hundred thousand ids takes
     tens of milliseconds."""
 
-    def __init__(self, ids: list[int]):
+    def __init__(self, ids: np.ndarray):
         self.flags = np.zeros(0, dtype=bool)
         self.slots = np.zeros(0, dtype=np.int64)
-        self.first_time(np.array(ids, dtype=np.int64))
+        self.first_time(ids)
 
     def first_time(self, targets: np.ndarray) -> np.ndarray:
         """Those of `targets` not reached before, each once; from now on they are reached."""
@@ -170,7 +198,7 @@ def explore(
     root_row = catalog.version(ref)
     with catalog.reading() as session:
         found = closure(session, [root_row.stored_id], direction, depth)
-        if len(found.depth_of) > summary_over:
+        if len(found) > summary_over:
             return _summary(session, root_row.ref, direction, found)
     return _lineage(catalog, root_row.stored_id, direction, found)
 
@@ -203,8 +231,7 @@ def _streamed(catalog: Catalog, root: int, direction: Direction, cap: int) -> It
     claimed: set[str] = set()  # foreign runs expanded at an earlier level, as the tree would
     with catalog.reading() as session:
         protected = protected_ids(session)
-        depth_of: dict[int, int] = {}
-        for level, frontier, leaving in levels(session, [root], direction, cap, depth_of):
+        for level, frontier, leaving in levels(session, [root], direction, cap):
             nodes = _nodes(catalog, session, {vid: level for vid in frontier}, protected, direction, claimed)
             named.update((vid, (node.asset, node.version)) for vid, node in nodes.items())
             refs.update((vid, node.ref) for vid, node in nodes.items())
@@ -277,9 +304,7 @@ def _summary(session: Session, root: str, direction: Direction, found: Closure) 
             at = (asset, found.depth_of[vid])  # type: ignore[index]  # as in `_existing`
             counts[at] = counts.get(at, 0) + 1
     ordered = sorted(counts.items(), key=lambda item: (item[0][1], item[0][0]))
-    return LineageSummary(
-        root, direction, len(found.depth_of), tuple((asset, depth, n) for (asset, depth), n in ordered)
-    )
+    return LineageSummary(root, direction, len(found), tuple((asset, depth, n) for (asset, depth), n in ordered))
 
 
 def _rows(session: Session, ids: list[int]) -> dict[int, tuple[Any, ...]]:

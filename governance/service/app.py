@@ -26,6 +26,7 @@ from governance.errors import (
     ServiceUnavailable,
     SettingsChanged,
 )
+from governance.lineage.resident import keep_resident
 from governance.service import api, changes, lineage, login, openlineage, specs
 from governance.service import runs as runs_api
 from governance.service.context import DECIDING_THREADS, MAX_BODY_BYTES, Service
@@ -63,6 +64,8 @@ def create_app(
         service.deciders = CapacityLimiter(DECIDING_THREADS)
         service.intake = Intake(custody, service.specs)
         service.intake.start()
+        # Lineage walks come from memory from here on: a long-lived process reads the edges once.
+        keep_resident(custody.store.engine)
         # What the process holds once it has started (its modules, the app, the policy) lives as
         # long as it does: out of the collector's way, a full collection no longer walks all of it
         # in the middle of a request.
