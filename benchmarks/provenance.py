@@ -14,7 +14,7 @@ inputs, one hub landing version bench/hub@1 with 1,000 dependents; fixed seed) i
 Then, for 200 versions drawn with a fixed seed (the hub among them), times
 
   sql:   governance.lineage.graph.closure(session, [id], direction) with the default depth cap: the
-         closure call alone, in a fresh catalog session per query (opening it is not timed); the
+         closure call alone, in a fresh read transaction per query (opening it is not timed); the
          walk reads the hops a level at a time, as a one-shot command does. Its answer holds the
          versions and their distances as arrays: the dict by id that a tree reads is built when
          asked, here by the agreement check, untimed

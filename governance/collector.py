@@ -1,10 +1,9 @@
 """Python's collector, held back while work builds many objects it keeps.
 
-A lineage walk or a definitions build allocates hundreds of thousands of lists, tuples and dicts
-that live until it returns. At Python's default pace the collector walks them again and again as
-they age, and each full collection walks every object the process holds: a closure of 80,000
-versions spent a third of its time there. While any such work runs, the youngest generation is
-collected once per `FEW_COLLECTIONS` allocations instead of 700.
+A definitions build allocates hundreds of thousands of lists, tuples and dicts that live until it
+returns. At Python's default pace the collector walks them again and again as they age, and each
+full collection walks every object the process holds. While any such work runs, the youngest
+generation is collected once per `FEW_COLLECTIONS` allocations instead of 700.
 """
 
 from __future__ import annotations

@@ -134,7 +134,7 @@ def assert_walks_match_a_bfs(catalog: Catalog, inputs_of: dict[int, list[int]], 
     """From every version both ways: the same versions at the same distances, and the same next hops."""
     dependents = reversed_edges(inputs_of)
     cap = MAX_DEPTH if depth is None else depth
-    with catalog.session() as session:
+    with catalog.reading() as session:
         for root in inputs_of:
             for direction, adjacency in ((Direction.UPSTREAM, inputs_of), (Direction.DOWNSTREAM, dependents)):
                 found = closure(session, [root], direction, depth)

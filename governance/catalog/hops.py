@@ -88,7 +88,9 @@ class NextHops(Protocol):
         """Every next hop, once per version that leads to it."""
         ...
 
-    def by_version(self) -> dict[int, list[int]]: ...
+    def by_version(self) -> dict[int, list[int]]:
+        """Each version's next hops, for the versions that have any."""
+        ...
 
 
 @dataclass(frozen=True)

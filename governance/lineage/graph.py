@@ -36,7 +36,7 @@ MAX_DEPTH = 100
 _HOPS = {Direction.UPSTREAM: INPUTS, Direction.DOWNSTREAM: DEPENDENTS}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Closure:
     """Every version reachable from the roots within the depth cap, its shortest distance, and the
     next hops the walk read: `ids` and `depths` side by side, nearest first."""
@@ -113,8 +113,8 @@ def _levels(
 def _walk(
     next_hops: Callable[[np.ndarray], NextHops], cap: int, roots: np.ndarray
 ) -> Iterator[tuple[int, np.ndarray, NextHops]]:
-    reached = _Reached(roots)
-    level, versions = 0, roots
+    reached = _Reached()
+    level, versions = 0, reached.first_time(roots)
     while versions.size:
         leaving = next_hops(versions)
         yield level, versions, leaving
@@ -128,10 +128,9 @@ class _Reached:
     picked out of its next hops at C's pace, where a Python set of a hundred thousand ids takes
     tens of milliseconds."""
 
-    def __init__(self, ids: np.ndarray):
+    def __init__(self) -> None:
         self.flags = np.zeros(0, dtype=bool)
         self.slots = np.zeros(0, dtype=np.int64)
-        self.first_time(ids)
 
     def first_time(self, targets: np.ndarray) -> np.ndarray:
         """Those of `targets` not reached before, each once; from now on they are reached."""
@@ -139,7 +138,8 @@ class _Reached:
             self._grow(int(targets.max()) + 1)
         fresh = targets[~self.flags[targets]]
         self.flags[fresh] = True
-        # A version that several versions lead to comes several times: keep the one that wrote its slot last.
+        # A version that several versions lead to comes several times: of its places, exactly one
+        # is the one left in its slot, whichever write numpy kept.
         order = np.arange(fresh.size)
         self.slots[fresh] = order
         return fresh[self.slots[fresh] == order]
@@ -251,7 +251,7 @@ def _named(
 ) -> Iterator[dict[str, Any]]:
     """The waiting nodes, each naming its next hops by ref, in order of asset and number."""
     for node, nexts in waiting:
-        yield node.flat_dict(key, [refs[vid] for vid in sorted(nexts, key=named.__getitem__)])
+        yield node.flat_dict(key, [refs[vid] for vid in sorted(_shown(nexts, named), key=named.__getitem__)])
 
 
 def _nodes(
@@ -285,7 +285,9 @@ def _tree(root: int, nodes: dict[int, VersionNode], found: Closure) -> VersionNo
         if found.depth_of[current] >= found.cap:
             continue
         node = nodes[current]
-        for neighbour in sorted(found.next_of.get(current, ()), key=lambda vid: (nodes[vid].asset, nodes[vid].version)):
+        for neighbour in sorted(
+            _shown(found.next_of.get(current, ()), nodes), key=lambda vid: (nodes[vid].asset, nodes[vid].version)
+        ):
             if neighbour in claimed:
                 node.links.append(replace(nodes[neighbour], links=[], sources=[], foreign=[], expanded_elsewhere=True))
             else:
@@ -293,6 +295,12 @@ def _tree(root: int, nodes: dict[int, VersionNode], found: Closure) -> VersionNo
                 node.links.append(nodes[neighbour])
                 queue.append(neighbour)
     return nodes[root]
+
+
+def _shown(versions: Iterable[int], nodes: Mapping[int, object]) -> list[int]:
+    """Those of `versions` the walk's transaction reads: a lineage held in memory may lead to
+    versions committed since it began, which are left out (governance.lineage.resident)."""
+    return [vid for vid in versions if vid in nodes]
 
 
 def _summary(session: Session, root: str, direction: Direction, found: Closure) -> LineageSummary:
@@ -304,7 +312,9 @@ def _summary(session: Session, root: str, direction: Direction, found: Closure) 
             at = (asset, found.depth_of[vid])  # type: ignore[index]  # as in `_existing`
             counts[at] = counts.get(at, 0) + 1
     ordered = sorted(counts.items(), key=lambda item: (item[0][1], item[0][0]))
-    return LineageSummary(root, direction, len(found), tuple((asset, depth, n) for (asset, depth), n in ordered))
+    return LineageSummary(
+        root, direction, sum(counts.values()), tuple((asset, depth, n) for (asset, depth), n in ordered)
+    )
 
 
 def _rows(session: Session, ids: list[int]) -> dict[int, tuple[Any, ...]]:
