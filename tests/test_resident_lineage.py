@@ -42,12 +42,17 @@ def test_walks_over_the_lineage_held_in_memory_match_a_breadth_first_search(kept
     assert_walks_match_a_bfs(kept, random_dag(kept, seed), depth)
 
 
-def test_a_process_keeps_the_lineage_only_once_asked_to(catalog):
+def test_a_process_keeps_the_lineage_once_asked_to_for_that_engine_alone_even_after_its_pool_is_made_anew(
+    catalog, catalog_url
+):
     with catalog.reading() as session:
         assert resident(session) is None
     keep_resident(catalog.engine)
+    catalog.engine.dispose()
     with catalog.reading() as session:
         assert resident(session) is not None
+    with Catalog(make_engine(catalog_url)).reading() as session:  # as another process's engine
+        assert resident(session) is None
 
 
 @pytest.mark.both_backends

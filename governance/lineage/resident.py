@@ -20,9 +20,10 @@ import threading
 from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import numpy as np
-from sqlalchemy import URL, Connection, Engine, text
+from sqlalchemy import Connection, Dialect, Engine, text
 from sqlmodel import Session
 
 from governance.catalog.byids import ByIds
@@ -248,16 +249,17 @@ def _concatenated(arrays: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(arrays) if arrays else _NONE
 
 
-# By the catalog's URL: the engine a reading session is bound to is a copy of the catalog's, and
-# an engine disposed of and made again reads the same catalog.
-_KEPT: dict[URL, ResidentLineage] = {}
+# By the engine's dialect, the one object an engine shares with its copies (the catalog's reading
+# engine) and keeps when its pool is made anew; another engine of the same catalog, as in another
+# process, does not share it.
+_KEPT: WeakKeyDictionary[Dialect, ResidentLineage] = WeakKeyDictionary()
 _KEPT_LOCK = threading.Lock()
 
 
 def keep_resident(engine: Engine) -> None:
     """Hold the lineage of the catalog behind `engine` in this process from its next walk on."""
     with _KEPT_LOCK:
-        _KEPT.setdefault(engine.url, ResidentLineage())
+        _KEPT.setdefault(engine.dialect, ResidentLineage())
 
 
 def resident(session: Session) -> ResidentLineage | None:
@@ -266,4 +268,4 @@ def resident(session: Session) -> ResidentLineage | None:
     bind = session.get_bind()
     if not bind.get_execution_options().get(READ_ONLY):
         return None
-    return _KEPT.get(bind.engine.url)
+    return _KEPT.get(bind.dialect)
