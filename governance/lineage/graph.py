@@ -72,8 +72,9 @@ class Closure:
 def closure(session: Session, roots: Iterable[int], direction: Direction, depth: int | None = None) -> Closure:
     """The transitive inputs (upstream) or dependents (downstream) of `roots`, at most `depth` hops away.
 
-    Breadth first, one query per level for the whole frontier: each version is expanded once, at its
-    shortest distance, so the work grows with the versions and edges reached, never with the paths.
+    Breadth first, a level at a time for the whole frontier (one query per level, unless the process
+    holds the lineage): each version is expanded once, at its shortest distance, so the work grows
+    with the versions and edges reached, never with the paths.
     """
     cap = _cap(depth)
     walked = list(_levels(session, roots, direction, cap))
