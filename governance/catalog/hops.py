@@ -4,7 +4,7 @@ The lineage edges say the same, a row per edge. A walk reads a level at a time; 
 rows it reads one row per version reached, and the database hands the whole level back as two
 strings, instead of a Python tuple per edge; numpy reads the level's targets from them. At 100,000
 versions on SQLite, the p95 of a closure went from 2.2-2.7× an in-memory search to 1.3-1.4× with
-the strings decoded as JSON, and to 0.7-0.9× read by numpy.
+the strings decoded as JSON, and to 0.6-0.8× read by numpy.
 
 They are written with the edges, in the same transaction (`record_inputs`), and built from the
 edges once for a catalog an earlier release made (`build_from_edges`, a migration), and again by

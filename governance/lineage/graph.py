@@ -77,7 +77,7 @@ def closure(session: Session, roots: Iterable[int], direction: Direction, depth:
     with the versions and edges reached, never with the paths.
     """
     cap = _cap(depth)
-    walked = list(_levels(session, roots, direction, cap))
+    walked = list(levels(session, roots, direction, cap))
     if not walked:
         return Closure(_NONE, _NONE, [], cap)
     ids = np.concatenate([versions for _level, versions, _leaving in walked])
@@ -90,17 +90,10 @@ _NONE = np.zeros(0, dtype=np.int64)
 
 def levels(
     session: Session, roots: Iterable[int], direction: Direction, cap: int
-) -> Iterator[tuple[int, list[int], NextHops]]:
-    """The walk of `closure`, a level at a time: each level's number, its versions (those first
-    reached there) and their next hops; the last level's hops may lead past the cap, out of it."""
-    for level, versions, leaving in _levels(session, roots, direction, cap):
-        yield level, versions.tolist(), leaving
-
-
-def _levels(
-    session: Session, roots: Iterable[int], direction: Direction, cap: int
 ) -> Iterator[tuple[int, np.ndarray, NextHops]]:
-    """The hops come from the lineage this process holds when it keeps it (the service), else from
+    """The walk of `closure`, a level at a time: each level's number, its versions (those first
+    reached there) and their next hops; the last level's hops may lead past the cap, out of it.
+    The hops come from the lineage this process holds when it keeps it (the service), else from
     the catalog, a level at a time."""
     found = np.array(_existing(session, list(roots)), dtype=np.int64)
     kept = resident(session)
@@ -233,7 +226,7 @@ def _streamed(catalog: Catalog, root: int, direction: Direction, cap: int) -> It
     with catalog.reading() as session:
         protected = protected_ids(session)
         for level, frontier, leaving in levels(session, [root], direction, cap):
-            nodes = _nodes(catalog, session, {vid: level for vid in frontier}, protected, direction, claimed)
+            nodes = _nodes(catalog, session, dict.fromkeys(frontier.tolist(), level), protected, direction, claimed)
             named.update((vid, (node.asset, node.version)) for vid, node in nodes.items())
             refs.update((vid, node.ref) for vid, node in nodes.items())
             yield from _named(waiting, named, refs, key)
