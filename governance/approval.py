@@ -148,7 +148,7 @@ class HistoryEntry:
 
 def in_force(catalog: Catalog, keys: Iterable[AssetKey] | None = None) -> dict[AssetKey, AssetRow]:
     """The definitions in force, by asset: all of them, or those of `keys`."""
-    with catalog.session() as session:
+    with catalog.reading() as session:
         query = select(AssetRow)
         if keys is not None:
             query = query.where(col(AssetRow.key).in_([str(key) for key in keys]))

@@ -30,7 +30,7 @@ class Finding:
 
 def version_to_audit(catalog: Catalog, spec: Spec, number: int | None = None) -> VersionRow:
     """The committed version `number` of the asset, or its newest."""
-    with catalog.session() as session:
+    with catalog.reading() as session:
         query = select(VersionRow).where(
             VersionRow.asset_key == str(spec.key), VersionRow.status == VersionStatus.COMMITTED.value
         )
@@ -69,7 +69,7 @@ def _committed_counts(catalog: Catalog, version: VersionRow) -> dict[str, Any]:
     where = ledger.LedgerFilter(
         asset=version.asset_key, version=version.number, action=ledger.Action.INGESTION_COMMITTED, limit=1
     )
-    with catalog.session() as session:
+    with catalog.reading() as session:
         found = ledger.entries(session, where)
     return json.loads(found[0].details) if found else {}
 
@@ -129,7 +129,7 @@ def _type_name(kind: Any) -> str:
 
 
 def _inputs_as_declared(catalog: Catalog, spec: Spec, version: VersionRow) -> Finding:
-    with catalog.session() as session:
+    with catalog.reading() as session:
         used = list(
             session.exec(
                 select(VersionRow)

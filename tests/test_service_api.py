@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -26,14 +27,15 @@ import pytest
 import requests
 from anyio import to_thread
 from itsdangerous import URLSafeTimedSerializer
-from sqlmodel import col, select
+from sqlalchemy import text
+from sqlmodel import col, func, select
 
 from governance.access.policy import Identity
 from governance.access.settings import change_setting, pinned_settings
 from governance.api import Custody
 from governance.catalog import Catalog
 from governance.catalog.engine import make_engine
-from governance.catalog.models import LedgerEntry, ServiceSession
+from governance.catalog.models import LedgerEntry, LineageEdge, ServiceSession
 from governance.config import Settings
 from governance.demo import demo_password, drop_demo_batches
 from governance.errors import AccessDenied, CatalogUnavailable, InvalidInput, NotSignedIn
@@ -820,6 +822,48 @@ def test_the_service_walks_lineage_over_the_edges_it_holds_in_memory_once_starte
         assert anyio.run(kept_once_started)
     finally:
         gc.unfreeze()
+
+
+def test_the_service_reads_the_lineage_it_holds_as_it_starts_not_at_its_first_walk(home):
+    custody = Custody(Settings.under(home))
+    app = create_app(custody, SessionSettings.from_environ({})).app.app
+
+    async def held_once_loaded() -> int:
+        async with app.router.lifespan_context(app):
+            for thread in threading.enumerate():
+                if thread.name == "custody-lineage-load":
+                    thread.join()
+            with custody.store.reading() as session:
+                held = resident(session)
+                assert held is not None
+                return held.top
+
+    try:
+        top = anyio.run(held_once_loaded)
+    finally:
+        gc.unfreeze()
+    with custody.store.reading() as session:
+        newest_edge = session.exec(select(func.max(LineageEdge.id))).one()
+    assert newest_edge and top == newest_edge  # no walk has run: the start read every edge
+
+
+def test_a_service_that_cannot_read_the_lineage_as_it_starts_says_so_and_serves(tmp_path, caplog):
+    custody = Custody(Settings.under(tmp_path / "home"))
+    with custody.store.session() as session:  # a catalog whose lineage table is gone
+        session.execute(text(f"DROP TABLE {LineageEdge.__tablename__}"))
+    app = create_app(custody, SessionSettings.from_environ({})).app.app
+
+    async def started() -> bool:
+        async with app.router.lifespan_context(app):
+            return True
+
+    try:
+        assert anyio.run(started)
+    finally:
+        gc.unfreeze()
+    [warning] = [r.getMessage() for r in caplog.records if r.name == "governance.service.app"]
+    assert warning.startswith("the lineage was not loaded as the service started (")
+    assert "lineage_edge" in warning and warning.endswith("; its first walk loads it")
 
 
 def test_an_answer_every_user_gets_alike_is_kept_for_its_seconds_and_computed_once_for_those_who_ask_at_once():

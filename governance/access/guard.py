@@ -260,7 +260,7 @@ def authenticate(
 def _attempts(catalog: Catalog, user: str, newest: int = 100) -> list[Attempt]:
     """The user's latest logins whose password was checked, newest first: an OS user's command,
     recorded as `authenticate` for its run, checked none, so it does not end a run of failures."""
-    with catalog.session() as session:
+    with catalog.reading() as session:
         found = session.exec(
             select(LedgerEntry.ts, LedgerEntry.details)
             .where(LedgerEntry.actor == ledger_actor(user), LedgerEntry.action == Verb.AUTHENTICATE.value)
@@ -292,7 +292,7 @@ def run_identity(catalog: Catalog, run_id: str | None, requested_by: str | None)
 
 def _verified_for_run(catalog: Catalog, run_id: str, user: str) -> dict[str, Any] | None:
     """The details of the entry that verified `user` for the run, if one did."""
-    with catalog.session() as session:
+    with catalog.reading() as session:
         found = session.exec(
             select(LedgerEntry)
             .where(

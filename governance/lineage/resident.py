@@ -262,6 +262,14 @@ def keep_resident(engine: Engine) -> None:
         _KEPT.setdefault(engine.dialect, ResidentLineage())
 
 
+def load(session: Session) -> None:
+    """Read the edges this process holds for the session's catalog now rather than at its next
+    walk, which would wait for them: a second at a million versions."""
+    held = resident(session)
+    if held is not None:
+        held.current(session)
+
+
 def resident(session: Session) -> ResidentLineage | None:
     """The lineage this process holds for the session's catalog, if it keeps it and the session
     only reads: one that writes could show it edges that are never committed."""

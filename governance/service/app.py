@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import gc
+import logging
+import threading
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 from anyio import CapacityLimiter, to_thread
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -25,8 +28,9 @@ from governance.errors import (
     RequestTooLarge,
     ServiceUnavailable,
     SettingsChanged,
+    error_summary,
 )
-from governance.lineage.resident import keep_resident
+from governance.lineage.resident import keep_resident, load
 from governance.service import api, changes, lineage, login, openlineage, specs
 from governance.service import runs as runs_api
 from governance.service.context import DECIDING_THREADS, MAX_BODY_BYTES, Service
@@ -37,6 +41,8 @@ from governance.service.principal import UiKeys
 from governance.service.recent import Recent
 from governance.service.runs import RunDesk
 from governance.service.sessions import Sessions, SessionSettings
+
+log = logging.getLogger(__name__)
 
 THREADS_VARIABLE = "CUSTODY_SERVICE_THREADS"
 API_THREADS = 4
@@ -64,8 +70,11 @@ def create_app(
         service.deciders = CapacityLimiter(DECIDING_THREADS)
         service.intake = Intake(custody, service.specs)
         service.intake.start()
-        # Lineage walks come from memory from here on: a long-lived process reads the edges once.
+        # Lineage walks come from memory from here on: a long-lived process reads the edges once,
+        # beside its first requests rather than in the first walk's.
         keep_resident(custody.store.engine)
+        loading = threading.Thread(target=load_lineage, args=(custody,), name="custody-lineage-load", daemon=True)
+        loading.start()
         # What the process holds once it has started (its modules, the app, the policy) lives as
         # long as it does: out of the collector's way, a full collection no longer walks all of it
         # in the middle of a request.
@@ -75,6 +84,7 @@ def create_app(
             yield
         finally:
             service.intake.stop()
+            loading.join()
 
     app = FastAPI(
         lifespan=lifespan,
@@ -103,6 +113,18 @@ def create_app(
     if ui is not None:
         app.mount("/", Gate(ui, app.state.service, ui_keys))
     return BoundedBody(openlineage.Express(app, refused), MAX_BODY_BYTES)
+
+
+def load_lineage(custody: Custody) -> None:
+    """Load the lineage the process holds. A catalog that cannot be read now is told on stderr;
+    the first walk then tries again and answers with what it finds."""
+    try:
+        with custody.store.reading() as session:
+            load(session)
+    except (CustodyError, SQLAlchemyError) as err:
+        log.warning(
+            "the lineage was not loaded as the service started (%s); its first walk loads it", error_summary(err)
+        )
 
 
 def api_threads(environ: Mapping[str, str], ui: bool) -> int | None:
