@@ -25,7 +25,7 @@ from governance.lineage.versioned import (
 )
 from governance.runs import Progress, RunRequest, attempt, quiet
 from governance.spec import Spec, resolve_transform
-from governance.versions import Draft, Sealed, commit, read_dataframe, seal
+from governance.versions import Draft, Sealed, commit, require_files, seal, version_frame
 from governance.zones import AssetKey, Lake, Zone
 
 
@@ -97,6 +97,8 @@ def materialize(
     ):
         result = _run_transform(spark, lake, spec, pins)
         observation = observe(result, lake, spec.key, pins, catalog.version_at)
+        # Inputs are read without asking Spark for their files; the plan found those it reads.
+        require_files(lake, (row for row in pins.values() if row.ref in observation.unread))
         for ref in observation.unread:
             progress(f"warning: declared input {ref} was not read by {spec.body.transform}")
         data, columns = _written(result, stage.data, lake, pins, column_lineage)
@@ -193,7 +195,7 @@ def _run_transform(spark: SparkSession, lake: Lake, spec: Spec, pins: dict[Asset
     if spec.body.transform is None:
         raise TransformError(f"{spec.key} names no transform")
     function = resolve_transform(spec.body.transform)
-    frames = {key.name: read_dataframe(spark, lake, pins[key]) for key in spec.inputs}
+    frames = {key.name: version_frame(spark, lake, pins[key]) for key in spec.inputs}
     try:
         result = function(spark, **frames)
     except AnalysisException as err:

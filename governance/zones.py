@@ -333,6 +333,13 @@ class Lake:
             while block := stream.read(CHUNK):
                 yield block
 
+    def has_files(self, folder: PurePath) -> bool:
+        """Whether `folder` holds a file that Spark reads: not one of its bookkeeping files."""
+        import pyarrow.fs as pafs
+
+        found = self.fs.get_file_info(pafs.FileSelector(str(folder), allow_not_found=True))
+        return any(info.is_file and not info.base_name.startswith(("_", ".")) for info in found)
+
     def dataset(self, folder: PurePath) -> ds.Dataset:
         import pyarrow.dataset as ds
 

@@ -19,7 +19,7 @@ from governance.catalog import Catalog, make_engine
 from governance.catalog.models import VersionRow
 from governance.cli import run
 from governance.config import Settings
-from governance.errors import EnvironmentProblem, InvalidInput, ValidationFailed
+from governance.errors import EnvironmentProblem, IntegrityError, InvalidInput, ValidationFailed
 from governance.ingest import ingest
 from governance.lake import TABLES_FOLDER, open_lake
 from governance.lake.iceberg import tag_of
@@ -27,7 +27,7 @@ from governance.lake.objects import ObjectLake, hadoop_conf, pyiceberg_propertie
 from governance.repair import damaged_versions, repair
 from governance.retention import purge
 from governance.runs import RunRequest
-from governance.versions import read_dataframe
+from governance.versions import read_dataframe, require_files
 from governance.zones import AssetKey, Lake, VersionRef
 from tests.conftest import DEMO_SPECS, drop, plain_environ, run_pipeline, without_approval
 from tests.helpers import cli, duckdb_with_iceberg
@@ -236,6 +236,18 @@ def test_an_object_deleted_under_a_version_is_named_by_the_integrity_check(spark
     gone = home.lake.at(row.path) / home.lake.read_manifest(home.lake.at(row.path))["files"][0]["path"]
     home.lake.fs.delete_file(str(gone))
     assert damaged_versions(home.catalog, home.lake) == [f"t/people@1: missing s3a://{gone}"]
+
+
+def test_a_version_whose_data_objects_are_all_gone_is_refused_though_its_manifest_stays(spark, home, test_specs):
+    drop(home.lake, "t/people", "b1", {"people.csv": people_csv(home.settings.home.parent / "p.csv", 5)})
+    row = ingest(spark, home.catalog, home.lake, test_specs[PEOPLE], BOB, batch_id="b1")
+    folder = home.lake.at(row.path)
+    require_files(home.lake, [row])
+    for entry in home.lake.read_manifest(folder)["files"]:
+        home.lake.fs.delete_file(str(folder / entry["path"]))
+    assert home.lake.read_manifest(folder) is not None
+    with pytest.raises(IntegrityError, match=r"t/people@1 holds 5 rows, but .* has none of its files"):
+        require_files(home.lake, [row])
 
 
 @pytest.mark.parametrize("point", ["spark-write", "during-commit"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from assets.factory import integration_asset
 from governance import ledger
 from governance.demo import CLIENTS, NAMES_AND_PRODUCTS, PRODUCTS, drop_demo_batches
-from governance.errors import UndeclaredRead
+from governance.errors import IntegrityError, UndeclaredRead
 from governance.ingest import ingest
 from governance.integrate import materialize
 from governance.runs import RunRequest
@@ -105,6 +106,15 @@ def test_a_declared_input_that_is_not_read_is_a_warning_in_the_metadata(
         [committed] = ledger.entries(session, ledger.LedgerFilter(action="materialization.committed"))
     details = json.loads(committed.details)
     assert details["inputs_read"] == ["sales/clients@2"] and details["inputs_unread"] == ["sales/products@1"]
+
+
+def test_an_input_whose_files_are_gone_is_refused_and_nothing_is_committed(spark, catalog, lake, demo_specs, landed):
+    products = catalog.latest(PRODUCTS)
+    for part in Path(lake.at(products.path)).glob("part-*"):
+        part.unlink()
+    with pytest.raises(IntegrityError, match=r"sales/products@1 holds \d+ rows, but .* has none of its files"):
+        materialize(spark, catalog, lake, demo_specs[NAMES_AND_PRODUCTS], bob())
+    assert_nothing_committed(catalog, lake, str(NAMES_AND_PRODUCTS))
 
 
 def test_inputs_read_as_declared_leave_no_warning(spark, catalog, lake, demo_specs, landed):

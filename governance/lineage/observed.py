@@ -47,15 +47,20 @@ def plan_files(frame: DataFrame) -> set[str]:
     """Every file the plan scans: Spark's own `inputFiles`, plus those it leaves out, read through
     subquery expressions or cached relations (whose plans are physical, possibly adaptive)."""
     plan = frame._jdf.queryExecution().optimizedPlan()
-    return set(frame.inputFiles()) | _scanned(plan)
+    return set(frame.inputFiles()) | _scanned(plan, own_relations=False)
 
 
-def _scanned(plan) -> set[str]:
+def _scanned(plan, *, own_relations: bool = True) -> set[str]:
+    """The files of the plan's file relations (unless not `own_relations`: Spark's `inputFiles` has
+    them, and each file asked for is a round trip to the JVM), of its subqueries' and of the plans
+    of the cached relations it reads."""
     found: set[str] = set()
     for each in [plan, *_items(plan.subqueriesAll())]:
         for leaf in _items(each.collectLeaves()):
             kind = leaf.getClass().getSimpleName()
             if kind in ("LogicalRelation", "FileSourceScanExec"):
+                if each is plan and not own_relations:
+                    continue
                 relation = leaf.relation()
                 if relation.getClass().getSimpleName() == "HadoopFsRelation":
                     found.update(relation.inputFiles())
