@@ -18,7 +18,6 @@ import hashlib
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import TypeGuard
@@ -30,6 +29,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from governance.errors import IntegrityError
+from governance.pools import kept, settled
 from governance.sparktypes import arrow_type_name
 
 SCHEME = "custody-content-1"
@@ -94,12 +94,13 @@ def digest_parquet(paths: Sequence[PurePath], filesystem: pafs.FileSystem | None
         raise IntegrityError("no Parquet file to hash")
     schema, columns = None, []
     footers, rows, sums = [], [], []
-    with ThreadPoolExecutor(max_workers=WORKERS) as pool, ThreadPoolExecutor(max_workers=1) as reader:
-        upcoming = reader.submit(_contents, paths[0], filesystem)
+    pool, prefetch = kept("digest", WORKERS), kept("digest-prefetch", 1)
+    upcoming = prefetch.submit(_contents, paths[0], filesystem)
+    try:
         for index, path in enumerate(paths):
             with upcoming.result() as mapped:
                 if index + 1 < len(paths):
-                    upcoming = reader.submit(_contents, paths[index + 1], filesystem)
+                    upcoming = prefetch.submit(_contents, paths[index + 1], filesystem)
                 buffer = mapped.read_buffer()
                 parquet = pq.ParquetFile(pa.BufferReader(buffer), coerce_int96_timestamp_unit="us")
                 file_columns = _columns(parquet)
@@ -114,11 +115,16 @@ def digest_parquet(paths: Sequence[PurePath], filesystem: pafs.FileSystem | None
                     pool.submit(_feed_file, column, field.name, leaves, buffer, parquet.metadata, encoded)
                     for column, field, leaves in zip(columns, parquet.schema_arrow, _leaf_indices(parquet.schema_arrow))
                 ]
-                for done in fed:
-                    done.result()
+                try:
+                    for done in fed:
+                        done.result()
+                    sums.append(whole.result())
+                finally:
+                    settled([whole, *fed])
                 footers.append(Footer(parquet.metadata, buffer.size))
                 rows.append(parquet.metadata.num_rows)
-                sums.append(whole.result())
+    finally:
+        settled([upcoming])
     digest = hashlib.sha256(f"{SCHEME}\n{json.dumps(schema)}\n{sum(rows)}\n".encode())
     for column in columns:
         for part in column.digests():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import PurePath
 
@@ -23,6 +22,7 @@ from governance.lineage.versioned import (
     integration_columns,
     warn_about,
 )
+from governance.pools import kept, settled
 from governance.runs import Progress, RunRequest, attempt, quiet
 from governance.spec import Spec, resolve_transform
 from governance.versions import Draft, Sealed, commit, require_files, seal, version_frame
@@ -180,10 +180,16 @@ def _written(
 ) -> tuple[Sealed, VersionColumns | None]:
     """Write the result and seal it. Its column lineage only reads the plan, so a thread extracts it
     while the driver waits on Spark's write."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        columns = pool.submit(integration_columns, result, column_lineage, lake, pins) if column_lineage else None
+    columns = (
+        kept("column-lineage", 4).submit(integration_columns, result, column_lineage, lake, pins)
+        if column_lineage
+        else None
+    )
+    try:
         result.write.mode("errorifexists").parquet(lake.uri(folder))
         return seal(lake, folder, ".parquet"), columns.result() if columns else None
+    finally:
+        settled([columns])
 
 
 def _input_datasets(catalog: Catalog, lake: Lake, pins: dict[AssetKey, VersionRow]) -> dict[int | None, Dataset]:
