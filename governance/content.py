@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import TypeGuard
@@ -110,17 +111,20 @@ def digest_parquet(paths: Sequence[PurePath], filesystem: pafs.FileSystem | None
                 elif described != schema:
                     raise IntegrityError(f"{path.name} has another schema than the files before it")
                 encoded = frozenset(_dictionary_encoded(parquet.metadata))
-                whole = pool.submit(_sha256, buffer)
-                fed = [
-                    pool.submit(_feed_file, column, field.name, leaves, buffer, parquet.metadata, encoded)
-                    for column, field, leaves in zip(columns, parquet.schema_arrow, _leaf_indices(parquet.schema_arrow))
-                ]
+                hashing: list[Future] = []
                 try:
-                    for done in fed:
+                    hashing.append(pool.submit(_sha256, buffer))
+                    hashing += [
+                        pool.submit(_feed_file, column, field.name, leaves, buffer, parquet.metadata, encoded)
+                        for column, field, leaves in zip(
+                            columns, parquet.schema_arrow, _leaf_indices(parquet.schema_arrow)
+                        )
+                    ]
+                    for done in hashing[1:]:
                         done.result()
-                    sums.append(whole.result())
+                    sums.append(hashing[0].result())
                 finally:
-                    settled([whole, *fed])
+                    settled(hashing)
                 footers.append(Footer(parquet.metadata, buffer.size))
                 rows.append(parquet.metadata.num_rows)
     finally:

@@ -25,8 +25,11 @@ from governance.lineage.versioned import (
 from governance.pools import kept, settled
 from governance.runs import Progress, RunRequest, attempt, quiet
 from governance.spec import Spec, resolve_transform
-from governance.versions import Draft, Sealed, commit, require_files, seal, version_frame
+from governance.versions import Draft, Sealed, commit, missing_files, require_files, seal, version_frame
 from governance.zones import AssetKey, Lake, Zone
+
+# Each run a process has at once extracts its column lineage on a thread of its own, up to four.
+LINEAGE_THREADS = 4
 
 
 @dataclass(frozen=True)
@@ -181,7 +184,7 @@ def _written(
     """Write the result and seal it. Its column lineage only reads the plan, so a thread extracts it
     while the driver waits on Spark's write."""
     columns = (
-        kept("column-lineage", 4).submit(integration_columns, result, column_lineage, lake, pins)
+        kept("column-lineage", LINEAGE_THREADS).submit(integration_columns, result, column_lineage, lake, pins)
         if column_lineage
         else None
     )
@@ -206,6 +209,12 @@ def _run_transform(spark: SparkSession, lake: Lake, spec: Spec, pins: dict[Asset
         result = function(spark, **frames)
     except AnalysisException as err:
         raise TransformError(f"transform {spec.body.transform} of {spec.key} is invalid: {error_summary(err)}") from err
+    except Exception as err:
+        # Its inputs were read without asking Spark for their files: one read as empty because they
+        # are gone may be what it failed on, and that is what to say.
+        if (gone := missing_files(lake, pins.values())) is not None:
+            raise gone from err
+        raise
     if not isinstance(result, DataFrame):
         raise TransformError(
             f"transform {spec.body.transform} of {spec.key} returned {type(result).__name__}, not a Spark DataFrame"

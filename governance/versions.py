@@ -334,12 +334,20 @@ def version_frame(spark: SparkSession, lake: Lake, row: VersionRow) -> DataFrame
 
 def require_files(lake: Lake, rows: Iterable[VersionRow]) -> None:
     """Refuse the first of `rows` that holds rows but whose folder in the lake holds no data file."""
+    if (gone := missing_files(lake, rows)) is not None:
+        raise gone
+
+
+def missing_files(lake: Lake, rows: Iterable[VersionRow]) -> IntegrityError | None:
+    """The refusal of the first of `rows` that holds rows but whose folder holds no data file, if one does."""
     for row in rows:
         if row.rows and not lake.has_files(lake.at(row.path)):
-            raise files_gone(row)
+            return files_gone(row)
+    return None
 
 
 def files_gone(row: VersionRow) -> IntegrityError:
+    """The refusal of a version whose files are gone from the lake, naming the command that tells which."""
     return IntegrityError(
         f"{row.ref} holds {row.rows} rows, but {row.path} in the lake has none of its files; "
         "custody repair --verify names what is missing"

@@ -334,7 +334,8 @@ class Lake:
                 yield block
 
     def has_files(self, folder: PurePath) -> bool:
-        """Whether `folder` holds a file that Spark reads: not one of its bookkeeping files."""
+        """Whether `folder` itself holds a file that Spark reads, not one of its bookkeeping files. A
+        version's files are all there: Custody writes no partition folders."""
         import pyarrow.fs as pafs
 
         found = self.fs.get_file_info(pafs.FileSelector(str(folder), allow_not_found=True))

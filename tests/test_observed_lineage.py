@@ -108,12 +108,18 @@ def test_a_declared_input_that_is_not_read_is_a_warning_in_the_metadata(
     assert details["inputs_read"] == ["sales/clients@2"] and details["inputs_unread"] == ["sales/products@1"]
 
 
-def test_an_input_whose_files_are_gone_is_refused_and_nothing_is_committed(spark, catalog, lake, demo_specs, landed):
+@pytest.mark.parametrize("transform", [None, "tests.transforms:needs_a_first_row"])
+def test_an_input_whose_files_are_gone_is_refused_and_nothing_is_committed(
+    spark, catalog, lake, demo_specs, landed, transform
+):
+    """Whether the transform runs to its end on the input read as empty, or fails on it."""
     products = catalog.latest(PRODUCTS)
     for part in Path(lake.at(products.path)).glob("part-*"):
         part.unlink()
+    spec = demo_specs[NAMES_AND_PRODUCTS]
+    spec = variant(spec, transform=transform) if transform else spec
     with pytest.raises(IntegrityError, match=r"sales/products@1 holds \d+ rows, but .* has none of its files"):
-        materialize(spark, catalog, lake, demo_specs[NAMES_AND_PRODUCTS], bob())
+        materialize(spark, catalog, lake, spec, bob())
     assert_nothing_committed(catalog, lake, str(NAMES_AND_PRODUCTS))
 
 

@@ -9,7 +9,7 @@ import time
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from governance.content import digest_parquet
+from governance.content import WORKERS, digest_parquet
 from governance.pools import kept, settled
 
 
@@ -17,17 +17,21 @@ def threads_named(prefix: str) -> set[threading.Thread]:
     return {thread for thread in threading.enumerate() if thread.name.startswith(prefix)}
 
 
-def test_hashing_a_version_again_starts_no_thread(tmp_path):
+def test_hashing_versions_keeps_the_threads_it_started(tmp_path):
     path = tmp_path / "part-00000.parquet"
     pq.write_table(pa.table({"id": [1, 2, 3], "name": ["a", None, "c"], "amount": [1.5, 2.5, None]}), path)
     first = digest_parquet([path])
     started = threads_named("custody-digest")
-    assert started  # the first hash started the pool's threads...
-    assert digest_parquet([path]) == first
-    assert threads_named("custody-digest") == started  # ...the second used them
+    assert started
+    for _ in range(5):
+        assert digest_parquet([path]) == first
+    kept_threads = threads_named("custody-digest")
+    # The pool may start a thread more while tasks are queued, up to its size and the prefetch's one.
+    assert started <= kept_threads and len(kept_threads) <= WORKERS + 1
+    assert all(thread.is_alive() for thread in started)
 
 
-def test_settled_waits_for_every_task_whatever_it_raised():
+def test_settled_waits_for_every_started_task_whatever_it_raised_and_cancels_the_queued():
     pool = kept("test-settled", 2)
     done = []
 
@@ -37,9 +41,11 @@ def test_settled_waits_for_every_task_whatever_it_raised():
         if fail:
             raise ValueError("failed")
 
-    futures = [pool.submit(slow, True), pool.submit(slow, False), None]
+    futures = [pool.submit(slow, True), pool.submit(slow, False), pool.submit(slow, False), None]
+    time.sleep(0.05)  # the first two have started; the third waits for a thread
     settled(futures)
     assert sorted(done) == [False, True]
+    assert futures[2].cancelled()
 
 
 def test_a_forked_child_starts_pools_of_its_own():

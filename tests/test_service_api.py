@@ -48,6 +48,7 @@ from governance.service.sessions import Principal, Sessions, SessionSettings, ne
 from governance.zones import Lake
 from tests.conftest import DEMO_SPECS, plain_environ
 from tests.dagster_servers import client, start_service, stop, token
+from tests.graphs import add_versions
 from tests.helpers import edit_spec, run_proven
 
 pytestmark = pytest.mark.xdist_group("service-api")
@@ -824,30 +825,40 @@ def test_the_service_walks_lineage_over_the_edges_it_holds_in_memory_once_starte
         gc.unfreeze()
 
 
-def test_the_service_reads_the_lineage_it_holds_as_it_starts_not_at_its_first_walk(home):
-    custody = Custody(Settings.under(home))
+def lineage_loaded() -> None:
+    """Wait for the thread that loads the lineage a service holds, if it is still running."""
+    for thread in threading.enumerate():
+        if thread.name == "custody-lineage-load":
+            thread.join()
+
+
+def test_the_service_reads_the_lineage_it_holds_as_it_starts_not_at_its_first_walk(tmp_path):
+    custody = Custody(Settings.under(tmp_path / "home"))
+    [source] = add_versions(custody.store, "raw/source", 1)
+    add_versions(custody.store, "clean/derived", 3, inputs=(source,))
     app = create_app(custody, SessionSettings.from_environ({})).app.app
 
-    async def held_once_loaded() -> int:
-        async with app.router.lifespan_context(app):
-            for thread in threading.enumerate():
-                if thread.name == "custody-lineage-load":
-                    thread.join()
-            with custody.store.reading() as session:
-                held = resident(session)
-                assert held is not None
-                return held.top
+    def held_top() -> int | None:
+        with custody.store.reading() as session:
+            held = resident(session)
+            return held.top if held is not None else None
 
+    async def held_once_loaded() -> int | None:
+        async with app.router.lifespan_context(app):
+            lineage_loaded()
+            return held_top()
+
+    assert held_top() is None
     try:
         top = anyio.run(held_once_loaded)
     finally:
         gc.unfreeze()
     with custody.store.reading() as session:
         newest_edge = session.exec(select(func.max(LineageEdge.id))).one()
-    assert newest_edge and top == newest_edge  # no walk has run: the start read every edge
+    assert newest_edge == 3 and top == newest_edge  # no walk has run: the start read every edge
 
 
-def test_a_service_that_cannot_read_the_lineage_as_it_starts_says_so_and_serves(tmp_path, caplog):
+def test_a_service_that_cannot_read_the_lineage_as_it_starts_says_so_and_serves(tmp_path, capsys):
     custody = Custody(Settings.under(tmp_path / "home"))
     with custody.store.session() as session:  # a catalog whose lineage table is gone
         session.execute(text(f"DROP TABLE {LineageEdge.__tablename__}"))
@@ -855,14 +866,15 @@ def test_a_service_that_cannot_read_the_lineage_as_it_starts_says_so_and_serves(
 
     async def started() -> bool:
         async with app.router.lifespan_context(app):
+            lineage_loaded()
             return True
 
     try:
         assert anyio.run(started)
     finally:
         gc.unfreeze()
-    [warning] = [r.getMessage() for r in caplog.records if r.name == "governance.service.app"]
-    assert warning.startswith("the lineage was not loaded as the service started (")
+    [warning] = [line for line in capsys.readouterr().err.splitlines() if "lineage" in line]
+    assert warning.startswith("warning: the lineage was not loaded as the service started (")
     assert "lineage_edge" in warning and warning.endswith("; its first walk loads it")
 
 

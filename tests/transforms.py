@@ -21,6 +21,14 @@ def joins_an_extra_path(spark: SparkSession, **inputs: DataFrame) -> DataFrame:
     return first.crossJoin(extra.limit(1).select(extra.columns[0]).withColumnRenamed(extra.columns[0], "extra"))
 
 
+def needs_a_first_row(spark: SparkSession, **inputs: DataFrame) -> DataFrame:
+    """Each input's first row read at once, as a transform that looks up a value does: it fails on
+    an input without rows."""
+    for frame in inputs.values():
+        frame.first()[0]
+    return next(iter(inputs.values()))
+
+
 def fails(spark: SparkSession, **inputs: DataFrame) -> DataFrame:
     """A transform whose plan does not resolve."""
     return next(iter(inputs.values())).select("no_such_column")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gc
-import logging
+import sys
 import threading
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -11,12 +11,12 @@ from contextlib import asynccontextmanager
 from anyio import CapacityLimiter, to_thread
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
-from sqlalchemy.exc import SQLAlchemyError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from governance.api import Custody
+from governance.catalog.api import CHECKPOINT_FAILURES
 from governance.config import env_count
 from governance.errors import (
     AccessDenied,
@@ -41,8 +41,6 @@ from governance.service.principal import UiKeys
 from governance.service.recent import Recent
 from governance.service.runs import RunDesk
 from governance.service.sessions import Sessions, SessionSettings
-
-log = logging.getLogger(__name__)
 
 THREADS_VARIABLE = "CUSTODY_SERVICE_THREADS"
 API_THREADS = 4
@@ -84,7 +82,6 @@ def create_app(
             yield
         finally:
             service.intake.stop()
-            loading.join()
 
     app = FastAPI(
         lifespan=lifespan,
@@ -116,14 +113,15 @@ def create_app(
 
 
 def load_lineage(custody: Custody) -> None:
-    """Load the lineage the process holds. A catalog that cannot be read now is told on stderr;
-    the first walk then tries again and answers with what it finds."""
+    """Load the lineage the process holds. A catalog that cannot be read now is told in one line on
+    stderr; the first walk then tries again and answers with what it finds."""
     try:
         with custody.store.reading() as session:
             load(session)
-    except (CustodyError, SQLAlchemyError) as err:
-        log.warning(
-            "the lineage was not loaded as the service started (%s); its first walk loads it", error_summary(err)
+    except CHECKPOINT_FAILURES as err:  # reading retries a checkpoint first, which may fail
+        print(
+            f"warning: the lineage was not loaded as the service started ({error_summary(err)}); its first walk loads it",
+            file=sys.stderr,
         )
 
 
