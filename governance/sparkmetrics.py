@@ -6,11 +6,13 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
 from governance.errors import IntegrityError
 
 OUTPUT_ROWS = "number of output rows"
+RECORDED_WITHIN_SECONDS = 30
 
 
 @contextmanager
@@ -31,6 +33,7 @@ def described(spark: SparkSession, description: str, tag: str | None = None) -> 
 
 def rows_scanned(spark: SparkSession, description: str) -> int:
     """Rows produced by the file scans of the last query run under `description`."""
+    _recorded(spark, description)
     store = spark._jsparkSession.sharedState().statusStore()
     executions = store.executionsList()
     for index in range(executions.size() - 1, -1, -1):
@@ -38,6 +41,19 @@ def rows_scanned(spark: SparkSession, description: str) -> int:
         if execution.description() == description:
             return _scan_rows(store, execution.executionId())
     raise IntegrityError(f"Spark kept no metrics for query {description!r}; cannot check the row counts")
+
+
+def _recorded(spark: SparkSession, description: str) -> None:
+    """Wait until Spark's listeners have taken every event posted so far. A query has posted its
+    tasks' and its own end when it returns, but the listener that keeps its metrics takes them on a
+    thread of its own: read before, the scans' counts may be missing, and read as none."""
+    try:
+        spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(RECORDED_WITHIN_SECONDS * 1000)
+    except Py4JJavaError as err:
+        raise IntegrityError(
+            f"Spark did not record the metrics of query {description!r} within {RECORDED_WITHIN_SECONDS} s; "
+            "cannot check the row counts"
+        ) from err
 
 
 def _scan_rows(store, execution_id: int) -> int:
