@@ -63,7 +63,7 @@ from governance.lake.objects import ObjectLake, object_store, pyiceberg_properti
 from governance.lake.snapshots import TableSnapshots
 from governance.lineage.versioned import DEFAULT_COLUMNS, ColumnOptions
 from governance.runs import RunRequest
-from governance.sparktypes import spark_schema
+from governance.spark.types import spark_schema
 from governance.spec import load_specs
 from governance.zones import AssetKey, Lake
 from tests.s3_server import CREDENTIALS, running_s3

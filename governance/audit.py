@@ -106,7 +106,7 @@ def _quarantine_within_limit(catalog: Catalog, spec: Spec, version: VersionRow) 
 
 
 def _schema_matches_spec(catalog: Catalog, spec: Spec, version: VersionRow) -> Finding:
-    from governance.sparktypes import spark_type
+    from governance.spark.types import spark_type
 
     written = {f["name"]: _type_name(f["type"]) for f in json.loads(version.table_schema).get("fields", [])}
     declared = {c.name: _type_name(spark_type(c.type).jsonValue()) for c in spec.body.columns}

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from governance.errors import IntegrityError
 from governance.pools import kept, settled
-from governance.sparktypes import arrow_type_name
+from governance.spark.types import arrow_type_name
 
 SCHEME = "custody-content-1"
 BATCH_ROWS = 1 << 16

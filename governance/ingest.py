@@ -39,8 +39,8 @@ from governance.lineage.versioned import DEFAULT_COLUMNS, ColumnOptions, landing
 from governance.readers import Parsed, RowCount, TextChecks, column_difference, read_batch
 from governance.repair import repair
 from governance.runs import Progress, RunRequest, attempt, quiet, record_failure
-from governance.sparkerrors import reading
-from governance.sparkmetrics import described, rows_scanned
+from governance.spark.errors import reading
+from governance.spark.metrics import described, rows_scanned
 from governance.spec import Spec
 from governance.versions import Draft, Sealed, commit, seal
 from governance.zones import Lake, Staging, Zone

@@ -20,7 +20,7 @@ from governance.errors import BatchError, shown
 from governance.feeds.names import FETCHED_AT
 from governance.jsonshapes import representatives
 from governance.quarantine import CONTROL, MAX_JSON_DEPTH, explain_csv_record, explain_json_record
-from governance.sparktypes import arrow_type_name, normalized, spark_schema, spark_type
+from governance.spark.types import arrow_type_name, normalized, spark_schema, spark_type
 from governance.spec import Column, Spec
 
 CORRUPT = "_corrupt_record"

@@ -33,7 +33,7 @@ from governance.errors import (
 )
 from governance.readers import Parsed, TextChecks, column_difference, first_reason, value_checks
 from governance.sources import Place
-from governance.sparktypes import spark_type
+from governance.spark.types import spark_type
 from governance.spec import JdbcSource, Spec
 
 DRIVER = "org.postgresql.Driver"

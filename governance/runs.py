@@ -82,7 +82,7 @@ def attempt(
     """A locked staging folder and an attempt row; a failure is recorded in the ledger, then re-raised.
     A write that finds the lake's file system full fails as StorageFull."""
     # Imported here: it brings in PySpark, which the catalog's commands that import this module never use.
-    from governance.sparkerrors import writing
+    from governance.spark.errors import writing
 
     attempt_id = new_attempt_id()
     with lake.staging(attempt_id) as stage:

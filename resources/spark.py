@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 from governance.config import Settings
 from governance.lake import lake_spark_conf
 from governance.runtime import require_java
-from governance.sparkconf import code_archive, spark_conf
+from governance.spark.conf import code_archive, spark_conf
 
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 DEFAULT_CONF = {

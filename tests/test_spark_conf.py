@@ -10,7 +10,7 @@ import zipfile
 import pytest
 
 from governance.errors import InvalidInput
-from governance.sparkconf import code_archive, spark_conf
+from governance.spark.conf import code_archive, spark_conf
 from resources.spark import session_conf
 from tests.conftest import ROOT
 
