@@ -43,7 +43,9 @@ from governance.zones import AssetKey, Lake
 from tests.pg_server import PostgresServer, running_postgres
 
 KEY = AssetKey("bench", "orders")
-GOAL = 1.10  # governed / bare; met when the interval's upper end is within it
+# governed / bare, met when the interval's upper end is within it: one query, and split into partitions
+GOAL_ONE_QUERY = 1.10
+GOAL_PARTITIONED = 1.05
 FETCH_SIZE = 10_000
 TABLE = """CREATE TABLE orders (
     id bigint PRIMARY KEY, customer_id integer NOT NULL, name text, city text, amount numeric(10, 2),
@@ -197,11 +199,12 @@ def main() -> None:
     for mode, runs in results.items():
         bare, governed = statistics.median(runs["bare"]), statistics.median(runs["governed"])
         (low, high), (added_low, added_high) = interval(runs["governed"], runs["bare"])
-        met = "meets" if high <= GOAL else "misses"
+        goal = GOAL_ONE_QUERY if mode == "one query" else GOAL_PARTITIONED
+        met = "meets" if high <= goal else "misses"
         ratio = f"{governed / bare:.3f} ({low:.3f}-{high:.3f})"
         added = f"{governed - bare:+.2f} ({added_low / 1000:+.2f} to {added_high / 1000:+.2f})"
         print(
-            f"{mode:<14}{bare:>8.2f}{governed:>12.2f}{args.rows / governed:>10,.0f}  {ratio:<24}{added:<25}{met} <= {GOAL:.2f}"
+            f"{mode:<14}{bare:>8.2f}{governed:>12.2f}{args.rows / governed:>10,.0f}  {ratio:<24}{added:<25}{met} <= {goal:.2f}"
         )
 
 
