@@ -40,11 +40,15 @@ COMMANDS: tuple[tuple[str, list[str]], ...] = (
     ("custody specs schema", [str(CUSTODY), "specs", "schema"]),
     ("custody catalog --json", [str(CUSTODY), "catalog", "--json"]),
     ("custody ledger show --limit 10 --json", [str(CUSTODY), "ledger", "show", "--limit", "10", "--json"]),
+    ("custody settings show", [str(CUSTODY), "settings", "show"]),
 )
 
 THROUGH_SERVICE: tuple[tuple[str, list[str]], ...] = (
     ("custody catalog --json (service)", [str(CUSTODY), "catalog", "--json"]),
     ("custody ledger show --limit 10 --json (service)", [str(CUSTODY), "ledger", "show", "--limit", "10", "--json"]),
+    ("custody settings show (service)", [str(CUSTODY), "settings", "show"]),
+    ("custody tables list (service)", [str(CUSTODY), "tables", "list"]),
+    ("custody access show sales/products (service)", [str(CUSTODY), "access", "show", "sales/products"]),
 )
 AUDITOR = "dave"  # the demo's auditor
 

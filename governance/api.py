@@ -38,7 +38,6 @@ from governance.config import Settings
 from governance.errors import NotFound, SettingsChanged
 from governance.lake import open_lake
 from governance.spec import SpecSet, load_specs
-from governance.versions import read_dataframe
 from governance.zones import AssetKey, Lake, VersionRef
 
 if TYPE_CHECKING:
@@ -181,6 +180,8 @@ class Custody:
         self, spark: SparkSession, target: str, *, as_user: str | None = None, password: str | None = None
     ) -> DataFrame:
         """The version as a Spark DataFrame."""
+        from governance.versions import read_dataframe
+
         return read_dataframe(spark, self.lake, self.open(target, as_user=as_user, password=password))
 
     def spec_edits(self, assets: Sequence[str] = ()) -> list[Edit]:

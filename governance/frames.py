@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from governance.access.grants import AccessView
+from governance.access.views import AccessView
 from governance.catalog.entries import AssetEntry
 from governance.catalog.listing import AssetDetail
 from governance.catalog.models import LedgerEntry, VersionRow

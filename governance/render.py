@@ -27,7 +27,7 @@ from governance.lineage.terms import Direction
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from governance.access.grants import AccessView, MembershipChange
+    from governance.access.views import AccessView, MembershipChange
     from governance.catalog.entries import AssetEntry, VersionLine
     from governance.catalog.listing import AssetDetail
     from governance.catalog.models import VersionRow

@@ -10,7 +10,7 @@ from governance.catalog.entries import Filters
 from governance.catalog.listing import detail, listing
 from governance.catalog.states import Criticality
 from governance.errors import NotFound
-from governance.retention import set_status
+from governance.retention.purge import set_status
 from governance.zones import AssetKey, VersionRef
 from tests.graphs import add_version
 from tests.helpers import cli, execute

@@ -20,7 +20,7 @@ from governance.lineage.graph import (
 )
 from governance.lineage.nodes import VersionNode
 from governance.lineage.terms import Direction
-from governance.retention import set_status
+from governance.retention.purge import set_status
 from governance.zones import VersionRef
 from tests.graphs import add_version, add_versions, assert_walks_match_a_bfs, next_hops, random_dag
 

@@ -13,7 +13,7 @@ import pytest
 from governance.catalog.states import Criticality
 from governance.errors import EnvironmentProblem, InvalidInput, NotFound
 from governance.lineage.pictures import lineage_graph, save
-from governance.retention import set_status
+from governance.retention.purge import set_status
 from governance.zones import VersionRef
 from tests.graphs import add_version
 from tests.helpers import cli

@@ -25,7 +25,7 @@ from governance.lake import TABLES_FOLDER, open_lake
 from governance.lake.iceberg import tag_of
 from governance.lake.objects import ObjectLake, hadoop_conf, pyiceberg_properties
 from governance.repair import damaged_versions, repair
-from governance.retention import purge
+from governance.retention.purge import purge
 from governance.runs import RunRequest
 from governance.versions import read_dataframe, require_files
 from governance.zones import AssetKey, Lake, VersionRef

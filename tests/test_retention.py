@@ -12,7 +12,7 @@ from governance.catalog.models import VersionRow
 from governance.catalog.states import Criticality, VersionStatus
 from governance.errors import InvalidInput, NotFound, Protected, UnsafePath
 from governance.lineage.graph import provenance
-from governance.retention import expired, purge, set_status
+from governance.retention.purge import expired, purge, set_status
 from governance.runs import RunRequest
 from governance.spec import Retention
 from governance.zones import AssetKey, VersionRef

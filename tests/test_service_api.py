@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -124,6 +125,8 @@ READS = (
     "/versions/sales/names_and_products/1/columns/amount",
     "/versions/sales/names_and_products/1/graph",
     "/runs/0b6c3f9e-8d6f-4a8e-9a51-3f7c6bb4a1de",
+    "/settings",
+    "/tables",
 )
 CHANGES = (
     ("PUT", "/access/sales/clients/consumer", {"user": "eve"}),
@@ -132,6 +135,7 @@ CHANGES = (
     ("POST", "/specs/apply", {"assets": []}),
     ("POST", "/purge", {"dry_run": True}),
     ("POST", "/runs", {"assets": ["sales/products"]}),
+    ("PUT", "/settings/auditor_group", {"value": "sales-owners"}),
     ("DELETE", "/tokens/current", None),
 )
 
@@ -583,6 +587,9 @@ def test_the_openapi_schema_documents_every_endpoint(api):
         "/api/v1/specs/edits",
         "/api/v1/specs/apply",
         "/api/v1/specs/{domain}/{name}/history",
+        "/api/v1/settings",
+        "/api/v1/settings/{key}",
+        "/api/v1/tables",
         "/api/v1/versions/{domain}/{name}/{number}/columns",
         "/api/v1/versions/{domain}/{name}/{number}/columns/{column}",
         "/api/v1/versions/{domain}/{name}/{number}/graph",
@@ -665,6 +672,77 @@ def test_a_client_of_the_service_reads_the_catalog_versions_lineage_and_ledger_l
     assert before_the_first.stdout.splitlines()[-1] == "no versions on this page, of 1", before_the_first.stdout
     shown = client(api, tmp_path, "ledger", "show", "--action", "ingestion.committed", command=REPORTING_CUSTODY)
     assert "bob (verified)" in shown.stdout and "sales/clients@1" in shown.stdout, shown.stdout
+
+
+def test_a_client_of_the_service_shows_settings_tables_specs_access_and_purges_loading_no_database_library(
+    api, tmp_path
+):
+    assert client(api, tmp_path, "login", "dave", "--password-stdin", stdin="dave-demo\n").returncode == 0
+    for args in (
+        ["settings", "show"],
+        ["tables", "list"],
+        ["specs", "diff"],
+        ["access", "show", "sales/products"],
+        ["access", "check", "sales/products", "--json"],
+        ["purge", "--dry-run"],
+    ):
+        done = client(api, tmp_path, *args, command=REPORTING_CUSTODY)
+        assert done.returncode == 0 and done.stdout.strip(), (args, done.stderr)
+        assert json.loads(done.stderr.splitlines()[-1]) == [], (args, done.stderr)
+    # The demo's specs were never applied here: the service's answer is a refusal, all the same.
+    history = client(api, tmp_path, "specs", "history", "sales/clients", command=REPORTING_CUSTODY)
+    assert history.returncode == 4 and "no spec of sales/clients was ever applied" in history.stderr, history.stderr
+    assert json.loads(history.stderr.splitlines()[-1]) == []
+
+
+def test_a_client_of_the_service_shows_the_pinned_settings_and_the_tables_as_the_catalog_holds_them(
+    api, tmp_path, catalog, home, specs
+):
+    assert client(api, tmp_path, "login", "carol", "--password-stdin", stdin="carol-demo\n").returncode == 0
+    pinned = pinned_settings(catalog, Settings.from_env(environ(home, specs)), {}, refuse=False).pinned
+    shown = json.loads(client(api, tmp_path, "settings", "show", "--json").stdout)
+    assert shown == {"settings": {key: asdict(value) for key, value in pinned.items()}, "disagreements": []}
+    table = client(api, tmp_path, "settings", "show").stdout
+    assert "auditor_group" in table and pinned["auditor_group"].value in table
+    listed = {entry["asset"]: entry for entry in json.loads(client(api, tmp_path, "tables", "list", "--json").stdout)}
+    assert listed["sales/clients"] == {
+        "asset": "sales/clients",
+        "table": "custody.sales.clients",
+        "versions": [1],
+        "tags": ["custody-v1"],
+        "current": "custody-v1",
+    }
+    assert "custody.sales.names_and_products" in client(api, tmp_path, "tables", "list").stdout
+
+
+def test_an_admin_changes_a_policy_setting_through_the_service_and_anyone_else_is_refused_both_recorded(
+    api, tmp_path, catalog
+):
+    assert client(api, tmp_path, "login", "carol", "--password-stdin", stdin="carol-demo\n").returncode == 0
+    refused = client(api, tmp_path, "settings", "set", "auditor_group", "sales-owners")
+    assert refused.returncode == 3 and "carol may not change the policy settings" in refused.stderr, refused.stderr
+    [denied] = entries(catalog, "settings", "carol")[-1:]
+    assert (denied["result"], denied["channel"], denied["setting"]) == ("denied", "api", "auditor_group")
+    assert client(api, tmp_path, "login", "alice", "--password-stdin", stdin="alice-demo\n").returncode == 0
+    changed = client(api, tmp_path, "settings", "set", "auditor_group", "sales-owners")
+    try:
+        assert changed.returncode == 0, changed.stderr
+        assert changed.stdout.strip() == "auditor_group: auditors -> sales-owners (by alice)"
+    finally:
+        back = client(api, tmp_path, "settings", "set", "auditor_group", "auditors", "--json")
+    assert json.loads(back.stdout) == {
+        "key": "auditor_group",
+        "before": "sales-owners",
+        "after": "auditors",
+        "by": "alice",
+        "changed": True,
+    }
+    allowed = entries(catalog, "settings", "alice")[-2:]
+    assert [(e["result"], e["channel"], e["to"]) for e in allowed] == [
+        ("allowed", "api", "sales-owners"),
+        ("allowed", "api", "auditors"),
+    ]
+    assert [e["to"] for e in entries(catalog, "settings.changed", "alice")[-2:]] == ["sales-owners", "auditors"]
 
 
 def test_a_client_without_credentials_changes_roles_and_status_as_an_owner_through_the_service(api, tmp_path, catalog):

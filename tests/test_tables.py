@@ -30,7 +30,7 @@ from governance.ingest import ingest
 from governance.lake import TABLES_FOLDER, open_lake
 from governance.lake.iceberg import IcebergTables, LiveVersion, spark_conf, tag_of
 from governance.repair import repair
-from governance.retention import purge
+from governance.retention.purge import purge
 from governance.runs import RunRequest
 from governance.zones import AssetKey, Lake, VersionRef
 from tests.conftest import CLIENTS, DEMO_SPECS, plain_environ, run_pipeline, without_approval

@@ -10,7 +10,7 @@ from governance.catalog.states import Criticality
 from governance.errors import InvalidInput, NotFound
 from governance.frames import Frame
 from governance.lineage.pictures import LineageGraph
-from governance.retention import set_status
+from governance.retention.purge import set_status
 from governance.zones import VersionRef
 from tests.graphs import add_version
 

@@ -4,14 +4,14 @@ the ledger. Also the explanations of who may do what, and why."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Any
 
 from governance import ledger
 from governance.access.directory import checked_name
 from governance.access.guard import enforce, ledger_actor
 from governance.access.policy import ROLES_FOR, Decision, Identity, Policy, Role, Verb, group_of
+from governance.access.views import AccessView, MembershipChange, RoleView
 from governance.catalog import Catalog
 from governance.errors import InvalidInput
 from governance.spec import Spec
@@ -22,24 +22,6 @@ def parse_role(value: str) -> Role:
         return Role(value)
     except ValueError as err:
         raise InvalidInput(f"unknown role {value!r}: use owner, producer or consumer") from err
-
-
-@dataclass(frozen=True)
-class MembershipChange:
-    """What a grant or revoke did: `changed` is False when the directory already said so."""
-
-    verb: str
-    role: str
-    asset: str
-    group: str
-    user: str
-    changed: bool
-    shared_with: tuple[str, ...]
-    still_member: bool
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> MembershipChange:
-        return cls(**{**data, "shared_with": tuple(data["shared_with"])})
 
 
 def change_role(
@@ -105,36 +87,6 @@ def _wider_than_owned(policy: Policy, decision: Decision, group: str, others: li
 
 def _groups(spec: Spec) -> set[str]:
     return {group_of(spec, role) for role in Role}
-
-
-@dataclass(frozen=True)
-class RoleView:
-    role: str
-    group: str
-    members: tuple[str, ...]
-    may: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class AccessView:
-    """Who holds each role on an asset, what each role may do, and the rules that apply."""
-
-    asset: str
-    classification: str
-    pii: bool
-    needs_verified: bool
-    roles: tuple[RoleView, ...]
-    admin_group: str
-    admins: tuple[str, ...]
-    auditor_group: str
-    auditors: tuple[str, ...]
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> AccessView:
-        """The view its JSON form (the API's, `custody access show --json`) describes."""
-        lists = ("admins", "auditors")
-        roles = tuple(RoleView(**{**r, "members": tuple(r["members"]), "may": tuple(r["may"])}) for r in data["roles"])
-        return cls(**{**data, "roles": roles, **{name: tuple(data[name]) for name in lists}})
 
 
 def show(policy: Policy, spec: Spec) -> AccessView:

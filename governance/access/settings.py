@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from sqlmodel import Session, select
 
@@ -160,6 +161,16 @@ def _first_value(key: str, settings: Settings, rows: Mapping[str, PinnedSetting]
     return normalized(key, default if isinstance(default, str) else getattr(settings, key))
 
 
+def pinned_view(catalog: Catalog, settings: Settings, environ: Mapping[str, str]) -> dict[str, Any]:
+    """The pinned settings, each with who set it and when, and those `settings` were given otherwise:
+    what `custody settings show --json` prints. Nothing is refused."""
+    pinned = pinned_settings(catalog, settings, environ, refuse=False)
+    return {
+        "settings": {key: asdict(value) for key, value in pinned.pinned.items()},
+        "disagreements": [asdict(found) for found in disagreements(settings, pinned)],
+    }
+
+
 def disagreements(settings: Settings, pinned: PolicySettings) -> list[Disagreement]:
     given = {key: normalized(key, getattr(settings, key)) for key in sorted(settings.explicit)}
     return [Disagreement(key, value, pinned[key]) for key, value in given.items() if value != pinned[key]]
@@ -282,9 +293,10 @@ def change_setting(
     key: str,
     value: str,
     directories: Opener = open_directory,
+    details: Mapping[str, str] | None = None,
 ) -> SettingChange:
     """Pin a new value for `key` if `identity` is a verified admin and the change would not lock
-    every admin out; the decision, and the change, are
+    every admin out; the decision (with `details` of how it was asked), and the change, are
     recorded. Settings changed by someone else meanwhile refuse the change rather than override."""
     after = normalized(key, value)
     current = pinned_settings(catalog, settings, environ, directories=directories).values()
@@ -294,7 +306,7 @@ def change_setting(
         decision = _refuse_lockout(
             decision, policy, current, {**current, key: after}, environ, directories, settings.home
         )
-    enforce(catalog, decision, details={"setting": key, "to": after})
+    enforce(catalog, decision, details={**(details or {}), "setting": key, "to": after})
     with catalog.session() as session:
         advisory_lock(session, "custody.settings")
         rows = _rows(session)

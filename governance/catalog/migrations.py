@@ -19,8 +19,6 @@ from pathlib import PurePosixPath
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import IntegrityError
 
-from governance.catalog.hops import build_from_edges
-
 RELATIVE_LOCATIONS = "relative-locations"
 LINEAGE_HOPS = "lineage-hops"
 
@@ -90,7 +88,14 @@ def in_drop_zone(path: str, asset_key: str) -> str | None:
     return None
 
 
+def _lineage_hops(connection: Connection) -> None:
+    # Imported here: the hops' arrays need numpy, which a command that only opens the catalog never loads.
+    from governance.catalog.hops import build_from_edges
+
+    build_from_edges(connection)
+
+
 MIGRATIONS: tuple[tuple[str, Callable[[Connection], None]], ...] = (
     (RELATIVE_LOCATIONS, _relative_locations),
-    (LINEAGE_HOPS, build_from_edges),
+    (LINEAGE_HOPS, _lineage_hops),
 )

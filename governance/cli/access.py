@@ -32,14 +32,15 @@ access_app = group("access", "Who may do what to an asset: explain, grant, revok
 @access_app.command("show")
 def access_show(asset: Annotated[str, typer.Argument(help="DOMAIN/NAME")], as_json: JsonOption = False) -> None:
     """Each role on the asset: its group, its members (through nested groups too), what it may do."""
-    from governance.access.grants import AccessView
-    from governance.access.grants import show as access_view
+    from governance.access.views import AccessView
 
     key = AssetKey.parse(asset)
     remote = service_client()
     if remote is not None:
         view = AccessView.from_dict(remote.get(f"/access/{key}"))
     else:
+        from governance.access.grants import show as access_view
+
         custody = open_custody(load_settings())
         view = access_view(custody.policy, spec_of(custody, key))
     show(asdict(view), as_json, lambda: render.access_table(view))
@@ -56,14 +57,14 @@ def access_check(
 
     Another user's rights are explained as a name given without proof has them, unless their
     password comes with --password-stdin."""
-    from governance.access.grants import explained
-    from governance.access.policy import Identity
-
     key = AssetKey.parse(asset)
     remote = service_client()
     if remote is not None:
         data = remote.get(f"/access/{key}/explain", {"user": as_user})
     else:
+        from governance.access.grants import explained
+        from governance.access.policy import Identity
+
         custody = open_custody(load_settings())
         spec = spec_of(custody, key)
         password = read_password(password_stdin)
@@ -79,8 +80,7 @@ def access_check(
 def _change_role(
     verb: str, role: str, asset: str, user: str, by: str | None, password_stdin: bool, as_json: bool
 ) -> None:
-    from governance.access.grants import MembershipChange, change_role, parse_role
-    from governance.access.policy import Verb
+    from governance.access.views import MembershipChange
 
     key = AssetKey.parse(asset)
     remote = service_client()
@@ -93,6 +93,9 @@ def _change_role(
             sent = remote.send("DELETE", f"{path}/{quote(user, safe='')}")
         change = MembershipChange.from_dict(sent)
     else:
+        from governance.access.grants import change_role, parse_role
+        from governance.access.policy import Verb
+
         custody = open_custody(load_settings())
         change = change_role(
             custody.store,

@@ -26,7 +26,7 @@ from governance.cli.common import (
 from governance.zones import Lake, VersionRef
 
 if TYPE_CHECKING:
-    from governance.retention import StatusChange
+    from governance.retention.reports import StatusChange
 
 
 @app.command()
@@ -38,7 +38,7 @@ def status(
     as_json: JsonOption = False,
 ) -> None:
     """Mark a version critical (protected from purge, with everything upstream) or normal; needs the owner role."""
-    from governance.retention import StatusChange
+    from governance.retention.reports import StatusChange
 
     ref, status_value = VersionRef.parse(version), Criticality.parse(value)
     remote = service_client()
@@ -64,7 +64,7 @@ def status(
 
 
 def _set_status(ref: VersionRef, value: Criticality, by: str | None, password_stdin: bool) -> StatusChange:
-    from governance.retention import change_status
+    from governance.retention.purge import change_status
 
     custody = open_custody(load_settings())
     identity = identify(custody, by, password_stdin)
@@ -89,8 +89,7 @@ def purge(
     Retention is each spec's keep_versions and max_age_days; the admin group is the one pinned in the
     catalog (`custody settings show`).
     """
-    from governance.lake import open_lake
-    from governance.retention import PurgeReport, governed_purge
+    from governance.retention.reports import PurgeReport
 
     refs = [VersionRef.parse(v) for v in versions or []]
     remote = service_client()
@@ -99,6 +98,9 @@ def purge(
         sent = remote.send("POST", "/purge", {"versions": [str(ref) for ref in refs], "dry_run": dry_run})
         report = PurgeReport.from_dict(sent)
     else:
+        from governance.lake import open_lake
+        from governance.retention.purge import governed_purge
+
         settings = load_settings()
         custody = open_custody(settings)
         report = governed_purge(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from typing import Annotated
+from urllib.parse import quote
 
 import typer
 from rich.table import Table
@@ -19,6 +20,7 @@ from governance.cli.common import (
     identify,
     load_settings,
     open_custody,
+    service_client,
 )
 from governance.config import POLICY_VARIABLES
 from governance.errors import printable
@@ -34,38 +36,38 @@ def settings_show(as_json: JsonOption = False) -> None:
 
     They are pinned in the catalog the first time they are used; a process whose CUSTODY_* variable
     says otherwise is refused until it agrees. This command shows them even then, and says which.
+    Through the service (CUSTODY_URL), it says which the service was given otherwise.
     """
-    from governance.access.settings import disagreements, pinned_settings
+    remote = service_client()
+    if remote is not None:
+        data = remote.get("/settings")
+    else:
+        from governance.access.settings import pinned_view
 
-    custody = open_custody(load_settings())
-    pinned = pinned_settings(custody.store, custody.settings, custody.environ, refuse=False)
-    differ = disagreements(custody.settings, pinned)
+        custody = open_custody(load_settings())
+        data = pinned_view(custody.store, custody.settings, custody.environ)
     if as_json:
-        emit_json(
-            {
-                "settings": {key: asdict(value) for key, value in pinned.pinned.items()},
-                "disagreements": [asdict(d) for d in differ],
-            }
-        )
+        emit_json(data)
         return
     table = Table(title="Policy settings pinned in the catalog", title_justify="left")
     table.add_column("setting", no_wrap=True)
     table.add_column("value", overflow="fold")
     table.add_column("set by")
     table.add_column("at (UTC)", no_wrap=True)
-    for key, value in pinned.pinned.items():
+    for key, value in data["settings"].items():
         table.add_row(
             key,
-            escape(value.value or "-"),
-            f"{escape(value.set_by)} ({value.assurance})",
-            value.set_at[:19].replace("T", " "),
+            escape(value["value"] or "-"),
+            f"{escape(value['set_by'])} ({value['assurance']})",
+            value["set_at"][:19].replace("T", " "),
         )
     render.stdout_console().print(table)
-    for found in differ:
+    where = "the service's environment" if remote is not None else "this environment"
+    for found in data["disagreements"]:
         err_console.print(
             printable(
-                f"warning: {POLICY_VARIABLES[found.key]} says {found.given}, not the pinned "
-                f"{found.pinned}: commands in this environment are refused"
+                f"warning: {POLICY_VARIABLES[found['key']]} says {found['given']}, not the pinned "
+                f"{found['pinned']}: commands in {where} are refused"
             ),
             markup=False,
         )
@@ -85,18 +87,24 @@ def settings_set(
     which they are no admin. Processes whose CUSTODY_* variable still says the old value are refused
     until it is changed or unset.
     """
-    from governance.access.settings import change_setting
+    remote = service_client()
+    if remote is not None:
+        remote.acting_as(by, "--by")
+        change = remote.send("PUT", f"/settings/{quote(key, safe='')}", {"value": value})
+    else:
+        from governance.access.settings import change_setting
 
-    custody = open_custody(load_settings())
-    change = change_setting(
-        custody.store, custody.settings, custody.environ, identify(custody, by, password_stdin), key, value
-    )
+        custody = open_custody(load_settings())
+        done = change_setting(
+            custody.store, custody.settings, custody.environ, identify(custody, by, password_stdin), key, value
+        )
+        change = {**asdict(done), "changed": done.changed}
     if as_json:
-        emit_json({**asdict(change), "changed": change.changed})
+        emit_json(change)
         return
     said = (
-        f"{change.key}: {change.before or '-'} -> {change.after or '-'} (by {change.by})"
-        if change.changed
-        else f"{change.key} is {change.after or '-'} already: nothing changed"
+        f"{change['key']}: {change['before'] or '-'} -> {change['after'] or '-'} (by {change['by']})"
+        if change["changed"]
+        else f"{change['key']} is {change['after'] or '-'} already: nothing changed"
     )
     render.stdout_console().print(printable(said), markup=False)

@@ -91,14 +91,14 @@ def specs_diff(
     removed or changed, and what follows from it (a new code version, a classification change, who
     gains or loses read access, the dependents affected). With --from and --to, two recorded specs of
     one asset instead."""
-    from governance.approval import compare, edits
-
     keys = [AssetKey.parse(asset) for asset in assets or []]
     remote = service_client()
     if remote is not None and not (from_hash or to_hash):
         edited = remote.get("/specs/edits", {"asset": [str(key) for key in keys] or None})
         show(edited, as_json, lambda: render.spec_edits(edited))
         return
+    from governance.approval import compare, edits
+
     custody = open_custody(load_settings())
     if from_hash or to_hash:
         if len(keys) != 1 or not (from_hash and to_hash):
@@ -123,14 +123,14 @@ def specs_apply(
     classification or changing the consumers must also leave every reader allowed to read what the
     asset reads. Each application is a ledger entry (spec.applied) with the diff, and the git commit
     and author of the file where the specs folder is a git checkout."""
-    from governance.approval import apply
-
     keys = [AssetKey.parse(asset) for asset in assets or []]
     remote = service_client()
     if remote is not None:
         remote.acting_as(as_user, "--as")
         data = remote.send("POST", "/specs/apply", {"assets": [str(key) for key in keys]})
     else:
+        from governance.approval import apply
+
         custody = open_custody(load_settings())
         identity = identify(custody, as_user, password_stdin)
         data = [done.as_dict() for done in apply(custody.store, custody.policy, identity, custody.specs, keys)]
@@ -140,13 +140,13 @@ def specs_apply(
 @specs_app.command("history")
 def specs_history(asset: Annotated[str, typer.Argument(help="DOMAIN/NAME")], as_json: JsonOption = False) -> None:
     """Each spec of the asset put in force, oldest first: who applied it, when, its hash and what it changed."""
-    from governance.approval import history
-
     key = AssetKey.parse(asset)
     remote = service_client()
     if remote is not None:
         entries = remote.get(f"/specs/{key}/history")
     else:
+        from governance.approval import history
+
         entries = [asdict(entry) for entry in history(open_custody(load_settings()).store, key)]
     show(entries, as_json, lambda: render.spec_history(entries))
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 from governance import render
-from governance.cli.common import JsonOption, emit_json, group, load_settings, open_catalog
+from governance.cli.common import JsonOption, emit_json, group, load_settings, open_catalog, service_client
 from governance.errors import InvalidInput
 from governance.lake import lake_spark_conf, open_lake
 
@@ -21,42 +21,30 @@ tables_app = group(
 )
 
 
-def _tables() -> tuple[IcebergTables, list[str]]:
-    settings = load_settings()
-    lake = open_lake(settings)
+def _tables() -> IcebergTables:
+    lake = open_lake(load_settings())
     if lake.tables is None:
         raise InvalidInput("CUSTODY_TABLES=off: versions are not kept as table snapshots")
-    from governance.lake.snapshots import versioned_assets
-
-    return lake.tables.tables, [str(key) for key in versioned_assets(open_catalog(settings))]
+    return lake.tables.tables
 
 
 @tables_app.command("list")
 def tables_list(as_json: JsonOption = False) -> None:
     """Every asset's table in the `custody` catalog, with its tagged versions; the newest is the
     table's current snapshot. `custody repair` makes a snapshot that is missing."""
-    from governance.lake.iceberg import tag_of
-    from governance.zones import AssetKey
+    remote = service_client()
+    if remote is not None:
+        listed = remote.get("/tables")
+    else:
+        from governance.lake.snapshots import table_listing
 
-    tables, keys = _tables()
-    tagged = {text: sorted(tables.tags(AssetKey.parse(text))) for text in keys}
+        listed = table_listing(open_catalog(load_settings()), _tables())
     if as_json:
-        emit_json(
-            [
-                {
-                    "asset": text,
-                    "table": tables.table_name(AssetKey.parse(text)),
-                    "tags": [tag_of(n) for n in numbers],
-                    "current": tag_of(numbers[-1]) if numbers else None,
-                }
-                for text, numbers in tagged.items()
-            ]
-        )
+        emit_json(listed)
         return
     shown = Table("table", "current", "tagged versions", box=None)
-    for text, numbers in tagged.items():
-        current = tag_of(numbers[-1]) if numbers else "-"
-        shown.add_row(tables.table_name(AssetKey.parse(text)), current, _spans(numbers))
+    for entry in listed:
+        shown.add_row(entry["table"], entry["current"] or "-", _spans(entry["versions"]))
     render.stdout_console().print(shown)
 
 
@@ -79,7 +67,7 @@ def tables_spark_conf() -> None:
     from governance.lake.iceberg import CATALOG_NAME, spark_conf
 
     settings = load_settings()
-    tables, _ = _tables()
+    tables = _tables()
     conf = spark_conf(settings.catalog_url, tables.warehouse, settings.table_jars(), lake_spark_conf(settings))
     console = render.stdout_console()
     for key, value in conf.items():

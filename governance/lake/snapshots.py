@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlmodel import select
 
@@ -22,7 +22,7 @@ from governance.catalog import Catalog
 from governance.catalog.models import VersionRow
 from governance.catalog.states import VersionStatus
 from governance.errors import TableSnapshotError, bounded_reason
-from governance.lake.iceberg import VERSION_PROPERTY, Alignment, IcebergTables, LiveVersion
+from governance.lake.iceberg import VERSION_PROPERTY, Alignment, IcebergTables, LiveVersion, tag_of
 from governance.locks import file_lock
 from governance.runs import Progress, quiet
 from governance.zones import AssetKey, Lake
@@ -129,8 +129,26 @@ class TableSnapshots:
 
 
 def versioned_assets(catalog: Catalog) -> list[AssetKey]:
-    with catalog.session() as session:
-        return [AssetKey.parse(key) for key in sorted(set(session.exec(select(VersionRow.asset_key))))]
+    with catalog.reading() as session:
+        return [AssetKey.parse(key) for key in sorted(session.exec(select(VersionRow.asset_key).distinct()))]
+
+
+def table_listing(catalog: Catalog, tables: IcebergTables) -> list[dict[str, Any]]:
+    """Each versioned asset's table, the versions tagged in it and the tag of its current snapshot
+    (the newest): what `custody tables list --json` prints."""
+    listed = []
+    for key in versioned_assets(catalog):
+        numbers = sorted(tables.tags(key))
+        listed.append(
+            {
+                "asset": str(key),
+                "table": tables.table_name(key),
+                "versions": numbers,
+                "tags": [tag_of(number) for number in numbers],
+                "current": tag_of(numbers[-1]) if numbers else None,
+            }
+        )
+    return listed
 
 
 def _committed(catalog: Catalog, key: AssetKey) -> list[VersionRow]:

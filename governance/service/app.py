@@ -33,6 +33,8 @@ from governance.errors import (
 from governance.lineage.resident import keep_resident, load
 from governance.service import api, changes, lineage, login, openlineage, specs
 from governance.service import runs as runs_api
+from governance.service import settings as settings_api
+from governance.service import tables as tables_api
 from governance.service.context import DECIDING_THREADS, MAX_BODY_BYTES, Service
 from governance.service.gate import Gate
 from governance.service.gateway import Gateway
@@ -102,7 +104,7 @@ def create_app(
     # Routes are matched in order, and the busiest (other tools' lineage reports, the catalog,
     # lineage, the ledger) go first; the column lineage's paths go before the API's own, being more
     # precise than a version's direction.
-    for routes in (openlineage, lineage, api, login, changes, specs, runs_api):
+    for routes in (openlineage, lineage, api, login, changes, specs, settings_api, tables_api, runs_api):
         app.include_router(routes.router)
     app.include_router(api.unknown)  # last: it answers paths the API does not have
     app.add_exception_handler(CustodyError, refused)

@@ -15,7 +15,7 @@ from governance.access.grants import change_role, explained, parse_role, show
 from governance.access.policy import Identity, Verb
 from governance.catalog.states import Criticality
 from governance.errors import NotFound
-from governance.retention import change_status, governed_purge
+from governance.retention.purge import change_status, governed_purge
 from governance.service.api import Caller, answer, identity_of, key_of, recorded
 from governance.service.context import Service, service_of
 from governance.spec import Spec

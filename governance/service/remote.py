@@ -122,7 +122,7 @@ class RemoteCustody:
         return ledger_frame(ledger.entry_from_dict(entry) for entry in self.client.ledger(where))
 
     def access(self, key: str) -> Frame:
-        from governance.access.grants import AccessView
+        from governance.access.views import AccessView
         from governance.frames import access_frame
 
         return access_frame(AccessView.from_dict(self.client.get(f"/access/{AssetKey.parse(key)}")))

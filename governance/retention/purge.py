@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import text
 from sqlmodel import Session, select
@@ -22,21 +21,13 @@ from governance.catalog.models import VersionRow
 from governance.catalog.states import Criticality, VersionStatus
 from governance.errors import InvalidInput, NotFound, NotSignedIn, Protected
 from governance.lineage.graph import protected_ids
+from governance.retention.reports import Candidate, PurgeReport, StatusChange
 from governance.runs import Progress, quiet
 from governance.spec import Retention, Spec
 from governance.zones import AssetKey, Lake, VersionRef
 
 if TYPE_CHECKING:
     from governance.access.policy import Identity, Policy
-
-
-@dataclass(frozen=True)
-class StatusChange:
-    ref: str
-    before: str
-    after: str
-    protected_upstream: int
-    purged_upstream: tuple[str, ...]
 
 
 def change_status(
@@ -112,30 +103,6 @@ def _upstream_rows(session: Session, version_id: int) -> list[tuple[str, int, st
         """
     )
     return [tuple(row) for row in session.connection().execute(query, {"root": version_id})]
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A version a purge would remove, and why."""
-
-    ref: str
-    version_id: int
-    reason: str
-    bytes: int
-
-
-@dataclass
-class PurgeReport:
-    purged: list[Candidate] = field(default_factory=list)
-    finished: list[str] = field(default_factory=list)
-    already_purged: list[str] = field(default_factory=list)
-    kept_protected: list[str] = field(default_factory=list)
-    dry_run: bool = False
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PurgeReport:
-        """The report as the service sends it."""
-        return cls(**{**data, "purged": [Candidate(**candidate) for candidate in data["purged"]]})
 
 
 def expired(rows: list[VersionRow], retention: Retention, now: datetime) -> list[tuple[VersionRow, str]]:
