@@ -42,6 +42,15 @@ def test_loading_the_code_location_leaves_ingestion_and_the_catalog_to_the_runs(
     assert printed_by(code) == "[]"
 
 
+def test_checking_the_demo_specs_transforms_loads_no_dagster():
+    code = (
+        f"from governance.spec import load_specs\nload_specs({str(ROOT / 'assets' / 'specs')!r}, "
+        "transform_packages=('assets.transforms',))\n"
+        "print(sorted(m for m in ('assets.transforms.sales', 'dagster') if m in sys.modules))"
+    )
+    assert printed_by(code) == "['assets.transforms.sales']"
+
+
 def test_the_cli_s_help_loads_no_database_spec_or_spark_library():
     code = (
         "from governance.cli import run\nrun(['--help'])\n"
