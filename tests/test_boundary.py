@@ -6,6 +6,8 @@ import ast
 import subprocess
 import sys
 
+from governance.catalog import Catalog
+from governance.config import Settings
 from tests.conftest import ROOT
 
 
@@ -49,6 +51,18 @@ def test_checking_the_demo_specs_transforms_loads_no_dagster():
         "print(sorted(m for m in ('assets.transforms.sales', 'dagster') if m in sys.modules))"
     )
     assert printed_by(code) == "['assets.transforms.sales']"
+
+
+def test_custody_in_process_opens_its_catalog_without_spark_arrow_or_numpy(tmp_path):
+    Catalog.from_url(Settings.under(tmp_path / "home").catalog_url)  # made and migrated once, as by its first command
+    code = (
+        "from pathlib import Path\nfrom governance.api import Custody\nfrom governance.config import Settings\n"
+        "from governance.zones import AssetKey\n"
+        f"custody = Custody(Settings.under(Path({str(tmp_path / 'home')!r})))\n"
+        "assert custody.store.version_count(AssetKey.parse('sales/clients')) == 0\n"
+        "print(sorted(m for m in ('pyspark', 'pyarrow', 'numpy') if m in sys.modules))"
+    )
+    assert printed_by(code) == "[]"
 
 
 def test_the_cli_s_help_loads_no_database_spec_or_spark_library():

@@ -14,7 +14,7 @@ from assets.factory import build_assets
 from governance import ledger
 from governance.access.guard import authorize
 from governance.access.policy import Identity, Verb
-from governance.access.settings import SettingDisagrees, change_setting, pinned_settings
+from governance.access.settings import SettingDisagrees, change_setting, held_by_the_host, pinned_settings
 from governance.api import Custody
 from governance.config import Settings
 from governance.demo import PRODUCTS, drop_demo_batches
@@ -264,3 +264,18 @@ def test_a_long_lived_custody_decides_under_the_settings_it_read_and_anew_once_a
     with custody.store.reading() as session:
         reads = [json.loads(e.details)["result"] for e in ledger.entries(session) if e.action == "read"]
     assert reads == ["allowed", "denied"]  # the first try under the old settings left nothing
+
+
+def test_a_setting_the_service_s_environment_sets_is_held_by_its_host_and_an_admin_s_change_is_refused(settings):
+    custody = Custody(settings)
+    environ = {"CUSTODY_HOME": str(settings.home), "CUSTODY_AUDITOR_GROUP": "auditors"}
+    held = held_by_the_host(Settings.from_env(environ))
+    assert held["auditor_group"] == "the service's environment sets CUSTODY_AUDITOR_GROUP"
+    assert held["directory"] == "the directory is chosen on the service's host"
+    alice = Identity("alice", Assurance.VERIFIED, "password", "api")
+    with pytest.raises(AccessDenied, match="alice may not change auditor_group through the service"):
+        change_setting(custody.store, settings, {}, alice, "auditor_group", "sales-owners", held=held)
+    assert pinned_settings(custody.store, settings, {})["auditor_group"] == "auditors"
+    with custody.store.reading() as session:
+        [decision] = [json.loads(e.details) for e in ledger.entries(session) if e.action == "settings"]
+    assert (decision["result"], decision["to"]) == ("denied", "sales-owners")

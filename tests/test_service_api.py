@@ -723,6 +723,7 @@ def test_an_admin_changes_a_policy_setting_through_the_service_and_anyone_else_i
     assert refused.returncode == 3 and "carol may not change the policy settings" in refused.stderr, refused.stderr
     [denied] = entries(catalog, "settings", "carol")[-1:]
     assert (denied["result"], denied["channel"], denied["setting"]) == ("denied", "api", "auditor_group")
+    assert denied["session"] and denied["method"] == "password"
     assert client(api, tmp_path, "login", "alice", "--password-stdin", stdin="alice-demo\n").returncode == 0
     changed = client(api, tmp_path, "settings", "set", "auditor_group", "sales-owners")
     try:
@@ -743,6 +744,22 @@ def test_an_admin_changes_a_policy_setting_through_the_service_and_anyone_else_i
         ("allowed", "api", "auditors"),
     ]
     assert [e["to"] for e in entries(catalog, "settings.changed", "alice")[-2:]] == ["sales-owners", "auditors"]
+
+
+def test_an_admin_may_not_move_the_service_s_directory_through_it(api, tmp_path, catalog):
+    assert client(api, tmp_path, "login", "alice", "--password-stdin", stdin="alice-demo\n").returncode == 0
+    refused = client(api, tmp_path, "settings", "set", "ldap_base_dn", "dc=example,dc=com")
+    assert refused.returncode == 3, refused.stderr
+    assert (
+        "alice may not change ldap_base_dn through the service: the directory is chosen on the service's host"
+        in refused.stderr
+    )
+    [denied] = entries(catalog, "settings", "alice")[-1:]
+    assert (denied["result"], denied["channel"], denied["setting"]) == ("denied", "api", "ldap_base_dn")
+    assert (
+        json.loads(client(api, tmp_path, "settings", "show", "--json").stdout)["settings"]["ldap_base_dn"]["value"]
+        == ""
+    )
 
 
 def test_a_client_without_credentials_changes_roles_and_status_as_an_owner_through_the_service(api, tmp_path, catalog):

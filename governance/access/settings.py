@@ -294,14 +294,19 @@ def change_setting(
     value: str,
     directories: Opener = open_directory,
     details: Mapping[str, str] | None = None,
+    held: Mapping[str, str] | None = None,
 ) -> SettingChange:
-    """Pin a new value for `key` if `identity` is a verified admin and the change would not lock
-    every admin out; the decision (with `details` of how it was asked), and the change, are
-    recorded. Settings changed by someone else meanwhile refuse the change rather than override."""
+    """Pin a new value for `key` if `identity` is a verified admin, the key is not `held` (the
+    reason why, by key) and the change would not lock every admin out; the decision (with `details`
+    of how it was asked), and the change, are recorded. Settings changed by someone else meanwhile
+    refuse the change rather than override."""
     after = normalized(key, value)
     current = pinned_settings(catalog, settings, environ, directories=directories).values()
     policy = policy_of(current, environ, settings.home, directories)
     decision = policy.decide(identity, Verb.SETTINGS, None)
+    if decision.allowed and held and key in held:
+        said = f"{identity.user} may not change {key} through the service: {held[key]}; an admin changes it there"
+        decision = _denied(decision, policy, said)
     if decision.allowed:
         decision = _refuse_lockout(
             decision, policy, current, {**current, key: after}, environ, directories, settings.home
@@ -325,6 +330,16 @@ def change_setting(
                 details={"setting": key, "from": change.before, "to": after},
             )
     return change
+
+
+def held_by_the_host(settings: Settings) -> dict[str, str]:
+    """The settings a client of the service may not change, and why: the directory, which is found
+    on the service's host, and those the service's environment sets, since a pinned value that
+    disagrees with it would refuse every later decision of the service, one to undo it included."""
+    held = {key: "the directory is chosen on the service's host" for key in DIRECTORY_KEYS}
+    for key in sorted(settings.explicit & set(KEYS)):
+        held[key] = f"the service's environment sets {POLICY_VARIABLES[key]}"
+    return held
 
 
 def _denied(decision: Decision, policy: Policy, reason: str) -> Decision:

@@ -66,7 +66,7 @@ def settings_show(as_json: JsonOption = False) -> None:
     for found in data["disagreements"]:
         err_console.print(
             printable(
-                f"warning: {POLICY_VARIABLES[found['key']]} says {found['given']}, not the pinned "
+                f"warning: {POLICY_VARIABLES.get(found['key'], found['key'])} says {found['given']}, not the pinned "
                 f"{found['pinned']}: commands in {where} are refused"
             ),
             markup=False,
@@ -85,7 +85,8 @@ def settings_set(
 
     The change is a ledger entry. An admin may not move the directory or the admin group to one in
     which they are no admin. Processes whose CUSTODY_* variable still says the old value are refused
-    until it is changed or unset.
+    until it is changed or unset. Through the service (CUSTODY_URL), the directory's settings and
+    those the service's environment sets are refused: they are changed on its host.
     """
     remote = service_client()
     if remote is not None:

@@ -12,6 +12,7 @@ from governance.errors import InvalidInput
 from governance.lake import lake_spark_conf, open_lake
 
 if TYPE_CHECKING:
+    from governance.config import Settings
     from governance.lake.iceberg import IcebergTables
 
 tables_app = group(
@@ -21,8 +22,8 @@ tables_app = group(
 )
 
 
-def _tables() -> IcebergTables:
-    lake = open_lake(load_settings())
+def _tables(settings: Settings) -> IcebergTables:
+    lake = open_lake(settings)
     if lake.tables is None:
         raise InvalidInput("CUSTODY_TABLES=off: versions are not kept as table snapshots")
     return lake.tables.tables
@@ -38,7 +39,8 @@ def tables_list(as_json: JsonOption = False) -> None:
     else:
         from governance.lake.snapshots import table_listing
 
-        listed = table_listing(open_catalog(load_settings()), _tables())
+        settings = load_settings()
+        listed = table_listing(open_catalog(settings), _tables(settings))
     if as_json:
         emit_json(listed)
         return
@@ -67,7 +69,7 @@ def tables_spark_conf() -> None:
     from governance.lake.iceberg import CATALOG_NAME, spark_conf
 
     settings = load_settings()
-    tables = _tables()
+    tables = _tables(settings)
     conf = spark_conf(settings.catalog_url, tables.warehouse, settings.table_jars(), lake_spark_conf(settings))
     console = render.stdout_console()
     for key, value in conf.items():

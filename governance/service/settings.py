@@ -1,5 +1,6 @@
 """The API's policy settings routes: the settings pinned in the catalog, for any signed-in user, and
-an admin's change of one, decided for the caller and recorded with channel `api`, allowed or denied."""
+an admin's change of one, decided for the caller and recorded with channel `api`, allowed or denied.
+The directory's settings, and those the service's environment sets, stay with its host."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from governance.access.settings import change_setting, pinned_view
+from governance.access.settings import change_setting, held_by_the_host, pinned_view
 from governance.service.api import Caller, answer, identity_of, recorded
 from governance.service.context import service_of
 
@@ -30,7 +31,8 @@ def pinned(principal: Caller, request: Request) -> Response:
 
 @router.put("/settings/{key}", tags=["settings"], response_class=JSONResponse)
 def change(principal: Caller, request: Request, key: str, wanted: Value) -> Response:
-    """Pin a new value for a policy setting. Needs the admin group, and may not leave every admin out."""
+    """Pin a new value for a policy setting. Needs the admin group, and may not leave every admin
+    out; the directory's settings, and those the service's environment sets, are changed on its host."""
     custody = service_of(request).custody
     done = change_setting(
         custody.store,
@@ -40,5 +42,6 @@ def change(principal: Caller, request: Request, key: str, wanted: Value) -> Resp
         key,
         wanted.value,
         details=recorded(principal),
+        held=held_by_the_host(custody.settings),
     )
     return answer({**asdict(done), "changed": done.changed})
