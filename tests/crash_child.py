@@ -53,7 +53,11 @@ def during_spark_write(home: Path, lake: Lake) -> None:
 def written(lake: Lake, uri: str) -> bool:
     """Whether a Parquet file of the write has appeared, in its task's temporary folder or its place."""
     where = uri.split("://", 1)[-1]
-    found = lake.fs.get_file_info(FileSelector(where, recursive=True, allow_not_found=True))
+    try:
+        found = lake.fs.get_file_info(FileSelector(where, recursive=True, allow_not_found=True))
+    except FileNotFoundError:
+        # Spark replaces the folder and its temporary ones as it goes: one vanishing mid-listing means not yet.
+        return False
     return any(info.path.endswith(".parquet") for info in found)
 
 
