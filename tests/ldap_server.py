@@ -5,10 +5,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -47,6 +49,33 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+@contextmanager
+def refusing_port() -> Iterator[int]:
+    """A loopback port held, never listened on: a connection to it is refused. A port merely free
+    may be taken meanwhile, or be the one a client's own connection starts from, which then joins
+    itself and reads back what it sent."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield held.getsockname()[1]
+
+
+@contextmanager
+def echo_server() -> Iterator[int]:
+    """A loopback port whose server sends back every byte it reads: it answers, but not in LDAP."""
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+
+        def echo() -> None:
+            with contextlib.suppress(OSError):  # the test is over and the socket closed
+                while True:
+                    connection, _ = listening.accept()
+                    with connection:
+                        while data := connection.recv(4096):
+                            connection.sendall(data)
+
+        threading.Thread(target=echo, daemon=True).start()
+        yield listening.getsockname()[1]
 
 
 def make_ca(folder: Path, hostname: str = "localhost") -> tuple[Path, Path, Path]:

@@ -14,7 +14,7 @@ from governance.access.directory import open_directory
 from governance.cli import run
 from governance.demo import drop_demo_batches
 from governance.zones import Lake
-from tests.ldap_server import LdapServer, environment, free_port, password_of, populated_slapd
+from tests.ldap_server import LdapServer, environment, password_of, populated_slapd, refusing_port
 
 CANARY = "canary-Bind-5ecret-7f3a"
 
@@ -128,15 +128,16 @@ def test_access_show_resolves_nested_ldap_groups(ldap_env, capsys, monkeypatch):
 
 
 def test_a_directory_that_is_down_denies_reads_and_runs(ldap_env, spark, capsys, monkeypatch):
-    monkeypatch.setenv("CUSTODY_DIRECTORY", f"ldap://localhost:{free_port()}")
-    # Asked by the OS user running the tests, whom no password proves: the directory is asked for groups only.
-    code, _, err = cli(capsys, monkeypatch, "read", "sales/products")
-    assert code == 3 and "could not be asked, so access is denied" in err
-    code, _, err = cli(capsys, monkeypatch, "ingest", "sales/products")
-    assert code == 3 and "error: denied: directory ldap://localhost:" in err
-    assert instance_for(ldap_env).get_runs() == []
-    decided = [e for e in ledger_json(capsys, monkeypatch) if e["action"] in ("read", "ingest")]
-    assert [e["details"]["result"] for e in decided] == ["denied", "denied"]
+    with refusing_port() as port:
+        monkeypatch.setenv("CUSTODY_DIRECTORY", f"ldap://127.0.0.1:{port}")
+        # Asked by the OS user running the tests, whom no password proves: the directory is asked for groups only.
+        code, _, err = cli(capsys, monkeypatch, "read", "sales/products")
+        assert code == 3 and "could not be asked, so access is denied" in err
+        code, _, err = cli(capsys, monkeypatch, "ingest", "sales/products")
+        assert code == 3 and f"error: denied: directory ldap://127.0.0.1:{port}" in err
+        assert instance_for(ldap_env).get_runs() == []
+        decided = [e for e in ledger_json(capsys, monkeypatch) if e["action"] in ("read", "ingest")]
+        assert [e["details"]["result"] for e in decided] == ["denied", "denied"]
 
 
 def test_no_password_reaches_logs_run_config_catalog_or_ledger(ldap_env, ldap, spark, capsys, monkeypatch):

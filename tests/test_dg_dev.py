@@ -35,8 +35,9 @@ from governance.service.sessions import Principal
 from governance.zones import Lake
 from tests.browser import chromium, launched_signed_in, ledger_of, materialized, signed_in
 from tests.conftest import DEMO_SPECS, ROOT, plain_environ, quick_spark_environ, without_approval
-from tests.dagster_servers import CUSTODY, Served, dg_dev, free_port, graphql, start_service, stop
+from tests.dagster_servers import CUSTODY, Served, dg_dev, graphql, start_service, stop
 from tests.helpers import run_proven
+from tests.ldap_server import refusing_port
 
 LAUNCH = """mutation($params: ExecutionParams!) { launchRun(executionParams: $params) {
   __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }"""
@@ -193,13 +194,14 @@ def test_dg_dev_s_webserver_reached_directly_launches_no_run(fronted, header):
 def test_the_service_says_which_webserver_did_not_answer(tmp_path):
     home = tmp_path / "home"
     settings = without_approval(Settings.under(home, specs=DEMO_SPECS))
-    nowhere = f"http://127.0.0.1:{free_port()}"
     env = {**plain_environ(home), SIGNING_VARIABLE: UiKeys.new().environ()[SIGNING_VARIABLE]}
-    server, port = start_service(settings, env, args=["--dagster-url", nowhere])
-    try:
-        answer = Served(port).as_user("bob").post("/graphql", {"query": "{ version }"})
-    finally:
-        stop(server)
+    with refusing_port() as refusing:
+        nowhere = f"http://127.0.0.1:{refusing}"
+        server, port = start_service(settings, env, args=["--dagster-url", nowhere])
+        try:
+            answer = Served(port).as_user("bob").post("/graphql", {"query": "{ version }"})
+        finally:
+            stop(server)
     assert answer.status_code == 502
     assert answer.json()["detail"].startswith(f"Dagster's webserver at {nowhere} did not answer: ")
 

@@ -12,7 +12,7 @@ from governance.access.directory import FileDirectory, LdapDirectory, LdapSettin
 from governance.cli import run
 from governance.errors import DirectoryUnavailable, InvalidInput, InvalidName, NotFound
 from tests.helpers import alias_bomb
-from tests.ldap_server import LdapServer, admin, make_ca, password_of, populated_slapd
+from tests.ldap_server import LdapServer, admin, echo_server, make_ca, password_of, populated_slapd, refusing_port
 
 CANARY = "canary-b1nd-Pa55w0rd"
 INJECTIONS = [
@@ -76,10 +76,13 @@ def test_ldap_with_a_name_the_certificate_does_not_hold_fails(ldap):
 
 
 def test_a_directory_that_is_down_means_denied(ldap):
-    from tests.ldap_server import free_port
+    with refusing_port() as port, pytest.raises(DirectoryUnavailable, match="could not be asked"):
+        LdapDirectory(settings(ldap, url=f"ldap://127.0.0.1:{port}", timeout_seconds=1)).groups_of("alice")
 
-    with pytest.raises(DirectoryUnavailable, match="could not be asked"):
-        LdapDirectory(settings(ldap, url=f"ldap://localhost:{free_port()}", timeout_seconds=1)).groups_of("alice")
+
+def test_a_directory_that_answers_other_than_ldap_means_denied(ldap):
+    with echo_server() as port, pytest.raises(DirectoryUnavailable, match="could not be asked.*answer is not LDAP"):
+        LdapDirectory(settings(ldap, url=f"ldap://127.0.0.1:{port}", timeout_seconds=1)).groups_of("alice")
 
 
 def test_a_wrong_bind_password_means_denied_and_is_not_repeated(ldap):

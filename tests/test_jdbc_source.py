@@ -34,7 +34,7 @@ from governance.runs import RunRequest
 from governance.spec import check_specs, load_specs
 from governance.zones import AssetKey
 from tests.helpers import assert_nothing_committed, assert_reads_as_inferred, cli
-from tests.ldap_server import free_port
+from tests.ldap_server import refusing_port
 from tests.openlineage_spec import read_events
 from tests.pg_server import PostgresServer
 
@@ -318,10 +318,11 @@ def test_a_wrong_password_is_one_line_that_names_the_user_and_never_the_secret(s
 
 
 def test_a_database_that_cannot_be_reached_is_worth_another_try(spark, catalog, lake, shop, tmp_path):
-    closed = Shop(replace(shop.server, port=free_port()), shop.database, tmp_path / "elsewhere")
-    closed.spec("table: public.orders")
-    with pytest.raises(SourceUnavailable, match="Connection to 127.0.0.1:[0-9]+ refused") as unreachable:
-        ingest(spark, catalog, lake, closed.load(), BOB)
+    with refusing_port() as port:
+        closed = Shop(replace(shop.server, port=port), shop.database, tmp_path / "elsewhere")
+        closed.spec("table: public.orders")
+        with pytest.raises(SourceUnavailable, match="Connection to 127.0.0.1:[0-9]+ refused") as unreachable:
+            ingest(spark, catalog, lake, closed.load(), BOB)
     assert unreachable.value.retryable
 
 

@@ -43,6 +43,8 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MAX_NESTING = 10
 DEFAULT_TTL_SECONDS = 60.0
 DIRECTORY_SHAPE = "expected `users:` and `groups:` mappings"
+# What ldap3's decoder raises on bytes that are not an LDAP message.
+UNREADABLE = (KeyError, IndexError, ValueError, TypeError)
 
 
 def checked_name(name: str, what: str = "user") -> str:
@@ -273,8 +275,8 @@ class LdapDirectory:
             self._connection(user_dn, password).unbind()
         except (LDAPInvalidCredentialsResult, LDAPBindError):
             return False
-        except LDAPException as err:
-            raise self._unavailable(err) from err
+        except (LDAPException, *UNREADABLE) as err:
+            raise self._unavailable(_ldap_failure(err)) from err
         return True
 
     def _cached(self, key: str, ask: Callable[[], frozenset[str]]) -> frozenset[str]:
@@ -303,15 +305,17 @@ class LdapDirectory:
             reused = self._service is not None
             try:
                 return question(self._open_service(), name)
-            except LDAPException as err:
+            except (LDAPException, *UNREADABLE) as err:
+                failure = _ldap_failure(err)
                 self._drop_service()
                 if not reused:
-                    raise self._unavailable(err) from err
+                    raise self._unavailable(failure) from err
             try:
                 return question(self._open_service(), name)
-            except LDAPException as err:
+            except (LDAPException, *UNREADABLE) as err:
+                failure = _ldap_failure(err)
                 self._drop_service()
-                raise self._unavailable(err) from err
+                raise self._unavailable(failure) from err
 
     def _open_service(self):
         if self._service is None:
@@ -326,10 +330,8 @@ class LdapDirectory:
             with contextlib.suppress(LDAPException):  # it is being discarded because it failed
                 service.unbind()
 
-    def _unavailable(self, err: Exception) -> DirectoryUnavailable:
-        return DirectoryUnavailable(
-            f"directory {self.settings.url} could not be asked, so access is denied: {type(err).__name__}: {error_summary(err)}"
-        )
+    def _unavailable(self, failure: str) -> DirectoryUnavailable:
+        return DirectoryUnavailable(f"directory {self.settings.url} could not be asked, so access is denied: {failure}")
 
     def _groups_of(self, connection, user: str) -> frozenset[str]:
         from ldap3.utils.conv import escape_filter_chars
@@ -466,6 +468,23 @@ class LdapDirectory:
 
         connection.search(self.settings.base_dn, query, search_scope=SUBTREE, attributes=attributes)
         return [(entry.entry_dn, str(entry["cn"].value) if attributes else "") for entry in connection.entries]
+
+
+def _ldap_failure(err: BaseException) -> str:
+    """What went wrong asking the directory, when ldap3 raised `err`: an LDAP error, or its decoder's
+    on an answer that is not LDAP (whatever listens on the port, or the client's own request echoed
+    back when a connection to a port nobody holds joins itself). Any other error is a fault here and
+    is raised again as it is."""
+    from ldap3.core.exceptions import LDAPException
+
+    if isinstance(err, LDAPException):
+        return f"{type(err).__name__}: {error_summary(err)}"
+    raised_at = err.__traceback__
+    while raised_at is not None and raised_at.tb_next is not None:
+        raised_at = raised_at.tb_next
+    if raised_at is None or f"{os.sep}ldap3{os.sep}" not in raised_at.tb_frame.f_code.co_filename:
+        raise err
+    return "its answer is not LDAP"
 
 
 def _parse(path: Path) -> _Members:
