@@ -61,10 +61,17 @@ def refusing_port() -> Iterator[int]:
         yield held.getsockname()[1]
 
 
+@dataclass(frozen=True)
+class EchoServer:
+    port: int
+    hung_up: threading.Event  # set once a client has closed its connection
+
+
 @contextmanager
-def echo_server() -> Iterator[int]:
+def echo_server() -> Iterator[EchoServer]:
     """A loopback port whose server sends back every byte it reads: it answers, but not in LDAP."""
     with socket.create_server(("127.0.0.1", 0)) as listening:
+        server = EchoServer(listening.getsockname()[1], threading.Event())
 
         def echo() -> None:
             with contextlib.suppress(OSError):  # the test is over and the socket closed
@@ -73,9 +80,10 @@ def echo_server() -> Iterator[int]:
                     with connection:
                         while data := connection.recv(4096):
                             connection.sendall(data)
+                    server.hung_up.set()
 
         threading.Thread(target=echo, daemon=True).start()
-        yield listening.getsockname()[1]
+        yield server
 
 
 def make_ca(folder: Path, hostname: str = "localhost") -> tuple[Path, Path, Path]:

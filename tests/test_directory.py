@@ -81,8 +81,15 @@ def test_a_directory_that_is_down_means_denied(ldap):
 
 
 def test_a_directory_that_answers_other_than_ldap_means_denied(ldap):
-    with echo_server() as port, pytest.raises(DirectoryUnavailable, match="could not be asked.*answer is not LDAP"):
-        LdapDirectory(settings(ldap, url=f"ldap://127.0.0.1:{port}", timeout_seconds=1)).groups_of("alice")
+    with echo_server() as echo, pytest.raises(DirectoryUnavailable, match="could not be asked.*answer is not LDAP"):
+        LdapDirectory(settings(ldap, url=f"ldap://127.0.0.1:{echo.port}", timeout_seconds=1)).groups_of("alice")
+
+
+def test_a_connection_to_a_directory_that_answers_other_than_ldap_is_closed(ldap):
+    with echo_server() as echo:
+        with pytest.raises(DirectoryUnavailable):
+            LdapDirectory(settings(ldap, url=f"ldap://127.0.0.1:{echo.port}", timeout_seconds=1)).groups_of("alice")
+        assert echo.hung_up.wait(timeout=5)
 
 
 def test_a_wrong_bind_password_means_denied_and_is_not_repeated(ldap):

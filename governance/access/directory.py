@@ -453,8 +453,9 @@ class LdapDirectory:
         connection = Connection(
             server, bind_dn, password, raise_exceptions=True, receive_timeout=self.settings.timeout_seconds
         )
-        connection.open()
         try:
+            # Opening reads the server's description: an answer that is not LDAP fails it with the socket open.
+            connection.open()
             if self.settings.url.startswith("ldap://"):
                 connection.start_tls()
             connection.bind()
