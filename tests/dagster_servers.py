@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -32,6 +31,7 @@ from tests.conftest import (
     quick_spark_environ,
     without_approval,
 )
+from tests.ports import free_port
 
 CUSTODY = Path(sys.executable).with_name("custody")
 DAEMON = Path(sys.executable).with_name("dagster-daemon")
@@ -254,13 +254,6 @@ def client(
 
 
 DG = Path(sys.executable).with_name("dg")
-
-
-def free_port() -> int:
-    """A port no one listens on now: for a server that takes its port only as a number."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @contextmanager

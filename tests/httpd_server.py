@@ -18,7 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tests.conftest import ROOT
-from tests.ldap_server import LdapServer, free_port
+from tests.ldap_server import LdapServer
+from tests.ports import free_port
 
 APACHE = Path("/usr/sbin/apache2")
 MODULES = Path("/usr/lib/apache2/modules")

@@ -5,17 +5,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import signal
 import socket
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.ports import free_port, listening
 
 BASE_DN = "dc=custody,dc=test"
 ADMIN_DN = f"cn=admin,{BASE_DN}"
@@ -43,47 +43,6 @@ def slapd_executable() -> str:
         if candidate and Path(candidate).is_file():
             return candidate
     raise RuntimeError("slapd is not installed: `apt-get install slapd ldap-utils` (make test installs it)")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@contextmanager
-def refusing_port() -> Iterator[int]:
-    """A loopback port held, never listened on: a connection to it is refused. A port merely free
-    may be taken meanwhile, or be the one a client's own connection starts from, which then joins
-    itself and reads back what it sent."""
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        yield held.getsockname()[1]
-
-
-@dataclass(frozen=True)
-class EchoServer:
-    port: int
-    hung_up: threading.Event  # set once a client has closed its connection
-
-
-@contextmanager
-def echo_server() -> Iterator[EchoServer]:
-    """A loopback port whose server sends back every byte it reads: it answers, but not in LDAP."""
-    with socket.create_server(("127.0.0.1", 0)) as listening:
-        server = EchoServer(listening.getsockname()[1], threading.Event())
-
-        def echo() -> None:
-            with contextlib.suppress(OSError):  # the test is over and the socket closed
-                while True:
-                    connection, _ = listening.accept()
-                    with connection:
-                        while data := connection.recv(4096):
-                            connection.sendall(data)
-                    server.hung_up.set()
-
-        threading.Thread(target=echo, daemon=True).start()
-        yield server
 
 
 def make_ca(folder: Path, hostname: str = "localhost") -> tuple[Path, Path, Path]:
@@ -186,11 +145,9 @@ access to *
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"slapd exited: {process.stderr.read().decode(errors='replace')[-2000:]}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return LdapServer(url, BASE_DN, ADMIN_DN, password, ca_cert, process)
-        except OSError:
-            time.sleep(0.05)
+        if listening(port, timeout=0.2):
+            return LdapServer(url, BASE_DN, ADMIN_DN, password, ca_cert, process)
+        time.sleep(0.05)
     process.kill()
     raise RuntimeError("slapd did not answer within 20 s")
 

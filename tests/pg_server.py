@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.ldap_server import free_port
+from tests.ports import free_port
 
 SUPERUSER = "custody"
 UNPRIVILEGED = "nobody"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -12,6 +11,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.ports import free_port, listening
 
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "custody-test",
@@ -42,12 +43,6 @@ class S3Server:
         return sorted(item["Key"] for page in pages for item in page.get("Contents", []) if item["Key"][-1] != "/")
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @contextmanager
 def running_s3(settings: Mapping[str, str] | None = None) -> Iterator[S3Server]:
     """Fails, never skips, when moto's server is missing: `make test` installs it. `settings` are
@@ -55,7 +50,7 @@ def running_s3(settings: Mapping[str, str] | None = None) -> Iterator[S3Server]:
     server = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or shutil.which("moto_server")
     if server is None:
         raise RuntimeError("moto_server is not installed: pip install 'moto[server]' (the test extra has it)")
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [server, "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,
@@ -64,14 +59,10 @@ def running_s3(settings: Mapping[str, str] | None = None) -> Iterator[S3Server]:
     )
     try:
         deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"moto_server did not start on port {port}") from None
-                time.sleep(0.1)
+        while not listening(port):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"moto_server did not start on port {port}")
+            time.sleep(0.1)
         yield S3Server(f"http://127.0.0.1:{port}")
     finally:
         process.terminate()

@@ -19,7 +19,7 @@ from pathlib import Path
 import pyspark
 
 from governance.runtime import require_java
-from tests.ldap_server import free_port
+from tests.ports import free_port
 from tests.s3_server import CREDENTIALS
 
 WORKERS = 2

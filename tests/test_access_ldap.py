@@ -14,7 +14,8 @@ from governance.access.directory import open_directory
 from governance.cli import run
 from governance.demo import drop_demo_batches
 from governance.zones import Lake
-from tests.ldap_server import LdapServer, environment, password_of, populated_slapd, refusing_port
+from tests.ldap_server import LdapServer, environment, password_of, populated_slapd
+from tests.ports import refusing_port
 
 CANARY = "canary-Bind-5ecret-7f3a"
 

@@ -37,7 +37,7 @@ from tests.browser import chromium, launched_signed_in, ledger_of, materialized,
 from tests.conftest import DEMO_SPECS, ROOT, plain_environ, quick_spark_environ, without_approval
 from tests.dagster_servers import CUSTODY, Served, dg_dev, graphql, start_service, stop
 from tests.helpers import run_proven
-from tests.ldap_server import refusing_port
+from tests.ports import refusing_port
 
 LAUNCH = """mutation($params: ExecutionParams!) { launchRun(executionParams: $params) {
   __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }"""

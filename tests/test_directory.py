@@ -12,7 +12,8 @@ from governance.access.directory import FileDirectory, LdapDirectory, LdapSettin
 from governance.cli import run
 from governance.errors import DirectoryUnavailable, InvalidInput, InvalidName, NotFound
 from tests.helpers import alias_bomb
-from tests.ldap_server import LdapServer, admin, echo_server, make_ca, password_of, populated_slapd, refusing_port
+from tests.ldap_server import LdapServer, admin, make_ca, password_of, populated_slapd
+from tests.ports import echo_server, refusing_port
 
 CANARY = "canary-b1nd-Pa55w0rd"
 INJECTIONS = [

@@ -34,9 +34,9 @@ from governance.runs import RunRequest
 from governance.spec import check_specs, load_specs
 from governance.zones import AssetKey
 from tests.helpers import assert_nothing_committed, assert_reads_as_inferred, cli
-from tests.ldap_server import refusing_port
 from tests.openlineage_spec import read_events
 from tests.pg_server import PostgresServer
+from tests.ports import refusing_port
 
 BOB = RunRequest(requested_by="bob", run_id="run-1")
 ORDERS = AssetKey("shop", "orders")
