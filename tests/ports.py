@@ -52,13 +52,18 @@ def echo_server() -> Iterator[EchoServer]:
         server = EchoServer(listener.getsockname()[1], threading.Event())
 
         def echo() -> None:
-            with contextlib.suppress(OSError):  # the test is over and the socket closed
+            with contextlib.suppress(OSError):  # the test is over and the listener shut down
                 while True:
                     connection, _ = listener.accept()
-                    with connection:
-                        while data := connection.recv(4096):
-                            connection.sendall(data)
-                    server.hung_up.set()
+                    try:
+                        with connection, contextlib.suppress(OSError):  # a client that resets hangs up too
+                            while data := connection.recv(4096):
+                                connection.sendall(data)
+                    finally:
+                        server.hung_up.set()
 
         threading.Thread(target=echo, daemon=True).start()
-        yield server
+        try:
+            yield server
+        finally:
+            listener.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept()

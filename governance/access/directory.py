@@ -16,6 +16,7 @@ import ssl
 import tempfile
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -306,15 +307,15 @@ class LdapDirectory:
             try:
                 return question(self._open_service(), name)
             except (LDAPException, *UNREADABLE) as err:
+                self._drop_service()  # first: a connection half read is never asked again
                 failure = _ldap_failure(err)
-                self._drop_service()
                 if not reused:
                     raise self._unavailable(failure) from err
             try:
                 return question(self._open_service(), name)
             except (LDAPException, *UNREADABLE) as err:
-                failure = _ldap_failure(err)
                 self._drop_service()
+                failure = _ldap_failure(err)
                 raise self._unavailable(failure) from err
 
     def _open_service(self):
@@ -440,6 +441,7 @@ class LdapDirectory:
 
     def _connection(self, bind_dn: str | None = None, password: str | None = None):
         from ldap3 import Connection, Server, Tls
+        from ldap3.core.exceptions import LDAPException
 
         tls = Tls(ca_certs_file=self.settings.ca_file, validate=ssl.CERT_REQUIRED, version=ssl.PROTOCOL_TLS_CLIENT)
         server = Server(
@@ -460,7 +462,11 @@ class LdapDirectory:
                 connection.start_tls()
             connection.bind()
         except BaseException:
-            connection.unbind()
+            # Unbinding writes to the peer, which may be gone: the socket is closed whatever it says.
+            with contextlib.suppress(LDAPException):
+                connection.unbind()
+            if not connection.closed:
+                connection.strategy.close()
             raise
         return connection
 
@@ -480,10 +486,9 @@ def _ldap_failure(err: BaseException) -> str:
 
     if isinstance(err, LDAPException):
         return f"{type(err).__name__}: {error_summary(err)}"
-    raised_at = err.__traceback__
-    while raised_at is not None and raised_at.tb_next is not None:
-        raised_at = raised_at.tb_next
-    if raised_at is None or f"{os.sep}ldap3{os.sep}" not in raised_at.tb_frame.f_code.co_filename:
+    # ldap3 never calls back into Custody: an error that passed through its frames was raised in it.
+    frames = traceback.walk_tb(err.__traceback__)
+    if not any(frame.f_globals.get("__name__", "").partition(".")[0] == "ldap3" for frame, _ in frames):
         raise err
     return "its answer is not LDAP"
 
