@@ -151,6 +151,11 @@ class UntrustedGateway(AccessDenied):
     outside its allow-list, or without its shared secret."""
 
 
+class DuplicateGatewayHeader(UntrustedGateway):
+    """A request carrying the gateway's user header or its secret's header more than once: which one
+    the gateway set cannot be told."""
+
+
 class SettingDisagrees(AccessDenied):
     """The environment names a policy setting other than the one pinned in the catalog."""
 
@@ -161,6 +166,11 @@ class DirectoryUnavailable(AccessDenied):
 
 class EnvironmentProblem(CustodyError):
     """The machine lacks something Custody needs, such as Java 17 for Spark."""
+
+
+class CatalogReadOnly(EnvironmentProblem):
+    """The catalog refuses this process's writes: a SQLite file, or the folder beside it, it may not
+    write; a PostgreSQL role without the privilege, or a server that only reads."""
 
 
 class StorageFull(EnvironmentProblem):

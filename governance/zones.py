@@ -18,7 +18,7 @@ from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-from governance.errors import EnvironmentProblem, InvalidName, UnsafePath
+from governance.errors import EnvironmentProblem, InvalidName, NotFound, UnsafePath, shown
 from governance.locks import file_lock, take_if_free
 
 if TYPE_CHECKING:
@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,62}")
 BATCH_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 VERSION_DIR = re.compile(r"v=([1-9][0-9]*)")
+VERSION_NUMBER = re.compile(r"0*([1-9][0-9]*)")
+# The largest number the catalog keeps (a version's, a ledger entry's) on every database: its columns
+# are INTEGER, 64 bits on SQLite but 32 on PostgreSQL. No version is numbered past it.
+LARGEST_NUMBER = 2**31 - 1
 MANIFEST = "_manifest.json"
 CHUNK = 1 << 20
 
@@ -90,13 +94,38 @@ class VersionRef:
 
     @classmethod
     def parse(cls, text: str) -> VersionRef:
-        asset, sep, number = text.partition("@")
-        if not sep or not number.isdigit() or int(number) < 1:
+        """The version `DOMAIN/NAME@N` names; NotFound for an N no catalog holds."""
+        asset, sep, digits = text.partition("@")
+        if not sep or VERSION_NUMBER.fullmatch(digits) is None:
             raise InvalidName(f"invalid version {text!r}: expected DOMAIN/NAME@N with N >= 1, e.g. sales/clients@2")
-        return cls(AssetKey.parse(asset), int(number))
+        key, number = AssetKey.parse(asset), version_number(digits)
+        if number is None:
+            raise _no_such_version(key, digits)
+        return cls(key, number)
+
+    @classmethod
+    def named(cls, key: AssetKey, number: int) -> VersionRef:
+        """The version `number` of `key`, as a request names it; NotFound for a number no catalog holds."""
+        if not 1 <= number <= LARGEST_NUMBER:
+            raise _no_such_version(key, str(number))
+        return cls(key, number)
 
     def __str__(self) -> str:
         return f"{self.key}@{self.number}"
+
+
+def version_number(digits: str) -> int | None:
+    """The number decimal `digits` write, if a version may have it (1 to LARGEST_NUMBER); else None."""
+    found = VERSION_NUMBER.fullmatch(digits)
+    # Longer than the largest, it is larger: Python refuses to read an integer of thousands of digits.
+    if found is None or len(found.group(1)) > len(str(LARGEST_NUMBER)):
+        return None
+    number = int(found.group(1))
+    return number if number <= LARGEST_NUMBER else None
+
+
+def _no_such_version(key: AssetKey, number: str) -> NotFound:
+    return NotFound(f"no version {key}@{shown(number)}: a version is numbered from 1 to {LARGEST_NUMBER}")
 
 
 class Lake:

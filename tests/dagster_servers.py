@@ -111,10 +111,16 @@ SERVES = re.compile(r"Custody serves on http://[^:]+:(\d+) ")
 
 
 def start_service(
-    settings: Settings, env: Mapping[str, str] | None = None, *, ui: bool = True, args: Sequence[str] = ()
+    settings: Settings,
+    env: Mapping[str, str] | None = None,
+    *,
+    ui: bool = True,
+    args: Sequence[str] = (),
+    said: list[str] | None = None,
 ) -> tuple[subprocess.Popen, int]:
     """`custody serve` on the home of `settings`, with the process's environment and `env`, on a port
-    it binds itself: one chosen here could be taken by another test's server before it binds."""
+    it binds itself: one chosen here could be taken by another test's server before it binds. `said`
+    gets the lines it printed before it served."""
     instance_for(settings)
     server = subprocess.Popen(
         [str(CUSTODY), "serve", "--port", "0", "--no-daemon", *(() if ui else ("--no-ui",)), *args],
@@ -126,12 +132,12 @@ def start_service(
         text=True,
     )
     assert server.stdout is not None
-    said = []
+    lines = [] if said is None else said
     while (line := server.stdout.readline()) and not (found := SERVES.search(line)):
-        said.append(line)
-    assert line, f"the service exited: {''.join(said)[-2000:]}"
+        lines.append(line)
+    assert line, f"the service exited: {''.join(lines)[-2000:]}"
     port = int(found.group(1))
-    serving(port, server, 120, lambda: "".join(said))
+    serving(port, server, 120, lambda: "".join(lines))
     # Read on, so that what it says later never fills the pipe and stops it.
     threading.Thread(target=server.stdout.read, daemon=True).start()
     return server, port

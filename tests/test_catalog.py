@@ -15,14 +15,16 @@ from contextlib import contextmanager
 import pytest
 from sqlalchemy import inspect
 from sqlalchemy.exc import OperationalError
+from sqlmodel import select
 
 from governance import ledger
 from governance.catalog import Catalog, make_engine
-from governance.catalog.models import VersionRow
+from governance.catalog.ledgerfilter import LedgerFilter
+from governance.catalog.models import PolicySetting, VersionRow
 from governance.cli import run
 from governance.errors import CatalogUnavailable, NotFound
 from governance.locks import file_lock_within
-from governance.zones import AssetKey
+from governance.zones import LARGEST_NUMBER, AssetKey, VersionRef
 from tests.graphs import EPOCH, add_version
 
 WRITERS, VERSIONS_EACH = 4, 15
@@ -65,6 +67,50 @@ def test_an_unreachable_catalog_is_one_line_without_its_password(postgres, cli_e
     )
     assert "password authentication failed" in err and len(err.splitlines()) == 1
     assert "not-the-Pa55word" not in err
+
+
+def test_a_role_that_may_only_read_the_catalog_is_told_so_in_one_line_and_pins_nothing(
+    postgres, pg_url, cli_env, monkeypatch, capsys
+):
+    catalog = Catalog(make_engine(pg_url))  # its tables made, nothing pinned yet
+    database = pg_url.rsplit("/", 1)[1]
+    with catalog.engine.begin() as connection:
+        for statement in (
+            "CREATE ROLE reader LOGIN PASSWORD 'reader-Pa55word'",
+            f'GRANT CONNECT ON DATABASE "{database}" TO reader',
+            "GRANT USAGE ON SCHEMA public TO reader",
+            "GRANT SELECT ON ALL TABLES IN SCHEMA public TO reader",
+        ):
+            connection.exec_driver_sql(statement)
+    reader = postgres.url(database).replace(f"{postgres.user}:{postgres.password}@", "reader:reader-Pa55word@")
+    monkeypatch.setenv("CUSTODY_CATALOG_URL", reader)
+    try:
+        assert run(["settings", "show"]) == 1
+    finally:
+        with catalog.engine.begin() as connection:
+            connection.exec_driver_sql("DROP OWNED BY reader; DROP ROLE reader")
+    assert capsys.readouterr().err == (
+        "error: the policy settings, which their first use pins in the catalog, could not be written: the catalog at "
+        f"postgresql+psycopg://reader:***@{postgres.host}:{postgres.port}/{database} cannot be written by this "
+        "process (permission denied for table policy_setting)\n"
+    )
+    with catalog.reading() as session:
+        assert session.exec(select(PolicySetting)).all() == []
+
+
+@pytest.mark.both_backends
+def test_the_largest_number_a_request_may_name_is_looked_up_on_either_database_and_the_next_names_no_version(catalog):
+    key = AssetKey.parse("sales/clients")
+    with pytest.raises(NotFound, match="^no version sales/clients@2147483647: unknown asset sales/clients$"):
+        catalog.version(VersionRef.named(key, LARGEST_NUMBER))
+    assert catalog.versions_page(key, LARGEST_NUMBER, before=LARGEST_NUMBER) == []
+    with catalog.reading() as session:
+        asked = LedgerFilter(version=LARGEST_NUMBER, from_seq=LARGEST_NUMBER, limit=LARGEST_NUMBER)
+        assert ledger.entries(session, asked) == []
+    with pytest.raises(
+        NotFound, match="^no version sales/clients@2147483648: a version is numbered from 1 to 2147483647$"
+    ):
+        VersionRef.named(key, LARGEST_NUMBER + 1)
 
 
 def number_versions(url: str, writer: int) -> None:

@@ -150,6 +150,46 @@ def test_errors_follow_the_exit_code_contract(cli_env, spark, capsys, args, code
     assert message in err
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["provenance", "sales/clients@99999999999999999999999"],
+        ["impact", "sales/clients@99999999999999999999999"],
+        ["lineage", "columns", "sales/clients@99999999999999999999999"],
+        ["lineage", "graph", "sales/clients@99999999999999999999999", "-o", "graph.svg"],
+        ["read", "sales/clients@99999999999999999999999", "--as", "carol"],
+        ["status", "sales/clients@99999999999999999999999", "critical", "--by", "alice"],
+        ["purge", "sales/clients@99999999999999999999999", "--by", "alice"],
+    ],
+)
+def test_a_version_past_the_largest_number_the_catalog_keeps_is_not_found_in_one_line(cli_env, capsys, args):
+    assert cli(capsys, *args) == (
+        4,
+        "",
+        "error: no version sales/clients@99999999999999999999999: a version is numbered from 1 to 2147483647\n",
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["versions", "sales/clients", "--before"],
+        ["versions", "sales/clients", "--limit"],
+        ["ledger", "show", "--version"],
+        ["ledger", "show", "--from-seq"],
+        ["ledger", "show", "--limit"],
+        ["read", "sales/clients", "--limit"],
+    ],
+)
+def test_a_bound_past_the_largest_number_the_catalog_keeps_is_a_usage_error(cli_env, capsys, args):
+    code, out, err = cli(capsys, *args, "9223372036854775808")
+    assert (code, out) == (2, "")
+    assert (
+        err.splitlines()[-1]
+        == f"Error: Invalid value for '{args[-1]}': Input should be less than or equal to 2147483647"
+    )
+
+
 def test_specs_check_lists_every_problem(capsys):
     code, _, err = cli(capsys, "specs", "check", str(DATA / "bad_specs" / "many"))
     assert code == 1 and err.startswith("3 problems in asset specs")

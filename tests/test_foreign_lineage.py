@@ -155,6 +155,15 @@ def post(api: str, headers: dict[str, str], body: object) -> requests.Response:
     return requests.post(f"{api}/lineage", json=body, headers=headers, timeout=60)
 
 
+JSON = "application/json"
+
+
+def post_text(api: str, headers: dict[str, str], text: str, content_type: str | None) -> requests.Response:
+    """`text` posted as it is, saying it is `content_type` (None: saying nothing)."""
+    said = {"Content-Type": content_type} if content_type is not None else {}
+    return requests.post(f"{api}/lineage", data=text.encode(), headers={**headers, **said}, timeout=60)
+
+
 def event_dict(event: RunEvent) -> dict:
     from openlineage.client.serde import Serde
 
@@ -267,6 +276,22 @@ def test_an_input_in_the_lake_where_no_version_is_is_reported_and_one_outside_th
     ]
 
 
+def test_a_version_number_past_what_the_catalog_keeps_joins_nothing_and_is_reported(api, reporter, home):
+    past = str(2**63)
+    folder = str(Settings.under(home).lake.resolve() / "landing/sales/clients")
+    by_folder = versioned("file", folder, past)
+    by_tag = versioned("trino://trino.example:8080", "custody.sales.clients", f"custody-v{past}")
+    [start, _] = (event_dict(e) for e in airflow_events([by_folder, by_tag], [], "far"))
+
+    [received] = post(api, reporter, start).json()["received"]
+
+    assert received["received"] == "stored" and "not joined" not in received, received
+    assert [found["problem"] for found in received["inputs"]] == [
+        "in the lake at landing/sales/clients, where the catalog has no version",
+        f"the table of sales/clients at snapshot custody-v{past}, which is no version of it",
+    ]
+
+
 def test_names_that_look_like_sql_or_a_way_out_of_the_lake_are_kept_as_they_are_and_join_nothing(
     api, reporter, home, catalog
 ):
@@ -319,7 +344,7 @@ def test_a_client_s_later_requests_are_answered_as_its_first(api, catalog):
     [start, _] = (event_dict(e) for e in airflow_events([], [], "again-and-again"))
     bot, carol = token(api, "lineage-bot"), token(api, "carol")
     answers = [post(api, bot, start) for _ in range(2)]
-    invalid = [requests.post(f"{api}/lineage", data="not json", headers=bot, timeout=60) for _ in range(2)]
+    invalid = [post_text(api, bot, "not json", JSON) for _ in range(2)]
     refused = [post(api, carol, start) for _ in range(2)]
 
     assert [answer.json()["received"][0]["received"] for answer in answers] == ["stored", "already stored"]
@@ -352,14 +377,26 @@ def test_bad_events_get_one_clear_message_and_nothing_is_stored(api, reporter, c
         (None, [start, {**start, "producer": 7}], "event 1 of the list: producer: 7 is not of type 'string'"),
     ]
     for text, body, said in cases:
-        answer = (
-            requests.post(f"{api}/lineage", data=text, headers=reporter, timeout=60)
-            if text is not None
-            else post(api, reporter, body)
-        )
+        answer = post_text(api, reporter, text, JSON) if text is not None else post(api, reporter, body)
         assert answer.status_code == 400, answer.text
         assert answer.json()["detail"].startswith(said), answer.json()
     assert stored_events(catalog, start["run"]["runId"]) == []
+
+
+def test_events_are_taken_as_json_alone_as_the_http_transports_send_them(api, reporter, catalog):
+    [start, _] = (event_dict(e) for e in airflow_events([], [], "typed"))
+    text = json.dumps(start)
+    for content_type, said in (
+        ("text/plain", "Content-Type 'text/plain' is refused: the API takes JSON, sent as application/json"),
+        ("application/x-www-form-urlencoded", "Content-Type 'application/x-www-form-urlencoded' is refused"),
+        (None, "a body of no Content-Type is refused: the API takes JSON, sent as application/json"),
+    ):
+        answer = post_text(api, reporter, text, content_type)
+        assert answer.status_code == 415 and answer.json()["detail"].startswith(said), answer.text
+    assert stored_events(catalog, start["run"]["runId"]) == []
+    # Spark's listener (OpenLineage's Java client) names the charset.
+    assert post_text(api, reporter, text, "application/json; charset=UTF-8").status_code == 200
+    assert stored_events(catalog, start["run"]["runId"]) == ["START"]
 
 
 def test_an_oversized_body_or_one_that_inflates_past_the_limit_is_refused(api, reporter):

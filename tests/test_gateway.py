@@ -4,6 +4,7 @@ header from httpd alone. One slapd, one service and one httpd serve every test o
 
 from __future__ import annotations
 
+import http.client
 import json
 import secrets
 from collections.abc import Iterator
@@ -65,6 +66,23 @@ def gateway(tmp_path_factory: pytest.TempPathFactory, service: int, ldap: LdapSe
 @pytest.fixture(scope="module")
 def catalog(home: Path, service: int) -> Catalog:
     return Catalog(make_engine(Settings.under(home).catalog_url))
+
+
+def sent_as_given(port: int, method: str, path: str, headers: list[tuple[str, str]]) -> tuple[int, dict]:
+    """The service's answer to a request with `headers` as they are listed, a name as often as it comes
+    (an HTTP library keeps one value a name), and a JSON body for a POST; its status and JSON."""
+    body = b"{}" if method == "POST" else None
+    sent = [("Content-Type", "application/json"), ("Content-Length", str(len(body)))] if body else []
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.putrequest(method, path)
+        for name, value in [*headers, *sent]:
+            connection.putheader(name, value)
+        connection.endheaders(body)
+        answer = connection.getresponse()
+        return answer.status, json.loads(answer.read())
+    finally:
+        connection.close()
 
 
 def launch(url: str, user: str, password: str, headers: dict[str, str] | None = None) -> requests.Response:
@@ -134,6 +152,44 @@ def test_the_gateway_s_header_from_anywhere_but_httpd_is_refused_and_recorded(se
     assert (refused["result"], refused["channel"], refused["peer"]) == ("denied", "ui", "127.0.0.1")
 
 
+def test_a_request_carrying_the_gateway_s_user_or_secret_header_twice_is_refused_and_recorded(service, catalog):
+    secret = ("X-Custody-Gateway-Secret", SECRET)
+    for headers, repeated in (
+        ([("X-Remote-User", "carol"), ("X-Remote-User", "alice"), secret], "x-remote-user"),
+        ([("X-Remote-User", "carol"), secret, ("X-Custody-Gateway-Secret", "guessed")], "x-custody-gateway-secret"),
+        ([("X-Remote-User", "carol"), secret, secret], "x-custody-gateway-secret"),
+    ):
+        said = {"detail": f"a request carrying the {repeated} header more than once is refused"}
+        assert sent_as_given(service, "GET", "/api/v1/whoami", headers) == (403, said)
+        assert sent_as_given(service, "POST", "/graphql", headers) == (403, said)
+    [refused] = [e for e in session_entries(catalog, "anonymous") if "more than once" in e["reason"]]
+    assert (refused["result"], refused["channel"], refused["peer"], refused["path"], refused["reason"]) == (
+        "denied",
+        "api",
+        "127.0.0.1",
+        "/api/v1/whoami",
+        "a request carrying the x-remote-user header more than once is refused",
+    )
+
+
+def test_a_body_sent_to_the_api_through_httpd_is_taken_as_json_alone(gateway):
+    carol = ("carol", password_of("carol"))
+    for path in ("/api/v1/lineage", "/api/v1/purge", "/api/v1/settings/auditor_group"):
+        method = "PUT" if "settings" in path else "POST"
+        for content_type, said in (
+            ("text/plain", "Content-Type 'text/plain' is refused: the API takes JSON, sent as application/json"),
+            (None, "a body of no Content-Type is refused: the API takes JSON, sent as application/json"),
+        ):
+            typed = {"Content-Type": content_type} if content_type else {}
+            answer = requests.request(method, f"{gateway}{path}", data=b"{}", auth=carol, headers=typed, timeout=60)
+            assert (answer.status_code, answer.json()) == (415, {"detail": said}), (path, content_type)
+    as_json = requests.post(f"{gateway}/api/v1/lineage", json=[], auth=carol, timeout=60)
+    assert (as_json.status_code, as_json.json()["detail"]) == (
+        403,
+        "carol may not report lineage: it needs the lineage group (lineage-reporters)",
+    )
+
+
 def test_the_api_takes_the_gateway_s_user_for_a_token_but_has_none_of_its_to_end(service):
     api = f"http://127.0.0.1:{service}/api/v1"
     vouched = {"X-Remote-User": "carol", "X-Custody-Gateway-Secret": SECRET}
@@ -151,6 +207,27 @@ def test_the_ui_s_websocket_passes_httpd_for_a_user_it_authenticated(gateway):
         open_timeout=30,
     ) as socket:
         assert socket.subprotocol == "graphql-ws"
+
+
+def test_a_gateway_trusted_by_its_address_alone_serves_after_one_line_of_warning(tmp_path):
+    trusted_by_address = {"CUSTODY_GATEWAY_USER_HEADER": "X-Remote-User", "CUSTODY_GATEWAY_PEERS": "127.0.0.1"}
+    said: list[str] = []
+    home = tmp_path / "home"
+    server, port = start_service(
+        Settings.under(home), {**plain_environ(home), **trusted_by_address}, ui=False, said=said
+    )
+    try:
+        answer = requests.get(f"http://127.0.0.1:{port}/api/v1/whoami", headers={"X-Remote-User": "carol"}, timeout=30)
+    finally:
+        stop(server)
+    assert said == [
+        (
+            "warning: the gateway is trusted by its address alone (CUSTODY_GATEWAY_PEERS): any process that can "
+            "connect from 127.0.0.1/32 can name any user in x-remote-user; set CUSTODY_GATEWAY_SECRET too, which "
+            "the gateway adds to each request\n"
+        )
+    ]
+    assert answer.json() == {"user": "carol", "method": "gateway"}
 
 
 @pytest.mark.parametrize(

@@ -156,6 +156,28 @@ def test_a_page_of_another_site_gets_nothing_but_a_person_following_its_link_get
     assert behind_tls.status_code == 200  # a gateway that ends TLS: the same host, another scheme
 
 
+def test_no_page_of_the_service_or_of_the_ui_behind_it_may_be_shown_in_a_frame_of_another_page(served):
+    anonymous, carol = SignedIn(served.port), served.as_user("carol")
+    login = anonymous.http.get(f"{anonymous.base}/login")
+    logout = carol.http.get(f"{carol.base}/logout")
+    ui = carol.http.get(f"{carol.base}/assets", headers={"Accept": "text/html"})
+    for page, policies in (
+        (login, ["frame-ancestors 'none'"]),
+        (logout, ["frame-ancestors 'none'"]),
+        (ui, [ui.raw.headers.getlist("Content-Security-Policy")[0], "frame-ancestors 'none'"]),  # Dagster's own too
+    ):
+        assert (page.status_code, page.headers["X-Frame-Options"]) == (200, "DENY"), page.url
+        assert page.raw.headers.getlist("Content-Security-Policy") == policies, page.url
+    assert ui.raw.headers.getlist("Content-Security-Policy")[0].startswith("base-uri 'none'")
+
+
+def test_the_ui_s_notebook_view_may_be_framed_by_the_ui_s_own_pages_alone(served):
+    carol = served.as_user("carol")
+    page = carol.http.get(f"{carol.base}/notebook", params={"path": "report.ipynb", "repoLocName": "assets"})
+    assert (page.status_code, page.headers["X-Frame-Options"]) == (200, "SAMEORIGIN")
+    assert page.raw.headers.getlist("Content-Security-Policy") == ["frame-ancestors 'self'"]
+
+
 def test_graphql_asked_with_a_get_is_refused_since_it_would_run_a_mutation_from_a_link(served):
     carol = served.as_user("carol")
     answer = carol.http.get(f"{carol.base}/graphql", params={"query": "mutation { logTelemetry { __typename } }"})

@@ -5,10 +5,17 @@ ledger entry, and a process whose environment says otherwise is refused, with th
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
 import pytest
+from sqlalchemy.engine import make_url
+from sqlmodel import select
 
 from assets.factory import build_assets
 from governance import ledger
@@ -16,6 +23,8 @@ from governance.access.guard import authorize
 from governance.access.policy import Identity, Verb
 from governance.access.settings import SettingDisagrees, change_setting, held_by_the_host, pinned_settings
 from governance.api import Custody
+from governance.catalog import Catalog
+from governance.catalog.models import PolicySetting
 from governance.config import Settings
 from governance.demo import PRODUCTS, drop_demo_batches
 from governance.errors import AccessDenied
@@ -26,6 +35,8 @@ from tests.conftest import ROOT
 from tests.helpers import cli
 
 DEMO_DIRECTORY = ROOT / "assets" / "directory.yaml"
+CUSTODY = Path(sys.executable).with_name("custody")
+SETPRIV = Path("/usr/bin/setpriv")
 
 
 def ledger_of(capsys, action):
@@ -279,3 +290,110 @@ def test_a_setting_the_service_s_environment_sets_is_held_by_its_host_and_an_adm
     with custody.store.reading() as session:
         [decision] = [json.loads(e.details) for e in ledger.entries(session) if e.action == "settings"]
     assert (decision["result"], decision["to"]) == ("denied", "sales-owners")
+
+
+def as_another_user(*args: str) -> subprocess.CompletedProcess[str]:
+    """`custody ARGS`, its OS user mapped to carol, in a process that file permissions hold as they hold
+    another user: under root, without the capabilities that let root pass them (util-linux's setpriv)."""
+    unprivileged: list[str] = []
+    if os.geteuid() == 0:
+        assert SETPRIV.is_file(), "a command run as root without its capabilities needs setpriv (util-linux)"
+        unprivileged = [str(SETPRIV), "--inh-caps=-all", "--bounding-set=-all", "--securebits=+noroot,+noroot_locked"]
+    return subprocess.run(
+        [*unprivileged, str(CUSTODY), *args],
+        env={**os.environ, "CUSTODY_OS_USERS": f"{os_user()}=carol"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@contextmanager
+def unwritable(*paths: Path) -> Iterator[None]:
+    """`paths` read-only while the block runs, as another user's files and folders are: 0444, 0555."""
+    modes = {path: path.stat().st_mode for path in paths}
+    for path in paths:
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    try:
+        yield
+    finally:
+        for path, mode in modes.items():
+            path.chmod(mode)
+
+
+def nothing_pinned(catalog: Catalog) -> bool:
+    with catalog.reading() as session:
+        return session.exec(select(PolicySetting)).all() == []
+
+
+def test_a_process_that_may_not_write_the_catalog_is_told_so_in_one_line_when_its_first_use_would_pin(cli_env):
+    catalog = Catalog.from_url(cli_env.catalog_url)  # made, with nothing pinned yet
+    database = Path(str(make_url(cli_env.catalog_url).database))
+    with unwritable(*database.parent.glob(f"{database.name}*")):
+        done = as_another_user("settings", "show")
+    assert (done.returncode, done.stdout, done.stderr) == (
+        1,
+        "",
+        (
+            "error: the policy settings, which their first use pins in the catalog, could not be written: the "
+            f"catalog at {cli_env.catalog_url} cannot be written by this process (attempt to write a readonly database)\n"
+        ),
+    )
+    assert nothing_pinned(catalog)
+
+
+def test_a_refusal_the_catalog_cannot_record_names_the_setting_refused_and_the_catalog(cli_env, capsys):
+    catalog = Catalog.from_url(cli_env.catalog_url)
+    assert cli(capsys, "settings", "show")[0] == 0  # pinned, each OS user the directory user of its name
+    database = Path(str(make_url(cli_env.catalog_url).database))
+    with unwritable(*database.parent.glob(f"{database.name}*")):
+        done = as_another_user("read", "sales/products")
+    assert (done.returncode, done.stdout, done.stderr) == (
+        1,
+        "",
+        (
+            f"error: the refusal of CUSTODY_OS_USERS={os_user()}=carol, which disagrees with the pinned os_users, "
+            f"could not be written: the catalog at {cli_env.catalog_url} cannot be written by this process "
+            "(attempt to write a readonly database)\n"
+        ),
+    )
+    with catalog.reading() as session:
+        assert [e.action for e in ledger.entries(session) if e.action.startswith("settings")] == ["settings.pinned"]
+
+
+def test_a_catalog_whose_folder_the_process_may_not_write_is_named_with_the_lock_it_could_not_make(
+    cli_env, monkeypatch, tmp_path
+):
+    folder = tmp_path / "catalog"
+    url = f"sqlite:///{folder / 'catalog.db'}"
+    monkeypatch.setenv("CUSTODY_CATALOG_URL", url)
+    catalog = Catalog.from_url(url)  # made, and held open by this process as a service would hold it
+    with unwritable(folder):
+        done = as_another_user("settings", "show")
+    assert (done.returncode, done.stdout, done.stderr) == (
+        1,
+        "",
+        (
+            "error: the policy settings, which their first use pins in the catalog, could not be written: the "
+            f"catalog at {url} cannot be written by this process (its writer lock {folder / 'catalog.db-writer'} "
+            "cannot be made: Permission denied)\n"
+        ),
+    )
+    assert nothing_pinned(catalog)
+
+
+def test_a_home_the_process_may_not_write_is_named_when_its_copy_of_the_file_directory_cannot_be_made(cli_env):
+    catalog = Catalog.from_url(cli_env.catalog_url)
+    with unwritable(cli_env.home):
+        done = as_another_user("settings", "show")
+    assert (done.returncode, done.stdout, done.stderr) == (
+        1,
+        "",
+        (
+            f"error: {cli_env.home / 'directory'}: this process may not write the home's copy of the file "
+            f"directory {DEMO_DIRECTORY} (Permission denied)\n"
+        ),
+    )
+    assert nothing_pinned(catalog)

@@ -472,6 +472,60 @@ def test_bad_requests_get_one_clear_message_each(api):
     assert huge.status_code == 413
 
 
+# Numbers past the largest the catalog keeps on every database (PostgreSQL's INTEGER, 2147483647):
+# one past it, the largest SQLite keeps plus one, and one no integer column keeps.
+PAST = (2**31, 2**63, 10**23 - 1)
+
+
+def test_a_version_number_past_what_the_catalog_keeps_is_no_version_on_every_path_that_names_one(api, catalog):
+    alice = token(api, "alice")
+    before = len(entries(catalog, "status", "alice"))
+    for number in PAST:
+        said = f"no version sales/clients@{number}: a version is numbered from 1 to 2147483647"
+        for method, path, body in (
+            ("GET", "provenance", None),
+            ("GET", "impact", None),
+            ("GET", "columns", None),
+            ("GET", "columns/name", None),
+            ("GET", "graph", None),
+            ("PUT", "status", {"status": "critical"}),
+        ):
+            url = f"{api}/versions/sales/clients/{number}/{path}"
+            answer = requests.request(method, url, json=body, headers=alice, timeout=30)
+            assert (answer.status_code, answer.json()) == (404, {"detail": said}), (method, url)
+    assert len(entries(catalog, "status", "alice")) == before
+
+
+def test_a_query_number_past_what_the_catalog_keeps_is_a_bad_parameter_and_nothing_is_decided(api, catalog):
+    dave = token(api, "dave")
+    before = len(entries(catalog, "ledger.read", "dave")), len(entries(catalog, "read", "dave"))
+    for path, name in (
+        ("/assets/sales/clients/versions", "before"),
+        ("/assets/sales/clients/rows", "version"),
+        ("/ledger", "version"),
+        ("/ledger", "from_seq"),
+    ):
+        for number in PAST:
+            answer = requests.get(f"{api}{path}", params={name: number}, headers=dave, timeout=30)
+            assert (answer.status_code, answer.json()) == (
+                400,
+                {"detail": f"query {name}: Input should be less than or equal to 2147483647"},
+            ), (path, name, number)
+    assert (len(entries(catalog, "ledger.read", "dave")), len(entries(catalog, "read", "dave"))) == before
+
+
+def test_a_client_of_the_service_naming_a_version_past_what_the_catalog_keeps_is_told_in_one_line(api, tmp_path):
+    assert client(api, tmp_path, "login", "carol", "--password-stdin", stdin="carol-demo\n").returncode == 0
+    ref = "sales/clients@99999999999999999999999"
+    for args in (["provenance", ref], ["impact", ref], ["lineage", "columns", ref], ["read", ref]):
+        done = client(api, tmp_path, *args)
+        assert (done.returncode, done.stdout, done.stderr) == (
+            4,
+            "",
+            f"error: no version {ref}: a version is numbered from 1 to 2147483647\n",
+        ), args
+
+
 def test_a_revoked_token_is_refused_everywhere(api, catalog):
     headers = token(api, "carol")
     assert requests.delete(f"{api}/tokens/current", headers=headers, timeout=30).status_code == 204

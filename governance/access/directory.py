@@ -28,6 +28,7 @@ from governance.access.passwords import checked_hash, matches
 from governance.config import env_amount, home_of
 from governance.errors import (
     DirectoryUnavailable,
+    EnvironmentProblem,
     InvalidInput,
     InvalidName,
     NotFound,
@@ -611,14 +612,19 @@ def home_copy(seed: Path, home: Path) -> Path:
     if copy_at.exists():
         return copy_at
     _parse(seed)  # a bad seed is refused, naming it, before anything is copied
-    copy_at.parent.mkdir(parents=True, exist_ok=True)
-    with file_lock(copy_at.with_name(copy_at.name + ".lock")):
-        if not copy_at.exists():
-            header = (
-                f"# This home's file directory, first copied from {seed}.\n"
-                "# Grants, revokes and passwords change this copy; the file it came from is never written.\n"
-            )
-            _write_atomically(copy_at, header + seed.read_text(encoding="utf-8"), 0o600)
+    try:
+        copy_at.parent.mkdir(parents=True, exist_ok=True)
+        with file_lock(copy_at.with_name(copy_at.name + ".lock")):
+            if not copy_at.exists():
+                header = (
+                    f"# This home's file directory, first copied from {seed}.\n"
+                    "# Grants, revokes and passwords change this copy; the file it came from is never written.\n"
+                )
+                _write_atomically(copy_at, header + seed.read_text(encoding="utf-8"), 0o600)
+    except PermissionError as err:
+        raise EnvironmentProblem(
+            f"{copy_at.parent}: this process may not write the home's copy of the file directory {seed} ({err.strerror})"
+        ) from err
     return copy_at
 
 

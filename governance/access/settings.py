@@ -11,7 +11,8 @@ environment says otherwise is refused, with the setting named.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 from functools import cache
@@ -30,6 +31,7 @@ from governance.catalog.jsonrows import json_array_sql
 from governance.catalog.models import PolicySetting
 from governance.config import OFF, ON, POLICY_VARIABLES, Settings
 from governance.errors import (
+    CatalogReadOnly,
     DirectoryUnavailable,
     InvalidInput,
     InvalidName,
@@ -231,9 +233,19 @@ def _when(moment: datetime) -> str:
     return moment.isoformat(timespec="seconds")
 
 
+@contextmanager
+def _written(what: str) -> Iterator[None]:
+    """Say what could not be written, should the catalog refuse this process's writes: a process that
+    only reads may still have to pin the settings, or record their refusal."""
+    try:
+        yield
+    except CatalogReadOnly as err:
+        raise CatalogReadOnly(f"{what} could not be written: {err}") from err
+
+
 def _pin_missing(catalog: Catalog, values: Mapping[str, str]) -> dict[str, PolicySetting]:
     actor = os_user()
-    with catalog.session() as session:
+    with _written("the policy settings, which their first use pins in the catalog,"), catalog.session() as session:
         advisory_lock(session, "custody.settings")
         rows = _rows(session)  # again, under the lock: another process may have pinned them
         added = {key: values[key] for key in KEYS if key not in rows}
@@ -258,7 +270,11 @@ def _refuse_disagreement(catalog: Catalog, settings: Settings, pinned: PolicySet
     if not found:
         return
     first = found[0]
-    with catalog.session() as session:
+    given = f"{POLICY_VARIABLES[first.key]}={shown(getattr(settings, first.key), 200)}"
+    with (
+        _written(f"the refusal of {given}, which disagrees with the pinned {first.key},"),
+        catalog.session() as session,
+    ):
         ledger.append(
             session,
             actor=ledger_actor(os_user()),
@@ -267,9 +283,8 @@ def _refuse_disagreement(catalog: Catalog, settings: Settings, pinned: PolicySet
             details={"setting": first.key, "given": first.given, "pinned": first.pinned},
         )
     raise SettingDisagrees(
-        f"{POLICY_VARIABLES[first.key]}={shown(getattr(settings, first.key), 200)} disagrees with the {first.key} "
-        f"pinned in the catalog ({first.pinned}), so no decision is made: unset it, or have an admin change "
-        f"the pinned one with `custody settings set {first.key} VALUE --by ADMIN`"
+        f"{given} disagrees with the {first.key} pinned in the catalog ({first.pinned}), so no decision is made: "
+        f"unset it, or have an admin change the pinned one with `custody settings set {first.key} VALUE --by ADMIN`"
     )
 
 

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlmodel import Session, col, select
 
 from governance import ledger
-from governance.catalog.engine import BUSY_TIMEOUT_SECONDS, READ_ONLY, make_engine, unavailable, unreachable
+from governance.catalog.engine import BUSY_TIMEOUT_SECONDS, READ_ONLY, failure_of, make_engine, read_only
 from governance.catalog.group import Append, Committed, GroupCommit, Outcome, Work
 from governance.catalog.models import (
     AssetRow,
@@ -106,14 +106,17 @@ def _one_writer(engine: Engine | None) -> Iterator[None]:
             yield
             return
         with ExitStack() as held:
+            writer = Path(f"{database}-writer")
             try:
-                held.enter_context(file_lock_within(Path(f"{database}-writer"), BUSY_TIMEOUT_SECONDS))
+                held.enter_context(file_lock_within(writer, BUSY_TIMEOUT_SECONDS))
             except TimeoutError as err:
                 where = engine.url.render_as_string(hide_password=True)
                 raise CatalogUnavailable(
                     f"the catalog at {where} is unavailable: another process has been writing to it for "
                     f"{BUSY_TIMEOUT_SECONDS} s"
                 ) from err
+            except PermissionError as err:
+                raise read_only(engine.url, f"its writer lock {writer} cannot be made: {err.strerror}") from err
             holding.add(url)
             held.callback(holding.discard, url)
             yield
@@ -198,10 +201,11 @@ class Catalog:
                 try:
                     with session.begin():
                         yield session
-                except OperationalError as err:
-                    if not unreachable(err):
+                except DBAPIError as err:
+                    failure = failure_of(self.engine.url, err)
+                    if failure is None:
                         raise
-                    raise unavailable(self.engine.url, err) from err
+                    raise failure from err
         finally:
             if writing is not None:
                 _writing.reset(writing)

@@ -6,12 +6,12 @@ from pathlib import Path
 
 from sqlalchemy import Column, DefaultClause, TextClause, event, inspect
 from sqlalchemy.engine import URL, Engine, make_url
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlmodel import SQLModel, create_engine
 
 from governance.catalog import models  # noqa: F401  (registers the tables)
 from governance.catalog.migrations import migrate
-from governance.errors import CatalogUnavailable, error_summary
+from governance.errors import CatalogReadOnly, CatalogUnavailable, CustodyError, error_summary
 
 BUSY_TIMEOUT_SECONDS = 30
 # The execution option of a transaction that only reads (Catalog.reading).
@@ -29,10 +29,11 @@ def make_engine(url: str) -> Engine:
         SQLModel.metadata.create_all(engine)
         _add_new_columns(engine)
         migrate(engine)
-    except OperationalError as err:
-        if not unreachable(err):
+    except DBAPIError as err:
+        failure = failure_of(parsed, err)
+        if failure is None:
             raise
-        raise unavailable(parsed, err) from err
+        raise failure from err
     return engine
 
 
@@ -56,6 +57,36 @@ def unavailable(url: URL, err: OperationalError) -> CatalogUnavailable:
     """The error to show for a database that cannot be used: its URL without the password, and why."""
     where = url.render_as_string(hide_password=True)
     return CatalogUnavailable(f"the catalog at {where} is unavailable: {error_summary(err.orig or err)}")
+
+
+# PostgreSQL's codes for writes this process may not make: a role without the privilege, a server
+# (a standby) or a transaction that only reads.
+WRITES_REFUSED = ("42501", "25006")
+
+
+def refuses_writes(err: DBAPIError) -> bool:
+    """Whether the database refused this process's writes, rather than the statement: a SQLite file,
+    or its folder, the process may not write; a PostgreSQL role or server that may not write."""
+    name = getattr(err.orig, "sqlite_errorname", None)
+    if name is not None:
+        return str(name).startswith("SQLITE_READONLY")
+    return getattr(err.orig, "sqlstate", None) in WRITES_REFUSED
+
+
+def read_only(url: URL, why: str) -> CatalogReadOnly:
+    """The error to show for a catalog this process may not write: its URL without the password, and why."""
+    where = url.render_as_string(hide_password=True)
+    return CatalogReadOnly(f"the catalog at {where} cannot be written by this process ({why})")
+
+
+def failure_of(url: URL, err: DBAPIError) -> CustodyError | None:
+    """What a database's failure means for the catalog at `url`: it cannot be reached, or not written
+    by this process; None when it refused the statement itself."""
+    if refuses_writes(err):
+        return read_only(url, error_summary(err.orig or err))
+    if isinstance(err, OperationalError) and unreachable(err):
+        return unavailable(url, err)
+    return None
 
 
 def _default_clause(column: Column) -> str:

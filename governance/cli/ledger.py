@@ -23,7 +23,7 @@ from governance.cli.common import (
     service_client,
 )
 from governance.errors import IntegrityError, InvalidInput
-from governance.zones import AssetKey
+from governance.zones import LARGEST_NUMBER, AssetKey
 
 if TYPE_CHECKING:
     from governance.rollover import AgeOffReport, RolloverReport
@@ -34,7 +34,9 @@ ledger_app = group("ledger", "Read and verify the audit ledger.")
 @ledger_app.command("show")
 def ledger_show(
     asset: Annotated[str | None, typer.Option(help="Only entries about DOMAIN/NAME.")] = None,
-    version: Annotated[int | None, typer.Option(help="Only entries about this version number.")] = None,
+    version: Annotated[
+        int | None, typer.Option(min=1, max=LARGEST_NUMBER, help="Only entries about this version number.")
+    ] = None,
     actor: Annotated[str | None, typer.Option(help="Only entries by this user.")] = None,
     action: Annotated[
         str | None, typer.Option(help="Only this action, or this family: read, ingestion, ingestion.committed…")
@@ -48,8 +50,8 @@ def ledger_show(
         ),
     ] = None,
     until: Annotated[str | None, typer.Option(help="Only entries before this time (ISO 8601).", metavar="TIME")] = None,
-    from_seq: Annotated[int, typer.Option(min=1, help="Start at this sequence number.")] = 1,
-    limit: Annotated[int | None, typer.Option(min=1, help="At most this many entries.")] = None,
+    from_seq: Annotated[int, typer.Option(min=1, max=LARGEST_NUMBER, help="Start at this sequence number.")] = 1,
+    limit: Annotated[int | None, typer.Option(min=1, max=LARGEST_NUMBER, help="At most this many entries.")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Ledger entries in sequence order; page with --from-seq and --limit."""

@@ -26,7 +26,7 @@ from governance.command import collector_paused
 from governance.errors import NotFound
 from governance.lineage.nodes import Lineage, LineageSummary
 from governance.lineage.terms import SUMMARY_OVER, Direction
-from governance.zones import AssetKey, VersionRef
+from governance.zones import LARGEST_NUMBER, AssetKey, VersionRef
 
 if TYPE_CHECKING:
     from governance.service.client import ServiceClient
@@ -37,11 +37,17 @@ PAGE = 50
 @app.command()
 def versions(
     asset: Annotated[str, typer.Argument(help="DOMAIN/NAME")],
-    limit: Annotated[int, typer.Option("--limit", min=1, help="Show at most this many versions, the newest.")] = PAGE,
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, max=LARGEST_NUMBER, help="Show at most this many versions, the newest.")
+    ] = PAGE,
     before: Annotated[
         int | None,
         typer.Option(
-            "--before", min=1, metavar="N", help="Only versions numbered below N: the page before one that starts at N."
+            "--before",
+            min=1,
+            max=LARGEST_NUMBER,
+            metavar="N",
+            help="Only versions numbered below N: the page before one that starts at N.",
         ),
     ] = None,
     everything: Annotated[bool, typer.Option("--all", help="Every version, oldest first (JSON is streamed).")] = False,
@@ -161,7 +167,7 @@ def read(
         str, typer.Argument(help="DOMAIN/NAME@N, or DOMAIN/NAME for its newest version.", metavar="ASSET[@N]")
     ],
     as_user: AsUser = None,
-    limit: Annotated[int, typer.Option(min=0, help="At most this many rows.")] = 20,
+    limit: Annotated[int, typer.Option(min=0, max=LARGEST_NUMBER, help="At most this many rows.")] = 20,
     columns: Annotated[
         list[str] | None, typer.Option("--column", "-c", help="Only this column (repeat for more).", show_default=False)
     ] = None,

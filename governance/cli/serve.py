@@ -97,6 +97,9 @@ def serve(
     upstream = Upstream(dagster_url) if dagster_url is not None else None
     session_settings = SessionSettings.from_environ(os.environ)
     gateway = Gateway.from_environ(os.environ)
+    caution = gateway.warning() if gateway is not None else None
+    if caution is not None:
+        typer.echo(caution, err=True)
     recent = Recent.from_environ(os.environ)
     threads = api_threads(os.environ, ui)
     if workers > 1:

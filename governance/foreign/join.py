@@ -33,7 +33,7 @@ from governance.foreign.datasets import INPUT, OUTPUT, digest, ident
 from governance.foreign.events import RunEvent
 from governance.foreign.tables import SNAPSHOTS, table_of
 from governance.runs import Assurance
-from governance.zones import AssetKey, Lake, Zone
+from governance.zones import AssetKey, Lake, Zone, version_number
 
 # A run's state follows its latest event; one that ended stays ended whatever comes after.
 ENDED = ("COMPLETE", "FAIL", "ABORT")
@@ -604,8 +604,8 @@ def _uri(namespace: str, name: str) -> str:
 
 def _asset_at(db: Sql, location: str, version: str) -> Any:
     """The version `version` of the asset whose folder (zone/domain/name) is `location`."""
-    parts = PurePosixPath(location).parts
-    if len(parts) != 3 or parts[0] not in ZONES or not version.isdigit():
+    parts, number = PurePosixPath(location).parts, version_number(version)
+    if len(parts) != 3 or parts[0] not in ZONES or number is None:
         return None
-    asked = {"asset": f"{parts[1]}/{parts[2]}", "number": int(version), "zone": parts[0]}
+    asked = {"asset": f"{parts[1]}/{parts[2]}", "number": number, "zone": parts[0]}
     return db.run(VERSION_OF, asked).fetchone()

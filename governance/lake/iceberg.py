@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 from sqlalchemy.engine import make_url
 
 from governance.errors import TableSnapshotError, error_summary
-from governance.zones import AssetKey
+from governance.zones import AssetKey, version_number
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -79,7 +79,7 @@ def tag_of(number: int) -> str:
 
 def number_of(tag: str) -> int | None:
     rest = tag.removeprefix(TAG_PREFIX)
-    return int(rest) if rest != tag and rest.isdigit() else None
+    return version_number(rest) if rest != tag else None
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from governance.runs import Assurance
 from governance.service.context import decided, peer_of, service_of
 from governance.service.gateway import METHOD as GATEWAY_METHOD
 from governance.service.sessions import Principal, new_session_id, reference_of
-from governance.zones import AssetKey, Lake, VersionRef
+from governance.zones import LARGEST_NUMBER, AssetKey, Lake, VersionRef
 
 API_CHANNEL = "api"
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
@@ -100,6 +100,18 @@ async def recent(request: Request, compute: Callable[[], object]) -> Response:
 
 def key_of(domain: str, name: str) -> AssetKey:
     return AssetKey.parse(f"{domain}/{name}")
+
+
+def version_of(domain: str, name: str, number: int) -> VersionRef:
+    """The version a path names; 404 for a number no catalog holds, which no query could look up."""
+    return VersionRef.named(key_of(domain, name), number)
+
+
+# A version the path names (`…/{domain}/{name}/{number}/…`).
+Version = Annotated[VersionRef, Depends(version_of)]
+# A number a query gives of what the catalog keeps (a version, a ledger entry): past the largest it
+# can keep, a bad parameter.
+Stored = Annotated[int, Field(ge=1, le=LARGEST_NUMBER)]
 
 
 def identity_of(principal: Principal) -> Identity:
@@ -191,7 +203,7 @@ def versions(
     domain: str,
     name: str,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-    before: Annotated[int | None, Query(ge=1)] = None,
+    before: Stored | None = None,
 ) -> Response:
     """A page of an asset's versions, the newest first unless `before` says where the page ends. The
     header X-Custody-Versions gives how many versions the asset has in all."""
@@ -209,16 +221,13 @@ def versions(
 async def lineage(
     principal: Caller,
     request: Request,
-    domain: str,
-    name: str,
-    number: int,
+    ref: Version,
     direction: Literal["provenance", "impact"],
     depth: Annotated[int | None, Query(ge=1)] = None,
 ) -> Response:
     """A version's provenance (the upstream tree: inputs, runs, code, requesters, source files) or
     impact (every version built from it), as `custody provenance|impact --json`: its summary past
     the size the CLI summarizes at."""
-    ref = VersionRef(key_of(domain, name), number)
     way = Direction.UPSTREAM if direction == "provenance" else Direction.DOWNSTREAM
     store = service_of(request).custody.store
     return await recent(request, lambda: explore(store, ref, way, depth).to_dict())
@@ -235,9 +244,7 @@ async def rows(
     request: Request,
     domain: str,
     name: str,
-    version: Annotated[
-        int | None, Query(ge=1, description="The version; its newest committed one if left out.")
-    ] = None,
+    version: Annotated[Stored | None, Query(description="The version; its newest committed one if left out.")] = None,
     limit: Annotated[int, Query(ge=0, le=MAX_ROWS)] = 1000,
     column: Annotated[list[str] | None, Query()] = None,
 ) -> Response:
@@ -281,13 +288,13 @@ async def ledger_entries(
     principal: Caller,
     request: Request,
     asset: str | None = None,
-    version: int | None = None,
+    version: Stored | None = None,
     actor: str | None = None,
     action: str | None = None,
     run: str | None = None,
     since: str | None = None,
     until: str | None = None,
-    from_seq: Annotated[int, Query(ge=1)] = 1,
+    from_seq: Stored = 1,
     limit: Annotated[int, Query(ge=1, le=MAX_LEDGER_ENTRIES)] = 1000,
 ) -> Response:
     """Ledger entries in sequence order, for the auditor and admin groups: the request is recorded.

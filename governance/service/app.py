@@ -20,6 +20,7 @@ from governance.catalog.api import CHECKPOINT_FAILURES
 from governance.config import env_count
 from governance.errors import (
     AccessDenied,
+    CatalogReadOnly,
     CatalogUnavailable,
     CustodyError,
     InvalidInput,
@@ -39,6 +40,7 @@ from governance.service.context import DECIDING_THREADS, MAX_BODY_BYTES, Service
 from governance.service.gate import Gate
 from governance.service.gateway import Gateway
 from governance.service.intake import Intake
+from governance.service.middleware import JsonBodies, Unframed
 from governance.service.principal import UiKeys
 from governance.service.recent import Recent
 from governance.service.runs import RunDesk
@@ -111,6 +113,8 @@ def create_app(
     app.add_exception_handler(RequestValidationError, invalid)
     if ui is not None:
         app.mount("/", Gate(ui, app.state.service, ui_keys))
+    app.add_middleware(JsonBodies, prefix=api.router.prefix)
+    app.add_middleware(Unframed)  # the last added is the outermost: a refusal of the one above too
     return BoundedBody(openlineage.Express(app, refused), MAX_BODY_BYTES)
 
 
@@ -144,6 +148,7 @@ STATUS: tuple[tuple[type[CustodyError], int], ...] = (
     (NotFound, 404),
     (InvalidInput, 400),
     (CatalogUnavailable, 503),
+    (CatalogReadOnly, 503),
     (SettingsChanged, 503),
     (ServiceUnavailable, 503),
 )

@@ -16,7 +16,7 @@ from governance.access.policy import Identity, Verb
 from governance.catalog.states import Criticality
 from governance.errors import NotFound
 from governance.retention.purge import change_status, governed_purge
-from governance.service.api import Caller, answer, identity_of, key_of, recorded
+from governance.service.api import Caller, Version, answer, identity_of, key_of, recorded
 from governance.service.context import Service, service_of
 from governance.spec import Spec
 from governance.zones import AssetKey, VersionRef
@@ -86,11 +86,10 @@ def _change(principal: Caller, request: Request, verb: Verb, key: AssetKey, role
 
 
 @router.put("/versions/{domain}/{name}/{number}/status", tags=["access"], response_class=JSONResponse)
-def status(principal: Caller, request: Request, domain: str, name: str, number: int, wanted: Status) -> Response:
+def status(principal: Caller, request: Request, ref: Version, wanted: Status) -> Response:
     """Mark a version critical (protected from purge, with everything upstream) or normal. Needs the owner role."""
     service = service_of(request)
     custody = service.custody
-    ref = VersionRef(key_of(domain, name), number)
     value = Criticality.parse(wanted.status)
     spec = service.specs().get(ref.key)
     return answer(

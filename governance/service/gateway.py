@@ -14,7 +14,7 @@ from ipaddress import IPv4Network, IPv6Address, IPv6Network, ip_address, ip_netw
 from starlette.requests import HTTPConnection
 
 from governance.access.directory import checked_name
-from governance.errors import InvalidInput, InvalidName, UntrustedGateway, shown
+from governance.errors import DuplicateGatewayHeader, InvalidInput, InvalidName, UntrustedGateway, shown
 from governance.service.sessions import SHORTEST_SECRET, Principal
 
 HEADER_VARIABLE = "CUSTODY_GATEWAY_USER_HEADER"
@@ -53,7 +53,12 @@ class Gateway:
 
     def principal(self, connection: HTTPConnection) -> Principal | None:
         """The user the gateway vouches for; None when the request names nobody in its header.
-        UntrustedGateway when it names someone but is not proven to come from the gateway."""
+        UntrustedGateway when it names someone but is not proven to come from the gateway, or
+        carries the user's or the secret's header more than once: which one the gateway set cannot
+        be told, so none is taken."""
+        for header in (self.header, SECRET_HEADER):
+            if len(connection.headers.getlist(header)) > 1:
+                raise DuplicateGatewayHeader(f"a request carrying the {header} header more than once is refused")
         named = connection.headers.get(self.header)
         if not named:  # httpd gives an empty name where it authenticated nobody
             return None
@@ -69,6 +74,17 @@ class Gateway:
         except InvalidName as err:
             raise UntrustedGateway(f"the gateway named an invalid user {shown(named)!r}") from err
         return Principal(user, METHOD, f"{METHOD} {peer}")
+
+    def warning(self) -> str | None:
+        """What whoever starts the service should know of how the gateway is trusted, if anything."""
+        if self.secret is not None:
+            return None
+        addresses = ", ".join(str(network) for network in self.peers)
+        return (
+            f"warning: the gateway is trusted by its address alone ({PEERS_VARIABLE}): any process that can "
+            f"connect from {addresses} can name any user in {self.header}; set {SECRET_VARIABLE} too, "
+            "which the gateway adds to each request"
+        )
 
     def strips(self) -> frozenset[bytes]:
         """The headers that never go further than the gate."""

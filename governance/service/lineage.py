@@ -11,9 +11,8 @@ from fastapi.responses import JSONResponse
 
 from governance.lineage.column_trace import column_lineage
 from governance.lineage.pictures import bounded, content, lineage_graph
-from governance.service.api import Caller, answer, key_of
+from governance.service.api import Caller, Version, answer
 from governance.service.context import service_of
-from governance.zones import VersionRef
 
 router = APIRouter(prefix="/api/v1")
 
@@ -32,19 +31,16 @@ LARGEST = 50_000
 
 
 @router.get("/versions/{domain}/{name}/{number}/columns", tags=["lineage"], response_class=JSONResponse)
-def columns(principal: Caller, request: Request, domain: str, name: str, number: int) -> Response:
+def columns(principal: Caller, request: Request, ref: Version) -> Response:
     """Every column of the version and the input columns it derives from, DIRECT or INDIRECT, and how."""
-    store = service_of(request).custody.store
-    return answer(column_lineage(store, VersionRef(key_of(domain, name), number)))
+    return answer(column_lineage(service_of(request).custody.store, ref))
 
 
 @router.get("/versions/{domain}/{name}/{number}/columns/{column}", tags=["lineage"], response_class=JSONResponse)
 def column(
     principal: Caller,
     request: Request,
-    domain: str,
-    name: str,
-    number: int,
+    ref: Version,
     column: str,
     origins: Annotated[
         bool, Query(description="Only where the column's values begin: fields and their files.")
@@ -53,7 +49,6 @@ def column(
 ) -> Response:
     """The column's whole way back, version by version, to the DropZone fields and their files."""
     store = service_of(request).custody.store
-    ref = VersionRef(key_of(domain, name), number)
     return answer(column_lineage(store, ref, column, origins_only=origins, direct_only=direct))
 
 
@@ -66,9 +61,7 @@ def column(
 def graph(
     principal: Caller,
     request: Request,
-    domain: str,
-    name: str,
-    number: int,
+    ref: Version,
     kind: Annotated[Literal["svg", "png", "dot", "graphml", "json"], Query(alias="format")] = "svg",
     impact: Annotated[
         bool, Query(description="Every version built from it, instead of those it was built from.")
@@ -80,7 +73,6 @@ def graph(
     """The version's lineage drawn as `custody lineage graph` draws it. The headers X-Custody-Nodes
     and X-Custody-Edges count what it holds."""
     store = service_of(request).custody.store
-    ref = VersionRef(key_of(domain, name), number)
     drawn = bounded(
         lineage_graph(store, ref, impact=impact, column=column, depth=depth), max_nodes, "max_nodes", "depth"
     )

@@ -16,6 +16,7 @@ from governance.foreign.events import MAX_EVENTS, decoded
 from governance.jsontext import json_bytes
 from governance.service.api import Caller
 from governance.service.context import MAX_BODY_BYTES, Service, service_of
+from governance.service.middleware import sends_json
 from governance.service.sessions import Principal
 
 PREFIX = "/api/v1"
@@ -64,8 +65,8 @@ async def kept(service: Service, principal: Principal, body: bytes, encoding: st
 class Express:
     """The endpoint's requests from a client whose token the service holds already, taken before
     FastAPI's routing and dependencies, which cost a one-event request about as much as keeping it.
-    Every other request (a first one, a gateway's, any other path) goes on to `app`; a refusal is
-    answered by `refused`, as the app answers it."""
+    Every other request (a first one, a gateway's, one whose body is not JSON, any other path) goes
+    on to `app`; a refusal is answered by `refused`, as the app answers it."""
 
     def __init__(self, app: FastAPI, refused: Callable[[Request, Exception], Awaitable[Response]]):
         self.app = app
@@ -91,9 +92,10 @@ class Express:
         if scope["method"] != "POST" or scope["path"] != PATH:
             return None
         service: Service = self.app.state.service
-        if service.gateway is not None:  # a gateway's user comes before a token: see `caller`
+        headers = Headers(scope=scope)
+        if service.gateway is not None or not sends_json(headers):  # a gateway's user comes first: see `caller`
             return None
-        scheme, _, token = Headers(scope=scope).get("authorization", "").partition(" ")
+        scheme, _, token = headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token:
             return None
         try:
