@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import codecs
 import errno
+import grp
 import hashlib
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,12 @@ FIRST_LINE_BYTES = 1 << 20
 MAX_META_BYTES = 64 * 1024
 MAX_LABEL = 128
 MAX_NOTE = 4096
+# How a producer's files are written here: writable by their owner alone, whatever the umask.
+PRODUCED_FILE, PRODUCED_FOLDER = 0o644, 0o755
+WRITTEN_BY_THE_OWNER_ALONE = "a batch's files must be writable by their owner alone, so who wrote them is known"
+# How much later than its `_READY` a batch's folder may be stamped by the creation of `_READY` itself
+# (see `_sealed`): measured, a few milliseconds on a busy machine.
+MARKING_NS = 1_000_000_000
 
 
 def _user_name(value: str) -> str:
@@ -62,7 +69,9 @@ class DropFile:
 
     path: Path
     bytes: int
-    identity: tuple[int, int, int, int]  # device, inode, size, mtime in ns
+    # Device, inode, size, mtime and ctime in ns: the change time also moves when a file is
+    # rewritten with its modification time set back, or given another owner or mode.
+    identity: tuple[int, int, int, int, int]
 
 
 @dataclass(frozen=True)
@@ -75,6 +84,8 @@ class Batch:
     files: tuple[DropFile, ...]
     meta: BatchMeta
     format: str
+    # The OS user whose batch it is (`ReadyMark`).
+    owner: str
     # A feed's downloads: one hour's answers, each named by when it was fetched.
     downloads: bool = False
 
@@ -164,10 +175,11 @@ def ready_batches(lake: Lake, key: AssetKey) -> list[str]:
 
 
 def open_batch(lake: Lake, key: AssetKey, batch_id: str, fmt: str, *, downloads: bool = False) -> Batch:
-    """Check a batch folder and the first and last bytes of its files; raise BatchError naming
-    the first problem. `scan_batch` reads them whole. In a feed's `downloads`, a text file that
-    does not start as its format does is left for the reader to quarantine: a feed's hour holds
-    whatever the feed answered, and one bad answer must not keep the others from landing."""
+    """Check a batch folder and the first and last bytes of its files, then that the batch is its
+    folder's owner's (`ReadyMark`); raise BatchError naming the first problem. `scan_batch` reads
+    them whole. In a feed's `downloads`, a text file that does not start as its format does is left
+    for the reader to quarantine: a feed's hour holds whatever the feed answered, and one bad answer
+    must not keep the others from landing."""
     try:
         folder = lake.batch_dir(key, batch_id)
     except (InvalidName, UnsafePath) as err:
@@ -179,14 +191,106 @@ def open_batch(lake: Lake, key: AssetKey, batch_id: str, fmt: str, *, downloads:
             f"batch {batch_id!r} of {key} is not marked ready: create {folder / READY_MARKER} once every file is in place"
         )
     meta = _read_meta(folder)
-    files = []
-    for entry in sorted(folder.iterdir()):
-        if entry.name.startswith(("_", ".")):
-            continue
-        files.append(_check_file(lake.drop_dir(key), entry, fmt, sniff=not downloads))
-    if not files:
+    checked = [_check_file(lake.drop_dir(key), entry, fmt, sniff=not downloads) for entry in _data_entries(folder)]
+    if not checked:
         raise BatchError(f"batch {batch_id!r} of {key} is empty: {folder} holds no data file")
-    return Batch(key, batch_id, folder, tuple(files), meta, fmt, downloads)
+    mark = _sealed(folder, [(file.path, status) for file, status in checked])
+    files = tuple(file for file, _ in checked)
+    return Batch(key, batch_id, folder, files, meta, fmt, user_name(mark.owner), downloads)
+
+
+def _data_entries(folder: Path) -> list[Path]:
+    """The batch's data files, as ingestion lists them: every name but those starting with '_' or '.'."""
+    return [entry for entry in sorted(folder.iterdir()) if not entry.name.startswith(("_", "."))]
+
+
+@dataclass(frozen=True)
+class ReadyMark:
+    """Whose a batch is and when it was marked ready: the OS user owning its folder, and the change
+    time of its `_READY`. Unlike a modification time, no unprivileged user can set a change time
+    back: a file that changed after the batch was marked ready shows it."""
+
+    folder: Path
+    owner: int
+    marked: int
+
+    def refuse_unsealed(self, path: Path, status: os.stat_result) -> None:
+        """Refuse a file of the batch that anyone but the folder's owner owns or may write (they
+        could have written it), or that changed after the batch was marked ready."""
+        self.refuse_foreign(path, status)
+        self.refuse_shared(path, status)
+        self.refuse_changed(path, status.st_ctime_ns)
+
+    def refuse_foreign(self, path: Path, status: os.stat_result) -> None:
+        if status.st_uid != self.owner:
+            raise BatchError(
+                f"{path} is owned by {user_name(status.st_uid)}, not by {user_name(self.owner)} "
+                "who owns the batch's folder"
+            )
+
+    def refuse_shared(self, path: Path, status: os.stat_result) -> None:
+        """A POSIX ACL that lets anyone else write shows in the group bits, which hold its mask."""
+        if status.st_mode & stat.S_IWGRP:
+            raise BatchError(
+                f"{path} is writable by its group ({_group_name(status.st_gid)}): {WRITTEN_BY_THE_OWNER_ALONE}"
+            )
+        if status.st_mode & stat.S_IWOTH:
+            raise BatchError(f"{path} is writable by others: {WRITTEN_BY_THE_OWNER_ALONE}")
+
+    def refuse_changed(self, path: Path, changed: int) -> None:
+        if changed > self.marked:
+            raise BatchError(
+                f"{path} changed after the batch was marked ready: touch {self.folder / READY_MARKER} "
+                "again once the batch is complete"
+            )
+
+
+def _sealed(folder: Path, files: Iterable[tuple[Path, os.stat_result]]) -> ReadyMark:
+    """The batch's mark, once its folder, `_READY`, `_batch.yaml` (if any) and its data `files`, as
+    they were found (through any symlink, which must keep to the mark itself), keep to it.
+
+    A folder changes when a name in it is added, removed or renamed, and creating `_READY` is such
+    a change: the kernel may stamp the folder with a finer clock than the new file, or a moment
+    later, whenever anything looked at the folder meanwhile (as the sensor does). A folder changed
+    within `MARKING_NS` of its mark is taken as changed by it."""
+    ready = folder / READY_MARKER
+    try:
+        status, marked = os.lstat(folder), os.lstat(ready)
+    except FileNotFoundError as err:
+        raise NotFound(f"{err.filename} is gone from the DropZone") from err
+    if not stat.S_ISDIR(status.st_mode):
+        raise BatchError(f"{folder}: a batch is a folder, not a link to one")
+    if not stat.S_ISREG(marked.st_mode):
+        raise BatchError(f"{ready}: not a regular file")
+    mark = ReadyMark(folder, status.st_uid, marked.st_ctime_ns)
+    mark.refuse_shared(folder, status)
+    mark.refuse_changed(folder, status.st_ctime_ns - MARKING_NS)  # later than that, not by the mark
+    mark.refuse_unsealed(ready, marked)
+    meta = folder / BATCH_META
+    if os.path.lexists(meta):
+        mark.refuse_unsealed(meta, _status(meta))
+    for path, found in files:
+        link = _status(path, follow=False)
+        if stat.S_ISLNK(link.st_mode):  # a link's mode means nothing; who made it, and when, does
+            mark.refuse_foreign(path, link)
+            mark.refuse_changed(path, link.st_ctime_ns)
+        mark.refuse_unsealed(path, found)
+    return mark
+
+
+def _status(path: Path, *, follow: bool = True) -> os.stat_result:
+    """The status of the file `path` names, through a symlink unless not to `follow`."""
+    try:
+        return os.stat(path, follow_symlinks=follow)
+    except OSError as err:
+        raise BatchError(f"{path}: cannot read: {err.strerror or err}") from err
+
+
+def _group_name(gid: int) -> str:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:  # a group id without a group entry, as in some containers
+        return f"gid {gid}"
 
 
 def batch_stamp(lake: Lake, key: AssetKey, batch_id: str) -> str:
@@ -220,15 +324,18 @@ def _meta_digest(path: Path) -> str:
 
 
 def batch_owner(lake: Lake, key: AssetKey, batch_id: str) -> str:
-    """The OS user who owns the batch's folder: whoever made it, since only root can give a folder
-    to someone else."""
+    """The OS user whose batch it is: the owner of its folder (whoever made it, since only root can
+    give a folder to someone else), when its `_READY`, `_batch.yaml` and data files are theirs too,
+    none is writable by anyone else, and none changed after the batch was marked ready
+    (`ReadyMark`); BatchError naming the first that breaks this."""
     try:
         folder = lake.batch_dir(key, batch_id)
-        return user_name(folder.stat(follow_symlinks=False).st_uid)
+        files = [(entry, _status(entry)) for entry in _data_entries(folder)]
     except (InvalidName, UnsafePath) as err:
         raise BatchError(f"batch {batch_id!r} of {key}: {err}") from err
     except FileNotFoundError as err:
         raise NotFound(f"batch {batch_id!r} of {key} is gone from the DropZone") from err
+    return user_name(_sealed(folder, files).owner)
 
 
 def batch_meta(lake: Lake, key: AssetKey, batch_id: str) -> BatchMeta:
@@ -242,7 +349,9 @@ def batch_meta(lake: Lake, key: AssetKey, batch_id: str) -> BatchMeta:
 
 def scan_batch(batch: Batch) -> BatchScan:
     """Read every byte of the batch once; raise BatchError naming a file that cannot be read or
-    that changed since the batch was opened."""
+    that changed since the batch was opened, or, for its folder, `_READY` and `_batch.yaml`, since
+    it was marked ready: a change after the batch was decided is caught as it is read."""
+    _sealed(batch.path, ())
     return BatchScan(batch, tuple(_scan_file(f, batch.format) for f in batch.files))
 
 
@@ -284,9 +393,9 @@ def _meta_problem(err: ValidationError) -> str:
     return f"{field}: {first['msg'].removeprefix('Value error, ')}"
 
 
-def _check_file(drop: Path, entry: Path, fmt: str, sniff: bool = True) -> DropFile:
+def _check_file(drop: Path, entry: Path, fmt: str, sniff: bool = True) -> tuple[DropFile, os.stat_result]:
     """A data file may be a symlink within its asset's DropZone folder; it must be one regular file
-    with one name.
+    with one name. Returns it, and the status of the file it is.
 
     A hard link is refused whatever it points at: its other name may be any file the service can
     read, outside the DropZone, and nothing in the batch says which. The file is checked through
@@ -309,7 +418,7 @@ def _check_file(drop: Path, entry: Path, fmt: str, sniff: bool = True) -> DropFi
                     raise BatchError(f"{entry}: not a Parquet file (no PAR1 footer)")
     except OSError as err:
         raise BatchError(f"{entry}: cannot read: {err.strerror or err}") from err
-    return DropFile(entry, status.st_size, _identity(status))
+    return DropFile(entry, status.st_size, _identity(status)), status
 
 
 @contextmanager
@@ -362,8 +471,8 @@ def opened(file: DropFile) -> Iterator[BinaryIO]:
         raise BatchError(f"{file.path}: cannot read: {err.strerror or err}") from err
 
 
-def _identity(status: os.stat_result) -> tuple[int, int, int, int]:
-    return status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns
+def _identity(status: os.stat_result) -> tuple[int, int, int, int, int]:
+    return status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns
 
 
 def check_unchanged(batch: Batch) -> None:
@@ -524,11 +633,22 @@ def drop_batch(
 ) -> Path:
     """Write a batch into the DropZone and mark it ready, as a producer would."""
     folder = lake.drop_dir(key) / check_batch_id(batch_id)
-    folder.mkdir(parents=True, exist_ok=False)
+    folder.mkdir(PRODUCED_FOLDER, parents=True, exist_ok=False)
     for name, content in files.items():
-        (folder / name).write_bytes(content)
+        write_produced(folder / name, content)
     if meta is not None:
         data = {k: v for k, v in meta.model_dump().items() if v is not None}
-        (folder / BATCH_META).write_text(yaml.safe_dump(data), encoding="utf-8")
-    (folder / READY_MARKER).touch()
+        write_produced(folder / BATCH_META, yaml.safe_dump(data).encode())
+    mark_ready(folder)
     return folder
+
+
+def write_produced(path: Path, content: bytes) -> None:
+    """A file of a batch written, writable by its owner alone whatever the process's umask."""
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRODUCED_FILE), "wb") as handle:
+        handle.write(content)
+
+
+def mark_ready(folder: Path) -> None:
+    """Mark a complete batch ready, last: what changes in it after this refuses it."""
+    (folder / READY_MARKER).touch(PRODUCED_FILE)

@@ -1,8 +1,10 @@
 """Watching the DropZone: which ready batches to ingest, as whom, and which to report as refused.
 
 A batch is ingested for the OS user who owns its folder, as the `os_users` policy setting maps it to
-the directory: a producer can drop a batch only as themselves. `requested_by` in `_batch.yaml` may
-say so too, and a batch where it names someone else is refused."""
+the directory: a producer can drop a batch only as themselves. So that the owner is also who wrote
+its files, every file of the batch must be theirs, writable by them alone, and unchanged since the
+batch was marked ready (`batch_owner`). `requested_by` in `_batch.yaml` may name the owner too, and
+a batch where it names someone else is refused."""
 
 from __future__ import annotations
 
@@ -66,9 +68,10 @@ def watch(
     catalog: Catalog, lake: Lake, policy: Policy, specs: Iterable[Spec], reported: frozenset[str], via: str
 ) -> Watch:
     """Every ready batch of the landing `specs` not yet ingested. A batch whose `_batch.yaml` cannot be
-    read or names someone other than the owner of its folder, or whose owner may not ingest it, is
-    refused, and the refusal goes to the ledger, unless `reported` holds it as it stands. A batch that
-    disappears meanwhile is left out."""
+    read or names someone other than the owner of its folder, whose files are not all its owner's
+    alone or changed after it was marked ready, or whose owner may not ingest it, is refused, and the
+    refusal goes to the ledger, unless `reported` holds it as it stands. A batch that disappears
+    meanwhile is left out."""
     ready: list[ReadyBatch] = []
     refused: list[Refusal] = []
     still: set[str] = set()
@@ -118,7 +121,8 @@ def _decide(lake: Lake, policy: Policy, spec: Spec, batch_id: str) -> Decision:
 
 
 def batch_requester(lake: Lake, policy: Policy, spec: Spec, batch_id: str) -> Identity:
-    """Who a batch is ingested for: the OS user owning its folder, as the `os_users` setting maps it."""
+    """Who a batch is ingested for: the OS user owning its folder and every file in it, as the
+    `os_users` setting maps it; BatchError when its files break that rule (`batch_owner`)."""
     owner = batch_owner(lake, spec.key, batch_id)
     user = policy.os_users.get(owner, owner)
     return Identity(user, Assurance.VERIFIED, FOLDER_OWNER, SENSOR_CHANNEL, f"folder of OS user {owner}")

@@ -15,6 +15,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from governance import ledger
+from governance.access.settings import pinned_os_users
 from governance.batches import (
     Batch,
     BatchScan,
@@ -77,6 +78,7 @@ def ingest(
     events = events or Emitter.off()
     repair(catalog, lake)
     batch = _checked_batch(catalog, lake, spec, request, batch_id, force, progress)
+    owned = {"batch_owner": batch_owner_in_directory(catalog, batch)}
     with catalog.session() as session:
         catalog.register_spec(session, spec, request.requested_by, request.run_id, request.assurance)
         ledger.append(
@@ -88,6 +90,7 @@ def ingest(
             assurance=request.assurance,
             details={
                 "batch": batch.batch_id,
+                **owned,
                 "files": len(batch.files),
                 "bytes": batch.bytes,
                 "batch_requested_by": batch.meta.requested_by,
@@ -100,7 +103,7 @@ def ingest(
     job = JobRun(str(spec.key), "INGESTION", request, [dropped])
     with (
         events.running(job, progress) as outputs,
-        attempt(catalog, lake, spec.key, request, ledger.Action.INGESTION_FAILED) as (attempt_id, stage),
+        attempt(catalog, lake, spec.key, request, ledger.Action.INGESTION_FAILED, owned) as (attempt_id, stage),
     ):
         progress(f"reading {len(batch.files)} file(s), {batch.bytes / 1e6:.1f} MB, writing Parquet")
         with reading([f.path for f in batch.files], spec.file_source.format):
@@ -134,11 +137,17 @@ def ingest(
             assurance=request.assurance,
             batch=written.scan.record(),
             columns=columns,
-            details={"control_characters": controls} if controls else {},
+            details={**owned, "control_characters": controls} if controls else owned,
         )
         row = commit(catalog, lake, stage, draft, progress)
         outputs.add(dataset_of(lake, row, spec.body.roles.model_dump(), column_inputs(columns, {None: dropped})))
     return row
+
+
+def batch_owner_in_directory(catalog: Catalog, batch: Batch) -> str:
+    """Whose the batch is, as the `os_users` setting maps its OS user: recorded beside the requester,
+    who may be someone else."""
+    return pinned_os_users(catalog).get(batch.owner, batch.owner)
 
 
 def _checked_batch(

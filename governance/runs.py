@@ -77,10 +77,15 @@ class RunRequest:
 
 @contextmanager
 def attempt(
-    catalog: Catalog, lake: Lake, key: AssetKey, request: RunRequest, failed_action: str
+    catalog: Catalog,
+    lake: Lake,
+    key: AssetKey,
+    request: RunRequest,
+    failed_action: str,
+    details: Mapping[str, Any] | None = None,
 ) -> Iterator[tuple[str, Staging]]:
-    """A locked staging folder and an attempt row; a failure is recorded in the ledger, then re-raised.
-    A write that finds the lake's file system full fails as StorageFull."""
+    """A locked staging folder and an attempt row; a failure is recorded in the ledger, with
+    `details`, then re-raised. A write that finds the lake's file system full fails as StorageFull."""
     # Imported here: it brings in PySpark, which the catalog's commands that import this module never use.
     from governance.spark.errors import writing
 
@@ -91,16 +96,22 @@ def attempt(
             with writing(lake.name):
                 yield attempt_id, stage
         except BaseException as err:
-            _fail_attempt(catalog, attempt_id, key, request, failed_action, err)
+            _fail_attempt(catalog, attempt_id, key, request, failed_action, err, details or {})
             raise
 
 
 def _fail_attempt(
-    catalog: Catalog, attempt_id: str, key: AssetKey, request: RunRequest, action: str, err: BaseException
+    catalog: Catalog,
+    attempt_id: str,
+    key: AssetKey,
+    request: RunRequest,
+    action: str,
+    err: BaseException,
+    details: Mapping[str, Any],
 ) -> None:
     with catalog.session() as session:
         catalog.finish_attempt(session, attempt_id, "failed", error=reason_of(err))
-        _append_failure(session, key, request, action, err, {"attempt": attempt_id})
+        _append_failure(session, key, request, action, err, {"attempt": attempt_id, **details})
 
 
 def record_failure(

@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from sqlmodel import select
 
 from governance import ledger
-from governance.batches import BatchMeta, drop_batch
+from governance.batches import READY_MARKER, BatchMeta, drop_batch
 from governance.catalog import Catalog, make_engine
 from governance.catalog.models import VersionRow
 from governance.config import DEFAULT_TRANSFORM_PACKAGES, Settings
@@ -353,6 +353,11 @@ class Prepared:
         # A checkpoint file was last written as the build ended: for what comes next, just now.
         for checkpoints in prepared.rglob("checkpoints.jsonl"):
             os.utime(into / checkpoints.relative_to(prepared))
+        # A copied batch's files changed after its `_READY`, as they were copied: marked ready again,
+        # keeping the modification time that orders the batches.
+        for ready in prepared.rglob(READY_MARKER):
+            copied = into / ready.relative_to(prepared)
+            os.utime(copied, ns=(copied.stat().st_atime_ns, copied.stat().st_mtime_ns))
         return self.made[name]
 
     def home(self, settings: Settings, name: str, build: Callable[[Settings], None]) -> None:

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import grp
 import hashlib
 import os
+import pwd
+import struct
+import subprocess
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
@@ -15,6 +20,7 @@ from sqlmodel import select
 from governance import ledger
 from governance.access.settings import pinned_settings
 from governance.api import PASSWORD_VARIABLE
+from governance.batches import READY_MARKER
 from governance.catalog import Catalog
 from governance.catalog.models import VersionRow
 from governance.cli import run
@@ -77,6 +83,64 @@ def os_user_is(settings: Settings, user: str) -> None:
     """Pin the `os_users` setting of the home of `settings` at its first use: the OS user running
     the tests, who makes every DropZone folder, is `user` in the directory."""
     pinned_settings(Catalog.from_settings(settings, {}), replace(settings, os_users=f"{os_user()}={user}"), {})
+
+
+# Another OS user than the one running the tests, and a group they may be given: real accounts of the machine.
+OTHER_USER = "nobody"
+SHARED_GROUP = "users"
+
+
+def given_to(path: Path, user: str = OTHER_USER, group: str | None = None) -> None:
+    """`path` given to OS user `user` (and `group`), as only root can: as if they had made it."""
+    account = pwd.getpwnam(user)
+    os.chown(path, account.pw_uid, grp.getgrnam(group).gr_gid if group else account.pw_gid, follow_symlinks=False)
+
+
+def written_as(user: str, path: Path, content: bytes, *, groups: Sequence[str] = ()) -> None:
+    """`path` rewritten in place by a process of OS user `user`, a member of `groups` too, with
+    their rights only. The process starts in the file's folder: the folders above it may be closed
+    to them, as pytest's are."""
+    account = pwd.getpwnam(user)
+    subprocess.run(
+        ["/bin/sh", "-c", 'cat > "$1"', "sh", path.name],
+        input=content,
+        cwd=path.parent,
+        user=account.pw_uid,
+        group=account.pw_gid,
+        extra_groups=[grp.getgrnam(name).gr_gid for name in groups],
+        check=True,
+    )
+
+
+def after_the_mark(folder: Path, by_ns: int = 20_000_000) -> None:
+    """Wait until a change would be stamped at least `by_ns` later than `folder`'s `_READY`: change
+    times may come from a clock that moves only every few milliseconds."""
+    marked = (folder / READY_MARKER).stat().st_ctime_ns
+    while time.time_ns() < marked + by_ns:
+        time.sleep(0.005)
+
+
+def rewritten_as_it_was_dated(path: Path, content: bytes) -> None:
+    """`path` rewritten in place by its owner, its modification time then set back as it was."""
+    before = path.stat()
+    path.write_bytes(content)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def acl_granting_write(path: Path, user: str) -> None:
+    """A POSIX ACL on `path` that lets OS user `user` write it, as `setfacl -m u:USER:rw` sets one:
+    the owner's, group's and others' entries as the mode has them, the user's, and a mask of rw."""
+    mode, unset = path.stat().st_mode, 0xFFFFFFFF
+    entries = [
+        (0x01, (mode >> 6) & 7, unset),  # the owner
+        (0x02, 6, pwd.getpwnam(user).pw_uid),  # the named user
+        (0x04, (mode >> 3) & 7, unset),  # the owning group
+        (0x10, 6, unset),  # the mask: the most any named entry or the group may have
+        (0x20, mode & 7, unset),  # others
+    ]
+    os.setxattr(
+        path, "system.posix_acl_access", struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries)
+    )
 
 
 def verify_ledger(catalog: Catalog) -> ledger.Verification:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from governance.batches import TextScan, drop_batch, open_batch, scan_batch
+from governance.batches import TextScan, drop_batch, mark_ready, open_batch, scan_batch
 from governance.errors import BatchError
 from governance.zones import AssetKey, Lake
 from tests.helpers import alias_bomb
@@ -71,6 +71,7 @@ def batch_with_meta(lake: Lake, meta: str | bytes) -> Path:
     folder = drop_batch(lake, PEOPLE, "b1", {"p.csv": b"id,name,score\n1,ann,1.5\n"})
     path = folder / "_batch.yaml"
     path.write_bytes(meta.encode() if isinstance(meta, str) else meta)
+    mark_ready(folder)
     return path
 
 

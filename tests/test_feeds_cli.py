@@ -18,6 +18,7 @@ import pytest
 
 from assets.launch import instance_for
 from governance import ledger
+from governance.batches import mark_ready
 from governance.errors import DuplicateBatch
 from governance.feeds.store import FeedStore
 from governance.ingest import ingest
@@ -196,6 +197,7 @@ def ingested_hour(tmp_path: Path, spark, catalog, lake, settings, fmt: str = "js
 def test_an_hours_answers_dropped_again_are_the_same_files(tmp_path: Path, spark, catalog, lake, settings):
     spec, batch_id = ingested_hour(tmp_path, spark, catalog, lake, settings)
     shutil.copytree(lake.batch_dir(KEY, batch_id), lake.batch_dir(KEY, "2026-11-23T14_again"))
+    mark_ready(lake.batch_dir(KEY, "2026-11-23T14_again"))
     with pytest.raises(DuplicateBatch, match=f"has the same files as batch '{batch_id}'"):
         ingest(spark, catalog, lake, spec, RunRequest(requested_by="bob"), batch_id="2026-11-23T14_again")
 
@@ -207,6 +209,7 @@ def test_a_raw_feeds_answer_fetched_at_another_time_is_another_row(tmp_path: Pat
     [download] = [path for path in again.iterdir() if not path.name.startswith("_")]
     later = make_download(HOUR_START + timedelta(minutes=5), download.read_bytes())[0]
     download.rename(again / later)
+    mark_ready(again)
     row = ingest(spark, catalog, lake, spec, RunRequest(requested_by="bob"), batch_id=again.name)
     assert [r.file for r in spark.read.parquet(str(lake.at(row.path))).collect()] == [later]
 

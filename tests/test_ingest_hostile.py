@@ -296,9 +296,8 @@ def refusal(lake, tmp_path, kind):
     """Drop a batch that is refused before anything is staged; return its id."""
     if kind == "no ready batch":
         return None
-    folder = drop(
-        lake, "t/people", "b1", {} if kind in ("empty batch", "symlink", "sub-folder") else {"p.csv": GOOD_CSV}
-    )
+    files = {"p.csv": b"id,nom,score\n1,a,1.5\n" if kind == "bad header" else GOOD_CSV}
+    folder = drop(lake, "t/people", "b1", {} if kind in ("empty batch", "symlink", "sub-folder") else files)
     if kind == "symlink":
         outside = tmp_path / "outside.csv"
         outside.write_bytes(GOOD_CSV)
@@ -309,8 +308,6 @@ def refusal(lake, tmp_path, kind):
         (folder / "_batch.yaml").write_text("who: bob\n")
     elif kind == "not ready":
         (folder / "_READY").unlink()
-    elif kind == "bad header":
-        (folder / "p.csv").write_bytes(b"id,nom,score\n1,a,1.5\n")
     return "b1"
 
 

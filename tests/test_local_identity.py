@@ -11,11 +11,14 @@ import pytest
 
 from governance.access.policy import Identity
 from governance.api import Custody
+from governance.batches import mark_ready
 from governance.catalog import Catalog
 from governance.config import Settings
 from governance.errors import AccessDenied
 from governance.runs import Assurance, os_user
-from tests.helpers import cli, execute
+from governance.zones import Lake
+from tests.conftest import drop
+from tests.helpers import OTHER_USER, cli, execute, given_to
 
 
 def ledger_of(capsys, action: str) -> list[dict]:
@@ -114,3 +117,43 @@ def test_a_catalog_pinned_before_the_mapping_existed_pins_it_empty_whatever_the_
     assert code == 0 and json.loads(out)["settings"]["os_users"]["value"] == ""
     code, _, err = cli(capsys, "read", "sales/products")
     assert code == 3 and f"CUSTODY_OS_USERS={os_user()}=alice disagrees with the os_users pinned" in err
+
+
+PRODUCTS_CSV = b"product_id,product_name,category,unit_price\nP7,Ink,office,3.25\n"
+
+
+@pytest.fixture
+def bob_at_the_keyboard(landed, capsys) -> Settings:
+    """The products landed; the OS user running the tests is bob, a producer, and the OS user nobody
+    is alice."""
+    mapping = f"{os_user()}=bob,{OTHER_USER}=alice"
+    assert cli(capsys, "settings", "set", "os_users", mapping, "--by", "alice")[0] == 0
+    return landed
+
+
+def test_ingesting_a_batch_another_os_user_made_records_the_requester_and_the_batch_s_owner(
+    bob_at_the_keyboard, capsys
+):
+    folder = drop(Lake(bob_at_the_keyboard.lake), "sales/products", "alices", {"products.csv": PRODUCTS_CSV})
+    for path in (folder, *folder.iterdir()):
+        given_to(path)
+    mark_ready(folder)
+    code, _, err = cli(capsys, "ingest", "sales/products", "--batch", "alices")
+    assert code == 0, err
+    for action in ("ingestion.requested", "ingestion.committed"):
+        entry = ledger_of(capsys, action)[-1]
+        assert (entry["actor"], entry["assurance"]) == ("bob", "verified")
+        assert (entry["details"]["batch"], entry["details"]["batch_owner"]) == ("alices", "alice")
+
+
+def test_a_batch_holding_a_file_another_os_user_owns_is_refused_to_whoever_ingests_it(bob_at_the_keyboard, capsys):
+    folder = drop(Lake(bob_at_the_keyboard.lake), "sales/products", "b1", {"products.csv": PRODUCTS_CSV})
+    given_to(folder / "products.csv")
+    mark_ready(folder)
+    before = cli(capsys, "versions", "sales/products", "--json")[1]
+    code, out, err = cli(capsys, "ingest", "sales/products", "--batch", "b1")
+    reason = f"{folder / 'products.csv'} is owned by {OTHER_USER}, not by {os_user()} who owns the batch's folder"
+    assert (code, err.splitlines()[-1]) == (1, f"error: sales/products: {reason}"), out
+    failed = ledger_of(capsys, "ingestion.failed")[-1]
+    assert (failed["actor"], failed["details"]["error"]) == ("bob", reason)
+    assert cli(capsys, "versions", "sales/products", "--json")[1] == before

@@ -1,10 +1,12 @@
 """The DropZone sensor: one ingestion run per ready batch, for the owner of the batch's folder as the
 directory knows them (the OS user running the tests, mapped to bob, the producer, unless a test says
-otherwise); `_batch.yaml` naming anyone else is refused; refusals recorded once."""
+otherwise); `_batch.yaml` naming anyone else, or a file that is not the folder owner's alone or changed
+after `_READY`, is refused; refusals recorded once."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import dagster as dg
@@ -17,17 +19,29 @@ from assets.sensors import SENSOR
 from governance import ledger
 from governance.access.policy import Identity
 from governance.access.settings import change_setting
-from governance.batches import READY_MARKER, batch_stamp
+from governance.batches import READY_MARKER, batch_stamp, mark_ready
 from governance.config import Settings
 from governance.demo import PRODUCTS, drop_demo_batches
-from governance.errors import InvalidInput
-from governance.runs import Assurance, os_user
+from governance.errors import BatchError, InvalidInput
+from governance.ingest import ingest
+from governance.runs import Assurance, RunRequest, os_user
 from tests.conftest import drop
-from tests.helpers import os_user_is
+from tests.helpers import (
+    OTHER_USER,
+    SHARED_GROUP,
+    after_the_mark,
+    assert_nothing_committed,
+    given_to,
+    os_user_is,
+    rewritten_as_it_was_dated,
+    written_as,
+)
 
 CSV = b"product_id,product_name,category,unit_price\nP1,Pen,office,1.50\n"
 # A price that is no number: its row is quarantined, over the products' max_bad_fraction of 0.
 BAD_CSV = b"product_id,product_name,category,unit_price\nP1,Pen,office,cheap\n"
+# What another user puts in a batch that is not theirs: the same size, other rows.
+THEIR_CSV = b"product_id,product_name,category,unit_price\nP9,Gun,office,0.01\n"
 
 
 @pytest.fixture(autouse=True)
@@ -235,3 +249,63 @@ def test_a_tick_says_it_skips_a_batch_whose_run_failed_until_its_producer_touche
         f"sales/products/b1: its run {failed.run_id} ended FAILURE (see its log); fix the batch, then touch "
         "_READY to ingest it again; no new ready batch; 0 refused batch(es) wait for a fix"
     )
+
+
+def ingestion_failures(catalog) -> list[tuple[str, str]]:
+    with catalog.session() as session:
+        found = ledger.entries(session, ledger.LedgerFilter(action=ledger.Action.INGESTION_FAILED))
+    return [(e.actor, json.loads(e.details)["error"]) for e in found]
+
+
+def test_a_batch_holding_a_file_another_os_user_owns_is_refused_in_the_ledger(catalog, lake, evaluate):
+    folder = drop(lake, "sales/products", "b1", {"products.csv": CSV})
+    given_to(folder / "products.csv")
+    mark_ready(folder)
+    requests, skip = evaluate()
+    assert requests == [] and skip == "no new ready batch; 1 refused batch(es) wait for a fix"
+    reason = f"{folder / 'products.csv'} is owned by {OTHER_USER}, not by {os_user()} who owns the batch's folder"
+    assert refusals(catalog) == [("anonymous", "b1", reason)]
+
+
+def test_a_batch_changed_after_its_run_was_requested_fails_that_run_and_lands_nothing(catalog, lake, evaluate, launch):
+    folder = drop(lake, "sales/products", "b1", {"products.csv": CSV})
+    [request] = evaluate()[0]
+    after_the_mark(folder)
+    rewritten_as_it_was_dated(folder / "products.csv", THEIR_CSV)
+    assert not launch(request).success
+    reason = (
+        f"{folder / 'products.csv'} changed after the batch was marked ready: touch {folder / READY_MARKER} "
+        "again once the batch is complete"
+    )
+    assert ingestion_failures(catalog) == [("bob", reason)]
+    assert_nothing_committed(catalog, lake, "sales/products")
+
+
+def test_a_ready_batch_a_group_member_rewrites_in_a_group_writable_dropzone_is_refused_by_the_sensor_and_ingestion(
+    spark, catalog, lake, demo_specs, evaluate
+):
+    """Root, bob in the directory, drops a batch in a DropZone its group shares, leaving its data file
+    writable by the group, as a umask of 002 does; nobody, a member of the group, then rewrites it."""
+    dropzone = lake.drop_dir(PRODUCTS)
+    dropzone.mkdir(parents=True)
+    given_to(dropzone, os_user(), SHARED_GROUP)
+    dropzone.chmod(0o2775)
+    folder = drop(lake, "sales/products", "b1", {"products.csv": CSV})
+    (folder / "products.csv").chmod(0o664)
+    mark_ready(folder)
+    after_the_mark(folder)
+    written_as(OTHER_USER, folder / "products.csv", THEIR_CSV, groups=[SHARED_GROUP])
+    assert (folder / "products.csv").read_bytes() == THEIR_CSV
+    assert os.stat(folder / "products.csv").st_uid == os.getuid()
+    reason = (
+        f"{folder / 'products.csv'} is writable by its group ({SHARED_GROUP}): a batch's files must be "
+        "writable by their owner alone, so who wrote them is known"
+    )
+
+    assert evaluate()[0] == []
+    assert refusals(catalog) == [("anonymous", "b1", reason)]
+    with pytest.raises(BatchError) as refused:
+        ingest(spark, catalog, lake, demo_specs[PRODUCTS], RunRequest(requested_by="bob"), batch_id="b1")
+    assert str(refused.value) == reason
+    assert ingestion_failures(catalog) == [("bob", reason)]
+    assert_nothing_committed(catalog, lake, "sales/products")

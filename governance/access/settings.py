@@ -186,6 +186,14 @@ def open_policy(
     return policy_of(values, environ, settings.home, directories)
 
 
+def pinned_os_users(catalog: Catalog) -> dict[str, str]:
+    """The pinned `os_users` mapping, read without opening the directory, to name an OS user where
+    nothing is decided by it; before it is pinned, each OS user is the directory user of that name."""
+    with catalog.reading() as session:
+        found = _read_pinned(session).get("os_users")
+    return parse_os_users(found.value) if found else {}
+
+
 def policy_of(
     values: Mapping[str, str], environ: Mapping[str, str], home: Path, directories: Opener = open_directory
 ) -> Policy:

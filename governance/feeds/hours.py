@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from governance.batches import BATCH_META, READY_MARKER, ready_batches
+from governance.batches import BATCH_META, PRODUCED_FOLDER, READY_MARKER, mark_ready, ready_batches, write_produced
 from governance.catalog import Catalog
 from governance.errors import InvalidInput, NotFound
 from governance.feeds.archive import downloads, read_limit
@@ -81,7 +81,7 @@ def _drop(store: FeedStore, lake: Lake, spec: Spec, key: str, name: str, hour: d
         except NotFound:
             return None
         staging = folder / "batch"
-        staging.mkdir()
+        staging.mkdir(PRODUCED_FOLDER)
         count, repeats, previous = 0, 0, None
         # Members come in name order, which is time order: a body that repeats the one before
         # is the same answer fetched by two replicas, as each collector skips its own repeats.
@@ -89,7 +89,7 @@ def _drop(store: FeedStore, lake: Lake, spec: Spec, key: str, name: str, hour: d
             if download.digest == previous:
                 repeats += 1
                 continue
-            (staging / download.name).write_bytes(data)
+            write_produced(staging / download.name, data)
             previous = download.digest
             count += 1
         left_out = f"; {repeats} repeated answer{'' if repeats == 1 else 's'} of replicas left out" if repeats else ""
@@ -98,14 +98,17 @@ def _drop(store: FeedStore, lake: Lake, spec: Spec, key: str, name: str, hour: d
             "label": hour_label(hour),
             "note": f"feed {feed_id(spec.key)}, hour {hour_label(hour)}, archive {name}{left_out}",
         }
-        (staging / BATCH_META).write_text(yaml.safe_dump(meta, sort_keys=True), encoding="utf-8")
-        (staging / READY_MARKER).touch()
+        write_produced(staging / BATCH_META, yaml.safe_dump(meta, sort_keys=True).encode())
+        mark_ready(staging)
         try:
             os.rename(staging, lake.batch_dir(spec.key, batch_id))
         except OSError:
             if lake.batch_dir(spec.key, batch_id).exists():
                 return None
             raise
+        # Moved into place, the folder changed after its mark: marked again, as it stands. Marked
+        # before too, so that a process killed in between leaves a batch whose refusal says so.
+        mark_ready(lake.batch_dir(spec.key, batch_id))
         return count
 
 
