@@ -46,7 +46,8 @@ class ApiRuns:
         body = json.dumps({"query": LAUNCH, "variables": {"params": params}}).encode()
         try:
             status, said = await asyncio.wait_for(
-                _post(self.ui, "/graphql", body, signed_principal(principal, self.keys)), LAUNCH_SECONDS
+                _post(self.ui, "/graphql", body, signed_principal(principal, self.keys, method="POST", body=body)),
+                LAUNCH_SECONDS,
             )
         except TimeoutError as err:
             raise ServiceUnavailable(f"Dagster's webserver did not answer the launch in {LAUNCH_SECONDS} s") from err
@@ -98,6 +99,10 @@ class ApiRuns:
             versions=outcome.versions if outcome else (),
             failures=outcome.failures if outcome else (),
         )
+
+    def requested_by(self, run_id: str) -> str | None:
+        run = self.instance.get_run_by_id(run_id)
+        return run.tags.get(REQUESTED_BY_TAG) if run is not None else None
 
 
 def _launched(status: int, said: bytes) -> dict[str, Any]:

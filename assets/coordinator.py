@@ -11,11 +11,10 @@ from __future__ import annotations
 import logging
 import os
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import dagster as dg
 
@@ -36,20 +35,23 @@ from assets.dagster_internals import (
     SqlRunStorage,
     TagConcurrencyLimitsCounter,
     UserFacingGraphQLError,
-    WorkspaceRequestContext,
     serialize_value,
 )
-from assets.dagster_internals import PARENT_RUN_ID_TAG as PARENT_RUN_TAG
-from assets.factory import LAUNCH_TAG, REQUESTED_BY_TAG, backfill_launch, channel, requester
+from assets.factory import REQUESTED_BY_TAG, channel
+from assets.launchers import (
+    Deciding,
+    Launcher,
+    SignedLaunch,
+    Taken,
+    established,
+    launched_by,
+    launched_how,
+    refuse_unsigned,
+    signed_in,
+)
 from assets.runs import PROCESS_TAGS
-from governance.access.guard import ANONYMOUS, enforce, record
-from governance.access.policy import Decision, Identity, Verb
-from governance.catalog import Catalog
-from governance.errors import CustodyError, NotFound, NotSignedIn, shown
+from governance.errors import CustodyError, NotFound, NotSignedIn
 from governance.locks import file_lock
-from governance.runs import Assurance
-from governance.service.principal import PRINCIPAL_HEADER, principal_from
-from governance.service.sessions import Principal
 from governance.spec import Spec, SpecSet, load_valid_specs
 from governance.zones import AssetKey
 from resources import CustodyResource
@@ -87,6 +89,7 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
         self._domain_limits = dict(domain_max_concurrent_runs or {})
         self._limits_for: tuple[tuple[str, int, int], ...] | None = None
         self._limits: list[dict[str, Any]] = []
+        self._taken = Taken()
 
     @classmethod
     def config_type(cls) -> dict[str, dg.Field]:
@@ -158,15 +161,15 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
         catalog = self.custody.catalog
         policy = self.custody.policy()
         try:
-            if isinstance(launcher, Principal):
-                identity = signed_in(catalog, run, launcher)
+            if isinstance(launcher, SignedLaunch):
+                identity = signed_in(catalog, run, launcher, self._taken)
+                how = launched_how(launcher.principal)
             elif isinstance(launcher, NotSignedIn):
                 refuse_unsigned(catalog, run, launcher)
             else:
                 landing = writes[0] if len(writes) == 1 and writes[0].is_landing else None
-                launch = backfill_launch(self._instance, run.tags)
-                identity = requester(catalog, self.custody.lake, policy, run.run_id, run.tags, landing, launch)
-            how = launched_how(launcher) if isinstance(launcher, Principal) else channel(run.tags)
+                identity = established(Deciding(self._instance, catalog, policy, self.custody.lake), run, landing)
+                how = channel(run.tags)
             authorize_run(catalog, policy, identity, specs, writes, checked, run.run_id, how)
             request = RunRequest(requested_by=identity.user, run_id=run.run_id, assurance=identity.assurance)
             for spec in awaiting_a_batch(run, writes):
@@ -176,23 +179,6 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
         # The tag names whoever the run was decided for: its steps, run by the daemon's workers,
         # hold the run to them.
         return {REQUESTED_BY_TAG: identity.user, **concurrency_tags(writes)}
-
-    def backfill_tags(self, principal: Principal | None) -> dict[str, str]:
-        """The tags a backfill launched from the UI gives each of its runs, which the daemon submits
-        later: its launcher, and the id of the ledger entry that says they launched it signed in. The
-        webserver puts them over any tags the launcher typed; without a signed-in launcher they are
-        empty, and the backfill's runs name nobody verified."""
-        if principal is None:
-            return {REQUESTED_BY_TAG: "", LAUNCH_TAG: ""}
-        launch = str(uuid.uuid4())
-        identity = Identity(principal.user, Assurance.VERIFIED, principal.method, principal.channel)
-        reason = f"{principal.user} launched a backfill signed in to the UI ({principal.method})"
-        catalog = self.custody.catalog
-        try:
-            enforce(catalog, Decision(identity, Verb.SESSION, None, True, reason), launch, launched_how(principal))
-        finally:
-            catalog.checkpoint()
-        return {REQUESTED_BY_TAG: principal.user, LAUNCH_TAG: launch}
 
     def specs(self) -> SpecSet:
         """The valid specs: the code location shows a broken one as an asset no run can select."""
@@ -223,59 +209,6 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
             ]
             self._limits_for = stamp
         return self._limits
-
-
-# Who launched a run being submitted: a user signed in to the UI, or a caller of the service's API
-# (whose run it submits through the webserver); a request that carries no signed principal (the
-# webserver served without Custody's login); or None, a process that is no webserver: the daemon
-# (a sensor, a schedule or a backfill), or the CLI, whose runs name their requester by tags.
-Launcher = Principal | NotSignedIn | None
-
-
-def launched_by(context: dg.SubmitRunContext) -> Launcher:
-    """Who launched the run `context` submits. Only the webserver submits in answer to a request;
-    the daemon's submissions answer none."""
-    if not isinstance(context.workspace, WorkspaceRequestContext) or context.workspace.source is None:
-        return None
-    principal = principal_from(context.get_request_header(PRINCIPAL_HEADER))
-    if principal is None:
-        return NotSignedIn(
-            "the Dagster UI launches runs only for a signed-in user: open it through `custody serve` "
-            "(`make ui`) and sign in"
-        )
-    return principal
-
-
-def signed_in(catalog: Catalog, run: dg.DagsterRun, principal: Principal) -> Identity:
-    """The signed-in user the run is for, verified, recorded as a `session` decision of the run. A
-    requester tag that names someone else is refused, but on a re-execution, which copied its parent's."""
-    identity = Identity(principal.user, Assurance.VERIFIED, principal.method, principal.channel)
-    details = launched_how(principal)
-    tagged = run.tags.get(REQUESTED_BY_TAG)
-    if tagged and tagged != principal.user and PARENT_RUN_TAG not in run.tags:
-        reason = (
-            f"the run's {REQUESTED_BY_TAG} tag names {shown(tagged)}, but {principal.user} launched it: "
-            "a run is for the signed-in user who launches it"
-        )
-        enforce(catalog, Decision(identity, Verb.SESSION, None, False, reason), run.run_id, details)
-    where = "signed in to the UI" if principal.channel == "ui" else f"through the {principal.channel}"
-    reason = f"{principal.user} launched the run {where} ({principal.method})"
-    enforce(catalog, Decision(identity, Verb.SESSION, None, True, reason), run.run_id, details)
-    return identity
-
-
-def launched_how(principal: Principal) -> dict[str, str]:
-    """What the ledger keeps of how a run launched from the UI, or asked of the API, reached us."""
-    return {"channel": principal.channel, "method": principal.method, "session": principal.reference}
-
-
-def refuse_unsigned(catalog: Catalog, run: dg.DagsterRun, refusal: NotSignedIn) -> NoReturn:
-    """Record the refusal of a run launched without a proven user, as anonymous: the name its tag
-    claims is only kept beside."""
-    decision = Decision(Identity(ANONYMOUS, Assurance.NONE), Verb.SESSION, None, False, str(refusal))
-    claimed = run.tags.get(REQUESTED_BY_TAG)
-    record(catalog, decision, run.run_id, {"channel": "ui", **({"claimed": shown(claimed)} if claimed else {})})
-    raise refusal
 
 
 class _RefusalsSaid(logging.Filter):

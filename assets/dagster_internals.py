@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from dagster._core.definitions.job_base import InMemoryJob
     from dagster._core.definitions.metadata import RawMetadataValue
     from dagster._core.definitions.reconstruct import ReconstructableRepository
+    from dagster._core.definitions.run_request import InstigatorType
     from dagster._core.events import DagsterEvent, DagsterEventType
     from dagster._core.execution.api import (
         ExecuteRunWithPlanIterable,
@@ -45,12 +46,22 @@ if TYPE_CHECKING:
         RemoteRepositoryOrigin,
     )
     from dagster._core.run_coordinator.queued_run_coordinator import RunQueueConfig
+    from dagster._core.scheduler.instigation import TickData, TickStatus
     from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES, RunsFilter
     from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
     from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
     from dagster._core.storage.runs.schema import RunsTable, RunTagsTable
     from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
-    from dagster._core.storage.tags import PARENT_RUN_ID_TAG, PARTITION_NAME_TAG, RUN_KEY_TAG, SENSOR_NAME_TAG
+    from dagster._core.storage.tags import (
+        BACKFILL_ID_TAG,
+        PARENT_RUN_ID_TAG,
+        PARTITION_NAME_TAG,
+        RUN_KEY_TAG,
+        SCHEDULE_NAME_TAG,
+        SCHEDULED_EXECUTION_TIME_TAG,
+        SENSOR_NAME_TAG,
+        TICK_ID_TAG,
+    )
     from dagster._core.test_utils import freeze_time
     from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
     from dagster._core.workspace.context import WorkspaceProcessContext, WorkspaceRequestContext
@@ -65,7 +76,7 @@ if TYPE_CHECKING:
 
 # Each name, and the module and name it comes from.
 WHERE: dict[str, tuple[str, str]] = {
-    # The tests' own: Dagster's freshness evaluation and health model on a frozen clock, and staleness.
+    # The tests' own: a tick as the daemon writes one; Dagster's freshness evaluation and health model on a frozen clock, and staleness.
     "AssetFreshnessHealthState": (
         "dagster._core.definitions.asset_health.asset_freshness_health",
         "AssetFreshnessHealthState",
@@ -80,6 +91,7 @@ WHERE: dict[str, tuple[str, str]] = {
     "freeze_time": ("dagster._core.test_utils", "freeze_time"),
     "AssetCheckExecutionsTable": ("dagster._core.storage.event_log.schema", "AssetCheckExecutionsTable"),
     "AssetGraph": ("dagster._core.definitions.assets.graph.asset_graph", "AssetGraph"),
+    "BACKFILL_ID_TAG": ("dagster._core.storage.tags", "BACKFILL_ID_TAG"),
     "BulkActionsFilter": ("dagster._core.execution.backfill", "BulkActionsFilter"),
     "ConfigurableClassData": ("dagster._serdes", "ConfigurableClassData"),
     "DagsterEvent": ("dagster._core.events", "DagsterEvent"),
@@ -89,6 +101,7 @@ WHERE: dict[str, tuple[str, str]] = {
     "GraphenePythonError": ("dagster_graphql.schema.errors", "GraphenePythonError"),
     "IN_PROGRESS_RUN_STATUSES": ("dagster._core.storage.dagster_run", "IN_PROGRESS_RUN_STATUSES"),
     "InMemoryJob": ("dagster._core.definitions.job_base", "InMemoryJob"),
+    "InstigatorType": ("dagster._core.definitions.run_request", "InstigatorType"),
     "LOG_RECORD_METADATA_ATTR": ("dagster._core.log_manager", "LOG_RECORD_METADATA_ATTR"),
     "LoadableTargetOrigin": ("dagster._core.types.loadable_target_origin", "LoadableTargetOrigin"),
     "ManagedGrpcPythonEnvCodeLocationOrigin": ("dagster._core.remote_origin", "ManagedGrpcPythonEnvCodeLocationOrigin"),
@@ -107,11 +120,16 @@ WHERE: dict[str, tuple[str, str]] = {
     "RunTagsTable": ("dagster._core.storage.runs.schema", "RunTagsTable"),
     "RunsFilter": ("dagster._core.storage.dagster_run", "RunsFilter"),
     "RunsTable": ("dagster._core.storage.runs.schema", "RunsTable"),
+    "SCHEDULE_NAME_TAG": ("dagster._core.storage.tags", "SCHEDULE_NAME_TAG"),
+    "SCHEDULED_EXECUTION_TIME_TAG": ("dagster._core.storage.tags", "SCHEDULED_EXECUTION_TIME_TAG"),
     "SENSOR_NAME_TAG": ("dagster._core.storage.tags", "SENSOR_NAME_TAG"),
     "SerializableErrorInfo": ("dagster._utils.error", "SerializableErrorInfo"),
     "SqlEventLogStorage": ("dagster._core.storage.event_log.sql_event_log", "SqlEventLogStorage"),
     "SqlRunStorage": ("dagster._core.storage.runs.sql_run_storage", "SqlRunStorage"),
+    "TICK_ID_TAG": ("dagster._core.storage.tags", "TICK_ID_TAG"),
     "TagConcurrencyLimitsCounter": ("dagster._utils.tags", "TagConcurrencyLimitsCounter"),
+    "TickData": ("dagster._core.scheduler.instigation", "TickData"),
+    "TickStatus": ("dagster._core.scheduler.instigation", "TickStatus"),
     "UserFacingGraphQLError": ("dagster_graphql.implementation.utils", "UserFacingGraphQLError"),
     "WorkspaceFileTarget": ("dagster._core.workspace.load_target", "WorkspaceFileTarget"),
     "WorkspaceProcessContext": ("dagster._core.workspace.context", "WorkspaceProcessContext"),
@@ -127,12 +145,16 @@ WHERE: dict[str, tuple[str, str]] = {
     "webserver_version": ("dagster_webserver.version", "__version__"),
 }
 __all__ = [
+    "BACKFILL_ID_TAG",
     "IN_PROGRESS_RUN_STATUSES",
     "LOG_RECORD_METADATA_ATTR",
     "PARENT_RUN_ID_TAG",
     "PARTITION_NAME_TAG",
     "RUN_KEY_TAG",
+    "SCHEDULED_EXECUTION_TIME_TAG",
+    "SCHEDULE_NAME_TAG",
     "SENSOR_NAME_TAG",
+    "TICK_ID_TAG",
     "AssetCheckExecutionsTable",
     "AssetFreshnessHealthState",
     "AssetGraph",
@@ -146,6 +168,7 @@ __all__ = [
     "ExecutionPlan",
     "GraphenePythonError",
     "InMemoryJob",
+    "InstigatorType",
     "LoadableTargetOrigin",
     "LoadingContextForTest",
     "ManagedGrpcPythonEnvCodeLocationOrigin",
@@ -162,6 +185,8 @@ __all__ = [
     "SqlEventLogStorage",
     "SqlRunStorage",
     "TagConcurrencyLimitsCounter",
+    "TickData",
+    "TickStatus",
     "TimeWindowFreshnessPolicyEvaluator",
     "UserFacingGraphQLError",
     "WorkspaceFileTarget",

@@ -32,16 +32,12 @@ if TYPE_CHECKING:
 
 REQUESTED_BY_TAG = "custody/requested_by"
 PARTITION_FORMAT = "%Y-%m-%d-%H:%M"
-# Runs a schedule launched: they are for the service account its daemon runs as. The DropZone
-# sensor's runs are for the owner of their batch's folder (see `requester`); the sensor is their channel.
+# What a schedule's or a sensor's runs carry: their channel in the ledger (who they are for is
+# established as they are submitted: assets/launchers.py).
 SYSTEM_TAGS = ("dagster/schedule_name",)
 SENSOR_TAG = "dagster/sensor_name"
 # The DropZone batch a sensor's run ingests.
 BATCH_TAG = "custody/batch"
-# The runs of a backfill launched from the UI: the id of the ledger entry that says who launched it.
-LAUNCH_TAG = "custody/launch"
-BACKFILL_TAG = "dagster/backfill"
-PARENT_BACKFILL_TAG = "dagster/parent_backfill_id"
 KINDS = {"spark", "parquet"}
 INGEST_RETRY = dg.RetryPolicy(max_retries=2, delay=2, backoff=dg.Backoff.EXPONENTIAL)
 TRANSIENT = (ConnectionError, TimeoutError)
@@ -343,8 +339,7 @@ def checked_request(
     tags = context.run.tags
     landing = spec if inputs is None else None
     policy = custody.policy()
-    launch = backfill_launch(context.instance, tags)
-    identity = requester(custody.catalog, custody.lake, policy, context.run_id, tags, landing, launch)
+    identity = requester(custody.catalog, custody.lake, policy, context.run_id, tags, landing)
     request = run_request(context, spec, identity)
     pins = pinnable(custody.catalog, spec, request) if inputs is not None else {}
     authorize_step(
@@ -361,66 +356,33 @@ def checked_request(
 
 
 def requester(
-    catalog: "Catalog",
-    lake: "Lake",
-    policy: "Policy",
-    run_id: str,
-    tags: "Mapping[str, str]",
-    landing: Spec | None,
-    launch: str | None = None,
+    catalog: "Catalog", lake: "Lake", policy: "Policy", run_id: str, tags: "Mapping[str, str]", landing: Spec | None
 ) -> "Identity":
-    """Who a run is for. Whoever the CLI, the UI or the API verified for this very run; else a
-    backfill's run, given the `launch` its backfill was launched by (see `backfill_launch`), for the
-    user that launch's ledger entry verified; a schedule's run, for the service account its daemon
-    runs as; a run the DropZone sensor launched for a batch of `landing`, for the owner of
-    the batch's folder when its requester tag names them; any other run is as its tag asserts."""
-    from governance.access.guard import run_identity
-    from governance.runs import Assurance
+    """Who a run is for: whoever the launch that submitted it established, as recorded under the
+    run's own id (the CLI's check of its user, a signed-in session, the launcher of a backfill, a
+    schedule's tick, the owner of a batch the DropZone sensor saw: assets/launchers.py). A run
+    executed without being submitted is as its tag asserts. A batch's owner is established again,
+    for the batch as it is now: one that is someone else's now is refused, and one that establishes
+    nobody is left for its ingestion to refuse, with the reason, when it opens it."""
+    from governance.access.guard import enforce, run_identity
+    from governance.access.policy import Decision, Verb
+    from governance.dropzone import FOLDER_OWNER, batch_requester
 
-    tagged = tags.get(REQUESTED_BY_TAG)
-    found = run_identity(catalog, run_id, tagged)
-    if found.assurance is Assurance.VERIFIED:
-        return found
-    if launch is not None:
-        return run_identity(catalog, launch, tagged)
-    if any(tag in tags for tag in SYSTEM_TAGS):
-        from governance.access.local import scheduled
-
-        return scheduled(catalog, policy, run_id, tagged)
+    found = run_identity(catalog, run_id, tags.get(REQUESTED_BY_TAG))
     batch = tags.get(BATCH_TAG)
-    if landing is not None and batch and SENSOR_TAG in tags:
-        from governance.dropzone import batch_requester
-
-        with suppress(CustodyError):  # a batch gone or unreadable: its step refuses it with the reason
-            owner = batch_requester(lake, policy, landing, batch)
-            if owner.user == tagged:
-                return owner
+    if landing is None or not batch or found.method != FOLDER_OWNER:
+        return found
+    try:
+        now = batch_requester(lake, policy, landing, batch)
+    except CustodyError:
+        return found
+    if now.user != found.user:
+        reason = (
+            f"batch {batch} of {landing.key} was seen as {found.user}'s, but it is now "
+            f"{now.origin.removeprefix('folder of ')}'s, {now.user} in the directory"
+        )
+        enforce(catalog, Decision(found, Verb.INGEST, str(landing.key), False, reason), run_id, channel(tags))
     return found
-
-
-def backfill_launch(instance: dg.DagsterInstance, tags: "Mapping[str, str]") -> str | None:
-    """The launch a backfill's run comes from: the `custody/launch` id its tag names, when the
-    backfill its tag names exists and the webserver gave it that id. A retry of a backfill copies
-    its parent's tags, not its launcher's: its runs come from no launch. A resumed backfill is the
-    same backfill, for the same launcher."""
-    backfill_id, launch = tags.get(BACKFILL_TAG), tags.get(LAUNCH_TAG)
-    if not backfill_id or not launch:
-        return None
-    backfill = instance.get_backfill(backfill_id)
-    if backfill is None or backfill.tags.get(LAUNCH_TAG) != launch or PARENT_BACKFILL_TAG in backfill.tags:
-        return None
-    return launch if _first_of_launch(instance, launch) == backfill_id else None
-
-
-def _first_of_launch(instance: dg.DagsterInstance, launch: str) -> str | None:
-    """The backfill a launch id was given to: the first made with it. A webserver served without
-    Custody's request context keeps the tags typed for a backfill, so a later one may copy the id
-    from another's runs; it comes from no launch."""
-    from assets.dagster_internals import BulkActionsFilter
-
-    carrying = instance.get_backfills(filters=BulkActionsFilter(tags={LAUNCH_TAG: launch}))
-    first = min(carrying, key=lambda backfill: (backfill.backfill_timestamp, backfill.backfill_id), default=None)
-    return first.backfill_id if first is not None else None
 
 
 def channel(tags: "Mapping[str, str]") -> dict[str, str]:

@@ -14,14 +14,12 @@ NIGHTLY = "30 2 * * *"
 @dg.op(description="Roll old ledger entries over into segments, then age off what the retention lets go.")
 def maintain_ledger(context: dg.OpExecutionContext, custody: CustodyResource) -> dg.Output[None]:
     # Imported in the step: loading the code location does not need the catalog's tables.
-    from assets.factory import backfill_launch, requester
+    from assets.factory import requester
     from governance.maintenance import maintain
 
     # The schedule's runs are for the service account the daemon runs as; one launched from the UI
     # is for whoever launched it.
-    tags = context.run.tags
-    launch = backfill_launch(context.instance, tags)
-    identity = requester(custody.catalog, custody.lake, custody.policy(), context.run_id, tags, None, launch)
+    identity = requester(custody.catalog, custody.lake, custody.policy(), context.run_id, context.run.tags, None)
     report = maintain(
         custody.catalog,
         custody.settings().ledger_segments,

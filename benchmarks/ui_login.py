@@ -8,8 +8,8 @@ process (as `custody serve` builds it) and served by uvicorn twice on loopback:
   with the login     the service's app (`custody serve`): a session cookie, checked against the
                      catalog on every request, cross-site checks, the principal signed for the run
                      coordinator
-  without it         the same Dagster app behind nothing but the signed principal for bob, added to
-                     every request: the coordinator's decisions and the run are the same
+  without it         the same Dagster app behind nothing but bob's principal signed for each
+                     request, in a session of his: the coordinator's decisions and the run are the same
 
 Dagster's daemon takes the runs off the queue. Each round launches sales/names_and_products through
 each, alternately, with the GraphQL launchRun mutation the Materialize button sends, and waits for
@@ -45,8 +45,9 @@ from governance.cli import run
 from governance.config import Settings
 from governance.demo import demo_password, drop_demo_batches
 from governance.service.app import create_app
+from governance.service.context import replaying, whole_body
 from governance.service.principal import PRINCIPAL_HEADER, signed_principal
-from governance.service.sessions import Principal, SessionSettings
+from governance.service.sessions import Principal, Sessions, SessionSettings, new_session_id
 from governance.zones import Lake
 
 LAUNCH = """mutation($params: ExecutionParams!) { launchRun(executionParams: $params) {
@@ -64,17 +65,21 @@ PARAMS = {
 
 
 class SignedForBob:
-    """The Dagster app with bob's principal signed on every request: the run coordinator's input,
-    without a login in front."""
+    """The Dagster app with bob's principal signed for every request, as the gate signs it: the run
+    coordinator's input, without a login in front."""
 
     def __init__(self, app, principal: Principal):
         self.app = app
-        self.header = (PRINCIPAL_HEADER.encode(), signed_principal(principal).encode())
+        self.principal = principal
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] in ("http", "websocket"):
-            scope = {**scope, "headers": [*scope["headers"], self.header]}
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        body = await whole_body(receive) or b""
+        header = signed_principal(self.principal, method=scope["method"], body=body)
+        scope = {**scope, "headers": [*scope["headers"], (PRINCIPAL_HEADER.encode(), header.encode())]}
+        await self.app(scope, replaying(body, receive), send)
 
 
 def serve(app) -> tuple[uvicorn.Server, str]:
@@ -150,7 +155,8 @@ def main() -> None:
         custody = Custody(settings)
         with dagster_daemon(settings, ROOT / "workspace.yaml"), dagster_ui(settings, ROOT / "workspace.yaml") as ui:
             login, with_login = serve(create_app(custody, SessionSettings.from_environ({}), ui))
-            bare, without_login = serve(SignedForBob(ui, Principal("bob", "password", "benchmark")))
+            bob, _ = Sessions(custody.store, SessionSettings.from_environ({})).open(new_session_id(), "bob", "password")
+            bare, without_login = serve(SignedForBob(ui, bob))
             browser, plain = signed_in(with_login), requests.Session()
             materialize(browser, with_login, instance)  # warm-up: code server, Spark, caches
             materialize(plain, without_login, instance)

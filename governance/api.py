@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from governance.access.guard import authenticate
 from governance.access.local import LocalUser, local_user, record_local, refuse_acting_as
 from governance.access.passwords import delay_base
-from governance.access.policy import Identity, Policy
+from governance.access.policy import Decision, Identity, Policy
 from governance.access.reads import Target, open_version, read_table
 from governance.access.settings import pinned_settings, policy_of
 from governance.catalog import Catalog, closing_checkpoint
@@ -147,12 +147,31 @@ class Custody:
         return local_user(self.policy.os_users)
 
     def authenticate(
-        self, user: str, password: str, run_id: str | None = None, details: Mapping[str, Any] | None = None
+        self,
+        user: str,
+        password: str,
+        run_id: str | None = None,
+        details: Mapping[str, Any] | None = None,
+        *,
+        device: str | None = None,
+        refusals: Callable[[Decision, Mapping[str, Any]], None] | None = None,
     ) -> Identity:
         """`user` verified by the directory's check of `password`; the attempt is in the ledger, with
-        `details`, either way, and a wrong password raises AccessDenied."""
+        `details`, either way (a refusal through `refusals` when given), and a wrong password raises
+        AccessDenied. `device`: the id of the device token the client holds for `user`, whose failures
+        are counted apart from other clients' (governance.access.throttle)."""
         with closing_checkpoint():
-            return authenticate(self.store, self.policy, user, password, run_id, delay_base(self.environ), details)
+            return authenticate(
+                self.store,
+                self.policy,
+                user,
+                password,
+                run_id,
+                delay_base(self.environ),
+                details,
+                device=device,
+                refusals=refusals,
+            )
 
     def open(self, target: str, *, as_user: str | None = None, password: str | None = None) -> VersionRow:
         """The version `target` names (newest committed without `@N`), once `as_user` may read it.

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from governance import ledger
-from governance.access.guard import ANONYMOUS, record
+from governance.access.guard import ANONYMOUS, enforce, record
 from governance.access.policy import Decision, Identity, Policy, Verb
 from governance.batches import batch_meta, batch_owner, batch_stamp, ready_batches
 from governance.catalog import Catalog
@@ -147,3 +147,31 @@ def require_ready_batch(
     except NotFound as err:
         record_failure(catalog, spec.key, request, ledger.Action.INGESTION_FAILED, err, details)
         raise
+
+
+def sensed_batch(
+    catalog: Catalog, lake: Lake, policy: Policy, spec: Spec, batch_id: str, run_id: str, tagged: str | None
+) -> Identity:
+    """Who a run that a tick of the DropZone sensor launched for a batch of `spec` is for: the owner
+    of the batch's folder, as `batch_requester` establishes it now, recorded as an `authenticate`
+    entry of the run. A batch that establishes nobody any more, or whose owner the run's requester
+    tag does not name, is refused, and the refusal recorded."""
+    try:
+        identity = batch_requester(lake, policy, spec, batch_id)
+    except (BatchError, NotFound) as err:
+        anonymous = Identity(ANONYMOUS, Assurance.NONE, channel=SENSOR_CHANNEL)
+        enforce(catalog, Decision(anonymous, Verb.AUTHENTICATE, str(spec.key), False, str(err)), run_id)
+        raise
+    if tagged != identity.user:
+        reason = (
+            f"the run names {tagged or 'nobody'}, but batch {batch_id}'s folder belongs to "
+            f"{identity.origin.removeprefix('folder of ')}, {identity.user} in the directory"
+        )
+        enforce(catalog, Decision(identity, Verb.AUTHENTICATE, str(spec.key), False, reason), run_id)
+    reason = (
+        f"batch {batch_id}'s folder belongs to {identity.origin.removeprefix('folder of ')}, {identity.user} "
+        "in the directory: a tick of the DropZone sensor launched the run"
+    )
+    decision = Decision(identity, Verb.AUTHENTICATE, str(spec.key), True, reason, directory=policy.source or None)
+    enforce(catalog, decision, run_id, {"batch": batch_id})
+    return identity

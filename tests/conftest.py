@@ -68,6 +68,7 @@ SHARED_SETUP = {
     "test_column_lineage.py": "the tables written for the module",
     "test_ui.py": "a service without Dagster's daemon, and one with it",
     "test_browser.py": "a service with Dagster's daemon, on the demo's first versions",
+    "test_signin_attacks.py": "a service on the file directory, and one on a slapd",
 }
 
 

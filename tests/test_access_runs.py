@@ -70,29 +70,13 @@ def test_a_run_that_names_no_requester_is_denied(catalog, lake, demo_specs, reso
     assert decisions(catalog, "ingest") == [("anonymous", "sales/products", "denied", "none")]
 
 
-def test_a_scheduled_run_is_for_the_account_its_daemon_runs_as_verified(
-    catalog, settings, demo_specs, resources, dropped
-):
-    os_user_is(settings, "bob")
-    result = launch(demo_specs, resources, [PRODUCTS], {"dagster/schedule_name": "nightly"})
-    assert result.success
-    assert decisions(catalog, "ingest") == [("bob", "sales/products", "allowed", "verified")]
-    with catalog.session() as session:
-        [entry] = ledger.entries(session, ledger.LedgerFilter(action="ingest"))
-    said = json.loads(entry.details)
-    assert (said["method"], said["channel"], said["via"]) == ("os-user", "schedule", "schedule nightly")
-    assert (catalog.latest(PRODUCTS).requested_by, catalog.latest(PRODUCTS).assurance) == ("bob", "verified")
-
-
-def test_a_scheduled_run_whose_tag_names_another_user_is_refused_and_recorded(
+def test_a_schedule_s_tag_on_a_run_no_tick_launched_proves_nobody(
     catalog, settings, lake, demo_specs, resources, dropped
 ):
     os_user_is(settings, "bob")
-    result = launch(
-        demo_specs, resources, [PRODUCTS], {"custody/requested_by": "alice", "dagster/schedule_name": "nightly"}
-    )
-    assert not result.success and "a schedule's runs are for the account its daemon runs as" in failure_message(result)
-    assert decisions(catalog, "act-as") == [("bob", None, "denied", "verified")]
+    result = launch(demo_specs, resources, [PRODUCTS], {"dagster/schedule_name": "nightly"})
+    assert not result.success and "names no user" in failure_message(result)
+    assert decisions(catalog, "ingest") == [("anonymous", "sales/products", "denied", "none")]
     assert_nothing_committed(catalog, lake, "sales/products")
 
 

@@ -35,12 +35,21 @@ from governance.service.sessions import Principal
 from governance.zones import Lake
 from tests.browser import chromium, launched_signed_in, ledger_of, materialized, signed_in
 from tests.conftest import DEMO_SPECS, ROOT, plain_environ, quick_spark_environ, without_approval
-from tests.dagster_servers import CUSTODY, Served, dg_dev, graphql, start_service, stop
+from tests.dagster_servers import CUSTODY, Served, SignedIn, dg_dev, form_token, graphql, start_service, stop
 from tests.helpers import run_proven
 from tests.ports import refusing_port
+from tests.wiretap import wiretap
 
 LAUNCH = """mutation($params: ExecutionParams!) { launchRun(executionParams: $params) {
   __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }"""
+CLIENTS = {
+    "selector": {
+        "repositoryLocationName": LOCATION,
+        "repositoryName": REPOSITORY,
+        "jobName": ASSET_JOB,
+        "assetSelection": [{"path": ["sales", "clients"]}],
+    }
+}
 PRODUCTS = {
     "selector": {
         "repositoryLocationName": LOCATION,
@@ -49,6 +58,10 @@ PRODUCTS = {
         "assetSelection": [{"path": ["sales", "products"]}],
     }
 }
+
+
+def logout_token(user: SignedIn) -> str:
+    return form_token(user.http.get(f"{user.base}/logout", timeout=30).text)
 
 
 @dataclass(frozen=True)
@@ -174,21 +187,120 @@ def test_a_signed_in_websocket_reaches_dg_dev_s_graphql_through_the_service(fron
     [None, "bob", "signed-with-another-pair", "signed-in-this-process"],
 )
 def test_dg_dev_s_webserver_reached_directly_launches_no_run(fronted, header):
-    bob = Principal("bob", "password", "session-id")
+    bob = Principal("bob", "password", "session-key")
+    body = json.dumps({"query": LAUNCH, "variables": {"params": PRODUCTS}}).encode()
     headers = {
         None: {},
         "bob": {"x-custody-principal": "bob"},
-        "signed-with-another-pair": {"x-custody-principal": signed_principal(bob, UiKeys.new())},
-        "signed-in-this-process": {"x-custody-principal": signed_principal(bob)},
+        "signed-with-another-pair": {
+            "x-custody-principal": signed_principal(bob, UiKeys.new(), method="POST", body=body)
+        },
+        "signed-in-this-process": {"x-custody-principal": signed_principal(bob, method="POST", body=body)},
     }[header]
-    body = {"query": LAUNCH, "variables": {"params": PRODUCTS}}
-    answer = requests.post(f"http://127.0.0.1:{fronted.dg_port}/graphql", json=body, headers=headers, timeout=120)
+    answer = requests.post(
+        f"http://127.0.0.1:{fronted.dg_port}/graphql",
+        data=body,
+        headers={**headers, "content-type": "application/json"},
+        timeout=120,
+    )
     launched = answer.json()["data"]["launchRun"]
     assert launched == {
         "__typename": "PythonError",
         "message": "Custody refused this run: the Dagster UI launches runs only for a signed-in user: open it "
         "through `custody serve` (`make ui`) and sign in",
     }
+
+
+BACKFILL = """mutation($params: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $params) {
+  __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
+CANCEL = """mutation($id: String!) { cancelPartitionBackfill(backfillId: $id) { __typename } }"""
+
+
+def ledger_since(settings: Settings, since: str, *args: str) -> list[dict]:
+    """The ledger's entries since `since`, as `custody ledger show ARGS --json` gives them."""
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("CUSTODY_")}, **plain_environ(settings.home)}
+    shown = subprocess.run(
+        [str(CUSTODY), "ledger", "show", "--since", since, "--json", *args],
+        env={**env, "CUSTODY_SPECS": str(settings.specs)},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return json.loads(shown.stdout)
+
+
+def test_a_backfill_typed_as_a_schedule_s_on_dg_dev_s_own_port_launches_nothing(fronted):
+    since, instance = datetime.now(UTC).isoformat(), instance_for(fronted.settings)
+    params = {
+        "assetSelection": [{"path": ["sales", "clients"]}],
+        "allPartitions": True,
+        "tags": [
+            {"key": "custody/requested_by", "value": "alice"},
+            {"key": "dagster/schedule_name", "value": "nightly"},
+        ],
+    }
+    asked = {"query": BACKFILL, "variables": {"params": params}}
+    made = requests.post(f"http://127.0.0.1:{fronted.dg_port}/graphql", json=asked, timeout=120).json()
+    backfill = made["data"]["launchPartitionBackfill"]["backfillId"]
+    try:
+        deadline = time.monotonic() + 120
+        while not (refused := [e for e in ledger_since(fronted.settings, since, "--action", "session") if e["run_id"]]):
+            assert fronted.dg.poll() is None, "dg dev exited"
+            assert time.monotonic() < deadline, "dg dev's daemon submitted no run of the backfill in 120 s"
+            time.sleep(2)
+    finally:
+        requests.post(
+            f"http://127.0.0.1:{fronted.dg_port}/graphql",
+            json={"query": CANCEL, "variables": {"id": backfill}},
+            timeout=60,
+        )
+    [entry, *_] = refused
+    assert (entry["actor"], entry["assurance"], entry["details"]["result"]) == ("anonymous", "none", "denied")
+    assert entry["details"]["claimed"] == "alice"
+    assert entry["details"]["reason"].startswith(f"no signed-in user launched backfill {backfill}")
+    assert instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfill})) == []
+    assert ledger_since(fronted.settings, since, "--action", "ingestion") == []
+
+
+def test_a_launch_seen_between_the_service_and_dg_dev_and_sent_again_launches_nothing(fronted):
+    since, instance = datetime.now(UTC).isoformat(), instance_for(fronted.settings)
+    with wiretap(f"http://127.0.0.1:{fronted.dg_port}") as tap:
+        env = {
+            **plain_environ(fronted.settings.home),
+            **quick_spark_environ(),
+            "CUSTODY_SPECS": str(fronted.settings.specs),
+        }
+        env[SIGNING_VARIABLE] = fronted.keys.environ()[SIGNING_VARIABLE]
+        server, port = start_service(fronted.settings, env, args=["--dagster-url", f"http://127.0.0.1:{tap.port}"])
+        try:
+            bob = Served(port).as_user("bob")
+            launched = bob.graphql(LAUNCH, {"params": CLIENTS})["launchRun"]
+            assert launched["__typename"] == "LaunchRunSuccess", launched
+            logout = bob.http.post(
+                f"{bob.base}/logout", data={"csrf": logout_token(bob)}, allow_redirects=False, timeout=30
+            )
+            assert logout.status_code == 303
+        finally:
+            stop(server)
+    [seen] = [s for s in tap.seen if s.method == "POST" and b"launchRun" in s.body]
+    assert "x-custody-principal" in {name.lower() for name in seen.headers}
+    runs = {run.run_id for run in instance.get_runs()}
+    for body in (seen.body, seen.body + b" "):
+        again = requests.post(
+            f"http://127.0.0.1:{fronted.dg_port}/graphql", data=body, headers=seen.headers, timeout=120
+        )
+        assert again.json()["data"]["launchRun"]["__typename"] == "PythonError"
+    assert {run.run_id for run in instance.get_runs()} == runs | {launched["run"]["runId"]}
+    refused = [
+        e
+        for e in ledger_since(fronted.settings, since, "--action", "session")
+        if e["action"] == "session" and e["details"]["result"] == "denied"
+    ]
+    reasons = [e["details"]["reason"] for e in refused]
+    assert reasons[0] == "a request signed for bob was sent again: a signed request launches once"
+    assert reasons[1].startswith("the Dagster UI launches runs only for a signed-in user")
 
 
 def test_the_service_says_which_webserver_did_not_answer(tmp_path):

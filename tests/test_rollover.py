@@ -20,6 +20,7 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import select
 
+from assets.dagster_internals import InstigatorType
 from assets.definitions import build_definitions
 from governance import ledger
 from governance.catalog import Catalog, make_engine
@@ -36,7 +37,9 @@ from governance.maintenance import (
 )
 from governance.rollover import age_off, recover, rollover
 from governance.segments import write_segment
+from resources import CustodyResource
 from tests.conftest import ROOT, catalog_in_home
+from tests.ticks import scheduled_tags, submitted_for_tick, tick
 
 pytestmark = pytest.mark.both_backends
 
@@ -438,14 +441,16 @@ def test_the_nightly_schedule_runs_the_maintenance_job(cli_env, monkeypatch):
     with dg.instance_for_test() as instance:
         [request] = schedule.evaluate_tick(dg.build_schedule_context(instance=instance)).run_requests
         job = defs.resolve_job_def(schedule.job_name)
-        # The daemon tags each run a schedule launches with the schedule's name.
-        tags = {**request.tags, "dagster/schedule_name": schedule.name}
-        result = job.execute_in_process(instance=instance, run_config=request.run_config, tags=tags)
+        # The daemon tags each run a schedule launches with the schedule's name, its tick and time.
+        tags = {**request.tags, **scheduled_tags(tick(instance, schedule.name, InstigatorType.SCHEDULE), schedule.name)}
+        run_id, tags = submitted_for_tick(instance, CustodyResource(), tags)
+        result = job.execute_in_process(instance=instance, run_config=request.run_config, tags=tags, run_id=run_id)
     assert result.success
     [output] = [e for e in result.all_node_events if e.event_type_value == "STEP_OUTPUT"]
     figures = output.step_output_data.metadata
-    # The 31st: the policy settings pinned at the catalog's first use, by the run's step.
-    assert figures["rolled_over_entries"].value == 31 and figures["aged_off_entries"].value == 31
+    # The 31st: the policy settings pinned at the catalog's first use; the 32nd: whom the schedule's
+    # tick launched the run for, recorded as it was submitted.
+    assert figures["rolled_over_entries"].value == 32 and figures["aged_off_entries"].value == 32
     with catalog.session() as session:
         [recorded] = ledger.entries(session, ledger.LedgerFilter(action="ledger.aged_off"))
     assert (recorded.run_id, recorded.actor, recorded.assurance) == (result.run_id, getpass.getuser(), "verified")

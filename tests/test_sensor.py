@@ -8,11 +8,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import uuid
+from collections.abc import Callable
 
 import dagster as dg
 import pytest
 
 import governance.dropzone
+from assets.dagster_internals import InstigatorType
 from assets.definitions import definitions_for, defs
 from assets.factory import build_assets
 from assets.sensors import SENSOR
@@ -36,6 +39,7 @@ from tests.helpers import (
     rewritten_as_it_was_dated,
     written_as,
 )
+from tests.ticks import submitted_for_tick, tick
 
 CSV = b"product_id,product_name,category,unit_price\nP1,Pen,office,1.50\n"
 # A price that is no number: its row is quarantined, over the products' max_bad_fraction of 0.
@@ -81,15 +85,26 @@ def evaluate(demo_specs, resources, instance):
 
 @pytest.fixture
 def launch(demo_specs, resources, instance):
-    """Run a request in the sensor's instance as the daemon would: tagged with the sensor and its run key."""
+    """Run a request in the sensor's instance as the daemon would: tagged with the sensor, its run key
+    and the tick that reserved it, decided as Custody's run coordinator decides it, then executed."""
+    job = dg.Definitions(assets=build_assets(demo_specs), resources=resources).resolve_implicit_global_asset_job_def()
 
-    def run(request: dg.RunRequest) -> dg.ExecuteInProcessResult:
-        return dg.materialize(
-            build_assets(demo_specs),
-            resources=resources,
+    def run(request: dg.RunRequest, meanwhile: Callable[[], object] = lambda: None) -> dg.ExecuteInProcessResult:
+        """`meanwhile`: what happens between the run's submission and its start."""
+        run_id = str(uuid.uuid4())
+        tags = {
+            **request.tags,
+            "dagster/sensor_name": SENSOR,
+            "dagster/run_key": request.run_key,
+            "dagster/tick": tick(instance, SENSOR, InstigatorType.SENSOR, reserved=[run_id]),
+        }
+        _, tags = submitted_for_tick(instance, resources["custody"], tags, demo_specs[PRODUCTS], run_id)
+        meanwhile()
+        return job.execute_in_process(
             instance=instance,
-            tags={**request.tags, "dagster/sensor_name": SENSOR, "dagster/run_key": request.run_key},
-            selection=request.asset_selection,
+            run_id=run_id,
+            tags=tags,
+            asset_selection=request.asset_selection,
             run_config=request.run_config,
             raise_on_error=False,
         )
@@ -270,9 +285,12 @@ def test_a_batch_holding_a_file_another_os_user_owns_is_refused_in_the_ledger(ca
 def test_a_batch_changed_after_its_run_was_requested_fails_that_run_and_lands_nothing(catalog, lake, evaluate, launch):
     folder = drop(lake, "sales/products", "b1", {"products.csv": CSV})
     [request] = evaluate()[0]
-    after_the_mark(folder)
-    rewritten_as_it_was_dated(folder / "products.csv", THEIR_CSV)
-    assert not launch(request).success
+
+    def rewritten() -> None:
+        after_the_mark(folder)
+        rewritten_as_it_was_dated(folder / "products.csv", THEIR_CSV)
+
+    assert not launch(request, meanwhile=rewritten).success
     reason = (
         f"{folder / 'products.csv'} changed after the batch was marked ready: touch {folder / READY_MARKER} "
         "again once the batch is complete"

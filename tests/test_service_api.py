@@ -45,7 +45,7 @@ from governance.runs import Assurance
 from governance.service.app import api_threads, create_app
 from governance.service.recent import Recent
 from governance.service.remote import RemoteCustody
-from governance.service.sessions import Principal, Sessions, SessionSettings, new_session_id
+from governance.service.sessions import Sessions, SessionSettings, new_session_id
 from governance.zones import Lake
 from tests.conftest import DEMO_SPECS, plain_environ
 from tests.dagster_servers import client, start_service, stop, token
@@ -143,11 +143,12 @@ CHANGES = (
 def test_a_token_comes_from_a_directory_password_and_is_recorded(api, catalog):
     answer = requests.post(f"{api}/tokens", json={"user": "carol", "password": demo_password("carol")}, timeout=60)
     assert answer.status_code == 201
-    assert {k: v for k, v in answer.json().items() if k != "token"} == {
+    assert {k: v for k, v in answer.json().items() if k not in ("token", "device")} == {
         "user": "carol",
         "method": "password",
         "expires_in": 3600,
     }
+    assert answer.json()["device"]  # this client's, for the next sign-in
     me = requests.get(f"{api}/whoami", headers={"Authorization": f"Bearer {answer.json()['token']}"}, timeout=30)
     assert me.json() == {"user": "carol", "method": "password"}
     [issued] = [e for e in entries(catalog, "authenticate", "carol") if e["channel"] == "api"][-1:]
@@ -537,8 +538,7 @@ def test_a_revoked_token_is_refused_everywhere(api, catalog):
 def test_a_token_ended_by_another_process_works_here_until_its_recheck_seconds_pass(catalog):
     settings = SessionSettings(b"k" * 32, timedelta(hours=1), timedelta(hours=1), recheck=timedelta(seconds=1))
     here, elsewhere = Sessions(catalog, settings, "token"), Sessions(catalog, settings, "token")
-    principal = Principal("carol", "password", new_session_id(), "api")
-    signed = here.open(principal)
+    principal, signed = here.open(new_session_id(), "carol", "password")
     assert here.find(signed) == elsewhere.find(signed) == principal
     elsewhere.end(principal)
     with pytest.raises(NotSignedIn, match="has ended"):
@@ -551,8 +551,7 @@ def test_a_token_ended_by_another_process_works_here_until_its_recheck_seconds_p
 
 def test_a_token_whose_signature_was_checked_before_still_ends_at_its_age(catalog):
     tokens = Sessions(catalog, SessionSettings(b"k" * 32, timedelta(hours=1), timedelta(seconds=1)), "token")
-    principal = Principal("carol", "password", new_session_id(), "api")
-    signed = tokens.open(principal)
+    principal, signed = tokens.open(new_session_id(), "carol", "password")
     assert tokens.find(signed) == principal
     time.sleep(2.1)  # the signature's time is kept to the second
     with pytest.raises(NotSignedIn, match="expired"):
@@ -561,15 +560,13 @@ def test_a_token_whose_signature_was_checked_before_still_ends_at_its_age(catalo
 
 def test_a_sign_in_removes_the_rows_of_sessions_that_expired_over_a_day_ago(catalog):
     tokens = Sessions(catalog, SessionSettings(b"k" * 32, timedelta(hours=1), timedelta(hours=1)), "token")
-    long_gone, lately = (Principal("carol", "password", new_session_id(), "api") for _ in range(2))
-    for principal in (long_gone, lately):
-        tokens.open(principal)
+    long_gone, lately = (tokens.open(new_session_id(), "carol", "password")[0] for _ in range(2))
     with catalog.session() as session:
         for principal, ago in ((long_gone, timedelta(days=1, minutes=1)), (lately, timedelta(hours=23))):
             row = session.get(ServiceSession, principal.session)
             row.expires_at = datetime.now(UTC) - ago
             session.add(row)
-    tokens.open(Principal("dave", "password", new_session_id(), "api"))
+    tokens.open(new_session_id(), "dave", "password")
     with catalog.reading() as session:
         assert session.get(ServiceSession, long_gone.session) is None
         assert session.get(ServiceSession, lately.session) is not None

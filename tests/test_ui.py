@@ -18,7 +18,6 @@ import dagster as dg
 import pytest
 import requests
 
-from assets.factory import backfill_launch
 from assets.launch import instance_for
 from governance.batches import batch_stamp
 from governance.cli import run
@@ -205,28 +204,112 @@ def test_a_ui_materialize_of_a_landing_asset_without_a_ready_batch_is_refused_at
 
 BACKFILL = """mutation($params: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $params) {
   __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
-BACKFILL_TAGS = """query($id: String!) { partitionBackfillOrError(backfillId: $id) {
-  ... on PartitionBackfill { tags { key value } } } }"""
+REEXECUTE_BACKFILL = """mutation($parent: String!) { again: reexecutePartitionBackfill(
+  reexecutionParams: {parentRunId: $parent, strategy: ALL_STEPS}) {
+  __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
 
 
-def test_a_ui_backfill_carries_who_launched_it_over_any_tag_typed_for_it(on_queued, capsys, queued):
-    since, bob = now(), queued.served.as_user("bob")
+def backfill_of(user: SignedIn, asset: list[str], tags: dict[str, str] | None = None) -> str:
+    """The id of a backfill of `asset` that `user` launches from the UI, with `tags` typed for it."""
     params = {
-        "assetSelection": [{"path": ["sales", "names_and_products"]}],
+        "assetSelection": [{"path": asset}],
         "allPartitions": True,
-        "tags": [{"key": "custody/requested_by", "value": "alice"}, {"key": "custody/launch", "value": "forged"}],
+        "tags": [{"key": key, "value": value} for key, value in (tags or {}).items()],
     }
-    launched = bob.graphql(BACKFILL, {"params": params})["launchPartitionBackfill"]
+    launched = user.graphql(BACKFILL, {"params": params})["launchPartitionBackfill"]
     assert launched["__typename"] == "LaunchBackfillSuccess", launched
-    found = bob.graphql(BACKFILL_TAGS, {"id": launched["backfillId"]})["partitionBackfillOrError"]["tags"]
-    tags = {tag["key"]: tag["value"] for tag in found}
-    assert tags["custody/requested_by"] == "bob" and tags["custody/launch"] != "forged"
+    return str(launched["backfillId"])
+
+
+def test_a_ui_backfill_is_recorded_under_its_id_as_its_launcher_s_whatever_tag_was_typed(on_queued, capsys, queued):
+    since = now()
+    backfill = backfill_of(
+        queued.served.as_user("bob"), ["sales", "names_and_products"], {"custody/requested_by": "alice"}
+    )
     assert run(["ledger", "show", "--action", "session", "--since", since, "--json"]) == 0
-    [entry] = [e for e in json.loads(capsys.readouterr().out) if e["run_id"] == tags["custody/launch"]]
-    assert (entry["actor"], entry["assurance"], entry["details"]["channel"]) == ("bob", "verified", "ui")
-    instance, backfill = instance_for(on_queued), {"dagster/backfill": launched["backfillId"]}
-    assert backfill_launch(instance, {**backfill, **tags}) == tags["custody/launch"]
-    assert backfill_launch(instance, {**backfill, **tags, "custody/launch": "another"}) is None
+    [entry] = [e for e in json.loads(capsys.readouterr().out) if e["run_id"] == backfill]
+    assert (entry["actor"], entry["assurance"], entry["details"]["result"]) == ("bob", "verified", "allowed")
+    assert (entry["details"]["channel"], entry["details"]["backfill"], entry["details"]["mutation"]) == (
+        "ui",
+        backfill,
+        "launchPartitionBackfill",
+    )
+
+
+def backfill_runs(instance: dg.DagsterInstance, backfill: str, daemon: subprocess.Popen, seconds: float = 180):
+    """The backfill's runs once it has ended, as the daemon left them."""
+    deadline = time.monotonic() + seconds
+    while not (found := instance.get_backfill(backfill)) or found.status.value not in (
+        "COMPLETED",
+        "COMPLETED_SUCCESS",
+        "COMPLETED_FAILED",
+        "FAILED",
+        "CANCELED",
+    ):
+        assert daemon.poll() is None, "the Dagster daemon exited"
+        assert time.monotonic() < deadline, (
+            f"backfill {backfill} did not end in {seconds:g} s: {found and found.status}"
+        )
+        time.sleep(0.5)
+    return instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfill}))
+
+
+CANCEL_BACKFILL = """mutation($id: String!) { cancelPartitionBackfill(backfillId: $id) {
+  __typename ... on PythonError { message } } }"""
+
+
+def refusals_since(since: str, user: str, action: str, capsys, seconds: float = 120) -> list[dict]:
+    """The refusals of `action` recorded for `user` since `since`, once there is one."""
+    deadline = time.monotonic() + seconds
+    while True:
+        capsys.readouterr()
+        assert run(["ledger", "show", "--action", action, "--actor", user, "--since", since, "--json"]) == 0
+        found = [e for e in json.loads(capsys.readouterr().out) if e["details"]["result"] == "denied"]
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"no refusal of {action} for {user} in {seconds:g} s"
+        time.sleep(1)
+
+
+def test_a_backfill_re_executed_by_another_user_runs_for_them_or_not_at_all(on_running, spark, capsys, running):
+    drop_demo_batches(Lake(on_running.lake))
+    for args in (
+        ["ingest", "sales/products"],
+        ["ingest", "sales/clients"],
+        ["materialize", "key:sales/names_and_products"],
+    ):
+        assert run_proven([*args, "--as", "bob"]) == 0
+    instance = instance_for(on_running)
+    first = backfill_of(running.served.as_user("bob"), ["sales", "product_summary"])
+    assert [r.status.value for r in backfill_runs(instance, first, running.daemon)] == ["SUCCESS"]
+    capsys.readouterr()
+    assert run(["versions", "sales/product_summary", "--json"]) == 0
+    made = len(json.loads(capsys.readouterr().out))
+
+    # New inputs, so that a re-execution makes a version of its own.
+    for args in (["ingest", "sales/clients"], ["materialize", "key:sales/names_and_products"]):
+        assert run_proven([*args, "--as", "bob"]) == 0
+    since = now()
+    again = {
+        user: running.served.as_user(user).graphql(REEXECUTE_BACKFILL, {"parent": first})["again"]
+        for user in ("eve", "alice")
+    }
+    assert {answer["__typename"] for answer in again.values()} == {"LaunchBackfillSuccess"}, again
+    [refused, *_] = refusals_since(since, "eve", "materialize", capsys)
+    assert refused["asset_key"] == "sales/product_summary" and refused["assurance"] == "verified"
+    # Its launcher stops the backfill the daemon would try again.
+    cancelled = running.served.as_user("eve").graphql(CANCEL_BACKFILL, {"id": again["eve"]["backfillId"]})
+    assert cancelled["cancelPartitionBackfill"] == {"__typename": "CancelBackfillSuccess"}
+    [alice_s] = backfill_runs(instance, again["alice"]["backfillId"], running.daemon)
+    assert alice_s.is_success and alice_s.tags["custody/requested_by"] == "alice"
+    capsys.readouterr()
+    assert run(["versions", "sales/product_summary", "--json"]) == 0
+    versions = json.loads(capsys.readouterr().out)
+    assert len(versions) == made + 1 and versions[-1]["requested_by"] == "alice"
+    assert (
+        run(["ledger", "show", "--actor", "bob", "--asset", "sales/product_summary", "--since", since, "--json"]) == 0
+    )
+    assert json.loads(capsys.readouterr().out) == []  # nothing after the first backfill was bob's
 
 
 def test_a_ui_launch_and_an_api_request_queue_run_one_after_the_other_and_each_is_for_its_launcher(
@@ -365,13 +448,17 @@ def test_a_run_the_cli_launched_is_re_executed_from_the_ui_for_the_user_who_re_e
 ):
     drop_demo_batches(Lake(on_running.lake))
     instance = instance_for(on_running)
+    assert run(["versions", "sales/names_and_products", "--json"]) in (0, 4)
+    made = len(json.loads(capsys.readouterr().out or "[]"))
     for args in (
         ["ingest", "sales/products"],
         ["ingest", "sales/clients"],
         ["materialize", "key:sales/names_and_products"],
     ):
         assert run_proven([*args, "--as", "bob"]) == 0
-    parent = next(r for r in instance.get_runs() if r.asset_selection == {dg.AssetKey(["sales", "names_and_products"])})
+    parent = next(  # the newest, which this test launched
+        r for r in instance.get_runs() if r.asset_selection == {dg.AssetKey(["sales", "names_and_products"])}
+    )
     # A new input version, so the re-execution makes a version of its own.
     assert run_proven(["ingest", "sales/clients", "--as", "bob"]) == 0
     runs = len(instance.get_runs())
@@ -392,7 +479,7 @@ def test_a_run_the_cli_launched_is_re_executed_from_the_ui_for_the_user_who_re_e
     capsys.readouterr()
     assert run(["versions", "sales/names_and_products", "--json"]) == 0
     versions = json.loads(capsys.readouterr().out)
-    assert [(v["number"], v["requested_by"]) for v in versions] == [(1, "bob"), (2, "alice")]
+    assert [(v["number"], v["requested_by"]) for v in versions[made:]] == [(made + 1, "bob"), (made + 2, "alice")]
 
 
 def test_a_ui_re_execution_of_a_cli_run_carries_none_of_the_cli_process_s_tags(on_queued, spark, capsys, queued):
@@ -411,3 +498,55 @@ def test_a_ui_re_execution_of_a_cli_run_carries_none_of_the_cli_process_s_tags(o
     for tag in cli_tags:
         tagged = instance.get_runs(filters=dg.RunsFilter(tags={tag: parent.tags[tag]}))
         assert [r for r in tagged if r.run_id not in before] == [parent]
+
+
+DROPZONE = {"repositoryLocationName": "custody", "repositoryName": "__repository__", "sensorName": "custody_dropzone"}
+SENSOR_STATE = """query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) { ... on Sensor {
+  id jobOriginId sensorState { selectorId status } } } }"""
+START_SENSOR = """mutation($s: SensorSelector!) { startSensor(sensorSelector: $s) {
+  __typename ... on Sensor { sensorState { status } } } }"""
+STOP_SENSOR = """mutation($id: String, $origin: String, $selector: String) {
+  stopSensor(id: $id, jobOriginId: $origin, jobSelectorId: $selector) {
+  __typename ... on StopSensorMutationResult { instigationState { status } } } }"""
+
+
+def test_only_a_verified_admin_starts_or_stops_a_sensor_and_each_attempt_is_recorded(on_queued, capsys, queued):
+    since, served = now(), queued.served
+    sensor = served.as_user("carol").graphql(SENSOR_STATE, {"s": DROPZONE})["sensorOrError"]
+    was = sensor["sensorState"]["status"]
+    toggle = {
+        "query": START_SENSOR if was == "STOPPED" else STOP_SENSOR,
+        "variables": {"s": DROPZONE}
+        if was == "STOPPED"
+        else {"id": sensor["id"], "origin": sensor["jobOriginId"], "selector": sensor["sensorState"]["selectorId"]},
+    }
+    refused = served.as_user("bob").post("/graphql", toggle)
+    assert refused.status_code == 403
+    assert refused.json()["errors"] == [
+        {
+            "message": "Custody refused this: bob may not change what Dagster runs or keeps: it needs the admin "
+            "group custody-admins"
+        }
+    ]
+    assert (
+        served.as_user("carol").graphql(SENSOR_STATE, {"s": DROPZONE})["sensorOrError"]["sensorState"]["status"] == was
+    )
+    allowed = served.as_user("alice").post("/graphql", toggle)
+    assert allowed.status_code == 200, allowed.text
+    assert (
+        served.as_user("carol").graphql(SENSOR_STATE, {"s": DROPZONE})["sensorOrError"]["sensorState"]["status"] != was
+    )
+    assert run(["ledger", "show", "--action", "control", "--since", since, "--json"]) == 0
+    decided = [
+        (e["actor"], e["assurance"], e["details"]["result"], e["details"]["mutation"])
+        for e in json.loads(capsys.readouterr().out)
+    ]
+    mutation = "startSensor" if was == "STOPPED" else "stopSensor"
+    assert decided == [("bob", "verified", "denied", mutation), ("alice", "verified", "allowed", mutation)]
+
+
+def test_a_mutation_in_a_fragment_or_under_an_alias_is_decided_as_itself(on_queued, queued):
+    hidden = """mutation { ...Quiet } fragment Quiet on Mutation {
+      nothing: setAutoMaterializePaused(paused: true) } """
+    refused = queued.served.as_user("bob").post("/graphql", {"query": hidden})
+    assert refused.status_code == 403 and "bob may not change what Dagster runs or keeps" in refused.text

@@ -23,8 +23,7 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from governance.config import Settings
-from governance.service.principal import PRINCIPAL_HEADER, SIGNING_VARIABLE, VERIFY_VARIABLE, UiKeys, principal_from
-from governance.service.sessions import Principal
+from governance.service.principal import PRINCIPAL_HEADER, SIGNING_VARIABLE, VERIFY_VARIABLE, UiKeys, signed_for
 from tests.conftest import DEMO_SPECS, plain_environ, without_approval
 from tests.dagster_servers import Served, start_service, stop
 
@@ -94,8 +93,13 @@ def test_a_signed_in_request_reaches_the_webserver_with_its_user_signed_and_none
     names = [name for name, _ in received]
     assert not {"cookie", "authorization", "x-forwarded-for"} & set(names)
     [signed] = [value for name, value in received if name == PRINCIPAL_HEADER]
-    principal = principal_from(signed, {VERIFY_VARIABLE: behind.keys.environ()[VERIFY_VARIABLE]})
-    assert isinstance(principal, Principal) and (principal.user, principal.channel) == ("bob", "ui")
+    found = signed_for(signed, "GET", b"", webserver_of(behind))
+    assert found is not None and (found.principal.user, found.principal.channel) == ("bob", "ui")
+
+
+def webserver_of(behind: Behind) -> dict[str, str]:
+    """The environment of the webserver behind the service: the public key alone."""
+    return {VERIFY_VARIABLE: behind.keys.environ()[VERIFY_VARIABLE]}
 
 
 def raw_get(behind: Behind, target: str) -> tuple[int, dict]:
@@ -132,10 +136,22 @@ def test_a_websocket_to_a_path_the_next_hop_would_read_as_another_is_refused(beh
     assert refused.value.response.status_code == 400
 
 
-def test_a_post_reaches_the_webserver_with_its_body(behind):
+def test_a_graphql_request_reaches_the_webserver_as_the_gate_read_it_signed_for_that_body_alone(behind):
     bob = behind.served.as_user("bob")
-    answer = bob.post("/graphql", {"query": "{ version }"}, headers={"Origin": bob.base})
-    assert answer.status_code == 200 and answer.json()["body"] == '{"query": "{ version }"}'
+    answer = bob.http.post(
+        f"{bob.base}/graphql?query=mutation%20%7B%20stopSensor%20%7D",
+        data="{ version }",
+        headers={"Origin": bob.base, "Content-Type": "application/graphql"},
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+    received = answer.json()
+    assert received["body"] == '{"query": "{ version }", "variables": {}, "operationName": null}'
+    assert received["query"] == ""
+    headers = dict(received["headers"])
+    assert headers["content-type"] == "application/json"
+    signed = signed_for(headers[PRINCIPAL_HEADER], "POST", received["body"].encode(), webserver_of(behind))
+    assert signed is not None and (signed.principal.user, signed.principal.channel) == ("bob", "ui")
 
 
 def test_a_browser_that_drops_its_websocket_ends_the_webserver_s_side_normally(behind):

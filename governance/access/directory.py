@@ -19,12 +19,13 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Protocol
 
 import yaml
 
-from governance.access.passwords import checked_hash, matches
+from governance.access.passwords import checked_hash, matches, usual_hash
 from governance.config import env_amount, home_of
 from governance.errors import (
     DirectoryUnavailable,
@@ -92,6 +93,11 @@ class _Members:
     users: frozenset[str]
     groups: Mapping[str, tuple[str, ...]]
     passwords: Mapping[str, str]  # user -> argon2id hash
+
+    @cached_property
+    def usual(self) -> str | None:
+        """A hash made with the parameters most of the file's were made with: as a decoy check's."""
+        return usual_hash(self.passwords.values())
 
 
 class FileDirectory:
@@ -172,7 +178,7 @@ class FileDirectory:
                 f"{self.path} holds no passwords: set them with `custody directory set-password USER`, "
                 "or use an LDAP directory (CUSTODY_DIRECTORY=ldap://… or ldaps://…)"
             )
-        return matches(now.passwords.get(user), password)
+        return matches(now.passwords.get(user), password, now.usual)
 
     def set_password_hash(self, user: str, digest: str) -> None:
         """Keep the hash of `user`'s new password in the file; the password itself is never written."""

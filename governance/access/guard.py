@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable, Mapping, Sequence
 from math import ceil
 from typing import Any
 
@@ -12,8 +11,9 @@ from sqlmodel import col, select
 
 from governance import ledger
 from governance.access.directory import NAME
-from governance.access.passwords import DEFAULT_DELAY_SECONDS, Attempt, wait_before_next
-from governance.access.policy import OS_USER, Decision, Identity, Policy, Verb, coverage_problems
+from governance.access.passwords import DEFAULT_DELAY_SECONDS
+from governance.access.policy import Decision, Identity, Policy, Verb, coverage_problems
+from governance.access.throttle import device_budget, failed, succeeded, user_budget, wait_for
 from governance.catalog import Catalog
 from governance.catalog.models import LedgerEntry
 from governance.errors import AccessDenied, DirectoryUnavailable, InvalidInput, bounded_reason, error_summary
@@ -229,50 +229,41 @@ def authenticate(
     run_id: str | None = None,
     delay: float = DEFAULT_DELAY_SECONDS,
     details: Details = None,
+    *,
+    device: str | None = None,
+    refusals: Callable[[Decision, Mapping[str, Any]], None] | None = None,
 ) -> Identity:
     """Check the password with the policy's directory; the attempt is a ledger entry either way,
-    with `details` (the channel, a session). After failed attempts in a row, the next is refused
-    unchecked until its delay has passed."""
-
-    said = details or {}
+    with `details` (the channel, a session). After failed checks in a row from the same budget (the
+    client's own when it holds a `device` token of `user`'s, else the one all other clients share:
+    governance.access.throttle), the next is refused unchecked until its delay has passed. A refusal
+    goes to `refusals` when given (the service's, which records a flood's repeats as one entry),
+    else to the ledger at once; either way it raises AccessDenied."""
+    said = {**(details or {}), **({"device": device_budget(device)[7:23]} if device else {})}
     how = (policy.directory.method, str(said.get("channel", "")), str(said.get("origin", "")))
+    budget = device_budget(device) if device else user_budget(user)
 
     def decided(allowed: bool, reason: str, verb: Verb = Verb.AUTHENTICATE) -> Identity:
         identity = Identity(user, Assurance.VERIFIED if allowed else Assurance.NONE, *how)
         decision = Decision(identity, verb, None, allowed, reason, directory=policy.source or None)
-        enforce(catalog, decision, run_id, details)
+        if allowed or refusals is None:
+            enforce(catalog, decision, run_id, said)
+        else:
+            refusals(decision, said)
+            raise AccessDenied(f"denied: {reason}")
         return identity  # a denial has raised
 
-    wait = wait_before_next(_attempts(catalog, user), delay, datetime.now(UTC))
+    wait = wait_for(catalog, budget, delay)
     if wait > 0:
         reason = f"{ledger_actor(user)}: too many failed logins in a row; try again in {ceil(wait)} s"
         return decided(False, reason, Verb.AUTHENTICATE_DELAYED)
     try:
         verified = policy.directory.authenticate(user, password)
-        reason = f"{ledger_actor(user)}: " + (
-            "password checked by the directory" if verified else "unknown user or wrong password"
-        )
     except (DirectoryUnavailable, InvalidInput) as err:  # a bad name, or a directory that holds no passwords
-        verified, reason = False, error_summary(err)
-    return decided(verified, reason)
-
-
-def _attempts(catalog: Catalog, user: str, newest: int = 100) -> list[Attempt]:
-    """The user's latest logins whose password was checked, newest first: an OS user's command,
-    recorded as `authenticate` for its run, checked none, so it does not end a run of failures."""
-    with catalog.reading() as session:
-        found = session.exec(
-            select(LedgerEntry.ts, LedgerEntry.details)
-            .where(LedgerEntry.actor == ledger_actor(user), LedgerEntry.action == Verb.AUTHENTICATE.value)
-            .order_by(col(LedgerEntry.seq).desc())
-            .limit(newest)
-        ).all()
-    said = [(ts, json.loads(details)) for ts, details in found]
-    return [
-        Attempt(datetime.fromisoformat(ts), details["result"] == "allowed")
-        for ts, details in said
-        if details.get("method") != OS_USER
-    ]
+        return decided(False, error_summary(err))
+    (succeeded if verified else failed)(catalog, budget)
+    reason = "password checked by the directory" if verified else "unknown user or wrong password"
+    return decided(verified, f"{ledger_actor(user)}: {reason}")
 
 
 def run_identity(catalog: Catalog, run_id: str | None, requested_by: str | None) -> Identity:
@@ -288,6 +279,27 @@ def run_identity(catalog: Catalog, run_id: str | None, requested_by: str | None)
             requested_by, Assurance.VERIFIED, *(str(found.get(k, "")) for k in ("method", "channel", "origin"))
         )
     return Identity(requested_by, Assurance.ASSERTED)
+
+
+def launcher_of(catalog: Catalog, key: str) -> Identity | None:
+    """Who the newest allowed, verified `session` entry recorded under `key` names, as it verified
+    them: the signed-in user who last launched, re-executed or resumed the backfill `key`."""
+    with catalog.reading() as session:
+        found = session.exec(
+            select(LedgerEntry)
+            .where(
+                LedgerEntry.run_id == key,
+                LedgerEntry.action == Verb.SESSION.value,
+                LedgerEntry.assurance == Assurance.VERIFIED.value,
+            )
+            .order_by(col(LedgerEntry.seq).desc())
+        )
+        allowed = ((entry.actor, json.loads(entry.details)) for entry in found)
+        newest = next(((actor, details) for actor, details in allowed if details.get("result") == "allowed"), None)
+    if newest is None:
+        return None
+    actor, details = newest
+    return Identity(actor, Assurance.VERIFIED, *(str(details.get(k, "")) for k in ("method", "channel", "origin")))
 
 
 def _verified_for_run(catalog: Catalog, run_id: str, user: str) -> dict[str, Any] | None:

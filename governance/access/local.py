@@ -75,15 +75,22 @@ def refuse_acting_as(
     raise AccessDenied(f"denied: {reason}")
 
 
-def scheduled(catalog: Catalog, policy: Policy, run_id: str, tagged: str | None) -> Identity:
-    """Who a schedule's run is for: the directory's service account that the OS user running
-    Dagster's daemon and its runs maps to (`os_users`), verified so. A requester tag may only name
-    that account: a schedule acts for nobody else."""
+def scheduled(catalog: Catalog, policy: Policy, run_id: str, tagged: str | None, schedule: str) -> Identity:
+    """Who a run a tick of `schedule` launched is for: the directory's service account that the OS
+    user running Dagster's daemon maps to (`os_users`), verified so, recorded as an `authenticate`
+    entry of the run. A requester tag may only name that account: a schedule acts for nobody else."""
     local = local_user(policy.os_users)
     if tagged and tagged != local.user:
         why = "is refused: a schedule's runs are for the account its daemon runs as"
         refuse_acting_as(catalog, policy, local, tagged, SCHEDULE_CHANNEL, run_id, why)
-    return local.identity(SCHEDULE_CHANNEL)
+    identity = local.identity(SCHEDULE_CHANNEL)
+    reason = (
+        f"{local.os_user} runs Dagster's daemon, which is {local.user} in the directory: "
+        f"a tick of schedule {schedule} launched the run"
+    )
+    decision = Decision(identity, Verb.AUTHENTICATE, None, True, reason, directory=policy.source or None)
+    record(catalog, decision, run_id, details={"via": f"schedule {schedule}"})
+    return identity
 
 
 def parse_os_users(value: str, variable: str = "CUSTODY_OS_USERS") -> dict[str, str]:

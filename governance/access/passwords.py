@@ -1,19 +1,19 @@
-"""Passwords of the file directory: argon2id hashes (argon2-cffi), and the delay after failed logins.
+"""Passwords of the file directory: argon2id hashes (argon2-cffi), and the base of the delay after
+failed logins (governance.access.throttle).
 
-A file directory keeps one hash per user, never the password. A login that fails again and again
-for one user waits longer each time, so a guesser gets few tries an hour while the user, once the
-guessing stops, gets in after the delay; the failures are read from the ledger, which every process
-writes, so the delay holds across the CLI, the service and the UI's login alike.
+A file directory keeps one hash per user, never the password. A user it does not know is checked
+against a decoy hash made with the parameters of the hashes it holds, so that the time a check takes
+does not tell who exists.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import astuple
 from functools import cache
 
-from argon2 import PasswordHasher
+from argon2 import PasswordHasher, extract_parameters
 from argon2.exceptions import InvalidHashError, VerificationError
 
 from governance.config import env_amount
@@ -22,10 +22,7 @@ from governance.errors import InvalidInput
 HASH_PREFIX = "$argon2id$"
 MIN_LENGTH = 8
 MAX_LENGTH = 1024
-# Failed logins in a row that cost nothing; after them, each failure doubles the wait, up to the cap.
-FREE_FAILURES = 3
 DEFAULT_DELAY_SECONDS = 1.0
-DELAY_CAP_FACTOR = 64
 DELAY_VARIABLE = "CUSTODY_LOGIN_DELAY_SECONDS"
 
 
@@ -35,8 +32,18 @@ def _hasher() -> PasswordHasher:
 
 
 @cache
-def _decoy() -> str:
-    return _hasher().hash("a user with no password")
+def _decoy(like: str | None) -> str:
+    """A hash of no one's password, made with the parameters of the hash `like`, else as new hashes are made."""
+    hasher = PasswordHasher.from_parameters(extract_parameters(like)) if like is not None else _hasher()
+    return hasher.hash("a user with no password")
+
+
+def usual_hash(hashes: Iterable[str]) -> str | None:
+    """One of `hashes` made with the parameters most of them were made with: what a decoy check
+    costs the same as."""
+    by_parameters = {astuple(extract_parameters(digest)): digest for digest in hashes}
+    found = Counter(astuple(extract_parameters(digest)) for digest in hashes)
+    return by_parameters[found.most_common(1)[0][0]] if found else None
 
 
 def hashed(password: str, user: str) -> str:
@@ -48,11 +55,12 @@ def hashed(password: str, user: str) -> str:
     return _hasher().hash(password)
 
 
-def matches(stored: str | None, password: str) -> bool:
-    """Whether `password` is the one `stored` was made from. A user without a hash costs as much
-    as one with, so the time taken does not tell who exists."""
+def matches(stored: str | None, password: str, like: str | None = None) -> bool:
+    """Whether `password` is the one `stored` was made from. A user without a hash is checked
+    against a decoy made as the directory's usual hash `like` was, so that it costs as much as a
+    user with one, and the time taken does not tell who exists."""
     try:
-        return _hasher().verify(stored or _decoy(), password) and stored is not None
+        return _hasher().verify(stored or _decoy(like), password) and stored is not None
     except (VerificationError, InvalidHashError):
         return False
 
@@ -66,31 +74,6 @@ def checked_hash(value: object, where: str) -> str:
     return value
 
 
-@dataclass(frozen=True)
-class Attempt:
-    """A past login of one user, as the ledger has it."""
-
-    at: datetime
-    allowed: bool
-
-
 def delay_base(environ: Mapping[str, str]) -> float:
     base = env_amount(environ, DELAY_VARIABLE, "seconds")
     return DEFAULT_DELAY_SECONDS if base is None else base
-
-
-def wait_before_next(attempts: Sequence[Attempt], base: float, now: datetime) -> float:
-    """Seconds until the next login may be checked, from the checked attempts, newest first:
-    failures in a row beyond the free ones double the wait each. Attempts refused unchecked for
-    coming too early are not among them, so a guesser cannot keep the user out beyond the cap."""
-    failures = 0
-    last_failure: datetime | None = None
-    for attempt in attempts:
-        if attempt.allowed:
-            break
-        failures += 1
-        last_failure = last_failure or attempt.at
-    if last_failure is None or failures < FREE_FAILURES:
-        return 0.0
-    wait = min(base * 2 ** (failures - FREE_FAILURES), base * DELAY_CAP_FACTOR)
-    return max(0.0, (last_failure + timedelta(seconds=wait) - now).total_seconds())

@@ -47,6 +47,9 @@ class Verb(StrEnum):
     ACT_AS = "act-as"
     # OpenLineage events posted to the service by a tool Custody does not run.
     LINEAGE_REPORT = "lineage.report"
+    # A change asked of Dagster through its UI that is no launch: a sensor or schedule started or
+    # stopped, runs terminated, Dagster's records of runs or assets changed.
+    CONTROL = "control"
 
 
 ROLES_FOR: Mapping[Verb, tuple[Role, ...]] = {
@@ -67,9 +70,10 @@ PHRASES: Mapping[Verb, str] = {
     Verb.SETTINGS: "change the policy settings",
     Verb.APPLY: "apply the spec of",
     Verb.FEED_DELETE: "delete feed archives",
+    Verb.CONTROL: "change what Dagster runs or keeps",
 }
 # What only the admin group may do.
-ADMIN_VERBS = frozenset({Verb.PURGE, Verb.SETTINGS, Verb.FEED_DELETE})
+ADMIN_VERBS = frozenset({Verb.PURGE, Verb.SETTINGS, Verb.FEED_DELETE, Verb.CONTROL})
 # What changes who may do what, or deletes: never on a name given without proof, whatever the
 # classification. Each with the words a refusal uses.
 VERIFIED_ALWAYS: Mapping[Verb, str] = {
@@ -80,6 +84,7 @@ VERIFIED_ALWAYS: Mapping[Verb, str] = {
     Verb.REVOKE: "revoking a role",
     Verb.STATUS: "changing a version's status",
     Verb.APPLY: "applying a spec",
+    Verb.CONTROL: "changing what Dagster runs or keeps",
 }
 
 

@@ -149,7 +149,10 @@ class Catalog:
 
     @classmethod
     def from_settings(cls, settings: Settings, environ: Mapping[str, str]) -> Catalog:
-        """The catalog the settings name, its ledger checkpointed and rolled over where they say."""
+        """The catalog the settings name, its ledger checkpointed and rolled over where they say. A
+        home that does not exist yet is made for its owner alone: it holds the catalog, the ledger's
+        checkpoints and the directory's copy."""
+        settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
         checkpoints = Checkpoints.under(settings.checkpoint_folder, environ)
         return cls.from_url(settings.catalog_url, checkpoints, settings.ledger_segments)
 

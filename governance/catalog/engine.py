@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 
 from sqlalchemy import Column, DefaultClause, TextClause, event, inspect
@@ -124,6 +126,11 @@ def _add_new_columns(engine: Engine) -> None:
 def _sqlite_engine(url: str, database: str | None) -> Engine:
     if database and database != ":memory:":
         Path(database).parent.mkdir(parents=True, exist_ok=True)
+        # A new catalog is its owner's alone: SQLite gives its journal files the database's mode. One
+        # this process may not make is left for SQLite to refuse, in its own words.
+        if not os.path.exists(database) and os.access(Path(database).parent, os.W_OK):
+            with contextlib.suppress(FileExistsError):  # another process made it meanwhile
+                os.close(os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_SECONDS, "check_same_thread": False})
 
     @event.listens_for(engine, "connect")

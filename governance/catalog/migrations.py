@@ -8,10 +8,14 @@
   the edges since; a catalog made before has them built from its edges. Every process that
   writes versions must run this release from then on: an earlier one writes edges only, and walks
   would not reach the versions it adds.
+- session-digests: a session's or token's row was keyed by its id, which anyone who could read the
+  catalog and held the service's key could sign into a cookie. Rows are now keyed by the id's
+  SHA-256; the rows of sessions opened before are keyed so too, and their cookies still work.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
@@ -21,6 +25,7 @@ from sqlalchemy.exc import IntegrityError
 
 RELATIVE_LOCATIONS = "relative-locations"
 LINEAGE_HOPS = "lineage-hops"
+SESSION_DIGESTS = "session-digests"
 
 # A version's folders follow the lake's layout, so their relative form needs only the row itself.
 VERSION_FOLDERS = """
@@ -95,7 +100,17 @@ def _lineage_hops(connection: Connection) -> None:
     build_from_edges(connection)
 
 
+def _session_digests(connection: Connection) -> None:
+    keyed = [
+        {"id": row_id, "key": hashlib.sha256(row_id.encode()).hexdigest()}
+        for (row_id,) in connection.execute(text("SELECT id FROM service_session"))
+    ]
+    if keyed:
+        connection.execute(text("UPDATE service_session SET id = :key WHERE id = :id"), keyed)
+
+
 MIGRATIONS: tuple[tuple[str, Callable[[Connection], None]], ...] = (
     (RELATIVE_LOCATIONS, _relative_locations),
     (LINEAGE_HOPS, _lineage_hops),
+    (SESSION_DIGESTS, _session_digests),
 )

@@ -326,17 +326,40 @@ class CatalogMigration(SQLModel, table=True):
 class ServiceSession(SQLModel, table=True):
     """A sign-in to the service: a browser's session or an API token, valid until it expires or ends.
     The cookie or token carries the id signed; the row says whose it is, so that ending it counts for
-    every process that shares the catalog."""
+    every process that shares the catalog. The row is keyed by the id's SHA-256, never the id: a
+    reader of the catalog learns nothing a cookie could be made of."""
 
     __tablename__ = "service_session"
 
-    id: str = Field(primary_key=True)
+    id: str = Field(primary_key=True)  # the SHA-256 of the session's id, in hex
     user: str = Field(index=True)
     method: str  # how the user proved who they are: password, ldap-bind, gateway
     kind: str  # session (a browser's cookie) or token (an API client's)
     issued_at: datetime
     expires_at: datetime
     ended_at: datetime | None = None
+
+
+class LoginFailures(SQLModel, table=True):
+    """Failed password checks in a row, by who is asked for from where (governance.access.throttle):
+    a user from clients they have not signed in from before, or one client of theirs."""
+
+    __tablename__ = "login_failures"
+
+    key: str = Field(primary_key=True)
+    failures: int
+    last_failure_at: datetime = Field(index=True)
+
+
+class SignedRequest(SQLModel, table=True):
+    """A request the service signed for Dagster's webserver, by the nonce its header carries, once
+    the run coordinator has taken it: a header is good for one request, and another that carries
+    it is a replay."""
+
+    __tablename__ = "signed_request"
+
+    nonce: str = Field(primary_key=True)
+    taken_at: datetime = Field(index=True)
 
 
 class ForeignEvent(SQLModel, table=True):

@@ -14,6 +14,7 @@ import typer
 
 from governance.cli.common import app, load_settings, open_custody
 from governance.config import Settings
+from governance.envsecrets import scrub
 from governance.errors import EnvironmentProblem, InvalidInput
 from governance.service import SECRETS
 
@@ -83,6 +84,7 @@ def serve(
     from governance.service.gateway import Gateway
     from governance.service.principal import UiKeys
     from governance.service.recent import Recent
+    from governance.service.refusals import window_from
     from governance.service.sessions import SessionSettings
     from governance.service.upstream import Upstream
 
@@ -109,8 +111,7 @@ def serve(
         return
     # Read, the service's own secrets leave the environment: the daemon, the code servers and the
     # run workers (which run owners' transforms) inherit it, and need neither.
-    for variable in SECRETS:
-        os.environ.pop(variable, None)
+    scrub(SECRETS)
     custody = open_custody(settings)
     with ExitStack() as stack:
         # A long-running service checkpoints the ledger when due, not at every request; its last
@@ -139,7 +140,9 @@ def serve(
         typer.echo(f"Custody serves on http://{host}:{bound} (sign in at /login{fronted})")
         # The peer is the TCP peer: an X-Forwarded-For a client sends must not stand for the address
         # a gateway is trusted from.
-        app = create_app(custody, session_settings, served, gateway, runs, recent, threads, ui_keys)
+        app = create_app(
+            custody, session_settings, served, gateway, runs, recent, threads, ui_keys, window_from(os.environ)
+        )
         config = uvicorn.Config(app, log_level="warning", access_log=False, proxy_headers=False)
         # uvicorn stops gracefully on SIGTERM, then raises it again once stopped: handled here as an
         # exit, it unwinds this block, which stops the daemon and the code servers with the service.

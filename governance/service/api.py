@@ -30,6 +30,7 @@ from governance.errors import (
     InvalidInput,
     NotFound,
     NotSignedIn,
+    ServiceUnavailable,
     error_summary,
     shown,
 )
@@ -126,6 +127,12 @@ def recorded(principal: Principal) -> dict[str, str]:
 class Login(BaseModel):
     user: str = Field(max_length=256)
     password: str = Field(max_length=1024)
+    device: str | None = Field(
+        None,
+        max_length=512,
+        description="The device token an earlier sign-in of this user's from this client gave it: "
+        "failed sign-ins from other clients do not slow this one's.",
+    )
 
 
 class Token(BaseModel):
@@ -133,6 +140,7 @@ class Token(BaseModel):
     user: str
     method: str
     expires_in: int = Field(description="Seconds the token stays valid.")
+    device: str = Field(description="This client's device token for the user: send it with the next sign-in.")
 
 
 class Who(BaseModel):
@@ -141,19 +149,38 @@ class Who(BaseModel):
 
 
 @router.post("/tokens", status_code=201, response_model=Token, tags=["tokens"])
-def issue_token(login: Login, request: Request) -> Token:
+async def issue_token(login: Login, request: Request) -> Token:
     """A short-lived token for a directory user, proven by their password (recorded either way)."""
     service = service_of(request)
+    devices, signins = service.devices, service.signins
+    if devices is None or signins is None:
+        raise ServiceUnavailable("the service has not started: try again in a moment")
+    device = devices.of(login.device, login.user)
     session_id = new_session_id()
     details = {"channel": API_CHANNEL, "session": reference_of(session_id), "peer": peer_of(request)}
+    refusals = service.refused_login(request)
     try:
-        service.custody.authenticate(login.user, login.password, details=details)
+        await signins.check(
+            device is not None,
+            lambda: service.custody.authenticate(
+                login.user, login.password, details=details, device=device, refusals=refusals
+            ),
+        )
     except AccessDenied as err:
         raise NotSignedIn(str(err).removeprefix("denied: ")) from err
-    principal = Principal(login.user, service.custody.policy.directory.method, session_id, API_CHANNEL)
+    except ServiceUnavailable as err:
+        await run_in_threadpool(service.refused, request, err, API_CHANNEL, login.user)
+        raise
+    principal, token = await run_in_threadpool(
+        service.tokens.open, session_id, login.user, service.custody.policy.directory.method
+    )
     lifetime = int(service.tokens.lifetime.total_seconds())
     return Token(
-        token=service.tokens.open(principal), user=principal.user, method=principal.method, expires_in=lifetime
+        token=token,
+        user=principal.user,
+        method=principal.method,
+        expires_in=lifetime,
+        device=devices.issue(login.user, device),
     )
 
 

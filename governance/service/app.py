@@ -37,14 +37,17 @@ from governance.service import runs as runs_api
 from governance.service import settings as settings_api
 from governance.service import tables as tables_api
 from governance.service.context import DECIDING_THREADS, MAX_BODY_BYTES, Service
+from governance.service.devices import Devices
 from governance.service.gate import Gate
 from governance.service.gateway import Gateway
 from governance.service.intake import Intake
 from governance.service.middleware import JsonBodies, Unframed
 from governance.service.principal import UiKeys
 from governance.service.recent import Recent
+from governance.service.refusals import WINDOW_SECONDS, Flusher
 from governance.service.runs import RunDesk
 from governance.service.sessions import Sessions, SessionSettings
+from governance.service.signins import SignIns
 
 THREADS_VARIABLE = "CUSTODY_SERVICE_THREADS"
 API_THREADS = 4
@@ -59,10 +62,12 @@ def create_app(
     recent: Recent | None = None,
     threads: int | None = None,
     ui_keys: UiKeys | None = None,
+    refusals_window: float = WINDOW_SECONDS,
 ) -> ASGIApp:
     """The service's app. `threads`: how many worker threads answer blocking work in the serving
     process (see `api_threads`); None leaves Starlette's default. `ui_keys`: what the gate signs the
-    principal with for a `ui` served by another process."""
+    principal with for a `ui` served by another process. `refusals_window`: how long the repeats of a
+    kind of refused request are counted before they are recorded (governance.service.refusals)."""
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -70,6 +75,9 @@ def create_app(
             to_thread.current_default_thread_limiter().total_tokens = threads
         service = app.state.service
         service.deciders = CapacityLimiter(DECIDING_THREADS)
+        service.signins = SignIns()
+        flusher = Flusher(service.refusals)
+        flusher.start()
         service.intake = Intake(custody, service.specs)
         service.intake.start()
         # Lineage walks come from memory from here on: a long-lived process reads the edges once,
@@ -86,6 +94,7 @@ def create_app(
             yield
         finally:
             service.intake.stop()
+            flusher.stop()
 
     app = FastAPI(
         lifespan=lifespan,
@@ -102,7 +111,9 @@ def create_app(
         gateway,
         runs,
         recent or Recent(),
+        devices=Devices(settings.secret),
     )
+    app.state.service.refusals.window = refusals_window
     # Routes are matched in order, and the busiest (other tools' lineage reports, the catalog,
     # lineage, the ledger) go first; the column lineage's paths go before the API's own, being more
     # precise than a version's direction.

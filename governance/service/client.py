@@ -38,9 +38,13 @@ TIMEOUT_SECONDS = 120
 ERRORS: Mapping[int, type[CustodyError]] = {400: InvalidInput, 401: NotSignedIn, 403: AccessDenied, 404: NotFound}
 
 
-def token_file(environ: Mapping[str, str]) -> Path:
+TOKENS, DEVICES = "tokens.json", "devices.json"
+
+
+def token_file(environ: Mapping[str, str], name: str = TOKENS) -> Path:
+    """A file `custody login` keeps: the tokens, or (DEVICES) the device tokens."""
     config = environ.get("XDG_CONFIG_HOME") or str(Path(environ.get("HOME", str(Path.home()))) / ".config")
-    return Path(config) / "custody" / "tokens.json"
+    return Path(config) / "custody" / name
 
 
 class ServiceClient:
@@ -66,9 +70,14 @@ class ServiceClient:
         return parts.scheme == "http" and parts.hostname not in ("localhost", "127.0.0.1", "::1")
 
     def login(self, user: str, password: str) -> dict[str, Any]:
-        """A token for `user`, kept for the next commands."""
-        answer = self._send("POST", "/tokens", json={"user": user, "password": password}, signed=False)
-        self._keep(answer["token"])
+        """A token for `user`, kept for the next commands; the device token the service gives this
+        client for `user` is kept for the next sign-in (governance.service.devices)."""
+        device = f"{self.url} {user}"
+        asked = {"user": user, "password": password, "device": self._kept(DEVICES).get(device)}
+        answer = self._send("POST", "/tokens", json=asked, signed=False)
+        self._keep(self.url, answer["token"])
+        if answer.get("device"):
+            self._keep(device, answer["device"], DEVICES)
         return answer
 
     def logout(self) -> None:
@@ -76,7 +85,7 @@ class ServiceClient:
         try:
             self._send("DELETE", "/tokens/current")
         finally:
-            self._keep(None)
+            self._keep(self.url, None)
 
     def get(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
         return self._send("GET", path, params={k: v for k, v in (params or {}).items() if v is not None})
@@ -168,8 +177,8 @@ class ServiceClient:
             raise NotSignedIn(f"no token for {self.url}: `custody login` gets one")
         return str(token)
 
-    def _kept(self) -> dict[str, str]:
-        path = token_file(self.environ)
+    def _kept(self, name: str = TOKENS) -> dict[str, str]:
+        path = token_file(self.environ, name)
         try:
             kept = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -178,12 +187,12 @@ class ServiceClient:
             raise InvalidInput(f"{path}: not the tokens `custody login` keeps; delete it and log in again") from err
         return kept if isinstance(kept, dict) else {}
 
-    def _keep(self, token: str | None) -> None:
-        """Keep `token` for this service (or forget it), in a file only its owner can read."""
-        path = token_file(self.environ)
-        kept = {url: value for url, value in self._kept().items() if url != self.url}
+    def _keep(self, key: str, token: str | None, name: str = TOKENS) -> None:
+        """Keep `token` under `key` (or forget it), in a file only its owner can read."""
+        path = token_file(self.environ, name)
+        kept = {kept: value for kept, value in self._kept(name).items() if kept != key}
         if token is not None:
-            kept[self.url] = token
+            kept[key] = token
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         temporary = path.with_name(f".{path.name}.{os.getpid()}")
         temporary.unlink(missing_ok=True)  # a leftover keeps its own mode; a new file gets 0600

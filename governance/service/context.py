@@ -3,25 +3,27 @@ ledger entries of refused requests."""
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from anyio import CapacityLimiter, to_thread
 from starlette.requests import HTTPConnection
+from starlette.types import Message, Receive
 
 from governance import ledger
-from governance.access.guard import ANONYMOUS, ledger_actor, record
+from governance.access.guard import ANONYMOUS, ledger_actor, record_all
 from governance.access.policy import Decision, Identity, Verb
 from governance.api import Custody
 from governance.errors import CrossSite, CustodyError, shown
 from governance.runs import Assurance
+from governance.service.devices import Devices
 from governance.service.gateway import Gateway
 from governance.service.recent import Recent
+from governance.service.refusals import Refusals
 from governance.service.sessions import Principal, Sessions
+from governance.service.signins import SignIns
 from governance.spec import SpecSet, load_valid_specs
 
 if TYPE_CHECKING:
@@ -34,10 +36,6 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # The most a request may send, inflated if it came compressed: the UI's largest (a launch with its run
 # config) stays far below, and so does an OpenLineage event of a large Spark plan.
 MAX_BODY_BYTES = 4 * 1024 * 1024
-# A client refused again and again for the same reason (a tab left open past its session's end
-# polls every few seconds) is recorded once a minute, not once a request.
-REPEAT_SECONDS = 60.0
-PRUNE_AT = 10_000
 # Threads that decide a request and record the decision. They mostly wait for the ledger transaction
 # that holds it, shared by every decision recorded at that moment: the more of them wait at once, the
 # fewer transactions a busy service makes.
@@ -49,25 +47,6 @@ T = TypeVar("T")
 
 
 @dataclass
-class Refusals:
-    """When each (peer, kind of refusal) was last recorded; entries older than a minute are dropped
-    as new ones come, so a client that varies what it sends grows neither this nor the ledger."""
-
-    seen: dict[tuple[str, str], float] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def due(self, peer: str, kind: str) -> bool:
-        now = time.monotonic()
-        with self.lock:
-            if now - self.seen.get((peer, kind), -REPEAT_SECONDS) < REPEAT_SECONDS:
-                return False
-            if len(self.seen) >= PRUNE_AT:
-                self.seen = {key: at for key, at in self.seen.items() if now - at < REPEAT_SECONDS}
-            self.seen[(peer, kind)] = now
-            return True
-
-
-@dataclass
 class Service:
     custody: Custody
     sessions: Sessions
@@ -76,17 +55,22 @@ class Service:
     # Takes run requests: only a service that serves the Dagster UI has one.
     runs: RunDesk | None = None
     recent: Recent = field(default_factory=Recent)
-    refusals: Refusals = field(default_factory=Refusals)
+    refusals: Refusals = field(init=False)
     # Made by the app as it starts, in its event loop: see `decided`.
     deciders: CapacityLimiter | None = None
     # Takes the OpenLineage endpoint's reports while the app runs.
     intake: Intake | None = None
+    # The device tokens of clients their users signed in from (made with the sessions' key).
+    devices: Devices | None = None
+    # Checks the sign-ins' passwords: made by the app as it starts, in its event loop.
+    signins: SignIns | None = None
     # Full pages of the ledger, kept apart: an auditor paging through it all would otherwise push
     # the catalog's and the lineages' answers out.
     ledger_pages: Recent = field(init=False)
 
     def __post_init__(self) -> None:
         self.ledger_pages = Recent(self.recent.seconds, LEDGER_PAGES_KEPT)
+        self.refusals = Refusals(lambda decisions: record_all(self.custody.store, decisions) if decisions else None)
 
     def specs(self) -> SpecSet:
         """The valid specs as their files are now: a decision follows an owner's edit without a
@@ -115,17 +99,26 @@ class Service:
                 details=details,
             )
 
-    def refused(self, connection: HTTPConnection, err: CustodyError | str, channel: str) -> None:
-        """Record a request refused before it reached anything: from where, to what, why. The same
-        kind of refusal from the same peer is recorded once a minute."""
-        reason = str(err)
+    def refused(
+        self, connection: HTTPConnection, err: CustodyError | str, channel: str, claimed: str | None = None
+    ) -> None:
+        """Record a request refused before it reached anything: from where, to what, why, and whom
+        it claimed to be for (`claimed`, else the user a gateway's header names). A flood's repeats
+        are counted (governance.service.refusals)."""
+        if claimed is None and self.gateway is not None:
+            claimed = connection.headers.get(self.gateway.header)
+        decision = Decision(Identity(ANONYMOUS, Assurance.NONE), Verb.SESSION, None, False, str(err))
+        details = {
+            "channel": channel,
+            "path": shown(connection.url.path, 200),
+            **({"claimed": ledger_actor(claimed)} if claimed else {}),
+        }
+        self.refusals.refused(peer_of(connection), decision, details)
+
+    def refused_login(self, connection: HTTPConnection) -> Callable[[Decision, Mapping[str, Any]], None]:
+        """Where a refused password check of a request is recorded: as the other refusals are."""
         peer = peer_of(connection)
-        if not self.refusals.due(peer, type(err).__name__ if isinstance(err, CustodyError) else reason):
-            return
-        user = ANONYMOUS
-        decision = Decision(Identity(user, Assurance.NONE), Verb.SESSION, None, False, reason)
-        details = {"channel": channel, "peer": peer, "path": shown(connection.url.path, 200)}
-        record(self.custody.store, decision, details=details)
+        return lambda decision, details: self.refusals.refused(peer, decision, details)
 
 
 def service_of(connection: HTTPConnection) -> Service:
@@ -139,6 +132,33 @@ async def decided(connection: HTTPConnection, decide: Callable[[], T]) -> T:
     not other blocking work (a page to read, a lineage to compute), which the worker threads do
     (CUSTODY_SERVICE_THREADS) lest many threads slow each other down."""
     return await to_thread.run_sync(decide, limiter=service_of(connection).deciders)
+
+
+async def whole_body(receive: Receive) -> bytes | None:
+    """A request's whole body (the service bounds its size before it gets here); None when the
+    client disconnected before it was whole."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+def replaying(body: bytes, receive: Receive) -> Receive:
+    """`receive` for an app behind one that read the request's body: that body, then what the client sends."""
+    given = False
+
+    async def replayed() -> Message:
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
 
 
 def peer_of(connection: HTTPConnection) -> str:

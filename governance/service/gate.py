@@ -1,8 +1,9 @@
 """The gate in front of the Dagster UI: every page, GraphQL request and WebSocket needs a valid
 session, or a trusted gateway's word for its user. A request that has one reaches the UI with its
-principal in a header only this process can sign; any such header a client sent, and the gateway's
-own headers, are dropped first. An open WebSocket is checked again as it streams, so it ends with
-its session."""
+principal in a header only this process can sign, for that request alone; any such header a client
+sent, and the gateway's own headers, are dropped first. What a GraphQL request asks Dagster to change
+is decided here (governance.service.mutations). An open WebSocket is checked again as it streams, so
+it ends with its session."""
 
 from __future__ import annotations
 
@@ -15,13 +16,19 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
-from governance.errors import AccessDenied, NotSignedIn
-from governance.service.context import Service, cross_site
+from governance.access.guard import enforce_all, launcher_of, record
+from governance.access.policy import Decision, Identity, Policy, Verb
+from governance.errors import AccessDenied, InvalidInput, NotSignedIn
+from governance.runs import Assurance
+from governance.service.context import Service, cross_site, replaying, whole_body
+from governance.service.mutations import STOPS, Asked, GraphQLRequest, backfill_ids, read
 from governance.service.principal import PRINCIPAL_HEADER, UiKeys, signed_principal
 from governance.service.sessions import Principal
 
 UI_CHANNEL = "ui"
 ENDED = 4401  # the close code of a socket whose session ended
+# What the gate writes anew for the GraphQL request it passes on.
+REWRITTEN = frozenset({b"content-type", b"content-length", b"content-encoding", b"transfer-encoding"})
 
 
 class Gate:
@@ -45,10 +52,116 @@ class Gate:
                 await decided(scope, receive, send)
             return
         headers = [(name, value) for name, value in scope["headers"] if name.lower() not in self.dropped]
-        headers.append((PRINCIPAL_HEADER.encode(), signed_principal(decided, self.keys).encode()))
-        if scope["type"] == "websocket" and decided.method != "gateway":
-            send = self._ending_with_session(connection, decided, send)
-        await self.app({**scope, "headers": headers}, receive, send)
+        if scope["type"] == "websocket":
+            if decided.method != "gateway":
+                send = self._ending_with_session(connection, decided, send)
+            signed = signed_principal(decided, self.keys, method="GET", body=b"")
+            await self.app(
+                {**scope, "headers": [*headers, (PRINCIPAL_HEADER.encode(), signed.encode())]}, receive, send
+            )
+            return
+        body = await whole_body(receive)
+        if body is None:  # the client left before it had sent the whole request
+            return
+        asked = None
+        if _graphql(scope):
+            try:
+                asked = read(connection.headers.get("content-type", ""), body, scope.get("query_string", b"").decode())
+                await run_in_threadpool(self._allow, connection, decided, asked)
+            except (InvalidInput, AccessDenied) as err:
+                await _refusal(err)(scope, receive, send)
+                return
+            body = asked.body
+            headers = [(n, v) for n, v in headers if n.lower() not in REWRITTEN] + [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ]
+            scope = {**scope, "query_string": b""}
+        signed = signed_principal(decided, self.keys, method=scope["method"], body=body)
+        scope = {**scope, "headers": [*headers, (PRINCIPAL_HEADER.encode(), signed.encode())]}
+        if asked is not None and asked.backfills:
+            send = self._recording_backfills(decided, asked, send)
+        await self.app(scope, replaying(body, receive), send)
+
+    def _allow(self, connection: HTTPConnection, principal: Principal, asked: GraphQLRequest) -> None:
+        """Decide what the request asks Dagster to change, besides launches, and record it; raise
+        AccessDenied for what is refused."""
+        if not asked.controls and not asked.stops:
+            return
+        service = self.service
+        policy = service.custody.policy
+        identity = Identity(principal.user, Assurance.VERIFIED, principal.method, principal.channel)
+        how = {"channel": principal.channel, "method": principal.method, "session": principal.reference}
+        decisions = [
+            (policy.decide(identity, Verb.CONTROL, None), {**how, "mutation": field.name, "arguments": _said(field)})
+            for field in asked.controls
+        ]
+        decisions.extend(
+            (self._stop(policy, identity, field), {**how, "mutation": field.name}) for field in asked.stops
+        )
+        enforce_all(service.custody.store, decisions)
+
+    def _stop(self, policy: Policy, identity: Identity, field: Asked) -> Decision:
+        """Whether `identity` may stop the runs or the backfill `field` names: they are theirs, or
+        they are an admin."""
+        argument = STOPS[field.name]
+        named = field.arguments.get(argument)
+        stopped = named if isinstance(named, list) else [named]
+        if field.name == "cancelPartitionBackfill":
+            launcher = launcher_of(self.service.custody.store, str(named))
+            whose = [launcher.user if launcher is not None else None]
+        else:
+            runs = self.service.runs
+            whose = [runs.requested_by(str(run)) if runs is not None else None for run in stopped]
+        if whose and all(user == identity.user for user in whose):
+            return Decision(identity, Verb.CONTROL, None, True, f"{identity.user} stops what they launched")
+        return policy.decide(identity, Verb.CONTROL, None)
+
+    def _recording_backfills(self, principal: Principal, asked: GraphQLRequest, send: Send) -> Send:
+        """`send` for the answer to backfill mutations: it holds the answer back until the backfills
+        it names are recorded as `principal`'s, so that their runs are decided for them."""
+        start: Message | None = None
+        chunks: list[bytes] = []
+
+        async def sending(message: Message) -> None:
+            nonlocal start
+            if message["type"] == "http.response.start":
+                start = message
+                return
+            if message["type"] != "http.response.body" or start is None:
+                await send(message)
+                return
+            chunks.append(message.get("body", b""))
+            if message.get("more_body"):
+                return
+            answer = b"".join(chunks)
+            made = backfill_ids(answer, asked.backfills)
+            await run_in_threadpool(self._launched, principal, asked, made)
+            await send(start)
+            await send({"type": "http.response.body", "body": answer})
+
+        return sending
+
+    def _launched(self, principal: Principal, asked: GraphQLRequest, made: dict[str, str]) -> None:
+        """Record each backfill `asked` made or resumed as `principal`'s, under the backfill's id."""
+        identity = Identity(principal.user, Assurance.VERIFIED, principal.method, principal.channel)
+        store = self.service.custody.store
+        for field in asked.backfills:
+            backfill = made.get(field.key)
+            if backfill is None:
+                continue
+            what = {"launchPartitionBackfill": "launched", "reexecutePartitionBackfill": "re-executed"}.get(
+                field.name, "resumed"
+            )
+            reason = f"{principal.user} {what} backfill {backfill} signed in ({principal.method})"
+            details = {
+                "channel": principal.channel,
+                "method": principal.method,
+                "session": principal.reference,
+                "backfill": backfill,
+                "mutation": field.name,
+            }
+            record(store, Decision(identity, Verb.SESSION, None, True, reason), backfill, details)
 
     def _decide(self, connection: HTTPConnection) -> Response | Principal:
         """The response that refuses the request, or the principal to pass on."""
@@ -88,6 +201,22 @@ class Gate:
             await send(message)
 
         return sending
+
+
+def _graphql(scope: Scope) -> bool:
+    """Whether the request asks Dagster's GraphQL: a POST to its endpoint, under any path prefix."""
+    return scope["method"] == "POST" and str(scope["path"]).rstrip("/").endswith("/graphql")
+
+
+def _refusal(err: InvalidInput | AccessDenied) -> JSONResponse:
+    """A GraphQL request refused at the gate, in GraphQL's words too, so that the UI shows why."""
+    said = str(err).removeprefix("denied: ")
+    status = 403 if isinstance(err, AccessDenied) else 400
+    return JSONResponse({"detail": said, "errors": [{"message": f"Custody refused this: {said}"}]}, status_code=status)
+
+
+def _said(field: Asked) -> str:
+    return ", ".join(f"{name}={field.argument(name)}" for name in sorted(field.arguments))[:400]
 
 
 def _graphql_by_get(connection: HTTPConnection) -> str | None:

@@ -14,14 +14,15 @@ from ipaddress import IPv4Network, IPv6Address, IPv6Network, ip_address, ip_netw
 from starlette.requests import HTTPConnection
 
 from governance.access.directory import checked_name
+from governance.envsecrets import read_secret
 from governance.errors import DuplicateGatewayHeader, InvalidInput, InvalidName, UntrustedGateway, shown
-from governance.service.sessions import SHORTEST_SECRET, Principal
+from governance.service.sessions import GATEWAY_METHOD as METHOD
+from governance.service.sessions import SHORTEST_SECRET, Principal, key_of
 
 HEADER_VARIABLE = "CUSTODY_GATEWAY_USER_HEADER"
 SECRET_VARIABLE = "CUSTODY_GATEWAY_SECRET"
 PEERS_VARIABLE = "CUSTODY_GATEWAY_PEERS"
 SECRET_HEADER = "x-custody-gateway-secret"
-METHOD = "gateway"
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class Gateway:
         header = environ.get(HEADER_VARIABLE, "").strip()
         if not header:
             return None
-        secret = environ.get(SECRET_VARIABLE) or None
+        secret = read_secret(environ, SECRET_VARIABLE) or None
         peers = tuple(_network(part.strip()) for part in environ.get(PEERS_VARIABLE, "").split(",") if part.strip())
         if secret is None and not peers:
             raise InvalidInput(
@@ -73,7 +74,7 @@ class Gateway:
             user = checked_name(named)
         except InvalidName as err:
             raise UntrustedGateway(f"the gateway named an invalid user {shown(named)!r}") from err
-        return Principal(user, METHOD, f"{METHOD} {peer}")
+        return Principal(user, METHOD, key_of(f"{METHOD} {peer}"))
 
     def warning(self) -> str | None:
         """What whoever starts the service should know of how the gateway is trusted, if anything."""

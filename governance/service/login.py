@@ -13,11 +13,14 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from governance.errors import AccessDenied, NotSignedIn
-from governance.service.context import CSRF_COOKIE, SESSION_COOKIE, cross_site, peer_of, service_of
+from governance.errors import AccessDenied, NotSignedIn, ServiceUnavailable
+from governance.service.context import CSRF_COOKIE, SESSION_COOKIE, Service, cross_site, peer_of, service_of
+from governance.service.devices import DEVICE_COOKIE, Devices
+from governance.service.devices import LIFETIME as DEVICE_LIFETIME
 from governance.service.gate import UI_CHANNEL
 from governance.service.pages import login_page, logout_page
 from governance.service.sessions import Principal, new_session_id, reference_of
+from governance.service.signins import SignIns
 
 router = APIRouter(include_in_schema=False)
 
@@ -32,31 +35,63 @@ def show_login(request: Request, next: str = "/") -> Response:
 
 
 @router.post("/login")
-def sign_in(request: Request, user: User, password: Password, csrf: Token, next: str = Form("/")) -> Response:
+async def sign_in(request: Request, user: User, password: Password, csrf: Token, next: str = Form("/")) -> Response:
     service = service_of(request)
     target = _local(next)
     refusal = _forged(request, csrf)
     if refusal is not None:
-        service.refused(request, refusal, UI_CHANNEL)
+        await run_in_threadpool(service.refused, request, refusal, UI_CHANNEL, user)
         return _login_form(request, target, refusal, user, status=403)
+    devices = _devices(service)
+    device = devices.of(request.cookies.get(DEVICE_COOKIE), user)
     session_id = new_session_id()
     details = {"channel": UI_CHANNEL, "session": reference_of(session_id), "peer": peer_of(request)}
     try:
-        service.custody.authenticate(user, password, details=details)
+        await _signins(service).check(
+            device is not None,
+            lambda: service.custody.authenticate(
+                user, password, details=details, device=device, refusals=service.refused_login(request)
+            ),
+        )
     except AccessDenied as err:
         return _login_form(request, target, str(err).removeprefix("denied: "), user, status=401)
-    principal = Principal(user, service.custody.policy.directory.method, session_id)
+    except ServiceUnavailable as err:
+        await run_in_threadpool(service.refused, request, err, UI_CHANNEL, user)
+        return _login_form(request, target, str(err), user, status=503)
+    _, cookie = await run_in_threadpool(
+        service.sessions.open, session_id, user, service.custody.policy.directory.method
+    )
     response = RedirectResponse(target, status_code=303)
     response.set_cookie(
         SESSION_COOKIE,
-        service.sessions.open(principal),
+        cookie,
         max_age=int(service.sessions.lifetime.total_seconds()),
         httponly=True,
         samesite="lax",
         secure=_over_tls(request),
     )
+    response.set_cookie(
+        DEVICE_COOKIE,
+        devices.issue(user, device),
+        max_age=int(DEVICE_LIFETIME.total_seconds()),
+        httponly=True,
+        samesite="strict",
+        secure=_over_tls(request),
+    )
     response.delete_cookie(CSRF_COOKIE)
     return response
+
+
+def _devices(service: Service) -> Devices:
+    if service.devices is None:
+        raise ServiceUnavailable("the service keeps no device tokens")
+    return service.devices
+
+
+def _signins(service: Service) -> SignIns:
+    if service.signins is None:
+        raise ServiceUnavailable("the service has not started: try again in a moment")
+    return service.signins
 
 
 @router.get("/logout")

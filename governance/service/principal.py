@@ -6,16 +6,23 @@ is first imported and never kept anywhere else. A webserver served on its own (`
 `dagster-webserver`) behind `custody serve --dagster-url` trusts the public key in its
 CUSTODY_UI_VERIFY_KEY, whose private half only the service holds (CUSTODY_UI_SIGNING_KEY): the
 programs that webserver starts inherit its environment, run workers running owners' code among
-them, and a public key signs nothing. Such a header travels between two processes, so it is good
-for HEADER_SECONDS after it was signed, and it says whom it names to anyone who sees it pass: keep
-the service and that webserver on loopback, or behind TLS."""
+them, and a public key signs nothing.
+
+A header is good for one request: it is signed with the digest of that request's method and body
+(the gate passes on the body it read), and with a nonce the coordinator takes once; one from another
+process's key is good for HEADER_SECONDS after it was signed. It names the session by its key, which
+no cookie is made of, so that the coordinator can tell whether the session is still live. Whoever
+sees a header pass learns whom it names: keep the service and its webserver on loopback, or behind TLS.
+"""
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import os
+import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,6 +32,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
 
+from governance.envsecrets import read_secret
 from governance.errors import InvalidInput
 from governance.service.sessions import Principal
 
@@ -34,8 +42,10 @@ VERIFY_VARIABLE = "CUSTODY_UI_VERIFY_KEY"
 # As long as the service waits for the webserver to answer a launch (assets/api_runs.py): the
 # coordinator reads the header when Dagster submits the run, after it has loaded the job.
 HEADER_SECONDS = 120
+# A header this process signed never leaves it: good for longer than any launch takes.
+OWN_HEADER_SECONDS = 3600
 # What a signature is for, signed with the payload: a key used elsewhere signs nothing that counts here.
-PURPOSE = b"custody-ui-principal\n"
+PURPOSE = b"custody-ui-request\n"
 # How far ahead of this host's clock another host's may be.
 SKEW_SECONDS = 5
 _OWN = Ed25519PrivateKey.generate()
@@ -54,7 +64,7 @@ class UiKeys:
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> UiKeys:
-        text = environ.get(SIGNING_VARIABLE, "")
+        text = read_secret(environ, SIGNING_VARIABLE) or ""
         if not text:
             raise InvalidInput(
                 f"--dagster-url needs {SIGNING_VARIABLE}, the key the webserver's requests are signed with: "
@@ -69,18 +79,42 @@ class UiKeys:
         return {SIGNING_VARIABLE: _text(private), VERIFY_VARIABLE: _text(public)}
 
 
-def signed_principal(principal: Principal, keys: UiKeys | None = None) -> str:
-    """The header for `principal`, signed with `keys`, else with this process's own key."""
-    payload = base64.urlsafe_b64encode(
-        json.dumps([principal.user, principal.method, principal.session, principal.channel, int(time.time())]).encode()
-    )
+@dataclass(frozen=True)
+class Signed:
+    """What a header vouches for: a principal, for the one request whose digest it holds (see
+    `request_digest`), by a nonce to be taken once."""
+
+    principal: Principal
+    nonce: str
+    request: str
+
+
+def request_digest(method: str, body: bytes) -> str:
+    """What binds a header to one request: its method and its body, as the webserver reads them."""
+    return hashlib.sha256(method.upper().encode() + b"\n" + body).hexdigest()
+
+
+def signed_principal(principal: Principal, keys: UiKeys | None = None, *, method: str, body: bytes) -> str:
+    """The header for `principal` making the request with `method` and `body`, signed with `keys`,
+    else with this process's own key."""
+    said = [
+        principal.user,
+        principal.method,
+        principal.session,
+        principal.channel,
+        int(time.time()),
+        secrets.token_urlsafe(16),
+        request_digest(method, body),
+    ]
+    payload = base64.urlsafe_b64encode(json.dumps(said).encode())
     signing = keys.signing if keys is not None else _OWN
     return f"{payload.decode()}.{base64.urlsafe_b64encode(signing.sign(PURPOSE + payload)).decode()}"
 
 
-def principal_from(header: str | None, environ: Mapping[str, str] = os.environ) -> Principal | None:
-    """The principal this process's gate signed, or a service the webserver trusts by its
-    CUSTODY_UI_VERIFY_KEY signed lately; None for anything else."""
+def signed_for(header: str | None, method: str, body: bytes, environ: Mapping[str, str] = os.environ) -> Signed | None:
+    """What a header signed for the request with `method` and `body` vouches for: signed by this
+    process's gate, or lately by a service the webserver trusts by its CUSTODY_UI_VERIFY_KEY; None
+    for anything else, a header signed for another request among them."""
     payload, _, signature = (header or "").encode().partition(b".")
     try:
         signed = base64.urlsafe_b64decode(signature)
@@ -90,18 +124,20 @@ def principal_from(header: str | None, environ: Mapping[str, str] = os.environ) 
     if not payload or not signed or base64.urlsafe_b64encode(signed) != signature:
         return None
     if _verifies(_OWN_PUBLIC, signed, payload):
-        return _principal(payload, None)
-    trusted = environ.get(VERIFY_VARIABLE)
-    if trusted and _verifies(_trusted_key(trusted), signed, payload):
-        return _principal(payload, HEADER_SECONDS)
-    return None
+        found = _payload(payload, OWN_HEADER_SECONDS)
+    else:
+        trusted = environ.get(VERIFY_VARIABLE)
+        found = (
+            _payload(payload, HEADER_SECONDS) if trusted and _verifies(_trusted_key(trusted), signed, payload) else None
+        )
+    return found if found is not None and found.request == request_digest(method, body) else None
 
 
-def _principal(payload: bytes, seconds: int | None) -> Principal | None:
-    user, method, session, channel, signed_at = json.loads(base64.urlsafe_b64decode(payload))
-    if seconds is not None and not -SKEW_SECONDS <= time.time() - signed_at <= seconds:
+def _payload(payload: bytes, seconds: int) -> Signed | None:
+    user, method, session, channel, signed_at, nonce, request = json.loads(base64.urlsafe_b64decode(payload))
+    if not -SKEW_SECONDS <= time.time() - signed_at <= seconds:
         return None
-    return Principal(user, method, session, channel)
+    return Signed(Principal(user, method, session, channel), nonce, request)
 
 
 def _verifies(key: Ed25519PublicKey, signature: bytes, payload: bytes) -> bool:

@@ -69,6 +69,10 @@ class RunDesk(Protocol):
 
     def state(self, run_id: str) -> RunState: ...
 
+    def requested_by(self, run_id: str) -> str | None:
+        """Whom the run is for, as it was decided; None for a run the instance does not hold."""
+        ...
+
 
 def desk_of(request: Request) -> RunDesk:
     desk = service_of(request).runs

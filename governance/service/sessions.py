@@ -20,6 +20,7 @@ from sqlmodel import col
 
 from governance.catalog import Catalog
 from governance.catalog.models import ServiceSession
+from governance.envsecrets import read_secret
 from governance.errors import InvalidInput, NotSignedIn
 
 SECRET_VARIABLE = "CUSTODY_SESSION_SECRET"
@@ -30,6 +31,9 @@ DEFAULT_RECHECK_SECONDS = 10
 DEFAULT_LIFETIME_SECONDS = 8 * 3600
 DEFAULT_TOKEN_LIFETIME_SECONDS = 3600
 SHORTEST_SECRET = 32
+REFERENCE_LENGTH = 16
+# The method of a user a trusted gateway names (governance.service.gateway).
+GATEWAY_METHOD = "gateway"
 # How long a session's row stays after it expired: an operator looking into a sign-in finds it.
 KEPT_AFTER_EXPIRY = timedelta(days=1)
 T = TypeVar("T")
@@ -37,7 +41,8 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Principal:
-    """Who a request is for, and how they proved it: the directory's method and the session."""
+    """Who a request is for, and how they proved it: the directory's method and the session, by
+    its key (`key_of` its id), never by the id a cookie or token carries."""
 
     user: str
     method: str
@@ -47,12 +52,18 @@ class Principal:
 
     @property
     def reference(self) -> str:
-        """What the ledger keeps of the session: enough to tell sessions apart, never the id itself."""
-        return reference_of(self.session)
+        """What the ledger keeps of the session: enough to tell sessions apart."""
+        return self.session[:REFERENCE_LENGTH]
+
+
+def key_of(session_id: str) -> str:
+    """What the catalog keys a session by: the SHA-256 of its id, which signs no cookie."""
+    return hashlib.sha256(session_id.encode()).hexdigest()
 
 
 def reference_of(session_id: str) -> str:
-    return hashlib.sha256(session_id.encode()).hexdigest()[:16]
+    """What the ledger keeps of the session `session_id` (see Principal.reference)."""
+    return key_of(session_id)[:REFERENCE_LENGTH]
 
 
 @dataclass(frozen=True)
@@ -75,7 +86,7 @@ class SessionSettings:
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> SessionSettings:
-        secret = environ.get(SECRET_VARIABLE)
+        secret = read_secret(environ, SECRET_VARIABLE)
         if secret is not None and len(secret) < SHORTEST_SECRET:
             raise InvalidInput(
                 f"{SECRET_VARIABLE} is shorter than {SHORTEST_SECRET} characters: "
@@ -128,9 +139,11 @@ class Sessions:
         self._signatures: dict[str, tuple[str, float]] = {}
         self._seen_lock = threading.Lock()
 
-    def open(self, principal: Principal) -> str:
-        """Record `principal`'s new session; the signed value its holder presents. The rows of
-        sessions that expired over a day ago go, so that the table holds about a day's sign-ins."""
+    def open(self, session_id: str, user: str, method: str) -> tuple[Principal, str]:
+        """Record `user`'s new session `session_id` (`new_session_id`); its principal, and the signed
+        value its holder presents. The rows of sessions that expired over a day ago go, so that the
+        table holds about a day's sign-ins."""
+        principal = Principal(user, method, key_of(session_id), "api" if self.kind == "token" else "ui")
         issued = datetime.now(UTC)
         row = ServiceSession(
             id=principal.session,
@@ -143,19 +156,20 @@ class Sessions:
         with self.catalog.session() as session:
             session.add(row)
             session.execute(delete(ServiceSession).where(col(ServiceSession.expires_at) < issued - KEPT_AFTER_EXPIRY))
-        return self._signer.dumps(principal.session)
+        return principal, self._signer.dumps(session_id)
 
     def find(self, signed: str | None) -> Principal:
         """The principal of a valid session; NotSignedIn says why there is none."""
-        session_id = self._session_id(signed)
-        return self._remembered(session_id) or self._read(session_id)
+        key = self._key(signed)
+        return self._remembered(key) or self._read(key)
 
     def remembered(self, signed: str | None) -> Principal | None:
         """The principal of a valid session as it was read a moment ago, without a read of the
         catalog; None when it must be read (`find`). NotSignedIn for a value this service did not sign."""
-        return self._remembered(self._session_id(signed))
+        return self._remembered(self._key(signed))
 
-    def _session_id(self, signed: str | None) -> str:
+    def _key(self, signed: str | None) -> str:
+        """The key of the session `signed` holds the id of."""
         if not signed:
             raise NotSignedIn("sign in first")
         checked = self._signatures.get(signed)
@@ -167,22 +181,23 @@ class Sessions:
             )
         except BadData as err:
             raise NotSignedIn(f"this {self.kind} is expired or was not made by this service: sign in again") from err
+        key = key_of(str(session_id))
         with self._seen_lock:
-            self._signatures[signed] = (session_id, signed_at.timestamp() + self.lifetime.total_seconds())
+            self._signatures[signed] = (key, signed_at.timestamp() + self.lifetime.total_seconds())
             _drop_before(self._signatures, time.time(), lambda kept: kept[1])
-        return str(session_id)
+        return key
 
-    def _remembered(self, session_id: str) -> Principal | None:
-        if session_id in self._ended:
+    def _remembered(self, key: str) -> Principal | None:
+        if key in self._ended:
             return None
-        seen = self._seen.get(session_id)
+        seen = self._seen.get(key)
         if seen is not None and time.monotonic() < seen.until and datetime.now(UTC) < seen.expires_at:
             return seen.principal
         return None
 
-    def _read(self, session_id: str) -> Principal:
+    def _read(self, key: str) -> Principal:
         with self.catalog.reading() as session:
-            row = session.get(ServiceSession, session_id)
+            row = session.get(ServiceSession, key)
         if row is None or row.kind != self.kind:
             raise NotSignedIn(f"this {self.kind} is unknown to the catalog: sign in again")
         if row.ended_at is not None:
@@ -194,12 +209,12 @@ class Sessions:
         return principal
 
     def _remember(self, seen: _Seen) -> None:
-        session_id = seen.principal.session
+        key = seen.principal.session
         with self._seen_lock:
-            if session_id in self._ended:
+            if key in self._ended:
                 return
-            self._seen.pop(session_id, None)
-            self._seen[session_id] = seen
+            self._seen.pop(key, None)
+            self._seen[key] = seen
             _drop_before(self._seen, time.monotonic(), lambda kept: kept.until)
 
     def end(self, principal: Principal) -> None:
@@ -214,6 +229,22 @@ class Sessions:
             if row is not None and row.ended_at is None:
                 row.ended_at = datetime.now(UTC)
                 session.add(row)
+
+
+def ended(catalog: Catalog, principal: Principal) -> str | None:
+    """Why the session or token `principal` was signed in by is over, as the catalog has it now;
+    None while it lasts. A gateway's user has none: the gateway vouches for each request."""
+    if principal.method == GATEWAY_METHOD:
+        return None
+    with catalog.reading() as session:
+        row = session.get(ServiceSession, principal.session)
+    if row is None:
+        return f"the session of {principal.user} is unknown to the catalog"
+    if row.ended_at is not None:
+        return f"the session of {principal.user} has ended"
+    if _aware(row.expires_at) <= datetime.now(UTC):
+        return f"the session of {principal.user} has expired"
+    return None
 
 
 def _drop_before(entries: dict[str, T], now: float, until: Callable[[T], float]) -> None:

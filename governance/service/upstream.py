@@ -17,6 +17,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidHandshake, InvalidURI, WebSocketException
 
 from governance.errors import InvalidInput
+from governance.service.context import whole_body
 
 # Headers of one hop, which a proxy does not pass on (RFC 9110, 7.6.1).
 HOP = frozenset(
@@ -82,7 +83,7 @@ class Upstream:
             await self._websocket(scope, receive, send, target)
 
     async def _http(self, scope: Scope, receive: Receive, send: Send, target: bytes) -> None:
-        body = await _body(receive)
+        body = await whole_body(receive)
         if body is None:  # the client left before it had sent the whole request: nothing to pass on
             return
         # The path as it came, its bytes kept: the one the gate decided on.
@@ -134,19 +135,6 @@ class Upstream:
     def _unreachable(self, err: Exception) -> JSONResponse:
         said = str(err) or type(err).__name__
         return JSONResponse({"detail": f"Dagster's webserver at {self.url} did not answer: {said}"}, status_code=502)
-
-
-async def _body(receive: Receive) -> bytes | None:
-    """The request's whole body (the service bounds its size before it gets here); None when the
-    client disconnected before it was whole."""
-    chunks = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body"):
-            return b"".join(chunks)
 
 
 def _target(scope: Scope) -> bytes | None:

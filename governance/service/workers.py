@@ -11,11 +11,13 @@ from uvicorn.config import STARTUP_FAILURE
 
 from governance.api import Custody
 from governance.config import Settings
+from governance.envsecrets import scrub
 from governance.errors import CustodyError
 from governance.service import SECRETS
 from governance.service.app import api_threads, create_app
 from governance.service.gateway import Gateway
 from governance.service.recent import Recent
+from governance.service.refusals import window_from
 from governance.service.sessions import SessionSettings
 
 FACTORY = f"{__name__}:from_environment"
@@ -30,9 +32,9 @@ def from_environment() -> ASGIApp:
         sessions, gateway = SessionSettings.from_environ(environ), Gateway.from_environ(environ)
         recent = Recent.from_environ(environ)
         threads = api_threads(environ, ui=False)
+        window = window_from(environ)
     except CustodyError as err:
         print(f"error: {err}", file=sys.stderr)
         raise SystemExit(STARTUP_FAILURE) from err
-    for variable in SECRETS:
-        environ.pop(variable, None)
-    return create_app(custody, sessions, gateway=gateway, recent=recent, threads=threads)
+    scrub(SECRETS)
+    return create_app(custody, sessions, gateway=gateway, recent=recent, threads=threads, refusals_window=window)
