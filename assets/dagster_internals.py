@@ -32,7 +32,7 @@ if TYPE_CHECKING:
         create_execution_plan,
         job_execution_iterator,
     )
-    from dagster._core.execution.backfill import BulkActionsFilter
+    from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
     from dagster._core.execution.context_creation_job import (
         PlanOrchestrationContextManager,
         orchestration_context_event_generator,
@@ -76,7 +76,7 @@ if TYPE_CHECKING:
 
 # Each name, and the module and name it comes from.
 WHERE: dict[str, tuple[str, str]] = {
-    # The tests' own: a tick as the daemon writes one; Dagster's freshness evaluation and health model on a frozen clock, and staleness.
+    # The tests' own: a tick and a backfill as the daemon and the webserver write them; Dagster's freshness evaluation and health model on a frozen clock, and staleness.
     "AssetFreshnessHealthState": (
         "dagster._core.definitions.asset_health.asset_freshness_health",
         "AssetFreshnessHealthState",
@@ -92,7 +92,7 @@ WHERE: dict[str, tuple[str, str]] = {
     "AssetCheckExecutionsTable": ("dagster._core.storage.event_log.schema", "AssetCheckExecutionsTable"),
     "AssetGraph": ("dagster._core.definitions.assets.graph.asset_graph", "AssetGraph"),
     "BACKFILL_ID_TAG": ("dagster._core.storage.tags", "BACKFILL_ID_TAG"),
-    "BulkActionsFilter": ("dagster._core.execution.backfill", "BulkActionsFilter"),
+    "BulkActionStatus": ("dagster._core.execution.backfill", "BulkActionStatus"),
     "ConfigurableClassData": ("dagster._serdes", "ConfigurableClassData"),
     "DagsterEvent": ("dagster._core.events", "DagsterEvent"),
     "DagsterEventType": ("dagster._core.events", "DagsterEventType"),
@@ -105,6 +105,7 @@ WHERE: dict[str, tuple[str, str]] = {
     "LOG_RECORD_METADATA_ATTR": ("dagster._core.log_manager", "LOG_RECORD_METADATA_ATTR"),
     "LoadableTargetOrigin": ("dagster._core.types.loadable_target_origin", "LoadableTargetOrigin"),
     "ManagedGrpcPythonEnvCodeLocationOrigin": ("dagster._core.remote_origin", "ManagedGrpcPythonEnvCodeLocationOrigin"),
+    "PartitionBackfill": ("dagster._core.execution.backfill", "PartitionBackfill"),
     "PARENT_RUN_ID_TAG": ("dagster._core.storage.tags", "PARENT_RUN_ID_TAG"),
     "PARTITION_NAME_TAG": ("dagster._core.storage.tags", "PARTITION_NAME_TAG"),
     "PlanOrchestrationContextManager": (
@@ -159,7 +160,7 @@ __all__ = [
     "AssetFreshnessHealthState",
     "AssetGraph",
     "AssetHealthStatus",
-    "BulkActionsFilter",
+    "BulkActionStatus",
     "CachingStaleStatusResolver",
     "ConfigurableClassData",
     "DagsterEvent",
@@ -172,6 +173,7 @@ __all__ = [
     "LoadableTargetOrigin",
     "LoadingContextForTest",
     "ManagedGrpcPythonEnvCodeLocationOrigin",
+    "PartitionBackfill",
     "PlanOrchestrationContextManager",
     "RawMetadataValue",
     "ReconstructableRepository",

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from governance.checks import DESCRIPTIONS, Check, checks_for
-from governance.errors import CatalogUnavailable, CustodyError, NotFound, SpecProblem
+from governance.errors import BatchError, CatalogUnavailable, CustodyError, NotFound, SpecProblem
 from governance.sources import Place
 from governance.spec import Spec, SpecSet, code_version, lag
 from resources import CustodyResource, SparkResource
@@ -32,10 +32,6 @@ if TYPE_CHECKING:
 
 REQUESTED_BY_TAG = "custody/requested_by"
 PARTITION_FORMAT = "%Y-%m-%d-%H:%M"
-# What a schedule's or a sensor's runs carry: their channel in the ledger (who they are for is
-# established as they are submitted: assets/launchers.py).
-SYSTEM_TAGS = ("dagster/schedule_name",)
-SENSOR_TAG = "dagster/sensor_name"
 # The DropZone batch a sensor's run ingests.
 BATCH_TAG = "custody/batch"
 KINDS = {"spark", "parquet"}
@@ -374,7 +370,7 @@ def requester(
         return found
     try:
         now = batch_requester(lake, policy, landing, batch)
-    except CustodyError:
+    except (BatchError, NotFound):  # the ingestion refuses the batch, and records why, as it opens it
         return found
     if now.user != found.user:
         reason = (
@@ -386,12 +382,16 @@ def requester(
 
 
 def channel(tags: "Mapping[str, str]") -> dict[str, str]:
-    """How a run reached us, for the ledger, when a sensor or a schedule launched it; a run launched
-    by a person keeps the channel of the identity established for it (cli, ui, api)."""
-    if SENSOR_TAG in tags:
-        return {"channel": "sensor", "via": f"sensor {tags[SENSOR_TAG]}"}
-    schedule = next((tags[tag] for tag in SYSTEM_TAGS if tag in tags), None)
-    return {"channel": "schedule", "via": f"schedule {schedule}"} if schedule else {}
+    """How a run reached us, for the ledger, when a sensor or a schedule launched it (who it is for
+    was established as it was submitted: assets/launchers.py); a run launched by a person keeps the
+    channel of the identity established for it (cli, ui, api)."""
+    from assets.dagster_internals import SCHEDULE_NAME_TAG, SENSOR_NAME_TAG
+
+    if SENSOR_NAME_TAG in tags:
+        return {"channel": "sensor", "via": f"sensor {tags[SENSOR_NAME_TAG]}"}
+    if SCHEDULE_NAME_TAG in tags:
+        return {"channel": "schedule", "via": f"schedule {tags[SCHEDULE_NAME_TAG]}"}
+    return {}
 
 
 def run_request(context: dg.AssetExecutionContext, spec: Spec, identity: "Identity") -> "RunRequest":

@@ -5,7 +5,7 @@ text a user typed: a tag names whom a run is for only once a launch has proved i
   signed for that one request: its user, signed in (governance.service.principal). The header is taken
   once, and only while its session lasts.
 - Dagster's daemon submits the runs of a backfill, a schedule or a sensor. A backfill's are for whoever
-  last launched, re-executed or resumed it signed in, as the service recorded under the backfill's id
+  last launched or re-executed it signed in, as the service recorded under the backfill's id
   when the webserver answered them (governance.service.mutations). A schedule's are for the service
   account the daemon's OS user maps to, and a sensor's for the owner of the DropZone batch it
   ingests, each only when the instance holds the tick that launched the run: one the daemon is
@@ -18,9 +18,9 @@ so that its steps find it again (governance.access.guard.run_identity).
 
 from __future__ import annotations
 
+import threading
 import time
 import weakref
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NoReturn
@@ -54,6 +54,8 @@ from governance.zones import Lake
 # records it as soon as the webserver has answered, which the daemon may be quicker than.
 BACKFILL_WAIT_SECONDS = 10.0
 BACKFILL_POLL_SECONDS = 0.25
+# The channel of a refusal of what the daemon submitted.
+DAEMON_CHANNEL = "daemon"
 NOT_SIGNED_IN = (
     "the Dagster UI launches runs only for a signed-in user: open it through `custody serve` (`make ui`) and sign in"
 )
@@ -79,23 +81,28 @@ Launcher = SignedLaunch | NotSignedIn | None
 
 def launched_by(context: dg.SubmitRunContext) -> Launcher:
     """Who launched the run `context` submits. Only the webserver submits in answer to a request;
-    the daemon's submissions answer none."""
+    the daemon's submissions answer none. A run is launched only by a request as the gate passes one
+    on: a POST of a JSON body, with no query, signed for that body."""
     if not isinstance(context.workspace, WorkspaceRequestContext) or context.workspace.source is None:
         return None
     source = context.workspace.source
-    signed = signed_for(context.get_request_header(PRINCIPAL_HEADER), _method(source), _body(source))
+    body = _body(source)
+    if body is None:
+        return NotSignedIn(NOT_SIGNED_IN)
+    signed = signed_for(context.get_request_header(PRINCIPAL_HEADER), "POST", body)
     return NotSignedIn(NOT_SIGNED_IN) if signed is None else SignedLaunch(signed, source)
 
 
-def _method(source: object) -> str:
-    return str(getattr(source, "method", "GET"))
-
-
-def _body(source: object) -> bytes:
-    """The body of the request the webserver answers, as its GraphQL endpoint read it: Starlette keeps
-    what a request's body was once it has been read (tests/test_dagster_internals.py holds it to that)."""
-    body = getattr(source, "_body", b"")
-    return body if isinstance(body, bytes) else b""
+def _body(source: object) -> bytes | None:
+    """The body of the request the webserver answers, as its GraphQL endpoint read it, when that is
+    all the webserver read the query from: a POST of JSON with no query string. Starlette keeps what
+    a request's body was once read (tests/test_ui_adapter.py holds it to that)."""
+    body = getattr(source, "_body", None)
+    url = getattr(source, "url", None)
+    headers = getattr(source, "headers", {})
+    plain = getattr(source, "method", "") == "POST" and url is not None and not url.query
+    json_body = headers.get("content-type", "") == "application/json"
+    return body if isinstance(body, bytes) and plain and json_body else None
 
 
 class Taken:
@@ -104,17 +111,19 @@ class Taken:
 
     def __init__(self) -> None:
         self._requests: dict[str, weakref.ref[Any]] = {}
+        self._lock = threading.Lock()
 
     def take(self, catalog: Catalog, launch: SignedLaunch) -> bool:
         """Whether the launch's request may use its header: taken now, or by the same request before."""
-        kept = self._requests.get(launch.signed.nonce)
-        if kept is not None:
-            return kept() is launch.request
-        if not take(catalog, launch.signed.nonce):
-            return False
-        self._requests = {nonce: ref for nonce, ref in self._requests.items() if ref() is not None}
-        self._requests[launch.signed.nonce] = weakref.ref(launch.request)
-        return True
+        with self._lock:
+            kept = self._requests.get(launch.signed.nonce)
+            if kept is not None:
+                return kept() is launch.request
+            if not take(catalog, launch.signed.nonce):
+                return False
+            self._requests = {nonce: ref for nonce, ref in self._requests.items() if ref() is not None}
+            self._requests[launch.signed.nonce] = weakref.ref(launch.request)
+            return True
 
 
 def signed_in(catalog: Catalog, run: dg.DagsterRun, launch: SignedLaunch, taken: Taken) -> Identity:
@@ -148,13 +157,13 @@ def launched_how(principal: Principal) -> dict[str, str]:
     return {"channel": principal.channel, "method": principal.method, "session": principal.reference}
 
 
-def refuse_unsigned(catalog: Catalog, run: dg.DagsterRun, refusal: CustodyError) -> NoReturn:
-    """Record the refusal of a run launched without a proven user, as anonymous: the name its tag
-    claims is only kept beside; then raise it."""
+def refuse_unsigned(catalog: Catalog, run: dg.DagsterRun, refusal: CustodyError, channel: str = "ui") -> NoReturn:
+    """Record the refusal of a run launched without a proven user, as anonymous, with the channel it
+    came by: the name its tag claims is only kept beside; then raise it."""
     reason = str(refusal).removeprefix("denied: ")
     decision = Decision(Identity(ANONYMOUS, Assurance.NONE), Verb.SESSION, None, False, reason)
     claimed = run.tags.get(REQUESTED_BY_TAG)
-    record(catalog, decision, run.run_id, {"channel": "ui", **({"claimed": shown(claimed)} if claimed else {})})
+    record(catalog, decision, run.run_id, {"channel": channel, **({"claimed": shown(claimed)} if claimed else {})})
     raise refusal
 
 
@@ -170,60 +179,64 @@ class Deciding:
 
 def established(deciding: Deciding, run: dg.DagsterRun, landing: Spec | None) -> Identity:
     """Who a run submitted outside the webserver is for (see the module's words), recorded under the
-    run's id; a run nobody's launch proved is refused, and the refusal recorded."""
+    run's id; a run nobody's launch proved is refused, and the refusal recorded. A re-execution the
+    daemon submits (a retry of a failed run) proves nobody, whoever its parent was for."""
     tags = run.tags
     found = run_identity(deciding.catalog, run.run_id, tags.get(REQUESTED_BY_TAG))
     if found.assurance is Assurance.VERIFIED:
         return found
-    backfill = tags.get(BACKFILL_ID_TAG)
-    if backfill:
-        return _of_backfill(deciding, run, backfill)
-    if PARENT_RUN_ID_TAG not in tags and _scheduled(deciding.instance, run):
-        from governance.access.local import scheduled
+    if PARENT_RUN_ID_TAG not in tags:
+        backfill = tags.get(BACKFILL_ID_TAG)
+        if backfill:
+            return _of_backfill(deciding, run, backfill)
+        if _scheduled(deciding.instance, run):
+            from governance.access.local import scheduled
 
-        return scheduled(
-            deciding.catalog, deciding.policy, run.run_id, tags.get(REQUESTED_BY_TAG), tags[SCHEDULE_NAME_TAG]
-        )
-    if (
-        PARENT_RUN_ID_TAG not in tags
-        and landing is not None
-        and tags.get(BATCH_TAG)
-        and _sensed(deciding.instance, run)
-    ):
-        from governance.dropzone import sensed_batch
+            return scheduled(
+                deciding.catalog, deciding.policy, run.run_id, tags.get(REQUESTED_BY_TAG), tags[SCHEDULE_NAME_TAG]
+            )
+        if landing is not None and tags.get(BATCH_TAG) and _sensed(deciding.instance, run):
+            from governance.dropzone import sensed_batch
 
-        return sensed_batch(
-            deciding.catalog,
-            deciding.lake,
-            deciding.policy,
-            landing,
-            tags[BATCH_TAG],
-            run.run_id,
-            tags.get(REQUESTED_BY_TAG),
-        )
+            return sensed_batch(
+                deciding.catalog,
+                deciding.lake,
+                deciding.policy,
+                landing,
+                tags[BATCH_TAG],
+                run.run_id,
+                tags.get(REQUESTED_BY_TAG),
+            )
     refuse_unsigned(
         deciding.catalog,
         run,
         AccessDenied(
             "denied: no launch proves whom this run is for: a run comes from a signed-in user, the CLI, "
-            "a backfill one of them launched, or a tick of a schedule or sensor; its tags alone prove nobody"
+            "a backfill one of them launched, or a tick of a schedule or sensor; its tags alone, and a "
+            "retry of another run, prove nobody"
         ),
+        DAEMON_CHANNEL,
     )
 
 
 def _of_backfill(deciding: Deciding, run: dg.DagsterRun, backfill: str) -> Identity:
-    """A backfill's run, for whoever last launched, re-executed or resumed the backfill signed in."""
-    deadline = time.monotonic() + BACKFILL_WAIT_SECONDS
-    while (launcher := launcher_of(deciding.catalog, backfill)) is None and time.monotonic() < deadline:
+    """A backfill's run, for whoever last launched or re-executed the backfill signed in. A backfill
+    made a moment ago may be recorded a moment after the daemon takes it up: its run waits for that."""
+    made = deciding.instance.get_backfill(backfill)
+    launcher = launcher_of(deciding.catalog, backfill) if made is not None else None
+    deadline = (made.backfill_timestamp if made is not None else 0) + BACKFILL_WAIT_SECONDS
+    while launcher is None and made is not None and time.time() < deadline:
         time.sleep(BACKFILL_POLL_SECONDS)
+        launcher = launcher_of(deciding.catalog, backfill)
     if launcher is None:
         refuse_unsigned(
             deciding.catalog,
             run,
             AccessDenied(
-                f"denied: no signed-in user launched backfill {shown(backfill)}: a backfill launched, "
-                "re-executed or resumed other than through `custody serve` launches nothing"
+                f"denied: no signed-in user launched backfill {shown(backfill)}: a backfill launched or "
+                "re-executed other than through `custody serve` launches nothing"
             ),
+            DAEMON_CHANNEL,
         )
     reason = f"a run of backfill {backfill}, which {launcher.user} launched ({launcher.method})"
     details = {"channel": launcher.channel, "method": launcher.method, "backfill": backfill}
@@ -231,26 +244,24 @@ def _of_backfill(deciding: Deciding, run: dg.DagsterRun, backfill: str) -> Ident
     return launcher
 
 
-def _tick(instance: dg.DagsterInstance, tags: Mapping[str, str]) -> Any | None:
-    """The tick a run's tag names, as the instance holds it; None when it holds none such."""
+def _tick(instance: dg.DagsterInstance, run: dg.DagsterRun, kind: Any, name_tag: str) -> Any | None:
+    """The tick the run's tag names, as the instance holds it, when it is a tick of kind `kind` of
+    the schedule or sensor `name_tag` names; None else."""
     storage = instance.schedule_storage
-    tick_id = tags.get(TICK_ID_TAG, "")
-    if storage is None or not tick_id.isdigit():
+    tick_id, name = run.tags.get(TICK_ID_TAG, ""), run.tags.get(name_tag)
+    if storage is None or not tick_id.isdigit() or name is None:
         return None
     found = storage.get_ticks_by_ids([int(tick_id)])
-    return found[0] if found else None
+    tick = found[0] if found else None
+    return tick if tick is not None and tick.instigator_type == kind and tick.instigator_name == name else None
 
 
 def _scheduled(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
     """Whether a tick of the schedule the run names launched it: one the daemon is evaluating now,
     for the time the run says it was scheduled for."""
-    name = run.tags.get(SCHEDULE_NAME_TAG)
-    tick = _tick(instance, run.tags)
+    tick = _tick(instance, run, InstigatorType.SCHEDULE, SCHEDULE_NAME_TAG)
     return (
         tick is not None
-        and name is not None
-        and tick.instigator_type == InstigatorType.SCHEDULE
-        and tick.instigator_name == name
         and tick.status == TickStatus.STARTED
         and run.tags.get(SCHEDULED_EXECUTION_TIME_TAG) == _scheduled_for(tick.timestamp)
     )
@@ -263,12 +274,5 @@ def _scheduled_for(timestamp: float) -> str:
 
 def _sensed(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
     """Whether a tick of the sensor the run names launched it: one that reserved the run's id."""
-    name = run.tags.get(SENSOR_NAME_TAG)
-    tick = _tick(instance, run.tags)
-    return (
-        tick is not None
-        and name is not None
-        and tick.instigator_type == InstigatorType.SENSOR
-        and tick.instigator_name == name
-        and run.run_id in (tick.tick_data.reserved_run_ids or ())
-    )
+    tick = _tick(instance, run, InstigatorType.SENSOR, SENSOR_NAME_TAG)
+    return tick is not None and run.run_id in (tick.tick_data.reserved_run_ids or ())

@@ -23,12 +23,11 @@ import json
 import os
 import secrets
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -37,9 +36,9 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.service import start_service
 from governance.demo import demo_password
 
-CUSTODY = Path(sys.executable).with_name("custody")
 FLOODERS = 8
 
 
@@ -48,26 +47,13 @@ def p95(samples: list[float]) -> float:
 
 
 @contextmanager
-def service(home: Path):
+def service(home: Path) -> Iterator[str]:
+    """`custody serve --no-ui` on `home`; its API's address."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CUSTODY_", "DAGSTER_"))}
     env.update(CUSTODY_HOME=str(home), CUSTODY_SPECS=str(ROOT / "assets/specs"), CUSTODY_SPECS_APPROVAL="off")
-    process = subprocess.Popen(
-        [str(CUSTODY), "serve", "--no-ui", "--port", "0"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if "serves on" not in line:
-        raise SystemExit(f"the service did not start: {line}{process.stdout.read()[-2000:]}")
-    base = line.split("serves on ")[1].split()[0]
-    threading.Thread(target=process.stdout.read, daemon=True).start()
+    process, api = start_service(env)
     try:
-        yield base
+        yield api
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -139,8 +125,7 @@ def main() -> None:
     parser.add_argument("--tries", type=int, default=20, help="alice's sign-ins while the guesser guesses")
     parser.add_argument("--rate", type=float, default=200, help="bad sign-ins a second in the ledger's part")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="custody-signin-bench-") as folder, service(Path(folder) / "home") as base:
-        api = f"{base}/api/v1"
+    with tempfile.TemporaryDirectory(prefix="custody-signin-bench-") as folder, service(Path(folder) / "home") as api:
         carol = sign_in(api, "carol", demo_password("carol")).json()
         token, device = carol["token"], carol["device"]
         measured(api, token, device, 3)  # warm-up

@@ -16,7 +16,7 @@ import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from governance.errors import InvalidInput
+from governance.errors import InvalidInput, error_summary
 
 FILE_SUFFIX = "_FILE"
 # The most a secret's file may hold: a key or a password, never a file that happens to be named.
@@ -35,21 +35,31 @@ def read_secret(environ: Mapping[str, str], name: str) -> str | None:
 
 
 def _from_file(path: Path, variable: str) -> str:
+    """The secret in `path`: a file (not a link to one) of this process's OS user or root, which
+    no one else may read, checked as it is opened."""
     try:
-        status = path.stat()
-        if not stat.S_ISREG(status.st_mode) or status.st_size > LARGEST:
-            raise InvalidInput(f"{variable}={path}: not a file holding a secret")
-        if status.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise InvalidInput(f"{variable}={path}: others may read it: `chmod 600 {path}`")
-        text = path.read_text(encoding="utf-8")
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NOCTTY)
     except OSError as err:
         raise InvalidInput(f"{variable}={path}: cannot read it: {err.strerror or err}") from err
+    with os.fdopen(descriptor, "rb") as opened:
+        status = os.fstat(opened.fileno())
+        if not stat.S_ISREG(status.st_mode) or status.st_size > LARGEST:
+            raise InvalidInput(f"{variable}={path}: not a file holding a secret")
+        if status.st_uid not in (os.getuid(), 0):
+            raise InvalidInput(f"{variable}={path}: it is another OS user's: the service's user or root must own it")
+        if status.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise InvalidInput(f"{variable}={path}: others may read it: `chmod 600 {path}`")
+        try:
+            text = opened.read(LARGEST).decode("utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise InvalidInput(f"{variable}={path}: cannot read it: {error_summary(err)}") from err
     return text.rstrip("\r\n")
 
 
 def scrub(names: Iterable[str]) -> None:
-    """Overwrite the values of the variables `names` where this process keeps its environment, then
-    take them out of it."""
+    """Overwrite the values of the secrets `names` where this process keeps its environment, then
+    take them out of it, and the names of their files too: the programs it starts need neither."""
+    names = [*names, *(name + FILE_SUFFIX for name in names)]
     wanted = {name.encode() + b"=" for name in names if name in os.environ}
     if not wanted:
         return

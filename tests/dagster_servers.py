@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 import dagster as dg
 import pytest
@@ -76,6 +77,36 @@ class SignedIn:
         answer = self.post("/graphql", {"query": query, "variables": dict(variables or {})})
         assert answer.status_code in (200, 500), f"{answer.status_code}: {answer.text}"
         return answer.json()["data"]
+
+
+class Guesser:
+    """Someone who guesses a password (`guess(n)`, the nth guess) from a client that never signed in
+    as its user, again and again until stopped: as soon as one answer comes, the next guess goes.
+    The block it guards begins once the guesses are slowed down."""
+
+    def __init__(self, guess: Callable[[int], requests.Response]):
+        self.guess = guess
+        self.tries = 0
+        self.answers: list[requests.Response] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.answers.append(self.guess(self.tries))
+            self.tries += 1
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        deadline = time.monotonic() + 60
+        while not any("too many failed logins in a row" in answer.text for answer in list(self.answers)):
+            assert time.monotonic() < deadline, f"the guesses were not slowed: {self.tries} tries"
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=120)
 
 
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')

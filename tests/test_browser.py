@@ -23,7 +23,7 @@ from governance.demo import demo_password, drop_demo_batches
 from governance.zones import Lake
 from tests.browser import Page, chromium, launched_signed_in, ledger_of, materialized, signed_in, until
 from tests.conftest import ROOT
-from tests.dagster_servers import Served, Shared, finished, shared_service
+from tests.dagster_servers import Guesser, Served, Shared, SignedIn, finished, shared_service
 from tests.helpers import edit_spec, run_proven
 
 
@@ -116,6 +116,21 @@ def test_a_wrong_password_stays_at_the_login_and_logout_ends_the_session(browser
     browser.get(f"http://127.0.0.1:{joined.served.port}/assets")
     page.shows("Sign in to Custody")
     assert "/login?next=/assets" in browser.current_url
+
+
+def test_a_guesser_who_keeps_guessing_keeps_no_one_out_of_the_browser_they_signed_in_from(browser, joined):
+    """dave, whom no other test signs in: his browser knows him once he has signed in from it."""
+    port = joined.served.port
+    page = signed_in(browser, port, "dave")
+    browser.get(f"http://127.0.0.1:{port}/logout")
+    page.click("//button[normalize-space()='Sign out']")
+    page.shows("Sign in to Custody")
+    with Guesser(lambda n: SignedIn(port).sign_in("dave", f"guess-{n}")):
+        stranger = SignedIn(port).sign_in("dave", demo_password("dave"))
+        page.sign_in("dave", demo_password("dave"), then="/assets")
+        page.wait.until(lambda driver: driver.current_url.endswith("/assets"))
+    assert stranger.status_code == 401 and "too many failed logins in a row" in stranger.text
+    page.shows("names_and_products", "product_summary")
 
 
 def test_a_check_runs_on_demand_from_the_asset_s_checks_tab(ui, joined):

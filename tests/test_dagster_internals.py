@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import dagster as dg
 import pytest
 
 import assets.dagster_internals as internals
@@ -92,8 +93,13 @@ def test_the_queue_s_config_and_concurrency_counter_take_what_the_coordinator_gi
     assert internals.IN_PROGRESS_RUN_STATUSES
 
 
-def test_backfills_are_found_by_their_tags():
-    assert "tags" in parameters(internals.BulkActionsFilter)
+def test_a_tick_and_a_backfill_hold_what_the_coordinator_reads_of_them():
+    assert {"instigator_name", "instigator_type", "status", "timestamp", "reserved_run_ids"} <= set(
+        internals.TickData._fields
+    )
+    assert {"backfill_id", "backfill_timestamp", "tags"} <= parameters(internals.PartitionBackfill)
+    with dg.instance_for_test() as instance:
+        assert hasattr(instance.schedule_storage, "get_ticks_by_ids")
 
 
 def test_a_refusal_reaches_the_launchpad_as_graphql_s_python_error():

@@ -6,6 +6,7 @@ on the test's own instance, as the daemon would submit it."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from datetime import UTC, datetime
 
@@ -14,7 +15,7 @@ import pytest
 from sqlmodel import col, select
 
 from assets.coordinator import CustodyRunCoordinator
-from assets.dagster_internals import InstigatorType, TickStatus
+from assets.dagster_internals import BulkActionStatus, InstigatorType, PartitionBackfill, TickStatus
 from assets.launch import instance_for
 from assets.launchers import SignedLaunch
 from governance.access.guard import record
@@ -119,15 +120,44 @@ def test_a_backfill_s_run_with_a_schedule_s_tags_is_a_backfill_s_and_no_one_laun
     refused(instance, submitted(instance, **tags), "no signed-in user launched backfill forgedbf")
 
 
-def test_a_backfill_s_run_is_for_whoever_last_launched_re_executed_or_resumed_it_signed_in(instance):
-    catalog = instance.run_coordinator.custody.catalog
+def backfill(instance, backfill_id: str) -> str:
+    """A backfill the instance holds, as the webserver adds one."""
+    instance.add_backfill(
+        PartitionBackfill(
+            backfill_id, BulkActionStatus.REQUESTED, from_failure=False, tags={}, backfill_timestamp=time.time()
+        )
+    )
+    return backfill_id
+
+
+def launched(catalog, user: str, backfill_id: str) -> None:
+    """What the service records as `user` launches or re-executes the backfill, signed in."""
+    identity = Identity(user, Assurance.VERIFIED, "password", "ui")
+    decision = Decision(identity, Verb.SESSION, None, True, f"{user} launched it")
+    record(catalog, decision, backfill_id, {"backfill": backfill_id, "mutation": "launchPartitionBackfill"})
+
+
+def test_a_backfill_s_run_is_for_whoever_last_launched_or_re_executed_it_signed_in(instance):
+    catalog, made = instance.run_coordinator.custody.catalog, backfill(instance, "bf000001")
     for user in ("bob", "alice"):
-        identity = Identity(user, Assurance.VERIFIED, "password", "ui")
-        record(catalog, Decision(identity, Verb.SESSION, None, True, f"{user} launched it"), "bf000001", {})
-    run = submitted(instance, **{"dagster/backfill": "bf000001", "custody/requested_by": "bob"})
+        launched(catalog, user, made)
+    run = submitted(instance, **{"dagster/backfill": made, "custody/requested_by": "bob"})
     assert decided(instance, run).tags["custody/requested_by"] == "alice"
     [proof] = entries(catalog, run_id=run.run_id, action="session")
-    assert (proof.actor, proof.assurance, json.loads(proof.details)["backfill"]) == ("alice", "verified", "bf000001")
+    assert (proof.actor, proof.assurance, json.loads(proof.details)["backfill"]) == ("alice", "verified", made)
+
+
+def test_a_run_naming_a_backfill_the_instance_does_not_hold_proves_nobody_whoever_it_was_recorded_for(instance):
+    launched(instance.run_coordinator.custody.catalog, "alice", "bf000002")
+    run = submitted(instance, **{"dagster/backfill": "bf000002", "custody/requested_by": "alice"})
+    refused(instance, run, "no signed-in user launched backfill bf000002")
+
+
+def test_a_retry_the_daemon_makes_of_a_backfill_s_run_proves_nobody(instance):
+    catalog, made = instance.run_coordinator.custody.catalog, backfill(instance, "bf000003")
+    launched(catalog, "alice", made)
+    run = submitted(instance, **{"dagster/backfill": made, "dagster/parent_run_id": "a-run-of-mallory"})
+    refused(instance, run, NOBODY)
 
 
 def test_a_dropzone_sensor_s_run_is_for_the_owner_of_its_batch_when_its_tick_reserved_the_run(

@@ -20,7 +20,7 @@ from governance.config import Settings
 from governance.errors import AccessDenied, InvalidInput
 from governance.foreign.join import Received
 from governance.service.intake import Intake
-from governance.service.sessions import Principal, reference_of
+from governance.service.sessions import Principal, key_of
 from governance.spec import SpecSet
 from tests.graphs import add_version
 
@@ -50,7 +50,7 @@ def body(run_id: str, state: str = "START", *, reads: Sequence[str] = (), user: 
 
 
 def principal(user: str) -> Principal:
-    return Principal(user, "password", f"session-of-{user}-{uuid.uuid4()}", "api")
+    return Principal(user, "password", key_of(f"session-of-{user}-{uuid.uuid4()}"), "api")
 
 
 def taken_together(
@@ -97,7 +97,7 @@ def taken_together(
 
 
 def decisions(custody: Custody, *principals: Principal) -> list[LedgerEntry]:
-    sessions = {reference_of(p.session) for p in principals}
+    sessions = {p.reference for p in principals}
     with custody.store.session() as session:
         entries = session.exec(
             select(LedgerEntry).where(col(LedgerEntry.action) == "lineage.report").order_by(col(LedgerEntry.seq))

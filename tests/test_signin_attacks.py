@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Self
 
 import pytest
 import requests
@@ -34,7 +33,7 @@ from governance.demo import demo_password
 from governance.runs import Assurance
 from governance.service.refusals import Refusals
 from tests.conftest import plain_environ
-from tests.dagster_servers import Served, SignedIn, client, start_service, stop
+from tests.dagster_servers import Guesser, Served, SignedIn, client, start_service, stop
 from tests.ldap_server import environment, password_of, populated_slapd
 
 DELAY_SECONDS = 0.05  # the first wait after failed sign-ins: at most 3.2 s
@@ -88,35 +87,6 @@ def entries(catalog: Catalog, *actions: str, actor: str | None = None) -> list[d
     return [{"actor": e.actor, "action": e.action, **json.loads(e.details)} for e in found]
 
 
-class Guesser:
-    """Someone who signs in as `user` with wrong passwords, again and again, from a client that never
-    signed in as them, until stopped: as soon as one answer comes, the next guess goes."""
-
-    def __init__(self, guess: Callable[[int], requests.Response]):
-        self.guess = guess
-        self.tries = 0
-        self.answers: list[requests.Response] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.answers.append(self.guess(self.tries))
-            self.tries += 1
-
-    def __enter__(self) -> Self:
-        self._thread.start()
-        deadline = time.monotonic() + 60
-        while not any("too many failed logins in a row" in answer.text for answer in list(self.answers)):
-            assert time.monotonic() < deadline, f"the guesses were not slowed: {self.tries} tries"
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=120)
-
-
 def test_a_guesser_who_never_stops_keeps_no_user_out_of_a_browser_they_signed_in_from(service):
     base, user = service.served, "bob"
     browser = SignedIn(base.port, user, service.password_of(user))  # an earlier sign-in: the browser is known
@@ -153,15 +123,44 @@ def test_a_guesser_who_never_stops_keeps_no_user_out_of_the_cli_they_logged_in_w
     assert took < GETS_IN_WITHIN_SECONDS + 3  # the command's own start included
 
 
+def test_a_user_s_own_sign_ins_however_many_never_queue_before_another_user_s_known_client(service):
+    api = service.served.api
+    known = {user: sign_in_token(api, user, service.password_of(user))["device"] for user in ("alice", "dave")}
+
+    def alices(_: int) -> requests.Response:
+        return requests.post(
+            f"{api}/tokens",
+            json={"user": "alice", "password": service.password_of("alice"), "device": known["alice"]},
+            timeout=60,
+        )
+
+    answers = []
+    with ThreadPoolExecutor(16) as pool:
+        flood = [pool.submit(alices, n) for n in range(64)]
+        for _ in range(5):
+            answers.append(sign_in_token(api, "dave", service.password_of("dave"), known["dave"], raw=True))
+        statuses = {future.result().status_code for future in flood}
+    assert {answer.status_code for answer in answers} == {201}  # dave's known client: never turned away
+    assert statuses <= {201, 503} and 503 in statuses  # alice's own, one at a time
+
+
+def sign_in_token(api: str, user: str, password: str, device: str | None = None, *, raw: bool = False):
+    answer = requests.post(f"{api}/tokens", json={"user": user, "password": password, "device": device}, timeout=60)
+    if raw:
+        return answer
+    assert answer.status_code == 201, answer.text
+    return answer.json()
+
+
 def test_a_user_the_directory_does_not_know_is_checked_against_a_decoy_made_as_its_own_hashes_are(tmp_path):
     """Timing is a benchmark's (benchmarks/signin_flood.py); here, what makes it alike: the decoy's
     parameters are those most of the directory's hashes have, whatever new hashes would get."""
     seed = yaml.safe_load(Path("assets/directory.yaml").read_text())
     stored = [user["password"] for user in seed["users"].values() if user and "password" in user]
-    usual = passwords.usual_hash(stored)
-    assert usual is not None
-    assert extract_parameters(passwords._decoy(usual)) == extract_parameters(stored[0])
-    assert extract_parameters(passwords._decoy(usual)) != extract_parameters(passwords.hashed("a-new-one", "x"))
+    usual = passwords.usual_parameters(stored)
+    assert usual is not None and usual == extract_parameters(stored[0])
+    assert extract_parameters(passwords._decoy(usual)) == usual
+    assert extract_parameters(passwords.hashed("a-new-one", "x")) != usual  # what new hashes get
 
 
 def test_a_flood_of_refusals_is_recorded_kind_by_kind_its_repeats_counted_in_a_bounded_number_of_entries(service):

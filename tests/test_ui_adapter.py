@@ -45,9 +45,21 @@ def test_the_ui_is_an_asgi_app_serving_the_workspace_s_assets_over_graphql(cli_e
         assert client.get("/server_info").json()["dagster_webserver_version"]
 
 
-def request(body: bytes, *headers: tuple[bytes, bytes]) -> Request:
+def request(
+    body: bytes,
+    *headers: tuple[bytes, bytes],
+    method: str = "POST",
+    query: bytes = b"",
+    content_type: bytes = b"application/json",
+) -> Request:
     """A request as Dagster's GraphQL endpoint hands it to the context: its body read."""
-    scope = {"type": "http", "method": "POST", "path": "/graphql", "headers": list(headers)}
+    scope = {
+        "type": "http",
+        "method": method,
+        "path": "/graphql",
+        "query_string": query,
+        "headers": [(b"content-type", content_type), *headers],
+    }
 
     async def receive() -> dict:
         return {"type": "http.request", "body": body, "more_body": False}
@@ -76,6 +88,16 @@ def test_a_run_is_launched_by_the_request_whose_header_was_signed_for_it_or_by_t
         unsigned = launched_by(submitted(request(body, (PRINCIPAL_HEADER.encode(), b"bob"))))
         assert isinstance(unsigned, NotSignedIn)
         assert launched_by(submitted(None)) is None
+        # Dagster takes a query from the URL too (from a GET, or a POST of another type): such a
+        # request is not how the gate passes one on, and launches nothing, whatever header it bears.
+        for other in (
+            {"method": "GET"},
+            {"query": b"query=mutation%20%7B%20launchRun%20%7D"},
+            {"content_type": b"text/plain"},
+        ):
+            assert isinstance(
+                launched_by(submitted(request(body, (PRINCIPAL_HEADER.encode(), header), **other))), NotSignedIn
+            )
 
 
 def test_dagster_s_graphql_endpoint_hands_the_context_the_request_whose_body_it_read(cli_env, monkeypatch):

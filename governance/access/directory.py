@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Protocol
 
 import yaml
+from argon2 import Parameters
 
-from governance.access.passwords import checked_hash, matches, usual_hash
+from governance.access.passwords import checked_hash, matches, usual_parameters
 from governance.config import env_amount, home_of
 from governance.errors import (
     DirectoryUnavailable,
@@ -95,9 +96,9 @@ class _Members:
     passwords: Mapping[str, str]  # user -> argon2id hash
 
     @cached_property
-    def usual(self) -> str | None:
-        """A hash made with the parameters most of the file's were made with: as a decoy check's."""
-        return usual_hash(self.passwords.values())
+    def usual(self) -> Parameters | None:
+        """The parameters most of the file's hashes were made with: a decoy check's."""
+        return usual_parameters(self.passwords.values())
 
 
 class FileDirectory:
@@ -147,6 +148,8 @@ class FileDirectory:
         with self._lock:
             if seen != self._seen:
                 self._members, self._seen = _parse(self.path), seen
+                # The decoy is made as the file is read, not by the first check of a user it lacks.
+                _ = self._members.usual
             return self._members
 
     def groups_of(self, user: str) -> frozenset[str]:

@@ -13,7 +13,7 @@ from governance import ledger
 from governance.access.directory import NAME
 from governance.access.passwords import DEFAULT_DELAY_SECONDS
 from governance.access.policy import Decision, Identity, Policy, Verb, coverage_problems
-from governance.access.throttle import device_budget, failed, succeeded, user_budget, wait_for
+from governance.access.throttle import claim, device_budget, device_reference, succeeded, unclaimed, user_budget
 from governance.catalog import Catalog
 from governance.catalog.models import LedgerEntry
 from governance.errors import AccessDenied, DirectoryUnavailable, InvalidInput, bounded_reason, error_summary
@@ -239,7 +239,7 @@ def authenticate(
     governance.access.throttle), the next is refused unchecked until its delay has passed. A refusal
     goes to `refusals` when given (the service's, which records a flood's repeats as one entry),
     else to the ledger at once; either way it raises AccessDenied."""
-    said = {**(details or {}), **({"device": device_budget(device)[7:23]} if device else {})}
+    said = {**(details or {}), **({"device": device_reference(device)} if device else {})}
     how = (policy.directory.method, str(said.get("channel", "")), str(said.get("origin", "")))
     budget = device_budget(device) if device else user_budget(user)
 
@@ -253,15 +253,17 @@ def authenticate(
             raise AccessDenied(f"denied: {reason}")
         return identity  # a denial has raised
 
-    wait = wait_for(catalog, budget, delay)
+    wait = claim(catalog, budget, delay)
     if wait > 0:
         reason = f"{ledger_actor(user)}: too many failed logins in a row; try again in {ceil(wait)} s"
         return decided(False, reason, Verb.AUTHENTICATE_DELAYED)
     try:
         verified = policy.directory.authenticate(user, password)
     except (DirectoryUnavailable, InvalidInput) as err:  # a bad name, or a directory that holds no passwords
+        unclaimed(catalog, budget)
         return decided(False, error_summary(err))
-    (succeeded if verified else failed)(catalog, budget)
+    if verified:
+        succeeded(catalog, budget)
     reason = "password checked by the directory" if verified else "unknown user or wrong password"
     return decided(verified, f"{ledger_actor(user)}: {reason}")
 
@@ -283,7 +285,7 @@ def run_identity(catalog: Catalog, run_id: str | None, requested_by: str | None)
 
 def launcher_of(catalog: Catalog, key: str) -> Identity | None:
     """Who the newest allowed, verified `session` entry recorded under `key` names, as it verified
-    them: the signed-in user who last launched, re-executed or resumed the backfill `key`."""
+    them: the signed-in user who last launched or re-executed the backfill `key`."""
     with catalog.reading() as session:
         found = session.exec(
             select(LedgerEntry)
@@ -295,7 +297,14 @@ def launcher_of(catalog: Catalog, key: str) -> Identity | None:
             .order_by(col(LedgerEntry.seq).desc())
         )
         allowed = ((entry.actor, json.loads(entry.details)) for entry in found)
-        newest = next(((actor, details) for actor, details in allowed if details.get("result") == "allowed"), None)
+        newest = next(
+            (
+                (actor, details)
+                for actor, details in allowed
+                if details.get("result") == "allowed" and details.get("backfill") == key
+            ),
+            None,
+        )
     if newest is None:
         return None
     actor, details = newest

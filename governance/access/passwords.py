@@ -8,12 +8,11 @@ does not tell who exists.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import astuple
 from functools import cache
 
-from argon2 import PasswordHasher, extract_parameters
+from argon2 import Parameters, PasswordHasher, extract_parameters
 from argon2.exceptions import InvalidHashError, VerificationError
 
 from governance.config import env_amount
@@ -31,19 +30,32 @@ def _hasher() -> PasswordHasher:
     return PasswordHasher()  # RFC 9106's second recommended profile: argon2id, 64 MiB, 3 passes
 
 
-@cache
-def _decoy(like: str | None) -> str:
-    """A hash of no one's password, made with the parameters of the hash `like`, else as new hashes are made."""
-    hasher = PasswordHasher.from_parameters(extract_parameters(like)) if like is not None else _hasher()
-    return hasher.hash("a user with no password")
+def _decoy(parameters: Parameters | None) -> str:
+    """A hash of no one's password, made with `parameters`, else as new hashes are made: one for
+    each set of parameters, kept."""
+    key = astuple(parameters) if parameters is not None else ()
+    if key not in _DECOYS:
+        hasher = PasswordHasher.from_parameters(parameters) if parameters is not None else _hasher()
+        _DECOYS.setdefault(key, hasher.hash("a user with no password"))
+    return _DECOYS[key]
 
 
-def usual_hash(hashes: Iterable[str]) -> str | None:
-    """One of `hashes` made with the parameters most of them were made with: what a decoy check
-    costs the same as."""
-    by_parameters = {astuple(extract_parameters(digest)): digest for digest in hashes}
-    found = Counter(astuple(extract_parameters(digest)) for digest in hashes)
-    return by_parameters[found.most_common(1)[0][0]] if found else None
+_DECOYS: dict[tuple[object, ...], str] = {}
+
+
+def usual_parameters(hashes: Iterable[str]) -> Parameters | None:
+    """The parameters most of `hashes` were made with, their decoy made already: what a check of
+    a user with no hash costs the same as."""
+    found: dict[tuple[object, ...], tuple[int, Parameters]] = {}
+    for digest in hashes:
+        parameters = extract_parameters(digest)
+        count, _ = found.get(astuple(parameters), (0, parameters))
+        found[astuple(parameters)] = (count + 1, parameters)
+    if not found:
+        return None
+    _, usual = max(found.values(), key=lambda counted: counted[0])
+    _decoy(usual)
+    return usual
 
 
 def hashed(password: str, user: str) -> str:
@@ -55,12 +67,12 @@ def hashed(password: str, user: str) -> str:
     return _hasher().hash(password)
 
 
-def matches(stored: str | None, password: str, like: str | None = None) -> bool:
+def matches(stored: str | None, password: str, usual: Parameters | None = None) -> bool:
     """Whether `password` is the one `stored` was made from. A user without a hash is checked
-    against a decoy made as the directory's usual hash `like` was, so that it costs as much as a
-    user with one, and the time taken does not tell who exists."""
+    against a decoy made with the `usual` parameters of the directory's hashes, so that it costs as
+    much as a user with one, and the time taken does not tell who exists."""
     try:
-        return _hasher().verify(stored or _decoy(like), password) and stored is not None
+        return _hasher().verify(stored or _decoy(usual), password) and stored is not None
     except (VerificationError, InvalidHashError):
         return False
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 import hashlib
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import delete
+from sqlalchemy import delete, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlmodel import col
+from sqlmodel import col, select
 
 from governance.catalog import Catalog
 from governance.catalog.models import LoginFailures
@@ -42,33 +42,52 @@ def device_budget(device: str) -> str:
     return "device:" + hashlib.sha256(device.encode()).hexdigest()
 
 
-def wait_for(catalog: Catalog, budget: str, base: float, now: datetime | None = None) -> float:
-    """Seconds until the next check from `budget` may be made."""
-    with catalog.reading() as session:
-        row = session.get(LoginFailures, budget)
-    if row is None or row.failures < FREE_FAILURES:
-        return 0.0
-    wait = min(base * 2 ** (row.failures - FREE_FAILURES), base * DELAY_CAP_FACTOR)
-    last = row.last_failure_at if row.last_failure_at.tzinfo else row.last_failure_at.replace(tzinfo=UTC)
-    return max(0.0, (last + timedelta(seconds=wait) - (now or datetime.now(UTC))).total_seconds())
-
-
-def failed(catalog: Catalog, budget: str) -> None:
-    """Count a failed check against `budget`; forget the counts left alone for long."""
+def claim(catalog: Catalog, budget: str, base: float) -> float:
+    """Seconds until a check from `budget` may be made; 0.0 when this one may, and it is then
+    counted as a failure already, in the same transaction as the look at the count, so that checks
+    made at once by several processes each count. `succeeded` empties the budget after a good
+    password; `unclaimed` takes back a check that was not made."""
     now = datetime.now(UTC)
     with catalog.session() as session:
+        row = session.exec(select(LoginFailures).where(LoginFailures.key == budget).with_for_update()).first()
+        wait = _wait(row, base, now)
+        if wait > 0:
+            return wait
         insert = postgresql_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
         counted = insert(LoginFailures).values(key=budget, failures=1, last_failure_at=now)
         session.execute(
             counted.on_conflict_do_update(
-                index_elements=["key"],
-                set_={"failures": col(LoginFailures.failures) + 1, "last_failure_at": now},
+                index_elements=["key"], set_={"failures": col(LoginFailures.failures) + 1, "last_failure_at": now}
             )
         )
         session.execute(delete(LoginFailures).where(col(LoginFailures.last_failure_at) < now - FORGOTTEN_AFTER))
+    return 0.0
+
+
+def _wait(row: LoginFailures | None, base: float, now: datetime) -> float:
+    if row is None or row.failures < FREE_FAILURES:
+        return 0.0
+    wait = min(base * 2 ** (row.failures - FREE_FAILURES), base * DELAY_CAP_FACTOR)
+    last = row.last_failure_at if row.last_failure_at.tzinfo else row.last_failure_at.replace(tzinfo=UTC)
+    return max(0.0, (last + timedelta(seconds=wait) - now).total_seconds())
+
+
+def unclaimed(catalog: Catalog, budget: str) -> None:
+    """Take back a claimed check that was not made (the directory could not be asked)."""
+    with catalog.session() as session:
+        session.execute(
+            update(LoginFailures)
+            .where(col(LoginFailures.key) == budget, col(LoginFailures.failures) > 0)
+            .values(failures=col(LoginFailures.failures) - 1)
+        )
 
 
 def succeeded(catalog: Catalog, budget: str) -> None:
     """A good password empties the budget it was checked from."""
     with catalog.session() as session:
         session.execute(delete(LoginFailures).where(col(LoginFailures.key) == budget))
+
+
+def device_reference(device: str) -> str:
+    """What the ledger keeps of a device token's id: enough to tell a user's clients apart."""
+    return device_budget(device).removeprefix("device:")[:16]

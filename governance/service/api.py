@@ -152,15 +152,14 @@ class Who(BaseModel):
 async def issue_token(login: Login, request: Request) -> Token:
     """A short-lived token for a directory user, proven by their password (recorded either way)."""
     service = service_of(request)
-    devices, signins = service.devices, service.signins
-    if devices is None or signins is None:
-        raise ServiceUnavailable("the service has not started: try again in a moment")
+    devices, signins = service.sign_ins()
     device = devices.of(login.device, login.user)
     session_id = new_session_id()
     details = {"channel": API_CHANNEL, "session": reference_of(session_id), "peer": peer_of(request)}
     refusals = service.refused_login(request)
     try:
         await signins.check(
+            login.user,
             device is not None,
             lambda: service.custody.authenticate(
                 login.user, login.password, details=details, device=device, refusals=refusals

@@ -16,7 +16,7 @@ from governance import ledger
 from governance.access.guard import ANONYMOUS, ledger_actor, record_all
 from governance.access.policy import Decision, Identity, Verb
 from governance.api import Custody
-from governance.errors import CrossSite, CustodyError, shown
+from governance.errors import CrossSite, CustodyError, ServiceUnavailable, shown
 from governance.runs import Assurance
 from governance.service.devices import Devices
 from governance.service.gateway import Gateway
@@ -114,6 +114,12 @@ class Service:
             **({"claimed": ledger_actor(claimed)} if claimed else {}),
         }
         self.refusals.refused(peer_of(connection), decision, details)
+
+    def sign_ins(self) -> tuple[Devices, SignIns]:
+        """The device tokens and the password checks of sign-ins, made as the app starts."""
+        if self.devices is None or self.signins is None:
+            raise ServiceUnavailable("the service has not started: try again in a moment")
+        return self.devices, self.signins
 
     def refused_login(self, connection: HTTPConnection) -> Callable[[Decision, Mapping[str, Any]], None]:
         """Where a refused password check of a request is recorded: as the other refusals are."""

@@ -18,12 +18,12 @@ from starlette.websockets import WebSocket
 
 from governance.access.guard import enforce_all, launcher_of, record
 from governance.access.policy import Decision, Identity, Policy, Verb
-from governance.errors import AccessDenied, InvalidInput, NotSignedIn
+from governance.errors import AccessDenied, InvalidInput, NotSignedIn, shown
 from governance.runs import Assurance
-from governance.service.context import Service, cross_site, replaying, whole_body
+from governance.service.context import SAFE_METHODS, Service, cross_site, replaying, whole_body
 from governance.service.mutations import STOPS, Asked, GraphQLRequest, backfill_ids, read
 from governance.service.principal import PRINCIPAL_HEADER, UiKeys, signed_principal
-from governance.service.sessions import Principal
+from governance.service.sessions import GATEWAY_METHOD, Principal
 
 UI_CHANNEL = "ui"
 ENDED = 4401  # the close code of a socket whose session ended
@@ -53,7 +53,7 @@ class Gate:
             return
         headers = [(name, value) for name, value in scope["headers"] if name.lower() not in self.dropped]
         if scope["type"] == "websocket":
-            if decided.method != "gateway":
+            if decided.method != GATEWAY_METHOD:
                 send = self._ending_with_session(connection, decided, send)
             signed = signed_principal(decided, self.keys, method="GET", body=b"")
             await self.app(
@@ -64,13 +64,17 @@ class Gate:
         if body is None:  # the client left before it had sent the whole request
             return
         asked = None
-        if _graphql(scope):
-            try:
-                asked = read(connection.headers.get("content-type", ""), body, scope.get("query_string", b"").decode())
-                await run_in_threadpool(self._allow, connection, decided, asked)
-            except (InvalidInput, AccessDenied) as err:
-                await _refusal(err)(scope, receive, send)
-                return
+        try:
+            if _graphql(scope):
+                asked = await run_in_threadpool(self._read_and_allow, connection, decided, body)
+            elif scope["method"] not in SAFE_METHODS:
+                # The webserver's other routes that change something (its reports of asset events):
+                # no launch, so the admins' alone.
+                await run_in_threadpool(self._allow_route, connection, decided)
+        except (InvalidInput, AccessDenied) as err:
+            await _refusal(err)(scope, receive, send)
+            return
+        if asked is not None:
             body = asked.body
             headers = [(n, v) for n, v in headers if n.lower() not in REWRITTEN] + [
                 (b"content-type", b"application/json"),
@@ -83,15 +87,15 @@ class Gate:
             send = self._recording_backfills(decided, asked, send)
         await self.app(scope, replaying(body, receive), send)
 
-    def _allow(self, connection: HTTPConnection, principal: Principal, asked: GraphQLRequest) -> None:
-        """Decide what the request asks Dagster to change, besides launches, and record it; raise
-        AccessDenied for what is refused."""
+    def _read_and_allow(self, connection: HTTPConnection, principal: Principal, body: bytes) -> GraphQLRequest:
+        """The GraphQL request as the webserver would read it, once what it asks Dagster to change,
+        besides launches, is decided and recorded; AccessDenied for what is refused."""
+        query = connection.scope.get("query_string", b"").decode("latin-1")
+        asked = read(connection.headers.get("content-type", ""), body, query)
         if not asked.controls and not asked.stops:
-            return
-        service = self.service
-        policy = service.custody.policy
-        identity = Identity(principal.user, Assurance.VERIFIED, principal.method, principal.channel)
-        how = {"channel": principal.channel, "method": principal.method, "session": principal.reference}
+            return asked
+        policy = self.service.custody.policy
+        identity, how = _identity(principal), _how(principal)
         decisions = [
             (policy.decide(identity, Verb.CONTROL, None), {**how, "mutation": field.name, "arguments": _said(field)})
             for field in asked.controls
@@ -99,22 +103,34 @@ class Gate:
         decisions.extend(
             (self._stop(policy, identity, field), {**how, "mutation": field.name}) for field in asked.stops
         )
-        enforce_all(service.custody.store, decisions)
+        enforce_all(self.service.custody.store, decisions)
+        return asked
+
+    def _allow_route(self, connection: HTTPConnection, principal: Principal) -> None:
+        """Decide, for a verified admin, a request to one of the webserver's other routes that change
+        something; record it either way."""
+        decision = self.service.custody.policy.decide(_identity(principal), Verb.CONTROL, None)
+        details = {
+            **_how(principal),
+            "path": shown(connection.url.path, 200),
+            "http_method": connection.scope["method"],
+        }
+        enforce_all(self.service.custody.store, [(decision, details)])
 
     def _stop(self, policy: Policy, identity: Identity, field: Asked) -> Decision:
-        """Whether `identity` may stop the runs or the backfill `field` names: they are theirs, or
-        they are an admin."""
+        """Whether `identity` may stop the runs, or stop or resume the backfill, `field` names: they
+        are theirs, or they are an admin."""
         argument = STOPS[field.name]
         named = field.arguments.get(argument)
         stopped = named if isinstance(named, list) else [named]
-        if field.name == "cancelPartitionBackfill":
+        if argument == "backfillId":
             launcher = launcher_of(self.service.custody.store, str(named))
             whose = [launcher.user if launcher is not None else None]
         else:
             runs = self.service.runs
             whose = [runs.requested_by(str(run)) if runs is not None else None for run in stopped]
         if whose and all(user == identity.user for user in whose):
-            return Decision(identity, Verb.CONTROL, None, True, f"{identity.user} stops what they launched")
+            return Decision(identity, Verb.CONTROL, None, True, f"{identity.user} controls what they launched")
         return policy.decide(identity, Verb.CONTROL, None)
 
     def _recording_backfills(self, principal: Principal, asked: GraphQLRequest, send: Send) -> Send:
@@ -135,7 +151,7 @@ class Gate:
             if message.get("more_body"):
                 return
             answer = b"".join(chunks)
-            made = backfill_ids(answer, asked.backfills)
+            made = backfill_ids(answer, asked)
             await run_in_threadpool(self._launched, principal, asked, made)
             await send(start)
             await send({"type": "http.response.body", "body": answer})
@@ -143,24 +159,15 @@ class Gate:
         return sending
 
     def _launched(self, principal: Principal, asked: GraphQLRequest, made: dict[str, str]) -> None:
-        """Record each backfill `asked` made or resumed as `principal`'s, under the backfill's id."""
-        identity = Identity(principal.user, Assurance.VERIFIED, principal.method, principal.channel)
-        store = self.service.custody.store
+        """Record each backfill `asked` made as `principal`'s, under the backfill's id."""
+        identity, store = _identity(principal), self.service.custody.store
         for field in asked.backfills:
             backfill = made.get(field.key)
             if backfill is None:
                 continue
-            what = {"launchPartitionBackfill": "launched", "reexecutePartitionBackfill": "re-executed"}.get(
-                field.name, "resumed"
-            )
+            what = "launched" if field.name == "launchPartitionBackfill" else "re-executed"
             reason = f"{principal.user} {what} backfill {backfill} signed in ({principal.method})"
-            details = {
-                "channel": principal.channel,
-                "method": principal.method,
-                "session": principal.reference,
-                "backfill": backfill,
-                "mutation": field.name,
-            }
+            details = {**_how(principal), "backfill": backfill, "mutation": field.name}
             record(store, Decision(identity, Verb.SESSION, None, True, reason), backfill, details)
 
     def _decide(self, connection: HTTPConnection) -> Response | Principal:
@@ -213,6 +220,15 @@ def _refusal(err: InvalidInput | AccessDenied) -> JSONResponse:
     said = str(err).removeprefix("denied: ")
     status = 403 if isinstance(err, AccessDenied) else 400
     return JSONResponse({"detail": said, "errors": [{"message": f"Custody refused this: {said}"}]}, status_code=status)
+
+
+def _identity(principal: Principal) -> Identity:
+    return Identity(principal.user, Assurance.VERIFIED, principal.method, principal.channel)
+
+
+def _how(principal: Principal) -> dict[str, str]:
+    """What the ledger keeps of how a request of the UI reached us."""
+    return {"channel": principal.channel, "method": principal.method, "session": principal.reference}
 
 
 def _said(field: Asked) -> str:

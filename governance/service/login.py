@@ -14,13 +14,12 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from governance.errors import AccessDenied, NotSignedIn, ServiceUnavailable
-from governance.service.context import CSRF_COOKIE, SESSION_COOKIE, Service, cross_site, peer_of, service_of
-from governance.service.devices import DEVICE_COOKIE, Devices
+from governance.service.context import CSRF_COOKIE, SESSION_COOKIE, cross_site, peer_of, service_of
+from governance.service.devices import DEVICE_COOKIE
 from governance.service.devices import LIFETIME as DEVICE_LIFETIME
 from governance.service.gate import UI_CHANNEL
 from governance.service.pages import login_page, logout_page
 from governance.service.sessions import Principal, new_session_id, reference_of
-from governance.service.signins import SignIns
 
 router = APIRouter(include_in_schema=False)
 
@@ -42,12 +41,13 @@ async def sign_in(request: Request, user: User, password: Password, csrf: Token,
     if refusal is not None:
         await run_in_threadpool(service.refused, request, refusal, UI_CHANNEL, user)
         return _login_form(request, target, refusal, user, status=403)
-    devices = _devices(service)
+    devices, signins = service.sign_ins()
     device = devices.of(request.cookies.get(DEVICE_COOKIE), user)
     session_id = new_session_id()
     details = {"channel": UI_CHANNEL, "session": reference_of(session_id), "peer": peer_of(request)}
     try:
-        await _signins(service).check(
+        await signins.check(
+            user,
             device is not None,
             lambda: service.custody.authenticate(
                 user, password, details=details, device=device, refusals=service.refused_login(request)
@@ -80,18 +80,6 @@ async def sign_in(request: Request, user: User, password: Password, csrf: Token,
     )
     response.delete_cookie(CSRF_COOKIE)
     return response
-
-
-def _devices(service: Service) -> Devices:
-    if service.devices is None:
-        raise ServiceUnavailable("the service keeps no device tokens")
-    return service.devices
-
-
-def _signins(service: Service) -> SignIns:
-    if service.signins is None:
-        raise ServiceUnavailable("the service has not started: try again in a moment")
-    return service.signins
 
 
 @router.get("/logout")

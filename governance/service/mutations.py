@@ -8,18 +8,20 @@ on its own reading alone, as a JSON body it wrote, and decides by the fields the
 ask for:
 
 - a run's launch or re-execution: any signed-in user; Custody's run coordinator decides the run;
-- a backfill's launch, re-execution or resumption: any signed-in user; the webserver's answer names the
-  backfill, which the gate records as that user's (the request is made to ask for its id), and the
-  coordinator decides each of its runs for them;
-- a run's termination or a backfill's cancellation: whoever the run or backfill is for, or an admin;
-- what changes nothing that runs (telemetry, a reload, a dry run of a sensor or schedule): anyone;
-- everything else (sensors and schedules, automation, concurrency, runs' and assets' records): a
-  verified admin.
+- a backfill's launch or re-execution: any signed-in user; the webserver's answer names the backfill,
+  which the gate records as that user's (the request is made to ask for its id, under a name the
+  client cannot know), and the coordinator decides each of its runs for them;
+- a run's termination, a backfill's cancellation or resumption: whoever the run or backfill is for,
+  or an admin; a resumed backfill stays its launcher's;
+- what changes nothing that runs or is kept (telemetry, a reload of the code location): anyone;
+- everything else (sensors and schedules and their dry runs, automation, concurrency, runs' and
+  assets' records): a verified admin.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,24 +47,17 @@ from governance.errors import InvalidInput
 LAUNCHES = frozenset(
     {"launchRun", "launchMultipleRuns", "launchPipelineExecution", "launchRunReexecution", "launchPipelineReexecution"}
 )
-# Each backfill mutation, and the type of its answer that names the backfill.
-BACKFILLS: Mapping[str, str] = {
-    "launchPartitionBackfill": "LaunchBackfillSuccess",
-    "reexecutePartitionBackfill": "LaunchBackfillSuccess",
-    "resumePartitionBackfill": "ResumeBackfillSuccess",
-}
-# Each mutation that stops what runs, and the argument naming the runs or the backfill it stops.
+# The mutations that make a backfill: its id comes in a LaunchBackfillSuccess.
+BACKFILLS = frozenset({"launchPartitionBackfill", "reexecutePartitionBackfill"})
+# Each mutation that stops or resumes what runs, and the argument naming the runs or the backfill.
 STOPS: Mapping[str, str] = {
     "terminateRun": "runId",
     "terminatePipelineExecution": "runId",
     "terminateRuns": "runIds",
     "cancelPartitionBackfill": "backfillId",
+    "resumePartitionBackfill": "backfillId",
 }
-HARMLESS = frozenset(
-    {"logTelemetry", "setNuxSeen", "reloadRepositoryLocation", "reloadWorkspace", "sensorDryRun", "scheduleDryRun"}
-)
-# The field the gate adds to a backfill mutation's answer, under which the webserver names the backfill.
-BACKFILL_ID = "custodyBackfillId"
+HARMLESS = frozenset({"logTelemetry", "setNuxSeen", "reloadRepositoryLocation", "reloadWorkspace"})
 
 
 @dataclass(frozen=True)
@@ -80,10 +75,12 @@ class Asked:
 
 @dataclass(frozen=True)
 class GraphQLRequest:
-    """A GraphQL request as the gate read it: the JSON body it passes on, and what its mutations ask."""
+    """A GraphQL request as the gate read it: the JSON body it passes on, what its mutations ask, and
+    the name under which the answer names the backfills they make."""
 
     body: bytes
     asked: tuple[Asked, ...]
+    backfill_id: str = ""
 
     @property
     def backfills(self) -> tuple[Asked, ...]:
@@ -92,7 +89,7 @@ class GraphQLRequest:
     @property
     def controls(self) -> tuple[Asked, ...]:
         """What only a verified admin may ask."""
-        open_to_all = LAUNCHES | BACKFILLS.keys() | STOPS.keys() | HARMLESS
+        open_to_all = LAUNCHES | BACKFILLS | STOPS.keys() | HARMLESS
         return tuple(asked for asked in self.asked if asked.name not in open_to_all)
 
     @property
@@ -132,10 +129,10 @@ def read(content_type: str, body: bytes, query_string: str) -> GraphQLRequest:
 def _read_query(query: str, variables: dict[str, Any], operation: str | None) -> GraphQLRequest:
     try:
         document = parse(query)
-    except GraphQLError:
-        # The webserver finds the same error and runs nothing: it answers with its own words.
-        return GraphQLRequest(_body(query, variables, operation), ())
+    except GraphQLError as err:  # a webserver parsing otherwise must not run what the gate did not read
+        raise InvalidInput(f"the GraphQL request's query does not parse: {err.message}") from err
     fragments = {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
+    alias = f"custody_{secrets.token_hex(8)}"
     asked: list[Asked] = []
     for definition in document.definitions:
         if isinstance(definition, OperationDefinitionNode) and definition.operation is OperationType.MUTATION:
@@ -143,10 +140,11 @@ def _read_query(query: str, variables: dict[str, Any], operation: str | None) ->
             asked.extend(_asked(field, variables) for field in fields)
             for field in fields:
                 if field.name.value in BACKFILLS:
-                    _ask_for_backfill_id(field)
+                    _ask_for_backfill_id(field, alias)
     # The query as it came, but where the gate asked for more: what the webserver runs is what was read.
-    passed = print_ast(document) if any(field.name in BACKFILLS for field in asked) else query
-    return GraphQLRequest(_body(passed, variables, operation), tuple(asked))
+    if not any(field.name in BACKFILLS for field in asked):
+        return GraphQLRequest(_body(query, variables, operation), tuple(asked))
+    return GraphQLRequest(_body(print_ast(document), variables, operation), tuple(asked), alias)
 
 
 def _body(query: str, variables: dict[str, Any], operation: str | None) -> bytes:
@@ -176,10 +174,9 @@ def _asked(field: FieldNode, variables: dict[str, Any]) -> Asked:
     return Asked(field.name.value, (field.alias or field.name).value, arguments)
 
 
-def _ask_for_backfill_id(field: FieldNode) -> None:
-    """Add to a backfill mutation's selection the backfill's id, under BACKFILL_ID."""
-    success = BACKFILLS[field.name.value]
-    [operation] = parse(f"{{ ... on {success} {{ {BACKFILL_ID}: backfillId }} }}").definitions
+def _ask_for_backfill_id(field: FieldNode, alias: str) -> None:
+    """Add to a backfill mutation's selection the id of the backfill it made, under `alias`."""
+    [operation] = parse(f"{{ ... on LaunchBackfillSuccess {{ {alias}: backfillId }} }}").definitions
     assert isinstance(operation, OperationDefinitionNode)
     added: tuple[SelectionNode, ...] = tuple(operation.selection_set.selections)
     if field.selection_set is None:
@@ -188,17 +185,17 @@ def _ask_for_backfill_id(field: FieldNode) -> None:
         field.selection_set = SelectionSetNode(selections=(*field.selection_set.selections, *added))
 
 
-def backfill_ids(answer: bytes, asked: Sequence[Asked]) -> dict[str, str]:
-    """The backfill each of the `asked` backfill mutations made or resumed, by its answer's key, as
-    the webserver's answer names it: none for a mutation that failed."""
+def backfill_ids(answer: bytes, request: GraphQLRequest) -> dict[str, str]:
+    """The backfill each of the request's backfill mutations made, by its answer's key, as the
+    webserver's answer names it under the request's alias: none for a mutation that failed."""
     try:
         data = json.loads(answer).get("data") or {}
     except (ValueError, AttributeError):
         return {}
     found = {}
-    for field in asked:
+    for field in request.backfills:
         result = data.get(field.key) if isinstance(data, dict) else None
-        backfill = result.get(BACKFILL_ID) if isinstance(result, dict) else None
+        backfill = result.get(request.backfill_id) if isinstance(result, dict) and request.backfill_id else None
         if isinstance(backfill, str) and backfill:
             found[field.key] = backfill
     return found

@@ -3,11 +3,13 @@
 Each kind of refusal (from one peer: the same action and the same reason, but for the names and
 numbers in it) is recorded at once the first time in a window of WINDOW_SECONDS; its repeats in that
 window are counted, and recorded as one entry when the window ends, with their count (`repeats`),
-the users and names they were for or claimed (`names`, the first NAMES of them) and how many
+the users and names they were for or claimed most often (`names`, NAMES of them) and how many
 different ones there were (`distinct_names`). So every distinct reason reaches the ledger within a
 window whatever else a client sends, and the counts add up to the requests refused. A peer's kinds
 beyond KINDS_PER_PEER in a window (a client that varies what it sends past every reason Custody
-gives) are counted together under one, and so are all kinds beyond OPEN_KINDS at once.
+gives, or every user behind one gateway) are counted together under one, which names the reasons
+it counted (`reasons`, NAMES of them); all kinds beyond OPEN_KINDS at once (a flood from very many
+peers) are counted under one for every peer.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ FLUSH_SECONDS = 5.0
 NUMBERS = re.compile(r"\d+")
 QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 MANY = "more kinds of refused requests than are recorded one by one: the rest of this window are counted"
+EVERY_PEER = "every peer"
 
 Details = Mapping[str, Any]
 Write = Callable[[Sequence[tuple[Decision, Details]]], None]
@@ -52,25 +55,29 @@ class _Kind:
     opened: float
     repeats: int = 0
     last: datetime | None = None
-    names: set[str] = field(default_factory=set)
+    names: Counter[str] = field(default_factory=Counter)
+    reasons: Counter[str] = field(default_factory=Counter)
 
-    def repeat(self, at: datetime, name: str) -> None:
+    def repeat(self, at: datetime, name: str, shape: str) -> None:
         self.repeats += 1
         self.last = at
-        if len(self.names) < COUNTED_NAMES:
-            self.names.add(name)
+        for counted, value in ((self.names, name), (self.reasons, shape)):
+            if value in counted or len(counted) < COUNTED_NAMES:
+                counted[value] += 1
 
     def repeated(self, peer: str) -> tuple[Decision, Details]:
         """The entry that records the repeats."""
         first = str(self.details.get("at", ""))
         reason = f"{self.decision.reason} (again {self.repeats} times from {peer} since {first})"
         last = self.last.isoformat(timespec="seconds") if self.last else ""
+        many = {"reasons": [shape for shape, _ in self.reasons.most_common(NAMES)]} if self.details.get("many") else {}
         said = {
             **self.details,
             "repeats": self.repeats,
             "until": last,
-            "names": sorted(self.names)[:NAMES],
+            "names": [name for name, _ in self.names.most_common(NAMES)],
             "distinct_names": len(self.names),
+            **many,
         }
         return replace(self.decision, reason=reason), said
 
@@ -90,29 +97,27 @@ class Refusals:
     def refused(self, peer: str, decision: Decision, details: Details) -> None:
         """Record `decision`, a refusal of a request from `peer`, as its kind is due."""
         now, at = time.monotonic(), datetime.now(UTC)
-        due: list[tuple[Decision, Details]] = []
+        shape = _shape(decision, details)
         with self._lock:
-            due.extend(self._ended(now))
-            key = self._key(peer, decision, details)
+            due = [*self._unwritten, *self._ended(now)]
+            self._unwritten = []
+            key = self._key(peer, decision.verb, shape)
             kind = self._open.get(key)
             if kind is not None:
-                kind.repeat(at, _name(decision, details))
+                kind.repeat(at, _name(decision, details), shape)
             else:
                 said = {**details, "peer": peer, "at": at.isoformat(timespec="seconds")}
-                first = replace(decision, reason=f"{peer} sent {MANY}") if key[1] == MANY else decision
+                first = decision
+                if key[1] == MANY:
+                    first = replace(decision, reason=f"{key[0]} sent {MANY}; the first: {decision.reason}")
+                    said["many"] = True
                 self._open[key] = _Kind(first, said, now)
-                self._peers[peer] += 1
+                self._peers[key[0]] += 1
                 due.append((first, said))
-        self.write(due)
+        self._write(due)
 
-    def flush(self, everything: bool = False) -> None:
-        """Record the repeats of the windows that ended (of all of them, as the process stops), and
-        those a failed flush left; a flush that fails keeps them for the next."""
-        with self._lock:
-            due = [*self._unwritten, *self._ended(float("inf") if everything else time.monotonic())]
-            self._unwritten = []
-        if not due:
-            return
+    def _write(self, due: list[tuple[Decision, Details]]) -> None:
+        """Write `due`; what cannot be written waits for the next write or flush."""
         try:
             self.write(due)
         except CustodyError:
@@ -120,12 +125,24 @@ class Refusals:
                 self._unwritten = due + self._unwritten
             raise
 
-    def _key(self, peer: str, decision: Decision, details: Details) -> tuple[Any, ...]:
-        """The kind of a refusal; the peer's one kind for many, past its bound or the process's."""
-        key = (peer, decision.verb, _shape(decision, details))
+    def flush(self, everything: bool = False) -> None:
+        """Record the repeats of the windows that ended (of all of them, as the process stops), and
+        those a failed flush left; a flush that fails keeps them for the next."""
+        with self._lock:
+            due = [*self._unwritten, *self._ended(float("inf") if everything else time.monotonic())]
+            self._unwritten = []
+        if due:
+            self._write(due)
+
+    def _key(self, peer: str, verb: str, shape: str) -> tuple[Any, ...]:
+        """The kind of a refusal; the peer's one kind for many past its bound, or every peer's past
+        the process's."""
+        key = (peer, verb, shape)
         if key in self._open:
             return key
-        if self._peers[peer] >= self.per_peer or len(self._open) >= OPEN_KINDS:
+        if len(self._open) >= OPEN_KINDS:
+            return (EVERY_PEER, MANY)
+        if self._peers[peer] >= self.per_peer:
             return (peer, MANY)
         return key
 
