@@ -53,27 +53,41 @@ class Gate:
             return
         headers = [(name, value) for name, value in scope["headers"] if name.lower() not in self.dropped]
         if scope["type"] == "websocket":
-            if decided.method != GATEWAY_METHOD:
-                send = self._ending_with_session(connection, decided, send)
-            signed = signed_principal(decided, self.keys, method="GET", body=b"")
-            await self.app(
-                {**scope, "headers": [*headers, (PRINCIPAL_HEADER.encode(), signed.encode())]}, receive, send
-            )
-            return
+            await self._websocket(connection, decided, {**scope, "headers": headers}, receive, send)
+        else:
+            await self._http(connection, decided, {**scope, "headers": headers}, receive, send)
+
+    async def _websocket(
+        self, connection: HTTPConnection, principal: Principal, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """A WebSocket, passed on with its principal signed, closed once its session ends."""
+        if principal.method != GATEWAY_METHOD:
+            send = self._ending_with_session(connection, principal, send)
+        signed = signed_principal(principal, self.keys, method="GET", body=b"")
+        await self.app(
+            {**scope, "headers": [*scope["headers"], (PRINCIPAL_HEADER.encode(), signed.encode())]}, receive, send
+        )
+
+    async def _http(
+        self, connection: HTTPConnection, principal: Principal, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """A request, decided for what it asks Dagster to change, passed on with its principal signed
+        for its body (the GraphQL request as the gate read it)."""
         body = await whole_body(receive)
         if body is None:  # the client left before it had sent the whole request
             return
         asked = None
         try:
             if _graphql(scope):
-                asked = await run_in_threadpool(self._read_and_allow, connection, decided, body)
+                asked = await run_in_threadpool(self._read_and_allow, connection, principal, body)
             elif scope["method"] not in SAFE_METHODS:
                 # The webserver's other routes that change something (its reports of asset events):
                 # no launch, so the admins' alone.
-                await run_in_threadpool(self._allow_route, connection, decided)
+                await run_in_threadpool(self._allow_route, connection, principal)
         except (InvalidInput, AccessDenied) as err:
             await _refusal(err)(scope, receive, send)
             return
+        headers = scope["headers"]
         if asked is not None:
             body = asked.body
             headers = [(n, v) for n, v in headers if n.lower() not in REWRITTEN] + [
@@ -81,10 +95,10 @@ class Gate:
                 (b"content-length", str(len(body)).encode()),
             ]
             scope = {**scope, "query_string": b""}
-        signed = signed_principal(decided, self.keys, method=scope["method"], body=body)
+        signed = signed_principal(principal, self.keys, method=scope["method"], body=body)
         scope = {**scope, "headers": [*headers, (PRINCIPAL_HEADER.encode(), signed.encode())]}
         if asked is not None and asked.backfills:
-            send = self._recording_backfills(decided, asked, send)
+            send = self._recording_backfills(principal, asked, send)
         await self.app(scope, replaying(body, receive), send)
 
     def _read_and_allow(self, connection: HTTPConnection, principal: Principal, body: bytes) -> GraphQLRequest:
