@@ -45,7 +45,6 @@ from assets.launchers import (
     Taken,
     established,
     launched_by,
-    launched_how,
     refuse_unsigned,
     signed_in,
 )
@@ -163,7 +162,7 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
         try:
             if isinstance(launcher, SignedLaunch):
                 identity = signed_in(catalog, run, launcher, self._taken)
-                how = launched_how(launcher.principal)
+                how = launcher.principal.recorded()
             elif isinstance(launcher, NotSignedIn):
                 refuse_unsigned(catalog, run, launcher)
             else:

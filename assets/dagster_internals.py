@@ -76,7 +76,8 @@ if TYPE_CHECKING:
 
 # Each name, and the module and name it comes from.
 WHERE: dict[str, tuple[str, str]] = {
-    # The tests' own: a tick and a backfill as the daemon and the webserver write them; Dagster's freshness evaluation and health model on a frozen clock, and staleness.
+    # The tests' own: a tick and a backfill as the daemon and the webserver write them; Dagster's
+    # freshness evaluation and health model on a frozen clock, and staleness.
     "AssetFreshnessHealthState": (
         "dagster._core.definitions.asset_health.asset_freshness_health",
         "AssetFreshnessHealthState",

@@ -131,8 +131,7 @@ def signed_in(catalog: Catalog, run: dg.DagsterRun, launch: SignedLaunch, taken:
     header replayed, or whose session has ended, is refused; so is a requester tag that names someone
     else, but on a re-execution, which copied its parent's."""
     principal = launch.principal
-    identity = Identity(principal.user, Assurance.VERIFIED, principal.method, principal.channel)
-    details = launched_how(principal)
+    identity, details = principal.identity(), principal.recorded()
     refusal = None
     if not taken.take(catalog, launch):
         refusal = f"a request signed for {principal.user} was sent again: a signed request launches once"
@@ -150,11 +149,6 @@ def signed_in(catalog: Catalog, run: dg.DagsterRun, launch: SignedLaunch, taken:
     reason = f"{principal.user} launched the run {where} ({principal.method})"
     enforce(catalog, Decision(identity, Verb.SESSION, None, True, reason), run.run_id, details)
     return identity
-
-
-def launched_how(principal: Principal) -> dict[str, str]:
-    """What the ledger keeps of how a run launched from the UI, or asked of the API, reached us."""
-    return {"channel": principal.channel, "method": principal.method, "session": principal.reference}
 
 
 def refuse_unsigned(catalog: Catalog, run: dg.DagsterRun, refusal: CustodyError, channel: str = "ui") -> NoReturn:

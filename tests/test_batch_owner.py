@@ -177,6 +177,17 @@ def failures(catalog) -> list[dict]:
     return [json.loads(entry.details) for entry in found]
 
 
+def refused_and_recorded(spark, catalog, lake, test_specs, reason: str) -> None:
+    """The ingestion of batch b1 refused with `reason`, an `ingestion.failed` entry saying so, and
+    nothing committed."""
+    with pytest.raises(BatchError) as refused:
+        ingest(spark, catalog, lake, test_specs[PEOPLE], RunRequest(requested_by="bob"), batch_id="b1")
+    assert str(refused.value) == reason
+    [failed] = failures(catalog)
+    assert (failed["error"], failed["batch"]) == (reason, "b1")
+    assert_nothing_committed(catalog, lake, "t/people")
+
+
 def test_an_ingestion_of_a_batch_that_breaks_the_rule_is_refused_recorded_and_changes_nothing(
     spark, catalog, lake, test_specs
 ):
@@ -184,12 +195,7 @@ def test_an_ingestion_of_a_batch_that_breaks_the_rule_is_refused_recorded_and_ch
     given_to(folder / "p.csv")
     mark_ready(folder)
     reason = f"{folder / 'p.csv'} is owned by {OTHER_USER}, not by {os_user()} who owns the batch's folder"
-    with pytest.raises(BatchError) as refused:
-        ingest(spark, catalog, lake, test_specs[PEOPLE], RunRequest(requested_by="bob"), batch_id="b1")
-    assert str(refused.value) == reason
-    [failed] = failures(catalog)
-    assert (failed["error"], failed["batch"]) == (reason, "b1")
-    assert_nothing_committed(catalog, lake, "t/people")
+    refused_and_recorded(spark, catalog, lake, test_specs, reason)
 
 
 def test_a_file_rewritten_between_the_decision_and_the_read_fails_the_ingestion_recorded_and_changes_nothing(
@@ -208,9 +214,4 @@ def test_a_file_rewritten_between_the_decision_and_the_read_fails_the_ingestion_
         f"{folder / 'p.csv'}: changed while being ingested (replaced or rewritten); "
         "a batch must not change once marked ready"
     )
-    with pytest.raises(BatchError) as refused:
-        ingest(spark, catalog, lake, test_specs[PEOPLE], RunRequest(requested_by="bob"), batch_id="b1")
-    assert str(refused.value) == reason
-    [failed] = failures(catalog)
-    assert (failed["error"], failed["batch"]) == (reason, "b1")
-    assert_nothing_committed(catalog, lake, "t/people")
+    refused_and_recorded(spark, catalog, lake, test_specs, reason)

@@ -70,7 +70,7 @@ class Service:
 
     def __post_init__(self) -> None:
         self.ledger_pages = Recent(self.recent.seconds, LEDGER_PAGES_KEPT)
-        self.refusals = Refusals(lambda decisions: record_all(self.custody.store, decisions) if decisions else None)
+        self.refusals = Refusals(lambda decisions: record_all(self.custody.store, decisions))
 
     def specs(self) -> SpecSet:
         """The valid specs as their files are now: a decision follows an owner's edit without a

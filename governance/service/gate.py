@@ -19,7 +19,6 @@ from starlette.websockets import WebSocket
 from governance.access.guard import enforce_all, launcher_of, record
 from governance.access.policy import Decision, Identity, Policy, Verb
 from governance.errors import AccessDenied, InvalidInput, NotSignedIn, shown
-from governance.runs import Assurance
 from governance.service.context import SAFE_METHODS, Service, cross_site, replaying, whole_body
 from governance.service.mutations import STOPS, Asked, GraphQLRequest, backfill_ids, read
 from governance.service.principal import PRINCIPAL_HEADER, UiKeys, signed_principal
@@ -109,7 +108,7 @@ class Gate:
         if not asked.controls and not asked.stops:
             return asked
         policy = self.service.custody.policy
-        identity, how = _identity(principal), _how(principal)
+        identity, how = principal.identity(), principal.recorded()
         decisions = [
             (policy.decide(identity, Verb.CONTROL, None), {**how, "mutation": field.name, "arguments": _said(field)})
             for field in asked.controls
@@ -123,9 +122,9 @@ class Gate:
     def _allow_route(self, connection: HTTPConnection, principal: Principal) -> None:
         """Decide, for a verified admin, a request to one of the webserver's other routes that change
         something; record it either way."""
-        decision = self.service.custody.policy.decide(_identity(principal), Verb.CONTROL, None)
+        decision = self.service.custody.policy.decide(principal.identity(), Verb.CONTROL, None)
         details = {
-            **_how(principal),
+            **principal.recorded(),
             "path": shown(connection.url.path, 200),
             "http_method": connection.scope["method"],
         }
@@ -174,14 +173,14 @@ class Gate:
 
     def _launched(self, principal: Principal, asked: GraphQLRequest, made: dict[str, str]) -> None:
         """Record each backfill `asked` made as `principal`'s, under the backfill's id."""
-        identity, store = _identity(principal), self.service.custody.store
+        identity, store = principal.identity(), self.service.custody.store
         for field in asked.backfills:
             backfill = made.get(field.key)
             if backfill is None:
                 continue
             what = "launched" if field.name == "launchPartitionBackfill" else "re-executed"
             reason = f"{principal.user} {what} backfill {backfill} signed in ({principal.method})"
-            details = {**_how(principal), "backfill": backfill, "mutation": field.name}
+            details = {**principal.recorded(), "backfill": backfill, "mutation": field.name}
             record(store, Decision(identity, Verb.SESSION, None, True, reason), backfill, details)
 
     def _decide(self, connection: HTTPConnection) -> Response | Principal:
@@ -234,15 +233,6 @@ def _refusal(err: InvalidInput | AccessDenied) -> JSONResponse:
     said = str(err).removeprefix("denied: ")
     status = 403 if isinstance(err, AccessDenied) else 400
     return JSONResponse({"detail": said, "errors": [{"message": f"Custody refused this: {said}"}]}, status_code=status)
-
-
-def _identity(principal: Principal) -> Identity:
-    return Identity(principal.user, Assurance.VERIFIED, principal.method, principal.channel)
-
-
-def _how(principal: Principal) -> dict[str, str]:
-    """What the ledger keeps of how a request of the UI reached us."""
-    return {"channel": principal.channel, "method": principal.method, "session": principal.reference}
 
 
 def _said(field: Asked) -> str:

@@ -114,7 +114,8 @@ class Refusals:
                 self._open[key] = _Kind(first, said, now)
                 self._peers[key[0]] += 1
                 due.append((first, said))
-        self._write(due)
+        if due:
+            self._write(due)
 
     def _write(self, due: list[tuple[Decision, Details]]) -> None:
         """Write `due`; what cannot be written waits for the next write or flush."""

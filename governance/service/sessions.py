@@ -18,10 +18,12 @@ from itsdangerous import BadData, URLSafeTimedSerializer
 from sqlalchemy import delete
 from sqlmodel import col
 
+from governance.access.policy import Identity
 from governance.catalog import Catalog
 from governance.catalog.models import ServiceSession
 from governance.envsecrets import read_secret
 from governance.errors import InvalidInput, NotSignedIn
+from governance.runs import Assurance
 
 SECRET_VARIABLE = "CUSTODY_SESSION_SECRET"
 LIFETIME_VARIABLE = "CUSTODY_SESSION_SECONDS"
@@ -54,6 +56,14 @@ class Principal:
     def reference(self) -> str:
         """What the ledger keeps of the session: enough to tell sessions apart."""
         return self.session[:REFERENCE_LENGTH]
+
+    def identity(self) -> Identity:
+        """The user, verified by the sign-in, as decisions name them."""
+        return Identity(self.user, Assurance.VERIFIED, self.method, self.channel)
+
+    def recorded(self) -> dict[str, str]:
+        """What the ledger keeps of how a request of this sign-in reached us."""
+        return {"channel": self.channel, "method": self.method, "session": self.reference}
 
 
 def key_of(session_id: str) -> str:
