@@ -113,8 +113,11 @@ $(BIN)/jupyter-lab: $(BIN)/custody
 	$(UV) sync --quiet --locked --inexact $(EXTRAS) --extra notebook
 	touch $@
 
-# Jupyter refuses to start as root (a container's user, often) unless told it may.
+# Jupyter refuses to start as root (a container's user, often) unless told it may. The notebook reads
+# the ledger as CUSTODY_AUDITOR: unless one is named, the demo's auditor, with the password the demo
+# publishes.
 notebook: $(BIN)/jupyter-lab
+	$(if $(CUSTODY_AUDITOR),,CUSTODY_AUDITOR=dave CUSTODY_PASSWORD=dave-demo) \
 	CUSTODY_SPECS="$${CUSTODY_SPECS:-$(CURDIR)/assets/specs}" $(BIN)/jupyter lab --notebook-dir=notebooks \
 		$(if $(filter 0,$(shell id -u)),--allow-root) notebooks/auditor.ipynb
 

@@ -12,7 +12,8 @@ With CUSTODY_URL set, `Custody.from_env()` asks the Custody service instead, for
 token `custody login` kept, and this process needs none of the catalog's, the lake's or the
 directory's credentials.
 
-Answers about the catalog are read, never recorded; reads of data are decided by policy and recorded.
+Answers about the catalog are read, never recorded; reads of data and of the ledger are decided by
+policy and recorded.
 Requests are made as the OS user running the process, as the `os_users` setting maps it to the
 directory; `as_user=` another user needs `password=` theirs.
 """
@@ -26,10 +27,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from governance.access.guard import authenticate
+from governance.access.guard import authenticate, enforce
 from governance.access.local import LocalUser, local_user, record_local, refuse_acting_as
 from governance.access.passwords import delay_base
-from governance.access.policy import Decision, Identity, Policy
+from governance.access.policy import Decision, Identity, Policy, Verb
 from governance.access.reads import Target, open_version, read_table
 from governance.access.settings import pinned_settings, policy_of
 from governance.catalog import Catalog, closing_checkpoint
@@ -45,6 +46,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from governance.approval import Applied, Edit, HistoryEntry
+    from governance.catalog.ledgerfilter import LedgerFilter
+    from governance.catalog.models import LedgerEntry
     from governance.frames import AssetCard, Frame
     from governance.lineage.pictures import LineageGraph
     from governance.render import LedgerReport
@@ -300,13 +303,16 @@ class Custody:
         since: str | datetime | None = None,
         until: str | datetime | None = None,
         limit: int | None = None,
+        as_user: str | None = None,
+        password: str | None = None,
     ) -> Frame:
         """Ledger entries, oldest first, that match every filter given: `since` and `until` are ISO
-        dates or times (UTC unless they say otherwise) or datetimes; `limit` keeps the oldest."""
-        from governance import ledger
+        dates or times (UTC unless they say otherwise) or datetimes; `limit` keeps the oldest. For
+        the auditor and admin groups, as `open` decides who asks."""
         from governance.frames import ledger_frame
+        from governance.ledger import LedgerFilter
 
-        where = ledger.LedgerFilter.asked(
+        where = LedgerFilter.asked(
             asset=asset,
             version=version,
             actor=actor,
@@ -316,8 +322,21 @@ class Custody:
             until=until,
             limit=limit,
         )
-        with self.store.session() as session:
-            return ledger_frame(ledger.entries(session, where))
+        return ledger_frame(self.ledger_entries(where, as_user=as_user, password=password))
+
+    def ledger_entries(
+        self, where: LedgerFilter, *, as_user: str | None = None, password: str | None = None
+    ) -> list[LedgerEntry]:
+        """The entries `where` selects, once `as_user` may read the ledger (an auditor or an admin).
+        The decision is in the ledger, and checkpointed, before anything is read."""
+        from governance import ledger
+
+        policy = self.policy
+        identity = self._identity(policy, as_user, password, None)
+        with closing_checkpoint():
+            enforce(self.store, policy.decide(identity, Verb.LEDGER_READ, None))
+        with self.store.reading() as session:
+            return ledger.entries(session, where)
 
     def access(self, key: str) -> Frame:
         """Each role on the asset, as its definition in force names them: its group, its members as the

@@ -5,7 +5,6 @@ A failed test leaves a screenshot of the page it was on in `.test-artifacts/` at
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import time
@@ -26,10 +25,10 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions as ready
 from selenium.webdriver.support.ui import WebDriverWait
 
-from governance.cli import run
 from governance.demo import demo_password
 from tests.conftest import ROOT
 from tests.dagster_servers import finished
+from tests.helpers import recorded
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 ARTIFACTS = ROOT / ".test-artifacts"
@@ -210,11 +209,9 @@ def materialized(page: Page, asset: str, instance: dg.DagsterInstance, daemon: s
     return done
 
 
-def ledger_of(run_id: str, capsys: pytest.CaptureFixture[str]) -> list[dict]:
+def ledger_of(run_id: str) -> list[dict]:
     """The ledger's entries of a run, as `custody ledger show --json` gives them."""
-    capsys.readouterr()
-    assert run(["ledger", "show", "--run", run_id, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
+    return recorded(run_id=run_id)
 
 
 def launched_signed_in(entries: list[dict], user: str) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from sqlmodel import select
@@ -141,6 +142,15 @@ def acl_granting_write(path: Path, user: str) -> None:
     os.setxattr(
         path, "system.posix_acl_access", struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries)
     )
+
+
+def recorded(catalog: Catalog | None = None, **filters: Any) -> list[dict[str, Any]]:
+    """The ledger's entries that match `filters` (LedgerFilter.asked's), as `custody ledger show
+    --json` gives them, read as evidence from the catalog itself (by default, the one this
+    environment names): a test's look at what was recorded, which records nothing itself."""
+    store = catalog or Catalog.from_settings(Settings.from_env(), os.environ)
+    with store.reading() as session:
+        return [ledger.entry_dict(entry) for entry in ledger.entries(session, ledger.LedgerFilter.asked(**filters))]
 
 
 def verify_ledger(catalog: Catalog) -> ledger.Verification:

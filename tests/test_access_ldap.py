@@ -14,6 +14,7 @@ from governance.access.directory import open_directory
 from governance.cli import run
 from governance.demo import drop_demo_batches
 from governance.zones import Lake
+from tests.helpers import recorded
 from tests.ldap_server import LdapServer, environment, password_of, populated_slapd
 from tests.ports import refusing_port
 
@@ -44,12 +45,6 @@ def cli(capsys, monkeypatch, *args, stdin: str | None = None):
     return code, out, err
 
 
-def ledger_json(capsys, monkeypatch, *filters) -> list[dict]:
-    code, out, _ = cli(capsys, monkeypatch, "ledger", "show", *filters, "--json")
-    assert code == 0
-    return json.loads(out)
-
-
 def test_a_password_checked_by_ldap_makes_a_verified_run(ldap_env, spark, capsys, monkeypatch):
     code, _, err = cli(
         capsys,
@@ -62,8 +57,8 @@ def test_a_password_checked_by_ldap_makes_a_verified_run(ldap_env, spark, capsys
         stdin=password_of("bob") + "\n",
     )
     assert code == 0, err
-    [login] = ledger_json(capsys, monkeypatch, "--action", "authenticate")
-    at_submission, at_start = ledger_json(capsys, monkeypatch, "--action", "ingest")
+    [login] = recorded(action="authenticate")
+    at_submission, at_start = recorded(action="ingest")
     assert (login["actor"], login["assurance"], login["details"]["result"]) == ("bob", "verified", "allowed")
     assert at_submission["details"]["at"] == "submission" and "at" not in at_start["details"]
     for decision in (at_submission, at_start):
@@ -81,7 +76,7 @@ def test_a_wrong_password_is_denied_recorded_and_launches_nothing(ldap_env, caps
         capsys, monkeypatch, "ingest", "sales/products", "--as", "bob", "--password-stdin", stdin="guess\n"
     )
     assert code == 3 and err.strip() == "error: denied: bob: unknown user or wrong password"
-    [login] = ledger_json(capsys, monkeypatch, "--action", "authenticate")
+    [login] = recorded(action="authenticate")
     assert (login["actor"], login["assurance"], login["details"]["result"]) == ("bob", "none", "denied")
     assert instance_for(ldap_env).get_runs() == []
 
@@ -137,7 +132,7 @@ def test_a_directory_that_is_down_denies_reads_and_runs(ldap_env, spark, capsys,
         code, _, err = cli(capsys, monkeypatch, "ingest", "sales/products")
         assert code == 3 and f"error: denied: directory ldap://127.0.0.1:{port}" in err
         assert instance_for(ldap_env).get_runs() == []
-        decided = [e for e in ledger_json(capsys, monkeypatch) if e["action"] in ("read", "ingest")]
+        decided = [e for e in recorded() if e["action"] in ("read", "ingest")]
         assert [e["details"]["result"] for e in decided] == ["denied", "denied"]
 
 
@@ -182,7 +177,7 @@ def test_changing_a_policy_setting_needs_a_verified_identity_when_the_directory_
     assert code == 3 and "acting as alice needs alice's password" in err
     code, out, _ = cli(capsys, monkeypatch, *args, "--password-stdin", stdin=password_of("alice"))
     assert code == 0 and "require_verified: restricted -> confidential,restricted (by alice)" in out
-    changed = ledger_json(capsys, monkeypatch, "--action", "settings.changed")
+    changed = recorded(action="settings.changed")
     assert [(e["actor"], e["assurance"]) for e in changed] == [("alice", "verified")]
 
 
@@ -218,5 +213,5 @@ def test_a_password_check_names_the_directory_that_answered(ldap_env, ldap, caps
         )[0]
         == 0
     )
-    [checked] = ledger_json(capsys, monkeypatch, "--action", "authenticate")
+    [checked] = recorded(action="authenticate")
     assert checked["details"]["result"] == "allowed" and checked["details"]["directory"] == ldap.url

@@ -15,7 +15,8 @@ from assets.factory import build_assets
 from governance import ledger
 from governance.catalog.models import Attempt
 from governance.demo import CLIENTS, NAMES_AND_PRODUCTS, PRODUCTS, demo_password, drop_demo_batches
-from tests.helpers import assert_nothing_committed, cli, os_user_is
+from governance.runs import os_user
+from tests.helpers import assert_nothing_committed, cli, os_user_is, recorded
 
 
 def key(asset):
@@ -171,7 +172,7 @@ def test_read_gives_rows_to_a_consumer_and_denies_others_with_exit_3(landed, cap
 def test_ledger_show_action_read_lists_who_read_what(landed, capsys):
     cli(capsys, "read", "sales/products", "--as", "carol", "-c", "product_id")
     cli(capsys, "read", "sales/products@1", "--as", "eve")
-    code, out, _ = cli(capsys, "ledger", "show", "--action", "read", "--json")
+    code, out, _ = cli(capsys, "ledger", "show", "--action", "read", "--json", "--as", "dave")
     found = [
         (e["actor"], e["asset_key"], e["version"], e["details"]["result"], e["assurance"]) for e in json.loads(out)
     ]
@@ -179,8 +180,30 @@ def test_ledger_show_action_read_lists_who_read_what(landed, capsys):
         ("carol", "sales/products", 1, "allowed", "verified"),
         ("eve", "sales/products", 1, "denied", "verified"),
     ]
-    code, out, _ = cli(capsys, "ledger", "show", "--action", "read")
+    code, out, _ = cli(capsys, "ledger", "show", "--action", "read", "--as", "dave")
     assert "carol (verified)" in out and "result=denied" in out
+
+
+def test_ledger_show_is_for_auditors_and_admins_and_each_request_is_recorded(landed, capsys):
+    code, _, err = cli(capsys, "ledger", "show", "--as", "carol")
+    assert code == 3 and err.strip() == (
+        "error: denied: carol may not read the ledger: it needs the auditor group (auditors) "
+        "or the admin group (custody-admins)"
+    )
+    code, _, err = cli(capsys, "ledger", "show")  # the OS user running it, whom no directory knows
+    assert code == 3 and f"denied: {os_user()} may not read the ledger" in err
+    code, _, _ = cli(capsys, "ledger", "show", "--as", "dave", password=None)
+    assert code == 3
+    code, out, _ = cli(capsys, "ledger", "show", "--as", "dave", "--json")
+    assert code == 0 and json.loads(out)[-1]["action"] == "ledger.read"
+    decided = [(e["actor"], e["details"]["result"], e["details"]["method"]) for e in recorded(action="ledger.read")]
+    assert decided == [
+        ("carol", "denied", "password"),
+        (os_user(), "denied", "os-user"),
+        ("dave", "allowed", "password"),
+    ]
+    [unproven] = recorded(action="act-as")
+    assert (unproven["actor"], unproven["details"]["as"]) == (os_user(), "dave")
 
 
 def test_read_prints_a_table_and_says_how_many_rows_it_shows(landed, capsys):
@@ -217,8 +240,10 @@ def test_status_needs_the_owner(landed, capsys):
     code, _, err = cli(capsys, "status", "sales/products@1", "critical", "--by", "bob")
     assert code == 3 and "bob may not change the status of sales/products: it needs owner (sales-owners)" in err
     assert cli(capsys, "status", "sales/products@1", "critical", "--by", "alice", password="alice-demo")[0] == 0
-    code, out, _ = cli(capsys, "ledger", "show", "--action", "status", "--json")
-    assert [(e["actor"], e["details"]["result"]) for e in json.loads(out)] == [("bob", "denied"), ("alice", "allowed")]
+    assert [(e["actor"], e["details"]["result"]) for e in recorded(action="status")] == [
+        ("bob", "denied"),
+        ("alice", "allowed"),
+    ]
 
 
 def test_purge_needs_the_admin_group(landed, capsys):
@@ -246,8 +271,7 @@ def test_an_owner_grants_and_revokes_a_role_in_the_home_s_copy_of_the_file_direc
     )
     assert code == 0 and "eve removed from sales-consumers" in out and "still in" not in out
     assert cli(capsys, "read", "sales/products", "--as", "eve")[0] == 3
-    code, out, _ = cli(capsys, "ledger", "show", "--action", "member", "--json")
-    assert [(e["action"], e["details"]["user"], e["details"]["changed"]) for e in json.loads(out)] == [
+    assert [(e["action"], e["details"]["user"], e["details"]["changed"]) for e in recorded(action="member")] == [
         ("member.added", "eve", True),
         ("member.removed", "eve", True),
     ]
@@ -257,8 +281,7 @@ def test_only_an_owner_grants(cli_env, capsys):
     code, _, err = cli(capsys, "access", "grant", "producer", "sales/products", "eve", "--by", "bob")
     assert code == 3 and "bob may not grant roles on sales/products: it needs owner (sales-owners)" in err
     assert "eve" not in home_directory(cli_env).read_text().split("sales-producers:")[1].splitlines()[0]
-    code, out, _ = cli(capsys, "ledger", "show", "--action", "grant", "--json")
-    assert [(e["actor"], e["details"]["result"], e["details"]["user"]) for e in json.loads(out)] == [
+    assert [(e["actor"], e["details"]["result"], e["details"]["user"]) for e in recorded(action="grant")] == [
         ("bob", "denied", "eve")
     ]
 
@@ -301,7 +324,7 @@ def test_access_check_explains_each_answer_and_records_no_decision(cli_env, caps
     assert code == 0
     assert answers["materialize"] == ("allowed", "bob is in sales-producers, producer of sales/product_summary")
     assert answers["grant"][0] == "denied" and "ingest" not in answers
-    assert [e["action"] for e in json.loads(cli(capsys, "ledger", "show", "--json")[1])] == ["settings.pinned"]
+    assert [e["action"] for e in recorded()] == ["settings.pinned"]
 
 
 def test_specs_check_fails_when_a_consumer_group_is_not_covered(cli_env, tmp_path, monkeypatch, capsys):

@@ -92,7 +92,7 @@ def test_the_plain_materialize_runs_for_the_signed_in_user_verified(ui, joined, 
     assert done.tags["custody/requested_by"] == "bob"
     ui.open("/assets/sales/product_summary")
     ui.shows("sales/product_summary@1", "verified")
-    entries = ledger_of(done.run_id, capsys)
+    entries = ledger_of(done.run_id)
     launched_signed_in(entries, "bob")
     assert {(e["actor"], e["assurance"]) for e in entries if e["action"] in ("materialize", "read")} == {
         ("bob", "verified")

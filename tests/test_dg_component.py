@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from governance.catalog import Catalog
+from governance.config import Settings
 from tests.conftest import DEMO_SPECS, ROOT, plain_environ
+from tests.helpers import recorded
 
 DG = Path(sys.executable).with_name("dg")
 
@@ -106,10 +109,7 @@ def test_dg_launch_names_no_user_so_its_materialization_is_refused_and_recorded(
 
     assert launched.returncode != 0
     assert "the request names no user" in launched.stdout + launched.stderr
-    shown = run(
-        [str(Path(sys.executable).with_name("custody")), "ledger", "show", "--action", "ingest", "--json"], environ
-    )
-    [entry] = json.loads(shown.stdout)
+    [entry] = recorded(Catalog.from_url(Settings.under(home).catalog_url), action="ingest")
     assert (entry["actor"], entry["details"]["result"]) == ("anonymous", "denied")
 
 

@@ -28,6 +28,7 @@ from websockets.sync.client import connect
 from assets.dagster_internals import freeze_time
 from assets.launch import instance_for
 from assets.origin import ASSET_JOB, LOCATION, REPOSITORY
+from governance.catalog import Catalog
 from governance.config import Settings
 from governance.demo import drop_demo_batches
 from governance.service.principal import SIGNING_VARIABLE, VERIFY_VARIABLE, UiKeys, signed_principal
@@ -36,7 +37,7 @@ from governance.zones import Lake
 from tests.browser import chromium, launched_signed_in, ledger_of, materialized, signed_in
 from tests.conftest import DEMO_SPECS, ROOT, plain_environ, quick_spark_environ, without_approval
 from tests.dagster_servers import CUSTODY, Served, SignedIn, dg_dev, form_token, graphql, start_service, stop
-from tests.helpers import run_proven
+from tests.helpers import recorded, run_proven
 from tests.ports import refusing_port
 from tests.wiretap import wiretap
 
@@ -118,7 +119,7 @@ def test_the_plain_materialize_in_dg_dev_s_ui_runs_for_the_user_signed_in_at_the
     assert done.tags["custody/requested_by"] == "bob"
     ui.open("/assets/sales/products")
     ui.shows("sales/products@1", "verified")
-    launched_signed_in(ledger_of(done.run_id, capsys), "bob")
+    launched_signed_in(ledger_of(done.run_id), "bob")
 
 
 FRESHNESS = """{ assetNodeOrError(assetKey: {path: ["sales", "clients"]}) { ... on AssetNode {
@@ -216,19 +217,9 @@ BACKFILL = """mutation($params: LaunchBackfillParams!) { launchPartitionBackfill
 CANCEL = """mutation($id: String!) { cancelPartitionBackfill(backfillId: $id) { __typename } }"""
 
 
-def ledger_since(settings: Settings, since: str, *args: str) -> list[dict]:
-    """The ledger's entries since `since`, as `custody ledger show ARGS --json` gives them."""
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("CUSTODY_")}, **plain_environ(settings.home)}
-    shown = subprocess.run(
-        [str(CUSTODY), "ledger", "show", "--since", since, "--json", *args],
-        env={**env, "CUSTODY_SPECS": str(settings.specs)},
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    return json.loads(shown.stdout)
+def ledger_since(settings: Settings, since: str, action: str) -> list[dict]:
+    """The ledger's entries of `action` since `since`, as `custody ledger show --json` gives them."""
+    return recorded(Catalog.from_url(settings.catalog_url), since=since, action=action)
 
 
 def test_a_backfill_typed_as_a_schedule_s_on_dg_dev_s_own_port_launches_nothing(fronted):
@@ -246,7 +237,7 @@ def test_a_backfill_typed_as_a_schedule_s_on_dg_dev_s_own_port_launches_nothing(
     backfill = made["data"]["launchPartitionBackfill"]["backfillId"]
     try:
         deadline = time.monotonic() + 120
-        while not (refused := [e for e in ledger_since(fronted.settings, since, "--action", "session") if e["run_id"]]):
+        while not (refused := [e for e in ledger_since(fronted.settings, since, "session") if e["run_id"]]):
             assert fronted.dg.poll() is None, "dg dev exited"
             assert time.monotonic() < deadline, "dg dev's daemon submitted no run of the backfill in 120 s"
             time.sleep(2)
@@ -261,7 +252,7 @@ def test_a_backfill_typed_as_a_schedule_s_on_dg_dev_s_own_port_launches_nothing(
     assert entry["details"]["claimed"] == "alice"
     assert entry["details"]["reason"].startswith(f"no signed-in user launched backfill {backfill}")
     assert instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfill})) == []
-    assert ledger_since(fronted.settings, since, "--action", "ingestion") == []
+    assert ledger_since(fronted.settings, since, "ingestion") == []
 
 
 def test_a_launch_seen_between_the_service_and_dg_dev_and_sent_again_launches_nothing(fronted):
@@ -295,7 +286,7 @@ def test_a_launch_seen_between_the_service_and_dg_dev_and_sent_again_launches_no
     assert {run.run_id for run in instance.get_runs()} == runs | {launched["run"]["runId"]}
     refused = [
         e
-        for e in ledger_since(fronted.settings, since, "--action", "session")
+        for e in ledger_since(fronted.settings, since, "session")
         if e["action"] == "session" and e["details"]["result"] == "denied"
     ]
     reasons = [e["details"]["reason"] for e in refused]

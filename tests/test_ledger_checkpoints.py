@@ -257,9 +257,17 @@ def test_ledger_show_pages_by_seq_and_filters_a_time_range(cli_env, capsys):
     for i in range(6):
         append(catalog, i)
     execute(catalog, "UPDATE ledger SET ts = '2026-01-0' || seq || 'T12:00:00.000000Z'")
-    assert run(["ledger", "show", "--since", "2026-01-02", "--until", "2026-01-05T00:00", "--json"]) == 0
+    assert (
+        run_proven(["ledger", "show", "--since", "2026-01-02", "--until", "2026-01-05T00:00", "--json", "--as", "dave"])
+        == 0
+    )
     assert [e["seq"] for e in json.loads(capsys.readouterr().out)] == [2, 3, 4]
-    assert run(["ledger", "show", "--from-seq", "3", "--limit", "2", "--asset", "t/people", "--json"]) == 0
+    assert (
+        run_proven(
+            ["ledger", "show", "--from-seq", "3", "--limit", "2", "--asset", "t/people", "--json", "--as", "dave"]
+        )
+        == 0
+    )
     assert [e["seq"] for e in json.loads(capsys.readouterr().out)] == [3, 4]
     assert run(["ledger", "show", "--since", "yesterday"]) == 2
     assert "not an ISO 8601 date or time" in capsys.readouterr().err

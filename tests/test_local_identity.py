@@ -18,13 +18,7 @@ from governance.errors import AccessDenied
 from governance.runs import Assurance, os_user
 from governance.zones import Lake
 from tests.conftest import drop
-from tests.helpers import OTHER_USER, cli, execute, given_to
-
-
-def ledger_of(capsys, action: str) -> list[dict]:
-    code, out, _ = cli(capsys, "ledger", "show", "--action", action, "--json")
-    assert code == 0
-    return json.loads(out)
+from tests.helpers import OTHER_USER, cli, execute, given_to, recorded
 
 
 @pytest.fixture
@@ -41,7 +35,7 @@ def test_a_command_naming_nobody_runs_as_the_mapped_os_user_verified_with_its_ho
     code, out, err = cli(capsys, "read", "sales/products", "--json")
     assert code == 0, err
     assert json.loads(out)["version"] == "sales/products@1"
-    [read] = ledger_of(capsys, "read")
+    [read] = recorded(action="read")
     assert (read["actor"], read["assurance"], read["details"]["result"]) == ("carol", "verified", "allowed")
     assert (read["details"]["method"], read["details"]["channel"]) == ("os-user", "cli")
     assert read["details"]["origin"].startswith(f"OS user {os_user()} on {socket.gethostname()}, process ")
@@ -81,11 +75,10 @@ def test_naming_another_user_without_their_password_is_refused_recorded_and_chan
         f"error: denied: {os_user()} runs this process, which is {os_user()} in the directory: acting as "
         f"{named} needs {named}'s password (--password-stdin or CUSTODY_PASSWORD)\n"
     )
-    [refused] = ledger_of(capsys, "act-as")
+    [refused] = recorded(action="act-as")
     assert (refused["actor"], refused["assurance"], refused["details"]["result"]) == (os_user(), "verified", "denied")
     assert (refused["details"]["as"], refused["details"]["method"]) == (named, "os-user")
-    entries = json.loads(cli(capsys, "ledger", "show", "--json")[1])
-    assert entries[-1]["action"] == "act-as"  # nothing was decided or done after the refusal
+    assert recorded()[-1]["action"] == "act-as"  # nothing was decided or done after the refusal
     after = cli(capsys, "versions", "sales/products", "--json")[1], cli(capsys, "settings", "show", "--json")[1]
     assert after == before
 
@@ -141,7 +134,7 @@ def test_ingesting_a_batch_another_os_user_made_records_the_requester_and_the_ba
     code, _, err = cli(capsys, "ingest", "sales/products", "--batch", "alices")
     assert code == 0, err
     for action in ("ingestion.requested", "ingestion.committed"):
-        entry = ledger_of(capsys, action)[-1]
+        entry = recorded(action=action)[-1]
         assert (entry["actor"], entry["assurance"]) == ("bob", "verified")
         assert (entry["details"]["batch"], entry["details"]["batch_owner"]) == ("alices", "alice")
 
@@ -154,6 +147,6 @@ def test_a_batch_holding_a_file_another_os_user_owns_is_refused_to_whoever_inges
     code, out, err = cli(capsys, "ingest", "sales/products", "--batch", "b1")
     reason = f"{folder / 'products.csv'} is owned by {OTHER_USER}, not by {os_user()} who owns the batch's folder"
     assert (code, err.splitlines()[-1]) == (1, f"error: sales/products: {reason}"), out
-    failed = ledger_of(capsys, "ingestion.failed")[-1]
+    failed = recorded(action="ingestion.failed")[-1]
     assert (failed["actor"], failed["details"]["error"]) == ("bob", reason)
     assert cli(capsys, "versions", "sales/products", "--json")[1] == before

@@ -14,10 +14,11 @@ from sqlmodel import select
 
 from governance.api import Custody
 from governance.catalog.models import VersionRow
+from governance.demo import demo_password
 from governance.foreign.events import parse
 from governance.foreign.join import receive
 from governance.service.intake import reader_judge
-from tests.helpers import cli
+from tests.helpers import cli, recorded
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "auditor.ipynb"
 TAG_FACET = {
@@ -71,6 +72,8 @@ def test_the_notebook_runs_top_to_bottom_on_the_demo(cli_env, spark, capsys, mon
     assert cli(capsys, "demo")[0] == 0
     report_a_foreign_read(Custody.from_env())
     monkeypatch.delenv("CUSTODY_SPECS")  # as `make notebook` runs it: the catalog is all it reads
+    monkeypatch.setenv("CUSTODY_AUDITOR", "dave")  # and names the demo's auditor
+    monkeypatch.setenv("CUSTODY_PASSWORD", demo_password("dave"))
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     started = time.monotonic()
     NotebookClient(
@@ -90,3 +93,9 @@ def test_the_notebook_runs_top_to_bottom_on_the_demo(cli_env, spark, capsys, mon
     assert "Verification(" not in verification["text/plain"]
     assert "entries, chain intact" in verification["text/plain"]
     assert "checkpoints are not verified: CUSTODY_LEDGER_KEY is not set" in verification["text/html"]
+    [by_the_demo, read] = recorded(action="ledger.read")  # the demo shows its reads as dave too
+    assert by_the_demo["actor"] == "dave" and (read["actor"], read["details"]["result"], read["details"]["method"]) == (
+        "dave",
+        "allowed",
+        "password",
+    )

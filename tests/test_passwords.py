@@ -4,7 +4,6 @@ anyone's, failed logins slow down, and the home keeps its own copy of the direct
 from __future__ import annotations
 
 import io
-import json
 import time
 from pathlib import Path
 
@@ -14,16 +13,16 @@ from governance.access.directory import FileDirectory
 from governance.api import Custody
 from governance.errors import AccessDenied, InvalidInput
 from governance.runs import Assurance, os_user
-from tests.helpers import cli
+from tests.helpers import cli, recorded
 
 DEMO_DIRECTORY = Path("assets/directory.yaml")
 DEMO_USERS = ("alice", "bob", "carol", "dave", "eve", "lineage-bot")
 
 
-def logins(capsys, action: str = "authenticate") -> list[tuple[str, str, str]]:
-    code, out, _ = cli(capsys, "ledger", "show", "--action", action, "--json")
-    assert code == 0
-    return [(e["actor"], e["assurance"], e["details"]["result"]) for e in json.loads(out) if e["action"] == action]
+def logins(action: str = "authenticate") -> list[tuple[str, str, str]]:
+    return [
+        (e["actor"], e["assurance"], e["details"]["result"]) for e in recorded(action=action) if e["action"] == action
+    ]
 
 
 def set_password(capsys, monkeypatch, user: str, new: str, *args: str, proof: str | None = None):
@@ -36,7 +35,7 @@ def test_each_demo_user_logs_in_with_the_password_the_directory_documents(cli_en
     custody = Custody(cli_env)
     for user in DEMO_USERS:
         assert custody.identity(user, f"{user}-demo").assurance is Assurance.VERIFIED
-    assert logins(capsys) == [(user, "verified", "allowed") for user in DEMO_USERS]
+    assert logins() == [(user, "verified", "allowed") for user in DEMO_USERS]
 
 
 def test_a_wrong_password_is_denied_and_recorded(cli_env, capsys):
@@ -44,7 +43,7 @@ def test_a_wrong_password_is_denied_and_recorded(cli_env, capsys):
         Custody(cli_env).identity("alice", "bob-demo")
     with pytest.raises(AccessDenied, match="mallory: unknown user or wrong password"):
         Custody(cli_env).identity("mallory", "mallory-demo")
-    assert logins(capsys) == [("alice", "none", "denied"), ("mallory", "none", "denied")]
+    assert logins() == [("alice", "none", "denied"), ("mallory", "none", "denied")]
 
 
 def test_failed_logins_in_a_row_slow_down_and_the_user_gets_in_once_the_delay_has_passed(cli_env, capsys, monkeypatch):
@@ -64,7 +63,7 @@ def test_failed_logins_in_a_row_slow_down_and_the_user_gets_in_once_the_delay_ha
         except AccessDenied as err:
             assert "too many failed logins" in str(err) and time.monotonic() < deadline
             time.sleep(0.5)
-    checked, delayed = logins(capsys), logins(capsys, "authenticate.delayed")
+    checked, delayed = logins(), logins("authenticate.delayed")
     assert checked[-1] == ("bob", "verified", "allowed") and set(checked[:-1]) == {("bob", "none", "denied")}
     assert 3 <= len(checked) - 1 <= 12 and len(checked) - 1 + len(delayed) >= 100  # every wrong one recorded
     assert set(delayed) == {("bob", "none", "denied")}
@@ -81,8 +80,7 @@ def test_a_user_changes_their_own_password_with_the_current_one(cli_env, capsys,
     [copy] = (cli_env.home / "directory").glob("*.yaml")
     assert "a-new-secret" not in copy.read_text() and copy.stat().st_mode & 0o777 == 0o600
     assert DEMO_DIRECTORY.read_bytes() == seed
-    code, out, _ = cli(capsys, "ledger", "show", "--action", "password", "--json")
-    assert [(e["action"], e["actor"], e["assurance"], e["details"]["user"]) for e in json.loads(out)] == [
+    assert [(e["action"], e["actor"], e["assurance"], e["details"]["user"]) for e in recorded(action="password")] == [
         ("password.set", "bob", "verified", "bob"),
         ("password.changed", "bob", "verified", "bob"),
     ]
@@ -117,8 +115,7 @@ def test_a_directory_without_passwords_takes_its_first_from_whoever_runs_the_hom
     code, _, err = set_password(capsys, monkeypatch, "bob", "second-secret")
     assert code == 3 and f"{os_user()}'s identity is system" in err
     assert set_password(capsys, monkeypatch, "bob", "second-secret", "--by", "alice", proof="first-secret")[0] == 0
-    code, out, _ = cli(capsys, "ledger", "show", "--action", "password.set", "--json")
-    assert [(e["actor"], e["assurance"], e["details"]["result"]) for e in json.loads(out)] == [
+    assert [(e["actor"], e["assurance"], e["details"]["result"]) for e in recorded(action="password.set")] == [
         (os_user(), "system", "allowed"),
         (os_user(), "system", "denied"),
         ("alice", "verified", "allowed"),
@@ -131,7 +128,7 @@ def test_a_new_password_too_short_or_for_an_unknown_user_changes_nothing(cli_env
     assert code == 1 and "the password for bob must have 8 to 1024 characters" in err
     code, _, err = set_password(capsys, monkeypatch, "zoe", "long-enough", "--by", "alice", proof="alice-demo")
     assert code == 4 and "no user 'zoe' in the directory" in err
-    assert logins(capsys, "password.set") == [] and logins(capsys, "password.changed") == []
+    assert logins("password.set") == [] and logins("password.changed") == []
     assert Custody(cli_env).identity("bob", "bob-demo").assurance is Assurance.VERIFIED
 
 

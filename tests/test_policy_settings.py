@@ -32,17 +32,11 @@ from governance.runs import Assurance, os_user
 from governance.zones import AssetKey
 from resources import CustodyResource, SparkResource
 from tests.conftest import ROOT
-from tests.helpers import cli
+from tests.helpers import cli, recorded
 
 DEMO_DIRECTORY = ROOT / "assets" / "directory.yaml"
 CUSTODY = Path(sys.executable).with_name("custody")
 SETPRIV = Path("/usr/bin/setpriv")
-
-
-def ledger_of(capsys, action):
-    code, out, _ = cli(capsys, "ledger", "show", "--action", action, "--json")
-    assert code == 0
-    return json.loads(out)
 
 
 def set_by_alice(capsys, monkeypatch, key: str, value: str) -> tuple[int, str, str]:
@@ -55,10 +49,10 @@ def set_by_alice(capsys, monkeypatch, key: str, value: str) -> tuple[int, str, s
 def test_an_admin_who_does_not_prove_who_they_are_may_not_change_a_setting(landed, capsys):
     code, _, err = cli(capsys, "settings", "set", "require_verified", "none", "--by", "alice", password=None)
     assert code == 3 and f"{os_user()} runs this process" in err and "acting as alice needs alice's password" in err
-    [denied] = ledger_of(capsys, "act-as")
+    [denied] = recorded(action="act-as")
     assert (denied["actor"], denied["details"]["as"], denied["details"]["result"]) == (os_user(), "alice", "denied")
     assert denied["details"]["method"] == "os-user" and denied["details"]["channel"] == "cli"
-    assert [e for e in ledger_of(capsys, "settings") if e["action"] == "settings"] == []
+    assert [e for e in recorded(action="settings") if e["action"] == "settings"] == []
     assert json.loads(cli(capsys, "settings", "show", "--json")[1])["settings"]["require_verified"]["value"] == (
         "restricted"
     )
@@ -88,7 +82,7 @@ def test_the_first_use_pins_the_settings_and_records_it(cli_env, capsys):
         "specs_approval": "off",  # as the tests' environment says
         "os_users": "",  # each OS user is the directory user of the same name
     }
-    [entry] = ledger_of(capsys, "settings.pinned")
+    [entry] = recorded(action="settings.pinned")
     assert entry["details"]["settings"]["directory"] == f"file:{DEMO_DIRECTORY}" and entry["assurance"] == "system"
 
 
@@ -103,9 +97,9 @@ def test_a_directory_of_ones_own_in_the_environment_is_refused_naming_the_settin
     with pytest.raises(SettingDisagrees, match="CUSTODY_DIRECTORY"):
         Custody.from_env().read("sales/products", as_user="eve")
     monkeypatch.delenv("CUSTODY_DIRECTORY")
-    refused = ledger_of(capsys, "settings.refused")
+    refused = recorded(action="settings.refused")
     assert [e["details"]["setting"] for e in refused] == ["directory", "directory"]
-    assert refused[0]["details"]["given"] == f"file:{mine}" and ledger_of(capsys, "read") == []
+    assert refused[0]["details"]["given"] == f"file:{mine}" and recorded(action="read") == []
 
 
 def test_an_admin_group_of_ones_own_in_the_environment_is_refused(landed, capsys, monkeypatch):
@@ -123,9 +117,9 @@ def test_an_environment_that_agrees_with_the_pinned_settings_is_fine(landed, cap
 
 def test_each_decision_records_which_directory_answered(landed, capsys):
     cli(capsys, "read", "sales/products", "--as", "carol")
-    [read] = ledger_of(capsys, "read")
+    [read] = recorded(action="read")
     assert read["details"]["directory"] == f"file:{DEMO_DIRECTORY}"
-    line = cli(capsys, "ledger", "show", "--action", "read")[1]
+    line = cli(capsys, "ledger", "show", "--action", "read", "--as", "dave")[1]
     assert "result=allowed, reason=carol is in sales-consumers" in line  # the answer and why come first
 
 
@@ -135,7 +129,7 @@ def test_an_admin_changes_a_setting_and_decisions_follow_it(landed, capsys, monk
     assert code == 0 and out.strip() == f"os_users: - -> {os_user()}=carol (by alice)"
     code, _, err = cli(capsys, "read", "sales/products")
     assert code == 0, err
-    [change] = ledger_of(capsys, "settings.changed")
+    [change] = recorded(action="settings.changed")
     assert change["actor"] == "alice" and change["details"] == {
         "setting": "os_users",
         "from": "",
@@ -157,7 +151,7 @@ def test_moving_the_directory_moves_every_decision_there(landed, capsys, monkeyp
 def test_a_user_outside_the_admin_group_may_not_change_a_setting(cli_env, capsys):
     code, _, err = cli(capsys, "settings", "set", "admin_group", "sales-consumers", "--by", "carol")
     assert code == 3 and "carol may not change the policy settings: it needs the admin group custody-admins" in err
-    [denied] = [e for e in ledger_of(capsys, "settings") if e["action"] == "settings"]
+    [denied] = [e for e in recorded(action="settings") if e["action"] == "settings"]
     assert denied["details"]["result"] == "denied" and denied["details"]["to"] == "sales-consumers"
     assert (
         json.loads(cli(capsys, "settings", "show", "--json")[1])["settings"]["admin_group"]["value"] == "custody-admins"
@@ -247,7 +241,7 @@ def test_settings_show_shows_the_pinned_values_even_when_the_environment_disagre
 def test_setting_a_value_it_has_already_changes_nothing(cli_env, capsys, monkeypatch):
     code, out, _ = set_by_alice(capsys, monkeypatch, "admin_group", "custody-admins")
     assert code == 0 and out.strip() == "admin_group is custody-admins already: nothing changed"
-    assert ledger_of(capsys, "settings.changed") == []
+    assert recorded(action="settings.changed") == []
 
 
 @pytest.mark.both_backends

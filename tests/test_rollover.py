@@ -39,6 +39,7 @@ from governance.rollover import age_off, recover, rollover
 from governance.segments import write_segment
 from resources import CustodyResource
 from tests.conftest import ROOT, catalog_in_home
+from tests.helpers import run_proven
 from tests.ticks import scheduled_tags, submitted_for_tick, tick
 
 pytestmark = pytest.mark.both_backends
@@ -270,7 +271,7 @@ def test_rollover_cli_moves_entries_and_show_reads_across(cli_env, capsys):
     assert run(["ledger", "rollover", "--older-than", "0", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["entries"] == 20 and report["segments"] == [f"{1:012d}-{20:012d}.segment"]
-    assert run(["ledger", "show", "--asset", "t/asset_1", "--json"]) == 0
+    assert run_proven(["ledger", "show", "--asset", "t/asset_1", "--json", "--as", "dave"]) == 0
     assert [e["seq"] for e in json.loads(capsys.readouterr().out)] == [2, 7, 12, 17]
     assert run(["ledger", "verify"]) == 5  # chain intact, checkpoints unsigned
     with catalog.session() as session:

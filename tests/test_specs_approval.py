@@ -17,7 +17,7 @@ from governance.spec.diff import changes
 from governance.zones import AssetKey, Lake
 from tests.conftest import DEMO_SPECS
 from tests.dagster_servers import graphql
-from tests.helpers import alias_bomb, cli, edit_spec
+from tests.helpers import alias_bomb, cli, edit_spec, recorded
 from tests.test_ui import ASSETS_QUERY, launch_answer
 
 PRODUCTS = "sales/products"
@@ -32,12 +32,6 @@ def specs(cli_env, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setenv("CUSTODY_SPECS", str(folder))
     monkeypatch.setenv("CUSTODY_SPECS_APPROVAL", "on")
     return folder
-
-
-def ledger_of(capsys, action: str) -> list[dict]:
-    code, out, _ = cli(capsys, "ledger", "show", "--action", action, "--json")
-    assert code == 0
-    return json.loads(out)
 
 
 def pending(capsys) -> list[dict]:
@@ -66,7 +60,7 @@ def test_an_owner_applies_the_specs_and_the_ledger_says_who_and_which_hashes(spe
     applied = apply(capsys, "--as", "alice")
     assert [a["asset"] for a in applied] == [e["asset"] for e in before]
     assert pending(capsys) == []
-    entries = {entry["asset_key"]: entry for entry in ledger_of(capsys, "spec.applied")}
+    entries = {entry["asset_key"]: entry for entry in recorded(action="spec.applied")}
     products = entries[PRODUCTS]
     assert products["actor"] == "alice" and products["assurance"] == "verified"
     assert products["details"]["spec_hash"] == before[0]["new_hash"] and products["details"]["previous_hash"] is None
@@ -86,7 +80,7 @@ def test_a_producer_or_a_user_without_a_role_is_refused_and_nothing_is_applied(s
     code, _, err = cli(capsys, "specs", "apply", PRODUCTS, "--as", user)
     assert code == 3
     assert reason in err
-    [denial] = [d for d in ledger_of(capsys, "spec.apply") if d["details"]["result"] == "denied"]
+    [denial] = [d for d in recorded(action="spec.apply") if d["details"]["result"] == "denied"]
     assert denial["actor"] == user and denial["asset_key"] == PRODUCTS and reason in denial["details"]["reason"]
     assert [e["asset"] for e in pending(capsys)] == [PRODUCTS]
 
@@ -102,7 +96,7 @@ def test_a_new_asset_is_applied_by_an_owner_it_names_or_else_by_an_admin(specs, 
     assert applied["asset"] == "sales/returns" and applied["old_hash"] is None
     [decision] = [
         d
-        for d in ledger_of(capsys, "spec.apply")
+        for d in recorded(action="spec.apply")
         if d["asset_key"] == "sales/returns" and d["details"]["result"] == "allowed"
     ]
     assert decision["details"]["role"] == "admin"
@@ -123,7 +117,7 @@ def test_a_spec_that_breaks_the_folder_is_refused_before_any_decision(specs, cap
     code, _, err = cli(capsys, "specs", "apply", "--as", "alice", password="alice-demo")
     assert code == 1
     assert "names_and_products.yaml" in err and "public is below its input(s) sales/clients (confidential)" in err
-    assert len(ledger_of(capsys, "spec.applied")) == 4
+    assert len(recorded(action="spec.applied")) == 4
 
 
 def test_a_run_of_an_edited_spec_is_refused_until_an_owner_applies_it(specs, cli_env, capsys):
@@ -138,7 +132,7 @@ def test_a_run_of_an_edited_spec_is_refused_until_an_owner_applies_it(specs, cli
     edit_spec(specs, PRODUCTS, "delivered as CSV", "delivered as CSV files")
     code, _, err = cli(capsys, "ingest", PRODUCTS, "--as", "bob")
     assert code == 3 and IN_FORCE_AFTER_EDIT in err and "\n" not in err.strip()
-    [denial] = [d for d in ledger_of(capsys, "ingest") if IN_FORCE_AFTER_EDIT in d["details"]["reason"]]
+    [denial] = [d for d in recorded(action="ingest") if IN_FORCE_AFTER_EDIT in d["details"]["reason"]]
     assert denial["actor"] == "bob" and denial["details"]["at"] == "submission"
 
 
@@ -147,7 +141,7 @@ def test_an_applied_spec_runs(specs, cli_env, capsys, spark):
     apply(capsys, PRODUCTS, "--as", "alice")
     code, _, err = cli(capsys, "ingest", PRODUCTS, "--batch", dropped.products_batch, "--as", "bob")
     assert code == 0, err
-    assert not [d for d in ledger_of(capsys, "spec.changed")]  # the run met the spec in force
+    assert not [d for d in recorded(action="spec.changed")]  # the run met the spec in force
 
 
 def test_the_ui_refuses_a_launch_of_an_unapplied_spec_and_shows_the_asset_pending(specs, capsys, webserver):
@@ -174,7 +168,7 @@ def test_the_git_commit_and_author_of_the_file_are_recorded(specs, capsys):
     head = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
     applied = apply(capsys, PRODUCTS, "--as", "alice")
     assert applied[0]["git"] == {"commit": head, "author": "Olivia Owner <olivia@example.com>"}
-    [entry] = ledger_of(capsys, "spec.applied")
+    [entry] = recorded(action="spec.applied")
     assert entry["details"]["git"] == {"commit": head, "author": "Olivia Owner <olivia@example.com>"}
     edit_spec(specs, PRODUCTS, "delivered as CSV", "delivered as CSV files")
     [edited] = apply(capsys, PRODUCTS, "--as", "alice")
@@ -326,7 +320,7 @@ def test_a_deleted_spec_file_retires_the_asset_once_an_owner_applies_it_and_its_
     assert code == 3 and "bob may not apply the spec of sales/products: it needs owner (sales-owners)" in err
     [retired] = apply(capsys, PRODUCTS, "--as", "alice")
     assert retired["new_hash"] is None and retired["changes"][0].startswith("- retired")
-    [entry] = ledger_of(capsys, "spec.retired")
+    [entry] = recorded(action="spec.retired")
     assert entry["actor"] == "alice" and entry["asset_key"] == PRODUCTS
     code, out, _ = cli(capsys, "versions", PRODUCTS, "--json")
     assert code == 0 and [v["number"] for v in json.loads(out)] == [1]
@@ -339,7 +333,7 @@ def test_two_files_declaring_one_asset_are_refused_and_nothing_is_applied(specs,
     code, _, err = cli(capsys, "specs", "apply", "--as", "alice", password="alice-demo")
     assert code == 1
     assert "sales/products is declared twice: by products.yaml and products.yml; keep one" in err
-    assert ledger_of(capsys, "spec.applied") == []
+    assert recorded(action="spec.applied") == []
 
 
 def test_an_edit_that_makes_a_cycle_or_names_a_foreign_transform_applies_nothing(specs, capsys):
@@ -363,7 +357,7 @@ def test_an_edit_that_makes_a_cycle_or_names_a_foreign_transform_applies_nothing
     )
     code, _, err = cli(capsys, "specs", "apply", "--as", "alice", password="alice-demo")
     assert code == 1 and "dependency cycle among" in err
-    assert len(ledger_of(capsys, "spec.applied")) == 4
+    assert len(recorded(action="spec.applied")) == 4
 
 
 @pytest.mark.parametrize(
@@ -382,7 +376,7 @@ def test_a_file_that_is_no_spec_applies_nothing(specs, capsys, content, expected
     code, _, err = cli(capsys, "specs", "apply", "--as", "alice", password="alice-demo")
     assert code == 1
     assert "products.yaml" in err and expected in err
-    assert ledger_of(capsys, "spec.applied") == [] and ledger_of(capsys, "spec.apply") == []
+    assert recorded(action="spec.applied") == [] and recorded(action="spec.apply") == []
 
 
 def test_an_admin_turning_approval_off_lets_runs_take_the_files(specs, cli_env, capsys, monkeypatch, spark):
@@ -394,7 +388,7 @@ def test_an_admin_turning_approval_off_lets_runs_take_the_files(specs, cli_env, 
     monkeypatch.delenv("CUSTODY_SPECS_APPROVAL")  # the deployment now agrees with the pinned setting
     code, _, err = cli(capsys, "ingest", PRODUCTS, "--batch", dropped.products_batch, "--as", "bob")
     assert code == 0, err
-    [registered] = ledger_of(capsys, "spec.registered")
+    [registered] = recorded(action="spec.registered")
     assert registered["actor"] == "bob" and registered["asset_key"] == PRODUCTS
 
 

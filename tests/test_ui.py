@@ -37,7 +37,7 @@ from tests.dagster_servers import (
     stop,
     token,
 )
-from tests.helpers import run_proven
+from tests.helpers import recorded, run_proven
 
 ASSETS_QUERY = """{ assetNodes { assetKey { path } groupName description kinds
   owners { ... on TeamAssetOwner { team } } tags { key value }
@@ -150,8 +150,7 @@ def test_a_refused_ui_launch_shows_its_reason_and_leaves_no_run(on_queued, capsy
     assert run_ids(instance) == runs
     assert instance.get_latest_materialization_event(dg.AssetKey(["sales", "products"])) == products
     assert graphql(queued.served, CHECK_EXECUTIONS)["assetCheckExecutions"] == checks
-    assert run(["ledger", "show", "--action", "ingest", "--since", since, "--json"]) == 0
-    decisions = json.loads(capsys.readouterr().out)
+    decisions = recorded(action="ingest", since=since)
     assert [(d["actor"], d["assurance"], d["details"]["result"]) for d in decisions] == [
         ("eve", "verified", "denied"),
         ("dave", "verified", "denied"),
@@ -176,8 +175,7 @@ def test_a_ui_launch_is_for_the_signed_in_user_and_a_tag_naming_another_is_refus
     forged = eve.post("/graphql", {"query": "{ version }"}, headers={"X-Custody-Principal": "bob"})
     assert forged.status_code == 200  # the header a client sends is dropped; the session says who asks
     assert run_ids(instance) == runs
-    assert run(["ledger", "show", "--action", "session", "--since", since, "--json"]) == 0
-    [refused] = json.loads(capsys.readouterr().out)
+    [refused] = recorded(action="session", since=since)
     assert (refused["actor"], refused["assurance"], refused["details"]["result"]) == ("eve", "verified", "denied")
     assert (refused["details"]["channel"], refused["details"]["method"]) == ("ui", "password")
 
@@ -193,8 +191,7 @@ def test_a_ui_materialize_of_a_landing_asset_without_a_ready_batch_is_refused_at
     }
     assert run_ids(instance) == runs
     assert instance.get_latest_materialization_event(dg.AssetKey(["sales", "products"])) == products
-    assert run(["ledger", "show", "--action", "ingestion.failed", "--since", since, "--json"]) == 0
-    [failed] = json.loads(capsys.readouterr().out)
+    [failed] = recorded(action="ingestion.failed", since=since)
     assert (failed["actor"], failed["details"]["at"], failed["details"]["error_type"]) == (
         "bob",
         "submission",
@@ -227,8 +224,7 @@ def test_a_ui_backfill_is_recorded_under_its_id_as_its_launcher_s_whatever_tag_w
     backfill = backfill_of(
         queued.served.as_user("bob"), ["sales", "names_and_products"], {"custody/requested_by": "alice"}
     )
-    assert run(["ledger", "show", "--action", "session", "--since", since, "--json"]) == 0
-    [entry] = [e for e in json.loads(capsys.readouterr().out) if e["run_id"] == backfill]
+    [entry] = [e for e in recorded(action="session", since=since) if e["run_id"] == backfill]
     assert (entry["actor"], entry["assurance"], entry["details"]["result"]) == ("bob", "verified", "allowed")
     assert (entry["details"]["channel"], entry["details"]["backfill"], entry["details"]["mutation"]) == (
         "ui",
@@ -259,13 +255,11 @@ CANCEL_BACKFILL = """mutation($id: String!) { cancelPartitionBackfill(backfillId
   __typename ... on PythonError { message } } }"""
 
 
-def refusals_since(since: str, user: str, action: str, capsys, seconds: float = 120) -> list[dict]:
+def refusals_since(since: str, user: str, action: str, seconds: float = 120) -> list[dict]:
     """The refusals of `action` recorded for `user` since `since`, once there is one."""
     deadline = time.monotonic() + seconds
     while True:
-        capsys.readouterr()
-        assert run(["ledger", "show", "--action", action, "--actor", user, "--since", since, "--json"]) == 0
-        found = [e for e in json.loads(capsys.readouterr().out) if e["details"]["result"] == "denied"]
+        found = [e for e in recorded(action=action, actor=user, since=since) if e["details"]["result"] == "denied"]
         if found:
             return found
         assert time.monotonic() < deadline, f"no refusal of {action} for {user} in {seconds:g} s"
@@ -294,7 +288,7 @@ def test_a_backfill_re_executed_by_another_user_runs_for_them_or_not_at_all(on_r
         for user in ("eve", "alice")
     }
     assert {answer["__typename"] for answer in again.values()} == {"LaunchBackfillSuccess"}, again
-    [refused, *_] = refusals_since(since, "eve", "materialize", capsys)
+    [refused, *_] = refusals_since(since, "eve", "materialize")
     assert refused["asset_key"] == "sales/product_summary" and refused["assurance"] == "verified"
     # Its launcher stops the backfill the daemon would try again.
     cancelled = running.served.as_user("eve").graphql(CANCEL_BACKFILL, {"id": again["eve"]["backfillId"]})
@@ -306,9 +300,8 @@ def test_a_backfill_re_executed_by_another_user_runs_for_them_or_not_at_all(on_r
     versions = json.loads(capsys.readouterr().out)
     assert len(versions) == made + 1 and versions[-1]["requested_by"] == "alice"
     assert (
-        run(["ledger", "show", "--actor", "bob", "--asset", "sales/product_summary", "--since", since, "--json"]) == 0
-    )
-    assert json.loads(capsys.readouterr().out) == []  # nothing after the first backfill was bob's
+        recorded(actor="bob", asset="sales/product_summary", since=since) == []
+    )  # nothing after the first backfill was bob's
 
 
 def test_a_ui_launch_and_an_api_request_queue_run_one_after_the_other_and_each_is_for_its_launcher(
@@ -340,15 +333,13 @@ def test_a_ui_launch_and_an_api_request_queue_run_one_after_the_other_and_each_i
     assert second.start_time >= first.end_time
     state = requests.get(f"{api}/runs/{outcome['run_id']}", headers=token(api, "carol"), timeout=30).json()
     assert (state["status"], state["requested_by"], state["versions"]) == ("SUCCESS", "bob", outcome["versions"])
-    assert run(["ledger", "show", "--action", "ingest", "--since", since, "--json"]) == 0
-    decisions = [d for d in json.loads(capsys.readouterr().out) if d["run_id"] in launched]
+    decisions = [d for d in recorded(action="ingest", since=since) if d["run_id"] in launched]
     assert sorted((d["run_id"], d["details"].get("at", "start")) for d in decisions) == sorted(
         (run_id, at) for run_id in launched for at in ("submission", "start")
     )
     assert {(d["actor"], d["assurance"], d["details"]["result"]) for d in decisions} == {("bob", "verified", "allowed")}
-    assert run(["ledger", "show", "--action", "session", "--since", since, "--json"]) == 0
     sessions = {
-        d["run_id"]: d["details"]["channel"] for d in json.loads(capsys.readouterr().out) if d["actor"] == "bob"
+        d["run_id"]: d["details"]["channel"] for d in recorded(action="session", since=since) if d["actor"] == "bob"
     }
     assert (sessions[from_ui], sessions[outcome["run_id"]]) == ("ui", "api")
     assert run(["versions", "sales/products", "--json"]) == 0
@@ -425,8 +416,7 @@ def test_the_dropzone_sensor_ingests_each_ready_batch_once_and_refuses_once_acro
         assert len(instance.get_runs()) == 1
     finally:
         stop(again)
-    assert run(["ledger", "show", "--action", "ingest", "--json"]) == 0
-    refused = [d for d in json.loads(capsys.readouterr().out) if d["details"]["result"] == "denied"]
+    refused = [d for d in recorded(action="ingest") if d["details"]["result"] == "denied"]
     assert [(d["actor"], d["details"]["batch"], d["details"]["via"]) for d in refused] == [
         ("bob", "from-eve", "sensor custody_dropzone")  # bob's folder, which names eve
     ]
@@ -535,10 +525,9 @@ def test_only_a_verified_admin_starts_or_stops_a_sensor_and_each_attempt_is_reco
     assert (
         served.as_user("carol").graphql(SENSOR_STATE, {"s": DROPZONE})["sensorOrError"]["sensorState"]["status"] != was
     )
-    assert run(["ledger", "show", "--action", "control", "--since", since, "--json"]) == 0
     decided = [
         (e["actor"], e["assurance"], e["details"]["result"], e["details"]["mutation"])
-        for e in json.loads(capsys.readouterr().out)
+        for e in recorded(action="control", since=since)
     ]
     mutation = "startSensor" if was == "STOPPED" else "stopSensor"
     assert decided == [("bob", "verified", "denied", mutation), ("alice", "verified", "allowed", mutation)]

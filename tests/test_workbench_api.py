@@ -7,19 +7,23 @@ import pytest
 
 from governance.api import Custody
 from governance.catalog.states import Criticality
-from governance.errors import InvalidInput, NotFound
+from governance.demo import demo_password
+from governance.errors import AccessDenied, InvalidInput, NotFound
 from governance.frames import Frame
 from governance.lineage.pictures import LineageGraph
 from governance.retention.purge import set_status
 from governance.zones import VersionRef
 from tests.graphs import add_version
+from tests.helpers import os_user_is, recorded
 
 PRODUCTS, JOINED = "sales/products", "sales/names_and_products"
 
 
 @pytest.fixture
 def custody(settings, demo_specs) -> Custody:
-    """The demo's specs registered by alice; products@1 and @2, and names_and_products@1 built from products@2."""
+    """The demo's specs registered by alice; products@1 and @2, and names_and_products@1 built from
+    products@2; the OS user at the keyboard is dave, an auditor."""
+    os_user_is(settings, "dave")
     api = Custody(settings, {})
     with api.store.session() as session:
         for spec in demo_specs:
@@ -80,6 +84,19 @@ def test_the_ledger_is_a_frame_of_entries_filtered_as_the_cli_filters_them(custo
     assert custody.ledger(actor="nobody").empty
 
 
+def test_the_ledger_is_read_by_an_auditor_or_an_admin_only_and_each_read_is_recorded(settings, demo_specs):
+    os_user_is(settings, "carol")
+    custody = Custody(settings, {})
+    with pytest.raises(AccessDenied, match="denied: carol may not read the ledger: it needs the auditor group"):
+        custody.ledger()
+    assert list(custody.ledger(as_user="dave", password=demo_password("dave"))["action"])[-1] == "ledger.read"
+    decided = recorded(custody.store, action="ledger.read")
+    assert [(e["actor"], e["details"]["result"], e["details"]["method"]) for e in decided] == [
+        ("carol", "denied", "os-user"),
+        ("dave", "allowed", "password"),
+    ]
+
+
 def test_access_lists_each_role_from_the_definition_in_force(custody):
     roles = custody.access(PRODUCTS).set_index("role")
     assert roles.loc["owner", "group"] == "sales-owners" and "alice" in roles.loc["owner", "members"]
@@ -88,13 +105,14 @@ def test_access_lists_each_role_from_the_definition_in_force(custody):
 
 
 def test_verify_holds_the_ledger_against_its_checkpoints(custody):
+    entries = len(custody.ledger(limit=None))  # this read's own entry the last
     verification = custody.verify()
-    assert verification.ok and verification.result.entries == len(custody.ledger(limit=None))
+    assert verification.ok and verification.result.entries == entries
 
 
 def test_verify_shows_what_it_verified_and_what_it_could_not_and_why_as_the_cli_does(custody):
-    verification = custody.verify()
     entries = len(custody.ledger(limit=None))
+    verification = custody.verify()
     shown = str(verification)
     assert shown.startswith(f"{entries} entries, chain intact, ") and str(custody.store.checkpoints.path) in shown
     assert "notice: checkpoints are not verified: CUSTODY_LEDGER_KEY is not set" in shown
@@ -118,7 +136,9 @@ def test_an_empty_answer_keeps_its_column_types(custody):
 def test_ledger_times_are_read_as_iso_dates_or_datetimes(custody):
     from datetime import UTC, datetime
 
-    assert len(custody.ledger(since="2000-01-01")) == len(custody.ledger())
+    everything = custody.ledger()
+    since = custody.ledger(since="2000-01-01")
+    assert list(since["seq"]) == [*everything["seq"], since["seq"].iloc[-1]]  # and this read's own entry
     assert custody.ledger(until=datetime(2000, 1, 1, tzinfo=UTC)).empty
     with pytest.raises(InvalidInput, match="not an ISO 8601 date"):
         custody.ledger(since="yesterday")

@@ -41,7 +41,7 @@ class Verb(StrEnum):
     SET_PASSWORD = "password.set"
     # A request made in a signed-in session of the service: a run launched from the UI, for its user.
     SESSION = "session"
-    # The ledger read through the service, which only auditors and admins may.
+    # The ledger read, which only auditors and admins may.
     LEDGER_READ = "ledger.read"
     # A command given for another user than the one running it, without that user's password: refused.
     ACT_AS = "act-as"
@@ -85,6 +85,7 @@ VERIFIED_ALWAYS: Mapping[Verb, str] = {
     Verb.STATUS: "changing a version's status",
     Verb.APPLY: "applying a spec",
     Verb.CONTROL: "changing what Dagster runs or keeps",
+    Verb.LEDGER_READ: "reading the ledger",
 }
 
 
@@ -190,6 +191,8 @@ class Policy:
         asset = str(spec.key) if spec else None
         if verb in ADMIN_VERBS:
             return self._admin(identity, verb, answer)
+        if verb is Verb.LEDGER_READ:
+            return self._auditor(identity, answer)
         if spec is None:
             return answer(False, "no spec declares the asset, so no one holds a role on it")
         try:
@@ -246,6 +249,20 @@ class Policy:
             return answer(True, f"{identity.user} is in {self.admin_group}, the admin group", "admin")
         return answer(
             False, f"{identity.user} may not {PHRASES.get(verb, verb)}: it needs the admin group {self.admin_group}"
+        )
+
+    def _auditor(self, identity: Identity, answer) -> Decision:
+        try:
+            groups = self.directory.groups_of(identity.user)
+        except DirectoryUnavailable as err:
+            return answer(False, str(err))
+        member = next((group for group in (self.auditor_group, self.admin_group) if group in groups), None)
+        if member is not None:
+            return answer(True, f"{identity.user} reads the ledger as a member of {member}")
+        return answer(
+            False,
+            f"{identity.user} may not read the ledger: it needs the auditor group ({self.auditor_group}) "
+            f"or the admin group ({self.admin_group})",
         )
 
 

@@ -12,7 +12,9 @@ import typer
 from governance import render
 from governance.catalog.ledgerfilter import LedgerFilter, moment
 from governance.cli.common import (
+    AsUser,
     JsonOption,
+    PasswordStdin,
     emit_json,
     err_console,
     group,
@@ -20,6 +22,7 @@ from governance.cli.common import (
     open_catalog,
     open_custody,
     progress_printer,
+    read_password,
     service_client,
 )
 from governance.errors import IntegrityError, InvalidInput
@@ -52,9 +55,15 @@ def ledger_show(
     until: Annotated[str | None, typer.Option(help="Only entries before this time (ISO 8601).", metavar="TIME")] = None,
     from_seq: Annotated[int, typer.Option(min=1, max=LARGEST_NUMBER, help="Start at this sequence number.")] = 1,
     limit: Annotated[int | None, typer.Option(min=1, max=LARGEST_NUMBER, help="At most this many entries.")] = None,
+    as_user: AsUser = None,
+    password_stdin: PasswordStdin = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Ledger entries in sequence order; page with --from-seq and --limit."""
+    """Ledger entries in sequence order; page with --from-seq and --limit.
+
+    For the auditor and admin groups: each request, allowed or denied, is itself a `ledger.read`
+    entry, for the user running the command (as `os_users` maps them) or the one --as names.
+    """
     if asset:
         AssetKey.parse(asset)
     where = LedgerFilter(
@@ -70,13 +79,15 @@ def ledger_show(
     )
     remote = service_client()
     if remote is not None:
+        remote.acting_as(as_user, "--as")
         found = remote.ledger(where)
     else:
         # Only here: a client of the service loads no database library, and starts in half the time.
         from governance import ledger
 
-        with open_catalog(load_settings()).session() as session:
-            found = [ledger.entry_dict(entry) for entry in ledger.entries(session, where)]
+        custody = open_custody(load_settings())
+        entries = custody.ledger_entries(where, as_user=as_user, password=read_password(password_stdin))
+        found = [ledger.entry_dict(entry) for entry in entries]
     if as_json:
         emit_json(found)
     else:

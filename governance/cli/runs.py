@@ -227,7 +227,8 @@ def _apply_demo_specs(custody: Custody) -> None:
 
 
 def _demo_reads(custody: Custody, ref: str, console) -> None:
-    """carol, a consumer, reads the summary; eve, who holds no role, is denied; both are in the ledger."""
+    """carol, a consumer, reads the summary; eve, who holds no role, is denied; both are in the
+    ledger, which dave, an auditor, reads."""
     from governance import ledger
     from governance.demo import demo_password
     from governance.errors import AccessDenied
@@ -237,8 +238,7 @@ def _demo_reads(custody: Custody, ref: str, console) -> None:
         custody.read(ref, as_user="eve", password=demo_password("eve"), limit=3)
     asset, _, number = ref.partition("@")
     where = ledger.LedgerFilter(asset=asset, version=int(number), action="read")
-    with custody.store.session() as session:
-        reads = ledger.entries(session, where)
-    console.print(f"Reads of {ref} (custody ledger show --action read)", markup=False)
+    reads = custody.ledger_entries(where, as_user="dave", password=demo_password("dave"))
+    console.print(f"Reads of {ref} (custody ledger show --action read --as dave)", markup=False)
     for line in render.ledger_lines(ledger.entry_dict(entry) for entry in reads):
         console.print(line, markup=False, soft_wrap=True)

@@ -18,7 +18,7 @@ from starlette.concurrency import run_in_threadpool
 
 from governance import ledger
 from governance.access.guard import enforce
-from governance.access.policy import Decision, Identity, Policy, Verb
+from governance.access.policy import Identity, Verb
 from governance.access.reads import Target, open_version, read_table
 from governance.catalog import Catalog
 from governance.catalog.entries import Filters
@@ -26,12 +26,10 @@ from governance.catalog.listing import detail, listing
 from governance.catalog.models import VersionRow
 from governance.errors import (
     AccessDenied,
-    DirectoryUnavailable,
     InvalidInput,
     NotFound,
     NotSignedIn,
     ServiceUnavailable,
-    error_summary,
     shown,
 )
 from governance.jsontext import json_bytes
@@ -333,7 +331,10 @@ async def ledger_entries(
         request,
         lambda: custody.deciding(
             lambda policy, settings: enforce(
-                custody.store, ledger_decision(policy, principal), details=recorded(principal), settings=settings
+                custody.store,
+                policy.decide(identity_of(principal), Verb.LEDGER_READ, None),
+                details=recorded(principal),
+                settings=settings,
             )
         ),
     )
@@ -360,26 +361,6 @@ async def ledger_entries(
 def _ledger_page(store: Catalog, where: ledger.LedgerFilter) -> ledger.JsonPage:
     with store.reading() as session:
         return ledger.entries_json(session, where)
-
-
-def ledger_decision(policy: Policy, principal: Principal) -> Decision:
-    """Whether the principal may read the ledger: a member of the auditor or the admin group. A
-    directory that cannot be asked denies."""
-    identity = identity_of(principal)
-    try:
-        groups = policy.directory.groups_of(principal.user)
-    except DirectoryUnavailable as err:
-        return Decision(identity, Verb.LEDGER_READ, None, False, error_summary(err))
-    member = next((group for group in (policy.auditor_group, policy.admin_group) if group in groups), None)
-    if member is not None:
-        return Decision(
-            identity, Verb.LEDGER_READ, None, True, f"{principal.user} reads the ledger as a member of {member}"
-        )
-    reason = (
-        f"{principal.user} may not read the ledger: it needs the auditor group ({policy.auditor_group}) "
-        f"or the admin group ({policy.admin_group})"
-    )
-    return Decision(identity, Verb.LEDGER_READ, None, False, reason)
 
 
 unknown = APIRouter(prefix="/api/v1")

@@ -104,11 +104,15 @@ class RemoteCustody:
         since: str | datetime | None = None,
         until: str | datetime | None = None,
         limit: int | None = None,
+        as_user: str | None = None,
+        password: str | None = None,
     ) -> Frame:
-        """Ledger entries, oldest first, that match every filter given: for the auditor and admin groups."""
+        """Ledger entries, oldest first, that match every filter given: for the auditor and admin
+        groups, as `read` decides who asks."""
         from governance import ledger
         from governance.frames import ledger_frame
 
+        self._acting_as(as_user, password)
         where = ledger.LedgerFilter.asked(
             asset=asset,
             version=version,
