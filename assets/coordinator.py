@@ -66,17 +66,25 @@ WAIT_SECONDS = 1.0
 REFUSED = "Custody refused this run: "
 
 
-class RunRefused(UserFacingGraphQLError):
-    """The policy refused a run at submission. Raised in the webserver, the Launchpad's error dialog
-    shows the decision's reason alone: no stack of the webserver's own frames under it."""
+class Refusal(UserFacingGraphQLError):
+    """What Custody refused in the webserver: the UI's error dialog shows the decision's reason
+    alone, after PREFIX, with no stack of the webserver's own frames under it."""
+
+    PREFIX = "Custody refused this: "
 
     def __init__(self, reason: str):
         self.reason = reason.removeprefix("denied: ")
-        self.message = f"{REFUSED}{self.reason}"
+        self.message = f"{self.PREFIX}{self.reason}"
         super().__init__(GraphenePythonError(SerializableErrorInfo(self.message, stack=[], cls_name=None)))
 
     def __str__(self) -> str:
         return self.message
+
+
+class RunRefused(Refusal):
+    """The policy refused a run at submission."""
+
+    PREFIX = REFUSED
 
 
 class CustodyRunCoordinator(dg.QueuedRunCoordinator):

@@ -1,7 +1,8 @@
 """Every name from Dagster's private modules (and its webserver's and GraphQL packages') that Custody
 uses, imported here and nowhere else. Dagster's public API has no equivalent for these: the run
 coordinator's queue and its writes to the run storage, serving the webserver's app in Custody's own
-ASGI server, executing a run in the CLI's process, and reading Dagster's own log records.
+ASGI server, executing a run in the CLI's process, reading Dagster's own log records, and the
+instance's methods that start, stop and reset sensors and schedules.
 
 tests/test_dagster_internals.py holds each name to what Custody relies on (its kind, the values of
 constants, the parameters Custody passes, the columns it reads), so that a Dagster release that
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
         orchestration_context_event_generator,
     )
     from dagster._core.execution.plan.plan import ExecutionPlan
+    from dagster._core.instance.ref import InstanceRef
     from dagster._core.loader import LoadingContextForTest
     from dagster._core.log_manager import LOG_RECORD_METADATA_ATTR
     from dagster._core.remote_origin import (
@@ -45,8 +47,10 @@ if TYPE_CHECKING:
         RemoteJobOrigin,
         RemoteRepositoryOrigin,
     )
+    from dagster._core.remote_representation.external import RemoteSchedule, RemoteSensor
+    from dagster._core.remote_representation.handle import CompoundID
     from dagster._core.run_coordinator.queued_run_coordinator import RunQueueConfig
-    from dagster._core.scheduler.instigation import TickData, TickStatus
+    from dagster._core.scheduler.instigation import InstigatorState, TickData, TickStatus
     from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES, RunsFilter
     from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
     from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
@@ -94,6 +98,7 @@ WHERE: dict[str, tuple[str, str]] = {
     "AssetGraph": ("dagster._core.definitions.assets.graph.asset_graph", "AssetGraph"),
     "BACKFILL_ID_TAG": ("dagster._core.storage.tags", "BACKFILL_ID_TAG"),
     "BulkActionStatus": ("dagster._core.execution.backfill", "BulkActionStatus"),
+    "CompoundID": ("dagster._core.remote_representation.handle", "CompoundID"),
     "ConfigurableClassData": ("dagster._serdes", "ConfigurableClassData"),
     "DagsterEvent": ("dagster._core.events", "DagsterEvent"),
     "DagsterEventType": ("dagster._core.events", "DagsterEventType"),
@@ -102,6 +107,8 @@ WHERE: dict[str, tuple[str, str]] = {
     "GraphenePythonError": ("dagster_graphql.schema.errors", "GraphenePythonError"),
     "IN_PROGRESS_RUN_STATUSES": ("dagster._core.storage.dagster_run", "IN_PROGRESS_RUN_STATUSES"),
     "InMemoryJob": ("dagster._core.definitions.job_base", "InMemoryJob"),
+    "InstanceRef": ("dagster._core.instance.ref", "InstanceRef"),
+    "InstigatorState": ("dagster._core.scheduler.instigation", "InstigatorState"),
     "InstigatorType": ("dagster._core.definitions.run_request", "InstigatorType"),
     "LOG_RECORD_METADATA_ATTR": ("dagster._core.log_manager", "LOG_RECORD_METADATA_ATTR"),
     "LoadableTargetOrigin": ("dagster._core.types.loadable_target_origin", "LoadableTargetOrigin"),
@@ -116,6 +123,8 @@ WHERE: dict[str, tuple[str, str]] = {
     "RUN_KEY_TAG": ("dagster._core.storage.tags", "RUN_KEY_TAG"),
     "RawMetadataValue": ("dagster._core.definitions.metadata", "RawMetadataValue"),
     "ReconstructableRepository": ("dagster._core.definitions.reconstruct", "ReconstructableRepository"),
+    "RemoteSchedule": ("dagster._core.remote_representation.external", "RemoteSchedule"),
+    "RemoteSensor": ("dagster._core.remote_representation.external", "RemoteSensor"),
     "RemoteJobOrigin": ("dagster._core.remote_origin", "RemoteJobOrigin"),
     "RemoteRepositoryOrigin": ("dagster._core.remote_origin", "RemoteRepositoryOrigin"),
     "RunQueueConfig": ("dagster._core.run_coordinator.queued_run_coordinator", "RunQueueConfig"),
@@ -163,6 +172,7 @@ __all__ = [
     "AssetHealthStatus",
     "BulkActionStatus",
     "CachingStaleStatusResolver",
+    "CompoundID",
     "ConfigurableClassData",
     "DagsterEvent",
     "DagsterEventType",
@@ -170,6 +180,8 @@ __all__ = [
     "ExecutionPlan",
     "GraphenePythonError",
     "InMemoryJob",
+    "InstanceRef",
+    "InstigatorState",
     "InstigatorType",
     "LoadableTargetOrigin",
     "LoadingContextForTest",
@@ -180,6 +192,8 @@ __all__ = [
     "ReconstructableRepository",
     "RemoteJobOrigin",
     "RemoteRepositoryOrigin",
+    "RemoteSchedule",
+    "RemoteSensor",
     "RunQueueConfig",
     "RunTagsTable",
     "RunsFilter",

@@ -36,6 +36,15 @@ EARLIER_INSTANCE_YAMLS = (
         "telemetry:\n  enabled: false\nrun_coordinator:\n  module: assets.coordinator\n  class: CustodyRunCoordinator\n"
         "  config:\n    max_concurrent_runs: 10\n    dequeue_interval_seconds: 1\n"
     ),
+    (
+        "# Custody's Dagster instance, written to $CUSTODY_HOME/dagster/dagster.yaml when missing; `make ui`\n"
+        '# and the custody CLI share it. Edit the copy there: the README\'s "The Dagster UI" says what it decides.\n'
+        "telemetry:\n  enabled: false\nrun_coordinator:\n  module: assets.coordinator\n  class: CustodyRunCoordinator\n"
+        "  config:\n    max_concurrent_runs: 10\n    dequeue_interval_seconds: 1\n"
+        "# One line on the console for each run that fails; Dagster's own lines only with CUSTODY_VERBOSE=1.\n"
+        "python_logs:\n  dagster_handler_config:\n    handlers:\n      custody_console:\n"
+        "        class: assets.console.RunConsole\n"
+    ),
 )
 # Dagster's own console lines only with --verbose: a failure's one clean message is the CLI's.
 QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}

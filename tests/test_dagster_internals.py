@@ -133,6 +133,33 @@ def test_the_webserver_app_is_built_from_a_workspace_of_files():
     assert callable(internals.serialize_value) and inspect.isclass(internals.ConfigurableClassData)
 
 
+def test_the_instance_s_sensor_and_schedule_controls_take_what_custody_s_instance_passes_on(tmp_path):
+    controls = {
+        "start_sensor": ["remote_sensor"],
+        "stop_sensor": ["instigator_origin_id", "selector_id", "remote_sensor"],
+        "reset_sensor": ["remote_sensor"],
+        "start_schedule": ["remote_schedule"],
+        "stop_schedule": ["schedule_origin_id", "schedule_selector_id", "remote_schedule"],
+        "reset_schedule": ["remote_schedule"],
+    }
+    for name, taken in controls.items():
+        assert list(inspect.signature(getattr(dg.DagsterInstance, name)).parameters)[1:] == taken, name
+    assert internals.CompoundID(remote_origin_id="origin", selector_id="selector").to_string() == "origin::selector"
+    assert {"storage", "run_coordinator", "scheduler"} <= set(internals.InstanceRef.config_defaults(str(tmp_path)))
+    assert hasattr(internals.RemoteSensor, "name") and hasattr(internals.RemoteSchedule, "name")
+    assert hasattr(internals.InstigatorState, "instigator_name")
+
+
+def test_the_instance_class_dagster_yaml_names_is_the_one_every_process_opens(tmp_path):
+    from assets.instance import CustodyInstance
+    from assets.launch import INSTANCE_YAML
+
+    (tmp_path / "dagster.yaml").write_text(INSTANCE_YAML.read_text(encoding="utf-8"), encoding="utf-8")
+    instance = dg.DagsterInstance.from_config(str(tmp_path))
+    assert type(instance) is CustodyInstance
+    assert type(dg.DagsterInstance.from_ref(instance.get_ref())) is CustodyInstance
+
+
 def test_a_name_the_adapter_does_not_have_is_an_attribute_error():
     with pytest.raises(AttributeError, match="no attribute 'NoSuchName'"):
         internals.NoSuchName  # noqa: B018

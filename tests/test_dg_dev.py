@@ -294,6 +294,69 @@ def test_a_launch_seen_between_the_service_and_dg_dev_and_sent_again_launches_no
     assert reasons[1].startswith("the Dagster UI launches runs only for a signed-in user")
 
 
+NIGHTLY = {
+    "repositoryLocationName": LOCATION,
+    "repositoryName": REPOSITORY,
+    "scheduleName": "custody_ledger_maintenance_nightly",
+}
+DROPZONE = {**{k: v for k, v in NIGHTLY.items() if k != "scheduleName"}, "sensorName": "custody_dropzone"}
+SCHEDULE_STATE = """query($s: ScheduleSelector!) { scheduleOrError(scheduleSelector: $s) {
+  ... on Schedule { scheduleState { id status } } } }"""
+START_SCHEDULE = """mutation($s: ScheduleSelector!) { startSchedule(scheduleSelector: $s) {
+  __typename ... on PythonError { message } } }"""
+STOP_SCHEDULE = """mutation($id: String) { stopRunningSchedule(id: $id) {
+  __typename ... on PythonError { message } } }"""
+START_SENSOR = """mutation($s: SensorSelector!) { startSensor(sensorSelector: $s) {
+  __typename ... on PythonError { message } } }"""
+SENSOR_STATUS = """query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) {
+  ... on Sensor { sensorState { status } } } }"""
+
+
+def test_sensors_and_schedules_change_on_dg_dev_s_own_port_only_as_custody_decided(fronted):
+    since, own = datetime.now(UTC).isoformat(), f"http://127.0.0.1:{fronted.dg_port}/graphql"
+    alice = fronted.served.as_user("alice")
+
+    def directly(query: str, variables: dict) -> dict:
+        return requests.post(own, json={"query": query, "variables": variables}, timeout=120).json()["data"]
+
+    def schedule() -> dict:
+        return directly(SCHEDULE_STATE, {"s": NIGHTLY})["scheduleOrError"]["scheduleState"]
+
+    running = schedule()
+    assert running["status"] == "RUNNING"
+    stop = {"id": running["id"]}
+    answers = [directly(STOP_SCHEDULE, stop)["stopRunningSchedule"]]
+    assert schedule()["status"] == "RUNNING"
+    assert alice.graphql(STOP_SCHEDULE, stop)["stopRunningSchedule"]["__typename"] == "ScheduleStateResult"
+    assert schedule()["status"] == "STOPPED"
+    answers.append(directly(START_SCHEDULE, {"s": NIGHTLY})["startSchedule"])
+    assert schedule()["status"] == "STOPPED"
+    assert alice.graphql(START_SCHEDULE, {"s": NIGHTLY})["startSchedule"]["__typename"] == "ScheduleStateResult"
+    # alice's stop was decided a moment ago, and taken: it stops nothing again
+    answers.append(directly(STOP_SCHEDULE, stop)["stopRunningSchedule"])
+    answers.append(directly(START_SENSOR, {"s": DROPZONE})["startSensor"])
+    assert schedule()["status"] == "RUNNING"
+    assert directly(SENSOR_STATUS, {"s": DROPZONE})["sensorOrError"]["sensorState"]["status"] == "STOPPED"
+
+    assert [answer["__typename"] for answer in answers] == ["PythonError"] * 4
+    assert answers[-1]["message"] == (
+        "Custody refused this: startSensor of custody_dropzone was asked of Dagster without Custody's "
+        "decision: sensors and schedules are started, stopped or reset by an admin, through Custody's UI"
+    )
+    decided = [
+        (e["actor"], e["details"]["result"], e["details"]["channel"], e["details"]["mutation"])
+        for e in ledger_since(fronted.settings, since, "control")
+    ]
+    assert decided == [
+        ("anonymous", "denied", "dagster", "stopRunningSchedule"),
+        ("alice", "allowed", "ui", "stopRunningSchedule"),
+        ("anonymous", "denied", "dagster", "startSchedule"),
+        ("alice", "allowed", "ui", "startSchedule"),
+        ("anonymous", "denied", "dagster", "stopRunningSchedule"),
+        ("anonymous", "denied", "dagster", "startSensor"),
+    ]
+
+
 def test_the_service_says_which_webserver_did_not_answer(tmp_path):
     home = tmp_path / "home"
     settings = without_approval(Settings.under(home, specs=DEMO_SPECS))

@@ -20,6 +20,7 @@ from governance.access.guard import enforce_all, launcher_of, record
 from governance.access.policy import Decision, Identity, Policy, Verb
 from governance.errors import AccessDenied, InvalidInput, NotSignedIn, shown
 from governance.service.context import SAFE_METHODS, Service, cross_site, replaying, whole_body
+from governance.service.controls import instigator
 from governance.service.mutations import STOPS, Asked, GraphQLRequest, backfill_ids, read
 from governance.service.principal import PRINCIPAL_HEADER, UiKeys, signed_principal
 from governance.service.sessions import GATEWAY_METHOD, Principal
@@ -110,8 +111,7 @@ class Gate:
         policy = self.service.custody.policy
         identity, how = principal.identity(), principal.recorded()
         decisions = [
-            (policy.decide(identity, Verb.CONTROL, None), {**how, "mutation": field.name, "arguments": _said(field)})
-            for field in asked.controls
+            (policy.decide(identity, Verb.CONTROL, None), {**how, **_control(field)}) for field in asked.controls
         ]
         decisions.extend(
             (self._stop(policy, identity, field), {**how, "mutation": field.name}) for field in asked.stops
@@ -233,6 +233,13 @@ def _refusal(err: InvalidInput | AccessDenied) -> JSONResponse:
     said = str(err).removeprefix("denied: ")
     status = 403 if isinstance(err, AccessDenied) else 400
     return JSONResponse({"detail": said, "errors": [{"message": f"Custody refused this: {said}"}]}, status_code=status)
+
+
+def _control(field: Asked) -> dict[str, object]:
+    """What the ledger keeps of a control: the mutation, its arguments, and the sensor or schedule it
+    names, by which Custody's Dagster instance finds the decision as it makes the change."""
+    named = instigator(field.name, field.arguments)
+    return {"mutation": field.name, "arguments": _said(field), **({"instigator": named} if named else {})}
 
 
 def _said(field: Asked) -> str:
