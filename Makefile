@@ -114,10 +114,11 @@ $(BIN)/jupyter-lab: $(BIN)/custody
 	touch $@
 
 # Jupyter refuses to start as root (a container's user, often) unless told it may. The notebook reads
-# the ledger as CUSTODY_AUDITOR: unless one is named, the demo's auditor, with the password the demo
-# publishes.
+# the ledger as CUSTODY_AUDITOR: on the demo's home (CUSTODY_HOME unset), unless one is named, the
+# demo's auditor, with the password the demo publishes.
+DEMO_AUDITOR := $(if $(CUSTODY_AUDITOR),,$(if $(filter file,$(origin CUSTODY_HOME)),CUSTODY_AUDITOR=dave CUSTODY_PASSWORD=dave-demo))
 notebook: $(BIN)/jupyter-lab
-	$(if $(CUSTODY_AUDITOR),,CUSTODY_AUDITOR=dave CUSTODY_PASSWORD=dave-demo) \
+	$(DEMO_AUDITOR) \
 	CUSTODY_SPECS="$${CUSTODY_SPECS:-$(CURDIR)/assets/specs}" $(BIN)/jupyter lab --notebook-dir=notebooks \
 		$(if $(filter 0,$(shell id -u)),--allow-root) notebooks/auditor.ipynb
 

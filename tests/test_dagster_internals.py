@@ -7,6 +7,7 @@ import importlib
 import inspect
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -148,6 +149,29 @@ def test_the_instance_s_sensor_and_schedule_controls_take_what_custody_s_instanc
     assert {"storage", "run_coordinator", "scheduler"} <= set(internals.InstanceRef.config_defaults(str(tmp_path)))
     assert hasattr(internals.RemoteSensor, "name") and hasattr(internals.RemoteSchedule, "name")
     assert hasattr(internals.InstigatorState, "instigator_name")
+
+
+def test_dagster_s_graphql_changes_a_sensor_s_or_schedule_s_state_only_through_the_methods_custody_s_instance_holds():
+    """Besides start, stop and reset (which CustodyInstance decides), Dagster's GraphQL writes a
+    sensor's state only to move its cursor: a release that adds another way fails here."""
+    import ast
+
+    import dagster_graphql
+
+    writes = {"add_instigator_state", "update_instigator_state", "delete_instigator_state", "wipe_all_schedules"}
+    found = set()
+    package = Path(dagster_graphql.__file__).parent
+    for source in package.rglob("*.py"):
+        for function in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if not isinstance(function, ast.FunctionDef):
+                continue
+            for call in ast.walk(function):
+                if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr in writes:
+                    found.add((source.relative_to(package).as_posix(), function.name, call.func.attr))
+    assert found == {
+        ("implementation/fetch_sensors.py", "set_sensor_cursor", "add_instigator_state"),
+        ("implementation/fetch_sensors.py", "set_sensor_cursor", "update_instigator_state"),
+    }
 
 
 def test_the_instance_class_dagster_yaml_names_is_the_one_every_process_opens(tmp_path):

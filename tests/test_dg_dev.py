@@ -347,12 +347,11 @@ def test_sensors_and_schedules_change_on_dg_dev_s_own_port_only_as_custody_decid
         (e["actor"], e["details"]["result"], e["details"]["channel"], e["details"]["mutation"])
         for e in ledger_since(fronted.settings, since, "control")
     ]
-    assert decided == [
+    assert decided == [  # the second refused stop is counted with the first, recorded as its window ends
         ("anonymous", "denied", "dagster", "stopRunningSchedule"),
         ("alice", "allowed", "ui", "stopRunningSchedule"),
         ("anonymous", "denied", "dagster", "startSchedule"),
         ("alice", "allowed", "ui", "startSchedule"),
-        ("anonymous", "denied", "dagster", "stopRunningSchedule"),
         ("anonymous", "denied", "dagster", "startSensor"),
     ]
 
