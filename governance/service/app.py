@@ -49,6 +49,10 @@ from governance.service.runs import RunDesk
 from governance.service.sessions import Sessions, SessionSettings
 from governance.service.signins import SignIns
 
+# How long a thread that wants the interpreter waits for the one holding it before asking it to let
+# go (Python's default: 5 ms): a request the event loop answers waits no longer than this behind the
+# Python work of a sign-in checked meanwhile.
+SWITCH_SECONDS = 0.001
 THREADS_VARIABLE = "CUSTODY_SERVICE_THREADS"
 API_THREADS = 4
 
@@ -73,6 +77,7 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if threads is not None:
             to_thread.current_default_thread_limiter().total_tokens = threads
+        sys.setswitchinterval(SWITCH_SECONDS)
         service = app.state.service
         service.deciders = CapacityLimiter(DECIDING_THREADS)
         service.signins = SignIns()
