@@ -76,8 +76,8 @@ def serve(
     With --dagster-url, the UI is a webserver's of its own, such as `dg dev --port 3001`: this service
     signs each signed-in request's user with CUSTODY_UI_SIGNING_KEY, and the webserver's run coordinator
     trusts it by the public CUSTODY_UI_VERIFY_KEY in the webserver's environment. Serve the webserver
-    where only this service reaches it: reached directly, it refuses to launch runs, but shows its
-    pages and offers its other controls to anyone."""
+    where only this service reaches it: reached directly, it refuses to launch runs or to switch
+    sensors and schedules, but shows its pages and offers its other controls to anyone."""
     import uvicorn
 
     from governance.service.app import api_threads, create_app
