@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from governance.checks import DESCRIPTIONS, Check, checks_for
-from governance.errors import BatchError, CatalogUnavailable, CustodyError, NotFound, SpecProblem
+from governance.errors import BatchError, CatalogUnavailable, CommitUnknown, CustodyError, NotFound, SpecProblem
 from governance.sources import Place
 from governance.spec import Spec, SpecSet, code_version, lag
 from resources import CustodyResource, SparkResource
@@ -418,6 +418,9 @@ def governed(custody: CustodyResource) -> Iterator[None]:
     checkpointed, as `committed` checkpoints a succeeding one's, so every run ends with one."""
     try:
         yield
+    except CommitUnknown as err:
+        _checkpoint_failing(custody)
+        raise failure(str(err), err, retry=False) from err
     except CatalogUnavailable as err:
         _checkpoint_failing(custody)
         raise failure(f"{err}; nothing was committed; custody repair rolls the attempt back", err) from err

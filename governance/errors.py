@@ -208,6 +208,14 @@ class CatalogUnavailable(TransientError):
     """The catalog's database cannot be reached, or stayed busy past the timeout."""
 
 
+class CommitUnknown(CatalogUnavailable):
+    """The catalog's database was lost while it committed a transaction: whether it did is unknown
+    until it can be read again. Never retried: a step run again on a commit that happened would make
+    a second version of the same work."""
+
+    retryable = False
+
+
 class TransactionLost(CatalogUnavailable):
     """A savepoint could not be rolled back to: the database ended the whole transaction (a full
     disk, an I/O error), and nothing more may be written in it."""

@@ -13,7 +13,7 @@ from typing import Any
 
 from governance import ledger
 from governance.catalog import Catalog, utcnow
-from governance.errors import reason_of
+from governance.errors import CommitUnknown, reason_of
 from governance.zones import AssetKey, Lake, Staging, new_attempt_id
 
 Progress = Callable[[str], None]
@@ -95,6 +95,8 @@ def attempt(
         try:
             with writing(lake.name):
                 yield attempt_id, stage
+        except CommitUnknown:
+            raise  # committed or not, it is not failed: repair finds out which, and says so
         except BaseException as err:
             _fail_attempt(catalog, attempt_id, key, request, failed_action, err, details or {})
             raise

@@ -22,7 +22,7 @@ from governance.catalog.models import (
     described_read,
 )
 from governance.content import Footer, digest_parquet
-from governance.errors import IntegrityError
+from governance.errors import CommitUnknown, IntegrityError
 from governance.lineage.versioned import VersionColumns
 from governance.lineage.versioned import record as record_columns
 from governance.runs import Progress, quiet
@@ -147,6 +147,7 @@ def commit(catalog: Catalog, lake: Lake, stage: Staging, draft: Draft, progress:
     leaves files the catalog does not know as a version, which `repair` removes.
     """
     published: Published | None = None
+    number = 0
     try:
         with catalog.session() as session:
             number = catalog.next_number(session, draft.key)
@@ -158,6 +159,13 @@ def commit(catalog: Catalog, lake: Lake, stage: Staging, draft: Draft, progress:
                 lake.write_manifest(stage.quarantine, _manifest(draft, number, created_at, draft.quarantine))
             published = lake.publish(stage, draft.zone, draft.key, number, quarantine=draft.quarantine is not None)
             row = _record(session, catalog, lake, draft, number, created_at, published.data, published.quarantine)
+    except CommitUnknown as err:
+        # Its files stay where the version would have them: repair removes them if it was not committed.
+        ref = f"{draft.key}@{number}"
+        raise CommitUnknown(
+            f"{err} {ref}: whether it was committed is unknown until the catalog answers again; then "
+            f"`custody repair` rolls the attempt back or records {ref} in Dagster, and says which"
+        ) from err
     except BaseException:
         if published is not None:
             published.undo()

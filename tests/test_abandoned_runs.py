@@ -10,6 +10,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 
 from assets.launch import instance_for
 from assets.runs import locks_dir
+from governance.catalog import Catalog
 from governance.demo import CLIENTS, PRODUCTS, drop_demo_batches
 from governance.zones import Lake
 from tests.conftest import ROOT
@@ -55,10 +57,23 @@ def batches(cli_env):
 
 @pytest.fixture
 def ingestion(cli_env, instance, batches, tmp_path) -> Iterator[Ingestion]:
+    with held_ingestion(instance, batches, tmp_path) as held:
+        yield held
+
+
+@pytest.fixture
+def committed_ingestion(cli_env, instance, batches, tmp_path) -> Iterator[Ingestion]:
+    """An ingestion held once its version is committed, before it tells Dagster."""
+    with held_ingestion(instance, batches, tmp_path, "after-commit") as held:
+        yield held
+
+
+@contextmanager
+def held_ingestion(instance: dg.DagsterInstance, batches, tmp_path: Path, *point: str) -> Iterator[Ingestion]:
     log = tmp_path / "child.log"
     with open(log, "w") as handle:
         process = subprocess.Popen(
-            [sys.executable, str(ROOT / "tests" / "run_child.py"), str(CLIENTS), batches.client_batches[0]],
+            [sys.executable, str(ROOT / "tests" / "run_child.py"), str(CLIENTS), batches.client_batches[0], *point],
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
             start_new_session=True,
@@ -136,3 +151,27 @@ def test_repair_leaves_alone_a_run_whose_process_is_alive(ingestion, instance, c
     assert ingestion.process.poll() is None
     assert instance.get_run_by_id(ingestion.run_id).status == dg.DagsterRunStatus.STARTED
     assert instance.all_logs(ingestion.run_id, of_type=dg.DagsterEventType.RUN_FAILURE) == []
+
+
+def test_repair_records_in_dagster_the_version_a_killed_run_committed(committed_ingestion, instance, cli_env, capsys):
+    wait_until_committed(cli_env, committed_ingestion)
+    committed_ingestion.kill()
+
+    code, out, _ = cli(capsys, "repair")
+
+    assert code == 0, out
+    assert f"marked failed: run {committed_ingestion.run_id}" in out
+    said = " ".join(out.split())  # lines as long as the terminal is wide
+    assert f"recorded in Dagster: {CLIENTS}@1, committed by run {committed_ingestion.run_id}," in said
+    latest = instance.get_latest_materialization_event(dg.AssetKey(["sales", "clients"]))
+    assert latest is not None and latest.asset_materialization.metadata["custody/version"].value == f"{CLIENTS}@1"
+    assert cli(capsys, "repair")[1].strip() == "nothing to repair"
+
+
+def wait_until_committed(settings, ingestion: Ingestion) -> None:
+    catalog = Catalog.from_url(settings.catalog_url)
+    deadline = time.monotonic() + 120
+    while not catalog.versions(CLIENTS):
+        assert ingestion.process.poll() is None, "the ingestion ended before it committed"
+        assert time.monotonic() < deadline, "the ingestion never committed"
+        time.sleep(0.05)

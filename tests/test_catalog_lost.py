@@ -1,5 +1,6 @@
 """A PostgreSQL catalog that stops in the middle of an ingestion: the CLI says whether the version was
-committed, and a step whose commit happened is never run again."""
+committed, or that it cannot know when the connection went during the commit itself, and a step whose
+commit may have happened is never run again; repair then says which it was."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from governance import ledger
 from governance.catalog import Catalog
 from governance.demo import drop_demo_batches
 from governance.zones import AssetKey, Lake
+from tests.commit_cutter import commit_cutter
 from tests.helpers import cli
 from tests.pg_server import PostgresServer, running_postgres
 
@@ -24,6 +26,9 @@ DATABASE = "catalog"
 SECONDS = 300
 # Read from the ledger: the version table may be the one the test holds locked.
 COMMITTED = f"SELECT count(*) FROM ledger WHERE action = '{ledger.Action.INGESTION_COMMITTED}'"
+# What the transaction that commits a version, and no other, sends.
+VERSION_ROW = b"INSERT INTO version ("
+UNKNOWN = f"while committing {PRODUCTS}@1: whether it was committed is unknown until the catalog answers again"
 
 
 @dataclass(frozen=True)
@@ -146,3 +151,45 @@ def test_a_catalog_lost_after_the_commit_names_the_committed_version_and_the_ste
     assert line.startswith(f"error: {PRODUCTS}: {PRODUCTS}@1 was committed; the catalog became unreachable afterwards")
     assert "STEP_UP_FOR_RETRY" not in step_events(cli_env)
     assert [row.number for row in Catalog.from_url(on_postgres.url).versions(AssetKey.parse(PRODUCTS))] == [1]
+
+
+def ingest_cut_at_the_commit(on_postgres: Catalogued, capsys, monkeypatch, *, after_commit: bool) -> tuple[int, str]:
+    server = on_postgres.server
+    with commit_cutter(server.host, server.port, VERSION_ROW, after_commit=after_commit) as cutter:
+        monkeypatch.setenv("CUSTODY_CATALOG_URL", on_postgres.url.replace(f":{server.port}/", f":{cutter.port}/"))
+        code, _, err = cli(capsys, "ingest", PRODUCTS, "--as", "bob")
+        assert cutter.cut.is_set()
+    monkeypatch.setenv("CUSTODY_CATALOG_URL", on_postgres.url)
+    return code, err
+
+
+def test_a_commit_whose_answer_is_lost_says_its_outcome_is_unknown_and_repair_finds_it_committed(
+    on_postgres: Catalogued, cli_env, capsys, monkeypatch
+):
+    code, err = ingest_cut_at_the_commit(on_postgres, capsys, monkeypatch, after_commit=True)
+
+    assert code == 1
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert UNKNOWN in line and "nothing was committed" not in line, err
+    assert "STEP_UP_FOR_RETRY" not in step_events(cli_env)
+    code, out, _ = cli(capsys, "repair", "--verify")
+    assert code == 0, out
+    assert f"recorded in Dagster: {PRODUCTS}@1" in out and "rolled back" not in out
+    assert [row.number for row in Catalog.from_url(on_postgres.url).versions(AssetKey.parse(PRODUCTS))] == [1]
+
+
+def test_a_commit_cut_before_it_reached_the_catalog_says_its_outcome_is_unknown_and_repair_rolls_it_back(
+    on_postgres: Catalogued, cli_env, capsys, monkeypatch
+):
+    code, err = ingest_cut_at_the_commit(on_postgres, capsys, monkeypatch, after_commit=False)
+
+    assert code == 1
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert UNKNOWN in line, err
+    code, out, _ = cli(capsys, "repair")
+    assert code == 0, out
+    assert f"rolled back: {PRODUCTS} attempt" in out and "recorded in Dagster" not in out
+    assert Catalog.from_url(on_postgres.url).versions(AssetKey.parse(PRODUCTS)) == []
+    assert not (cli_env.lake / "landing" / "sales" / "products").exists() or not any(
+        (cli_env.lake / "landing" / "sales" / "products").iterdir()
+    )

@@ -13,7 +13,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import func
+from sqlalchemy import and_, func
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlmodel import Session, col, select
@@ -39,6 +39,7 @@ from governance.checkpoints import Checkpoints
 from governance.config import Settings
 from governance.errors import (
     CatalogUnavailable,
+    CommitUnknown,
     CustodyError,
     DuplicateBatch,
     InvalidInput,
@@ -201,13 +202,19 @@ class Catalog:
             ):
                 session.info[ledger.CHECKPOINTS] = self.checkpoints
                 session.info[ledger.SEGMENTS] = self.segments
+                committing = False
                 try:
                     with session.begin():
                         yield session
+                        session.flush()
+                        committing = engine is None  # a transaction that only read has nothing to lose
                 except DBAPIError as err:
                     failure = failure_of(self.engine.url, err)
                     if failure is None:
                         raise
+                    if committing and isinstance(failure, CatalogUnavailable):
+                        # The database may have committed before the connection went: only it can tell.
+                        raise CommitUnknown(f"{failure}, while committing") from err
                     raise failure from err
         finally:
             if writing is not None:
@@ -473,6 +480,20 @@ class Catalog:
                 .order_by(col(VersionRow.number).desc())
                 .limit(1)
             ).first()
+
+    def newest_committed_by_asset(self) -> dict[str, VersionRow]:
+        """Every asset's newest committed version, by asset key."""
+        top = (
+            select(col(VersionRow.asset_key), func.max(VersionRow.number).label("number"))
+            .where(col(VersionRow.status) == VersionStatus.COMMITTED.value)
+            .group_by(col(VersionRow.asset_key))
+            .subquery()
+        )
+        query = select(VersionRow).join(
+            top, and_(col(VersionRow.asset_key) == top.c.asset_key, col(VersionRow.number) == top.c.number)
+        )
+        with self.reading() as session:
+            return {row.asset_key: row for row in session.exec(query)}
 
     def input_ids(self, version_id: int | None) -> set[int]:
         """The ids of the versions a version was made from."""

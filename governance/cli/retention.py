@@ -136,9 +136,10 @@ def repair(
     as_json: JsonOption = False,
 ) -> None:
     """Roll back interrupted attempts, remove folders no committed version owns or no live feed merge or drop
-    uses, fail runs whose process is gone."""
+    uses, fail runs whose process is gone, and record in Dagster the versions such runs committed."""
     settings = load_settings()
     from assets.launch import instance_for
+    from assets.reconcile import record_committed_versions
     from assets.runs import fail_runs_of_gone_processes
     from governance.feeds.tend import remove_abandoned_work
     from governance.lake import open_lake
@@ -149,9 +150,17 @@ def repair(
     )
     left = remove_abandoned_work(settings.feeds_workspace / "consolidating", Lake(settings.lake))
     report.removed.extend(str(path) for path in left)
-    gone_runs = fail_runs_of_gone_processes(settings, instance_for(settings))
+    instance = instance_for(settings)
+    gone_runs = fail_runs_of_gone_processes(settings, instance)
+    told = record_committed_versions(open_catalog(settings), instance)
     if as_json:
-        emit_json({**asdict(report), "failed_runs": [run.run_id for run in gone_runs]})
+        emit_json(
+            {
+                **asdict(report),
+                "failed_runs": [run.run_id for run in gone_runs],
+                "recorded_in_dagster": [{"version": done.ref, "run_id": done.run_id} for done in told],
+            }
+        )
     else:
         console = render.stdout_console()
         for label, items in (
@@ -166,7 +175,9 @@ def repair(
                 console.print(f"{label}: {item}", markup=False)
         for run in gone_runs:
             console.print(f"marked failed: {run}", markup=False)
-        if report.clean and not gone_runs:
+        for done in told:
+            console.print(f"recorded in Dagster: {done}", markup=False)
+        if report.clean and not gone_runs and not told:
             console.print("nothing to repair")
     if report.damaged or report.table_problems:
         raise typer.Exit(1)
