@@ -6,7 +6,11 @@ standard library instead, so that every answer that encoded before still does.""
 
 from __future__ import annotations
 
+import base64
 import json
+import math
+from datetime import date, time
+from typing import Any
 
 import orjson
 
@@ -19,3 +23,20 @@ def json_bytes(data: object) -> bytes:
         return orjson.dumps(data, default=str, option=OPTIONS)
     except orjson.JSONEncodeError:
         return json.dumps(data, default=str).encode()
+
+
+def json_value(value: Any) -> Any:
+    """A value of a version's row as JSON can hold it, as Spark's `to_json` writes it: a float that
+    is not a number as "NaN", "Infinity" or "-Infinity", bytes in base64, a time in ISO 8601; a map's
+    pairs and a struct's fields within."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, date | time):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {name: json_value(item) for name, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_value(item) for item in value]
+    return value

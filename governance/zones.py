@@ -22,7 +22,6 @@ from governance.errors import EnvironmentProblem, InvalidName, NotFound, UnsafeP
 from governance.locks import file_lock, take_if_free
 
 if TYPE_CHECKING:
-    import pyarrow.dataset as ds
     import pyarrow.fs as pafs
 
     from governance.lake.snapshots import TableSnapshots
@@ -369,11 +368,6 @@ class Lake:
 
         found = self.fs.get_file_info(pafs.FileSelector(str(folder), allow_not_found=True))
         return any(info.is_file and not info.base_name.startswith(("_", ".")) for info in found)
-
-    def dataset(self, folder: PurePath) -> ds.Dataset:
-        import pyarrow.dataset as ds
-
-        return ds.dataset(str(folder), filesystem=self.fs, format="parquet")
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,10 @@ from contextlib import redirect_stdout
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pyarrow as pa
+
 from governance.cli.common import stream_json
-from governance.jsontext import json_bytes
+from governance.jsontext import json_bytes, json_value
 
 
 def nested(levels: int) -> dict:
@@ -61,3 +63,24 @@ def test_a_stream_s_first_item_is_written_out_before_the_next_is_asked_for():
 
     assert seen_before_second[0].startswith(b"[\n") and b'"version":1' in seen_before_second[0]
     assert json.loads(written.getvalue()) == [{"asset": "t/a", "version": 1}, {"asset": "t/a", "version": 2}]
+
+
+def test_a_version_s_rows_are_strict_json_with_nan_infinities_bytes_and_times_as_spark_s_to_json_writes_them():
+    table = pa.table(
+        {
+            "value": [float("nan"), float("inf"), float("-inf"), 1.5],
+            "blob": [b"\x00\xff", b"", None, b"ab"],
+            "at": [datetime(1900, 1, 1, tzinfo=UTC)] * 4,
+            "attrs": pa.array([[("k", 1.0)], [("k", float("nan"))], [], None], pa.map_(pa.string(), pa.float64())),
+        }
+    )
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} is not JSON")
+
+    rows = json.loads(json.dumps(json_value(table.to_pylist())), parse_constant=refuse)
+
+    assert [row["value"] for row in rows] == ["NaN", "Infinity", "-Infinity", 1.5]
+    assert [row["blob"] for row in rows] == ["AP8=", "", None, "YWI="]
+    assert rows[0]["at"] == "1900-01-01T00:00:00+00:00"
+    assert [row["attrs"] for row in rows] == [[["k", 1.0]], [["k", "NaN"]], [], None]

@@ -248,6 +248,8 @@ def test_a_version_whose_data_objects_are_all_gone_is_refused_though_its_manifes
     assert home.lake.read_manifest(folder) is not None
     with pytest.raises(IntegrityError, match=r"t/people@1 holds 5 rows, but .* has none of its files"):
         require_files(home.lake, [row])
+    with pytest.raises(IntegrityError, match=r"t/people@1 cannot be read: missing s3a://"):
+        read_table(home.lake, row)
 
 
 @pytest.mark.parametrize("point", ["spark-write", "during-commit"])

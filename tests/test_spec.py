@@ -129,6 +129,11 @@ GROUP_RULE = "a group name: lowercase letters, digits, _ and -, starting with a 
         ("columns", [{"name": "x", "type": "varchar"}], "columns.0: unknown column type 'varchar'"),
         (
             "columns",
+            [{"name": "x", "type": "decimal(50,2)"}],
+            "columns.0: decimal precision over 38 in 'decimal(50,2)': Spark, Parquet and Iceberg keep at most 38 digits",
+        ),
+        (
+            "columns",
             [{"name": "x", "type": "string", "nullable": "sometimes"}],
             "columns.0.nullable: must be true or false, found 'sometimes'",
         ),

@@ -11,12 +11,16 @@ from governance.access.policy import Identity, Policy, Verb
 from governance.catalog import Catalog
 from governance.catalog.models import VersionRow
 from governance.catalog.states import VersionStatus
-from governance.errors import NotFound
+from governance.errors import IntegrityError, NotFound
 from governance.spec import Spec
 from governance.zones import AssetKey, Lake, VersionRef
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    import pyarrow.dataset as ds
+
+# What an operator runs to see every damaged version, and what is wrong with each.
+VERIFY = "custody repair --verify names what is damaged"
 
 
 @dataclass(frozen=True)
@@ -74,9 +78,29 @@ def read_table(
     lake: Lake, row: VersionRow, *, limit: int | None = None, columns: Sequence[str] | None = None
 ) -> pa.Table:
     """The version's rows as an Arrow table, the first `limit` of them when given."""
-    dataset = lake.dataset(lake.at(row.path))
+    dataset = version_dataset(lake, row)
     unknown = sorted(set(columns or ()) - set(dataset.schema.names))
     if unknown:
         raise NotFound(f"{row.ref} has no column {', '.join(unknown)}; it has {', '.join(dataset.schema.names)}")
     selected = list(columns) if columns else None
     return dataset.head(limit, columns=selected) if limit is not None else dataset.to_table(columns=selected)
+
+
+def version_dataset(lake: Lake, row: VersionRow) -> ds.Dataset:
+    """The files the version's manifest lists, each there at the size it lists: a version whose files
+    are gone, or some of them, is refused naming them, never read as empty or short."""
+    import pyarrow.dataset as ds
+
+    from governance.versions import file_problem
+
+    folder = lake.at(row.path)
+    manifest = lake.read_manifest(folder)
+    if manifest is None or manifest.get("data_version") != row.data_version:
+        state = "is missing or unreadable" if manifest is None else "is not the catalog's"
+        raise IntegrityError(f"{row.ref} cannot be read: its manifest in {lake.uri(folder)} {state}; {VERIFY}")
+    entries = manifest["files"]
+    problems = [problem for entry in entries if (problem := file_problem(lake, folder, entry, hashed=False))]
+    if problems:
+        more = f" and {len(problems) - 1} more" if len(problems) > 1 else ""
+        raise IntegrityError(f"{row.ref} cannot be read: {problems[0]}{more}; {VERIFY}")
+    return ds.dataset([str(folder / entry["path"]) for entry in entries], filesystem=lake.fs, format="parquet")

@@ -179,6 +179,7 @@ def read(
     Every read, allowed or denied, is in the ledger: `custody ledger show --action read`.
     """
     from governance.access.reads import read_table
+    from governance.jsontext import json_value
 
     remote = service_client()
     if remote is not None:
@@ -188,7 +189,7 @@ def read(
     row = custody.open(target, as_user=as_user, password=read_password(password_stdin))
     table = read_table(custody.lake, row, limit=limit, columns=columns)
     if as_json:
-        emit_json({"version": row.ref, "rows": table.to_pylist()})
+        emit_json({"version": row.ref, "rows": json_value(table.to_pylist())})
     else:
         render.stdout_console().print(render.rows_table(row.ref, table, row.rows))
 
@@ -198,11 +199,12 @@ def _remote_read(
 ) -> None:
     """Rows through the service, for the user its token names: --as, if given, must name them too."""
     from governance.access.reads import Target
+    from governance.jsontext import json_value
 
     parsed = Target.parse(target)
     remote.acting_as(as_user, "--as")
     ref, total, table = remote.rows(str(parsed.key), parsed.number, limit, columns)
     if as_json:
-        emit_json({"version": ref, "rows": table.to_pylist()})
+        emit_json({"version": ref, "rows": json_value(table.to_pylist())})
     else:
         render.stdout_console().print(render.rows_table(ref, table, total))

@@ -53,6 +53,7 @@ CREDENTIAL_PARAMETERS = ("user", "password", "sslpassword")
 INTEGRAL = frozenset({"byte", "short", "int", "long"})
 MARK_TYPES = INTEGRAL | {"date", "timestamp"}
 MAX_SPEC_BYTES = 256 * 1024
+MAX_DECIMAL_PRECISION = 38
 
 
 class _Strict(BaseModel):
@@ -72,6 +73,11 @@ class Column(_Strict):
             raise ValueError(
                 f"unknown column type {self.type!r}; use string, int, long, short, byte, double, "
                 "float, boolean, date, timestamp, binary or decimal(P,S)"
+            )
+        if match.group("precision") and int(match.group("precision")) > MAX_DECIMAL_PRECISION:
+            raise ValueError(
+                f"decimal precision over {MAX_DECIMAL_PRECISION} in {self.type!r}: Spark, Parquet and Iceberg "
+                f"keep at most {MAX_DECIMAL_PRECISION} digits"
             )
         if match.group("precision") and int(match.group("scale")) > int(match.group("precision")):
             raise ValueError(f"decimal scale exceeds precision in {self.type!r}")
