@@ -215,6 +215,35 @@ def test_a_copied_home_makes_its_own_tables_and_leaves_the_originals_alone(tmp_p
     assert rows(at_tag(moved, newest)) == rows(read_table(open_lake(moved), newest))
 
 
+def test_a_restored_home_whose_original_is_gone_makes_its_tables_anew(tmp_path, settings, catalog, lake, landed):
+    catalog.engine.dispose()
+    restored = tmp_path / "restored"
+    shutil.copytree(settings.home, restored)
+    settings.home.rename(tmp_path / "moved-away")
+    moved = Settings.under(restored)
+
+    report = repair(Catalog.from_url(moved.catalog_url), open_lake(moved), thorough=True)
+
+    assert not report.table_problems, report.table_problems
+    newest = next(row for row in landed if row.ref == "sales/clients@2")
+    assert rows(at_tag(moved, newest)) == rows(read_table(open_lake(moved), newest))
+
+
+def test_tables_list_names_a_table_it_cannot_read_after_listing_the_others(settings, landed, monkeypatch, capsys):
+    metadata = iceberg(settings).load_table(("sales", "clients")).metadata_location.removeprefix("file://")
+    Path(metadata).write_text("not JSON")
+    for name, value in plain_environ(settings.home).items():
+        monkeypatch.setenv(name, value)
+
+    code = run(["tables", "list"])
+
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert "custody.sales.products " in out and "custody.sales.clients " in out
+    [line] = err.splitlines()
+    assert line.startswith("error: cannot read the Iceberg table of sales/clients: ")
+
+
 # The tables on their own, on Parquet files written here: how a table follows its versions' schemas.
 
 

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import typer
 from rich.table import Table
 
 from governance import render
-from governance.cli.common import JsonOption, emit_json, group, load_settings, open_catalog, service_client
-from governance.errors import InvalidInput
+from governance.cli.common import (
+    JsonOption,
+    emit_json,
+    err_console,
+    group,
+    load_settings,
+    open_catalog,
+    service_client,
+)
+from governance.errors import InvalidInput, printable
 from governance.lake import lake_spark_conf, open_lake
 
 if TYPE_CHECKING:
@@ -32,7 +41,8 @@ def _tables(settings: Settings) -> IcebergTables:
 @tables_app.command("list")
 def tables_list(as_json: JsonOption = False) -> None:
     """Every asset's table in the `custody` catalog, with its tagged versions; the newest is the
-    table's current snapshot. `custody repair` makes a snapshot that is missing."""
+    table's current snapshot. `custody repair` makes a snapshot that is missing. A table that cannot
+    be read is named, with why, after the others (exit 1)."""
     remote = service_client()
     if remote is not None:
         listed = remote.get("/tables")
@@ -41,13 +51,19 @@ def tables_list(as_json: JsonOption = False) -> None:
 
         settings = load_settings()
         listed = table_listing(open_catalog(settings), _tables(settings))
+    broken = [entry for entry in listed if entry.get("problem")]
     if as_json:
         emit_json(listed)
-        return
-    shown = Table("table", "current", "tagged versions", box=None)
-    for entry in listed:
-        shown.add_row(entry["table"], entry["current"] or "-", _spans(entry["versions"]))
-    render.stdout_console().print(shown)
+    else:
+        shown = Table("table", "current", "tagged versions", box=None)
+        for entry in listed:
+            tagged = "unreadable" if entry.get("problem") else _spans(entry["versions"])
+            shown.add_row(entry["table"], entry["current"] or "-", tagged)
+        render.stdout_console().print(shown)
+        for entry in broken:
+            err_console.print(printable(f"error: {entry['problem']}"), markup=False)
+    if broken:
+        raise typer.Exit(1)
 
 
 def _spans(numbers: list[int]) -> str:

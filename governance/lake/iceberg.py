@@ -148,16 +148,17 @@ class IcebergTables:
     def load(self, key: AssetKey) -> Table | None:
         """The asset's table, if it has one under this lake. A table whose metadata lies elsewhere
         came with a catalog database restored or copied from another home: it names the other
-        home's files, so it is forgotten (its files are not touched) and made anew here."""
+        home's files, so it is forgotten (its files are not touched) and made anew here; so is one
+        whose metadata is gone (that home moved away, or its files deleted)."""
         from pyiceberg.exceptions import NoSuchTableError
 
         with _translated(f"read the Iceberg table of {key}"):
             try:
                 table = self.catalog.load_table(self.identifier(key))
-            except (NoSuchTableError, FileNotFoundError):
-                table = None
-                if not self.catalog.table_exists(self.identifier(key)):
-                    return None
+            except NoSuchTableError:
+                return None
+            except FileNotFoundError:
+                table = None  # the catalog names metadata that is not there
             if table is not None and table.location() == self.location(key):
                 return table
             self.catalog.drop_table(self.identifier(key))

@@ -135,10 +135,15 @@ def versioned_assets(catalog: Catalog) -> list[AssetKey]:
 
 def table_listing(catalog: Catalog, tables: IcebergTables) -> list[dict[str, Any]]:
     """Each versioned asset's table, the versions tagged in it and the tag of its current snapshot
-    (the newest): what `custody tables list --json` prints."""
+    (the newest): what `custody tables list --json` prints. A table that cannot be read is listed
+    with the `problem`, among the others."""
     listed = []
     for key in versioned_assets(catalog):
-        numbers = sorted(tables.tags(key))
+        problem = None
+        try:
+            numbers = sorted(tables.tags(key))
+        except TableSnapshotError as err:
+            numbers, problem = [], str(err)
         listed.append(
             {
                 "asset": str(key),
@@ -146,6 +151,7 @@ def table_listing(catalog: Catalog, tables: IcebergTables) -> list[dict[str, Any
                 "versions": numbers,
                 "tags": [tag_of(number) for number in numbers],
                 "current": tag_of(numbers[-1]) if numbers else None,
+                "problem": problem,
             }
         )
     return listed
