@@ -125,6 +125,10 @@ class Protected(InvalidInput):
     """A version that critical lineage depends on cannot be purged."""
 
 
+class InUse(InvalidInput):
+    """A version that a run in progress reads cannot be purged until the run has ended."""
+
+
 class NotFound(CustodyError):
     """An asset, version, batch or entry that does not exist."""
 

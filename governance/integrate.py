@@ -96,7 +96,10 @@ def materialize(
     job = JobRun(str(spec.key), "TRANSFORMATION", request, list(inputs.values()))
     with (
         events.running(job, progress) as outputs,
-        attempt(catalog, lake, spec.key, request, ledger.Action.MATERIALIZATION_FAILED) as (attempt_id, stage),
+        attempt(catalog, lake, spec.key, request, ledger.Action.MATERIALIZATION_FAILED, inputs=list(pins.values())) as (
+            attempt_id,
+            stage,
+        ),
     ):
         result = _run_transform(spark, lake, spec, pins)
         observation = observe(result, lake, spec.key, pins, catalog.version_at)

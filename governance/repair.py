@@ -13,6 +13,7 @@ from governance.catalog import Catalog
 from governance.catalog.hops import build_from_edges, missing
 from governance.catalog.models import Attempt, VersionRow
 from governance.catalog.states import VersionStatus
+from governance.retention.purge import finish_interrupted
 from governance.runs import Assurance
 from governance.versions import file_problem
 from governance.zones import AssetKey, Lake, Zone
@@ -32,11 +33,19 @@ class RepairReport:
     table_problems: list[str] = field(default_factory=list)
     # The lineage walks' next hops, built again where they disagreed with the lineage edges.
     lineage: list[str] = field(default_factory=list)
+    # Versions whose purge was stopped before its end, finished.
+    purged: list[str] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
         return not (
-            self.rolled_back or self.removed or self.damaged or self.tables or self.table_problems or self.lineage
+            self.rolled_back
+            or self.removed
+            or self.damaged
+            or self.tables
+            or self.table_problems
+            or self.lineage
+            or self.purged
         )
 
 
@@ -47,8 +56,9 @@ def repair(
 
     Only an attempt publishes `v=N` folders, after its row exists, so by default only the assets of
     abandoned attempts are looked at: cheap enough to run before every ingestion. `thorough` sweeps
-    every asset folder of the lake, aligns every table snapshot with the catalog and the lineage
-    walks' next hops with the lineage edges, and `verify_files` re-hashes every committed version.
+    every asset folder of the lake, finishes the purges that were stopped before their end, aligns
+    every table snapshot with the catalog and the lineage walks' next hops with the lineage edges,
+    and `verify_files` re-hashes every committed version.
     """
     report = RepairReport()
     running = {a.id: a for a in catalog.running_attempts()}
@@ -71,6 +81,8 @@ def repair(
         if attempt_id not in live:
             _roll_back(catalog, attempt, actor)
             report.rolled_back.append(f"{attempt.asset_key} attempt {attempt_id}")
+    if thorough:
+        report.purged.extend(finish_interrupted(catalog, lake, actor))
     if thorough and lake.tables is not None:
         aligned = lake.tables.align_all(catalog, lake)
         report.tables.extend(

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import os
 import pwd
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from governance import ledger
 from governance.catalog import Catalog, utcnow
 from governance.errors import CommitUnknown, reason_of
 from governance.zones import AssetKey, Lake, Staging, new_attempt_id
+
+if TYPE_CHECKING:
+    from governance.catalog.models import VersionRow
 
 Progress = Callable[[str], None]
 
@@ -83,15 +86,17 @@ def attempt(
     request: RunRequest,
     failed_action: str,
     details: Mapping[str, Any] | None = None,
+    inputs: Sequence[VersionRow] = (),
 ) -> Iterator[tuple[str, Staging]]:
-    """A locked staging folder and an attempt row; a failure is recorded in the ledger, with
-    `details`, then re-raised. A write that finds the lake's file system full fails as StorageFull."""
+    """A locked staging folder and an attempt row naming the `inputs` it reads, which no purge
+    removes while it runs; a failure is recorded in the ledger, with `details`, then re-raised. A
+    write that finds the lake's file system full fails as StorageFull."""
     # Imported here: it brings in PySpark, which the catalog's commands that import this module never use.
     from governance.spark.errors import writing
 
     attempt_id = new_attempt_id()
     with lake.staging(attempt_id) as stage:
-        catalog.start_attempt(attempt_id, key, request.run_id, request.requested_by)
+        catalog.start_attempt(attempt_id, key, request.run_id, request.requested_by, inputs)
         try:
             with writing(lake.name):
                 yield attempt_id, stage

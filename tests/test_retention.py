@@ -10,8 +10,9 @@ import pytest
 from governance import ledger
 from governance.catalog.models import VersionRow
 from governance.catalog.states import Criticality, VersionStatus
-from governance.errors import InvalidInput, NotFound, Protected, UnsafePath
+from governance.errors import InUse, InvalidInput, NotFound, Protected, UnsafePath
 from governance.lineage.graph import provenance
+from governance.repair import repair
 from governance.retention.purge import expired, purge, set_status
 from governance.runs import RunRequest
 from governance.spec import Retention
@@ -96,6 +97,32 @@ def test_a_dry_run_lists_and_changes_nothing(catalog, lake, history):
     assert lake.at(row(catalog, "raw/a@1").path).exists() and purged_refs(catalog) == []
 
 
+def test_a_version_a_run_in_progress_reads_is_purged_only_once_the_run_has_ended(catalog, lake, history):
+    held = "attempt-reading"
+    with lake.staging(held):
+        catalog.start_attempt(held, AssetKey.parse("top/e"), "run-9", "bob", [row(catalog, "raw/a@1")])
+        reader = "run run-9 reads it to make top/e, and has not ended"
+        with pytest.raises(InUse, match=f"raw/a@1 is in use: {reader}; nothing was purged"):
+            purge(catalog, lake, {}, "alice", explicit=[VersionRef.parse("raw/a@1")])
+        kept = purge(catalog, lake, KEEP_TWO, "alice", now=NOW)
+        assert kept.kept_in_use == [f"raw/a@1: {reader}"] and [c.ref for c in kept.purged] == ["raw/a@2"]
+        assert row(catalog, "raw/a@1").status == "committed" and lake.at(row(catalog, "raw/a@1").path).exists()
+    # Its process gone, the attempt reads nothing more: repair will roll it back.
+    assert [c.ref for c in purge(catalog, lake, KEEP_TWO, "alice", now=NOW).purged] == ["raw/a@1"]
+
+
+def test_a_run_does_not_start_on_an_input_a_purge_has_marked(catalog, lake, history):
+    with catalog.session() as session:
+        tombstoned = session.get(VersionRow, history[1])
+        tombstoned.status = VersionStatus.PURGING.value
+        session.add(tombstoned)
+
+    with pytest.raises(NotFound, match="input raw/a@1 was purged; materialize top/e again"):
+        catalog.start_attempt("attempt-late", AssetKey.parse("top/e"), "run-9", "bob", [row(catalog, "raw/a@1")])
+
+    assert catalog.running_attempts() == []
+
+
 def test_an_interrupted_purge_is_finished_by_the_next_one(catalog, lake, history):
     with catalog.session() as session:
         tombstoned = session.get(VersionRow, history[1])
@@ -106,6 +133,26 @@ def test_an_interrupted_purge_is_finished_by_the_next_one(catalog, lake, history
     assert report.finished == ["raw/a@1"] and report.purged == []
     assert row(catalog, "raw/a@1").status == "purged" and not lake.at(row(catalog, "raw/a@1").path).exists()
     assert purged_refs(catalog) == ["raw/a@1"]
+
+
+def test_an_interrupted_purge_is_finished_by_repair_and_recorded_as_the_system_s(catalog, lake, history):
+    with catalog.session() as session:
+        tombstoned = session.get(VersionRow, history[1])
+        tombstoned.status = VersionStatus.PURGING.value
+        session.add(tombstoned)
+
+    report = repair(catalog, lake, actor="custody-repair", thorough=True)
+
+    assert report.purged == ["raw/a@1"]
+    assert row(catalog, "raw/a@1").status == "purged" and not lake.at(row(catalog, "raw/a@1").path).exists()
+    with catalog.session() as session:
+        [entry] = ledger.entries(session, ledger.LedgerFilter(action=ledger.Action.VERSION_PURGED))
+    assert (entry.actor, entry.assurance, json.loads(entry.details)["reason"]) == (
+        "custody-repair",
+        "system",
+        "an interrupted purge, finished by repair",
+    )
+    assert repair(catalog, lake, actor="custody-repair", thorough=True).purged == []
 
 
 def test_a_purge_run_twice_purges_once(catalog, lake, history):

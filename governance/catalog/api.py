@@ -371,11 +371,30 @@ class Catalog:
             details={"spec_hash": spec.hash, "previous_hash": previous, "file": str(spec.file)},
         )
 
-    def start_attempt(self, attempt_id: str, key: AssetKey, run_id: str | None, requested_by: str) -> None:
+    def start_attempt(
+        self, attempt_id: str, key: AssetKey, run_id: str | None, requested_by: str, inputs: Sequence[VersionRow] = ()
+    ) -> None:
+        """The attempt's row, naming the versions it reads, once none of them is purged or being
+        purged: taken in turn with purges (`lock_protection`), which leave alone what it reads."""
         with self.session() as session:
+            if inputs:
+                self.lock_protection(session)
+                ids = [row.stored_id for row in inputs]
+                gone = session.exec(
+                    select(VersionRow).where(
+                        col(VersionRow.id).in_(ids), VersionRow.status != VersionStatus.COMMITTED.value
+                    )
+                ).first()
+                if gone is not None:
+                    raise NotFound(f"input {gone.ref} was purged; materialize {key} again to read the newest")
             session.add(
                 Attempt(
-                    id=attempt_id, asset_key=str(key), run_id=run_id, requested_by=requested_by, started_at=utcnow()
+                    id=attempt_id,
+                    asset_key=str(key),
+                    run_id=run_id,
+                    requested_by=requested_by,
+                    started_at=utcnow(),
+                    inputs=json.dumps(sorted(row.stored_id for row in inputs)) if inputs else None,
                 )
             )
 

@@ -79,6 +79,8 @@ class Attempt(SQLModel, table=True):
     status: str = Field(default="running", index=True)
     version_number: int | None = None
     error: str | None = Field(default=None, sa_column=Column(Text))
+    # The ids of the versions it reads, as a JSON list: no purge removes them while it runs.
+    inputs: str | None = Field(default=None, sa_column=Column(Text))
 
 
 class VersionRow(SQLModel, table=True):

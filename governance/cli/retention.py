@@ -124,9 +124,11 @@ def purge(
         console.print(f"{'would finish' if dry_run else 'finished'} the interrupted purge of {ref}", markup=False)
     for ref in report.kept_protected:
         console.print(f"kept {ref}: expired but protected by critical lineage", markup=False)
+    for held in report.kept_in_use:
+        console.print(f"kept {held}", markup=False)
     for ref in report.already_purged:
         console.print(f"{ref} was purged already", markup=False)
-    if not (report.purged or report.finished or report.kept_protected or report.already_purged):
+    if not (report.purged or report.finished or report.kept_protected or report.kept_in_use or report.already_purged):
         console.print("nothing to purge", markup=False)
 
 
@@ -170,6 +172,7 @@ def repair(
             ("table", report.tables),
             ("table not aligned", report.table_problems),
             ("lineage", report.lineage),
+            ("finished an interrupted purge", report.purged),
         ):
             for item in items:
                 console.print(f"{label}: {item}", markup=False)

@@ -7,22 +7,23 @@ point is finished by the next one. A purged version keeps its row, its lineage a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from sqlalchemy import text
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from governance import ledger
 from governance.catalog import Catalog, utcnow
-from governance.catalog.models import VersionRow
+from governance.catalog.models import Attempt, VersionRow
 from governance.catalog.states import Criticality, VersionStatus
-from governance.errors import InvalidInput, NotFound, NotSignedIn, Protected
+from governance.errors import InUse, InvalidInput, NotFound, NotSignedIn, Protected
 from governance.lineage.graph import protected_ids
 from governance.retention.reports import Candidate, PurgeReport, StatusChange
-from governance.runs import Progress, quiet
+from governance.runs import Assurance, Progress, quiet
 from governance.spec import Retention, Spec
 from governance.zones import AssetKey, Lake, VersionRef
 
@@ -182,11 +183,12 @@ def purge(
     with catalog.session() as session:
         catalog.lock_protection(session)
         protected = protected_ids(session)
+        reading = read_by_runs(session, lake)
         interrupted = list(session.exec(select(VersionRow).where(VersionRow.status == VersionStatus.PURGING)))
         if wanted:
-            candidates = _explicit(session, catalog, wanted, protected, report)
+            candidates = _explicit(session, catalog, wanted, protected, reading, report)
         else:
-            candidates = _by_retention(session, retention, now, protected, report)
+            candidates = _by_retention(session, retention, now, protected, reading, report)
         if not dry_run:
             for candidate in candidates:
                 row = _stored(session, candidate.version_id)
@@ -203,10 +205,42 @@ def purge(
     return report
 
 
+def finish_interrupted(catalog: Catalog, lake: Lake, actor: str, progress: Progress = quiet) -> list[str]:
+    """Finish the purges that were stopped before their end: each was decided, and recorded, when it
+    marked its versions `purging`. The versions finished, by reference."""
+    with catalog.reading() as session:
+        interrupted = list(session.exec(select(VersionRow).where(VersionRow.status == VersionStatus.PURGING)))
+    for row in interrupted:
+        _finish(
+            catalog, lake, row.stored_id, "an interrupted purge, finished by repair", actor, progress, Assurance.SYSTEM
+        )
+    return [row.ref for row in interrupted]
+
+
+def read_by_runs(session: Session, lake: Lake) -> dict[int, Attempt]:
+    """The versions that attempts in progress read, by id, each with one of those attempts. An
+    attempt whose process is gone reads nothing: `custody repair` rolls it back."""
+    reading: dict[int, Attempt] = {}
+    for running in session.exec(select(Attempt).where(Attempt.status == "running", col(Attempt.inputs).is_not(None))):
+        if not lake.stage(running.id).is_abandoned():
+            reading.update(dict.fromkeys(json.loads(running.inputs or "[]"), running))
+    return reading
+
+
+def _in_use(attempt: Attempt) -> str:
+    return f"run {attempt.run_id or attempt.id} reads it to make {attempt.asset_key}, and has not ended"
+
+
 def _explicit(
-    session: Session, catalog: Catalog, refs: list[VersionRef], protected: set[int], report: PurgeReport
+    session: Session,
+    catalog: Catalog,
+    refs: list[VersionRef],
+    protected: set[int],
+    reading: Mapping[int, Attempt],
+    report: PurgeReport,
 ) -> list[Candidate]:
-    """The versions named, all known and none protected, or an error and nothing purged."""
+    """The versions named, all known and none protected or read by a run in progress, or an error
+    and nothing purged."""
     found = [catalog.find_version(session, ref) for ref in refs]
     unknown = [str(ref) for ref, row in zip(refs, found) if row is None]
     if unknown:
@@ -218,6 +252,8 @@ def _explicit(
             report.already_purged.append(row.ref)
         elif row.stored_id in protected:
             raise Protected(f"{ref} is protected: {_protection(row)}; nothing was purged")
+        elif row.stored_id in reading:
+            raise InUse(f"{ref} is in use: {_in_use(reading[row.stored_id])}; nothing was purged: try once it has")
         else:
             candidates.append(Candidate(row.ref, row.stored_id, "requested explicitly", row.bytes))
     return candidates
@@ -230,7 +266,12 @@ def _protection(row: VersionRow) -> str:
 
 
 def _by_retention(
-    session: Session, retention: Mapping[AssetKey, Retention], now: datetime, protected: set[int], report: PurgeReport
+    session: Session,
+    retention: Mapping[AssetKey, Retention],
+    now: datetime,
+    protected: set[int],
+    reading: Mapping[int, Attempt],
+    report: PurgeReport,
 ) -> list[Candidate]:
     candidates = []
     for key, rules in sorted(retention.items()):
@@ -238,6 +279,8 @@ def _by_retention(
         for row, reason in expired(rows, rules, now):
             if row.stored_id in protected:
                 report.kept_protected.append(row.ref)
+            elif row.stored_id in reading:
+                report.kept_in_use.append(f"{row.ref}: {_in_use(reading[row.stored_id])}")
             else:
                 candidates.append(Candidate(row.ref, row.stored_id, reason, row.bytes))
     return candidates

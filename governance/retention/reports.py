@@ -33,6 +33,8 @@ class PurgeReport:
     finished: list[str] = field(default_factory=list)
     already_purged: list[str] = field(default_factory=list)
     kept_protected: list[str] = field(default_factory=list)
+    # Versions a run in progress reads, each with the run.
+    kept_in_use: list[str] = field(default_factory=list)
     dry_run: bool = False
 
     @classmethod
