@@ -59,23 +59,26 @@ class Checkpoint:
 @dataclass(frozen=True)
 class Head:
     """The catalog's record of a checkpoint file: the ledger it belongs to, how many lines it holds,
-    the sha256 of its last line, and the signature over the three."""
+    the sha256 of its last line, its size in bytes (None in a record an earlier release kept), and
+    the signature over them."""
 
     ledger: str
     lines: int = 0
     last_line: str = ""
     mac: str | None = None
+    size: int | None = None
 
 
 @dataclass(frozen=True)
 class End:
     """Where a file ends: its whole lines, the digest the next line links to, the newest seq a
-    checkpoint (not an aged-off record) pins, and whether it has its genesis line."""
+    checkpoint (not an aged-off record) pins, whether it has its genesis line, and its size."""
 
     lines: int
     link: str
     last_seq: int | None
     anchored: bool
+    size: int
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,9 @@ class CheckpointFile:
     history: tuple[str, ...]
     signed: bool
     whole_bytes: int = 0
+    # Its last line is torn (the last of `line_problems`): a write that never finished, cut off
+    # before the next line is written.
+    torn: bool = False
 
     @property
     def problems(self) -> tuple[str, ...]:
@@ -153,10 +159,11 @@ class Checkpoints:
         ahead of it, by lines a writer added before it died). Call it holding the lock."""
         mismatch = self.head_problem(head)
         tail = None if mismatch else self._tail()
-        if tail is not None and head is not None and (tail.lines, tail.link) == (head.lines, head.last_line):
+        if tail is not None and head is not None and (tail.lines, tail.link, tail.size) == _recorded_end(head, tail):
             return tail
         whole = self.read(head)
-        mismatch = mismatch or next(iter(whole.mismatches), None)
+        damaged = whole.line_problems[:-1] if whole.torn else whole.line_problems
+        mismatch = mismatch or next(iter(whole.mismatches + damaged), None)
         if mismatch:
             raise IntegrityError(
                 f"cannot checkpoint the ledger: {mismatch}. Custody does not write over a checkpoint "
@@ -212,20 +219,22 @@ class Checkpoints:
             link, last_seq = hashlib.sha256(lines[-1]).hexdigest(), last_seq if aged_off else seq
         if not lines:
             return end
+        written = b"".join(lines)
         with open(self.path, "ab") as out:
-            out.write(b"".join(lines))
+            out.write(written)
             out.flush()
             os.fsync(out.fileno())
-        return End(end.lines + len(lines), link, last_seq, True)
+        return End(end.lines + len(lines), link, last_seq, True, end.size + len(written))
 
     def head(self, ledger: str, end: End) -> Head:
         """The head to record for a file that ends at `end`, signed when there is a key."""
-        return Head(ledger, end.lines, end.link, self.head_mac(ledger, end.lines, end.link))
+        return Head(ledger, end.lines, end.link, self.head_mac(ledger, end.lines, end.link, end.size), end.size)
 
-    def head_mac(self, ledger: str, lines: int, last_line: str) -> str | None:
+    def head_mac(self, ledger: str, lines: int, last_line: str, size: int | None = None) -> str | None:
         if not self.key:
             return None
-        return _mac(self.key, f"{HEAD_MESSAGE}{ledger}\n{lines}\n{last_line}")
+        sized = "" if size is None else f"\n{size}"
+        return _mac(self.key, f"{HEAD_MESSAGE}{ledger}\n{lines}\n{last_line}{sized}")
 
     def read(self, head: Head | None = None) -> CheckpointFile:
         """Every line, checked, and the file held against the catalog's `head`."""
@@ -262,7 +271,11 @@ class Checkpoints:
             return None
         pinned = (_pinned_seq(_body(line)) for line in reversed(lines))
         return End(
-            last["n"], hashlib.sha256(lines[-1]).hexdigest(), next((s for s in pinned if s is not None), None), True
+            last["n"],
+            hashlib.sha256(lines[-1]).hexdigest(),
+            next((s for s in pinned if s is not None), None),
+            True,
+            size,
         )
 
     def head_problem(self, head: Head | None) -> str | None:
@@ -270,7 +283,7 @@ class Checkpoints:
             return None
         if not head.mac:
             return f"the catalog's record of {self.path} is not signed, though {KEY_VARIABLE} is set"
-        if not hmac.compare_digest(head.mac, self.head_mac(head.ledger, head.lines, head.last_line) or ""):
+        if not hmac.compare_digest(head.mac, self.head_mac(head.ledger, head.lines, head.last_line, head.size) or ""):
             return (
                 f"the catalog's record of {self.path} does not match its signature: edited, or signed with another key"
             )
@@ -378,7 +391,7 @@ class _Reading:
         return CheckpointFile(
             path=self.source.path,
             exists=exists,
-            end=End(whole, self.link, self.last_seq, self.genesis is not None),
+            end=End(whole, self.link, self.last_seq, self.genesis is not None, self.whole_bytes),
             genesis=self.genesis,
             checkpoints=tuple(self.found),
             line_problems=tuple(self.problems),
@@ -386,6 +399,7 @@ class _Reading:
             history=tuple(self._history()),
             signed=self.source.key is not None,
             whole_bytes=self.whole_bytes,
+            torn=self.torn,
         )
 
     def _mismatches(self, exists: bool, whole: int) -> list[str]:
@@ -427,6 +441,11 @@ class _Reading:
                 "had no checkpoint before)"
             )
         ]
+
+
+def _recorded_end(head: Head, tail: End) -> tuple[int, str, int]:
+    """Where the catalog says the file ends; its size, in a record without one, taken as found."""
+    return head.lines, head.last_line, tail.size if head.size is None else head.size
 
 
 def _well_formed(body: dict[str, Any]) -> bool:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from sqlalchemy import insert, text, update
+from sqlalchemy import select as select_columns
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
@@ -287,7 +288,13 @@ def _name_ledger(session: Session) -> None:
 
 def head(session: Session) -> Head | None:
     """The catalog's record of the ledger's checkpoint file."""
-    columns = select(col(LedgerHead.ledger_id), col(LedgerHead.lines), col(LedgerHead.last_line), col(LedgerHead.mac))
+    columns = select_columns(  # more columns than SQLModel's select takes
+        col(LedgerHead.ledger_id),
+        col(LedgerHead.lines),
+        col(LedgerHead.last_line),
+        col(LedgerHead.mac),
+        col(LedgerHead.file_bytes),
+    )
     row = session.connection().execute(columns.where(col(LedgerHead.id) == 1)).first()
     return None if row is None else Head(*row)
 
@@ -299,6 +306,7 @@ def keep_head(session: Session, kept: Head) -> None:
         "lines": kept.lines,
         "last_line": kept.last_line,
         "mac": kept.mac,
+        "file_bytes": kept.size,
         "updated_at": datetime.now(UTC),
     }
     connection = session.connection()

@@ -1,7 +1,8 @@
 """The checkpoint file is tamper-evident itself: each line carries its number and the sha256 of the
 line before, the first names the ledger it belongs to, and the catalog keeps the file's head (its
-line count and last line, signed with CUSTODY_LEDGER_KEY). A missing, emptied, cut, swapped or
-edited file is named; without the key, verify says that the checkpoints are not verified."""
+line count, last line and size, signed with CUSTODY_LEDGER_KEY). A missing, emptied, cut, swapped or
+edited file is named, and never appended to; without the key, verify says that the checkpoints are
+not verified."""
 
 from __future__ import annotations
 
@@ -63,7 +64,9 @@ def keep_lines(catalog: Catalog, count: int) -> None:
 def head(catalog: Catalog) -> tuple:
     with catalog.session() as session:
         return tuple(
-            session.connection().exec_driver_sql("SELECT ledger_id, lines, last_line, mac FROM ledger_head").one()
+            session.connection()
+            .exec_driver_sql("SELECT ledger_id, lines, last_line, mac, file_bytes FROM ledger_head")
+            .one()
         )
 
 
@@ -71,7 +74,7 @@ def set_head(catalog: Catalog, row: tuple) -> None:
     execute(
         catalog,
         f"UPDATE ledger_head SET ledger_id = '{row[0]}', lines = {row[1]}, last_line = '{row[2]}', "
-        f"mac = {'NULL' if row[3] is None else repr(row[3])}",
+        f"mac = {'NULL' if row[3] is None else repr(row[3])}, file_bytes = {'NULL' if row[4] is None else row[4]}",
     )
 
 
@@ -112,7 +115,8 @@ def forge_line(catalog: Catalog, **body: object) -> None:
 def follow_with_head(catalog: Catalog) -> None:
     """The head an attacker without the key writes for the file as it now is."""
     now = lines(catalog)
-    set_head(catalog, (head(catalog)[0], len(now), hashlib.sha256(now[-1]).hexdigest(), None))
+    size = catalog.checkpoints.path.stat().st_size
+    set_head(catalog, (head(catalog)[0], len(now), hashlib.sha256(now[-1]).hexdigest(), None, size))
 
 
 def test_the_file_is_numbered_linked_and_begins_with_the_ledger_it_belongs_to(signed):
@@ -167,6 +171,32 @@ def test_a_line_removed_from_the_middle_is_named(signed):
     signed.checkpoints.path.write_bytes(b"".join(kept[:2] + kept[3:]))
     problems = verify_ledger(signed).problems
     assert problems[0].startswith(f"{signed.checkpoints.path}:3: the checkpoint of entry 8: it says it is line 4")
+
+
+def test_no_checkpoint_is_appended_to_a_file_a_middle_line_was_removed_from(signed):
+    kept = lines(signed)
+    signed.checkpoints.path.write_bytes(b"".join(kept[:2] + kept[3:]))
+    append(signed, ENTRIES)
+    tampered = signed.checkpoints.path.read_bytes()
+
+    with pytest.raises(IntegrityError, match="does not write over a checkpoint file the catalog does not recognise"):
+        signed.checkpoint()
+
+    assert signed.checkpoints.path.read_bytes() == tampered
+
+
+def test_no_checkpoint_is_appended_to_a_file_whose_chain_is_broken_before_its_last_line(signed):
+    kept = lines(signed)
+    edited = json.loads(kept[2])
+    edited["seq"] = 3
+    signed.checkpoints.path.write_bytes(b"".join(kept[:2] + [json.dumps(edited).encode() + b"\n"] + kept[3:]))
+    append(signed, ENTRIES)
+    tampered = signed.checkpoints.path.read_bytes()
+
+    with pytest.raises(IntegrityError, match=f"cannot checkpoint the ledger: {signed.checkpoints.path}:3: "):
+        signed.checkpoint()
+
+    assert signed.checkpoints.path.read_bytes() == tampered
 
 
 def test_cutting_the_ledger_and_the_file_at_their_tails_together_fails(signed):

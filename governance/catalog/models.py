@@ -297,7 +297,8 @@ class LedgerHorizon(SQLModel, table=True):
 
 class LedgerHead(SQLModel, table=True):
     """The ledger's name, given with its first entry, and the catalog's record of its checkpoint file:
-    how many lines the file holds and the sha256 of the last, signed with CUSTODY_LEDGER_KEY when set."""
+    how many lines the file holds, the sha256 of the last and its size, signed with CUSTODY_LEDGER_KEY
+    when set."""
 
     __tablename__ = "ledger_head"
 
@@ -307,6 +308,8 @@ class LedgerHead(SQLModel, table=True):
     last_line: str = ""
     mac: str | None = None
     updated_at: datetime
+    # The file's size, so that a file edited before its last line is not taken for the one recorded.
+    file_bytes: int | None = None
 
 
 class ArchivedEntry(SearchableEntry, table=True):
