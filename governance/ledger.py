@@ -7,7 +7,7 @@ import json
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
@@ -41,6 +41,11 @@ CHECKPOINTS = "custody.ledger.checkpoints"  # the session's checkpoint file, who
 LEDGER_LOCK = "custody.ledger"  # the advisory lock appends take
 SEGMENTS = "custody.ledger.segments"  # the session's folder of segment files
 EVERY_ENTRY = LedgerFilter()  # a filter that names nothing
+# How far this host's clock may be behind the ledger's newest entry before it is recorded: other
+# hosts' clocks differ by a little, and entries are only ever stamped at the ledger's time or later.
+CLOCK_TOLERANCE = timedelta(seconds=1)
+# The ledger time this process last found its clock behind of, and said so.
+_behind_of: list[str] = []
 
 
 class Action:
@@ -70,6 +75,7 @@ class Action:
     FEED_DELETED = "feed.deleted"
     PASSWORD_CHANGED = "password.changed"
     SESSION_ENDED = "session.ended"
+    CLOCK_STEPPED_BACK = "clock.stepped_back"
 
 
 HASHED = ("seq", "ts", "actor", "action", "asset_key", "version", "run_id", "details", "assurance")
@@ -183,12 +189,15 @@ def append_many(session: Session, events: Sequence[Event]) -> list[Appended]:
     """
     if not events:
         return []
-    seq, prev = _tail(session)
+    seq, prev, last_ts = _tail(session)
     if seq == 0:
         _name_ledger(session)
-    ts = timestamp(datetime.now(UTC))
+    clock = datetime.now(UTC)
+    # Never before the entry it follows: a time filter finds an entry exactly where its seq puts it.
+    ts = max(timestamp(clock), last_ts or "")
+    warning = _stepped_back(clock, last_ts)
     rows = []
-    for event in events:
+    for event in [*warning, *events]:
         seq += 1
         row: dict[str, Any] = {
             "seq": seq,
@@ -210,10 +219,32 @@ def append_many(session: Session, events: Sequence[Event]) -> list[Appended]:
     connection.exec_driver_sql(
         _insert_sql(connection.dialect.paramstyle), [tuple(row[c] for c in COLUMNS) for row in rows]
     )
-    session.info[TAIL] = (id(session.get_transaction()), seq, prev)
+    session.info[TAIL] = (id(session.get_transaction()), seq, prev, ts)
     first = session.info.get(APPENDED, (rows[0]["seq"],))[0]
     session.info[APPENDED] = (first, seq, prev)
-    return [Appended(row["seq"], row["hash"]) for row in rows]
+    return [Appended(row["seq"], row["hash"]) for row in rows[len(warning) :]]
+
+
+def _stepped_back(clock: datetime, last_ts: str | None) -> list[Event]:
+    """The warning to record first when this host's clock is behind the ledger's newest entry, once
+    for each ledger time this process finds it behind of."""
+    if last_ts is None or timestamp(clock + CLOCK_TOLERANCE) >= last_ts or last_ts in _behind_of:
+        return []
+    _behind_of[:] = [last_ts]
+    behind = datetime.fromisoformat(last_ts) - clock
+    return [
+        Event(
+            actor="system",
+            action=Action.CLOCK_STEPPED_BACK,
+            assurance="system",
+            details={
+                "clock": timestamp(clock),
+                "ledger_time": last_ts,
+                "behind_seconds": round(behind.total_seconds(), 3),
+                "note": "entries are stamped with the ledger's time until this clock catches up",
+            },
+        )
+    ]
 
 
 def mark(session: Session) -> tuple[Any, Any]:
@@ -230,7 +261,7 @@ def rewind(session: Session, reached: tuple[Any, Any]) -> None:
             session.info[key] = value
 
 
-TAIL_SQL = f"SELECT seq, hash FROM {LedgerEntry.__tablename__} ORDER BY seq DESC LIMIT 1"
+TAIL_SQL = f"SELECT seq, hash, ts FROM {LedgerEntry.__tablename__} ORDER BY seq DESC LIMIT 1"
 COLUMNS = (
     "seq",
     "ts",
@@ -258,21 +289,22 @@ def lock(session: Session) -> None:
     advisory_lock(session, LEDGER_LOCK)
 
 
-def _tail(session: Session) -> tuple[int, str]:
+def _tail(session: Session) -> tuple[int, str, str | None]:
+    """The seq, hash and time of the ledger's newest entry (no time once it was aged off)."""
     cached = session.info.get(TAIL)
     if cached and cached[0] == id(session.get_transaction()):
-        return cached[1], cached[2]
+        return cached[1], cached[2], cached[3]
     lock(session)
     # Written for the driver: every decision's append reads the tail, and building the query costs
     # more than running it.
     last = session.connection().exec_driver_sql(TAIL_SQL).first()
     if last is not None:
-        return last.seq, last.hash
+        return last.seq, last.hash, last.ts
     archived = session.exec(select(LedgerSegmentRow).order_by(col(LedgerSegmentRow.last_seq).desc()).limit(1)).first()
     if archived is not None:
-        return archived.last_seq, archived.last_hash
+        return archived.last_seq, archived.last_hash, archived.last_ts
     horizon = session.exec(select(LedgerHorizon).order_by(col(LedgerHorizon.seq).desc()).limit(1)).first()
-    return (horizon.seq, horizon.hash) if horizon else (0, GENESIS)
+    return (horizon.seq, horizon.hash, None) if horizon else (0, GENESIS, None)
 
 
 def _name_ledger(session: Session) -> None:

@@ -3,11 +3,16 @@ also sends to the service without loading a database library."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from governance.errors import InvalidInput
+
+# A time ago, as `--since 30m` gives it: seconds, minutes, hours or days.
+AGO = re.compile(r"(?P<count>[0-9]{1,6})(?P<unit>[smhd])")
+AGO_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def timestamp(moment: datetime) -> str:
@@ -17,13 +22,19 @@ def timestamp(moment: datetime) -> str:
 
 def moment(value: str | datetime) -> str:
     """A time a filter names, as the ledger writes times: an ISO 8601 date or time (UTC unless it
-    says otherwise), or a datetime."""
+    says otherwise), a time ago (`30m`, `2h`, `7d`), or a datetime."""
     if isinstance(value, str):
+        ago = AGO.fullmatch(value.strip())
         try:
-            value = datetime.fromisoformat(value)
+            value = (
+                datetime.now(UTC) - timedelta(seconds=int(ago["count"]) * AGO_UNITS[ago["unit"]])
+                if ago
+                else datetime.fromisoformat(value)
+            )
         except ValueError as err:
             raise InvalidInput(
-                f"{value!r} is not an ISO 8601 date or time, e.g. 2026-11-22 or 2026-11-22T09:30"
+                f"{value!r} is not an ISO 8601 date or time, e.g. 2026-11-22 or 2026-11-22T09:30, "
+                "nor a time ago such as 30m, 2h or 7d"
             ) from err
     return timestamp(value if value.tzinfo else value.replace(tzinfo=UTC))
 

@@ -48,11 +48,14 @@ def ledger_show(
     since: Annotated[
         str | None,
         typer.Option(
-            help="Only entries at or after this time (ISO 8601, UTC unless it says; a date means its midnight).",
+            help="Only entries at or after this time: ISO 8601 (UTC unless it says; a date means its midnight), "
+            "or a time ago such as 30m, 2h or 7d.",
             metavar="TIME",
         ),
     ] = None,
-    until: Annotated[str | None, typer.Option(help="Only entries before this time (ISO 8601).", metavar="TIME")] = None,
+    until: Annotated[
+        str | None, typer.Option(help="Only entries before this time (ISO 8601, or a time ago).", metavar="TIME")
+    ] = None,
     from_seq: Annotated[int, typer.Option(min=1, max=LARGEST_NUMBER, help="Start at this sequence number.")] = 1,
     limit: Annotated[int | None, typer.Option(min=1, max=LARGEST_NUMBER, help="At most this many entries.")] = None,
     as_user: AsUser = None,
