@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from governance.errors import EnvironmentProblem
+
 if TYPE_CHECKING:
     from sqlmodel import Session
 
@@ -23,9 +25,14 @@ FOLDERS_LOCK = ".private-folders.lock"
 
 @contextmanager
 def file_lock(path: Path, *, shared: bool = False) -> Iterator[int]:
-    """Hold an exclusive (or shared) lock on `path` (created if missing) for the block; yields its descriptor."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+    """Hold an exclusive (or shared) lock on `path` (created if missing) for the block; yields its
+    descriptor. A lock file that cannot be made (a read-only file system, a folder this user may not
+    write) is an EnvironmentProblem naming it."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+    except OSError as err:
+        raise EnvironmentProblem(f"cannot write the lock file {path} ({err.strerror or err})") from err
     try:
         fcntl.flock(descriptor, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         yield descriptor

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from governance import ledger
 from governance.catalog import Catalog, utcnow
-from governance.errors import CommitUnknown, reason_of
+from governance.errors import CommitUnknown, EnvironmentProblem, NotFound, reason_of
 from governance.zones import AssetKey, Lake, Staging, new_attempt_id
 
 if TYPE_CHECKING:
@@ -95,8 +95,7 @@ def attempt(
     from governance.spark.errors import writing
 
     attempt_id = new_attempt_id()
-    with lake.staging(attempt_id) as stage:
-        catalog.start_attempt(attempt_id, key, request.run_id, request.requested_by, inputs)
+    with _started(catalog, lake, key, request, failed_action, details, inputs, attempt_id) as stage:
         try:
             with writing(lake.name):
                 yield attempt_id, stage
@@ -105,6 +104,31 @@ def attempt(
         except BaseException as err:
             _fail_attempt(catalog, attempt_id, key, request, failed_action, err, details or {})
             raise
+
+
+@contextmanager
+def _started(
+    catalog: Catalog,
+    lake: Lake,
+    key: AssetKey,
+    request: RunRequest,
+    failed_action: str,
+    details: Mapping[str, Any] | None,
+    inputs: Sequence[VersionRow],
+    attempt_id: str,
+) -> Iterator[Staging]:
+    """The attempt's staging folder, locked, and its row. A lake it cannot be staged in, or an
+    input purged meanwhile, is recorded as the request's failure, as a failure after it would be."""
+    started = False
+    try:
+        with lake.staging(attempt_id) as stage:
+            catalog.start_attempt(attempt_id, key, request.run_id, request.requested_by, inputs)
+            started = True
+            yield stage
+    except (EnvironmentProblem, NotFound) as err:
+        if not started:
+            record_failure(catalog, key, request, failed_action, err, details)
+        raise
 
 
 def _fail_attempt(

@@ -269,7 +269,10 @@ class Lake:
         stage = self.stage(attempt_id)
         with stage.locked():
             try:
-                Path(stage.path).mkdir(parents=True, exist_ok=True)
+                try:
+                    Path(stage.path).mkdir(parents=True, exist_ok=True)
+                except OSError as err:
+                    raise EnvironmentProblem(f"cannot write {stage.path} ({err.strerror or err})") from err
                 yield stage
             finally:
                 shutil.rmtree(stage.path, ignore_errors=True)
