@@ -11,6 +11,7 @@ from pathlib import Path
 
 import dagster as dg
 import yaml
+from sqlalchemy.exc import DBAPIError
 
 from assets.console import step_failure_message
 from assets.coordinator import admitted, start_when_free
@@ -20,7 +21,7 @@ from assets.factory import PARTITION_FORMAT, REQUESTED_BY_TAG
 from assets.origin import plan_run
 from assets.runs import LAUNCHED_FROM_TAG, fail_runs_of_gone_processes, held_for_run
 from governance.config import Settings
-from governance.errors import InvalidInput, NotFound, SpecError, SpecProblem
+from governance.errors import EnvironmentProblem, InvalidInput, NotFound, SpecError, SpecProblem, error_summary
 from governance.locks import file_lock
 from governance.runs import RunOutcome, StepFailure
 from governance.spec import SpecSet, load_valid_specs
@@ -149,17 +150,37 @@ def launch(
     for gone in fail_runs_of_gone_processes(settings, instance):
         on_progress(f"marked failed: {gone}")
     run_id = run_id or str(uuid.uuid4())
-    with held_for_run(settings, instance, run_id) as process_tags:
-        tags = {REQUESTED_BY_TAG: requested_by, LAUNCHED_FROM_TAG: "cli", **partition, **process_tags}
-        planned = plan_run(instance, defs, keys, run_config, tags, run_id)
-        start_when_free(instance, admitted(instance, planned.run), on_progress)
-        follower = _Follower(instance, run_id, on_progress)
-        follower.start()
-        try:
-            planned.execute(instance)
-        finally:
-            follower.stop()
-    return run_outcome(instance, run_id)
+    try:
+        with held_for_run(settings, instance, run_id) as process_tags:
+            tags = {REQUESTED_BY_TAG: requested_by, LAUNCHED_FROM_TAG: "cli", **partition, **process_tags}
+            planned = plan_run(instance, defs, keys, run_config, tags, run_id)
+            start_when_free(instance, admitted(instance, planned.run), on_progress)
+            follower = _Follower(instance, run_id, on_progress)
+            follower.start()
+            try:
+                planned.execute(instance)
+            finally:
+                follower.stop()
+        return run_outcome(instance, run_id)
+    except DBAPIError as err:
+        raise dagster_storage_failed(settings, run_id, err) from err
+
+
+def dagster_storage_failed(settings: Settings, run_id: str, err: DBAPIError) -> EnvironmentProblem:
+    """A run whose Dagster storage failed under it (a full disk): one line saying so, and what the
+    catalog holds of the run, which `custody repair` makes Dagster agree with."""
+    from governance.catalog import Catalog
+
+    made = [row.ref for row in Catalog.from_settings(settings, os.environ).versions_of_run(run_id)]
+    outcome = (
+        f"run {run_id} committed {', '.join(made)}, which `custody repair` records in Dagster"
+        if made
+        else f"run {run_id} committed nothing"
+    )
+    return EnvironmentProblem(
+        f"Dagster's storage under {settings.dagster_home} failed: {error_summary(err.orig or err)}; {outcome}; "
+        "`custody repair` marks the run failed once there is room"
+    )
 
 
 @dataclass(frozen=True)
@@ -286,8 +307,8 @@ class _Follower(threading.Thread):
     def _poll(self) -> None:
         try:
             entries = self.instance.all_logs(self.run_id)
-        except dg.DagsterError:
-            return
+        except (dg.DagsterError, DBAPIError):
+            return  # the run's own failure says why its log could not be read
         for entry in entries[self.seen :]:
             step = entry.step_key.replace("__", "/") if entry.step_key else ""
             if entry.dagster_event is not None and entry.dagster_event.event_type_value == "STEP_START":

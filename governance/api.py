@@ -358,7 +358,7 @@ class Custody:
         from governance.render import LedgerReport
         from governance.rollover import leftovers
 
-        with self.store.session() as session:
+        with self.store.reading() as session:
             result = ledger.verify(session, self.store.checkpoints)
         segments = self.settings.ledger_segments
         unfinished = tuple(path.name for path in leftovers(self.store, segments))

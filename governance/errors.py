@@ -177,6 +177,10 @@ class CatalogReadOnly(EnvironmentProblem):
     write; a PostgreSQL role without the privilege, or a server that only reads."""
 
 
+class CatalogStorageFailed(CatalogReadOnly):
+    """The catalog's storage failed under it: a file system with no room left, an I/O error."""
+
+
 class StorageFull(EnvironmentProblem):
     """The lake's file system has no space left: retried before someone frees space, a write fails the same way."""
 

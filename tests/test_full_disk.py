@@ -1,27 +1,33 @@
-"""A lake whose file system fills up during an ingestion: one line says so, and the ledger keeps a
-short reason, never a stack trace."""
+"""A home whose file system fills up: an ingestion fails in one line that says so (and, when only
+Dagster's storage could not be written, what the run committed), the ledger keeps a short reason,
+never a stack trace, and the catalog is still read: versions, provenance, `ledger verify`."""
 
 from __future__ import annotations
 
 import json
 import os
 import random
+import sqlite3
 import string
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import dagster as dg
 import pytest
 
+import governance.ingest as ingest_module
 from assets.launch import instance_for
 from governance import ledger
 from governance.api import PASSWORD_VARIABLE
 from governance.catalog import Catalog
-from governance.demo import demo_password
+from governance.cli.ledger import UNVERIFIED
+from governance.config import Settings
+from governance.demo import demo_password, drop_demo_batches
 from governance.zones import Lake
-from tests.conftest import ROOT, drop
-from tests.helpers import assert_nothing_committed
+from tests.conftest import DEMO_SPECS, ROOT, drop
+from tests.helpers import assert_nothing_committed, cli
 
 PRODUCTS = "sales/products"
 # Room left on the lake once the batch is in: a few lock and metadata files, not its Parquet.
@@ -91,3 +97,110 @@ def step_failure_trace(settings) -> str:
         e.dagster_event for e in instance.all_logs(run.run_id) if e.dagster_event and e.dagster_event.is_step_failure
     ]
     return failure.step_failure_data.error.to_string()
+
+
+@pytest.fixture
+def small_dagster_home(cli_env, tmp_path: Path, monkeypatch) -> Iterator[Path]:
+    """Dagster's storage on a 16 MB tmpfs of its own, which the test fills."""
+    folder = tmp_path / "dagster"
+    folder.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(folder)], check=True)
+    monkeypatch.setenv("DAGSTER_HOME", str(folder))
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "--lazy", str(folder)], check=True)
+
+
+def test_dagster_s_storage_filling_after_the_commit_says_what_was_committed_and_repair_agrees(
+    cli_env, small_dagster_home: Path, monkeypatch, capsys
+):
+    drop_demo_batches(Lake(cli_env.lake))
+    committing = ingest_module.commit
+
+    def commit_then_fill(*args, **kwargs):
+        committed = committing(*args, **kwargs)
+        fill(small_dagster_home, 0)
+        return committed
+
+    monkeypatch.setattr(ingest_module, "commit", commit_then_fill)
+
+    code, _, err = cli(capsys, "ingest", PRODUCTS, "--as", "bob")
+
+    assert code == 1 and "Traceback" not in err, err
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert line.startswith(f"error: Dagster's storage under {small_dagster_home} failed: ")
+    assert f"committed {PRODUCTS}@1, which `custody repair` records in Dagster" in line
+    (small_dagster_home / "filler").unlink()
+    code, out, _ = cli(capsys, "repair")
+    assert code == 0, out
+    assert f"recorded in Dagster: {PRODUCTS}@1" in " ".join(out.split())
+    instance = instance_for(Settings.from_env())
+    [run] = instance.get_runs(limit=1)
+    assert run.status == dg.DagsterRunStatus.FAILURE
+
+
+@pytest.fixture
+def full_home(tmp_path: Path, monkeypatch) -> Iterator[Path]:
+    """A home on a 64 MB tmpfs of its own, sales/products ingested, its catalog closed as the last
+    process to use it leaves it (its write-ahead log checkpointed and gone), then the file system
+    filled to the last byte."""
+    home = tmp_path / "home"
+    home.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(home)], check=True)
+    try:
+        for name in ("CUSTODY_LAKE", "CUSTODY_CATALOG_URL", "DAGSTER_HOME"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("CUSTODY_HOME", str(home))
+        monkeypatch.setenv("CUSTODY_SPECS", str(DEMO_SPECS))
+        drop_demo_batches(Lake(home / "lake"))
+        assert custody("ingest", PRODUCTS, "--as", "bob").returncode == 0
+        with sqlite3.connect(home / "catalog.db") as database:
+            database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        database.close()
+        for left in ("catalog.db-wal", "catalog.db-shm"):
+            (home / left).unlink(missing_ok=True)
+        fill(home, 0)
+        yield home
+    finally:
+        subprocess.run(["umount", "--lazy", str(home)], check=True)
+
+
+def custody(*args: str, user: str = "bob") -> subprocess.CompletedProcess:
+    """`custody ARGS` in a process of its own, as a user at a shell runs it."""
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("custody")), *args],
+        cwd=ROOT,
+        env={**os.environ, PASSWORD_VARIABLE: demo_password(user)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("versions", PRODUCTS), ("provenance", f"{PRODUCTS}@1"), ("catalog",), ("impact", f"{PRODUCTS}@1")],
+)
+def test_the_catalog_is_read_on_a_full_file_system(full_home: Path, command: tuple[str, ...]):
+    done = custody(*command)
+
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_the_ledger_verifies_on_a_full_file_system(full_home: Path):
+    done = custody("ledger", "verify")
+
+    assert "chain intact" in done.stdout and done.returncode == UNVERIFIED, done.stdout + done.stderr
+
+
+def test_a_read_it_cannot_record_is_refused_in_one_line_naming_the_full_file_system(full_home: Path):
+    done = custody("read", PRODUCTS, "--as", "carol", user="carol")
+
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.strip() == (
+        f"error: the catalog at sqlite:///{full_home}/catalog.db cannot be written: the file system of {full_home} "
+        "has no room left (disk I/O error)"
+    )

@@ -19,7 +19,14 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlmodel import Session, col, select
 
 from governance import ledger
-from governance.catalog.engine import BUSY_TIMEOUT_SECONDS, READ_ONLY, failure_of, make_engine, read_only
+from governance.catalog.engine import (
+    BUSY_TIMEOUT_SECONDS,
+    READ_ONLY,
+    failure_of,
+    immutable_reader,
+    make_engine,
+    read_only,
+)
 from governance.catalog.group import Append, Committed, GroupCommit, Outcome, Work
 from governance.catalog.models import (
     AssetRow,
@@ -38,6 +45,7 @@ from governance.catalog.states import VersionStatus
 from governance.checkpoints import Checkpoints
 from governance.config import Settings
 from governance.errors import (
+    CatalogStorageFailed,
     CatalogUnavailable,
     CommitUnknown,
     CustodyError,
@@ -189,8 +197,18 @@ class Catalog:
         no lock a writer or another reader waits for. It must write nothing. A checkpoint that
         could not be written is tried again first, as before every session."""
         self._retry_failed_checkpoint()
-        with self._transaction(self._reader) as session:
-            yield session
+        began = False
+        try:
+            with self._transaction(self._reader) as session:
+                began = True
+                yield session
+        except CatalogStorageFailed:
+            # A file system too full for a reader's shared-memory file: the file alone is read.
+            fallback = None if began else immutable_reader(self.engine)
+            if fallback is None:
+                raise
+            with self._transaction(fallback.execution_options(**{READ_ONLY: True})) as session:
+                yield session
 
     @contextmanager
     def _transaction(self, engine: Engine | None = None) -> Iterator[Session]:
@@ -205,6 +223,7 @@ class Catalog:
                 committing = False
                 try:
                     with session.begin():
+                        session.connection()  # now: a database that cannot be opened fails before the work
                         yield session
                         session.flush()
                         committing = engine is None  # a transaction that only read has nothing to lose
@@ -499,6 +518,12 @@ class Catalog:
                 .order_by(col(VersionRow.number).desc())
                 .limit(1)
             ).first()
+
+    def versions_of_run(self, run_id: str) -> list[VersionRow]:
+        """The versions a run committed."""
+        with self.reading() as session:
+            query = select(VersionRow).where(VersionRow.run_id == run_id).order_by(col(VersionRow.id))
+            return list(session.exec(query))
 
     def newest_committed_by_asset(self) -> dict[str, VersionRow]:
         """Every asset's newest committed version, by asset key."""

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+from functools import cache
 from pathlib import Path
+from urllib.parse import quote
 
 from sqlalchemy import Column, DefaultClause, TextClause, event, inspect
 from sqlalchemy.engine import URL, Engine, make_url
@@ -13,7 +16,13 @@ from sqlmodel import SQLModel, create_engine
 
 from governance.catalog import models  # noqa: F401  (registers the tables)
 from governance.catalog.migrations import migrate
-from governance.errors import CatalogReadOnly, CatalogUnavailable, CustodyError, error_summary
+from governance.errors import (
+    CatalogReadOnly,
+    CatalogStorageFailed,
+    CatalogUnavailable,
+    CustodyError,
+    error_summary,
+)
 
 BUSY_TIMEOUT_SECONDS = 30
 # The execution option of a transaction that only reads (Catalog.reading).
@@ -35,6 +44,8 @@ def make_engine(url: str) -> Engine:
         failure = failure_of(parsed, err)
         if failure is None:
             raise
+        if isinstance(failure, CatalogStorageFailed) and immutable_reader(engine) is not None:
+            return engine  # it is read from its file alone (Catalog.reading); a write fails as this did
         raise failure from err
     return engine
 
@@ -81,11 +92,58 @@ def read_only(url: URL, why: str) -> CatalogReadOnly:
     return CatalogReadOnly(f"the catalog at {where} cannot be written by this process ({why})")
 
 
+# SQLite's and PostgreSQL's words for storage that failed under the database: no room left, an I/O error.
+SQLITE_STORAGE = ("SQLITE_FULL", "SQLITE_IOERR")
+POSTGRES_STORAGE = ("53100", "58030")  # disk_full, io_error
+
+
+def storage_failed(url: URL, err: DBAPIError) -> CatalogStorageFailed | None:
+    """The error to show when the catalog's storage failed under it, naming a file system that is full."""
+    name = str(getattr(err.orig, "sqlite_errorname", "") or "")
+    if not name.startswith(SQLITE_STORAGE) and getattr(err.orig, "sqlstate", None) not in POSTGRES_STORAGE:
+        return None
+    where = url.render_as_string(hide_password=True)
+    full = url.get_backend_name() == "sqlite" and no_room_beside(url.database)
+    room = f"the file system of {Path(url.database or '').parent} has no room left" if full else "its storage failed"
+    return CatalogStorageFailed(f"the catalog at {where} cannot be written: {room} ({error_summary(err.orig or err)})")
+
+
+def no_room_beside(database: str | None) -> bool:
+    """Whether the file system a SQLite database is on has no free block left for this user."""
+    if not database or database == ":memory:":
+        return False
+    try:
+        return shutil.disk_usage(Path(database).parent).free == 0
+    except OSError:
+        return False
+
+
+def immutable_reader(engine: Engine) -> Engine | None:
+    """For a SQLite catalog whose file system has no room for the files a reader of its write-ahead
+    log must make: the database file alone, opened read-only and immutable, when no write-ahead log
+    holds anything the file lacks (none can be written on a full file system meanwhile). None
+    otherwise, and for any other database."""
+    database = engine.url.database
+    if engine.dialect.name != "sqlite" or not database or database == ":memory:":
+        return None
+    log = Path(f"{database}-wal")
+    if log.exists() and log.stat().st_size > 0:
+        return None
+    return _immutable(str(Path(database).resolve()))
+
+
+@cache
+def _immutable(database: str) -> Engine:
+    return create_engine(f"sqlite:///file:{quote(database)}?mode=ro&immutable=1&uri=true")
+
+
 def failure_of(url: URL, err: DBAPIError) -> CustodyError | None:
     """What a database's failure means for the catalog at `url`: it cannot be reached, or not written
     by this process; None when it refused the statement itself."""
     if refuses_writes(err):
         return read_only(url, error_summary(err.orig or err))
+    if (failed := storage_failed(url, err)) is not None:
+        return failed
     if isinstance(err, OperationalError) and unreachable(err):
         return unavailable(url, err)
     return None

@@ -127,7 +127,7 @@ def ledger_verify(as_json: JsonOption = False) -> int:
     settings = load_settings()
     catalog = open_catalog(settings)
     checkpoints = catalog.checkpoint_file()
-    with catalog.session() as session:
+    with catalog.reading() as session:
         result = ledger.verify(session, checkpoints)
     unfinished = tuple(path.name for path in leftovers(catalog, settings.ledger_segments))
     report = render.LedgerReport(result, checkpoints.path, settings.ledger_segments, unfinished)
