@@ -65,6 +65,7 @@ class Action:
     STATUS_CHANGED = "version.status_changed"
     VERSION_PURGED = "version.purged"
     TABLE_SNAPSHOT_FAILED = "table.snapshot_failed"
+    TABLE_GUARD_RESTORED = "table.guard_restored"
     MEMBER_ADDED = "member.added"
     MEMBER_REMOVED = "member.removed"
     LEDGER_AGED_OFF = "ledger.aged_off"

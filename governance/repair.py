@@ -86,7 +86,7 @@ def repair(
     if thorough and lake.tables is not None:
         aligned = lake.tables.align_all(catalog, lake)
         report.tables.extend(
-            f"{key}: tagged {_listed(done.tagged)}, withdrew {_listed(done.withdrawn)}"
+            f"{key}: tagged {_listed(done.tagged)}, withdrew {_listed(done.withdrawn)}{_guard(done.guarded)}"
             for key, done in aligned.aligned.items()
             if done.changed
         )
@@ -128,6 +128,16 @@ def _remove_staged_objects(
         elif status == "committed" and stage.is_abandoned():  # killed after its commit: only its lock is left
             stage.lock_file.unlink(missing_ok=True)
     return removed
+
+
+def _guard(found: dict[str, str | None]) -> str:
+    """The guarding properties put back, with what someone had made them."""
+    if not found:
+        return ""
+    changes = ", ".join(
+        f"{name} was {value if value is not None else 'removed'}" for name, value in sorted(found.items())
+    )
+    return f"; put back its guarding properties ({changes})"
 
 
 def _listed(numbers: list[int]) -> str:

@@ -119,17 +119,53 @@ def test_the_current_snapshot_is_the_newest_version(home):
 
 
 def test_spark_sql_reads_a_tag_with_version_as_of(spark, home):
-    session = spark.newSession()
-    warehouse = f"file://{home.settings.lake / TABLES_FOLDER}"
-    for key, value in spark_conf(home.settings.catalog_url, warehouse, ()).items():
-        if key != "spark.jars":  # the shared session started with them
-            session.conf.set(key, value)
+    session = operators_spark(spark, home.settings)
     first = home.versions["sales/clients@1"]
     by_sql = session.sql("SELECT * FROM custody.sales.clients VERSION AS OF 'custody-v1'")
     by_option = session.read.option("versionAsOf", "custody-v1").table("custody.sales.clients")
     expected = rows(read_table(home.lake, first))
     assert sorted((r.asDict() for r in by_sql.collect()), key=repr) == expected
     assert sorted((r.asDict() for r in by_option.collect()), key=repr) == expected
+
+
+def operators_spark(spark, settings: Settings):
+    """A Spark session on the tables' catalog as an operator configures it from `custody tables spark-conf`."""
+    session = spark.newSession()
+    for key, value in spark_conf(settings.catalog_url, f"file://{settings.lake / TABLES_FOLDER}", ()).items():
+        if key != "spark.jars":  # the shared session started with them
+            session.conf.set(key, value)
+    return session
+
+
+def test_repair_puts_back_the_guard_another_engine_took_off_and_a_purge_from_spark_is_then_refused(
+    spark, settings, catalog, lake, landed
+):
+    operator = operators_spark(spark, settings)
+    operator.sql("ALTER TABLE custody.sales.clients SET TBLPROPERTIES ('gc.enabled'='true')")
+
+    report = repair(catalog, lake, thorough=True)
+
+    assert report.tables == [
+        "sales/clients: tagged none, withdrew none; put back its guarding properties (gc.enabled was true)"
+    ]
+    assert iceberg(settings).load_table(("sales", "clients")).properties["gc.enabled"] == "false"
+    with catalog.session() as session:
+        [restored] = ledger.entries(session, ledger.LedgerFilter(action=ledger.Action.TABLE_GUARD_RESTORED))
+    assert json.loads(restored.details)["found"] == {"gc.enabled": "true"}
+    with pytest.raises(Exception, match="GC is disabled"):
+        operator.sql("DROP TABLE custody.sales.clients PURGE")
+    assert all(lake.at(row.path).is_dir() for row in landed if row.asset_key == "sales/clients")
+
+
+def test_a_commit_puts_back_the_guard_too(spark, settings, catalog, lake, landed, demo_specs):
+    operators_spark(spark, settings).sql("ALTER TABLE custody.sales.clients UNSET TBLPROPERTIES ('gc.enabled')")
+
+    run_pipeline_clients_only(spark, catalog, lake, demo_specs, [])
+
+    assert iceberg(settings).load_table(("sales", "clients")).properties["gc.enabled"] == "false"
+    with catalog.session() as session:
+        [restored] = ledger.entries(session, ledger.LedgerFilter(action=ledger.Action.TABLE_GUARD_RESTORED))
+    assert json.loads(restored.details)["found"] == {"gc.enabled": None}
 
 
 def test_duckdb_reads_a_tag(home):

@@ -101,10 +101,12 @@ class Alignment:
     withdrawn: list[int] = field(default_factory=list)
     # Versions that could not be made snapshots, each with why: the others are aligned all the same.
     failed: dict[int, str] = field(default_factory=dict)
+    # The guarding properties someone else had changed, as they found them (None: removed), put back.
+    guarded: dict[str, str | None] = field(default_factory=dict)
 
     @property
     def changed(self) -> bool:
-        return bool(self.tagged or self.withdrawn)
+        return bool(self.tagged or self.withdrawn or self.guarded)
 
 
 class IcebergTables:
@@ -198,6 +200,17 @@ class IcebergTables:
             if not wanted:
                 return
             table = self._create(key, describe(max(wanted)))
+        unguarded = {
+            name: table.properties.get(name)
+            for name in TABLE_PROPERTIES
+            if table.properties.get(name) != TABLE_PROPERTIES[name]
+        }
+        if unguarded:
+            # Another engine's writer (`ALTER TABLE … SET TBLPROPERTIES ('gc.enabled'='true')`) would
+            # let its garbage collection, or a DROP … PURGE, delete the versions' files.
+            restored: dict[str, str] = {name: TABLE_PROPERTIES[name] for name in unguarded}
+            table.transaction().set_properties(restored).commit_transaction()
+            done.guarded.update(unguarded)
         for number in sorted(set(_tags(table)) - wanted):
             table.manage_snapshots().remove_tag(tag_of(number)).commit()
             done.withdrawn.append(number)
@@ -476,6 +489,9 @@ def spark_conf(
         f"{prefix}.type": "jdbc",
         f"{prefix}.uri": jdbc_url(catalog_url),
         f"{prefix}.warehouse": warehouse,
+        # Each statement loads the table as it is now: a table cached for Spark's default 30 s would
+        # still show a purged version, or the guarding properties someone had changed before repair.
+        f"{prefix}.cache-enabled": "false",
         **(lake or {}),
     }
     if url.username:

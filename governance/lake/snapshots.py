@@ -22,7 +22,14 @@ from governance.catalog import Catalog
 from governance.catalog.models import VersionRow
 from governance.catalog.states import VersionStatus
 from governance.errors import TableSnapshotError, bounded_reason
-from governance.lake.iceberg import VERSION_PROPERTY, Alignment, IcebergTables, LiveVersion, tag_of
+from governance.lake.iceberg import (
+    TABLE_PROPERTIES,
+    VERSION_PROPERTY,
+    Alignment,
+    IcebergTables,
+    LiveVersion,
+    tag_of,
+)
 from governance.locks import file_lock
 from governance.runs import Progress, quiet
 from governance.zones import AssetKey, Lake
@@ -59,7 +66,10 @@ class TableSnapshots:
         aligns it; TableSnapshotError if the table cannot be reached. `footers` are the Parquet
         footers already read of some versions' files, by version and file name."""
         with self.held(key):
-            return self._align(catalog, lake, key, footers)
+            done = self._align(catalog, lake, key, footers)
+        if done.guarded:
+            record_guard(catalog, key, self.tables.table_name(key), done.guarded)
+        return done
 
     def _align(
         self, catalog: Catalog, lake: Lake, key: AssetKey, footers: Mapping[int, Mapping[str, Footer]] | None = None
@@ -195,6 +205,23 @@ def snapshot_summary(row: VersionRow) -> dict[str, str]:
         "custody.created-at": row.created_at.isoformat(),
     }
     return {name: str(value) for name, value in said.items() if value is not None}
+
+
+def record_guard(catalog: Catalog, key: AssetKey, table: str, found: Mapping[str, str | None]) -> None:
+    """The guarding properties of the asset's table that someone had changed, as found, and put back."""
+    with catalog.session() as session:
+        ledger.append(
+            session,
+            actor="system",
+            action=ledger.Action.TABLE_GUARD_RESTORED,
+            asset=str(key),
+            assurance="system",
+            details={
+                "table": table,
+                "found": dict(found),
+                "restored": {name: TABLE_PROPERTIES[name] for name in found},
+            },
+        )
 
 
 def record_failure(catalog: Catalog, row: VersionRow, table: str, problem: str) -> None:
