@@ -4,6 +4,9 @@ checks, purge and repair as a folder lake, with the catalog's row as the commit.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -15,10 +18,12 @@ from pyiceberg.catalog.sql import SqlCatalog
 from sqlmodel import select
 
 from governance.access.reads import read_table
+from governance.api import PASSWORD_VARIABLE
 from governance.catalog import Catalog, make_engine
 from governance.catalog.models import VersionRow
 from governance.cli import run
 from governance.config import Settings
+from governance.demo import demo_password, drop_demo_batches
 from governance.errors import EnvironmentProblem, IntegrityError, InvalidInput, ValidationFailed
 from governance.ingest import ingest
 from governance.lake import TABLES_FOLDER, open_lake
@@ -371,6 +376,40 @@ def test_a_lake_uri_custody_cannot_use_is_refused_naming_the_setting(value, mess
 def test_the_lake_s3_and_s3a_uris_name_the_same_lake():
     settings = Settings.from_env({"CUSTODY_HOME": "/tmp/h", "CUSTODY_LAKE": "s3://bucket/a/b/"})
     assert settings.lake_url == "s3a://bucket/a/b" and settings.lake == Path("/tmp/h/lake")
+
+
+def test_an_aws_profile_alone_reaches_spark_as_it_reaches_custody(store, tmp_path):
+    profiles = tmp_path / "credentials"
+    profiles.write_text(
+        "[custody-lake]\n"
+        f"aws_access_key_id = {CREDENTIALS['AWS_ACCESS_KEY_ID']}\n"
+        f"aws_secret_access_key = {CREDENTIALS['AWS_SECRET_ACCESS_KEY']}\n"
+    )
+    settings = s3_settings(tmp_path / "home", store.endpoint, tmp_path.name)
+    drop_demo_batches(open_lake(settings))
+    keys = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+    environ = {name: value for name, value in os.environ.items() if name not in keys}
+
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("custody")), "ingest", "sales/products", "--as", "bob"],
+        env={
+            **environ,
+            **plain_environ(settings.home),
+            "CUSTODY_LAKE": settings.lake_url,
+            "CUSTODY_S3_ENDPOINT": store.endpoint,
+            "CUSTODY_S3_REGION": "us-east-1",
+            "AWS_PROFILE": "custody-lake",
+            "AWS_SHARED_CREDENTIALS_FILE": str(profiles),
+            PASSWORD_VARIABLE: demo_password("bob"),
+        },
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert "committed sales/products@1" in done.stdout
 
 
 def test_no_credential_reaches_the_settings_spark_gets(store, tmp_path):

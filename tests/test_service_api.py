@@ -762,6 +762,7 @@ def test_a_client_of_the_service_shows_the_pinned_settings_and_the_tables_as_the
         "versions": [1],
         "tags": ["custody-v1"],
         "current": "custody-v1",
+        "problem": None,
     }
     assert "custody.sales.names_and_products" in client(api, tmp_path, "tables", "list").stdout
 

@@ -230,10 +230,24 @@ def pyiceberg_properties(settings: Settings) -> dict[str, str]:
     return properties
 
 
+# S3A's own providers of keys its settings hold (a session's spark-defaults may), then the AWS
+# SDK's default chain, which S3A takes by its class name.
+DEFAULT_CHAIN = ",".join(
+    (
+        "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider",
+        "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+        "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider",
+    )
+)
+
+
 def hadoop_conf(settings: Settings) -> dict[str, str]:
     """Hadoop's S3A settings for the lake's store, for Spark (each key under `spark.hadoop.`).
-    Credentials are not among them: S3A reads them from the environment, as the AWS SDK does."""
+    Credentials are not among them: S3A finds them as the AWS SDK does, by its default chain (the
+    environment's keys, a profile, web identity, a container's or an instance's role), as Custody's
+    own clients and PyIceberg do (S3A's own list would skip a profile), after keys S3A's settings hold."""
     conf = {
+        "fs.s3a.aws.credentials.provider": DEFAULT_CHAIN,
         "fs.s3a.endpoint.region": settings.s3_region or "us-east-1",
         # Iceberg's metadata names the files as s3://, the scheme other engines read.
         "fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
