@@ -204,6 +204,10 @@ class SourceUnavailable(TransientError):
     """A database source that cannot be reached now."""
 
 
+class ObjectStoreUnavailable(TransientError):
+    """The lake's object store could not be reached, or did not answer in time."""
+
+
 class ServiceUnavailable(TransientError):
     """The Custody service (CUSTODY_URL) could not be reached, or failed to answer."""
 

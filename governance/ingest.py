@@ -120,6 +120,9 @@ def ingest(
             where = ", ".join(f"{c['file']} line {c['line']} ({c['character']})" for c in controls)
             progress(f"control characters, whose rows are quarantined, first at {where}")
         check_unchanged(batch)
+        notes = written.parsed.notes
+        for note in notes:
+            progress(f"note: {note}")
         progress(f"committing {landed.data.rows} rows ({quarantined} quarantined)")
         draft = Draft(
             key=spec.key,
@@ -137,7 +140,11 @@ def ingest(
             assurance=request.assurance,
             batch=written.scan.record(),
             columns=columns,
-            details={**owned, "control_characters": controls} if controls else owned,
+            details={
+                **owned,
+                **({"control_characters": controls} if controls else {}),
+                **({"notes": list(notes)} if notes else {}),
+            },
         )
         row = commit(catalog, lake, stage, draft, progress)
         outputs.add(dataset_of(lake, row, spec.body.roles.model_dump(), column_inputs(columns, {None: dropped})))

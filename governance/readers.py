@@ -74,6 +74,8 @@ class Parsed:
     headers: int | None = None
     nulls_unchecked: tuple[str, ...] = ()
     checked: Callable[[], DataFrame] | None = None
+    # What reading the batch took upon itself, for the version's ledger entry.
+    notes: tuple[str, ...] = ()
 
 
 def read_batch(spark: SparkSession, spec: Spec, batch: Batch, *, text: TextChecks = TextChecks()) -> Parsed:
@@ -299,25 +301,34 @@ def _match_columns(spec: Spec, batch: Batch, found: list[str]) -> None:
 def _read_parquet(spark: SparkSession, spec: Spec, batch: Batch, text: TextChecks) -> Parsed:
     """Rows read come from the footers: a scan's count would miss row groups its filters skip."""
     expected = [(c.name, normalized(c.type)) for c in spec.body.columns]
-    rows = 0
+    rows, naive = 0, set()
     for f in batch.files:
         footer = _footer(f)
-        actual = [(field.name, arrow_type_name(field.type)) for field in footer.schema.to_arrow_schema()]
+        fields = footer.schema.to_arrow_schema()
+        actual = [(field.name, arrow_type_name(field.type)) for field in fields]
         if not expected:
             expected = actual
         elif actual != expected:
             raise BatchError(
                 f"{f.path}: Parquet schema does not match the spec of {spec.key}: {_schema_difference(expected, actual)}"
             )
+        naive |= {field.name for field in fields if pa.types.is_timestamp(field.type) and field.type.tz is None}
         rows += footer.num_rows
     frame = spark.read.parquet(*literal_paths(batch))
-    outputs = [F.col(_quoted(name)) for name, _ in expected]
+    # A time without a zone is taken as UTC, the zone every version's times are in: a version's
+    # columns keep one type, and its table snapshot Iceberg's `timestamptz`.
+    outputs = [
+        F.col(_quoted(name)).cast("timestamp").alias(name) if name in naive else F.col(_quoted(name))
+        for name, _ in expected
+    ]
     checks = value_checks(spec.body.columns, lambda name: F.col(_quoted(name)), text)
     reason = first_reason(checks)
+    note = f"{', '.join(sorted(naive))}: times without a time zone, taken as UTC"
     return Parsed(
         frame.filter(_passes(checks)).select(*outputs),
         lambda: _refused_rows(frame, reason, F.to_json(F.struct(*outputs))),
         RowCount(rows, exact=True),
+        notes=(note,) if naive else (),
     )
 
 

@@ -37,6 +37,18 @@ class S3Server:
             region_name=CREDENTIALS["AWS_DEFAULT_REGION"],
         )
 
+    def iam(self):
+        """A boto3 IAM client of the server: moto keeps its users and their policies."""
+        import boto3
+
+        return boto3.client(
+            "iam",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            region_name=CREDENTIALS["AWS_DEFAULT_REGION"],
+        )
+
     def keys(self, bucket: str, prefix: str = "") -> list[str]:
         """The objects under `prefix`, S3A's empty folder markers (`…/`) left out."""
         pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)

@@ -17,6 +17,7 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from sqlmodel import select
 
+from governance import ledger
 from governance.access.reads import read_table
 from governance.api import PASSWORD_VARIABLE
 from governance.catalog import Catalog, make_engine
@@ -35,7 +36,7 @@ from governance.runs import RunRequest
 from governance.versions import read_dataframe, require_files
 from governance.zones import AssetKey, Lake, VersionRef
 from tests.conftest import DEMO_SPECS, drop, plain_environ, run_pipeline, without_approval
-from tests.helpers import cli, duckdb_with_iceberg
+from tests.helpers import cli, duckdb_with_iceberg, recorded
 from tests.s3_server import CREDENTIALS, S3Server, running_s3
 from tests.test_crash import kill_at, people_csv
 
@@ -387,20 +388,35 @@ def test_an_aws_profile_alone_reaches_spark_as_it_reaches_custody(store, tmp_pat
     )
     settings = s3_settings(tmp_path / "home", store.endpoint, tmp_path.name)
     drop_demo_batches(open_lake(settings))
-    keys = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
-    environ = {name: value for name, value in os.environ.items() if name not in keys}
+    done = custody_in_process_of_its_own(
+        settings,
+        store.endpoint,
+        "ingest",
+        "sales/products",
+        "--as",
+        "bob",
+        AWS_PROFILE="custody-lake",
+        AWS_SHARED_CREDENTIALS_FILE=str(profiles),
+    )
 
-    done = subprocess.run(
-        [str(Path(sys.executable).with_name("custody")), "ingest", "sales/products", "--as", "bob"],
+    assert done.returncode == 0, done.stderr
+    assert "committed sales/products@1" in done.stdout
+
+
+def custody_in_process_of_its_own(settings: Settings, endpoint: str, *args: str, **environ: str):
+    """`custody ARGS` for the home of `settings`, in a process of its own, with `environ`'s
+    credentials alone, as a user at a shell runs it."""
+    keys = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("custody")), *args],
         env={
-            **environ,
+            **{name: value for name, value in os.environ.items() if name not in keys},
             **plain_environ(settings.home),
             "CUSTODY_LAKE": settings.lake_url,
-            "CUSTODY_S3_ENDPOINT": store.endpoint,
+            "CUSTODY_S3_ENDPOINT": endpoint,
             "CUSTODY_S3_REGION": "us-east-1",
-            "AWS_PROFILE": "custody-lake",
-            "AWS_SHARED_CREDENTIALS_FILE": str(profiles),
             PASSWORD_VARIABLE: demo_password("bob"),
+            **environ,
         },
         capture_output=True,
         text=True,
@@ -408,8 +424,47 @@ def test_an_aws_profile_alone_reaches_spark_as_it_reaches_custody(store, tmp_pat
         check=False,
     )
 
-    assert done.returncode == 0, done.stderr
-    assert "committed sales/products@1" in done.stdout
+
+READ_ONLY_POLICY = json.dumps(
+    {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": ["s3:Get*", "s3:List*", "s3:Head*"], "Resource": "*"}],
+    }
+)
+
+
+def test_keys_that_may_only_read_fail_the_ingestion_in_one_line_naming_the_object_and_the_refusal(tmp_path):
+    # moto answers its first requests unsigned (the bucket, the user and its keys), then checks
+    # every request's signature against the user's policy.
+    with running_s3({"INITIAL_NO_AUTH_ACTION_COUNT": "5"}) as server:
+        server.client().create_bucket(Bucket=BUCKET)
+        iam = server.iam()
+        iam.create_user(UserName="reader")
+        iam.put_user_policy(UserName="reader", PolicyName="read-only", PolicyDocument=READ_ONLY_POLICY)
+        key = iam.create_access_key(UserName="reader")["AccessKey"]
+        settings = s3_settings(tmp_path / "home", server.endpoint, "ro")
+        drop_demo_batches(Lake(settings.lake))
+
+        done = custody_in_process_of_its_own(
+            settings,
+            server.endpoint,
+            "ingest",
+            "sales/products",
+            "--as",
+            "bob",
+            AWS_ACCESS_KEY_ID=key["AccessKeyId"],
+            AWS_SECRET_ACCESS_KEY=key["SecretAccessKey"],
+        )
+
+    assert done.returncode == 1
+    [line] = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert line.startswith("error: sales/products: the object store refused writing s3a://lake/ro/_attempts/"), (
+        done.stderr
+    )
+    assert line.endswith("access denied: these credentials may not write there")
+    assert key["SecretAccessKey"] not in done.stderr
+    [failed] = recorded(Catalog.from_url(settings.catalog_url), action=ledger.Action.INGESTION_FAILED)
+    assert failed["details"]["error"] == line.removeprefix("error: sales/products: ")
 
 
 def test_no_credential_reaches_the_settings_spark_gets(store, tmp_path):

@@ -23,7 +23,7 @@ from governance.access.reads import read_table
 from governance.catalog import Catalog, make_engine
 from governance.catalog.models import VersionRow
 from governance.cli import run
-from governance.config import Settings
+from governance.config import DEFAULT_TRANSFORM_PACKAGES, Settings
 from governance.content import Footer
 from governance.errors import InvalidInput, TableSnapshotError
 from governance.ingest import ingest
@@ -32,8 +32,9 @@ from governance.lake.iceberg import IcebergTables, LiveVersion, spark_conf, tag_
 from governance.repair import repair
 from governance.retention.purge import purge
 from governance.runs import RunRequest
+from governance.spec import load_specs
 from governance.zones import AssetKey, Lake, VersionRef
-from tests.conftest import CLIENTS, DEMO_SPECS, plain_environ, run_pipeline, without_approval
+from tests.conftest import CLIENTS, DEMO_SPECS, drop, plain_environ, run_pipeline, without_approval
 from tests.helpers import duckdb_with_iceberg
 
 BOB = RunRequest(requested_by="bob", run_id="run-7", code_version="code-3")
@@ -278,6 +279,43 @@ def test_tables_list_names_a_table_it_cannot_read_after_listing_the_others(setti
     assert "custody.sales.products " in out and "custody.sales.clients " in out
     [line] = err.splitlines()
     assert line.startswith("error: cannot read the Iceberg table of sales/clients: ")
+
+
+TIMES = """description: Times, from Parquet.
+roles: {owner: t-owners, producer: t-producers, consumer: t-consumers}
+zone: landing
+source: {format: parquet}
+columns:
+  - {name: id, type: long, nullable: false}
+  - {name: ts, type: timestamp}
+"""
+
+
+def test_times_without_a_zone_land_as_utc_with_a_note_and_every_version_is_a_snapshot(
+    spark, settings, catalog, lake, tmp_path
+):
+    (tmp_path / "specs" / "lab").mkdir(parents=True)
+    (tmp_path / "specs" / "lab" / "times.yaml").write_text(TIMES)
+    spec = load_specs(tmp_path / "specs", transform_packages=DEFAULT_TRANSFORM_PACKAGES)[AssetKey.parse("lab/times")]
+    nine = datetime(2026, 1, 1, 9, 0)
+    batches = {
+        "aware": pa.table({"id": [1], "ts": pa.array([nine.replace(tzinfo=UTC)], pa.timestamp("us", tz="UTC"))}),
+        "naive": pa.table({"id": [2], "ts": pa.array([nine], pa.timestamp("us"))}),
+    }
+    landed = []
+    for name, table in batches.items():
+        pq.write_table(table, tmp_path / f"{name}.parquet")
+        drop(lake, "lab/times", name, {"t.parquet": tmp_path / f"{name}.parquet"})
+        landed.append(ingest(spark, catalog, lake, spec, BOB, batch_id=name))
+
+    assert read_table(lake, landed[1]).column("ts").to_pylist() == [nine.replace(tzinfo=UTC)]
+    assert {"custody-v1", "custody-v2"} <= set(iceberg(settings).load_table(("lab", "times")).refs())
+    with catalog.session() as session:
+        committed = list(ledger.entries(session, ledger.LedgerFilter(action=ledger.Action.INGESTION_COMMITTED)))
+    assert [json.loads(entry.details).get("notes") for entry in committed] == [
+        None,
+        ["ts: times without a time zone, taken as UTC"],
+    ]
 
 
 # The tables on their own, on Parquet files written here: how a table follows its versions' schemas.

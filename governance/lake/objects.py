@@ -232,12 +232,10 @@ def pyiceberg_properties(settings: Settings) -> dict[str, str]:
 
 # S3A's own providers of keys its settings hold (a session's spark-defaults may), then the AWS
 # SDK's default chain, which S3A takes by its class name.
-DEFAULT_CHAIN = ",".join(
-    (
-        "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider",
-        "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
-        "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider",
-    )
+DEFAULT_CHAIN = (
+    "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider,"
+    "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider,"
+    "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider"
 )
 
 

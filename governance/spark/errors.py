@@ -12,7 +12,7 @@ from pathlib import Path
 from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.errors import PySparkException
 
-from governance.errors import BatchError, StorageFull, error_summary, shown
+from governance.errors import BatchError, EnvironmentProblem, ObjectStoreUnavailable, StorageFull, error_summary, shown
 from governance.zones import local_path
 
 READ_FAILURE = "FAILED_READ_FILE"
@@ -40,14 +40,62 @@ def reading(files: list[Path], fmt: str) -> Iterator[None]:
 
 @contextmanager
 def writing(lake_root: str) -> Iterator[None]:
-    """Turn a write that ran out of space, Spark's or Python's, into StorageFull naming the lake;
-    other failures pass through as they are."""
+    """Turn a write that ran out of space, Spark's or Python's, into StorageFull naming the lake, and
+    one an object store refused or did not answer into one line naming the object and why; other
+    failures pass through as they are."""
     try:
         yield
     except (Py4JJavaError, PySparkException, OSError) as err:
-        if not out_of_space(err):
-            raise
-        raise StorageFull(f"no space left on device writing {lake_root}") from err
+        if out_of_space(err):
+            raise StorageFull(f"no space left on device writing {lake_root}") from err
+        if (failed := store_failure(err, lake_root)) is not None:
+            raise failed from err
+        raise
+
+
+# What S3A and the AWS SDK say, as they rise through Hadoop and Spark, for a store that refused a
+# request or could not be reached: the cause to name, and whether a later try may pass.
+STORE_CAUSES = (
+    ("NoAuthWithAWSException", "no credentials were found (the environment's keys, a profile or a role)", False),
+    ("AccessDenied", "access denied: these credentials may not write there", False),
+    ("InvalidAccessKeyId", "the store does not know these credentials", False),
+    ("SignatureDoesNotMatch", "the store refused the credentials' signature", False),
+    ("UnknownHostException", "its host is not known", True),
+    ("ConnectException", "the connection was refused", True),
+    ("Connection refused", "the connection was refused", True),
+    ("SocketTimeoutException", "it did not answer in time", True),
+    ("timed out", "it did not answer in time", True),
+)
+STORE_CLASSES = ("org.apache.hadoop.fs.s3a.", "software.amazon.awssdk.", "java.nio.file.AccessDeniedException")
+# S3A begins its messages with the object: a URI, or a key in the lake's bucket.
+OBJECT_IN_MESSAGE = re.compile(r"^(s3a?://[^\s:]+|[\w.=-]+(?:/[\w.=-]+)+): ")
+
+
+def store_failure(err: Exception, lake_root: str) -> EnvironmentProblem | ObjectStoreUnavailable | None:
+    """One line for a write an object store refused (not worth a retry) or did not answer (worth
+    one): the object it was writing, and why. None for any other failure."""
+    chain = list(_java_chain(err))
+    if not any(name.startswith(STORE_CLASSES) for name, _, _ in chain):
+        return None
+    said = " ".join(f"{name} {message}" for name, message, _ in chain)
+    found = next(((cause, transient) for words, cause, transient in STORE_CAUSES if words in said), None)
+    if found is None:
+        return None
+    cause, transient = found
+    target = next(filter(None, (_object_in(message, lake_root) for _, message, _ in chain)), lake_root)
+    if transient:
+        return ObjectStoreUnavailable(f"the object store could not be reached writing {target}: {cause}")
+    return EnvironmentProblem(f"the object store refused writing {target}: {cause}")
+
+
+def _object_in(message: str, lake_root: str) -> str | None:
+    """The object an S3A message begins with, as a URI; None when it begins with none."""
+    found = OBJECT_IN_MESSAGE.match(message)
+    if found is None:
+        return None
+    named = found.group(1)
+    bucket = lake_root.removeprefix("s3a://").split("/", 1)[0]
+    return named if named.startswith("s3") else f"s3a://{bucket}/{named}"
 
 
 def out_of_space(err: Exception) -> bool:
