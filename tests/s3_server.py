@@ -25,24 +25,13 @@ CREDENTIALS = {
 class S3Server:
     endpoint: str
 
-    def client(self):
-        """A boto3 client of the server, with the credentials it was started with."""
+    def client(self, service: str = "s3"):
+        """A boto3 client of the server (of S3, or of IAM, whose users and policies moto keeps),
+        with the credentials it was started with."""
         import boto3
 
         return boto3.client(
-            "s3",
-            endpoint_url=self.endpoint,
-            aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-            region_name=CREDENTIALS["AWS_DEFAULT_REGION"],
-        )
-
-    def iam(self):
-        """A boto3 IAM client of the server: moto keeps its users and their policies."""
-        import boto3
-
-        return boto3.client(
-            "iam",
+            service,
             endpoint_url=self.endpoint,
             aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
             aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],

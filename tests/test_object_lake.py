@@ -438,7 +438,7 @@ def test_keys_that_may_only_read_fail_the_ingestion_in_one_line_naming_the_objec
     # every request's signature against the user's policy.
     with running_s3({"INITIAL_NO_AUTH_ACTION_COUNT": "5"}) as server:
         server.client().create_bucket(Bucket=BUCKET)
-        iam = server.iam()
+        iam = server.client("iam")
         iam.create_user(UserName="reader")
         iam.put_user_policy(UserName="reader", PolicyName="read-only", PolicyDocument=READ_ONLY_POLICY)
         key = iam.create_access_key(UserName="reader")["AccessKey"]
