@@ -127,6 +127,10 @@ def _remove_staged_objects(
             removed.append(lake.uri(stage.path))
         elif status == "committed" and stage.is_abandoned():  # killed after its commit: only its lock is left
             stage.lock_file.unlink(missing_ok=True)
+        if status == "committed" and thorough and lake.holds_nothing(stage.path):
+            # A purged version's: an earlier release's purge left S3A's empty folder markers.
+            lake.remove_stage(stage)
+            removed.append(lake.uri(stage.path))
     return removed
 
 

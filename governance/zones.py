@@ -364,6 +364,14 @@ class Lake:
             while block := stream.read(CHUNK):
                 yield block
 
+    def holds_nothing(self, folder: PurePath) -> bool:
+        """Whether no file is anywhere under `folder` (in an object store: nothing but S3A's empty
+        folder markers, `…/`)."""
+        import pyarrow.fs as pafs
+
+        found = self.fs.get_file_info(pafs.FileSelector(str(folder), recursive=True, allow_not_found=True))
+        return not any(info.type == pafs.FileType.File for info in found)
+
     def has_files(self, folder: PurePath) -> bool:
         """Whether `folder` itself holds a file that Spark reads, not one of its bookkeeping files. A
         version's files are all there: Custody writes no partition folders."""

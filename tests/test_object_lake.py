@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -36,7 +37,8 @@ from governance.runs import RunRequest
 from governance.versions import read_dataframe, require_files
 from governance.zones import AssetKey, Lake, VersionRef
 from tests.conftest import DEMO_SPECS, drop, plain_environ, run_pipeline, without_approval
-from tests.helpers import cli, duckdb_with_iceberg, recorded
+from tests.helpers import cli, duckdb_with_iceberg, execute, recorded
+from tests.ports import free_port, listening
 from tests.s3_server import CREDENTIALS, S3Server, running_s3
 from tests.test_crash import kill_at, people_csv
 
@@ -222,6 +224,30 @@ def test_purge_deletes_the_version_objects_and_withdraws_its_tag(spark, home, te
     purge(home.catalog, home.lake, {}, "admin", explicit=[VersionRef(PEOPLE, 1)])
     assert store.keys(BUCKET, prefix) == []
     assert home.lake.tables is not None and sorted(home.lake.tables.tables.tags(PEOPLE)) == [2]
+    attempt = prefix.removesuffix("/data")
+    assert every_key(store, attempt) == [], "S3A's folder markers of the purged version are gone too"
+
+
+def every_key(store: S3Server, prefix: str) -> list[str]:
+    """Every object under `prefix`, S3A's empty folder markers (`…/`) among them."""
+    pages = store.client().get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+    return sorted(item["Key"] for page in pages for item in page.get("Contents", []))
+
+
+def test_repair_removes_the_folder_markers_an_earlier_purge_left(spark, home, test_specs, store):
+    drop(home.lake, "t/people", "b1", {"people.csv": people_csv(home.settings.home.parent / "b1", 5)})
+    row = ingest(spark, home.catalog, home.lake, test_specs[PEOPLE], BOB, batch_id="b1")
+    attempt = home.lake.at(row.path).parent.relative_to(BUCKET).as_posix()
+    # As an earlier release's purge left it: the version purged, its objects deleted, a marker kept.
+    execute(home.catalog, f"UPDATE version SET status = 'purged' WHERE id = {row.id}")
+    for key in [key for key in every_key(store, attempt) if not key.endswith("/")]:
+        store.client().delete_object(Bucket=BUCKET, Key=key)
+    store.client().put_object(Bucket=BUCKET, Key=f"{attempt}/", Body=b"")
+
+    report = repair(home.catalog, home.lake, thorough=True)
+
+    assert f"s3a://{BUCKET}/{attempt}" in report.removed
+    assert every_key(store, attempt) == []
 
 
 def test_an_altered_object_fails_the_integrity_check_naming_it(spark, home, test_specs):
@@ -353,6 +379,35 @@ def test_an_endpoint_holding_credentials_is_refused_without_them(tmp_path):
     with pytest.raises(EnvironmentProblem, match="CUSTODY_S3_ENDPOINT: credentials may not be part") as refused:
         open_lake(s3_settings(tmp_path, "http://AKIAEXAMPLE:s3cret@127.0.0.1:9", "x"))
     assert "s3cret" not in str(refused.value) and "AKIAEXAMPLE" not in str(refused.value)
+
+
+def test_an_endpoint_that_is_no_object_store_is_named_as_such(tmp_path):
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port), "--directory", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert wait_until(lambda: listening(port)), "the HTTP server never listened"
+        with pytest.raises(EnvironmentProblem) as refused:
+            open_lake(s3_settings(tmp_path / "home", f"http://127.0.0.1:{port}", "x"))
+    finally:
+        server.kill()
+        server.wait()
+    assert str(refused.value) == (
+        f"CUSTODY_S3_ENDPOINT: the server at http://127.0.0.1:{port} does not answer as an S3 object store does "
+        "(HTTP 404, text/html)"
+    )
+
+
+def wait_until(check, seconds: float = 30) -> bool:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def test_an_endpoint_that_is_down_is_named(tmp_path):

@@ -154,8 +154,11 @@ class ObjectLake(Lake):
         within = PurePosixPath(folder)
         if not within.is_relative_to(attempts) or len(within.relative_to(attempts).parts) < 2:
             raise UnsafePath(f"refusing to delete {self.uri(folder)} of {ref}: not a version's objects")
+        attempt = attempts / within.relative_to(attempts).parts[0]
         try:
             self._remove(folder)
+            if self.holds_nothing(attempt):  # S3A's empty folder markers are all that is left of it
+                self._remove(attempt)
         except OSError as err:
             raise EnvironmentProblem(f"cannot delete {self.uri(folder)} of {ref}: {err}; run the purge again") from err
 
@@ -219,7 +222,32 @@ def _check_bucket(fs: pafs.S3FileSystem, settings: Settings) -> None:
             f"{error_summary(err)}"
         ) from err
     if info.type == pafs.FileType.NotFound:
+        if settings.s3_endpoint and (other := _not_s3(settings.s3_endpoint, bucket)):
+            raise EnvironmentProblem(f"CUSTODY_S3_ENDPOINT: {other}")
         raise EnvironmentProblem(f"CUSTODY_LAKE: the bucket {bucket!r} does not exist at {where}; create it first")
+
+
+def _not_s3(endpoint: str, bucket: str) -> str | None:
+    """What a server that answered "not found" for the bucket is, when it does not answer as an S3
+    store does (an error document whose root is `Error`, with a `Code`); None when it does."""
+    import urllib.error
+    import urllib.request
+    from xml.etree import ElementTree
+
+    try:
+        with urllib.request.urlopen(f"{endpoint.rstrip('/')}/{bucket}", timeout=10) as answer:
+            status, kind, body = answer.status, answer.headers.get_content_type(), answer.read(4096)
+    except urllib.error.HTTPError as err:
+        status, kind, body = err.code, err.headers.get_content_type(), err.read(4096)
+    except OSError:
+        return None  # the store's own client has said it answers; nothing more to learn here
+    try:
+        document = ElementTree.fromstring(body)
+    except ElementTree.ParseError:
+        document = None
+    if document is not None and document.tag == "Error" and document.find("Code") is not None:
+        return None
+    return f"the server at {endpoint} does not answer as an S3 object store does (HTTP {status}, {kind})"
 
 
 def pyiceberg_properties(settings: Settings) -> dict[str, str]:
