@@ -27,6 +27,8 @@ POLICY_VARIABLES = {
     "os_users": "CUSTODY_OS_USERS",
 }
 DEFAULT_TRANSFORM_PACKAGES = ("assets.transforms",)
+# A store that answers no request within this long fails the write, after S3A_ATTEMPTS tries.
+S3_TIMEOUT_SECONDS = 60
 # Where Debian's libpostgresql-jdbc-java puts the PostgreSQL JDBC driver.
 DEFAULT_JDBC_DRIVER = Path("/usr/share/java/postgresql.jar")
 # Where `make setup` copies the jars of deploy/spark-jars/pom.xml (Iceberg's Spark runtime, SQLite's
@@ -87,6 +89,8 @@ class Settings:
     # CUSTODY_S3_ENDPOINT: an S3-compatible store's address when it is not AWS; CUSTODY_S3_REGION.
     s3_endpoint: str = ""
     s3_region: str = ""
+    # CUSTODY_S3_TIMEOUT: how long Spark waits for the store to answer one request, in seconds.
+    s3_timeout: int = S3_TIMEOUT_SECONDS
     # iceberg: each committed version is also a snapshot of its asset's Iceberg table; off: not.
     tables: str = "iceberg"
     # Dagster's own DAGSTER_HOME, when a deployment points its webserver and daemon elsewhere.
@@ -105,6 +109,7 @@ class Settings:
             lake_url=lake_url,
             s3_endpoint=env.get("CUSTODY_S3_ENDPOINT") or "",
             s3_region=env.get("CUSTODY_S3_REGION") or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "",
+            s3_timeout=env_count(env, "CUSTODY_S3_TIMEOUT", "seconds") or S3_TIMEOUT_SECONDS,
             catalog_url=env.get("CUSTODY_CATALOG_URL") or f"sqlite:///{home / 'catalog.db'}",
             specs=Path(env.get("CUSTODY_SPECS") or "assets/specs").absolute(),
             spark_master=env.get("CUSTODY_SPARK_MASTER") or "local[2]",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -24,6 +25,8 @@ CREDENTIALS = {
 @dataclass(frozen=True)
 class S3Server:
     endpoint: str
+    # The server's process: a test may stop it (SIGSTOP) to make a store that no longer answers.
+    pid: int = 0
 
     def client(self, service: str = "s3"):
         """A boto3 client of the server (of S3, or of IAM, whose users and policies moto keeps),
@@ -64,7 +67,8 @@ def running_s3(settings: Mapping[str, str] | None = None) -> Iterator[S3Server]:
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"moto_server did not start on port {port}")
             time.sleep(0.1)
-        yield S3Server(f"http://127.0.0.1:{port}")
+        yield S3Server(f"http://127.0.0.1:{port}", process.pid)
     finally:
+        os.kill(process.pid, signal.SIGCONT)  # a stopped server hears no other signal
         process.terminate()
         process.wait(timeout=10)

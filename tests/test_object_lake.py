@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -520,6 +521,47 @@ def test_keys_that_may_only_read_fail_the_ingestion_in_one_line_naming_the_objec
     assert key["SecretAccessKey"] not in done.stderr
     [failed] = recorded(Catalog.from_url(settings.catalog_url), action=ledger.Action.INGESTION_FAILED)
     assert failed["details"]["error"] == line.removeprefix("error: sales/products: ")
+
+
+def test_a_store_that_stops_answering_mid_write_fails_the_ingestion_within_its_timeout(tmp_path):
+    with running_s3() as server:
+        server.client().create_bucket(Bucket=BUCKET)
+        settings = s3_settings(tmp_path / "home", server.endpoint, "stops")
+        products = "product_id,product_name,category,unit_price\n" + "".join(
+            f"p{i},product number {i} of many,home,{i % 100}.50\n" for i in range(300_000)
+        )
+        drop(Lake(settings.lake), "sales/products", "big", {"products.csv": products.encode()})
+        ingesting = subprocess.Popen(
+            [str(Path(sys.executable).with_name("custody")), "ingest", "sales/products", "--as", "bob"],
+            env={
+                **os.environ,
+                **plain_environ(settings.home),
+                **CREDENTIALS,
+                "CUSTODY_LAKE": settings.lake_url,
+                "CUSTODY_S3_ENDPOINT": server.endpoint,
+                "CUSTODY_S3_TIMEOUT": "15",  # S3A takes no less
+                PASSWORD_VARIABLE: demo_password("bob"),
+            },
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert ingesting.stderr is not None
+        said = []
+        for line in ingesting.stderr:
+            said.append(line)
+            if "writing Parquet" in line:
+                os.kill(server.pid, signal.SIGSTOP)
+                stopped = time.monotonic()
+                break
+        said.extend(ingesting.stderr)
+        ingesting.wait(timeout=600)
+        waited = time.monotonic() - stopped
+
+    assert ingesting.returncode == 1
+    [line] = [line for line in said if line.startswith("error:")]
+    assert "sales/products: the object store did not answer in time writing s3a://lake/stops/_attempts/" in line, line
+    assert line.rstrip().endswith("(CUSTODY_S3_TIMEOUT: per request)")
+    assert waited < 120, f"it waited {waited:.0f} s"
 
 
 def test_no_credential_reaches_the_settings_spark_gets(store, tmp_path):

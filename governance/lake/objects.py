@@ -258,6 +258,9 @@ def pyiceberg_properties(settings: Settings) -> dict[str, str]:
     return properties
 
 
+# The tries of one request to the store, the SDK's and S3A's: a step that fails for a store that did
+# not answer is tried again as a whole (assets/factory.py INGEST_RETRY).
+S3A_ATTEMPTS = 1
 # S3A's own providers of keys its settings hold (a session's spark-defaults may), then the AWS
 # SDK's default chain, which S3A takes by its class name.
 DEFAULT_CHAIN = (
@@ -272,8 +275,16 @@ def hadoop_conf(settings: Settings) -> dict[str, str]:
     Credentials are not among them: S3A finds them as the AWS SDK does, by its default chain (the
     environment's keys, a profile, web identity, a container's or an instance's role), as Custody's
     own clients and PyIceberg do (S3A's own list would skip a profile), after keys S3A's settings hold."""
+    timeout = f"{settings.s3_timeout}s"
     conf = {
         "fs.s3a.aws.credentials.provider": DEFAULT_CHAIN,
+        # A store that stops answering fails the write in about S3A_ATTEMPTS × the timeout (S3A's
+        # own defaults retry for many minutes), with a line saying it did not answer.
+        "fs.s3a.connection.establish.timeout": timeout,
+        "fs.s3a.connection.timeout": timeout,
+        "fs.s3a.connection.request.timeout": timeout,
+        "fs.s3a.attempts.maximum": str(S3A_ATTEMPTS),
+        "fs.s3a.retry.limit": str(S3A_ATTEMPTS),
         "fs.s3a.endpoint.region": settings.s3_region or "us-east-1",
         # Iceberg's metadata names the files as s3://, the scheme other engines read.
         "fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",

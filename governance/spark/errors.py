@@ -54,21 +54,31 @@ def writing(lake_root: str) -> Iterator[None]:
 
 
 # What S3A and the AWS SDK say, as they rise through Hadoop and Spark, for a store that refused a
-# request or could not be reached: the cause to name, and whether a later try may pass.
+# request or could not be reached: the line to show (naming the object), and whether a later try of
+# the step may pass.
+REFUSED = "the object store refused writing {target}: "
 STORE_CAUSES = (
-    ("NoAuthWithAWSException", "no credentials were found (the environment's keys, a profile or a role)", False),
-    ("AccessDenied", "access denied: these credentials may not write there", False),
-    ("InvalidAccessKeyId", "the store does not know these credentials", False),
-    ("SignatureDoesNotMatch", "the store refused the credentials' signature", False),
-    ("UnknownHostException", "its host is not known", True),
-    ("ConnectException", "the connection was refused", True),
-    ("Connection refused", "the connection was refused", True),
-    ("SocketTimeoutException", "it did not answer in time", True),
-    ("timed out", "it did not answer in time", True),
+    (
+        "NoAuthWithAWSException",
+        REFUSED + "no credentials were found (the environment's keys, a profile or a role)",
+        False,
+    ),
+    ("AccessDenied", REFUSED + "access denied: these credentials may not write there", False),
+    ("InvalidAccessKeyId", REFUSED + "the store does not know these credentials", False),
+    ("SignatureDoesNotMatch", REFUSED + "the store refused the credentials' signature", False),
+    ("UnknownHostException", "the object store's host is not known, writing {target}", False),
+    ("ConnectException", "the object store refused the connection, writing {target}", True),
+    ("Connection refused", "the object store refused the connection, writing {target}", True),
+    # Waited for already, CUSTODY_S3_TIMEOUT for each request: the step is not run again to wait more.
+    *(
+        (words, "the object store did not answer in time writing {target} (CUSTODY_S3_TIMEOUT: per request)", False)
+        for words in ("ApiCallTimeoutException", "SocketTimeoutException", "timed out")
+    ),
 )
 STORE_CLASSES = ("org.apache.hadoop.fs.s3a.", "software.amazon.awssdk.", "java.nio.file.AccessDeniedException")
-# S3A begins its messages with the object: a URI, or a key in the lake's bucket.
-OBJECT_IN_MESSAGE = re.compile(r"^(s3a?://[^\s:]+|[\w.=-]+(?:/[\w.=-]+)+): ")
+# S3A names the object in its messages: as a URI, or first, as a key in the lake's bucket.
+OBJECT_URI = re.compile(r"s3a?://[^\s:]+")
+OBJECT_KEY = re.compile(r"^([\w.=-]+(?:/[\w.=-]+)+): ")
 
 
 def store_failure(err: Exception, lake_root: str) -> EnvironmentProblem | ObjectStoreUnavailable | None:
@@ -78,24 +88,22 @@ def store_failure(err: Exception, lake_root: str) -> EnvironmentProblem | Object
     if not any(name.startswith(STORE_CLASSES) for name, _, _ in chain):
         return None
     said = " ".join(f"{name} {message}" for name, message, _ in chain)
-    found = next(((cause, transient) for words, cause, transient in STORE_CAUSES if words in said), None)
+    found = next(((line, transient) for words, line, transient in STORE_CAUSES if words in said), None)
     if found is None:
         return None
-    cause, transient = found
+    line, transient = found
     target = next(filter(None, (_object_in(message, lake_root) for _, message, _ in chain)), lake_root)
-    if transient:
-        return ObjectStoreUnavailable(f"the object store could not be reached writing {target}: {cause}")
-    return EnvironmentProblem(f"the object store refused writing {target}: {cause}")
+    return (ObjectStoreUnavailable if transient else EnvironmentProblem)(line.format(target=target))
 
 
 def _object_in(message: str, lake_root: str) -> str | None:
     """The object an S3A message begins with, as a URI; None when it begins with none."""
-    found = OBJECT_IN_MESSAGE.match(message)
-    if found is None:
-        return None
-    named = found.group(1)
-    bucket = lake_root.removeprefix("s3a://").split("/", 1)[0]
-    return named if named.startswith("s3") else f"s3a://{bucket}/{named}"
+    if uri := OBJECT_URI.search(message):
+        return uri.group(0)
+    if key := OBJECT_KEY.match(message):
+        bucket = lake_root.removeprefix("s3a://").split("/", 1)[0]
+        return f"s3a://{bucket}/{key.group(1)}"
+    return None
 
 
 def out_of_space(err: Exception) -> bool:
