@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
+from assets.dagster_internals import PARTITION_NAME_TAG
 from assets.factory import materialize_result
 
 if TYPE_CHECKING:
@@ -28,8 +29,8 @@ class Recorded:
 
 
 def record_committed_versions(catalog: Catalog, instance: dg.DagsterInstance) -> list[Recorded]:
-    """Record in Dagster each asset's newest committed version that a run of this instance made and
-    Dagster has no materialization of (nor of any newer version); return them."""
+    """Record in Dagster each asset's newest committed version that a finished run of this instance
+    made and Dagster has no materialization of (nor of any newer version); return them."""
     newest = catalog.newest_committed_by_asset()
     keys = {key: dg.AssetKey(key.split("/")) for key in newest}
     known = instance.get_latest_materialization_events(list(keys.values()))
@@ -37,9 +38,10 @@ def record_committed_versions(catalog: Catalog, instance: dg.DagsterInstance) ->
     for key, row in sorted(newest.items()):
         if row.run_id is None or _reported_number(known.get(keys[key])) >= row.number:
             continue
-        if instance.get_run_by_id(row.run_id) is None:  # not made by a run of this instance
+        run = instance.get_run_by_id(row.run_id)
+        if run is None or not run.is_finished:  # another instance's run, or one still going, which says so itself
             continue
-        instance.report_runless_asset_event(_materialization(keys[key], row))
+        instance.report_runless_asset_event(_materialization(keys[key], row, run.tags.get(PARTITION_NAME_TAG)))
         recorded.append(Recorded(row.ref, row.run_id))
     return recorded
 
@@ -50,9 +52,9 @@ def _reported_number(entry: dg.EventLogEntry | None) -> int:
     return version.value if isinstance(version, dg.IntMetadataValue) and version.value is not None else 0
 
 
-def _materialization(key: dg.AssetKey, row: VersionRow) -> dg.AssetMaterialization:
+def _materialization(key: dg.AssetKey, row: VersionRow, partition: str | None) -> dg.AssetMaterialization:
     metadata = dict(materialize_result(row).metadata or {})
     metadata[RECORDED_BY] = dg.MetadataValue.md(
         f"Recorded by `custody repair`: run `{row.run_id}` committed {row.ref}, then ended before it could say so."
     )
-    return dg.AssetMaterialization(asset_key=key, metadata=metadata)
+    return dg.AssetMaterialization(asset_key=key, metadata=metadata, partition=partition)

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CUSTODY = str(Path(sys.executable).with_name("custody"))
 # When to kill each kind of work, in seconds after it starts: a command that starts Spark runs for
 # ten or more; purge and repair for a few.
-WINDOWS = {"ingest": (0.5, 16.0), "materialize": (0.5, 18.0), "purge": (0.2, 4.0), "repair": (0.2, 5.0)}
+WINDOWS = {"ingest": (0.5, 16.0), "materialize": (0.5, 18.0), "purge": (0.1, 2.0), "repair": (0.2, 5.0)}
 
 
 @dataclass(frozen=True)

@@ -111,7 +111,8 @@ def take_if_free(path: Path) -> int | None:
     """A descriptor holding `path`'s lock, for the caller to close; None while a live process holds
     it, or when the file is gone."""
     try:
-        descriptor = os.open(path, os.O_RDWR)
+        # Read-only: a lock file another OS user made may not be opened for writing, and flock needs no more.
+        descriptor = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return None
     try:

@@ -67,20 +67,24 @@ def repair(
         keys = _all_asset_keys(lake)
     else:
         keys = sorted({AssetKey.parse(a.asset_key) for attempt_id, a in running.items() if attempt_id not in live})
+    # Settled first, each only if it is still running: a commit that lands meanwhile keeps its
+    # version, whose files the sweep below then leaves alone.
+    rolled = {
+        attempt_id
+        for attempt_id, attempt in running.items()
+        if attempt_id not in live and _roll_back(catalog, attempt, actor)
+    }
+    report.rolled_back.extend(f"{running[attempt_id].asset_key} attempt {attempt_id}" for attempt_id in sorted(rolled))
     for folder in _unowned_version_folders(catalog, lake, keys, live):
         shutil.rmtree(folder, ignore_errors=True)
         report.removed.append(str(folder))
     if lake.versions_stay_staged:
-        report.removed.extend(_remove_staged_objects(catalog, lake, set(running), live, thorough))
+        report.removed.extend(_remove_staged_objects(catalog, lake, rolled, thorough))
     else:
         for attempt_id in lake.staging_attempts():
             stage = lake.stage(attempt_id)
             if attempt_id not in live and stage.is_abandoned():
                 lake.remove_stage(stage)
-    for attempt_id, attempt in running.items():
-        if attempt_id not in live:
-            _roll_back(catalog, attempt, actor)
-            report.rolled_back.append(f"{attempt.asset_key} attempt {attempt_id}")
     if thorough:
         report.purged.extend(finish_interrupted(catalog, lake, actor))
     if thorough and lake.tables is not None:
@@ -108,21 +112,17 @@ def _aligned_hops(catalog: Catalog) -> list[str]:
     return [f"next hops built again from the lineage edges, which they disagreed with by {left_out} edge(s)"]
 
 
-def _remove_staged_objects(
-    catalog: Catalog, lake: Lake, running: set[str], live: set[str], thorough: bool
-) -> list[str]:
+def _remove_staged_objects(catalog: Catalog, lake: Lake, rolled: set[str], thorough: bool) -> list[str]:
     """The staged objects of attempts abandoned on this host; `thorough`, also those of every
     attempt of this catalog that ended without a version (its own clean-up is best effort). An
     attempt this catalog does not know (another home's, or one that started after the statuses were
     read) and one whose lock is on another host are left alone. Without `thorough` the store is not
     listed: the cost stays that of the attempts in progress, however many versions there are."""
     removed = []
-    statuses = catalog.attempt_statuses() if thorough else dict.fromkeys(running, "running")
-    for attempt_id in lake.staging_attempts() if thorough else sorted(running):
+    statuses = catalog.attempt_statuses() if thorough else dict.fromkeys(rolled, "aborted")
+    for attempt_id in lake.staging_attempts() if thorough else sorted(rolled):
         status, stage = statuses.get(attempt_id), lake.stage(attempt_id)
-        # Running and found abandoned above; an attempt that started since is not among `running`.
-        abandoned = status == "running" and attempt_id in running and attempt_id not in live
-        if status in ENDED_WITHOUT_VERSION or abandoned:
+        if status in ENDED_WITHOUT_VERSION:
             lake.remove_stage(stage)
             removed.append(lake.uri(stage.path))
         elif status == "committed" and stage.is_abandoned():  # killed after its commit: only its lock is left
@@ -174,9 +174,11 @@ def _unowned_version_folders(catalog: Catalog, lake: Lake, keys: list[AssetKey],
     return found
 
 
-def _roll_back(catalog: Catalog, attempt: Attempt, actor: str) -> None:
+def _roll_back(catalog: Catalog, attempt: Attempt, actor: str) -> bool:
+    """Abort an interrupted attempt, if it is still running; whether it was."""
     with catalog.session() as session:
-        catalog.finish_attempt(session, attempt.id, "aborted", error="interrupted; rolled back by repair")
+        if not catalog.finish_attempt(session, attempt.id, "aborted", error="interrupted; rolled back by repair"):
+            return False
         ledger.append(
             session,
             actor=actor,
@@ -190,6 +192,7 @@ def _roll_back(catalog: Catalog, attempt: Attempt, actor: str) -> None:
                 "started_at": attempt.started_at.isoformat(),
             },
         )
+    return True
 
 
 def damaged_versions(catalog: Catalog, lake: Lake) -> list[str]:

@@ -3,6 +3,7 @@ one line naming the version and a missing file: never read as empty, or short.""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -74,3 +75,15 @@ def test_a_file_cut_short_is_refused_too(landed, capsys):
 
     assert code == 1
     assert err.strip() == f"error: {PRODUCTS} cannot be read: {damaged} is not the size its manifest says; {VERIFY}"
+
+
+def test_a_manifest_naming_a_file_outside_its_folder_is_refused(landed, capsys):
+    manifest = version_folder(landed) / "_manifest.json"
+    written = json.loads(manifest.read_text())
+    written["files"][0]["path"] = "../../../../directory/users.yaml"
+    manifest.write_text(json.dumps(written))
+
+    code, _, err = cli(capsys, "read", PRODUCTS, "--as", "carol")
+
+    assert code == 1
+    assert err.strip() == f"error: {PRODUCTS} cannot be read: its manifest names a file outside its folder; {VERIFY}"

@@ -43,3 +43,14 @@ def test_lineage_an_earlier_release_wrote_without_next_hops_is_walked_again_afte
         assert closure(session, [source], Direction.DOWNSTREAM).depth_of == {source: 0, old: 1}
         assert closure(session, [old], Direction.UPSTREAM).depth_of == {old: 0, source: 1}
     assert repair(catalog, lake, thorough=True).clean
+
+
+def test_an_attempt_that_committed_keeps_its_status_whatever_tries_to_end_it_afterwards(catalog, lake):
+    key = AssetKey.parse("t/kept")
+    catalog.start_attempt("attempt-kept", key, "run-1", "bob")
+    with catalog.session() as session:
+        assert catalog.finish_attempt(session, "attempt-kept", "committed", version=1)
+    with catalog.session() as session:
+        # A failure after the commit (the table snapshot's, the catalog lost), or repair.
+        assert not catalog.finish_attempt(session, "attempt-kept", "failed", error="after the commit")
+    assert catalog.attempt_statuses()["attempt-kept"] == "committed"

@@ -99,8 +99,15 @@ def version_dataset(lake: Lake, row: VersionRow) -> ds.Dataset:
         state = "is missing or unreadable" if manifest is None else "is not the catalog's"
         raise IntegrityError(f"{row.ref} cannot be read: its manifest in {lake.uri(folder)} {state}; {VERIFY}")
     entries = manifest["files"]
+    if any(not _bare_name(entry.get("path")) for entry in entries):
+        raise IntegrityError(f"{row.ref} cannot be read: its manifest names a file outside its folder; {VERIFY}")
     problems = [problem for entry in entries if (problem := file_problem(lake, folder, entry, hashed=False))]
     if problems:
         more = f" and {len(problems) - 1} more" if len(problems) > 1 else ""
         raise IntegrityError(f"{row.ref} cannot be read: {problems[0]}{more}; {VERIFY}")
     return ds.dataset([str(folder / entry["path"]) for entry in entries], filesystem=lake.fs, format="parquet")
+
+
+def _bare_name(path: object) -> bool:
+    """Whether a manifest's file is named as one within the version's folder: a plain file name."""
+    return isinstance(path, str) and "/" not in path and "\\" not in path and path not in ("", ".", "..")

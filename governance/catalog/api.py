@@ -419,13 +419,16 @@ class Catalog:
 
     def finish_attempt(
         self, session: Session, attempt_id: str, status: str, *, version: int | None = None, error: str | None = None
-    ) -> None:
-        attempt = session.get(Attempt, attempt_id)
-        if attempt is None:
-            return
+    ) -> bool:
+        """End a running attempt as `status`; whether it was running. One that has ended (committed,
+        even though the process that committed it failed afterwards) keeps how it ended."""
+        attempt = session.get(Attempt, attempt_id, with_for_update=True)
+        if attempt is None or attempt.status != "running":
+            return False
         attempt.status, attempt.finished_at = status, utcnow()
         attempt.version_number, attempt.error = version, error
         session.add(attempt)
+        return True
 
     def running_attempts(self) -> list[Attempt]:
         with self.reading() as session:

@@ -31,7 +31,7 @@ def moment(value: str | datetime) -> str:
                 if ago
                 else datetime.fromisoformat(value)
             )
-        except ValueError as err:
+        except (ValueError, OverflowError) as err:
             raise InvalidInput(
                 f"{value!r} is not an ISO 8601 date or time, e.g. 2026-11-22 or 2026-11-22T09:30, "
                 "nor a time ago such as 30m, 2h or 7d"

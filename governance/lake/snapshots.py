@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import select
 
 from governance import ledger
 from governance.catalog import Catalog
 from governance.catalog.models import VersionRow
 from governance.catalog.states import VersionStatus
-from governance.errors import TableSnapshotError, bounded_reason
+from governance.errors import CustodyError, TableSnapshotError, bounded_reason
 from governance.lake.iceberg import (
     TABLE_PROPERTIES,
     VERSION_PROPERTY,
@@ -95,8 +96,10 @@ class TableSnapshots:
         """The tags of the asset's versions that are no longer committed withdrawn, and the table
         held until the block (which deletes their files) ends."""
         with self.held(key):
-            self._align(catalog, lake, key)
+            done = self._align(catalog, lake, key)
             yield
+        if done.guarded:
+            record_guard(catalog, key, self.tables.table_name(key), done.guarded)
 
     def after_commit(
         self,
@@ -107,18 +110,22 @@ class TableSnapshots:
         footers: Mapping[str, Footer] | None = None,
     ) -> None:
         """Give a just-committed version its snapshot, from the `footers` of its files (by name)
-        that sealing read; a failure is recorded and said, not raised."""
+        that sealing read; a failure is recorded and said, not raised: the version stands, and the
+        step that committed it must not be taken for one that failed."""
         key = AssetKey.parse(row.asset_key)
         try:
             done = self.align(catalog, lake, key, {row.number: footers or {}})
-        except TableSnapshotError as err:
+        except (CustodyError, SQLAlchemyError) as err:
             problem = str(err)
         else:
             if row.number not in done.failed:
                 return
             problem = done.failed[row.number]
         progress(f"{row.ref} is committed, but its table snapshot is not: {problem}; custody repair makes it")
-        record_failure(catalog, row, self.tables.table_name(key), problem)
+        try:
+            record_failure(catalog, row, self.tables.table_name(key), problem)
+        except (CustodyError, SQLAlchemyError) as err:  # the catalog went: the next repair makes the snapshot
+            progress(f"{row.ref}: the table snapshot's failure could not be recorded: {err}")
 
     def align_all(self, catalog: Catalog, lake: Lake, progress: Progress = quiet) -> TablesReport:
         """Align the table of every asset that has had a version."""

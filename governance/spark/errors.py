@@ -67,13 +67,13 @@ STORE_CAUSES = (
     ("InvalidAccessKeyId", REFUSED + "the store does not know these credentials", False),
     ("SignatureDoesNotMatch", REFUSED + "the store refused the credentials' signature", False),
     ("UnknownHostException", "the object store's host is not known, writing {target}", False),
-    ("ConnectException", "the object store refused the connection, writing {target}", True),
-    ("Connection refused", "the object store refused the connection, writing {target}", True),
     # Waited for already, CUSTODY_S3_TIMEOUT for each request: the step is not run again to wait more.
     *(
         (words, "the object store did not answer in time writing {target} (CUSTODY_S3_TIMEOUT: per request)", False)
         for words in ("ApiCallTimeoutException", "SocketTimeoutException", "timed out")
     ),
+    ("ConnectException", "the object store refused the connection, writing {target}", True),
+    ("Connection refused", "the object store refused the connection, writing {target}", True),
 )
 STORE_CLASSES = ("org.apache.hadoop.fs.s3a.", "software.amazon.awssdk.", "java.nio.file.AccessDeniedException")
 # S3A names the object in its messages: as a URI, or first, as a key in the lake's bucket.
@@ -84,6 +84,8 @@ OBJECT_KEY = re.compile(r"^([\w.=-]+(?:/[\w.=-]+)+): ")
 def store_failure(err: Exception, lake_root: str) -> EnvironmentProblem | ObjectStoreUnavailable | None:
     """One line for a write an object store refused (not worth a retry) or did not answer (worth
     one): the object it was writing, and why. None for any other failure."""
+    if not lake_root.startswith("s3a://"):
+        return None
     chain = list(_java_chain(err))
     if not any(name.startswith(STORE_CLASSES) for name, _, _ in chain):
         return None
