@@ -104,7 +104,6 @@ class CheckpointFile:
     mismatches: tuple[str, ...]
     history: tuple[str, ...]
     signed: bool
-    whole_bytes: int = 0
     # Its last line is torn (the last of `line_problems`): a write that never finished, cut off
     # before the next line is written.
     torn: bool = False
@@ -169,8 +168,8 @@ class Checkpoints:
                 f"cannot checkpoint the ledger: {mismatch}. Custody does not write over a checkpoint "
                 "file the catalog does not recognise; `custody ledger verify` says what is wrong"
             )
-        if whole.exists and whole.whole_bytes < self.path.stat().st_size:
-            os.truncate(self.path, whole.whole_bytes)  # a torn last line: its write never finished
+        if whole.exists and whole.end.size < self.path.stat().st_size:
+            os.truncate(self.path, whole.end.size)  # a torn last line: its write never finished
         return whole.end
 
     def extend(
@@ -398,7 +397,6 @@ class _Reading:
             mismatches=tuple(self._mismatches(exists, whole)),
             history=tuple(self._history()),
             signed=self.source.key is not None,
-            whole_bytes=self.whole_bytes,
             torn=self.torn,
         )
 
