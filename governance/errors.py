@@ -135,6 +135,15 @@ class NotFound(CustodyError):
     exit_code = 4
 
 
+class NoSuchNamespace(NotFound):
+    """A namespace of the lake's Iceberg catalog that holds no table the user may read."""
+
+
+class UnsupportedRequest(CustodyError):
+    """A request the service does not serve: a write through the lake's Iceberg catalog among them,
+    for Custody's ingestion alone writes the lake."""
+
+
 class AccessDenied(CustodyError):
     """A request refused by policy."""
 

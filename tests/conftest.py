@@ -283,6 +283,20 @@ def run_pipeline(spark: SparkSession, catalog: Catalog, lake: Lake, demo_specs: 
     return dropped
 
 
+# The second sales/clients version of `land_demo`, by its run and code, for the snapshot summary's test.
+BOB = RunRequest(requested_by="bob", run_id="run-7", code_version="code-3")
+
+
+def land_demo(spark: SparkSession, catalog: Catalog, lake: Lake, demo_specs: SpecSet) -> list[VersionRow]:
+    """The demo's four assets, and a second version of sales/clients, for bob."""
+    from governance.ingest import ingest
+
+    dropped = run_pipeline(spark, catalog, lake, demo_specs)
+    ingest(spark, catalog, lake, demo_specs[CLIENTS], BOB, batch_id=dropped.client_batches[1])
+    with catalog.session() as session:
+        return sorted(session.exec(select(VersionRow)), key=lambda row: (row.asset_key, row.number))
+
+
 @pytest.fixture
 def resources(settings: Settings, spark: SparkSession) -> dict:
     custody = CustodyResource(

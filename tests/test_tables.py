@@ -16,7 +16,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
-from sqlmodel import select
 
 from governance import ledger
 from governance.access.reads import read_table
@@ -31,26 +30,15 @@ from governance.lake import TABLES_FOLDER, open_lake
 from governance.lake.iceberg import IcebergTables, LiveVersion, spark_conf, tag_of
 from governance.repair import repair
 from governance.retention.purge import purge
-from governance.runs import RunRequest
 from governance.spec import load_specs
 from governance.zones import AssetKey, Lake, VersionRef
-from tests.conftest import CLIENTS, DEMO_SPECS, drop, plain_environ, run_pipeline, without_approval
+from tests.conftest import BOB, CLIENTS, DEMO_SPECS, drop, land_demo, plain_environ, without_approval
 from tests.helpers import duckdb_with_iceberg
-
-BOB = RunRequest(requested_by="bob", run_id="run-7", code_version="code-3")
 
 
 @pytest.fixture
 def lake(settings: Settings) -> Lake:
     return open_lake(settings)
-
-
-def land_demo(spark, catalog, lake, demo_specs) -> list[VersionRow]:
-    """The demo's four assets, and a second version of sales/clients, for bob."""
-    dropped = run_pipeline(spark, catalog, lake, demo_specs)
-    ingest(spark, catalog, lake, demo_specs[CLIENTS], BOB, batch_id=dropped.client_batches[1])
-    with catalog.session() as session:
-        return sorted(session.exec(select(VersionRow)), key=lambda row: (row.asset_key, row.number))
 
 
 @pytest.fixture
@@ -442,14 +430,14 @@ def test_tables_can_be_switched_off_and_an_unknown_setting_is_refused(tmp_path):
         Settings.from_env({"CUSTODY_HOME": str(tmp_path), "CUSTODY_TABLES": "delta"})
 
 
-def test_the_cli_lists_the_tables_and_prints_the_spark_settings(home, monkeypatch, capsys):
+def test_the_cli_lists_the_tables_and_prints_the_operators_spark_settings(home, monkeypatch, capsys):
     for name, value in plain_environ(home.settings.home).items():
         monkeypatch.setenv(name, value)
     assert run(["tables", "list", "--json"]) == 0
     listed = {t["table"]: t for t in json.loads(capsys.readouterr().out)}
     assert listed["custody.sales.clients"]["tags"] == ["custody-v1", "custody-v2"]
     assert listed["custody.sales.clients"]["current"] == "custody-v2"
-    assert run(["tables", "spark-conf"]) == 0
+    assert run(["tables", "spark-conf", "--jdbc"]) == 0
     printed = capsys.readouterr().out
     assert f"spark.sql.catalog.custody.uri jdbc:sqlite:{home.settings.home / 'catalog.db'}" in printed
     assert "iceberg-spark-runtime-4.1_2.13" in printed

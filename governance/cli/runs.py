@@ -211,7 +211,7 @@ def _demo_table(lake: Lake, latest: VersionRow, console) -> None:
 
     table, tag = lake.tables.tables.table_name(key), tag_of(latest.number)
     console.print()
-    console.print(f"{latest.ref} in other engines (custody tables spark-conf):", markup=False)
+    console.print(f"{latest.ref} in other engines (through the service: custody tables conf):", markup=False)
     console.print(f"    SELECT * FROM {table} VERSION AS OF '{tag}'", markup=False, soft_wrap=True)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -17,8 +17,10 @@ from governance.cli.common import (
     open_catalog,
     service_client,
 )
+from governance.config import fetched_jars
 from governance.errors import InvalidInput, printable
 from governance.lake import lake_spark_conf, open_lake
+from governance.lake.engines import EngineName, engine_conf
 
 if TYPE_CHECKING:
     from governance.config import Settings
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
 tables_app = group(
     "tables",
     "Each committed version as a snapshot of its asset's Iceberg table, tagged custody-v<N>: list them, "
-    "or print what Spark needs to read them.",
+    "or print what Spark, PyIceberg or DuckDB needs to read them through the Custody service.",
 )
 
 
@@ -77,20 +79,63 @@ def _spans(numbers: list[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans) or "none"
 
 
+EngineOption = Annotated[EngineName, typer.Option("--engine", help="The engine to configure.", case_sensitive=False)]
+
+
+@tables_app.command("conf")
+def tables_conf(
+    engine: EngineOption = EngineName.SPARK,
+    with_token: Annotated[
+        bool, typer.Option("--with-token", help="Print your token (from `custody login`) in place of a placeholder.")
+    ] = False,
+) -> None:
+    """What an engine needs to read the tables through the Custody service at CUSTODY_URL: its
+    Iceberg REST catalog and your token, no database address and no lake key. Each table load is
+    decided for you and recorded. Spark: spark-defaults.conf lines; PyIceberg: ~/.pyiceberg.yaml;
+    DuckDB: the statements that attach the catalog. Then, e.g. in Spark,
+    `SELECT * FROM custody.sales.clients VERSION AS OF 'custody-v3'`."""
+    client = service_client()
+    if client is None:
+        raise InvalidInput(
+            "CUSTODY_URL is not set: engines read the tables through the Custody service's catalog, at its "
+            "address; an operator holding the catalog's credentials prints Iceberg's own recipe with "
+            "`custody tables spark-conf --jdbc`"
+        )
+    jars = fetched_jars() if engine is EngineName.SPARK else ()
+    token = client.token() if with_token else None
+    _print(engine_conf(engine, client.url, token, jars))
+
+
 @tables_app.command("spark-conf")
-def tables_spark_conf() -> None:
-    """The lines of a spark-defaults.conf that let a Spark session read the tables, e.g.
-    `SELECT * FROM custody.sales.clients VERSION AS OF 'custody-v3'`. A PostgreSQL catalog's
-    password is left out: give it as spark.sql.catalog.custody.jdbc.password."""
+def tables_spark_conf(
+    jdbc: Annotated[
+        bool,
+        typer.Option(
+            "--jdbc",
+            help="Iceberg's JDBC catalog on the catalog database, for an operator holding its and the lake's "
+            "credentials: every asset's every version, nothing decided or recorded.",
+        ),
+    ] = False,
+) -> None:
+    """The spark-defaults.conf lines that let a Spark session read the tables: through the Custody
+    service at CUSTODY_URL (as `custody tables conf --engine spark`), or with --jdbc, the operators'
+    recipe, e.g. `SELECT * FROM custody.sales.clients VERSION AS OF 'custody-v3'`. A PostgreSQL
+    catalog's password is left out of the latter: give it as spark.sql.catalog.custody.jdbc.password."""
+    if not jdbc:
+        tables_conf(EngineName.SPARK, with_token=False)
+        return
     from governance.lake.iceberg import CATALOG_NAME, spark_conf
 
     settings = load_settings()
     tables = _tables(settings)
     conf = spark_conf(settings.catalog_url, tables.warehouse, settings.table_jars(), lake_spark_conf(settings))
-    console = render.stdout_console()
-    for key, value in conf.items():
-        console.print(f"{key} {value}", markup=False, soft_wrap=True)
+    lines = [f"{key} {value}" for key, value in conf.items()]
     if f"spark.sql.catalog.{CATALOG_NAME}.jdbc.user" in conf:
-        console.print(
-            f"# spark.sql.catalog.{CATALOG_NAME}.jdbc.password <the catalog database's password>", markup=False
-        )
+        lines.append(f"# spark.sql.catalog.{CATALOG_NAME}.jdbc.password <the catalog database's password>")
+    _print(lines)
+
+
+def _print(lines: list[str]) -> None:
+    console = render.stdout_console()
+    for line in lines:
+        console.print(line, markup=False, soft_wrap=True, highlight=False)

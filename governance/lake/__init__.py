@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from governance.lake.snapshots import TableSnapshots
 
 TABLES_FOLDER = "_tables"
+# The Iceberg catalog the tables are in, as engines name it.
+CATALOG_NAME = "custody"
 
 
 def open_lake(settings: Settings) -> Lake:

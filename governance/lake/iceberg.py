@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING
 import pyarrow.parquet as pq
 from sqlalchemy.engine import make_url
 
-from governance.errors import TableSnapshotError, error_summary
+from governance.errors import InvalidName, TableSnapshotError, error_summary
+from governance.lake import CATALOG_NAME
 from governance.zones import AssetKey, version_number
 
 if TYPE_CHECKING:
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
 
     from governance.content import Footer
 
-CATALOG_NAME = "custody"
 TAG_PREFIX = "custody-v"
 # The branch a version's snapshot is written on, inside the commit that tags it and drops the branch.
 WRITING_PREFIX = "custody-writing-v"
@@ -169,6 +169,30 @@ class IcebergTables:
                 self.fs.delete_dir(_path(self.location(key)))
             return None
 
+    def peek(self, key: AssetKey) -> Table | None:
+        """The asset's table as it is, changing nothing: None if it has none; a table `load` would
+        remake (its metadata gone, or under another home's lake) is a TableSnapshotError."""
+        from pyiceberg.exceptions import NoSuchTableError
+
+        with _translated(f"read the Iceberg table of {key}"):
+            try:
+                table = self.catalog.load_table(self.identifier(key))
+            except NoSuchTableError:
+                return None
+        if table.location() != self.location(key):
+            raise TableSnapshotError(f"the Iceberg table of {key} lies outside this lake: custody repair makes it anew")
+        return table
+
+    def names(self) -> list[AssetKey]:
+        """Every table of the catalog, as the asset it is of."""
+        with _translated("list the Iceberg tables"):
+            found = [
+                identifier
+                for namespace in self.catalog.list_namespaces()
+                for identifier in self.catalog.list_tables(namespace)
+            ]
+        return [key for identifier in found if (key := _asset_of(identifier)) is not None]
+
     def tags(self, key: AssetKey) -> dict[int, int]:
         """Version number -> snapshot id, for every `custody-v<N>` tag of the asset's table."""
         table = self.load(key)
@@ -249,6 +273,17 @@ class IcebergTables:
             if not self.catalog.table_exists(self.identifier(key)):
                 raise
             return self.catalog.load_table(self.identifier(key))
+
+
+def _asset_of(identifier: tuple[str, ...]) -> AssetKey | None:
+    """The asset a table is of; None for one that no asset's name makes (another engine's, through
+    the operators' catalog)."""
+    if len(identifier) != 2:
+        return None
+    try:
+        return AssetKey(*identifier)
+    except InvalidName:
+        return None
 
 
 def _tags(table: Table) -> dict[int, int]:

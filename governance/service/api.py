@@ -51,24 +51,28 @@ router = APIRouter(prefix="/api/v1")
 
 
 async def caller(request: Request) -> Principal:
-    """The principal of a request: a trusted gateway's user, else the bearer token's, read from the
-    catalog only when it was not a moment ago. A refusal is recorded (once a minute for the same
-    peer and kind)."""
+    """The principal of a request to the API: see `authenticated`."""
+    return await authenticated(request, API_CHANNEL)
+
+
+async def authenticated(request: Request, channel: str) -> Principal:
+    """The principal of a request by `channel`: a trusted gateway's user, else the bearer token's,
+    read from the catalog only when it was not a moment ago. A refusal is recorded (once a minute
+    for the same peer and kind)."""
     service = service_of(request)
     try:
         vouched = service.gateway.principal(request) if service.gateway is not None else None
         if vouched is not None:
-            return replace(vouched, channel=API_CHANNEL)
+            return replace(vouched, channel=channel)
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token:
             raise NotSignedIn("this needs a token: `custody login`, or POST /api/v1/tokens with a user and password")
         known = service.tokens.remembered(token.strip())
-        if known is not None:
-            return known
-        found: Principal = await run_in_threadpool(service.tokens.find, token.strip())
-        return found
+        if known is None:
+            known = await run_in_threadpool(service.tokens.find, token.strip())
+        return replace(known, channel=channel)
     except AccessDenied as err:
-        await run_in_threadpool(service.refused, request, err, API_CHANNEL)
+        await run_in_threadpool(service.refused, request, err, channel)
         raise
 
 

@@ -31,17 +31,19 @@ from governance.errors import (
     SettingsChanged,
     error_summary,
 )
+from governance.lake.engines import ICEBERG_PATH
 from governance.lineage.resident import keep_resident, load
 from governance.service import api, changes, lineage, login, openlineage, specs
 from governance.service import runs as runs_api
 from governance.service import settings as settings_api
 from governance.service import tables as tables_api
-from governance.service.context import DECIDING_THREADS, MAX_BODY_BYTES, Service
+from governance.service.context import DECIDING_THREADS, MAX_BODY_BYTES, Service, first_problem
 from governance.service.devices import Devices
 from governance.service.gate import Gate
 from governance.service.gateway import Gateway
+from governance.service.iceberg.routes import create_iceberg_app
 from governance.service.intake import Intake
-from governance.service.middleware import JsonBodies, Unframed
+from governance.service.middleware import JsonBodies, Unframed, refusal
 from governance.service.principal import UiKeys
 from governance.service.recent import Recent
 from governance.service.refusals import WINDOW_SECONDS, Flusher
@@ -125,11 +127,13 @@ def create_app(
     for routes in (openlineage, lineage, api, login, changes, specs, settings_api, tables_api, runs_api):
         app.include_router(routes.router)
     app.include_router(api.unknown)  # last: it answers paths the API does not have
+    app.mount(ICEBERG_PATH, create_iceberg_app(app.state.service))
     app.add_exception_handler(CustodyError, refused)
     app.add_exception_handler(RequestValidationError, invalid)
     if ui is not None:
         app.mount("/", Gate(ui, app.state.service, ui_keys))
     app.add_middleware(JsonBodies, prefix=api.router.prefix)
+    app.add_middleware(JsonBodies, prefix=ICEBERG_PATH, taker="the Iceberg catalog")
     app.add_middleware(Unframed)  # the last added is the outermost: a refusal of the one above too
     return BoundedBody(openlineage.Express(app, refused), MAX_BODY_BYTES)
 
@@ -180,12 +184,7 @@ async def refused(request: Request, err: Exception) -> Response:
 
 async def invalid(request: Request, err: Exception) -> Response:
     """A request whose parameters or body do not fit the API: the first problem, in one line."""
-    problems = err.errors() if isinstance(err, RequestValidationError) else []
-    first = problems[0] if problems else {"loc": (), "msg": str(err)}
-    where = " ".join(str(part) for part in first["loc"])
-    # Pydantic words a validator's own message "Value error, …": the message is the validator's.
-    said = str(first["msg"]).removeprefix("Value error, ")
-    return JSONResponse({"detail": f"{where}: {said}" if where else said}, status_code=400)
+    return JSONResponse({"detail": first_problem(err)}, status_code=400)
 
 
 class BoundedBody:
@@ -221,4 +220,4 @@ class BoundedBody:
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
         detail = f"the request's body is larger than the {self.limit // 1024 // 1024} MiB a request may send"
-        await JSONResponse({"detail": detail}, status_code=413)(scope, receive, send)
+        await refusal(scope, detail, 413)(scope, receive, send)

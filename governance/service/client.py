@@ -148,7 +148,7 @@ class ServiceClient:
         return response.json() if response.content else None
 
     def _request(self, method: str, path: str, *, signed: bool = True, **kwargs: Any) -> requests.Response:
-        headers = {"Authorization": f"Bearer {self._token()}"} if signed else {}
+        headers = {"Authorization": f"Bearer {self.token()}"} if signed else {}
         try:
             response = self.http.request(
                 method, f"{self.url}/api/v1{path}", headers=headers, timeout=TIMEOUT_SECONDS, **kwargs
@@ -171,7 +171,7 @@ class ServiceClient:
             detail = f"{detail} (`custody login` gets a token from {self.url})"
         return kind(detail)
 
-    def _token(self) -> str:
+    def token(self) -> str:
         token = self.environ.get(TOKEN_VARIABLE) or self._kept().get(self.url)
         if not token:
             raise NotSignedIn(f"no token for {self.url}: `custody login` gets one")

@@ -189,3 +189,15 @@ def cross_site(connection: HTTPConnection) -> CrossSite | None:
             f"a request sent by a page of {shown(origin)} is refused: only this service's pages may send it"
         )
     return None
+
+
+def first_problem(err: Exception) -> str:
+    """The first problem of a request whose parameters or body do not fit a route, in one line."""
+    from fastapi.exceptions import RequestValidationError
+
+    problems = err.errors() if isinstance(err, RequestValidationError) else []
+    first = problems[0] if problems else {"loc": (), "msg": str(err)}
+    where = " ".join(str(part) for part in first["loc"])
+    # Pydantic words a validator's own message "Value error, …": the message is the validator's.
+    said = str(first["msg"]).removeprefix("Value error, ")
+    return f"{where}: {said}" if where else said

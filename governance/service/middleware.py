@@ -4,10 +4,11 @@ another site may show an answer in a frame."""
 from __future__ import annotations
 
 from starlette.datastructures import Headers, MutableHeaders
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from governance.errors import shown
+from governance.lake.engines import ICEBERG_PATH
 
 JSON = "application/json"
 WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
@@ -21,15 +22,26 @@ def sends_json(headers: Headers) -> bool:
     return headers.get("content-type", "").partition(";")[0].strip().lower() == JSON
 
 
+def refusal(scope: Scope, detail: str, status: int) -> Response:
+    """A request refused before it reaches a route, in the shape its clients read: Iceberg's error
+    model under the catalog's path, else the API's."""
+    if scope["path"].startswith(ICEBERG_PATH + "/"):
+        from governance.service.iceberg.errors import error_response
+
+        return error_response(detail, status, "BadRequestException")
+    return JSONResponse({"detail": detail}, status_code=status)
+
+
 class JsonBodies:
-    """Refuses with 415 a request to the API under `prefix` whose body does not say it is JSON, before
+    """Refuses with 415 a request under `prefix` (to `taker`) whose body does not say it is JSON, before
     it reaches a route. A page of another site may send a form, a text or a body of no type without
     asking first; a JSON body only once the service agrees (CORS), which it never does: behind a
     gateway whose sign-in the browser sends along, the API takes nothing such a page sends."""
 
-    def __init__(self, app: ASGIApp, prefix: str):
+    def __init__(self, app: ASGIApp, prefix: str, taker: str = "the API"):
         self.app = app
         self.prefix = prefix.rstrip("/") + "/"
+        self.taker = taker
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] in WITH_BODY and scope["path"].startswith(self.prefix):
@@ -39,8 +51,8 @@ class JsonBodies:
                 refused = (
                     f"Content-Type {shown(given)!r} is refused" if given else "a body of no Content-Type is refused"
                 )
-                detail = f"{refused}: the API takes JSON, sent as {JSON}"
-                await JSONResponse({"detail": detail}, status_code=415)(scope, receive, send)
+                detail = f"{refused}: {self.taker} takes JSON, sent as {JSON}"
+                await refusal(scope, detail, 415)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 

@@ -1,0 +1,189 @@
+"""The catalog's decisions, apart from HTTP: which tables a user sees, a table load decided and
+recorded as a read, and the version an engine reports it scanned recorded once per load."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from governance.access.guard import authorize, record_all
+from governance.access.policy import Decision, Verb
+from governance.errors import AccessDenied, InvalidInput, NoSuchNamespace, NotFound, shown
+from governance.lake.iceberg import IcebergTables
+from governance.lake.serving import ServedTable, served_table
+from governance.service.context import Service
+from governance.service.sessions import Principal
+from governance.spec import Spec, SpecSet
+from governance.zones import AssetKey
+
+CHANNEL = "iceberg"
+# The most loads, and version reads, this process remembers: past them the oldest are forgotten,
+# and a read of a forgotten load is recorded again.
+REMEMBERED = 100_000
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A request of one principal through one engine, from one peer."""
+
+    principal: Principal
+    engine: str
+    peer: str
+
+    def details(self, table: str | None = None, **more: Any) -> dict[str, Any]:
+        """What the ledger keeps of the request: how it reached us, the engine and the table it concerns."""
+        return {**self.principal.recorded(), "engine": self.engine, **({"table": table} if table else {}), **more}
+
+
+class Loads:
+    """The table loads of this process, by session and asset, and the versions recorded as read in each."""
+
+    def __init__(self, remembered: int = REMEMBERED):
+        self.remembered = remembered
+        self._loads: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._read: OrderedDict[tuple[str, int], None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def new(self, session: str, key: AssetKey) -> str:
+        load = secrets.token_hex(8)
+        with self._lock:
+            self._loads[(session, str(key))] = load
+            self._loads.move_to_end((session, str(key)))
+            _bound(self._loads, self.remembered)
+        return load
+
+    def first_read(self, session: str, key: AssetKey, version: int) -> str | None:
+        """The load a read of `version` belongs to, if it is the first of that load; else None."""
+        with self._lock:
+            load = self._loads.get((session, str(key))) or secrets.token_hex(8)
+            self._loads[(session, str(key))] = load
+            if (load, version) in self._read:
+                return None
+            self._read[(load, version)] = None
+            _bound(self._read, self.remembered)
+            return load
+
+
+def _bound(kept: OrderedDict, most: int) -> None:
+    while len(kept) > most:
+        kept.popitem(last=False)
+
+
+class RestCatalog:
+    """What the catalog answers, for the service it is part of."""
+
+    def __init__(self, service: Service):
+        self.service = service
+        self.loads = Loads()
+
+    @property
+    def tables(self) -> IcebergTables:
+        snapshots = self.service.custody.lake.tables
+        if snapshots is None:
+            raise InvalidInput("CUSTODY_TABLES=off: versions are not kept as table snapshots, and no engine reads them")
+        return snapshots.tables
+
+    def readable(self, principal: Principal, namespace: str | None = None) -> list[AssetKey]:
+        """The tables the principal may load, in `namespace` if given: deciding each, recording none
+        (a listing reads no row)."""
+        keys = [key for key in self.tables.names() if namespace is None or key.domain == namespace]
+        specs = self.service.specs()
+        identity = principal.identity()
+        return self.service.custody.deciding(
+            lambda policy, _: [key for key in keys if policy.decide(identity, Verb.READ, specs.get(key)).allowed]
+        )
+
+    def namespace(self, principal: Principal, namespace: str) -> None:
+        """Nothing if the principal may load a table in `namespace`; else NoSuchNamespace."""
+        if not self.readable(principal, namespace):
+            raise NoSuchNamespace(f"no namespace {shown(namespace)} holds a table you may read")
+
+    def load(self, asked: Asked, key: AssetKey) -> tuple[ServedTable, str]:
+        """The table, once the principal may read the asset: the decision is recorded with the engine,
+        and the load's id, which the versions it reads are recorded with."""
+        store = self.service.custody.store
+        table = self.tables.table_name(key)
+        spec = self._spec(asked, key, self.service.specs())
+        load = self.loads.new(asked.principal.session, key)
+        served = self._served(key)
+        self.service.custody.deciding(
+            lambda policy, settings: authorize(
+                store,
+                policy,
+                asked.principal.identity(),
+                Verb.READ,
+                spec,
+                details=asked.details(table, load=load, current=served.current if served else None),
+                settings=settings,
+            )
+        )
+        if served is None:
+            raise NotFound(f"{table} has no committed version yet")
+        return served, load
+
+    def allowed(self, asked: Asked, key: AssetKey) -> None:
+        """Nothing if the principal may read the asset (an existence check, vended credentials):
+        a refusal is recorded as refusals are, an allowance not at all (the load was)."""
+        spec = self._spec(asked, key, self.service.specs())
+        decision = self.service.custody.deciding(
+            lambda policy, _: policy.decide(asked.principal.identity(), Verb.READ, spec)
+        )
+        self._refuse_unless(decision, asked, key)
+        if self.tables.peek(key) is None:
+            raise NotFound(f"{self.tables.table_name(key)} has no committed version yet")
+
+    def scanned(self, asked: Asked, key: AssetKey, snapshot_id: int) -> int:
+        """The version an engine reports it scanned by its snapshot, recorded as read once per load."""
+        table = self.tables.table_name(key)
+        spec = self._spec(asked, key, self.service.specs())
+        served = self._served(key)
+        version = served.version_of(snapshot_id) if served else None
+        if version is None:
+            err = InvalidInput(f"snapshot {snapshot_id} is no version of {table} you may read")
+            self._refused(asked, key, str(err), snapshot=snapshot_id)
+            raise err
+        self.read(asked, key, spec, version, via="metrics")
+        return version
+
+    def read(self, asked: Asked, key: AssetKey, spec: Spec, version: int, *, via: str) -> None:
+        """Decide a read of a version the engine fetches; record it once per load, a refusal always."""
+        store = self.service.custody.store
+
+        def decide(policy, settings: Mapping[str, str]) -> Decision:
+            decision = policy.decide(asked.principal.identity(), Verb.READ, spec, version)
+            if not decision.allowed:
+                return decision
+            load = self.loads.first_read(asked.principal.session, key, version)
+            if load is not None:
+                details = asked.details(self.tables.table_name(key), load=load, via=via)
+                record_all(store, [(decision, details)], settings=settings)
+            return decision
+
+        self._refuse_unless(self.service.custody.deciding(decide), asked, key, version=version)
+
+    def _served(self, key: AssetKey) -> ServedTable | None:
+        return served_table(self.tables, key, self.service.custody.store.committed_numbers(key))
+
+    def _spec(self, asked: Asked, key: AssetKey, specs: SpecSet) -> Spec:
+        """The spec of the asset a table is of; NotFound, recorded, for a table no spec declares."""
+        spec = specs.get(key)
+        if spec is None:
+            message = f"no table {self.tables.table_name(key)}: no spec declares {key}"
+            self._refused(asked, key, message)
+            raise NotFound(message)
+        return spec
+
+    def _refuse_unless(self, decision: Decision, asked: Asked, key: AssetKey, **more: Any) -> None:
+        if not decision.allowed:
+            self.service.refusals.refused(asked.peer, decision, asked.details(self.tables.table_name(key), **more))
+            raise AccessDenied(f"denied: {decision.reason}")
+
+    def _refused(self, asked: Asked, key: AssetKey | None, reason: str, **more: Any) -> None:
+        """Record a refused request that concerns a table, as refusals are (a flood's repeats counted)."""
+        decision = Decision(asked.principal.identity(), Verb.READ, str(key) if key else None, False, reason)
+        table = self.tables.table_name(key) if key else None
+        self.service.refusals.refused(asked.peer, decision, asked.details(table, **more))

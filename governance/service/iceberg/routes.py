@@ -1,0 +1,179 @@
+"""The Iceberg REST catalog's routes (apache/iceberg `open-api/rest-catalog-open-api.yaml`), read
+side: configuration, namespaces, tables, a table's load, existence checks, credentials and metrics
+reports. Every request carries a token of the service (or comes through its gateway); a write is
+refused in the spec's error shape and recorded, for Custody's ingestion alone writes the lake."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from governance.access.policy import Decision, Verb
+from governance.errors import CustodyError, InvalidInput, InvalidName, NotFound, UnsupportedRequest, shown
+from governance.lake.iceberg import CATALOG_NAME
+from governance.service.api import authenticated
+from governance.service.context import Service, decided, peer_of
+from governance.service.iceberg.catalog import CHANNEL, Asked, RestCatalog
+from governance.service.iceberg.errors import invalid, refused
+from governance.service.sessions import Principal
+from governance.zones import AssetKey
+
+PREFIX = CATALOG_NAME
+TABLE = "/v1/{prefix}/namespaces/{namespace}/tables/{table}"
+# What the catalog serves, as its configuration tells clients: nothing that writes.
+ENDPOINTS = (
+    "GET /v1/{prefix}/namespaces",
+    "GET /v1/{prefix}/namespaces/{namespace}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables",
+    f"GET {TABLE}",
+    f"HEAD {TABLE}",
+    f"GET {TABLE}/credentials",
+    f"POST {TABLE}/metrics",
+)
+# Iceberg's REST clients name the release they are in this header; others say who they are in the User-Agent.
+CLIENT_VERSION = "x-client-version"
+ENGINE_LENGTH = 120
+
+
+class ScanReport(BaseModel):
+    """What a metrics report must hold for the catalog to take it: a scan's table and snapshot."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="allow")
+
+    report_type: str = Field(alias="report-type", max_length=64)
+    table_name: str = Field(alias="table-name", max_length=1024)
+    snapshot_id: int = Field(alias="snapshot-id")
+
+
+def engine_of(request: Request) -> str:
+    """The engine a request comes from, as the ledger keeps it: Iceberg's Java client by the release
+    it names, any other by its User-Agent."""
+    version = request.headers.get(CLIENT_VERSION, "")
+    agent = request.headers.get("user-agent", "")
+    said = version if "iceberg" in version.lower() else agent or version
+    return shown(said, ENGINE_LENGTH) if said else "unknown"
+
+
+async def asking(request: Request) -> Asked:
+    principal: Principal = await authenticated(request, CHANNEL)
+    return Asked(principal, engine_of(request), peer_of(request))
+
+
+Caller = Annotated[Asked, Depends(asking)]
+
+
+def catalog_of(request: Request) -> RestCatalog:
+    rest: RestCatalog = request.app.state.catalog
+    return rest
+
+
+def key_of(prefix: str, namespace: str, table: str | None = None) -> AssetKey:
+    """The asset a path names; the catalog is `custody`, its namespaces the domains."""
+    if prefix != PREFIX:
+        raise NotFound(f"no catalog {shown(prefix)}: this service's is {PREFIX}")
+    try:
+        return AssetKey(namespace, table or "table")
+    except InvalidName as err:
+        raise InvalidInput(f"{shown(namespace)}.{shown(table or '')} names no table: {err}") from err
+
+
+def json_response(data: object, status: int = 200) -> Response:
+    return Response(json.dumps(data), status_code=status, media_type="application/json")
+
+
+def create_iceberg_app(service: Service) -> FastAPI:
+    """The catalog as an app of its own, mounted at /iceberg: its refusals take the spec's shape."""
+    app = FastAPI(title="Custody's Iceberg REST catalog", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.service = service
+    app.state.catalog = RestCatalog(service)
+    app.add_exception_handler(CustodyError, refused)
+    app.add_exception_handler(RequestValidationError, invalid)
+
+    @app.get("/v1/config")
+    async def config(asked: Caller, warehouse: str | None = None) -> Response:
+        if warehouse not in (None, "", PREFIX):
+            raise NotFound(f"no warehouse {shown(warehouse)}: this service's is {PREFIX}")
+        return json_response({"defaults": {}, "overrides": {"prefix": PREFIX}, "endpoints": list(ENDPOINTS)})
+
+    @app.get("/v1/{prefix}/namespaces")
+    async def namespaces(request: Request, asked: Caller, prefix: str, parent: str | None = None) -> Response:
+        key_of(prefix, "namespace")
+        if parent:
+            return json_response({"namespaces": []})  # the domains hold no namespace
+        keys = await run_in_threadpool(catalog_of(request).readable, asked.principal)
+        return json_response({"namespaces": [[domain] for domain in sorted({key.domain for key in keys})]})
+
+    @app.api_route("/v1/{prefix}/namespaces/{namespace}", methods=["GET", "HEAD"])
+    async def namespace(request: Request, asked: Caller, prefix: str, namespace: str) -> Response:
+        key_of(prefix, namespace)
+        await run_in_threadpool(catalog_of(request).namespace, asked.principal, namespace)
+        if request.method == "HEAD":
+            return Response(status_code=204)
+        return json_response({"namespace": [namespace], "properties": {}})
+
+    @app.get("/v1/{prefix}/namespaces/{namespace}/tables")
+    async def tables(request: Request, asked: Caller, prefix: str, namespace: str) -> Response:
+        key_of(prefix, namespace)
+        rest = catalog_of(request)
+        await run_in_threadpool(rest.namespace, asked.principal, namespace)
+        keys = await run_in_threadpool(rest.readable, asked.principal, namespace)
+        return json_response({"identifiers": [{"namespace": [key.domain], "name": key.name} for key in keys]})
+
+    @app.get(TABLE)
+    async def load_table(
+        request: Request,
+        asked: Caller,
+        prefix: str,
+        namespace: str,
+        table: str,
+        snapshots: Annotated[str, Query(pattern="^(all|refs)$")] = "all",
+    ) -> Response:
+        # Every snapshot served is a version's, which a tag holds: `all` and `refs` are the same.
+        key = key_of(prefix, namespace, table)
+        served, _ = await decided(request, lambda: catalog_of(request).load(asked, key))
+        body = (
+            f'{{"metadata-location": {json.dumps(served.metadata_location)}, '
+            f'"metadata": {served.metadata.model_dump_json()}, "config": {{}}}}'
+        )
+        return Response(body, media_type="application/json")
+
+    @app.head(TABLE)
+    async def table_exists(request: Request, asked: Caller, prefix: str, namespace: str, table: str) -> Response:
+        key = key_of(prefix, namespace, table)
+        await run_in_threadpool(catalog_of(request).allowed, asked, key)
+        return Response(status_code=204)
+
+    @app.get(f"{TABLE}/credentials")
+    async def credentials(request: Request, asked: Caller, prefix: str, namespace: str, table: str) -> Response:
+        key = key_of(prefix, namespace, table)
+        await run_in_threadpool(catalog_of(request).allowed, asked, key)
+        return json_response({"storage-credentials": []})
+
+    @app.post(f"{TABLE}/metrics", status_code=204)
+    async def metrics(
+        request: Request, asked: Caller, prefix: str, namespace: str, table: str, report: ScanReport
+    ) -> Response:
+        key = key_of(prefix, namespace, table)
+        if report.report_type != "scan-report":
+            raise InvalidInput(f"report-type {shown(report.report_type)}: this catalog takes scan reports only")
+        await decided(request, lambda: catalog_of(request).scanned(asked, key, report.snapshot_id))
+        return Response(status_code=204)
+
+    @app.api_route("/{path:path}", methods=["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH"])
+    async def unserved(request: Request, asked: Caller, path: str) -> Response:
+        said = f"{request.method} /iceberg/{shown(path, 200)}"
+        if request.method in ("GET", "HEAD"):
+            raise NotFound(f"the catalog has no {said}: GET /iceberg/v1/config lists what it serves")
+        reason = f"{said} is refused: Custody's ingestion alone writes the lake, and this catalog only reads it"
+        decision = Decision(asked.principal.identity(), Verb.SESSION, None, False, reason)
+        await run_in_threadpool(service.refusals.refused, asked.peer, decision, asked.details(request=said))
+        raise UnsupportedRequest(reason)
+
+    return app
