@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
-from sqlmodel import select
+from sqlmodel import func, select
 
 from governance import ledger
 from governance.access.settings import pinned_settings
 from governance.api import PASSWORD_VARIABLE
 from governance.batches import READY_MARKER
 from governance.catalog import Catalog
-from governance.catalog.models import VersionRow
+from governance.catalog.models import LedgerEntry, VersionRow
 from governance.cli import run
 from governance.config import Settings
 from governance.demo import demo_password
@@ -151,6 +151,18 @@ def recorded(catalog: Catalog | None = None, **filters: Any) -> list[dict[str, A
     store = catalog or Catalog.from_settings(Settings.from_env(), os.environ)
     with store.reading() as session:
         return [ledger.entry_dict(entry) for entry in ledger.entries(session, ledger.LedgerFilter.asked(**filters))]
+
+
+def reads_since(catalog: Catalog, actor: str, since: int) -> list[dict[str, Any]]:
+    """The `read` entries of `actor` after entry `since`: asset, version and details, flattened."""
+    found = recorded(catalog, actor=actor, action="read", from_seq=since + 1)
+    return [{"asset": e["asset_key"], "version": e["version"], **e["details"]} for e in found]
+
+
+def last_seq(catalog: Catalog) -> int:
+    """The sequence number of the ledger's last entry."""
+    with catalog.reading() as session:
+        return session.exec(select(func.max(LedgerEntry.seq))).one() or 0
 
 
 def verify_ledger(catalog: Catalog) -> ledger.Verification:

@@ -6,7 +6,6 @@ One home, with the demo's versions made by bob, and one `custody serve` on it se
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -17,11 +16,10 @@ import yaml
 from pyiceberg.catalog import load_catalog
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import ForbiddenError, NoSuchTableError
-from sqlmodel import col, select
 
 from governance.access.reads import read_table
 from governance.catalog import Catalog, make_engine
-from governance.catalog.models import LedgerEntry, VersionRow
+from governance.catalog.models import VersionRow
 from governance.cli import run
 from governance.config import Settings
 from governance.demo import demo_password
@@ -29,7 +27,7 @@ from governance.lake import open_lake
 from governance.zones import Lake
 from tests.conftest import DEMO_SPECS, land_demo, plain_environ, without_approval
 from tests.dagster_servers import client, start_service, stop, token
-from tests.helpers import duckdb_with_iceberg
+from tests.helpers import duckdb_with_iceberg, last_seq, reads_since
 
 pytestmark = pytest.mark.xdist_group("rest-catalog")
 
@@ -56,18 +54,11 @@ class Served:
     def rows(self, ref: str) -> list[dict]:
         return rows(read_table(self.lake, self.versions[ref]))
 
-    def entries(self, actor: str, since: int, action: str = "read") -> list[dict]:
-        with self.catalog.session() as session:
-            found = session.exec(
-                select(LedgerEntry)
-                .where(LedgerEntry.actor == actor, LedgerEntry.action == action, LedgerEntry.seq > since)
-                .order_by(col(LedgerEntry.seq))
-            ).all()
-        return [{"asset": e.asset_key, "version": e.version, **json.loads(e.details)} for e in found]
+    def entries(self, actor: str, since: int) -> list[dict]:
+        return reads_since(self.catalog, actor, since)
 
     def last_seq(self) -> int:
-        with self.catalog.session() as session:
-            return max(session.exec(select(LedgerEntry.seq)).all(), default=0)
+        return last_seq(self.catalog)
 
 
 def rows(table: pa.Table) -> list[dict]:

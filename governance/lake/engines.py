@@ -42,6 +42,9 @@ def engine_conf(engine: EngineName, service_url: str, token: str | None, jars: S
             # Each statement loads the table as it is now: a purged version or a revoked role
             # counts from the next statement, not after Spark's 30 s cache.
             f"{prefix}.cache-enabled false",
+            # Iceberg 1.12's default HTTP client for S3 is the AWS SDK's Apache 5 one, which the SDK
+            # release beside Hadoop's S3A lacks.
+            f"{prefix}.http-client.type urlconnection",
         ]
         return [*lines, f"{prefix}.token {token}" if token else f"# {prefix}.token {shown}"]
     if engine is EngineName.PYICEBERG:

@@ -6,15 +6,19 @@ from __future__ import annotations
 import secrets
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from governance.access.guard import authorize, record_all
 from governance.access.policy import Decision, Verb
+from governance.catalog.states import VersionStatus
 from governance.errors import AccessDenied, InvalidInput, NoSuchNamespace, NotFound, shown
+from governance.lake import CATALOG_NAME
 from governance.lake.iceberg import IcebergTables
 from governance.lake.serving import ServedTable, served_table
+from governance.lake.signing import Signer
 from governance.service.context import Service
 from governance.service.sessions import Principal
 from governance.spec import Spec, SpecSet
@@ -164,6 +168,67 @@ class RestCatalog:
             return decision
 
         self._refuse_unless(self.service.custody.deciding(decide), asked, key, version=version)
+
+    @cached_property
+    def signer(self) -> Signer | None:
+        """What signs engines' reads of the lake's store; None for a folder lake."""
+        settings = self.service.custody.settings
+        return Signer(settings) if settings.lake_url else None
+
+    def table_config(self, key: AssetKey) -> dict[str, str]:
+        """What an engine needs to read the table's files: on an object store, its address and
+        remote signing at this table's signing endpoint, and no key."""
+        if self.signer is None:
+            return {}
+        settings = self.service.custody.settings
+        sign = f"v1/{CATALOG_NAME}/namespaces/{key.domain}/tables/{key.name}/sign"
+        config = {
+            "s3.remote-signing-enabled": "true",
+            "client.region": self.signer.region,
+            "s3.region": self.signer.region,
+            # PyIceberg signs through fsspec's S3 file system only, with its signer named.
+            "py-io-impl": "pyiceberg.io.fsspec.FsspecFileIO",
+            "s3.signer": "S3V4RestSigner",
+            "s3.signer.endpoint": sign,
+        }
+        if settings.s3_endpoint:
+            config |= {"s3.endpoint": settings.s3_endpoint, "s3.path-style-access": "true"}
+        return config
+
+    def sign(
+        self, asked: Asked, key: AssetKey, method: str, uri: str, headers: Mapping[str, Sequence[str]]
+    ) -> dict[str, list[str]]:
+        """The headers to make a request with that the principal may make: a read of the table's
+        metadata, or of the files of one of its committed versions, which is recorded once per
+        load. Anything else is refused (AccessDenied), and the refusal recorded."""
+        if self.signer is None:
+            raise InvalidInput("the lake is a folder: engines read its files themselves, and nothing is signed")
+        self._may_read(asked, key, self.signer, method, uri)
+        return self.signer.sign(method, uri, headers)
+
+    def _may_read(self, asked: Asked, key: AssetKey, signer: Signer, method: str, uri: str) -> None:
+        table = self.tables.table_name(key)
+        spec = self._spec(asked, key, self.service.specs())
+        try:
+            read = signer.read_of(method, uri)
+        except AccessDenied as err:
+            self._refused(asked, key, str(err).removeprefix("denied: "), request=f"{method} {shown(uri, 200)}")
+            raise
+        metadata = self.tables.location(key).removeprefix("s3://").split("/", 1)[-1] + "/"
+        if read.key.startswith(metadata):
+            decision = self.service.custody.deciding(
+                lambda policy, _: policy.decide(asked.principal.identity(), Verb.READ, spec)
+            )
+            self._refuse_unless(decision, asked, key)
+            return
+        lake = self.service.custody.lake
+        folder = lake.folder_of(f"s3://{signer.bucket}/{read.key}")
+        row = self.service.custody.store.version_at(folder) if folder else None
+        if row is None or row.asset_key != str(key) or row.status != VersionStatus.COMMITTED:
+            reason = f"{shown(read.key, 200)} is no file of a version of {table} you may read"
+            self._refused(asked, key, reason, request=f"{method} {shown(uri, 200)}")
+            raise AccessDenied(f"denied: {reason}")
+        self.read(asked, key, spec, row.number, via="signing")
 
     def _served(self, key: AssetKey) -> ServedTable | None:
         return served_table(self.tables, key, self.service.custody.store.committed_numbers(key))

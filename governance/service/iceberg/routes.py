@@ -52,6 +52,18 @@ class ScanReport(BaseModel):
     snapshot_id: int = Field(alias="snapshot-id")
 
 
+class SignRequest(BaseModel):
+    """A request an engine is about to make to the lake's store, to be signed (the spec's RemoteSignRequest)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    region: str = Field(max_length=64)
+    uri: str = Field(max_length=4096)
+    method: str = Field(max_length=16)
+    headers: dict[str, list[Annotated[str, Field(max_length=8192)]]] = Field(max_length=64)
+    provider: str = Field("s3", pattern="^s3$")
+
+
 def engine_of(request: Request) -> str:
     """The engine a request comes from, as the ledger keeps it: Iceberg's Java client by the release
     it names, any other by its User-Agent."""
@@ -84,8 +96,8 @@ def key_of(prefix: str, namespace: str, table: str | None = None) -> AssetKey:
         raise InvalidInput(f"{shown(namespace)}.{shown(table or '')} names no table: {err}") from err
 
 
-def json_response(data: object, status: int = 200) -> Response:
-    return Response(json.dumps(data), status_code=status, media_type="application/json")
+def json_response(data: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(json.dumps(data), status_code=status, media_type="application/json", headers=headers)
 
 
 def create_iceberg_app(service: Service) -> FastAPI:
@@ -97,10 +109,11 @@ def create_iceberg_app(service: Service) -> FastAPI:
     app.add_exception_handler(RequestValidationError, invalid)
 
     @app.get("/v1/config")
-    async def config(asked: Caller, warehouse: str | None = None) -> Response:
+    async def config(request: Request, asked: Caller, warehouse: str | None = None) -> Response:
         if warehouse not in (None, "", PREFIX):
             raise NotFound(f"no warehouse {shown(warehouse)}: this service's is {PREFIX}")
-        return json_response({"defaults": {}, "overrides": {"prefix": PREFIX}, "endpoints": list(ENDPOINTS)})
+        signing = [f"POST {TABLE}/sign"] if catalog_of(request).signer is not None else []
+        return json_response({"defaults": {}, "overrides": {"prefix": PREFIX}, "endpoints": [*ENDPOINTS, *signing]})
 
     @app.get("/v1/{prefix}/namespaces")
     async def namespaces(request: Request, asked: Caller, prefix: str, parent: str | None = None) -> Response:
@@ -140,7 +153,8 @@ def create_iceberg_app(service: Service) -> FastAPI:
         served, _ = await decided(request, lambda: catalog_of(request).load(asked, key))
         body = (
             f'{{"metadata-location": {json.dumps(served.metadata_location)}, '
-            f'"metadata": {served.metadata.model_dump_json()}, "config": {{}}}}'
+            f'"metadata": {served.metadata.model_dump_json()}, '
+            f'"config": {json.dumps(catalog_of(request).table_config(key))}}}'
         )
         return Response(body, media_type="application/json")
 
@@ -165,6 +179,16 @@ def create_iceberg_app(service: Service) -> FastAPI:
             raise InvalidInput(f"report-type {shown(report.report_type)}: this catalog takes scan reports only")
         await decided(request, lambda: catalog_of(request).scanned(asked, key, report.snapshot_id))
         return Response(status_code=204)
+
+    @app.post(f"{TABLE}/sign")
+    async def sign(
+        request: Request, asked: Caller, prefix: str, namespace: str, table: str, asking: SignRequest
+    ) -> Response:
+        key = key_of(prefix, namespace, table)
+        rest = catalog_of(request)
+        signed = await decided(request, lambda: rest.sign(asked, key, asking.method, asking.uri, asking.headers))
+        # Never kept by the client: each request is decided as it comes, a revoked role at once.
+        return json_response({"uri": asking.uri, "headers": signed}, headers={"Cache-Control": "no-cache"})
 
     @app.api_route("/{path:path}", methods=["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH"])
     async def unserved(request: Request, asked: Caller, path: str) -> Response:
