@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from governance.catalog.models import LedgerEntry
     from governance.frames import AssetCard, Frame
     from governance.lineage.pictures import LineageGraph
+    from governance.lineage.readers import Reader
     from governance.render import LedgerReport
     from governance.service.remote import RemoteCustody
 
@@ -337,6 +338,28 @@ class Custody:
             enforce(self.store, policy.decide(identity, Verb.LEDGER_READ, None))
         with self.store.reading() as session:
             return ledger.entries(session, where)
+
+    def readers(
+        self, ref: str, *, depth: int | None = None, as_user: str | None = None, password: str | None = None
+    ) -> Frame:
+        """Everyone who read the version, or a version built from it, through any channel (the CLI,
+        the API, Python, an engine through the Iceberg catalog): who must be told when it turns out
+        wrong. For the auditor and admin groups, as `ledger` decides who asks."""
+        from governance.frames import readers_frame
+
+        return readers_frame(reader.to_dict() for reader in self.reader_list(ref, depth, as_user, password))
+
+    def reader_list(
+        self, ref: str, depth: int | None = None, as_user: str | None = None, password: str | None = None
+    ) -> list[Reader]:
+        """`readers`, as the ledger's decision allows them: one `ledger.read` entry, allowed or denied."""
+        from governance.lineage.readers import readers
+
+        policy = self.policy
+        identity = self._identity(policy, as_user, password, None)
+        with closing_checkpoint():
+            enforce(self.store, policy.decide(identity, Verb.LEDGER_READ, None), details={"readers": ref})
+        return readers(self.store, VersionRef.parse(ref), depth)
 
     def access(self, key: str) -> Frame:
         """Each role on the asset, as its definition in force names them: its group, its members as the

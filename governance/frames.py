@@ -225,6 +225,19 @@ def ledger_frame(entries: Iterable[LedgerEntry]) -> Frame:
     return typed(records, times=["ts"], columns=LEDGER_COLUMNS, dtypes=LEDGER_TYPES)
 
 
+READER_COLUMNS = ["version", "user", "how", "channel", "engine", "at", "seq"]
+
+
+def readers_frame(readers: Iterable[Mapping[str, Any]]) -> Frame:
+    """One row per read of a version (governance.lineage.readers), oldest first."""
+    return typed(
+        [dict(reader) for reader in readers],
+        times=["at"],
+        columns=READER_COLUMNS,
+        dtypes=_kinds("version user how channel engine", "seq"),
+    )
+
+
 def access_frame(view: AccessView) -> Frame:
     """One row per role: its group, the members the directory gives it, and what it may do."""
     return typed(

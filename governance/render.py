@@ -410,6 +410,28 @@ def origins_tree(found: Mapping[str, Any]) -> Tree:
     return tree
 
 
+def readers_table(readers: Sequence[Mapping[str, Any]]) -> Table:
+    """Who read each version (governance.lineage.readers), oldest first."""
+    shown = Table(box=None)
+    for name in ("version", "user", "how", "channel"):
+        shown.add_column(name, no_wrap=True)
+    shown.add_column("engine", overflow="fold")
+    shown.add_column("when", no_wrap=True)
+    for reader in readers:
+        when = str(reader["at"])[:16].replace("T", " ")
+        said = (reader["version"], reader["user"], reader["how"], reader["channel"], reader["engine"], when)
+        shown.add_row(*(printable(str(value or "-")) for value in said))
+    loaded = any(reader["how"] == "loaded" for reader in readers)
+    shown.caption = (
+        "no one has read it"
+        if not readers
+        else "loaded: the table was loaded while the version was its current one; which version was read is not known"
+        if loaded
+        else None
+    )
+    return shown
+
+
 def ledger_lines(entries: Iterable[Mapping[str, Any]]) -> list[str]:
     """One line per entry as JSON gives it (`ledger.entry_dict`), oldest first, like a log."""
     lines = []
@@ -429,8 +451,9 @@ def ledger_lines(entries: Iterable[Mapping[str, Any]]) -> list[str]:
 
 def _details(details: Mapping[str, Any], width: int = 120) -> str:
     data = dict(details)
-    if "result" in data:  # a decision: its answer first, then why; which directory answered last
-        data = {"result": data.pop("result"), "reason": data.pop("reason", None), **data}
+    if "result" in data:  # a decision: its answer and why, then its channel and engine; its directory last
+        first = {name: data.pop(name, None) for name in ("result", "reason", "channel", "engine", "via")}
+        data = {**first, **data}
         data["directory"] = data.pop("directory", None)
     text = ", ".join(f"{k}={v}" for k, v in data.items() if v not in (None, "", [], {}))
     return text if len(text) <= width else text[: width - 1] + "…"

@@ -6,6 +6,7 @@ One home, with the demo's versions made by bob, and one `custody serve` on it se
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import ForbiddenError, NoSuchTableError
 
 from governance.access.reads import read_table
+from governance.api import Custody
 from governance.catalog import Catalog, make_engine
 from governance.catalog.models import VersionRow
 from governance.cli import run
@@ -338,3 +340,38 @@ def test_without_the_service_s_address_the_cli_says_how_engines_read_and_the_ope
     assert "CUSTODY_URL is not set" in capsys.readouterr().err
     assert run(["tables", "spark-conf", "--jdbc"]) == 0
     assert "spark.sql.catalog.custody.type jdbc" in capsys.readouterr().out
+
+
+def test_an_auditor_lists_everyone_who_read_a_version_or_one_built_from_it_through_any_channel(spark, served, tmp_path):
+    carol = {"Authorization": f"Bearer {served.bearer('carol')}"}
+    through_api = requests.get(f"{served.url}/api/v1/assets/sales/clients/rows?version=1", headers=carol, timeout=30)
+    assert through_api.status_code == 200
+    spark_as(spark, served, "carol").sql("SELECT * FROM engines.sales.clients VERSION AS OF 'custody-v1'").collect()
+    served.rest("bob").load_table(("sales", "names_and_products"))  # built from clients@1, its current version
+
+    logged_in(served, tmp_path, "dave")
+    said = client(f"{served.url}/api/v1", tmp_path, "impact", "sales/clients@1", "--readers", "--json")
+    assert said.returncode == 0, said.stderr
+    found = {
+        (r["version"], r["user"], r["how"], r["channel"], (r["engine"] or "").split(" ")[0])
+        for r in json.loads(said.stdout)
+    }
+    assert ("sales/clients@1", "carol", "read", "api", "") in found
+    assert ("sales/clients@1", "carol", "read", "iceberg", "Apache") in found
+    assert ("sales/names_and_products@1", "bob", "loaded", "iceberg", "PyIceberg") in found
+    table = client(f"{served.url}/api/v1", tmp_path, "impact", "sales/clients@1", "--readers")
+    assert "sales/names_and_products@1" in table.stdout
+    assert "which version was read is not known" in " ".join(table.stdout.split())
+
+    logged_in(served, tmp_path, "carol")
+    refused = client(f"{served.url}/api/v1", tmp_path, "impact", "sales/clients@1", "--readers")
+    assert refused.returncode == 3
+    assert "may not read the ledger" in refused.stderr
+
+
+def test_python_s_custody_lists_the_readers_of_a_version_for_an_auditor(served):
+    served.rest("carol").load_table(("sales", "products"))
+    custody = Custody(served.settings)
+    frame = custody.readers("sales/products@1", as_user="dave", password=demo_password("dave"))
+    assert list(frame.columns) == ["version", "user", "how", "channel", "engine", "at", "seq"]
+    assert ((frame["user"] == "carol") & (frame["channel"] == "iceberg")).any()

@@ -13,7 +13,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import and_, func
+from sqlalchemy import and_, bindparam, func
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlmodel import Session, col, select
@@ -89,6 +89,7 @@ _held = threading.local()
 # The ledger appends of this process's threads, by database and checkpoint file: see `Catalog.record`.
 _groups: dict[tuple[str, Checkpoints | None, Path | None], GroupCommit] = {}
 CHECKPOINT_FAILURES = (CustodyError, OSError, SQLAlchemyError)
+STATUS_OF = select(col(VersionRow.status)).where(col(VersionRow.id) == bindparam("id"))
 
 
 @cache
@@ -496,6 +497,12 @@ class Catalog:
         """The version whose files are at `stored`, a location relative to the lake."""
         with self.reading() as session:
             return session.exec(select(VersionRow).where(VersionRow.path == stored)).first()
+
+    def status_of(self, version_id: int) -> str | None:
+        """A version's status now, by its id: one lookup by the key, for a caller that asks it of
+        every request (a signed read of a version's file)."""
+        with self.reading() as session:
+            return session.connection().execute(STATUS_OF, {"id": version_id}).scalar_one_or_none()
 
     def find_version(self, session: Session, ref: VersionRef) -> VersionRow | None:
         query = select(VersionRow).where(VersionRow.asset_key == str(ref.key), VersionRow.number == ref.number)

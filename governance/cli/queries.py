@@ -125,10 +125,36 @@ def impact(
     version: Annotated[str, typer.Argument(help="DOMAIN/NAME@N")],
     depth: DepthOption = None,
     everything: AllNodes = False,
+    with_readers: Annotated[
+        bool,
+        typer.Option(
+            "--readers",
+            help="Instead, everyone who read the version or one built from it, through any channel (the CLI, "
+            "the API, Python, an engine through the Iceberg catalog): who must be told. For auditors and admins; "
+            "recorded.",
+        ),
+    ] = False,
+    as_user: AsUser = None,
+    password_stdin: PasswordStdin = False,
     as_json: JsonOption = False,
 ) -> None:
     """Every version built from this one, transitively: what a bad input version would have touched."""
-    _show_lineage(VersionRef.parse(version), Direction.DOWNSTREAM, depth, everything, as_json)
+    ref = VersionRef.parse(version)
+    if with_readers:
+        _show_readers(ref, depth, as_user, read_password(password_stdin), as_json)
+        return
+    _show_lineage(ref, Direction.DOWNSTREAM, depth, everything, as_json)
+
+
+def _show_readers(ref: VersionRef, depth: int | None, as_user: str | None, password: str | None, as_json: bool) -> None:
+    remote = service_client()
+    if remote is not None:
+        remote.acting_as(as_user, "--as")
+        found = remote.get(f"/versions/{ref.key}/{ref.number}/readers", {"depth": depth})
+    else:
+        custody = open_custody(load_settings())
+        found = [reader.to_dict() for reader in custody.reader_list(str(ref), depth, as_user, password)]
+    show(found, as_json, lambda: render.readers_table(found))
 
 
 def _show_lineage(ref: VersionRef, direction: Direction, depth: int | None, everything: bool, as_json: bool) -> None:

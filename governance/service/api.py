@@ -34,6 +34,7 @@ from governance.errors import (
 )
 from governance.jsontext import json_bytes
 from governance.lineage.graph import explore
+from governance.lineage.readers import readers
 from governance.lineage.terms import Direction
 from governance.runs import Assurance
 from governance.service.context import decided, peer_of, service_of
@@ -245,6 +246,17 @@ def versions(
     return page
 
 
+@router.get("/versions/{domain}/{name}/{number}/readers", tags=["ledger"], response_class=JSONResponse)
+async def version_readers(
+    principal: Caller, request: Request, ref: Version, depth: Annotated[int | None, Query(ge=1)] = None
+) -> Response:
+    """Everyone who read the version, or a version built from it, through any channel, as `custody
+    impact --readers --json`: for the auditor and admin groups; the request is recorded."""
+    await ledger_read(request, principal, readers=str(ref))
+    found = await run_in_threadpool(readers, service_of(request).custody.store, ref, depth)
+    return answer([reader.to_dict() for reader in found])
+
+
 @router.get("/versions/{domain}/{name}/{number}/{direction}", tags=["lineage"], response_class=JSONResponse)
 async def lineage(
     principal: Caller,
@@ -331,17 +343,7 @@ async def ledger_entries(
     ledger's tail, is read every time."""
     service = service_of(request)
     custody = service.custody
-    await decided(
-        request,
-        lambda: custody.deciding(
-            lambda policy, settings: enforce(
-                custody.store,
-                policy.decide(identity_of(principal), Verb.LEDGER_READ, None),
-                details=recorded(principal),
-                settings=settings,
-            )
-        ),
-    )
+    await ledger_read(request, principal)
     where = ledger.LedgerFilter.asked(
         asset=asset,
         version=version,
@@ -360,6 +362,22 @@ async def ledger_entries(
         if found.full(where):
             service.ledger_pages.keep(where, page)
     return Response(page, media_type="application/json")
+
+
+async def ledger_read(request: Request, principal: Principal, **details: str) -> None:
+    """Decide and record the caller's read of the ledger (with `details`): only auditors and admins may."""
+    custody = service_of(request).custody
+    await decided(
+        request,
+        lambda: custody.deciding(
+            lambda policy, settings: enforce(
+                custody.store,
+                policy.decide(identity_of(principal), Verb.LEDGER_READ, None),
+                details={**recorded(principal), **details},
+                settings=settings,
+            )
+        ),
+    )
 
 
 def _ledger_page(store: Catalog, where: ledger.LedgerFilter) -> ledger.JsonPage:

@@ -3,6 +3,8 @@ ledger entries of refused requests."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -24,7 +26,7 @@ from governance.service.recent import Recent
 from governance.service.refusals import Refusals
 from governance.service.sessions import Principal, Sessions
 from governance.service.signins import SignIns
-from governance.spec import SpecSet, load_valid_specs
+from governance.spec import SpecSet, folder_stamp, load_valid_specs
 
 if TYPE_CHECKING:
     from governance.service.intake import Intake
@@ -40,6 +42,8 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 # that holds it, shared by every decision recorded at that moment: the more of them wait at once, the
 # fewer transactions a busy service makes.
 DECIDING_THREADS = 32
+# How long the specs as read answer an engine's requests before their folder is looked at again.
+SPECS_RECHECK_SECONDS = 1.0
 # The most full ledger pages kept at once, each of at most 10,000 entries (the API's MAX_LEDGER_ENTRIES).
 LEDGER_PAGES_KEPT = 8
 
@@ -67,18 +71,39 @@ class Service:
     # Full pages of the ledger, kept apart: an auditor paging through it all would otherwise push
     # the catalog's and the lineages' answers out.
     ledger_pages: Recent = field(init=False)
+    # The specs as last read, what their folder looked like then, and when it was last looked at.
+    _specs: SpecSet | None = field(default=None, init=False)
+    _specs_stamp: int = field(default=0, init=False)
+    _specs_checked: float = field(default=0.0, init=False)
+    _specs_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def __post_init__(self) -> None:
         self.ledger_pages = Recent(self.recent.seconds, LEDGER_PAGES_KEPT)
         self.refusals = Refusals(lambda decisions: record_all(self.custody.store, decisions))
 
-    def specs(self) -> SpecSet:
+    def specs(self, *, recent: bool = False) -> SpecSet:
         """The valid specs as their files are now: a decision follows an owner's edit without a
-        restart, and a broken spec leaves the others decidable."""
+        restart, and a broken spec leaves the others decidable. `recent`: as their files were at
+        most SPECS_RECHECK_SECONDS ago, read again only if one changed since (for the requests an
+        engine makes by the thousand: a load, a listing, a signed read)."""
+        if recent:
+            with self._specs_lock:
+                checked = time.monotonic()
+                if self._specs is not None and checked - self._specs_checked < SPECS_RECHECK_SECONDS:
+                    return self._specs
+                stamp = folder_stamp(self.custody.settings.specs)
+                if self._specs is not None and stamp == self._specs_stamp:
+                    self._specs_checked = checked
+                    return self._specs
+                return self._read_specs(stamp, checked)
+        with self._specs_lock:
+            return self._read_specs(folder_stamp(self.custody.settings.specs), time.monotonic())
+
+    def _read_specs(self, stamp: int, checked: float) -> SpecSet:
         settings = self.custody.settings
-        return load_valid_specs(
-            settings.specs, settings.cache_dir, transform_packages=settings.transform_packages
-        ).specs
+        read = load_valid_specs(settings.specs, settings.cache_dir, transform_packages=settings.transform_packages)
+        self._specs, self._specs_stamp, self._specs_checked = read.specs, stamp, checked
+        return read.specs
 
     def principal(self, connection: HTTPConnection) -> Principal:
         """Who the request is for: the user a trusted gateway names, else its session's. Raises

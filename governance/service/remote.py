@@ -125,6 +125,16 @@ class RemoteCustody:
         )
         return ledger_frame(ledger.entry_from_dict(entry) for entry in self.client.ledger(where))
 
+    def readers(
+        self, ref: str, *, depth: int | None = None, as_user: str | None = None, password: str | None = None
+    ) -> Frame:
+        """Everyone who read the version, or a version built from it: for the auditor and admin groups."""
+        from governance.frames import readers_frame
+
+        self._acting_as(as_user, password)
+        parsed = VersionRef.parse(ref)
+        return readers_frame(self.client.get(f"/versions/{parsed.key}/{parsed.number}/readers", {"depth": depth}))
+
     def access(self, key: str) -> Frame:
         from governance.access.views import AccessView
         from governance.frames import access_frame

@@ -6,9 +6,11 @@ import hashlib
 import importlib
 import inspect
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cache, cached_property
@@ -428,6 +430,21 @@ class LoadedSpecs:
     unplaced: tuple[SpecProblem, ...] = ()
     # Broken assets whose file itself was read: what they name (an input, a transform) is the problem.
     parsed: Mapping[AssetKey, Spec] = field(default_factory=dict)
+
+
+def folder_stamp(root: Path) -> int:
+    """What changes whenever a spec file under `root` is added, removed, renamed or written: each
+    file's name, size, time of change and inode, taken without reading one."""
+    found = []
+    with suppress(FileNotFoundError, NotADirectoryError):
+        for domain in os.scandir(root):
+            if domain.is_dir(follow_symlinks=False):
+                for entry in os.scandir(domain.path):
+                    stat = entry.stat()
+                    found.append(
+                        (domain.name, entry.name, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
+                    )
+    return hash(tuple(sorted(found)))
 
 
 def load_valid_specs(root: Path, cache_dir: Path | None = None, *, transform_packages: tuple[str, ...]) -> LoadedSpecs:

@@ -12,7 +12,8 @@ from functools import cached_property
 from typing import Any
 
 from governance.access.guard import authorize, record_all
-from governance.access.policy import Decision, Verb
+from governance.access.policy import Decision, Policy, Verb
+from governance.api import Custody
 from governance.catalog.states import VersionStatus
 from governance.errors import AccessDenied, InvalidInput, NoSuchNamespace, NotFound, shown
 from governance.lake import CATALOG_NAME
@@ -77,12 +78,49 @@ def _bound(kept: OrderedDict, most: int) -> None:
         kept.popitem(last=False)
 
 
+@dataclass(frozen=True)
+class Held:
+    """The version whose files a folder of the lake holds: which it is never changes, its status may."""
+
+    id: int
+    asset: str
+    number: int
+
+
+class Folders:
+    """The versions the lake's folders hold, as found, by folder (REMEMBERED of them at most)."""
+
+    def __init__(self, remembered: int = REMEMBERED):
+        self.remembered = remembered
+        self._held: OrderedDict[str, Held] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def version(self, custody: Custody, uri: str) -> Held | None:
+        """The version a file of the lake belongs to; None for a file of none."""
+        folder = custody.lake.folder_of(uri)
+        if folder is None:
+            return None
+        with self._lock:
+            held = self._held.get(folder)
+        if held is not None:
+            return held
+        row = custody.store.version_at(folder)
+        if row is None or row.id is None:
+            return None  # not kept: a version committed later may hold it
+        held = Held(row.id, row.asset_key, row.number)
+        with self._lock:
+            self._held[folder] = held
+            _bound(self._held, self.remembered)
+        return held
+
+
 class RestCatalog:
     """What the catalog answers, for the service it is part of."""
 
     def __init__(self, service: Service):
         self.service = service
         self.loads = Loads()
+        self.folders = Folders()
 
     @property
     def tables(self) -> IcebergTables:
@@ -95,11 +133,24 @@ class RestCatalog:
         """The tables the principal may load, in `namespace` if given: deciding each, recording none
         (a listing reads no row)."""
         keys = [key for key in self.tables.names() if namespace is None or key.domain == namespace]
-        specs = self.service.specs()
+        specs = self.service.specs(recent=True)
         identity = principal.identity()
-        return self.service.custody.deciding(
-            lambda policy, _: [key for key in keys if policy.decide(identity, Verb.READ, specs.get(key)).allowed]
-        )
+
+        def decide(policy: Policy, _: Mapping[str, str]) -> list[AssetKey]:
+            # A read is decided on the asset's roles and classification alone: tables that share
+            # them share the answer, decided once.
+            answers: dict[object, bool] = {}
+            readable = []
+            for key in keys:
+                spec = specs.get(key)
+                alike = (spec.body.roles, spec.body.classification) if spec is not None else None
+                if alike not in answers:
+                    answers[alike] = policy.decide(identity, Verb.READ, spec).allowed
+                if answers[alike]:
+                    readable.append(key)
+            return readable
+
+        return self.service.custody.deciding(decide)
 
     def namespace(self, principal: Principal, namespace: str) -> None:
         """Nothing if the principal may load a table in `namespace`; else NoSuchNamespace."""
@@ -111,7 +162,7 @@ class RestCatalog:
         and the load's id, which the versions it reads are recorded with."""
         store = self.service.custody.store
         table = self.tables.table_name(key)
-        spec = self._spec(asked, key, self.service.specs())
+        spec = self._spec(asked, key, self.service.specs(recent=True))
         load = self.loads.new(asked.principal.session, key)
         served = self._served(key)
         self.service.custody.deciding(
@@ -132,7 +183,7 @@ class RestCatalog:
     def allowed(self, asked: Asked, key: AssetKey) -> None:
         """Nothing if the principal may read the asset (an existence check, vended credentials):
         a refusal is recorded as refusals are, an allowance not at all (the load was)."""
-        spec = self._spec(asked, key, self.service.specs())
+        spec = self._spec(asked, key, self.service.specs(recent=True))
         decision = self.service.custody.deciding(
             lambda policy, _: policy.decide(asked.principal.identity(), Verb.READ, spec)
         )
@@ -143,7 +194,7 @@ class RestCatalog:
     def scanned(self, asked: Asked, key: AssetKey, snapshot_id: int) -> int:
         """The version an engine reports it scanned by its snapshot, recorded as read once per load."""
         table = self.tables.table_name(key)
-        spec = self._spec(asked, key, self.service.specs())
+        spec = self._spec(asked, key, self.service.specs(recent=True))
         served = self._served(key)
         version = served.version_of(snapshot_id) if served else None
         if version is None:
@@ -208,7 +259,7 @@ class RestCatalog:
 
     def _may_read(self, asked: Asked, key: AssetKey, signer: Signer, method: str, uri: str) -> None:
         table = self.tables.table_name(key)
-        spec = self._spec(asked, key, self.service.specs())
+        spec = self._spec(asked, key, self.service.specs(recent=True))
         try:
             read = signer.read_of(method, uri)
         except AccessDenied as err:
@@ -221,14 +272,13 @@ class RestCatalog:
             )
             self._refuse_unless(decision, asked, key)
             return
-        lake = self.service.custody.lake
-        folder = lake.folder_of(f"s3://{signer.bucket}/{read.key}")
-        row = self.service.custody.store.version_at(folder) if folder else None
-        if row is None or row.asset_key != str(key) or row.status != VersionStatus.COMMITTED:
+        found = self.folders.version(self.service.custody, f"s3://{signer.bucket}/{read.key}")
+        store = self.service.custody.store
+        if found is None or found.asset != str(key) or store.status_of(found.id) != VersionStatus.COMMITTED:
             reason = f"{shown(read.key, 200)} is no file of a version of {table} you may read"
             self._refused(asked, key, reason, request=f"{method} {shown(uri, 200)}")
             raise AccessDenied(f"denied: {reason}")
-        self.read(asked, key, spec, row.number, via="signing")
+        self.read(asked, key, spec, found.number, via="signing")
 
     def _served(self, key: AssetKey) -> ServedTable | None:
         return served_table(self.tables, key, self.service.custody.store.committed_numbers(key))
