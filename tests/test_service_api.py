@@ -629,6 +629,7 @@ def test_the_openapi_schema_documents_every_endpoint(api):
         "/api/v1/assets/{domain}/{name}/versions",
         "/api/v1/assets/{domain}/{name}/rows",
         "/api/v1/versions/{domain}/{name}/{number}/{direction}",
+        "/api/v1/versions/{domain}/{name}/{number}/readers",
         "/api/v1/ledger",
         "/api/v1/access/{domain}/{name}",
         "/api/v1/access/{domain}/{name}/explain",
