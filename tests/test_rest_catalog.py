@@ -9,19 +9,22 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import pytest
 import requests
 import yaml
+from itsdangerous import URLSafeTimedSerializer
 from pyiceberg.catalog import load_catalog
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import ForbiddenError, NoSuchTableError
+from sqlmodel import col, select
 
 from governance.access.reads import read_table
 from governance.api import Custody
 from governance.catalog import Catalog, make_engine
-from governance.catalog.models import VersionRow
+from governance.catalog.models import ServiceSession, VersionRow
 from governance.cli import run
 from governance.config import Settings
 from governance.demo import demo_password
@@ -375,3 +378,24 @@ def test_python_s_custody_lists_the_readers_of_a_version_for_an_auditor(served):
     frame = custody.readers("sales/products@1", as_user="dave", password=demo_password("dave"))
     assert list(frame.columns) == ["version", "user", "how", "channel", "engine", "at", "seq"]
     assert ((frame["user"] == "carol") & (frame["channel"] == "iceberg")).any()
+
+
+def test_an_expired_token_and_one_signed_with_another_key_are_refused(served):
+    bearer = served.bearer("carol")
+    with served.catalog.session() as session:
+        row = session.exec(
+            select(ServiceSession).where(ServiceSession.kind == "token").order_by(col(ServiceSession.issued_at).desc())
+        ).first()
+        assert row is not None
+        row.expires_at = datetime.now(UTC) - timedelta(seconds=1)
+        session.add(row)
+        newest = row.id
+    forged = URLSafeTimedSerializer(b"another service's key, 32 bytes long", salt="custody-token").dumps(newest)
+    for given, said in ((bearer, "this token has expired"), (forged, "was not made by this service")):
+        answer = requests.get(
+            f"{served.iceberg}/v1/custody/namespaces/sales/tables/clients",
+            headers={"Authorization": f"Bearer {given}"},
+            timeout=30,
+        )
+        assert answer.status_code == 401
+        assert said in answer.json()["error"]["message"]

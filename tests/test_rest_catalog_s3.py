@@ -224,3 +224,13 @@ def test_the_table_s_load_tells_the_engine_to_sign_and_gives_it_no_key(served):
     assert config["s3.signer.endpoint"] == "v1/custody/namespaces/sales/tables/clients/sign"
     assert not any("key" in name or "secret" in name or "token" in name for name in config)
     assert "custody-test" not in answer.text
+
+
+def test_a_flood_of_refused_signing_requests_is_recorded_counted_not_one_entry_each(served):
+    since = served.last_seq()
+    other = served.file_of("sales/names_and_products@1")
+    for _ in range(100):
+        assert served.sign("carol", "clients", "GET", other).status_code == 403
+    # The first at once; the repeats as one entry, with their count, once the window ends.
+    (refused,) = [entry for entry in served.entries("carol", since) if entry["result"] == "denied"]
+    assert "is no file of a version of custody.sales.clients" in refused["reason"]

@@ -501,8 +501,8 @@ class Catalog:
     def status_of(self, version_id: int) -> str | None:
         """A version's status now, by its id: one lookup by the key, for a caller that asks it of
         every request (a signed read of a version's file)."""
-        with self.reading() as session:
-            return session.connection().execute(STATUS_OF, {"id": version_id}).scalar_one_or_none()
+        with self._reader.connect() as connection:
+            return connection.execute(STATUS_OF, {"id": version_id}).scalar_one_or_none()
 
     def find_version(self, session: Session, ref: VersionRef) -> VersionRow | None:
         query = select(VersionRow).where(VersionRow.asset_key == str(ref.key), VersionRow.number == ref.number)

@@ -25,6 +25,7 @@ from governance.errors import (
 )
 
 BUSY_TIMEOUT_SECONDS = 30
+SQLITE_CONNECTIONS_KEPT = 48
 # The execution option of a transaction that only reads (Catalog.reading).
 READ_ONLY = "custody_read_only"
 
@@ -189,7 +190,15 @@ def _sqlite_engine(url: str, database: str | None) -> Engine:
         if not os.path.exists(database) and os.access(Path(database).parent, os.W_OK):
             with contextlib.suppress(FileExistsError):  # another process made it meanwhile
                 os.close(os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-    engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_SECONDS, "check_same_thread": False})
+    # Connections are kept for as many threads as a busy service runs at once (its deciding
+    # threads and its workers): one opened past the pool's size is closed after its use, and
+    # opening one (its settings below) costs more than most statements run on it.
+    engine = create_engine(
+        url,
+        connect_args={"timeout": BUSY_TIMEOUT_SECONDS, "check_same_thread": False},
+        pool_size=SQLITE_CONNECTIONS_KEPT,
+        max_overflow=SQLITE_CONNECTIONS_KEPT,
+    )
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, _record):

@@ -184,14 +184,16 @@ class IcebergTables:
         return table
 
     def names(self) -> list[AssetKey]:
-        """Every table of the catalog, as the asset it is of."""
-        with _translated("list the Iceberg tables"):
-            found = [
-                identifier
-                for namespace in self.catalog.list_namespaces()
-                for identifier in self.catalog.list_tables(namespace)
-            ]
-        return [key for identifier in found if (key := _asset_of(identifier)) is not None]
+        """Every table of the catalog, as the asset it is of: one query of the SQL catalog's table,
+        its rows taken as they are (PyIceberg's own listing builds an object of each, a query a
+        namespace)."""
+        from pyiceberg.catalog.sql import IcebergTables as Rows
+        from sqlalchemy import select
+
+        query = select(Rows.table_namespace, Rows.table_name).where(Rows.catalog_name == CATALOG_NAME)
+        with _translated("list the Iceberg tables"), self.catalog.engine.connect() as connection:
+            found = connection.execute(query).all()
+        return [key for namespace, name in found if (key := _asset_of((*namespace.split("."), name))) is not None]
 
     def tags(self, key: AssetKey) -> dict[int, int]:
         """Version number -> snapshot id, for every `custody-v<N>` tag of the asset's table."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ CHANNEL = "iceberg"
 # The most loads, and version reads, this process remembers: past them the oldest are forgotten,
 # and a read of a forgotten load is recorded again.
 REMEMBERED = 100_000
+# How old what the catalog said of a version's status may be when a request for its files is signed.
+STATUS_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -88,12 +91,30 @@ class Held:
 
 
 class Folders:
-    """The versions the lake's folders hold, as found, by folder (REMEMBERED of them at most)."""
+    """The versions the lake's folders hold, as found, by folder (REMEMBERED of them at most), and
+    whether each is committed, as read at most STATUS_SECONDS ago."""
 
     def __init__(self, remembered: int = REMEMBERED):
         self.remembered = remembered
         self._held: OrderedDict[str, Held] = OrderedDict()
+        self._statuses: OrderedDict[int, tuple[float, bool]] = OrderedDict()
         self._lock = threading.Lock()
+
+    def committed(self, custody: Custody, held: Held) -> bool:
+        """Whether the version is committed: read again once what was read is STATUS_SECONDS old.
+        (A read of the catalog for each signed request, by the thousand a second, would make them
+        wait on one another for SQLite's read slots.)"""
+        now = time.monotonic()
+        with self._lock:
+            known = self._statuses.get(held.id)
+        if known is not None and now - known[0] < STATUS_SECONDS:
+            return known[1]
+        committed = custody.store.status_of(held.id) == VersionStatus.COMMITTED
+        with self._lock:
+            self._statuses[held.id] = (now, committed)
+            self._statuses.move_to_end(held.id)
+            _bound(self._statuses, self.remembered)
+        return committed
 
     def version(self, custody: Custody, uri: str) -> Held | None:
         """The version a file of the lake belongs to; None for a file of none."""
@@ -152,10 +173,12 @@ class RestCatalog:
 
         return self.service.custody.deciding(decide)
 
-    def namespace(self, principal: Principal, namespace: str) -> None:
-        """Nothing if the principal may load a table in `namespace`; else NoSuchNamespace."""
-        if not self.readable(principal, namespace):
+    def namespace(self, principal: Principal, namespace: str) -> list[AssetKey]:
+        """The tables of `namespace` the principal may load; NoSuchNamespace if none."""
+        readable = self.readable(principal, namespace)
+        if not readable:
             raise NoSuchNamespace(f"no namespace {shown(namespace)} holds a table you may read")
+        return readable
 
     def load(self, asked: Asked, key: AssetKey) -> tuple[ServedTable, str]:
         """The table, once the principal may read the asset: the decision is recorded with the engine,
@@ -273,8 +296,7 @@ class RestCatalog:
             self._refuse_unless(decision, asked, key)
             return
         found = self.folders.version(self.service.custody, f"s3://{signer.bucket}/{read.key}")
-        store = self.service.custody.store
-        if found is None or found.asset != str(key) or store.status_of(found.id) != VersionStatus.COMMITTED:
+        if found is None or found.asset != str(key) or not self.folders.committed(self.service.custody, found):
             reason = f"{shown(read.key, 200)} is no file of a version of {table} you may read"
             self._refused(asked, key, reason, request=f"{method} {shown(uri, 200)}")
             raise AccessDenied(f"denied: {reason}")

@@ -134,9 +134,7 @@ def create_iceberg_app(service: Service) -> FastAPI:
     @app.get("/v1/{prefix}/namespaces/{namespace}/tables")
     async def tables(request: Request, asked: Caller, prefix: str, namespace: str) -> Response:
         key_of(prefix, namespace)
-        rest = catalog_of(request)
-        await run_in_threadpool(rest.namespace, asked.principal, namespace)
-        keys = await run_in_threadpool(rest.readable, asked.principal, namespace)
+        keys = await run_in_threadpool(catalog_of(request).namespace, asked.principal, namespace)
         return json_response({"identifiers": [{"namespace": [key.domain], "name": key.name} for key in keys]})
 
     @app.get(TABLE)
