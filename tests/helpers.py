@@ -12,18 +12,19 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
-from sqlmodel import func, select
+from sqlmodel import col, func, select
 
 from governance import ledger
 from governance.access.settings import pinned_settings
 from governance.api import PASSWORD_VARIABLE
 from governance.batches import READY_MARKER
 from governance.catalog import Catalog
-from governance.catalog.models import LedgerEntry, VersionRow
+from governance.catalog.models import LedgerEntry, ServiceSession, VersionRow
 from governance.cli import run
 from governance.config import Settings
 from governance.demo import demo_password
@@ -240,3 +241,15 @@ def assert_reads_as_inferred(spark: SparkSession, lake: Lake, row: VersionRow) -
     given, found = read_dataframe(spark, lake, row), inferred(spark, lake, row)
     assert given.schema == found.schema, row.ref
     assert given.collect() == found.collect(), row.ref
+
+
+def expire_newest_token(catalog: Catalog) -> str:
+    """End the newest token's life a second ago, as time would; its session's id."""
+    with catalog.session() as session:
+        row = session.exec(
+            select(ServiceSession).where(ServiceSession.kind == "token").order_by(col(ServiceSession.issued_at).desc())
+        ).first()
+        assert row is not None
+        row.expires_at = datetime.now(UTC) - timedelta(seconds=1)
+        session.add(row)
+        return row.id

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import pytest
@@ -19,12 +18,11 @@ from itsdangerous import URLSafeTimedSerializer
 from pyiceberg.catalog import load_catalog
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import ForbiddenError, NoSuchTableError
-from sqlmodel import col, select
 
 from governance.access.reads import read_table
 from governance.api import Custody
 from governance.catalog import Catalog, make_engine
-from governance.catalog.models import ServiceSession, VersionRow
+from governance.catalog.models import VersionRow
 from governance.cli import run
 from governance.config import Settings
 from governance.demo import demo_password
@@ -32,7 +30,7 @@ from governance.lake import open_lake
 from governance.zones import Lake
 from tests.conftest import DEMO_SPECS, land_demo, plain_environ, without_approval
 from tests.dagster_servers import client, start_service, stop, token
-from tests.helpers import duckdb_with_iceberg, last_seq, reads_since
+from tests.helpers import duckdb_with_iceberg, expire_newest_token, last_seq, reads_since
 
 pytestmark = pytest.mark.xdist_group("rest-catalog")
 
@@ -382,14 +380,7 @@ def test_python_s_custody_lists_the_readers_of_a_version_for_an_auditor(served):
 
 def test_an_expired_token_and_one_signed_with_another_key_are_refused(served):
     bearer = served.bearer("carol")
-    with served.catalog.session() as session:
-        row = session.exec(
-            select(ServiceSession).where(ServiceSession.kind == "token").order_by(col(ServiceSession.issued_at).desc())
-        ).first()
-        assert row is not None
-        row.expires_at = datetime.now(UTC) - timedelta(seconds=1)
-        session.add(row)
-        newest = row.id
+    newest = expire_newest_token(served.catalog)
     forged = URLSafeTimedSerializer(b"another service's key, 32 bytes long", salt="custody-token").dumps(newest)
     for given, said in ((bearer, "this token has expired"), (forged, "was not made by this service")):
         answer = requests.get(

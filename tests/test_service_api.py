@@ -50,7 +50,7 @@ from governance.zones import Lake
 from tests.conftest import DEMO_SPECS, plain_environ
 from tests.dagster_servers import client, start_service, stop, token
 from tests.graphs import add_versions
-from tests.helpers import edit_spec, run_proven
+from tests.helpers import edit_spec, expire_newest_token, run_proven
 
 pytestmark = pytest.mark.xdist_group("service-api")
 CUSTODY = Path(sys.executable).with_name("custody")
@@ -163,14 +163,7 @@ def test_a_wrong_password_gets_401_and_no_token(api, catalog):
 
 def test_every_endpoint_refuses_no_token_an_expired_one_and_one_signed_with_another_key(api, catalog):
     expired = token(api, "carol")
-    with catalog.session() as session:
-        row = session.exec(
-            select(ServiceSession).where(ServiceSession.kind == "token").order_by(col(ServiceSession.issued_at).desc())
-        ).first()
-        assert row is not None
-        row.expires_at = datetime.now(UTC) - timedelta(seconds=1)
-        session.add(row)
-        newest = row.id
+    newest = expire_newest_token(catalog)
     foreign = URLSafeTimedSerializer(b"another service's key, 32 bytes long", salt="custody-token").dumps(newest)
     refusals = (
         ({}, "this needs a token: `custody login`, or POST /api/v1/tokens with a user and password"),
