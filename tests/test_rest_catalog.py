@@ -7,8 +7,11 @@ One home, with the demo's versions made by bob, and one `custody serve` on it se
 from __future__ import annotations
 
 import json
+import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -30,7 +33,7 @@ from governance.lake import open_lake
 from governance.zones import Lake
 from tests.conftest import DEMO_SPECS, land_demo, plain_environ, without_approval
 from tests.dagster_servers import client, start_service, stop, token
-from tests.helpers import duckdb_with_iceberg, expire_newest_token, last_seq, reads_since
+from tests.helpers import duckdb_with_iceberg, edit_spec, expire_newest_token, last_seq, reads_since
 
 pytestmark = pytest.mark.xdist_group("rest-catalog")
 
@@ -71,12 +74,14 @@ def rows(table: pa.Table) -> list[dict]:
 @pytest.fixture(scope="module")
 def served(spark, demo_specs, tmp_path_factory) -> Iterator[Served]:
     home = tmp_path_factory.mktemp("rest-catalog") / "home"
-    settings = without_approval(Settings.under(home, specs=DEMO_SPECS))
+    # A copy of the demo's specs, which a test edits as an owner does.
+    specs = Path(shutil.copytree(DEMO_SPECS, home.parent / "specs"))
+    settings = without_approval(Settings.under(home, specs=specs))
     engine = make_engine(settings.catalog_url)
     catalog = Catalog(engine, segments=settings.ledger_segments)
     lake = open_lake(settings)
     versions = {row.ref: row for row in land_demo(spark, catalog, lake, demo_specs)}
-    server, port = start_service(settings, plain_environ(home), ui=False)
+    server, port = start_service(settings, {**plain_environ(home), "CUSTODY_SPECS": str(specs)}, ui=False)
     yield Served(f"http://127.0.0.1:{port}", settings, lake, catalog, versions)
     stop(server)
     engine.dispose()
@@ -390,3 +395,23 @@ def test_an_expired_token_and_one_signed_with_another_key_are_refused(served):
         )
         assert answer.status_code == 401
         assert said in answer.json()["error"]["message"]
+
+
+def test_an_owner_s_edit_of_a_role_s_group_counts_for_the_next_loads_within_seconds(served):
+    carol = served.rest("carol")
+    carol.load_table(("sales", "product_summary"))
+    edit_spec(served.settings.specs / "sales", "product_summary", "consumer: sales-consumers", "consumer: hr-consumers")
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                carol.load_table(("sales", "product_summary"))
+            except ForbiddenError as refused:
+                assert "product_summary: it needs consumer (hr-consumers)" in str(refused)
+                break
+            assert time.monotonic() < deadline, "the edit did not count"
+            time.sleep(0.2)
+    finally:
+        edit_spec(
+            served.settings.specs / "sales", "product_summary", "consumer: hr-consumers", "consumer: sales-consumers"
+        )

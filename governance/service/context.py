@@ -76,6 +76,7 @@ class Service:
     _specs_stamp: int = field(default=0, init=False)
     _specs_checked: float = field(default=0.0, init=False)
     _specs_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _specs_rechecking: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         self.ledger_pages = Recent(self.recent.seconds, LEDGER_PAGES_KEPT)
@@ -83,21 +84,32 @@ class Service:
 
     def specs(self, *, recent: bool = False) -> SpecSet:
         """The valid specs as their files are now: a decision follows an owner's edit without a
-        restart, and a broken spec leaves the others decidable. `recent`: as their files were at
-        most SPECS_RECHECK_SECONDS ago, read again only if one changed since (for the requests an
-        engine makes by the thousand: a load, a listing, a signed read)."""
-        if recent:
-            with self._specs_lock:
-                checked = time.monotonic()
-                if self._specs is not None and checked - self._specs_checked < SPECS_RECHECK_SECONDS:
-                    return self._specs
-                stamp = folder_stamp(self.custody.settings.specs)
-                if self._specs is not None and stamp == self._specs_stamp:
-                    self._specs_checked = checked
-                    return self._specs
-                return self._read_specs(stamp, checked)
+        restart, and a broken spec leaves the others decidable. `recent`: for the requests an
+        engine makes by the thousand (a load, a listing, a signed read), as their files were about
+        SPECS_RECHECK_SECONDS ago at most: once what was read is that old, a thread of its own
+        looks at the folder (at thousands of specs, for longer than such a request takes) and
+        reads the specs again if a file changed, while requests go on with what was read."""
         with self._specs_lock:
+            kept = self._specs
+            stale = kept is not None and time.monotonic() - self._specs_checked >= SPECS_RECHECK_SECONDS
+            if recent and kept is not None:
+                if stale and not self._specs_rechecking:
+                    self._specs_rechecking = True
+                    threading.Thread(target=self._recheck_specs, name="custody-specs", daemon=True).start()
+                return kept
             return self._read_specs(folder_stamp(self.custody.settings.specs), time.monotonic())
+
+    def _recheck_specs(self) -> None:
+        try:
+            checked = time.monotonic()
+            stamp = folder_stamp(self.custody.settings.specs)
+            with self._specs_lock:
+                if stamp == self._specs_stamp:
+                    self._specs_checked = checked
+                else:
+                    self._read_specs(stamp, checked)
+        finally:
+            self._specs_rechecking = False
 
     def _read_specs(self, stamp: int, checked: float) -> SpecSet:
         settings = self.custody.settings

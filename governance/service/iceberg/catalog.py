@@ -3,10 +3,6 @@ recorded as a read, and the version an engine reports it scanned recorded once p
 
 from __future__ import annotations
 
-import secrets
-import threading
-import time
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -14,24 +10,18 @@ from typing import Any
 
 from governance.access.guard import authorize, record_all
 from governance.access.policy import Decision, Policy, Verb
-from governance.api import Custody
-from governance.catalog.states import VersionStatus
 from governance.errors import AccessDenied, InvalidInput, NoSuchNamespace, NotFound, shown
 from governance.lake import CATALOG_NAME
 from governance.lake.iceberg import IcebergTables
 from governance.lake.serving import ServedTable, served_table
 from governance.lake.signing import Signer
 from governance.service.context import Service
+from governance.service.iceberg.kept import Folders, Loads
 from governance.service.sessions import Principal
 from governance.spec import Spec, SpecSet
 from governance.zones import AssetKey
 
 CHANNEL = "iceberg"
-# The most loads, and version reads, this process remembers: past them the oldest are forgotten,
-# and a read of a forgotten load is recorded again.
-REMEMBERED = 100_000
-# How old what the catalog said of a version's status may be when a request for its files is signed.
-STATUS_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -45,94 +35,6 @@ class Asked:
     def details(self, table: str | None = None, **more: Any) -> dict[str, Any]:
         """What the ledger keeps of the request: how it reached us, the engine and the table it concerns."""
         return {**self.principal.recorded(), "engine": self.engine, **({"table": table} if table else {}), **more}
-
-
-class Loads:
-    """The table loads of this process, by session and asset, and the versions recorded as read in each."""
-
-    def __init__(self, remembered: int = REMEMBERED):
-        self.remembered = remembered
-        self._loads: OrderedDict[tuple[str, str], str] = OrderedDict()
-        self._read: OrderedDict[tuple[str, int], None] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def new(self, session: str, key: AssetKey) -> str:
-        load = secrets.token_hex(8)
-        with self._lock:
-            self._loads[(session, str(key))] = load
-            self._loads.move_to_end((session, str(key)))
-            _bound(self._loads, self.remembered)
-        return load
-
-    def first_read(self, session: str, key: AssetKey, version: int) -> str | None:
-        """The load a read of `version` belongs to, if it is the first of that load; else None."""
-        with self._lock:
-            load = self._loads.get((session, str(key))) or secrets.token_hex(8)
-            self._loads[(session, str(key))] = load
-            if (load, version) in self._read:
-                return None
-            self._read[(load, version)] = None
-            _bound(self._read, self.remembered)
-            return load
-
-
-def _bound(kept: OrderedDict, most: int) -> None:
-    while len(kept) > most:
-        kept.popitem(last=False)
-
-
-@dataclass(frozen=True)
-class Held:
-    """The version whose files a folder of the lake holds: which it is never changes, its status may."""
-
-    id: int
-    asset: str
-    number: int
-
-
-class Folders:
-    """The versions the lake's folders hold, as found, by folder (REMEMBERED of them at most), and
-    whether each is committed, as read at most STATUS_SECONDS ago."""
-
-    def __init__(self, remembered: int = REMEMBERED):
-        self.remembered = remembered
-        self._held: OrderedDict[str, Held] = OrderedDict()
-        self._statuses: OrderedDict[int, tuple[float, bool]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def committed(self, custody: Custody, held: Held) -> bool:
-        """Whether the version is committed: read again once what was read is STATUS_SECONDS old.
-        (A read of the catalog for each signed request, by the thousand a second, would make them
-        wait on one another for SQLite's read slots.)"""
-        now = time.monotonic()
-        with self._lock:
-            known = self._statuses.get(held.id)
-        if known is not None and now - known[0] < STATUS_SECONDS:
-            return known[1]
-        committed = custody.store.status_of(held.id) == VersionStatus.COMMITTED
-        with self._lock:
-            self._statuses[held.id] = (now, committed)
-            self._statuses.move_to_end(held.id)
-            _bound(self._statuses, self.remembered)
-        return committed
-
-    def version(self, custody: Custody, uri: str) -> Held | None:
-        """The version a file of the lake belongs to; None for a file of none."""
-        folder = custody.lake.folder_of(uri)
-        if folder is None:
-            return None
-        with self._lock:
-            held = self._held.get(folder)
-        if held is not None:
-            return held
-        row = custody.store.version_at(folder)
-        if row is None or row.id is None:
-            return None  # not kept: a version committed later may hold it
-        held = Held(row.id, row.asset_key, row.number)
-        with self._lock:
-            self._held[folder] = held
-            _bound(self._held, self.remembered)
-        return held
 
 
 class RestCatalog:
@@ -180,9 +82,9 @@ class RestCatalog:
             raise NoSuchNamespace(f"no namespace {shown(namespace)} holds a table you may read")
         return readable
 
-    def load(self, asked: Asked, key: AssetKey) -> tuple[ServedTable, str]:
+    def load(self, asked: Asked, key: AssetKey) -> ServedTable:
         """The table, once the principal may read the asset: the decision is recorded with the engine,
-        and the load's id, which the versions it reads are recorded with."""
+        and with the load's id, which the versions it reads are recorded with."""
         store = self.service.custody.store
         table = self.tables.table_name(key)
         spec = self._spec(asked, key, self.service.specs(recent=True))
@@ -201,7 +103,7 @@ class RestCatalog:
         )
         if served is None:
             raise NotFound(f"{table} has no committed version yet")
-        return served, load
+        return served
 
     def allowed(self, asked: Asked, key: AssetKey) -> None:
         """Nothing if the principal may read the asset (an existence check, vended credentials):

@@ -86,10 +86,16 @@ def catalog_of(request: Request) -> RestCatalog:
     return rest
 
 
-def key_of(prefix: str, namespace: str, table: str | None = None) -> AssetKey:
-    """The asset a path names; the catalog is `custody`, its namespaces the domains."""
+def checked_prefix(prefix: str) -> None:
+    """The catalog a path names must be this service's, `custody`."""
     if prefix != PREFIX:
         raise NotFound(f"no catalog {shown(prefix)}: this service's is {PREFIX}")
+
+
+def key_of(prefix: str, namespace: str, table: str | None = None) -> AssetKey:
+    """The asset a path names: its namespace is the asset's domain (a path naming no table is
+    checked with a name any table could have)."""
+    checked_prefix(prefix)
     try:
         return AssetKey(namespace, table or "table")
     except InvalidName as err:
@@ -117,7 +123,7 @@ def create_iceberg_app(service: Service) -> FastAPI:
 
     @app.get("/v1/{prefix}/namespaces")
     async def namespaces(request: Request, asked: Caller, prefix: str, parent: str | None = None) -> Response:
-        key_of(prefix, "namespace")
+        checked_prefix(prefix)
         if parent:
             return json_response({"namespaces": []})  # the domains hold no namespace
         keys = await run_in_threadpool(catalog_of(request).readable, asked.principal)
@@ -148,7 +154,7 @@ def create_iceberg_app(service: Service) -> FastAPI:
     ) -> Response:
         # Every snapshot served is a version's, which a tag holds: `all` and `refs` are the same.
         key = key_of(prefix, namespace, table)
-        served, _ = await decided(request, lambda: catalog_of(request).load(asked, key))
+        served = await decided(request, lambda: catalog_of(request).load(asked, key))
         body = (
             f'{{"metadata-location": {json.dumps(served.metadata_location)}, '
             f'"metadata": {served.metadata.model_dump_json()}, '

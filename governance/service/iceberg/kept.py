@@ -1,0 +1,108 @@
+"""What the catalog keeps in memory between an engine's requests: the loads of this process and the
+versions recorded as read in each, and the version each folder of the lake holds."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from governance.api import Custody
+from governance.catalog.states import VersionStatus
+from governance.zones import AssetKey
+
+# The most loads, and version reads, this process remembers: past them the oldest are forgotten,
+# and a read of a forgotten load is recorded again.
+REMEMBERED = 100_000
+# How old what the catalog said of a version's status may be when a request for its files is signed.
+STATUS_SECONDS = 0.5
+
+
+class Loads:
+    """The table loads of this process, by session and asset, and the versions recorded as read in each."""
+
+    def __init__(self, remembered: int = REMEMBERED):
+        self.remembered = remembered
+        self._loads: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._read: OrderedDict[tuple[str, int], None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def new(self, session: str, key: AssetKey) -> str:
+        load = secrets.token_hex(8)
+        with self._lock:
+            self._loads[(session, str(key))] = load
+            self._loads.move_to_end((session, str(key)))
+            _bound(self._loads, self.remembered)
+        return load
+
+    def first_read(self, session: str, key: AssetKey, version: int) -> str | None:
+        """The load a read of `version` belongs to, if it is the first of that load; else None."""
+        with self._lock:
+            load = self._loads.get((session, str(key))) or secrets.token_hex(8)
+            self._loads[(session, str(key))] = load
+            if (load, version) in self._read:
+                return None
+            self._read[(load, version)] = None
+            _bound(self._read, self.remembered)
+            return load
+
+
+def _bound(kept: OrderedDict, most: int) -> None:
+    while len(kept) > most:
+        kept.popitem(last=False)
+
+
+@dataclass(frozen=True)
+class Held:
+    """The version whose files a folder of the lake holds: which it is never changes, its status may."""
+
+    id: int
+    asset: str
+    number: int
+
+
+class Folders:
+    """The versions the lake's folders hold, as found, by folder (REMEMBERED of them at most), and
+    whether each is committed, as read at most STATUS_SECONDS ago."""
+
+    def __init__(self, remembered: int = REMEMBERED):
+        self.remembered = remembered
+        self._held: OrderedDict[str, Held] = OrderedDict()
+        self._statuses: OrderedDict[int, tuple[float, bool]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def committed(self, custody: Custody, held: Held) -> bool:
+        """Whether the version is committed: read again once what was read is STATUS_SECONDS old.
+        (A read of the catalog for each signed request, by the thousand a second, would make them
+        wait on one another for SQLite's read slots.)"""
+        now = time.monotonic()
+        with self._lock:
+            known = self._statuses.get(held.id)
+        if known is not None and now - known[0] < STATUS_SECONDS:
+            return known[1]
+        committed = custody.store.status_of(held.id) == VersionStatus.COMMITTED
+        with self._lock:
+            self._statuses[held.id] = (now, committed)
+            self._statuses.move_to_end(held.id)
+            _bound(self._statuses, self.remembered)
+        return committed
+
+    def version(self, custody: Custody, uri: str) -> Held | None:
+        """The version a file of the lake belongs to; None for a file of none."""
+        folder = custody.lake.folder_of(uri)
+        if folder is None:
+            return None
+        with self._lock:
+            held = self._held.get(folder)
+        if held is not None:
+            return held
+        row = custody.store.version_at(folder)
+        if row is None or row.id is None:
+            return None  # not kept: a version committed later may hold it
+        held = Held(row.id, row.asset_key, row.number)
+        with self._lock:
+            self._held[folder] = held
+            _bound(self._held, self.remembered)
+        return held
