@@ -415,11 +415,13 @@ def readers_table(readers: Sequence[Mapping[str, Any]]) -> Table:
     shown = Table(box=None)
     for name in ("version", "user", "how", "channel"):
         shown.add_column(name, no_wrap=True)
-    shown.add_column("engine", overflow="fold")
-    shown.add_column("when", no_wrap=True)
+    shown.add_column("engine", min_width=10)
+    shown.add_column("when", min_width=10)
     for reader in readers:
         when = str(reader["at"])[:16].replace("T", " ")
-        said = (reader["version"], reader["user"], reader["how"], reader["channel"], reader["engine"], when)
+        # Iceberg's Java client names its commit too: the release is what a reader of the table needs.
+        engine = str(reader["engine"] or "").partition(" (commit")[0]
+        said = (reader["version"], reader["user"], reader["how"], reader["channel"], engine, when)
         shown.add_row(*(printable(str(value or "-")) for value in said))
     loaded = any(reader["how"] == "loaded" for reader in readers)
     shown.caption = (

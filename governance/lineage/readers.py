@@ -7,12 +7,16 @@ engine then read is not known (PyIceberg or DuckDB on a folder lake)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import closing
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from sqlmodel import Session
+
 from governance import ledger
 from governance.catalog import Catalog
+from governance.catalog.byids import ByIds
 from governance.catalog.models import LedgerEntry, VersionRow
 from governance.lineage.graph import closure
 from governance.lineage.terms import Direction
@@ -45,27 +49,24 @@ def readers(catalog: Catalog, ref: VersionRef, depth: int | None = None) -> list
     root = catalog.version(ref)
     with catalog.reading() as session:
         found = closure(session, [root.stored_id], Direction.DOWNSTREAM, depth)
-        rows = _versions(session, found.ids.tolist())
         numbers: dict[str, set[int]] = {}
-        for row in rows:
-            numbers.setdefault(row.asset_key, set()).add(row.number)
+        for asset, number in _versions(session, found.ids.tolist()):
+            numbers.setdefault(asset, set()).add(number)
         read = [
             reader
             for asset, wanted in sorted(numbers.items())
-            for reader in _readers(
-                ledger.entries(session, ledger.LedgerFilter.asked(asset=asset, action=READ)), asset, wanted
-            )
+            for reader in _readers(ledger.entries(session, ledger.LedgerFilter.asked(asset=asset, action=READ)), wanted)
         ]
     return sorted(read, key=lambda reader: reader.seq)
 
 
-def _versions(session, ids: list[int]) -> list[VersionRow]:
-    from sqlmodel import col, select
+def _versions(session: Session, ids: list[int]) -> Sequence[tuple[Any, ...]]:
+    """Each version's asset and number, by id: as many ids as a closure holds, in one statement."""
+    with closing(ByIds(session, '"asset_key", "number"', VersionRow.__tablename__, "id")) as versions:
+        return versions.rows(ids) if ids else []
 
-    return list(session.exec(select(VersionRow).where(col(VersionRow.id).in_(ids)))) if ids else []
 
-
-def _readers(entries: Iterable[LedgerEntry], asset: str, wanted: set[int]) -> list[Reader]:
+def _readers(entries: Iterable[LedgerEntry], wanted: set[int]) -> list[Reader]:
     """The allowed reads among an asset's `read` entries of the `wanted` versions; a load whose
     version read is known from the same load's later entry counts as that read only."""
     allowed = [(entry, json.loads(entry.details)) for entry in entries]
