@@ -29,6 +29,8 @@ POLICY_VARIABLES = {
 DEFAULT_TRANSFORM_PACKAGES = ("assets.transforms",)
 # A store that answers no request within this long fails the write, after S3A_ATTEMPTS tries.
 S3_TIMEOUT_SECONDS = 60
+# How long credentials vended to an engine last: STS's shortest, and its longest role session.
+VENDED_SECONDS = (900, 43_200)
 # Where Debian's libpostgresql-jdbc-java puts the PostgreSQL JDBC driver.
 DEFAULT_JDBC_DRIVER = Path("/usr/share/java/postgresql.jar")
 # Where `make setup` copies the jars of deploy/spark-jars/pom.xml (Iceberg's Spark runtime, SQLite's
@@ -91,6 +93,12 @@ class Settings:
     s3_region: str = ""
     # CUSTODY_S3_TIMEOUT: how long Spark waits for the store to answer one request, in seconds.
     s3_timeout: int = S3_TIMEOUT_SECONDS
+    # CUSTODY_S3_READ_ROLE: the role whose credentials the Iceberg catalog vends to engines that do not
+    # sign requests, limited to one table's files; `{domain}` and `{name}` stand for the table's asset.
+    s3_read_role: str = ""
+    # CUSTODY_VENDED_SECONDS: how long vended credentials last; CUSTODY_STS_ENDPOINT: STS's address.
+    vended_seconds: int = VENDED_SECONDS[0]
+    sts_endpoint: str = ""
     # iceberg: each committed version is also a snapshot of its asset's Iceberg table; off: not.
     tables: str = "iceberg"
     # Dagster's own DAGSTER_HOME, when a deployment points its webserver and daemon elsewhere.
@@ -110,6 +118,9 @@ class Settings:
             s3_endpoint=env.get("CUSTODY_S3_ENDPOINT") or "",
             s3_region=env.get("CUSTODY_S3_REGION") or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "",
             s3_timeout=env_count(env, "CUSTODY_S3_TIMEOUT", "seconds") or S3_TIMEOUT_SECONDS,
+            s3_read_role=env.get("CUSTODY_S3_READ_ROLE") or "",
+            vended_seconds=_vended_seconds(env),
+            sts_endpoint=env.get("CUSTODY_STS_ENDPOINT") or env.get("CUSTODY_S3_ENDPOINT") or "",
             catalog_url=env.get("CUSTODY_CATALOG_URL") or f"sqlite:///{home / 'catalog.db'}",
             specs=Path(env.get("CUSTODY_SPECS") or "assets/specs").absolute(),
             spark_master=env.get("CUSTODY_SPARK_MASTER") or "local[2]",
@@ -290,6 +301,16 @@ def _on_off(environ: Mapping[str, str], name: str, *, default: bool) -> bool:
 def is_dotted_name(name: str) -> bool:
     """`a.b.c`, each part a Python identifier: no empty part, no leading dot (a relative name)."""
     return all(part.isidentifier() for part in name.split("."))
+
+
+def _vended_seconds(environ: Mapping[str, str]) -> int:
+    seconds = env_count(environ, "CUSTODY_VENDED_SECONDS", "seconds") or VENDED_SECONDS[0]
+    shortest, longest = VENDED_SECONDS
+    if not shortest <= seconds <= longest:
+        raise InvalidInput(
+            f"CUSTODY_VENDED_SECONDS={seconds}: STS gives credentials for {shortest} to {longest} seconds"
+        )
+    return seconds
 
 
 def home_of(environ: Mapping[str, str]) -> Path:

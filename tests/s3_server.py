@@ -28,16 +28,17 @@ class S3Server:
     # The server's process: a test may stop it (SIGSTOP) to make a store that no longer answers.
     pid: int = 0
 
-    def client(self, service: str = "s3"):
+    def client(self, service: str = "s3", credentials: Mapping[str, str] = CREDENTIALS):
         """A boto3 client of the server (of S3, or of IAM, whose users and policies moto keeps),
-        with the credentials it was started with."""
+        with the credentials it was started with, or others (AWS_… variables' names and values)."""
         import boto3
 
         return boto3.client(
             service,
             endpoint_url=self.endpoint,
-            aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            aws_access_key_id=credentials["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=credentials["AWS_SECRET_ACCESS_KEY"],
+            aws_session_token=credentials.get("AWS_SESSION_TOKEN"),
             region_name=CREDENTIALS["AWS_DEFAULT_REGION"],
         )
 

@@ -1,11 +1,13 @@
 """On a lake in an object store, engines hold none of its keys: Custody's Iceberg catalog signs each
 request an engine makes to the store (remote signing), once it has decided that the user may read
 what the request reads, a file of a committed version of that table or its metadata; the version
-whose files were signed is recorded as read, once per load.
+whose files were signed is recorded as read, once per load. An engine that does not sign (DuckDB)
+is vended short-lived credentials of a read role, for that table's files alone.
 
-The store is moto's, checking every request's signature against its IAM users: only the service
-holds a user's keys. One home, with the demo's versions made by bob, and one `custody serve` on it
-serve every test."""
+The store is moto's, checking every request's signature against its IAM users and roles: only the
+service holds a user's keys. moto does not evaluate STS session policies, so each asset has a read
+role of its own, allowed that asset's objects. One home, with the demo's versions made by bob, and
+one `custody serve` on it serve every test."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pytest
 import requests
+from botocore.exceptions import ClientError
 from pyiceberg.catalog.rest import RestCatalog
 
 from governance.access.reads import read_table
@@ -26,8 +29,8 @@ from governance.lake import open_lake
 from governance.lake.objects import ObjectLake, hadoop_conf
 from tests.conftest import land_demo, plain_environ
 from tests.dagster_servers import start_service, stop, token
-from tests.helpers import last_seq, reads_since
-from tests.s3_server import running_s3
+from tests.helpers import duckdb_with_iceberg, last_seq, reads_since
+from tests.s3_server import S3Server, running_s3
 from tests.test_object_lake import BUCKET, s3_settings
 
 pytestmark = pytest.mark.xdist_group("rest-catalog")
@@ -35,6 +38,9 @@ pytestmark = pytest.mark.xdist_group("rest-catalog")
 # keys), then checks every request's signature.
 SETUP_REQUESTS = 4
 EVERYTHING = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})
+# moto's account; a read role per asset.
+READ_ROLE = "arn:aws:iam::123456789012:role/read-{domain}-{name}"
+SIGNING = {"header.X-Iceberg-Access-Delegation": "remote-signing"}
 
 
 @dataclass(frozen=True)
@@ -45,7 +51,11 @@ class Served:
     # files, as an engine asks for it: read while this process held the service's keys.
     expected: dict[str, list[dict]]
     files: dict[str, str]
-    endpoint: str
+    store: S3Server
+
+    @property
+    def endpoint(self) -> str:
+        return self.store.endpoint
 
     @property
     def iceberg(self) -> str:
@@ -117,12 +127,36 @@ def served(spark, demo_specs, tmp_path_factory) -> Iterator[Served]:
             versions = land_demo(spark, catalog, lake, demo_specs)
             expected = {row.ref: rows(read_table(lake, row)) for row in versions}
             files = {row.ref: first_file(lake, row, store.endpoint) for row in versions}
+            make_read_roles(store.client("iam", keys), lake, versions)
+            environ["CUSTODY_S3_READ_ROLE"] = READ_ROLE
             server, port = start_service(settings, {**environ, **keys}, ui=False)
         try:
-            yield Served(f"http://127.0.0.1:{port}", catalog, expected, files, store.endpoint)
+            yield Served(f"http://127.0.0.1:{port}", catalog, expected, files, store)
         finally:
             stop(server)
             engine.dispose()
+
+
+def make_read_roles(iam, lake: ObjectLake, versions: list[VersionRow]) -> None:
+    """A role per asset, which the service may assume, allowed to read the asset's table metadata
+    and its versions' objects."""
+    trust = {
+        "Effect": "Allow",
+        "Principal": {"AWS": "arn:aws:iam::123456789012:user/custody"},
+        "Action": "sts:AssumeRole",
+    }
+    for asset in sorted({row.asset_key for row in versions}):
+        domain, name = asset.split("/")
+        held = [f"{lake.at(row.path)}/" for row in versions if row.asset_key == asset]
+        objects = [f"{lake.at('_tables')}/{domain}/{name}/", *held]
+        reads = {"Effect": "Allow", "Action": "s3:GetObject", "Resource": [f"arn:aws:s3:::{o}*" for o in objects]}
+        role = f"read-{domain}-{name}"
+        iam.create_role(RoleName=role, AssumeRolePolicyDocument=json.dumps(policy(trust)))
+        iam.put_role_policy(RoleName=role, PolicyName="reads", PolicyDocument=json.dumps(policy(reads)))
+
+
+def policy(statement: dict) -> dict:
+    return {"Version": "2012-10-17", "Statement": [statement]}
 
 
 def first_file(lake: ObjectLake, row: VersionRow, endpoint: str) -> str:
@@ -133,7 +167,8 @@ def first_file(lake: ObjectLake, row: VersionRow, endpoint: str) -> str:
 
 def test_pyiceberg_holding_no_key_reads_a_tag_by_signed_requests_and_the_version_is_recorded_once(served):
     since = served.last_seq()
-    table = RestCatalog("custody", uri=served.iceberg, token=served.bearer("carol")).load_table(("sales", "clients"))
+    catalog = RestCatalog("custody", uri=served.iceberg, token=served.bearer("carol"), **SIGNING)
+    table = catalog.load_table(("sales", "clients"))
     first = table.snapshot_by_name("custody-v1").snapshot_id
     assert rows(table.scan(snapshot_id=first).to_arrow()) == served.rows("sales/clients@1")
     entries = served.entries("carol", since)
@@ -151,6 +186,7 @@ def test_spark_holding_no_key_reads_a_tag_by_signed_requests(spark, served):
         ".token": served.bearer("carol"),
         ".cache-enabled": "false",
         ".http-client.type": "urlconnection",
+        **{f".{name}": value for name, value in SIGNING.items()},
     }.items():
         session.conf.set(f"spark.sql.catalog.signed{key}", value)
     found = session.sql("SELECT * FROM signed.sales.clients VERSION AS OF 'custody-v2'").collect()
@@ -196,7 +232,7 @@ def test_a_signed_request_is_one_the_store_takes_and_an_unsigned_one_it_refuses(
     assert requests.get(uri, timeout=30).status_code == 403
 
 
-def test_a_revoked_role_stops_the_next_signed_request(served):
+def test_a_revoked_role_stops_the_next_signed_request_and_the_next_credentials(served):
     uri = served.file_of("sales/products@1")
     assert served.sign("carol", "products", "GET", uri).status_code == 200
     alice = token(f"{served.url}/api/v1", "alice")
@@ -206,6 +242,7 @@ def test_a_revoked_role_stops_the_next_signed_request(served):
         refused = served.sign("carol", "products", "GET", uri)
         assert refused.status_code == 403
         assert "carol may not read sales/products" in refused.json()["error"]["message"]
+        assert credentials_of(served, "carol", "products").status_code == 403
     finally:
         granted = requests.put(
             f"{served.url}/api/v1/access/sales/products/consumer", json={"user": "carol"}, headers=alice, timeout=30
@@ -234,3 +271,76 @@ def test_a_flood_of_refused_signing_requests_is_recorded_counted_not_one_entry_e
     # The first at once; the repeats as one entry, with their count, once the window ends.
     (refused,) = [entry for entry in served.entries("carol", since) if entry["result"] == "denied"]
     assert "is no file of a version of custody.sales.clients" in refused["reason"]
+
+
+def credentials_of(served: Served, user: str, table: str) -> requests.Response:
+    return requests.get(
+        f"{served.iceberg}/v1/custody/namespaces/sales/tables/{table}/credentials",
+        headers={"Authorization": f"Bearer {served.bearer(user)}"},
+        timeout=30,
+    )
+
+
+def test_duckdb_holding_no_key_reads_a_snapshot_with_credentials_vended_for_the_table(served):
+    since = served.last_seq()
+    table = RestCatalog("custody", uri=served.iceberg, token=served.bearer("carol"), **SIGNING).load_table(
+        ("sales", "clients")
+    )
+    snapshot = table.snapshot_by_name("custody-v2").snapshot_id
+    duckdb = duckdb_with_iceberg("httpfs")
+    duckdb.execute(f"CREATE SECRET carol (TYPE iceberg, TOKEN '{served.bearer('carol')}')")
+    duckdb.execute(f"ATTACH 'custody' AS lake (TYPE iceberg, SECRET carol, ENDPOINT '{served.iceberg}')")
+    found = duckdb.execute(f"SELECT * FROM lake.sales.clients AT (VERSION => {snapshot})").to_arrow_table()
+    assert rows(found) == served.rows("sales/clients@2")
+    vended = [entry for entry in served.entries("carol", since) if entry.get("access") == "vended-credentials"]
+    assert vended and all(entry["engine"].startswith("duckdb/v1.5") for entry in vended)
+
+
+def test_pyiceberg_asking_for_credentials_as_it_does_by_default_reads_with_them(served):
+    table = RestCatalog("custody", uri=served.iceberg, token=served.bearer("carol")).load_table(("sales", "clients"))
+    assert "s3.session-token" in table.io.properties
+    first = table.snapshot_by_name("custody-v1").snapshot_id
+    assert rows(table.scan(snapshot_id=first).to_arrow()) == served.rows("sales/clients@1")
+
+
+def test_vended_credentials_read_the_table_s_files_and_no_other_table_s(served):
+    answer = credentials_of(served, "carol", "clients")
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["Cache-Control"] == "no-store"
+    credentials = answer.json()["storage-credentials"]
+    assert {credential["prefix"] for credential in credentials} == {
+        f"s3://{BUCKET}/rest/_tables/sales/clients/",
+        f"s3://{BUCKET}/rest/_attempts/",
+    }
+    config = credentials[0]["config"]
+    expires = int(config["s3.session-token-expires-at-ms"]) / 1000
+    assert time.time() < expires <= time.time() + 900 + 5
+    store = served.store.client(
+        "s3",
+        {
+            "AWS_ACCESS_KEY_ID": config["s3.access-key-id"],
+            "AWS_SECRET_ACCESS_KEY": config["s3.secret-access-key"],
+            "AWS_SESSION_TOKEN": config["s3.session-token"],
+        },
+    )
+    own = served.file_of("sales/clients@1").removeprefix(f"{served.endpoint}/{BUCKET}/")
+    assert store.get_object(Bucket=BUCKET, Key=own)["Body"].read()[:4] == b"PAR1"
+    other = served.file_of("sales/products@1").removeprefix(f"{served.endpoint}/{BUCKET}/")
+    with pytest.raises(ClientError, match="AccessDenied"):
+        store.get_object(Bucket=BUCKET, Key=other)
+    assert "custody-test" not in answer.text
+
+
+def test_credentials_are_vended_only_to_a_reader_and_each_vending_is_recorded(served):
+    since = served.last_seq()
+    refused = credentials_of(served, "eve", "clients")
+    assert refused.status_code == 403
+    assert refused.json()["error"]["type"] == "ForbiddenException"
+    assert "storage-credentials" not in refused.text
+    assert credentials_of(served, "carol", "clients").status_code == 200
+    (vended,) = [entry for entry in served.entries("carol", since) if entry.get("via") == "credentials"]
+    assert (vended["result"], vended["access"], vended["table"]) == (
+        "allowed",
+        "vended-credentials",
+        "custody.sales.clients",
+    )

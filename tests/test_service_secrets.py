@@ -16,6 +16,7 @@ from governance.catalog import Catalog
 from governance.catalog.models import ServiceSession
 from governance.config import Settings
 from governance.demo import demo_password
+from governance.lake import open_lake
 from tests.conftest import ROOT, plain_environ
 from tests.dagster_servers import CUSTODY, SignedIn, start_service, stop
 
@@ -109,3 +110,9 @@ def test_a_home_custody_makes_and_its_catalog_are_their_owner_s_alone(tmp_path):
     assert done.returncode == 0, done.stderr
     assert stat.S_IMODE(home.stat().st_mode) == 0o700
     assert stat.S_IMODE((home / "catalog.db").stat().st_mode) == 0o600
+
+
+def test_the_default_folder_lake_custody_makes_is_its_owner_s_alone(tmp_path):
+    lake = open_lake(Settings.under(tmp_path / "new-home"))
+    assert stat.S_IMODE(Path(lake.root).stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "new-home").stat().st_mode) == 0o700

@@ -27,6 +27,11 @@ def open_lake(settings: Settings) -> Lake:
         base = settings.lake_url.removeprefix("s3a://")
         tables = _tables(settings, f"s3://{base}/{TABLES_FOLDER}", store, pyiceberg_properties(settings))
         return ObjectLake(settings.lake_url, store, settings.lake, tables)
+    if settings.lake == settings.home / "lake" and not settings.lake.exists():
+        # Engines read a folder lake's files themselves, past the catalog's decisions: the default
+        # lake is made readable by its owner, the service's user, alone.
+        settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        settings.lake.mkdir(mode=0o700)
     return Lake(settings.lake, tables=_tables(settings, f"file://{settings.lake / TABLES_FOLDER}", None, {}))
 
 

@@ -16,6 +16,8 @@ TOKEN_PLACEHOLDER = "<your token: `custody tables conf --with-token` prints it>"
 # The jars Spark needs for the REST catalog: Iceberg's runtime, and the AWS SDK its S3 file IO and
 # remote signer use; not the JDBC drivers or Hadoop's S3A, which only the operators' recipe needs.
 OPERATORS_ONLY = ("hadoop-aws-", "sqlite-jdbc-", "postgresql-")
+# How an engine tells the catalog whether it signs its requests of the store or takes credentials.
+DELEGATION = "X-Iceberg-Access-Delegation"
 
 
 class EngineName(StrEnum):
@@ -45,6 +47,8 @@ def engine_conf(engine: EngineName, service_url: str, token: str | None, jars: S
             # Iceberg 1.12's default HTTP client for S3 is the AWS SDK's Apache 5 one, which the SDK
             # release beside Hadoop's S3A lacks.
             f"{prefix}.http-client.type urlconnection",
+            # Spark signs its requests of the store: the catalog then knows which version it read.
+            f"{prefix}.header.{DELEGATION} remote-signing",
         ]
         return [*lines, f"{prefix}.token {token}" if token else f"# {prefix}.token {shown}"]
     if engine is EngineName.PYICEBERG:
@@ -55,6 +59,7 @@ def engine_conf(engine: EngineName, service_url: str, token: str | None, jars: S
             "    type: rest",
             f"    uri: {uri}",
             f"    token: {shown}",
+            f"    header.{DELEGATION}: remote-signing",
         ]
     return [
         f"CREATE SECRET {CATALOG_NAME}_token (TYPE iceberg, TOKEN '{shown}');",

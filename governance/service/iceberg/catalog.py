@@ -10,11 +10,14 @@ from typing import Any
 
 from governance.access.guard import authorize, record_all
 from governance.access.policy import Decision, Policy, Verb
+from governance.catalog.states import VersionStatus
 from governance.errors import AccessDenied, InvalidInput, NoSuchNamespace, NotFound, shown
 from governance.lake import CATALOG_NAME
 from governance.lake.iceberg import IcebergTables
+from governance.lake.objects import ATTEMPTS
 from governance.lake.serving import ServedTable, served_table
 from governance.lake.signing import Signer
+from governance.lake.vending import Vended, Vendor
 from governance.service.context import Service
 from governance.service.iceberg.kept import Folders, Loads
 from governance.service.sessions import Principal
@@ -22,6 +25,7 @@ from governance.spec import Spec, SpecSet
 from governance.zones import AssetKey
 
 CHANNEL = "iceberg"
+VENDED = "vended-credentials"
 
 
 @dataclass(frozen=True)
@@ -82,28 +86,54 @@ class RestCatalog:
             raise NoSuchNamespace(f"no namespace {shown(namespace)} holds a table you may read")
         return readable
 
-    def load(self, asked: Asked, key: AssetKey) -> ServedTable:
+    def load(self, asked: Asked, key: AssetKey, *, vend: bool = False) -> tuple[ServedTable, Vended | None]:
         """The table, once the principal may read the asset: the decision is recorded with the engine,
-        and with the load's id, which the versions it reads are recorded with."""
+        and with the load's id, which the versions it reads are recorded with. With `vend`, and a
+        read role to vend, credentials to read the table's files come with it."""
         store = self.service.custody.store
         table = self.tables.table_name(key)
         spec = self._spec(asked, key, self.service.specs(recent=True))
         load = self.loads.new(asked.principal.session, key)
         served = self._served(key)
+        vendor = self.vendor if vend else None
+        details = asked.details(
+            table, load=load, current=served.current if served else None, **({"access": VENDED} if vendor else {})
+        )
         self.service.custody.deciding(
             lambda policy, settings: authorize(
-                store,
-                policy,
-                asked.principal.identity(),
-                Verb.READ,
-                spec,
-                details=asked.details(table, load=load, current=served.current if served else None),
-                settings=settings,
+                store, policy, asked.principal.identity(), Verb.READ, spec, details=details, settings=settings
             )
         )
         if served is None:
             raise NotFound(f"{table} has no committed version yet")
-        return served
+        return served, self._vended(vendor, asked, key) if vendor else None
+
+    def vend(self, asked: Asked, key: AssetKey) -> Vended | None:
+        """Fresh credentials to read the table's files, once the principal may read the asset (the
+        decision recorded, allowed or not); None where the catalog vends none (engines sign)."""
+        vendor = self.vendor
+        if vendor is None:
+            self.allowed(asked, key)
+            return None
+        spec = self._spec(asked, key, self.service.specs(recent=True))
+        store = self.service.custody.store
+        details = asked.details(self.tables.table_name(key), access=VENDED, via="credentials")
+        self.service.custody.deciding(
+            lambda policy, settings: authorize(
+                store, policy, asked.principal.identity(), Verb.READ, spec, details=details, settings=settings
+            )
+        )
+        if self.tables.peek(key) is None:
+            raise NotFound(f"{self.tables.table_name(key)} has no committed version yet")
+        return self._vended(vendor, asked, key)
+
+    def _vended(self, vendor: Vendor, asked: Asked, key: AssetKey) -> Vended:
+        """Credentials for the table's metadata and its committed versions' files, newest first."""
+        lake = self.service.custody.lake
+        rows = [row for row in self.service.custody.store.versions(key) if row.status == VersionStatus.COMMITTED]
+        versions = [f"{lake.at(row.path)}/" for row in sorted(rows, key=lambda row: -row.number)]
+        metadata = self.tables.location(key).removeprefix("s3://") + "/"
+        return vendor.vend(key, [metadata, *versions], asked.principal.identity().user)
 
     def allowed(self, asked: Asked, key: AssetKey) -> None:
         """Nothing if the principal may read the asset (an existence check, vended credentials):
@@ -146,30 +176,53 @@ class RestCatalog:
         self._refuse_unless(self.service.custody.deciding(decide), asked, key, version=version)
 
     @cached_property
+    def vendor(self) -> Vendor | None:
+        """What vends credentials to engines that do not sign; None unless a read role is set."""
+        settings = self.service.custody.settings
+        return Vendor(settings) if settings.lake_url and settings.s3_read_role else None
+
+    @cached_property
     def signer(self) -> Signer | None:
         """What signs engines' reads of the lake's store; None for a folder lake."""
         settings = self.service.custody.settings
         return Signer(settings) if settings.lake_url else None
 
-    def table_config(self, key: AssetKey) -> dict[str, str]:
+    def table_config(self, key: AssetKey, vended: Vended | None = None) -> dict[str, str]:
         """What an engine needs to read the table's files: on an object store, its address and
-        remote signing at this table's signing endpoint, and no key."""
+        either the credentials vended to it, renewed at this table's credentials endpoint, or
+        remote signing at this table's signing endpoint, and no key of the service's."""
         if self.signer is None:
             return {}
         settings = self.service.custody.settings
-        sign = f"v1/{CATALOG_NAME}/namespaces/{key.domain}/tables/{key.name}/sign"
-        config = {
+        table = f"v1/{CATALOG_NAME}/namespaces/{key.domain}/tables/{key.name}"
+        config = {"client.region": self.signer.region, "s3.region": self.signer.region}
+        if settings.s3_endpoint:
+            config |= {"s3.endpoint": settings.s3_endpoint, "s3.path-style-access": "true"}
+        if vended is not None:
+            return (
+                config
+                | vended.config()
+                | {
+                    "client.refresh-credentials-endpoint": f"{table}/credentials",
+                    "client.refresh-credentials-enabled": "true",
+                }
+            )
+        return config | {
             "s3.remote-signing-enabled": "true",
-            "client.region": self.signer.region,
-            "s3.region": self.signer.region,
             # PyIceberg signs through fsspec's S3 file system only, with its signer named.
             "py-io-impl": "pyiceberg.io.fsspec.FsspecFileIO",
             "s3.signer": "S3V4RestSigner",
-            "s3.signer.endpoint": sign,
+            "s3.signer.endpoint": f"{table}/sign",
         }
-        if settings.s3_endpoint:
-            config |= {"s3.endpoint": settings.s3_endpoint, "s3.path-style-access": "true"}
-        return config
+
+    def storage_credentials(self, key: AssetKey, vended: Vended | None) -> list[dict[str, Any]]:
+        """The spec's storage credentials: the vended ones, for the table's metadata and for the
+        lake's versions (one storage prefix each, as the clients match them to files)."""
+        if vended is None or self.signer is None:
+            return []
+        lake = self.service.custody.lake
+        attempts = f"s3://{lake.at(ATTEMPTS)}/"
+        return [{"prefix": prefix, "config": vended.config()} for prefix in (self.tables.location(key) + "/", attempts)]
 
     def sign(
         self, asked: Asked, key: AssetKey, method: str, uri: str, headers: Mapping[str, Sequence[str]]

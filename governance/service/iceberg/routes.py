@@ -19,7 +19,7 @@ from governance.errors import CustodyError, InvalidInput, InvalidName, NotFound,
 from governance.lake.iceberg import CATALOG_NAME
 from governance.service.api import authenticated
 from governance.service.context import Service, decided, peer_of
-from governance.service.iceberg.catalog import CHANNEL, Asked, RestCatalog
+from governance.service.iceberg.catalog import CHANNEL, VENDED, Asked, RestCatalog
 from governance.service.iceberg.errors import invalid, refused
 from governance.service.sessions import Principal
 from governance.zones import AssetKey
@@ -40,6 +40,10 @@ ENDPOINTS = (
 # Iceberg's REST clients name the release they are in this header; others say who they are in the User-Agent.
 CLIENT_VERSION = "x-client-version"
 ENGINE_LENGTH = 120
+# How a client says which ways of reading the table's files it takes (the spec's access delegation).
+DELEGATION = "x-iceberg-access-delegation"
+# Credentials are kept by no cache between the service and the engine.
+NOT_KEPT = {"Cache-Control": "no-store"}
 
 
 class ScanReport(BaseModel):
@@ -71,6 +75,14 @@ def engine_of(request: Request) -> str:
     agent = request.headers.get("user-agent", "")
     said = version if "iceberg" in version.lower() else agent or version
     return shown(said, ENGINE_LENGTH) if said else "unknown"
+
+
+def wants_credentials(request: Request) -> bool:
+    """Whether a client asks for vended credentials rather than remote signing: Iceberg's clients
+    ask for credentials unless told otherwise, and a client that can sign is told to say so, for a
+    signed request tells which version's files it reads."""
+    asked = {way.strip().lower() for way in request.headers.get(DELEGATION, "").split(",")}
+    return VENDED in asked and "remote-signing" not in asked
 
 
 async def asking(request: Request) -> Asked:
@@ -154,13 +166,16 @@ def create_iceberg_app(service: Service) -> FastAPI:
     ) -> Response:
         # Every snapshot served is a version's, which a tag holds: `all` and `refs` are the same.
         key = key_of(prefix, namespace, table)
-        served = await decided(request, lambda: catalog_of(request).load(asked, key))
+        rest = catalog_of(request)
+        vend = wants_credentials(request)
+        served, vended = await decided(request, lambda: rest.load(asked, key, vend=vend))
         body = (
             f'{{"metadata-location": {json.dumps(served.metadata_location)}, '
             f'"metadata": {served.metadata.model_dump_json()}, '
-            f'"config": {json.dumps(catalog_of(request).table_config(key))}}}'
+            f'"config": {json.dumps(rest.table_config(key, vended))}, '
+            f'"storage-credentials": {json.dumps(rest.storage_credentials(key, vended))}}}'
         )
-        return Response(body, media_type="application/json")
+        return Response(body, media_type="application/json", headers=NOT_KEPT if vended else None)
 
     @app.head(TABLE)
     async def table_exists(request: Request, asked: Caller, prefix: str, namespace: str, table: str) -> Response:
@@ -171,8 +186,9 @@ def create_iceberg_app(service: Service) -> FastAPI:
     @app.get(f"{TABLE}/credentials")
     async def credentials(request: Request, asked: Caller, prefix: str, namespace: str, table: str) -> Response:
         key = key_of(prefix, namespace, table)
-        await run_in_threadpool(catalog_of(request).allowed, asked, key)
-        return json_response({"storage-credentials": []})
+        rest = catalog_of(request)
+        vended = await decided(request, lambda: rest.vend(asked, key))
+        return json_response({"storage-credentials": rest.storage_credentials(key, vended)}, headers=NOT_KEPT)
 
     @app.post(f"{TABLE}/metrics", status_code=204)
     async def metrics(
