@@ -108,6 +108,11 @@ class Custody:
             current = self._policy = (values, policy_of(values, self.environ, self.settings.home))
         return current
 
+    def policy_at_once(self) -> Policy | None:
+        """The policy as last read, if it was: for a decision that must not wait to read it."""
+        kept = self._policy
+        return kept[1] if kept is not None else None
+
     def deciding(self, decide: Callable[[Policy, Mapping[str, str]], T]) -> T:
         """`decide(policy, settings)` under the policy as last read, without reading it again: what
         `decide` records under `settings` (see guard.record_all) counts only if an admin has not

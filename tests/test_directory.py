@@ -126,6 +126,16 @@ def test_memberships_are_cached_for_the_ttl(ldap):
         connection.unbind()
 
 
+def test_ldap_answers_at_once_only_for_a_user_whose_groups_it_holds_fresh(ldap):
+    cached, fresh = LdapDirectory(settings(ldap, ttl_seconds=60)), LdapDirectory(settings(ldap, ttl_seconds=0))
+    assert not cached.answers_at_once("carol")
+    cached.groups_of("carol")
+    fresh.groups_of("carol")
+    assert cached.answers_at_once("carol")
+    assert not cached.answers_at_once("dave")
+    assert not fresh.answers_at_once("carol")
+
+
 def test_open_directory_reads_ldap_settings_from_the_environment(ldap):
     environ = {
         "CUSTODY_LDAP_BASE_DN": ldap.base_dn,

@@ -66,6 +66,10 @@ class Directory(Protocol):
         """Every user in `group`, directly or through nested groups; empty for an unknown group."""
         ...
 
+    def answers_at_once(self, user: str) -> bool:
+        """Whether `groups_of(user)` would answer from what this process holds, asking no server."""
+        ...
+
     def add_member(self, group: str, user: str) -> bool:
         """Make `user` a direct member of `group`; False when they already were."""
         ...
@@ -158,6 +162,9 @@ class FileDirectory:
         if user not in now.users:
             return frozenset()
         return _closure({user}, lambda members: {g for g, inside in now.groups.items() if members & set(inside)})
+
+    def answers_at_once(self, user: str) -> bool:
+        return True  # a look at the file's stamp: read again only when it changed
 
     def members_of(self, group: str) -> frozenset[str]:
         checked_name(group, "group")
@@ -260,6 +267,11 @@ class LdapDirectory:
     def groups_of(self, user: str) -> frozenset[str]:
         checked_name(user)
         return self._cached(f"user:{user}", lambda: self._ask(self._groups_of, user))
+
+    def answers_at_once(self, user: str) -> bool:
+        with self._lock:
+            cached = self._cache.get(f"user:{user}")
+        return cached is not None and cached[0] > time.monotonic()
 
     def members_of(self, group: str) -> frozenset[str]:
         checked_name(group, "group")

@@ -17,7 +17,7 @@ from governance.config import Settings
 from governance.errors import AccessDenied, EnvironmentProblem, shown
 
 if TYPE_CHECKING:
-    from botocore.credentials import Credentials
+    from botocore.credentials import Credentials, ReadOnlyCredentials
 
 READS = frozenset({"GET", "HEAD"})
 # What a read of one object may ask besides the object: a part of it. Anything else (an ACL, tags,
@@ -45,6 +45,8 @@ class Signer:
         parts = urlsplit(endpoint)
         self.scheme = parts.scheme
         self.hosts = {parts.netloc} if settings.s3_endpoint else {parts.netloc, "s3.amazonaws.com"}
+        # The credentials last found, which a request signed at once is signed with.
+        self._found: Credentials | None = None
 
     def read_of(self, method: str, uri: str) -> ObjectRead:
         """The object a request reads; AccessDenied for any other request (a write, another bucket
@@ -76,13 +78,28 @@ class Signer:
 
     def sign(self, method: str, uri: str, headers: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
         """The headers to make the request with: the caller's, and AWS Signature Version 4's."""
+        return self._signed(self._credentials().get_frozen_credentials(), method, uri, headers)
+
+    def sign_at_once(self, method: str, uri: str, headers: Mapping[str, Sequence[str]]) -> dict[str, list[str]] | None:
+        """The headers `sign` gives, when the credentials it signs with are at hand and need no
+        renewing (which may ask the store's STS or the instance's metadata); None otherwise."""
+        credentials = self._found
+        # Static keys never need renewing; a role's (RefreshableCredentials) say when they do.
+        renewing = getattr(credentials, "refresh_needed", None)
+        if credentials is None or (renewing is not None and renewing()):
+            return None
+        return self._signed(credentials.get_frozen_credentials(), method, uri, headers)
+
+    def _signed(
+        self, credentials: ReadOnlyCredentials, method: str, uri: str, headers: Mapping[str, Sequence[str]]
+    ) -> dict[str, list[str]]:
         from botocore.auth import S3SigV4Auth
         from botocore.awsrequest import AWSRequest
 
         request = AWSRequest(
             method=method, url=uri, headers={name: ", ".join(values) for name, values in headers.items()}
         )
-        S3SigV4Auth(self._credentials(), "s3", self.region).add_auth(request)
+        S3SigV4Auth(credentials, "s3", self.region).add_auth(request)
         return {name: [value] for name, value in request.headers.items()}
 
     def _credentials(self) -> Credentials:
@@ -92,7 +109,8 @@ class Signer:
                 "the service has no credentials of the lake's store to sign with: give AWS_ACCESS_KEY_ID and "
                 "AWS_SECRET_ACCESS_KEY, AWS_PROFILE or a role, as for the lake itself"
             )
-        return credentials.get_frozen_credentials()
+        self._found = credentials
+        return credentials
 
     @cached_property
     def _session(self):

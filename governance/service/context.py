@@ -90,14 +90,30 @@ class Service:
         looks at the folder (at thousands of specs, for longer than such a request takes) and
         reads the specs again if a file changed, while requests go on with what was read."""
         with self._specs_lock:
-            kept = self._specs
-            stale = kept is not None and time.monotonic() - self._specs_checked >= SPECS_RECHECK_SECONDS
-            if recent and kept is not None:
-                if stale and not self._specs_rechecking:
-                    self._specs_rechecking = True
-                    threading.Thread(target=self._recheck_specs, name="custody-specs", daemon=True).start()
+            kept = self._kept_specs() if recent else None
+            if kept is not None:
                 return kept
             return self._read_specs(folder_stamp(self.custody.settings.specs), time.monotonic())
+
+    def specs_at_once(self) -> SpecSet | None:
+        """The specs `specs(recent=True)` gives, when it would give them without waiting: None while
+        they are read (or before they ever were)."""
+        if not self._specs_lock.acquire(blocking=False):
+            return None
+        try:
+            return self._kept_specs()
+        finally:
+            self._specs_lock.release()
+
+    def _kept_specs(self) -> SpecSet | None:
+        """The specs kept, if any; once they are SPECS_RECHECK_SECONDS old, a thread looks at the
+        folder. Called with the specs' lock held."""
+        kept = self._specs
+        stale = kept is not None and time.monotonic() - self._specs_checked >= SPECS_RECHECK_SECONDS
+        if stale and not self._specs_rechecking:
+            self._specs_rechecking = True
+            threading.Thread(target=self._recheck_specs, name="custody-specs", daemon=True).start()
+        return kept
 
     def _recheck_specs(self) -> None:
         try:

@@ -235,6 +235,40 @@ class RestCatalog:
         self._may_read(asked, key, self.signer, method, uri)
         return self.signer.sign(method, uri, headers)
 
+    def sign_at_once(
+        self, asked: Asked, key: AssetKey, method: str, uri: str, headers: Mapping[str, Sequence[str]]
+    ) -> dict[str, list[str]] | None:
+        """The headers `sign` gives, when all its decision needs is in this process's memory and
+        there is nothing to record: the table's metadata, or a further file of a version this load
+        has read, found committed less than STATUS_SECONDS ago, for a user the directory answers
+        for at once, who may read it. None otherwise, and `sign` decides on a thread: a request
+        that would wait for the catalog or a server never holds up the others."""
+        signer, specs, policy = self.signer, self.service.specs_at_once(), self.service.custody.policy_at_once()
+        if signer is None or specs is None or policy is None or (spec := specs.get(key)) is None:
+            return None
+        identity = asked.principal.identity()
+        try:
+            read = signer.read_of(method, uri)
+        except AccessDenied:
+            return None  # refused, and recorded, on a thread
+        version = None
+        if not read.key.startswith(self._metadata_key(key)):
+            held = self.folders.known(self.service.custody, f"s3://{signer.bucket}/{read.key}")
+            if held is None or held.asset != str(key) or self.folders.committed_as_known(held) is not True:
+                return None
+            if not self.loads.read_already(asked.principal.session, key, held.number):
+                return None
+            version = held.number
+        if not policy.directory.answers_at_once(identity.user):
+            return None
+        if not policy.decide(identity, Verb.READ, spec, version).allowed:
+            return None
+        return signer.sign_at_once(method, uri, headers)
+
+    def _metadata_key(self, key: AssetKey) -> str:
+        """Where the table's metadata is in the lake's bucket."""
+        return self.tables.location(key).removeprefix("s3://").split("/", 1)[-1] + "/"
+
     def _may_read(self, asked: Asked, key: AssetKey, signer: Signer, method: str, uri: str) -> None:
         table = self.tables.table_name(key)
         spec = self._spec(asked, key, self.service.specs(recent=True))
@@ -243,8 +277,7 @@ class RestCatalog:
         except AccessDenied as err:
             self._refused(asked, key, str(err).removeprefix("denied: "), request=f"{method} {shown(uri, 200)}")
             raise
-        metadata = self.tables.location(key).removeprefix("s3://").split("/", 1)[-1] + "/"
-        if read.key.startswith(metadata):
+        if read.key.startswith(self._metadata_key(key)):
             decision = self.service.custody.deciding(
                 lambda policy, _: policy.decide(asked.principal.identity(), Verb.READ, spec)
             )

@@ -37,6 +37,12 @@ class Loads:
             _bound(self._loads, self.remembered)
         return load
 
+    def read_already(self, session: str, key: AssetKey, version: int) -> bool:
+        """Whether a read of `version` in the session's load of the table is recorded already."""
+        with self._lock:
+            load = self._loads.get((session, str(key)))
+            return load is not None and (load, version) in self._read
+
     def first_read(self, session: str, key: AssetKey, version: int) -> str | None:
         """The load a read of `version` belongs to, if it is the first of that load; else None."""
         with self._lock:
@@ -73,15 +79,20 @@ class Folders:
         self._statuses: OrderedDict[int, tuple[float, bool]] = OrderedDict()
         self._lock = threading.Lock()
 
+    def committed_as_known(self, held: Held) -> bool | None:
+        """Whether the version is committed, as read less than STATUS_SECONDS ago; None if it was not."""
+        with self._lock:
+            known = self._statuses.get(held.id)
+        return known[1] if known is not None and time.monotonic() - known[0] < STATUS_SECONDS else None
+
     def committed(self, custody: Custody, held: Held) -> bool:
         """Whether the version is committed: read again once what was read is STATUS_SECONDS old.
         (A read of the catalog for each signed request, by the thousand a second, would make them
         wait on one another for SQLite's read slots.)"""
+        known = self.committed_as_known(held)
+        if known is not None:
+            return known
         now = time.monotonic()
-        with self._lock:
-            known = self._statuses.get(held.id)
-        if known is not None and now - known[0] < STATUS_SECONDS:
-            return known[1]
         committed = custody.store.status_of(held.id) == VersionStatus.COMMITTED
         with self._lock:
             self._statuses[held.id] = (now, committed)
@@ -89,14 +100,17 @@ class Folders:
             _bound(self._statuses, self.remembered)
         return committed
 
+    def known(self, custody: Custody, uri: str) -> Held | None:
+        """The version a file of the lake belongs to, if it was found before; None otherwise."""
+        folder = custody.lake.folder_of(uri)
+        with self._lock:
+            return self._held.get(folder) if folder is not None else None
+
     def version(self, custody: Custody, uri: str) -> Held | None:
         """The version a file of the lake belongs to; None for a file of none."""
+        held = self.known(custody, uri)
         folder = custody.lake.folder_of(uri)
-        if folder is None:
-            return None
-        with self._lock:
-            held = self._held.get(folder)
-        if held is not None:
+        if held is not None or folder is None:
             return held
         row = custody.store.version_at(folder)
         if row is None or row.id is None:

@@ -206,7 +206,9 @@ def create_iceberg_app(service: Service) -> FastAPI:
     ) -> Response:
         key = key_of(prefix, namespace, table)
         rest = catalog_of(request)
-        signed = await decided(request, lambda: rest.sign(asked, key, asking.method, asking.uri, asking.headers))
+        signed = rest.sign_at_once(asked, key, asking.method, asking.uri, asking.headers)
+        if signed is None:
+            signed = await decided(request, lambda: rest.sign(asked, key, asking.method, asking.uri, asking.headers))
         # Never kept by the client: each request is decided as it comes, a revoked role at once.
         return json_response({"uri": asking.uri, "headers": signed}, headers={"Cache-Control": "no-cache"})
 
