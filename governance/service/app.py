@@ -92,9 +92,10 @@ def create_app(
         keep_resident(custody.store.engine)
         loading = threading.Thread(target=load_lineage, args=(custody,), name="custody-lineage-load", daemon=True)
         loading.start()
-        # What the process holds once it has started (its modules, the app, the policy) lives as
-        # long as it does: out of the collector's way, a full collection no longer walks all of it
-        # in the middle of a request.
+        # What the process holds once it has started (its modules, the app, the policy, the specs)
+        # lives about as long as it does: out of the collector's way, a full collection no longer
+        # walks all of it in the middle of a request.
+        service.specs()
         gc.collect()
         gc.freeze()
         try:

@@ -19,7 +19,7 @@ from governance.lake.serving import ServedTable, served_table
 from governance.lake.signing import Signer
 from governance.lake.vending import Vended, Vendor
 from governance.service.context import Service
-from governance.service.iceberg.kept import Folders, Loads
+from governance.service.iceberg.kept import Alike, Folders, Loads, Names
 from governance.service.sessions import Principal
 from governance.spec import Spec, SpecSet
 from governance.zones import AssetKey
@@ -48,6 +48,8 @@ class RestCatalog:
         self.service = service
         self.loads = Loads()
         self.folders = Folders()
+        self.names = Names()
+        self._grouped: Alike | None = None
 
     @property
     def tables(self) -> IcebergTables:
@@ -58,26 +60,21 @@ class RestCatalog:
 
     def readable(self, principal: Principal, namespace: str | None = None) -> list[AssetKey]:
         """The tables the principal may load, in `namespace` if given: deciding each, recording none
-        (a listing reads no row)."""
-        keys = [key for key in self.tables.names() if namespace is None or key.domain == namespace]
-        specs = self.service.specs(recent=True)
+        (a listing reads no row). A table made less than STATUS_SECONDS ago may be missing."""
+        alike = self._alike(self.service.specs(recent=True), self.names.keys(self.tables))
         identity = principal.identity()
 
         def decide(policy: Policy, _: Mapping[str, str]) -> list[AssetKey]:
-            # A read is decided on the asset's roles and classification alone: tables that share
-            # them share the answer, decided once.
-            answers: dict[object, bool] = {}
-            readable = []
-            for key in keys:
-                spec = specs.get(key)
-                alike = (spec.body.roles, spec.body.classification) if spec is not None else None
-                if alike not in answers:
-                    answers[alike] = policy.decide(identity, Verb.READ, spec).allowed
-                if answers[alike]:
-                    readable.append(key)
-            return readable
+            allowed = [spec is not None and policy.decide(identity, Verb.READ, spec).allowed for spec in alike.specs]
+            return [key for key, group in alike.keys if allowed[group] and namespace in (None, key.domain)]
 
         return self.service.custody.deciding(decide)
+
+    def _alike(self, specs: SpecSet, names: list[AssetKey]) -> Alike:
+        kept = self._grouped
+        if kept is None or kept.of is not specs or kept.names is not names:
+            kept = self._grouped = Alike.of_tables(specs, names)
+        return kept
 
     def namespace(self, principal: Principal, namespace: str) -> list[AssetKey]:
         """The tables of `namespace` the principal may load; NoSuchNamespace if none."""

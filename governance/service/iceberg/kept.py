@@ -1,8 +1,10 @@
 """What the catalog keeps in memory between an engine's requests: the loads of this process and the
-versions recorded as read in each, and the version each folder of the lake holds."""
+versions recorded as read in each, the version each folder of the lake holds, and the tables' names."""
 
 from __future__ import annotations
 
+import json
+import math
 import secrets
 import threading
 import time
@@ -11,6 +13,8 @@ from dataclasses import dataclass
 
 from governance.api import Custody
 from governance.catalog.states import VersionStatus
+from governance.lake.iceberg import IcebergTables
+from governance.spec import Spec, SpecSet
 from governance.zones import AssetKey
 
 # The most loads, and version reads, this process remembers: past them the oldest are forgotten,
@@ -120,3 +124,62 @@ class Folders:
             self._held[folder] = held
             _bound(self._held, self.remembered)
         return held
+
+
+class Names:
+    """The catalog's tables, as the assets they are of, read again once STATUS_SECONDS old, each
+    with how a listing shows it: a listing of thousands of tables, an engine's every `SHOW TABLES`,
+    then neither queries the catalog nor makes an object a table."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._read_at = -math.inf
+        self._keys: list[AssetKey] = []
+        self._shown: dict[AssetKey, str] = {}
+
+    def keys(self, tables: IcebergTables) -> list[AssetKey]:
+        with self._lock:
+            if time.monotonic() - self._read_at < STATUS_SECONDS:
+                return self._keys
+        read_at, keys = time.monotonic(), tables.names()
+        with self._lock:
+            if keys != self._keys:  # else the same list: what was worked out from it holds
+                self._shown = {key: self._shown.get(key) or _identifier(key) for key in keys}
+                self._keys = keys
+            self._read_at = read_at
+            return self._keys
+
+    def shown(self, key: AssetKey) -> str:
+        """The table as a listing shows it: the spec's TableIdentifier, as JSON."""
+        return self._shown.get(key) or _identifier(key)
+
+
+def _identifier(key: AssetKey) -> str:
+    return json.dumps({"namespace": [key.domain], "name": key.name})
+
+
+@dataclass(frozen=True)
+class Alike:
+    """The tables, grouped by what a read of them is decided on, their spec's roles and
+    classification: a listing decides once a group, not once a table (for thousands of tables,
+    the specs' models compared one by one would take most of its time)."""
+
+    of: SpecSet
+    names: list[AssetKey]
+    # A spec of each group (None: the tables no spec declares), and each table with its group.
+    specs: list[Spec | None]
+    keys: list[tuple[AssetKey, int]]
+
+    @classmethod
+    def of_tables(cls, specs: SpecSet, names: list[AssetKey]) -> Alike:
+        groups: dict[object, int] = {}
+        first: list[Spec | None] = []
+        keys = []
+        for key in names:
+            spec = specs.get(key)
+            alike = (spec.body.roles, spec.body.classification) if spec is not None else None
+            if alike not in groups:
+                groups[alike] = len(first)
+                first.append(spec)
+            keys.append((key, groups[alike]))
+        return cls(specs, names, first, keys)

@@ -152,8 +152,10 @@ def create_iceberg_app(service: Service) -> FastAPI:
     @app.get("/v1/{prefix}/namespaces/{namespace}/tables")
     async def tables(request: Request, asked: Caller, prefix: str, namespace: str) -> Response:
         key_of(prefix, namespace)
-        keys = await run_in_threadpool(catalog_of(request).namespace, asked.principal, namespace)
-        return json_response({"identifiers": [{"namespace": [key.domain], "name": key.name} for key in keys]})
+        rest = catalog_of(request)
+        keys = await run_in_threadpool(rest.namespace, asked.principal, namespace)
+        body = '{"identifiers": [' + ", ".join(rest.names.shown(key) for key in keys) + "]}"
+        return Response(body, media_type="application/json")
 
     @app.get(TABLE)
     async def load_table(
