@@ -117,6 +117,15 @@ class SourceRefused(InvalidInput):
     """A database source that refuses the read: wrong credentials, an unknown table, a query it cannot run."""
 
 
+class TokenRequestRefused(InvalidInput):
+    """A request to the OAuth 2.0 token endpoint refused, with the error RFC 6749 (5.2) names."""
+
+    def __init__(self, error: str, description: str, status: int = 400):
+        super().__init__(description)
+        self.error = error
+        self.status = status
+
+
 class RequestTooLarge(InvalidInput):
     """A request to the service whose body is larger than a request may send."""
 

@@ -37,18 +37,27 @@ def dataset(namespace: str, name: str, version: str | None = None) -> dict:
 
 
 def event(
-    run_id: str, state: str, reads: list[str], writes: list[str], *, read: list[dict] = (), wrote: list[dict] = ()
+    run_id: str,
+    state: str,
+    reads: list[str],
+    writes: list[str],
+    *,
+    read: list[dict] = (),
+    wrote: list[dict] = (),
+    time: str = "2026-11-27T05:00:00Z",
+    job: str | None = None,
 ) -> RunEvent:
-    """A run event that read the files `reads` (and the datasets `read`) and wrote the tables `writes` (and `wrote`)."""
+    """A run event of `job` (one of its own by default) at `time` that read the files `reads` (and
+    the datasets `read`) and wrote the tables `writes` (and `wrote`)."""
     [parsed] = parse(
         json.dumps(
             {
                 "eventType": state,
-                "eventTime": "2026-11-27T05:00:00Z",
+                "eventTime": time,
                 "producer": PRODUCER,
                 "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
                 "run": {"runId": run_id},
-                "job": {"namespace": "airflow://reports", "name": f"job-{run_id[:8]}"},
+                "job": {"namespace": "airflow://reports", "name": job or f"job-{run_id[:8]}"},
                 "inputs": [dataset("file", name) for name in reads] + list(read),
                 "outputs": [dataset("postgres://warehouse", name) for name in writes] + list(wrote),
             }
@@ -109,18 +118,6 @@ def test_a_report_of_more_events_than_one_statement_takes_is_kept_and_joined_who
     with catalog.session() as session:
         assert session.exec(select(func.count()).select_from(ForeignEvent)).one() == len(events)
         assert session.exec(select(func.count()).select_from(ForeignIO)).one() == 2 * len(events)
-
-
-def test_a_version_number_no_database_holds_is_kept_and_joins_no_version(catalog: Catalog, lake: Lake):
-    add_version(catalog, "sales/clients", 1, zone="landing")
-    folder = dataset("file", at(lake, "landing/sales/clients"), "99999999999999999999")
-
-    [received] = receive(catalog, lake, [event(str(uuid.uuid4()), "START", [], [], read=[folder])], "lineage-bot")
-
-    # SQLite cannot take the number (not joined); PostgreSQL finds no version at it.
-    assert received.stored and not any("version" in each for each in received.inputs)
-    with catalog.session() as session:
-        assert session.exec(select(func.count()).select_from(ForeignEvent)).one() == 1
 
 
 def test_impact_crosses_foreign_runs_where_the_versions_of_a_dataset_agree(catalog: Catalog, lake: Lake):
@@ -275,3 +272,105 @@ def test_a_savepoint_the_database_has_already_undone_is_reported_as_the_transact
         with db.savepoint():
             db.run("ROLLBACK", {})  # as SQLite does itself on a full disk
             raise InvalidInput("the joining failed")
+
+
+def test_an_event_sent_again_with_its_time_written_otherwise_is_the_same_event(catalog: Catalog, lake: Lake):
+    run_id = str(uuid.uuid4())
+    times = ["2026-11-27T05:00:00Z", "2026-11-27T05:00:00.000+00:00", "2026-11-27T07:00:00+02:00"]
+
+    received = receive(catalog, lake, [event(run_id, "START", [], ["reports.daily"], time=t) for t in times], "bot")
+
+    assert [each.stored for each in received] == [True, False, False]
+    with catalog.session() as session:
+        assert session.exec(select(ForeignEvent.event_time)).all() == ["2026-11-27T05:00:00Z"]
+
+
+def test_a_run_id_another_job_reports_under_is_refused_and_the_first_job_s_run_kept(catalog: Catalog, lake: Lake):
+    add_version(catalog, "sales/clients", 1, zone="landing")
+    run_id = str(uuid.uuid4())
+    reads = [at(lake, "landing/sales/clients/v=1")]
+    [first] = receive(catalog, lake, [event(run_id, "START", reads, [], job="reuse.A")], "bot")
+    received = receive(
+        catalog,
+        lake,
+        [
+            event(run_id, "COMPLETE", [], ["written.by.B"], job="reuse.B"),
+            event(run_id, "COMPLETE", reads, [], job="reuse.A"),
+        ],
+        "bot",
+    )
+
+    assert first.stored and [each.to_dict()["received"] for each in received] == ["refused", "stored"]
+    assert received[0].refused == (
+        f"run {run_id} is a run of job airflow://reports/reuse.A: a run id names one run of one job, "
+        "and airflow://reports/reuse.B may not report under it"
+    )
+    [job] = impact(catalog, VersionRef.parse("sales/clients@1")).root.foreign
+    assert (job.job, job.state, job.outputs) == ("airflow://reports/reuse.A", "COMPLETE", [])
+
+
+def test_an_event_that_fails_to_join_leaves_the_others_of_its_request_joined(catalog: Catalog, lake: Lake):
+    for asset in ("sales/clients", "sales/products"):
+        add_version(catalog, asset, 1, zone="landing")
+
+    def judge(user: str | None, asset: str) -> str | None:
+        if asset == "sales/products":
+            raise InvalidInput(f"no policy to judge a read of {asset}")
+        return None
+
+    failing = event(str(uuid.uuid4()), "START", [at(lake, "landing/sales/products/v=1")], [])
+    joining = event(str(uuid.uuid4()), "START", [at(lake, "landing/sales/clients/v=1")], [])
+    received = receive(catalog, lake, [failing, joining], "bot", judge)
+
+    assert [(each.stored, each.unjoined) for each in received] == [
+        (True, "no policy to judge a read of sales/products"),
+        (True, None),
+    ]
+    assert received[1].inputs[0]["version"] == "sales/clients@1"
+
+
+@pytest.mark.parametrize("version", ["18446744073709551616", "2147483648", "²", "١", "0", "1.0", " 1"])
+def test_a_version_facet_that_names_no_version_refuses_its_event_alone(catalog: Catalog, lake: Lake, version):
+    add_version(catalog, "sales/clients", 1, zone="landing")
+    folder = dataset("file", at(lake, "landing/sales/clients"), version)
+    bad = event(str(uuid.uuid4()), "START", [], [], read=[folder])
+    good = event(str(uuid.uuid4()), "START", [], [], read=[dataset("file", at(lake, "landing/sales/clients"), "1")])
+
+    refused, joined = receive(catalog, lake, [bad, good], "bot")
+
+    assert refused.refused is not None and refused.refused.startswith(f"inputs[0]: the version facet '{version}'")
+    assert "names no version: a version is numbered in decimal digits, from 1 to 2147483647" in refused.refused
+    assert joined.inputs[0]["version"] == "sales/clients@1"
+    with catalog.session() as session:
+        assert session.exec(select(ForeignEvent.run_id)).all() == [good.run_id]
+
+
+@pytest.mark.parametrize("version", ["²", "-5", "9223372036854775808", "custody-v0", "custody-v١"])
+def test_a_snapshot_facet_that_names_no_snapshot_refuses_its_event_alone(catalog: Catalog, lake: Lake, version):
+    table = dataset("trino://trino.example:8080", "custody.sales.clients", version)
+
+    [refused] = receive(catalog, lake, [event(str(uuid.uuid4()), "START", [], [], read=[table])], "bot")
+
+    assert refused.refused is not None and "names no snapshot" in refused.refused
+
+
+@pytest.mark.parametrize(
+    "namespace", ["file://otherhost", "hdfs://namenode:8020", "gs://bucket", "abfss://c@account.dfs.core.windows.net"]
+)
+def test_a_lake_path_of_another_datasource_is_not_joined_to_the_lake(catalog: Catalog, lake: Lake, namespace):
+    add_version(catalog, "sales/clients", 1, zone="landing")
+    read = [dataset(namespace, at(lake, "landing/sales/clients/v=1"))]
+
+    [received] = receive(catalog, lake, [event(str(uuid.uuid4()), "START", [], [], read=read)], "bot")
+
+    assert received.inputs == [{"namespace": namespace, "name": at(lake, "landing/sales/clients/v=1")}]
+
+
+@pytest.mark.parametrize("namespace", ["file", "file://", "file://localhost"])
+def test_a_lake_path_of_the_local_file_system_is_joined(catalog: Catalog, lake: Lake, namespace):
+    add_version(catalog, "sales/clients", 1, zone="landing")
+    read = [dataset(namespace, at(lake, "landing/sales/clients/v=1"))]
+
+    [received] = receive(catalog, lake, [event(str(uuid.uuid4()), "START", [], [], read=read)], "bot")
+
+    assert received.inputs[0]["version"] == "sales/clients@1"

@@ -32,6 +32,7 @@ from governance.catalog.engine import make_engine
 from governance.catalog.models import ForeignEvent, ForeignRun, LedgerEntry, SourceFile, VersionRow
 from governance.config import Settings
 from governance.demo import drop_demo_batches
+from governance.foreign.events import instant
 from governance.lake import open_lake
 from governance.runs import os_user
 from governance.zones import Lake, VersionRef
@@ -256,7 +257,7 @@ def test_re_sent_and_out_of_order_events_are_kept_once_and_the_run_ends_complete
     assert stored_events(catalog, run_id) == ["COMPLETE", "START"]
     with catalog.session() as session:
         run = session.get(ForeignRun, run_id)
-    assert run is not None and run.state == "COMPLETE" and run.started_at == start["eventTime"]
+    assert run is not None and run.state == "COMPLETE" and run.started_at == instant(start["eventTime"])
 
 
 def test_an_input_in_the_lake_where_no_version_is_is_reported_and_one_outside_the_lake_is_not(api, reporter, home):
@@ -276,20 +277,35 @@ def test_an_input_in_the_lake_where_no_version_is_is_reported_and_one_outside_th
     ]
 
 
-def test_a_version_number_past_what_the_catalog_keeps_joins_nothing_and_is_reported(api, reporter, home):
+def test_a_version_number_past_what_the_catalog_keeps_refuses_its_event_with_422_and_keeps_the_others(
+    api, reporter, home, catalog
+):
     past = str(2**63)
     folder = str(Settings.under(home).lake.resolve() / "landing/sales/clients")
-    by_folder = versioned("file", folder, past)
-    by_tag = versioned("trino://trino.example:8080", "custody.sales.clients", f"custody-v{past}")
-    [start, _] = (event_dict(e) for e in airflow_events([by_folder, by_tag], [], "far"))
+    [far, _] = (event_dict(e) for e in airflow_events([versioned("file", folder, past)], [], "far"))
+    [near, _] = (event_dict(e) for e in airflow_events([versioned("file", folder, "1")], [], "near"))
 
-    [received] = post(api, reporter, start).json()["received"]
+    answer = post(api, reporter, [far, near])
 
-    assert received["received"] == "stored" and "not joined" not in received, received
-    assert [found["problem"] for found in received["inputs"]] == [
-        "in the lake at landing/sales/clients, where the catalog has no version",
-        f"the table of sales/clients at snapshot custody-v{past}, which is no version of it",
-    ]
+    assert answer.status_code == 422
+    refused, kept = answer.json()["received"]
+    assert refused["received"] == "refused"
+    assert refused["reason"].startswith(f"inputs[0]: the version facet '{past}' of {folder} names no version")
+    assert (kept["received"], kept["inputs"][0]["version"]) == ("stored", "sales/clients@1")
+    assert stored_events(catalog, far["run"]["runId"]) == []
+
+
+def test_a_run_id_another_job_reports_under_is_refused_with_422_naming_the_job(api, reporter, catalog):
+    [start, _] = (event_dict(e) for e in airflow_events([], [], "reuse_a"))
+    [other, _] = (event_dict(e) for e in airflow_events([], [], "reuse_b"))
+    other["run"]["runId"] = start["run"]["runId"]
+
+    answer = post(api, reporter, [start, other])
+
+    assert answer.status_code == 422
+    assert [each["received"] for each in answer.json()["received"]] == ["stored", "refused"]
+    assert f"is a run of job {AIRFLOW}/reports.reuse_a" in answer.json()["received"][1]["reason"]
+    assert stored_events(catalog, start["run"]["runId"]) == ["START"]
 
 
 def test_names_that_look_like_sql_or_a_way_out_of_the_lake_are_kept_as_they_are_and_join_nothing(
@@ -496,7 +512,8 @@ def test_event_times_in_nanoseconds_as_java_clients_send_them_order_a_run(api, r
         assert post(api, reporter, event).status_code == 200
     with catalog.session() as session:
         run = session.get(ForeignRun, start["run"]["runId"])
-    assert run is not None and (run.state, run.state_time) == ("COMPLETE", complete["eventTime"])
+    # Kept as one instant is written, to the microsecond Python's times hold.
+    assert run is not None and (run.state, run.state_time) == ("COMPLETE", "2026-11-27T05:00:01.987654Z")
 
 
 OPENLINEAGE_JARS = Path(sys.prefix) / "share" / "custody" / "openlineage-jars"

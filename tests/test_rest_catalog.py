@@ -103,6 +103,16 @@ def test_pyiceberg_reads_each_tagged_version_as_custody_read_does_and_the_load_i
     assert load["current"] == 2
 
 
+def test_pyiceberg_given_client_credentials_gets_its_own_token_and_reads_as_that_user(served):
+    since = served.last_seq()
+    catalog = RestCatalog("custody", uri=served.iceberg, credential="carol:carol-demo")
+    table = catalog.load_table(("sales", "clients"))
+    first = table.snapshot_by_name("custody-v1").snapshot_id
+    assert rows(table.scan(snapshot_id=first).to_arrow()) == served.rows("sales/clients@1")
+    (load,) = served.entries("carol", since)
+    assert (load["result"], load["channel"], load["table"]) == ("allowed", "iceberg", "custody.sales.clients")
+
+
 def test_a_user_sees_only_the_tables_they_may_read(served):
     carol = served.rest("carol")
     assert carol.list_namespaces() == [("sales",)]

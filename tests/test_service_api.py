@@ -616,6 +616,7 @@ def test_the_openapi_schema_documents_every_endpoint(api):
     assert set(schema["paths"]) == {
         "/api/v1/tokens",
         "/api/v1/tokens/current",
+        "/api/v1/oauth/tokens",
         "/api/v1/whoami",
         "/api/v1/catalog",
         "/api/v1/assets/{domain}/{name}",

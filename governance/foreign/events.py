@@ -9,6 +9,7 @@ import re
 import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,8 @@ MAX_EVENTS = 1_000
 MAX_NAME = 4_096
 MAX_FIELD_DEPENDENCIES = 10_000
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Python's datetime takes at most microseconds; Java's clients may send nanoseconds.
+FRACTION = re.compile(r"(\.\d{6})\d+")
 # The formats held as rules, not only as the annotations JSON Schema 2020-12 makes of them: a run is
 # known by its id and ordered by its times. Others stay annotations: OpenLineage's own Spark listener
 # names a local data source's `uri` "file", which is no absolute URI.
@@ -46,6 +49,7 @@ class RunEvent:
 
     run_id: str
     event_type: str
+    # The event's time as one instant is always written (see `instant`), whatever form it came in.
     event_time: str
     job_namespace: str
     job_name: str
@@ -137,12 +141,26 @@ def _checked(event: Any, which: str) -> RunEvent:
     return RunEvent(
         run_id=str(run["runId"]).lower(),
         event_type=event.get("eventType") or "OTHER",
-        event_time=event["eventTime"],
+        event_time=instant(event["eventTime"]),
         job_namespace=job["namespace"],
         job_name=job["name"],
         producer=event["producer"],
         body=event,
     )
+
+
+def moment(value: str) -> datetime:
+    """The instant an RFC 3339 time names (to the microsecond), in UTC."""
+    found = datetime.fromisoformat(FRACTION.sub(r"\1", value))
+    return (found if found.tzinfo else found.replace(tzinfo=UTC)).astimezone(UTC)
+
+
+def instant(value: str) -> str:
+    """The time as Custody keeps it, one text for one instant: `2026-11-27T05:00:00Z` for
+    `…05:00:00.000+00:00` and `…07:00:00+02:00` alike, a fraction of a second kept to the microsecond."""
+    found = moment(value)
+    fraction = f"{found.microsecond:06d}".rstrip("0")
+    return found.strftime("%Y-%m-%dT%H:%M:%S") + (f".{fraction}" if fraction else "") + "Z"
 
 
 def _bounded_lineage(facet: Mapping[str, Any], which: str, where: str) -> None:

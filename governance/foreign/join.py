@@ -10,7 +10,7 @@ version under a reported user who holds no role on its asset is recorded (`read.
 from __future__ import annotations
 
 import json
-import re
+import socket
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from functools import cache, cached_property
 from pathlib import PurePosixPath
 from typing import Any
+from urllib.parse import urlsplit
 
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session
@@ -27,13 +28,14 @@ from governance.access.guard import ledger_actor
 from governance.catalog import Catalog
 from governance.catalog.jsonrows import marker
 from governance.catalog.savepoint import savepoint
-from governance.errors import CustodyError, NotJoinedTogether, TransactionLost, error_summary
+from governance.errors import CustodyError, NotJoinedTogether, TransactionLost, error_summary, shown
 from governance.foreign import columns
 from governance.foreign.datasets import INPUT, OUTPUT, digest, ident
-from governance.foreign.events import RunEvent
+from governance.foreign.events import RunEvent, moment
 from governance.foreign.tables import SNAPSHOTS, table_of
+from governance.lake.iceberg import TAG_PREFIX
 from governance.runs import Assurance
-from governance.zones import AssetKey, Lake, Zone, version_number
+from governance.zones import LARGEST_NUMBER, AssetKey, Lake, Zone, version_number
 
 # A run's state follows its latest event; one that ended stays ended whatever comes after.
 ENDED = ("COMPLETE", "FAIL", "ABORT")
@@ -46,6 +48,7 @@ Judge = Callable[[str | None, str], str | None]
 
 STORE = "INSERT INTO foreign_event {rows} ON CONFLICT DO NOTHING RETURNING run_id, event_type, event_time"
 RUNS = 'SELECT run_id, state, state_time, started_at, "user" FROM foreign_run WHERE run_id IN ({among})'
+RUN_JOBS = "SELECT run_id, job_namespace, job_name FROM foreign_run WHERE run_id IN ({among})"
 NEW_RUNS = "INSERT INTO foreign_run {rows}"
 RUN_NOW = (
     'UPDATE foreign_run SET state = {state}, state_time = {state_time}, started_at = {started_at}, "user" = {user} '
@@ -53,6 +56,8 @@ RUN_NOW = (
 )
 DATASETS = "SELECT key, id FROM foreign_dataset WHERE key IN ({among})"
 NEW_DATASETS = "INSERT INTO foreign_dataset {rows} ON CONFLICT DO NOTHING RETURNING key, id"
+# What a join may fail with, that is the event's own and not the transaction's.
+JOIN_ERRORS = (SQLAlchemyError, CustodyError, ValueError, OverflowError)
 # The longest location kept: an index entry must stay small on every backend.
 LONGEST_LOCATION = 1_000
 IO = "INSERT INTO foreign_io {rows} ON CONFLICT DO NOTHING RETURNING run_id, direction, dataset_id"
@@ -66,8 +71,6 @@ ROWS_AT_ONCE = 500
 # The joining's own savepoint: a transaction may keep the events of several requests, one after the other.
 SAVEPOINT = "custody_joining"
 REQUEST_SAVEPOINT = "custody_request"
-# Python's datetime takes at most microseconds; Java's clients may send nanoseconds.
-FRACTION = re.compile(r"(\.\d{6})\d+")
 
 
 @dataclass(frozen=True)
@@ -106,8 +109,12 @@ class Received:
     stored: bool
     inputs: list[dict[str, Any]] = field(default_factory=list)
     unjoined: str | None = None
+    # Why the event was refused, neither kept nor joined (the others of its request were).
+    refused: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        if self.refused is not None:
+            return {"runId": self.run_id, "eventType": self.event_type, "received": "refused", "reason": self.refused}
         said = {
             "runId": self.run_id,
             "eventType": self.event_type,
@@ -200,31 +207,66 @@ def receive(
 def receiving(
     lake: Lake, events: Sequence[RunEvent], reporter: str, judge: Judge | None = None
 ) -> Callable[[Session], tuple[list[Received], list[ledger.Event]]]:
-    """What keeps the events not kept yet and joins them, in the transaction it is given; the
-    joining in a savepoint of its own, so that events it fails on are still kept (and said not
-    joined). With `judge`, each version read under a user it refuses calls for a ledger entry
+    """What keeps the events not kept yet and joins them, in the transaction it is given, but for
+    those it refuses (see `_refusals`); the joining in a savepoint of its own, so that events it
+    fails on are still kept (and said not joined), then, if it failed, each event's in its own. With `judge`, each version read under a user it refuses calls for a ledger entry
     (`read.outside-policy`), which it returns for the transaction to append, with what became of
     each event."""
 
     def work(session: Session) -> tuple[list[Received], list[ledger.Event]]:
         db = Sql(session)
-        reported = [(event, reporter) for event in events]
+        refused = _refusals(db, _Where(lake), events)
+        reported = [(event, reporter) for event, why in zip(events, refused, strict=True) if why is None]
         stored = _store(db, reported)
+        new = _new(reported, stored)
         try:
             with db.savepoint():
-                inputs, outside = _join(db, lake, _new(reported, stored), judge)
+                inputs, outside = _join(db, lake, new, judge)
+            unjoined: list[str | None] = [None] * len(new)
         except TransactionLost:
             raise  # the events are not kept either
-        except (SQLAlchemyError, db.error, CustodyError, ValueError, OverflowError) as err:
-            why = error_summary(err)
-            unjoined = [
-                Received(event.run_id, event.event_type, new, unjoined=why if new else None)
-                for event, new in zip(events, stored, strict=True)
-            ]
-            return unjoined, []
-        return _received(reported, stored, inputs), [_outside_entry(found) for found in outside]
+        except (*JOIN_ERRORS, db.error):
+            inputs, outside, unjoined = _each_alone(db, lake, new, judge)
+        return _with_refused(events, refused, _received(reported, stored, inputs, unjoined)), [
+            _outside_entry(found) for found in outside
+        ]
 
     return work
+
+
+def _each_alone(
+    db: Sql, lake: Lake, reported: Sequence[Reported], judge: Judge | None
+) -> tuple[list[list[dict[str, Any]]], list[Outside], list[str | None]]:
+    """Join the events one at a time, each in a savepoint of its own: one that fails to join is
+    kept, said not joined and why, and its neighbours are joined all the same."""
+    inputs: list[list[dict[str, Any]]] = []
+    outside: list[Outside] = []
+    unjoined: list[str | None] = []
+    for pair in reported:
+        try:
+            with db.savepoint():
+                [said], found = _join(db, lake, [pair], judge)
+        except TransactionLost:
+            raise
+        except (*JOIN_ERRORS, db.error) as err:
+            inputs.append([])
+            unjoined.append(error_summary(err))
+            continue
+        inputs.append(said)
+        outside.extend(found)
+        unjoined.append(None)
+    return inputs, outside, unjoined
+
+
+def _with_refused(
+    events: Sequence[RunEvent], refused: Sequence[str | None], received: Sequence[Received]
+) -> list[Received]:
+    """What became of each event, in order: the refused ones said refused, the others as `received` says."""
+    taken = iter(received)
+    return [
+        next(taken) if why is None else Received(event.run_id, event.event_type, False, refused=why)
+        for event, why in zip(events, refused, strict=True)
+    ]
 
 
 def together(
@@ -237,18 +279,22 @@ def together(
 
     def work(session: Session) -> tuple[list[list[Received]], list[ledger.Event]]:
         db = Sql(session)
-        reported = [(event, reporter) for events, reporter in reports for event in events]
+        every = [(event, reporter) for events, reporter in reports for event in events]
         try:
+            refused = _refusals(db, _Where(lake), [event for event, _ in every])
+            reported = [pair for pair, why in zip(every, refused, strict=True) if why is None]
             stored = _store(db, reported)
-            inputs, outside = _join(db, lake, _new(reported, stored), judge)
+            new = _new(reported, stored)
+            inputs, outside = _join(db, lake, new, judge)
         except TransactionLost:
             raise
         except Exception as err:
             # Whatever it is, the caller's savepoint undoes it and each report is taken on its own:
             # one report's fault is its own answer, not its batch's.
             raise NotJoinedTogether(f"the reports could not be kept together: {error_summary(err)}") from err
-        received = iter(_received(reported, stored, inputs))
-        return [[next(received) for _ in events] for events, _ in reports], [_outside_entry(o) for o in outside]
+        received = _received(reported, stored, inputs, [None] * len(new))
+        answered = iter(_with_refused([event for event, _ in every], refused, received))
+        return [[next(answered) for _ in events] for events, _ in reports], [_outside_entry(o) for o in outside]
 
     return work
 
@@ -258,14 +304,54 @@ def _new(reported: Sequence[Reported], stored: Sequence[bool]) -> list[Reported]
 
 
 def _received(
-    reported: Sequence[Reported], stored: Sequence[bool], inputs: Sequence[list[dict[str, Any]]]
+    reported: Sequence[Reported],
+    stored: Sequence[bool],
+    inputs: Sequence[list[dict[str, Any]]],
+    unjoined: Sequence[str | None],
 ) -> list[Received]:
-    """What became of each event: the inputs of each new one, in order."""
-    joined = iter(inputs)
-    return [
-        Received(event.run_id, event.event_type, new, next(joined) if new else [])
-        for (event, _), new in zip(reported, stored, strict=True)
-    ]
+    """What became of each event: the inputs of each new one, or why it was not joined, in order."""
+    joined = iter(zip(inputs, unjoined, strict=True))
+    said = []
+    for (event, _), new in zip(reported, stored, strict=True):
+        found, why = next(joined) if new else ([], None)
+        said.append(Received(event.run_id, event.event_type, new, found, why))
+    return said
+
+
+def _refusals(db: Sql, where: _Where, events: Sequence[RunEvent]) -> list[str | None]:
+    """Why each event is refused, or None: a run id that names another job's run (here or in an
+    event before it), or a version facet Custody reads that names no version."""
+    jobs = {row[0]: (row[1], row[2]) for row in db.among(RUN_JOBS, sorted({event.run_id for event in events}))}
+    refused: list[str | None] = []
+    for event in events:
+        job = (event.job_namespace, event.job_name)
+        owner = jobs.setdefault(event.run_id, job)
+        if owner != job:
+            refused.append(
+                f"run {event.run_id} is a run of job {owner[0]}/{owner[1]}: a run id names one run of one job, "
+                f"and {job[0]}/{job[1]} may not report under it"
+            )
+            continue
+        refused.append(next(filter(None, (_unread_version(where, i, d) for i, d in enumerate(event.inputs))), None))
+    return refused
+
+
+def _unread_version(where: _Where, index: int, dataset: Mapping[str, Any]) -> str | None:
+    """Why the input's version facet names nothing Custody reads it as, where Custody reads it: a
+    version of the asset whose folder it names, or a snapshot of the asset's table."""
+    version = _version(dataset)
+    if not version:
+        return None
+    location = where(str(dataset["namespace"]), str(dataset["name"]))
+    said = f"inputs[{index}]: the version facet '{shown(version, 40)}' of {shown(str(dataset['name']), 200)}"
+    if table_of(location, dataset) is not None:
+        if SNAPSHOTS.named(version):
+            return None
+        return f"{said} names no snapshot: a snapshot id (decimal digits) or a tag {TAG_PREFIX}<N>"
+    parts = PurePosixPath(location).parts if location is not None else ()
+    if len(parts) == 3 and parts[0] in ZONES and version_number(version) is None:
+        return f"{said} names no version: a version is numbered in decimal digits, from 1 to {LARGEST_NUMBER}"
+    return None
 
 
 def _store(db: Sql, reported: Sequence[Reported]) -> list[bool]:
@@ -363,7 +449,8 @@ class _Where:
     def __call__(self, namespace: str, name: str) -> str | None:
         key = (namespace, name)
         if key not in self._found:
-            self._found[key] = self.lake.location_of(_uri(namespace, name))
+            uri = _uri(namespace, name)
+            self._found[key] = self.lake.location_of(uri) if uri is not None else None
         return self._found[key]
 
 
@@ -542,12 +629,7 @@ def _later(event: RunEvent, state: str, state_time: str) -> bool:
     over a start or a progress report; otherwise the later one."""
     if (event.event_type in ENDED) != (state in ENDED):
         return event.event_type in ENDED
-    return _moment(event.event_time) >= _moment(state_time)
-
-
-def _moment(value: str) -> datetime:
-    moment = datetime.fromisoformat(FRACTION.sub(r"\1", value))
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return moment(event.event_time) >= moment(state_time)
 
 
 def reported_user(event: RunEvent) -> str | None:
@@ -591,15 +673,30 @@ def _locations(dataset: Mapping[str, Any]) -> list[str]:
     return [str(location) for location in condition.get("locations") or () if isinstance(location, str)]
 
 
-def _uri(namespace: str, name: str) -> str:
-    """The location OpenLineage's naming gives: `file` and a path, or an object store's
-    `s3://bucket` and a key. A name that is a whole URI already (Custody's own events on a lake in
-    an object store) stands alone."""
+def _uri(namespace: str, name: str) -> str | None:
+    """The location OpenLineage's naming gives: the local file system's namespace (`file`, or a
+    `file://` URI naming this host or none) and a path, or an object store's `s3://bucket` and a
+    key. A name that is a whole URI already (Custody's own events on a lake in an object store)
+    stands alone. Any other namespace (another host's files, HDFS, another store) is another
+    datasource than the lake: None."""
     if "://" in name:
-        return name
+        return name if _this_host(name) else None
     if namespace.startswith(("s3://", "s3a://", "s3n://")):
         return f"{namespace.rstrip('/')}/{name.lstrip('/')}"
-    return name
+    if namespace == "file" or (namespace.startswith("file://") and _this_host(namespace)):
+        return name
+    return None
+
+
+def _this_host(uri: str) -> bool:
+    """Whether a URI names no other host's files: any but a `file:` URI naming another host."""
+    parts = urlsplit(uri)
+    return parts.scheme != "file" or parts.netloc.lower() in _local_hosts()
+
+
+@cache
+def _local_hosts() -> frozenset[str]:
+    return frozenset({"", "localhost", "127.0.0.1", socket.gethostname().lower(), socket.getfqdn().lower()})
 
 
 def _asset_at(db: Sql, location: str, version: str) -> Any:

@@ -45,6 +45,11 @@ def _key(domain: str, name: str) -> AssetKey | None:
         return None
 
 
+# A snapshot's id is a 64-bit integer, which Custody's snapshots keep positive.
+LARGEST_ID = 2**63 - 1
+LONGEST_ID = len(str(LARGEST_ID))
+
+
 class Snapshots:
     """Which version each snapshot of an asset's table is, by its `custody-v<N>` tag. A tag never
     moves to another snapshot, so what was read once stays true; a snapshot not met yet reads the
@@ -54,11 +59,19 @@ class Snapshots:
         self._numbers: dict[tuple[str, str, AssetKey], dict[int, int]] = {}
         self._lock = threading.Lock()
 
+    @staticmethod
+    def named(version: str) -> bool:
+        """Whether `version` is written as a snapshot is named: a tag, or an id (decimal digits, a
+        positive 64-bit integer)."""
+        if version.startswith(TAG_PREFIX):
+            return number_of(version) is not None
+        return version.isascii() and version.isdigit() and len(version) <= LONGEST_ID and 0 < int(version) <= LARGEST_ID
+
     def number(self, lake: Lake, key: AssetKey, version: str) -> int | None:
         """The version of `key` the facet's `version` names: a tag, or a snapshot id; None if neither."""
         if version.startswith(TAG_PREFIX):
             return number_of(version)
-        if not version.isdigit() or lake.tables is None:
+        if not self.named(version) or lake.tables is None:
             return None
         tables = lake.tables.tables
         snapshot, known = int(version), (tables.catalog_url, tables.warehouse, key)

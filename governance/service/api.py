@@ -155,35 +155,40 @@ class Who(BaseModel):
 async def issue_token(login: Login, request: Request) -> Token:
     """A short-lived token for a directory user, proven by their password (recorded either way)."""
     service = service_of(request)
-    devices, signins = service.sign_ins()
+    devices, _ = service.sign_ins()
     device = devices.of(login.device, login.user)
-    session_id = new_session_id()
-    details = {"channel": API_CHANNEL, "session": reference_of(session_id), "peer": peer_of(request)}
-    refusals = service.refused_login(request)
-    try:
-        await signins.check(
-            login.user,
-            device is not None,
-            lambda: service.custody.authenticate(
-                login.user, login.password, details=details, device=device, refusals=refusals
-            ),
-        )
-    except AccessDenied as err:
-        raise NotSignedIn(str(err).removeprefix("denied: ")) from err
-    except ServiceUnavailable as err:
-        await run_in_threadpool(service.refused, request, err, API_CHANNEL, login.user)
-        raise
-    principal, token = await run_in_threadpool(
-        service.tokens.open, session_id, login.user, service.custody.policy.directory.method
-    )
-    lifetime = int(service.tokens.lifetime.total_seconds())
+    principal, token = await token_for(request, login.user, login.password, device)
     return Token(
         token=token,
         user=principal.user,
         method=principal.method,
-        expires_in=lifetime,
+        expires_in=int(service.tokens.lifetime.total_seconds()),
         device=devices.issue(login.user, device),
     )
+
+
+async def token_for(
+    request: Request, user: str, password: str, device: str | None = None, **details: str
+) -> tuple[Principal, str]:
+    """A new token of `user`, once the directory says `password` is theirs: the sign-in recorded,
+    with `details`, whether it succeeds or not, and slowed as every sign-in is when guesses come."""
+    service = service_of(request)
+    _, signins = service.sign_ins()
+    session_id = new_session_id()
+    details = {"channel": API_CHANNEL, "session": reference_of(session_id), "peer": peer_of(request), **details}
+    refusals = service.refused_login(request)
+    try:
+        await signins.check(
+            user,
+            device is not None,
+            lambda: service.custody.authenticate(user, password, details=details, device=device, refusals=refusals),
+        )
+    except AccessDenied as err:
+        raise NotSignedIn(str(err).removeprefix("denied: ")) from err
+    except ServiceUnavailable as err:
+        await run_in_threadpool(service.refused, request, err, API_CHANNEL, user)
+        raise
+    return await run_in_threadpool(service.tokens.open, session_id, user, service.custody.policy.directory.method)
 
 
 @router.delete("/tokens/current", status_code=204, tags=["tokens"])

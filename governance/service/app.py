@@ -33,7 +33,7 @@ from governance.errors import (
 )
 from governance.lake.engines import ICEBERG_PATH
 from governance.lineage.resident import keep_resident, load
-from governance.service import api, changes, lineage, login, openlineage, specs
+from governance.service import api, changes, lineage, login, oauth, openlineage, specs
 from governance.service import runs as runs_api
 from governance.service import settings as settings_api
 from governance.service import tables as tables_api
@@ -128,15 +128,19 @@ def create_app(
     # The lake's Iceberg catalog first: engines ask it by the thousand a second (a signed read each),
     # and its one prefix is told apart at once, before the API's routes are tried one by one.
     app.mount(ICEBERG_PATH, create_iceberg_app(app.state.service))
-    for routes in (openlineage, lineage, api, login, changes, specs, settings_api, tables_api, runs_api):
+    for routes in (openlineage, lineage, api, oauth, login, changes, specs, settings_api, tables_api, runs_api):
         app.include_router(routes.router)
     app.include_router(api.unknown)  # last: it answers paths the API does not have
     app.add_exception_handler(CustodyError, refused)
     app.add_exception_handler(RequestValidationError, invalid)
     if ui is not None:
         app.mount("/", Gate(ui, app.state.service, ui_keys))
-    app.add_middleware(JsonBodies, prefix=api.router.prefix)
-    app.add_middleware(JsonBodies, prefix=ICEBERG_PATH, taker="the Iceberg catalog")
+    # OAuth 2.0's token endpoints take the form RFC 6749 has; they act on no one's standing session
+    # (the client's credentials are in the request), so a page of another site gains nothing by them.
+    app.add_middleware(JsonBodies, prefix=api.router.prefix, forms=(f"{api.router.prefix}{oauth.PATH}",))
+    app.add_middleware(
+        JsonBodies, prefix=ICEBERG_PATH, taker="the Iceberg catalog", forms=(f"{ICEBERG_PATH}/v1{oauth.PATH}",)
+    )
     app.add_middleware(Unframed)  # the last added is the outermost: a refusal of the one above too
     return BoundedBody(openlineage.Express(app, refused), MAX_BODY_BYTES)
 

@@ -38,13 +38,21 @@ class JsonBodies:
     asking first; a JSON body only once the service agrees (CORS), which it never does: behind a
     gateway whose sign-in the browser sends along, the API takes nothing such a page sends."""
 
-    def __init__(self, app: ASGIApp, prefix: str, taker: str = "the API"):
+    def __init__(self, app: ASGIApp, prefix: str, taker: str = "the API", forms: tuple[str, ...] = ()):
         self.app = app
         self.prefix = prefix.rstrip("/") + "/"
         self.taker = taker
+        # Paths that take a form instead, answering it themselves.
+        self.forms = frozenset(forms)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] in WITH_BODY and scope["path"].startswith(self.prefix):
+        path = scope.get("path", "")
+        if (
+            scope["type"] == "http"
+            and scope["method"] in WITH_BODY
+            and path.startswith(self.prefix)
+            and path not in self.forms
+        ):
             headers = Headers(scope=scope)
             if not sends_json(headers):
                 given = headers.get("content-type")

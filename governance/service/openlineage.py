@@ -50,16 +50,20 @@ async def lineage_events(principal: Caller, request: Request) -> Response:
     """OpenLineage run events, as OpenLineage's HTTP transport posts them, for the lineage group's
     service accounts: each is kept as received (the same run, type and time once), and each input
     that is a Custody version is joined to it. The answer says what became of each event."""
-    received = await kept(service_of(request), principal, await request.body(), request.headers.get("content-encoding"))
-    return Response(received, media_type="application/json")
+    return await kept(service_of(request), principal, await request.body(), request.headers.get("content-encoding"))
 
 
-async def kept(service: Service, principal: Principal, body: bytes, encoding: str | None) -> bytes:
-    """What became of each event the principal posted, as the endpoint answers it."""
+async def kept(service: Service, principal: Principal, body: bytes, encoding: str | None) -> Response:
+    """What became of each event the principal posted, as the endpoint answers it: 200, or 422
+    when an event was refused (the others are kept all the same), so that a client that reads no
+    answer logs it."""
     if service.intake is None:
         raise ServiceUnavailable("this service takes no lineage reports")
     received = await service.intake.take(principal, decoded(body, encoding, MAX_BODY_BYTES))
-    return json_bytes({"received": [each.to_dict() for each in received]})
+    status = 422 if any(each.refused is not None for each in received) else 200
+    return Response(
+        json_bytes({"received": [each.to_dict() for each in received]}), status, media_type="application/json"
+    )
 
 
 class Express:
@@ -80,10 +84,7 @@ class Express:
         request = Request(scope, receive)
         try:
             body = await request.body()
-            response = Response(
-                await kept(self.app.state.service, principal, body, request.headers.get("content-encoding")),
-                media_type="application/json",
-            )
+            response = await kept(self.app.state.service, principal, body, request.headers.get("content-encoding"))
         except CustodyError as err:
             response = await self.refused(request, err)
         await response(scope, receive, send)

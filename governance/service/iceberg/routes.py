@@ -17,6 +17,7 @@ from starlette.responses import Response
 from governance.access.policy import Decision, Verb
 from governance.errors import CustodyError, InvalidInput, InvalidName, NotFound, UnsupportedRequest, shown
 from governance.lake.iceberg import CATALOG_NAME
+from governance.service import oauth
 from governance.service.api import authenticated
 from governance.service.context import Service, decided, peer_of
 from governance.service.iceberg.catalog import CHANNEL, VENDED, Asked, RestCatalog
@@ -125,6 +126,11 @@ def create_iceberg_app(service: Service) -> FastAPI:
     app.state.catalog = RestCatalog(service)
     app.add_exception_handler(CustodyError, refused)
     app.add_exception_handler(RequestValidationError, invalid)
+
+    @app.post(f"/v1{oauth.PATH}")
+    async def oauth_token(request: Request) -> Response:
+        # Where Iceberg's REST clients ask for a token with `credential=<client id>:<secret>`.
+        return await oauth.token_answer(request)
 
     @app.get("/v1/config")
     async def config(request: Request, asked: Caller, warehouse: str | None = None) -> Response:
