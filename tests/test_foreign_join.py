@@ -374,3 +374,26 @@ def test_a_lake_path_of_the_local_file_system_is_joined(catalog: Catalog, lake: 
     [received] = receive(catalog, lake, [event(str(uuid.uuid4()), "START", [], [], read=read)], "bot")
 
     assert received.inputs[0]["version"] == "sales/clients@1"
+
+
+def test_a_read_of_an_asset_s_folder_naming_no_version_is_a_read_of_each_version_it_holds(catalog: Catalog, lake: Lake):
+    for number in (1, 2, 3):
+        add_version(catalog, "sales/clients", number, zone="landing")
+    with catalog.session() as session:
+        purged = session.exec(select(VersionRow).where(VersionRow.number == 3)).one()
+        purged.status = VersionStatus.PURGED.value
+        session.add(purged)
+    read = [dataset("file", at(lake, "landing/sales/clients"))]
+    outside: list[str] = []
+
+    def judge(user: str | None, asset: str) -> str | None:
+        outside.append(asset)
+        return f"{user} holds no role on {asset}"
+
+    [received] = receive(catalog, lake, [event(str(uuid.uuid4()), "START", [], [], read=read)], "bot", judge)
+
+    assert [found["version"] for found in received.inputs] == ["sales/clients@1", "sales/clients@2"]
+    assert outside == ["sales/clients", "sales/clients"]
+    for ref in ("sales/clients@1", "sales/clients@2"):
+        assert [job.state for job in impact(catalog, VersionRef.parse(ref)).root.foreign] == ["START"]
+    assert impact(catalog, VersionRef.parse("sales/clients@3")).root.foreign == []

@@ -547,22 +547,29 @@ spark.stop()
 """
 
 
-def test_a_plain_pyspark_job_with_openlineage_s_listener_joins_the_two_versions_it_read(
-    api, home, reporter, catalog, tmp_path, capsys
-):
+def report_job(api: str, reporter: dict[str, str], tmp_path: Path, clients: str, products: str) -> Path:
+    """REPORT_JOB run with OpenLineage's listener, reading `clients` and `products`: where it wrote."""
     [jar] = sorted(OPENLINEAGE_JARS.glob("openlineage-spark_*.jar"))  # `make setup` fetches it
     job = tmp_path / "client_report.py"
     job.write_text(REPORT_JOB)
     out = tmp_path / "warehouse" / "client_report"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CUSTODY_", "DAGSTER_", "PYSPARK_SUBMIT"))}
     key = reporter["Authorization"].removeprefix("Bearer ")
-    paths = [version_path(home, "sales/clients", 1), version_path(home, "sales/products", 1)]
     subprocess.run(
-        [sys.executable, str(job), str(jar), str(out), *paths, api.removesuffix("/api/v1"), key],
+        [sys.executable, str(job), str(jar), str(out), clients, products, api.removesuffix("/api/v1"), key],
         env=env,
         check=True,
         timeout=600,
         capture_output=True,
+    )
+    return out
+
+
+def test_a_plain_pyspark_job_with_openlineage_s_listener_joins_the_two_versions_it_read(
+    api, home, reporter, catalog, tmp_path, capsys
+):
+    out = report_job(
+        api, reporter, tmp_path, version_path(home, "sales/clients", 1), version_path(home, "sales/products", 1)
     )
 
     for ref in ("sales/clients@1", "sales/products@1"):
@@ -582,6 +589,20 @@ def test_a_plain_pyspark_job_with_openlineage_s_listener_joins_the_two_versions_
     # The listener reports the OS user running the job, whom the directory does not know.
     runs = {json.loads(entry.details)["job"] for entry in flagged(catalog, os_user())}
     assert any(job.startswith("spark://reports/") for job in runs)
+
+
+def test_a_spark_job_reading_an_asset_s_whole_folder_is_joined_to_each_version_it_holds(
+    api, home, reporter, tmp_path, capsys
+):
+    folder = str(Settings.under(home).lake.resolve() / "landing/sales/clients")
+    out = report_job(api, reporter, tmp_path, folder, version_path(home, "sales/products", 1))
+
+    writers = [
+        job
+        for job in impact(home, "sales/clients@1", capsys)["foreign_jobs"]
+        if any((o["namespace"], o["name"]) == ("file", str(out)) for o in job["outputs"])
+    ]
+    assert writers and writers[0]["job_namespace"] == "spark://reports"
 
 
 def test_the_impact_graph_draws_foreign_jobs_and_what_they_wrote_in_their_own_style(

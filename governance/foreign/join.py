@@ -3,9 +3,10 @@ it read and wrote; and, for an input that is a Custody version, that version.
 
 An input is a Custody version when its name is a version's location in the lake (the folder, or a
 file in it: `file` /lake/landing/sales/clients/v=3, or `s3://bucket` prefix/…), or the asset's
-folder as Custody's own events name it with the version in its `version` facet, or the asset's
-Iceberg table at the version's snapshot (governance.foreign.tables). A run that read a
-version under a reported user who holds no role on its asset is recorded (`read.outside-policy`)."""
+folder as Custody's own events name it with the version in its `version` facet (with none, each
+version the folder holds), or the asset's Iceberg table at the version's snapshot
+(governance.foreign.tables). A run that read a version under a reported user who holds no role on
+its asset is recorded (`read.outside-policy`)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from governance.access.guard import ledger_actor
 from governance.catalog import Catalog
 from governance.catalog.jsonrows import marker
 from governance.catalog.savepoint import savepoint
+from governance.catalog.states import VersionStatus
 from governance.errors import CustodyError, NotJoinedTogether, TransactionLost, error_summary, shown
 from governance.foreign import columns
 from governance.foreign.datasets import INPUT, OUTPUT, digest, ident
@@ -66,6 +68,10 @@ VERSION_OF = (
     "SELECT id, asset_key, number FROM version WHERE asset_key = {asset} AND number = {number} AND zone = {zone}"
 )
 VERSION_NUMBERED = "SELECT id, asset_key, number FROM version WHERE asset_key = {asset} AND number = {number}"
+VERSIONS_HELD = (
+    "SELECT id, asset_key, number FROM version WHERE asset_key = {asset} AND zone = {zone} AND status = {status} "
+    "ORDER BY number"
+)
 # The most rows one statement writes or looks up: its parameters stay far below any driver's limit.
 ROWS_AT_ONCE = 500
 # The joining's own savepoint: a transaction may keep the events of several requests, one after the other.
@@ -565,8 +571,9 @@ def _resolve(
     versions = {row[0]: row[1:] for row in db.among(VERSIONS_AT, paths)}
     return [
         [
-            (dataset, read if isinstance(read, Resolved) else _resolved(db, versions, read, _version(dataset)))
+            (dataset, found)
             for dataset, read in reads
+            for found in ([read] if isinstance(read, Resolved) else _resolved(db, versions, read, _version(dataset)))
         ]
         for reads in asked
     ]
@@ -582,15 +589,20 @@ def _holding(location: str) -> list[str]:
     return holding
 
 
-def _resolved(db: Sql, versions: Mapping[str, tuple[Any, ...]], location: str, version: str) -> Resolved:
+def _resolved(db: Sql, versions: Mapping[str, tuple[Any, ...]], location: str, version: str) -> list[Resolved]:
     """The version whose folder is `location` or holds it, else the version `version` of the asset
-    whose folder it is."""
+    whose folder it is, else, with no version named, every version that folder holds: a read of
+    the whole folder (Spark's listener names it so when a job reads it and filters its `v=N`
+    partitions, or none) is a read of each."""
     found = next((versions[path] for path in _holding(location) if path in versions), None)
     found = found or _asset_at(db, location, version)
-    if found is None:
-        return Resolved(problem=f"in the lake at {location}, where the catalog has no version")
-    version_id, asset, number = found
-    return Resolved(int(version_id), str(asset), int(number))
+    if found is not None:
+        version_id, asset, number = found
+        return [Resolved(int(version_id), str(asset), int(number))]
+    held = _held_at(db, location) if not version else []
+    if not held:
+        return [Resolved(problem=f"in the lake at {location}, where the catalog has no version")]
+    return [Resolved(int(version_id), str(asset), int(number)) for version_id, asset, number in held]
 
 
 def _outside_entry(found: Outside) -> ledger.Event:
@@ -697,6 +709,15 @@ def _this_host(uri: str) -> bool:
 @cache
 def _local_hosts() -> frozenset[str]:
     return frozenset({"", "localhost", "127.0.0.1", socket.gethostname().lower(), socket.getfqdn().lower()})
+
+
+def _held_at(db: Sql, location: str) -> list[tuple[Any, ...]]:
+    """The committed versions in the asset's folder that `location` (zone/domain/name) is."""
+    parts = PurePosixPath(location).parts
+    if len(parts) != 3 or parts[0] not in ZONES:
+        return []
+    asked = {"asset": f"{parts[1]}/{parts[2]}", "zone": parts[0], "status": VersionStatus.COMMITTED.value}
+    return list(db.run(VERSIONS_HELD, asked).fetchall())
 
 
 def _asset_at(db: Sql, location: str, version: str) -> Any:
