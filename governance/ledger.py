@@ -6,14 +6,14 @@ import hashlib
 import json
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from sqlalchemy import insert, text, update
+from sqlalchemy import func, insert, text, update
 from sqlalchemy import select as select_columns
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
@@ -28,7 +28,7 @@ from governance.catalog.models import (
     LedgerSegmentRow,
 )
 from governance.checkpoints import Checkpoints, Head
-from governance.errors import IntegrityError
+from governance.errors import IntegrityError, InvalidInput
 from governance.locks import advisory_lock
 from governance.segments import TornSegment, open_segment, opened
 
@@ -79,6 +79,10 @@ class Action:
     CLOCK_STEPPED_BACK = "clock.stepped_back"
 
 
+# A run's id whole (a UUID), and the fewest of its first characters that name it (as printed).
+RUN_ID_LENGTH = 36
+SHORTEST_RUN_PREFIX = 8
+AMBIGUOUS_SHOWN = 5
 HASHED = ("seq", "ts", "actor", "action", "asset_key", "version", "run_id", "details", "assurance")
 
 
@@ -354,7 +358,27 @@ def last_entry(session: Session) -> LedgerEntry | None:
 def entries(session: Session, where: LedgerFilter = EVERY_ENTRY) -> list[LedgerEntry]:
     """The entries that match, in seq order: those rolled into segments first (found through their
     searchable columns, read from their files), then those of the hot table."""
+    where = whole_run(session, where)
     return _then_hot(session, where, _archived(session, where))
+
+
+def whole_run(session: Session, where: LedgerFilter) -> LedgerFilter:
+    """`where`, its run id whole when it gives the beginning of one, as Custody prints run ids
+    (`run 01a23381c4`): InvalidInput when that beginning is several runs', or too short to tell."""
+    given = where.run_id
+    if given is None or len(given) >= RUN_ID_LENGTH:
+        return where
+    if len(given) < SHORTEST_RUN_PREFIX:
+        raise InvalidInput(f"run {given!r}: give at least {SHORTEST_RUN_PREFIX} characters of a run's id")
+    found: set[str] = set()
+    for table in (LedgerEntry, ArchivedEntry):
+        column = col(table.run_id)
+        query = select(column).where(func.substr(column, 1, len(given)) == given).distinct().limit(AMBIGUOUS_SHOWN)
+        found.update(run for run in session.exec(query) if run is not None)
+    if len(found) > 1:
+        named = ", ".join(sorted(found)[:AMBIGUOUS_SHOWN])
+        raise InvalidInput(f"run {given} is the beginning of several runs' ids ({named}): give more of it")
+    return replace(where, run_id=found.pop()) if found else where
 
 
 class JsonPage(NamedTuple):
@@ -372,6 +396,7 @@ class JsonPage(NamedTuple):
 def entries_json(session: Session, where: LedgerFilter = EVERY_ENTRY) -> JsonPage:
     """`entries` as a JSON array of objects, each entry's details an object, and how many: built by
     the database in one row when none of them was rolled into a segment."""
+    where = whole_run(session, where)
     connection = session.connection()
     dialect = connection.dialect.name
     condition, params = _condition(where, marker(dialect))

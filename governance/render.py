@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from html import escape as escape_html
 from pathlib import Path
@@ -19,6 +19,7 @@ from rich.tree import Tree
 from governance.catalog.states import Criticality, VersionStatus
 from governance.checkpoints import KEY_VARIABLE
 from governance.errors import printable
+from governance.ledger import SHORTEST_RUN_PREFIX
 from governance.lineage.columns import Edge, Kind, Transformation
 from governance.lineage.terms import Direction
 
@@ -45,6 +46,27 @@ def short(value: str | None, width: int = 12) -> str:
     return (value or "")[:width]
 
 
+class RunIds:
+    """Run ids as printed together: each by its first SHORTEST_RUN_PREFIX characters, or by as
+    many more as tell it from every other id printed with it, as git shortens commit ids. (Other
+    tools' run ids are UUIDv7s, whose first eight digits change about once a minute.)"""
+
+    def __init__(self, ids: Iterable[str | None]):
+        unique = sorted({run for run in ids if run})
+        self._widths: dict[str, int] = {}
+        for i, run in enumerate(unique):
+            # Of ids in order, the neighbours share the longest beginning with it.
+            shared = max((_shared(run, unique[j]) for j in (i - 1, i + 1) if 0 <= j < len(unique)), default=0)
+            self._widths[run] = max(SHORTEST_RUN_PREFIX, shared + 1)
+
+    def __call__(self, run: str | None) -> str:
+        return short(run, self._widths.get(run or "", SHORTEST_RUN_PREFIX))
+
+
+def _shared(one: str, other: str) -> int:
+    return next((i for i, (a, b) in enumerate(zip(one, other, strict=False)) if a != b), min(len(one), len(other)))
+
+
 # Each version column: how it is aligned, and its cell for a version (Text: data is never markup).
 VERSION_COLUMNS: dict[str, tuple[JustifyMethod, Callable[[VersionLine | VersionRow], Text]]] = {
     "version": ("right", lambda row: Text(str(row.number))),
@@ -54,7 +76,7 @@ VERSION_COLUMNS: dict[str, tuple[JustifyMethod, Callable[[VersionLine | VersionR
     "quarantined": ("right", lambda row: Text(f"{row.rows_quarantined:,}")),
     "data_version": ("left", lambda row: Text(short(row.data_version))),
     "requested by": ("left", lambda row: Text(printable(row.requested_by))),
-    "run": ("left", lambda row: Text(short(row.run_id, 8))),
+    "run": ("left", lambda row: Text(short(row.run_id, SHORTEST_RUN_PREFIX))),
     "state": ("left", lambda row: Text(_state(row))),
 }
 # On a narrow terminal these give way, first to last, rather than every cell being cut short; a
@@ -141,12 +163,29 @@ def lineage_summary(summary: LineageSummary) -> Group:
 
 def lineage_tree(lineage: Lineage) -> Tree:
     """Provenance or impact as a tree; a version met again is named, not expanded again."""
-    tree = Tree(_node_label(lineage.root))
-    _grow(tree, lineage.root, lineage.direction)
+    runs = RunIds(_tree_runs(lineage.root))
+    tree = Tree(_node_label(lineage.root, runs))
+    _grow(tree, lineage.root, lineage.direction, runs)
     return tree
 
 
-def _grow(branch: Tree, node: VersionNode, direction: Direction) -> None:
+def _tree_runs(node: VersionNode) -> Iterator[str | None]:
+    """The run ids the tree under `node` prints."""
+    yield node.run_id
+    for child in node.links:
+        yield from _tree_runs(child)
+    for run in node.foreign:
+        yield from _foreign_runs(run)
+
+
+def _foreign_runs(run: ForeignRunNode) -> Iterator[str]:
+    yield run.run_id
+    for output in run.outputs:
+        for reader in output.read_by:
+            yield from _foreign_runs(reader)
+
+
+def _grow(branch: Tree, node: VersionNode, direction: Direction, runs: RunIds) -> None:
     if node.read:
         branch.add(_read_label(node.read))
     for source in node.sources:
@@ -155,31 +194,31 @@ def _grow(branch: Tree, node: VersionNode, direction: Direction) -> None:
         if child.expanded_elsewhere:
             branch.add(f"[bold]{child.ref}[/] [dim](expanded elsewhere in this tree)[/]")
         else:
-            _grow(branch.add(_node_label(child)), child, direction)
+            _grow(branch.add(_node_label(child, runs)), child, direction, runs)
     for run in node.foreign:
         if direction is Direction.UPSTREAM:
-            _grow_writer(branch, run)
+            _grow_writer(branch, run, runs)
         else:
-            _grow_foreign(branch, run)
+            _grow_foreign(branch, run, runs)
     if node.truncated:
         more = "inputs" if direction is Direction.UPSTREAM else "dependents"
         branch.add(f"[dim]… deeper {more} not shown (raise --depth)[/]")
 
 
-def _grow_foreign(branch: Tree, run: ForeignRunNode) -> None:
+def _grow_foreign(branch: Tree, run: ForeignRunNode, runs: RunIds) -> None:
     """A foreign run that read the version above it, what it wrote, and who read that."""
     if run.expanded_elsewhere:
         branch.add(
-            f"[magenta]job {escape(run.job)}[/] run {short(run.run_id, 8)} [dim](expanded elsewhere in this tree)[/]"
+            f"[magenta]job {escape(run.job)}[/] run {runs(run.run_id)} [dim](expanded elsewhere in this tree)[/]"
         )
         return
-    twig = branch.add(_foreign_label(run))
+    twig = branch.add(_foreign_label(run, runs))
     for output in run.outputs:
         version = f" [dim]version {escape(output.version)}[/]" if output.version else ""
         wrote = twig.add(f"[magenta]wrote[/] {escape(output.name)} [dim]in {escape(output.namespace)}[/]{version}")
         _add_foreign_columns(wrote, output.columns)
         for reader in output.read_by:
-            _grow_foreign(wrote, reader)
+            _grow_foreign(wrote, reader, runs)
 
 
 # The columns of a foreign dataset a tree shows; --json has them all.
@@ -209,9 +248,9 @@ def _foreign_input(found: Mapping[str, Any]) -> str:
     return f"{where}.{escape(found['field'])}"
 
 
-def _grow_writer(branch: Tree, run: ForeignRunNode) -> None:
+def _grow_writer(branch: Tree, run: ForeignRunNode, runs: RunIds) -> None:
     """A foreign run that wrote what the version above it was ingested from, and what it read."""
-    twig = branch.add(_foreign_label(run))
+    twig = branch.add(_foreign_label(run, runs))
     for output in run.outputs:
         wrote = twig.add(f"[magenta]wrote[/] {escape(output.name)} [dim]in {escape(output.namespace)}[/]")
         _add_foreign_columns(wrote, output.columns)
@@ -224,11 +263,11 @@ def _grow_writer(branch: Tree, run: ForeignRunNode) -> None:
         twig.add(f"[magenta]read[/] {what}")
 
 
-def _foreign_label(run: ForeignRunNode) -> str:
+def _foreign_label(run: ForeignRunNode, runs: RunIds) -> str:
     user = escape(run.user) if run.user else "no user reported"
     return (
         f"[magenta]job {escape(run.job)}[/] [dim]not run by Custody[/]  {run.state}\n"
-        f"[dim]run {short(run.run_id, 8)}  started {(run.started_at or '?')[:19]}  user {user}  "
+        f"[dim]run {runs(run.run_id)}  started {(run.started_at or '?')[:19]}  user {user}  "
         f"reported by {escape(run.reporter)}[/]"
     )
 
@@ -245,7 +284,7 @@ def _read_label(read: dict) -> str:
     )
 
 
-def _node_label(node: VersionNode) -> str:
+def _node_label(node: VersionNode, runs: RunIds) -> str:
     label = f" label {escape(node.label)}" if node.label else ""
     if node.label and node.label_from:
         label += f" [dim](from {node.label_from})[/]"
@@ -263,7 +302,7 @@ def _node_label(node: VersionNode) -> str:
     return (
         f"[bold]{node.ref}[/]{label} [dim]{node.zone}[/]{flags}  rows {node.rows:,}"
         f"{f' (+{node.rows_quarantined:,} quarantined)' if node.rows_quarantined else ''}\n"
-        f"[dim]data_version {short(node.data_version, 16)}  created {node.created_at[:19]}  run {short(node.run_id, 8)}  "
+        f"[dim]data_version {short(node.data_version, 16)}  created {node.created_at[:19]}  run {runs(node.run_id)}  "
         f"code {escape(node.code_version)}  spec {short(node.spec_hash, 12)}  "
         f"requested by {escape(node.requested_by)} ({node.assurance}){batch}[/]"
     )
@@ -436,12 +475,14 @@ def readers_table(readers: Sequence[Mapping[str, Any]]) -> Table:
 
 def ledger_lines(entries: Iterable[Mapping[str, Any]]) -> list[str]:
     """One line per entry as JSON gives it (`ledger.entry_dict`), oldest first, like a log."""
+    listed = list(entries)
+    runs = RunIds(entry["run_id"] for entry in listed)
     lines = []
-    for entry in entries:
+    for entry in listed:
         target = entry["asset_key"] or "-"
         if entry["version"] is not None:
             target += f"@{entry['version']}"
-        run = f" run {short(entry['run_id'], 8)}" if entry["run_id"] else ""
+        run = f" run {runs(entry['run_id'])}" if entry["run_id"] else ""
         who = f"{entry['actor']} ({entry['assurance']})" if entry["assurance"] else entry["actor"]
         lines.append(
             printable(

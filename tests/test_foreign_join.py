@@ -397,3 +397,37 @@ def test_a_read_of_an_asset_s_folder_naming_no_version_is_a_read_of_each_version
     for ref in ("sales/clients@1", "sales/clients@2"):
         assert [job.state for job in impact(catalog, VersionRef.parse(ref)).root.foreign] == ["START"]
     assert impact(catalog, VersionRef.parse("sales/clients@3")).root.foreign == []
+
+
+def test_runs_whose_ids_begin_alike_are_printed_by_as_much_as_tells_them_apart(catalog: Catalog, lake: Lake):
+    from rich.console import Console
+
+    from governance.render import lineage_tree
+
+    add_version(catalog, "sales/clients", 1, zone="landing")
+    reads = [at(lake, "landing/sales/clients/v=1")]
+    runs = ["01a23381-1c00-7000-8000-000000000001", "01a23381-2c00-7000-8000-000000000002"]
+    receive(catalog, lake, [event(run_id, "START", reads, []) for run_id in runs], "bot")
+
+    console = Console(width=200, record=True)
+    console.print(lineage_tree(impact(catalog, VersionRef.parse("sales/clients@1"))))
+    printed = console.export_text()
+
+    assert "run 01a23381-1 " in printed and "run 01a23381-2 " in printed
+
+
+def test_the_ledger_takes_the_beginning_of_a_run_s_id_that_names_one_run_alone(catalog: Catalog):
+    from governance import ledger
+    from governance.catalog.ledgerfilter import LedgerFilter
+
+    runs = ["01a23381-1c00-7000-8000-000000000001", "01a23381-2c00-7000-8000-000000000002"]
+    with catalog.session() as session:
+        for run_id in runs:
+            ledger.append(session, actor="bob", action="ingestion.started", run_id=run_id)
+    with catalog.reading() as session:
+        [found] = ledger.entries(session, LedgerFilter.asked(run_id="01a23381-1"))
+        assert found.run_id == runs[0]
+        with pytest.raises(InvalidInput, match="01a23381 is the beginning of several runs' ids"):
+            ledger.entries(session, LedgerFilter.asked(run_id="01a23381"))
+        with pytest.raises(InvalidInput, match="give at least 8 characters"):
+            ledger.entries_json(session, LedgerFilter.asked(run_id="01a2"))

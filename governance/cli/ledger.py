@@ -44,7 +44,10 @@ def ledger_show(
     action: Annotated[
         str | None, typer.Option(help="Only this action, or this family: read, ingestion, ingestion.committed…")
     ] = None,
-    run: Annotated[str | None, typer.Option(help="Only entries of this run id.")] = None,
+    run: Annotated[
+        str | None,
+        typer.Option(help="Only entries of this run: its id, or its beginning as printed (8 or more characters)."),
+    ] = None,
     since: Annotated[
         str | None,
         typer.Option(
