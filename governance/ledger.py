@@ -19,7 +19,7 @@ from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
 from governance.catalog.jsonrows import json_array_sql, marker
-from governance.catalog.ledgerfilter import LedgerFilter, timestamp
+from governance.catalog.ledgerfilter import SHORTEST_RUN_PREFIX, LedgerFilter, timestamp
 from governance.catalog.models import (
     ArchivedEntry,
     LedgerEntry,
@@ -79,9 +79,8 @@ class Action:
     CLOCK_STEPPED_BACK = "clock.stepped_back"
 
 
-# A run's id whole (a UUID), and the fewest of its first characters that name it (as printed).
+# A run's id whole (a UUID), and how many of the runs a beginning of ids names are shown.
 RUN_ID_LENGTH = 36
-SHORTEST_RUN_PREFIX = 8
 AMBIGUOUS_SHOWN = 5
 HASHED = ("seq", "ts", "actor", "action", "asset_key", "version", "run_id", "details", "assurance")
 

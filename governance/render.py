@@ -16,10 +16,10 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from governance.catalog.ledgerfilter import SHORTEST_RUN_PREFIX
 from governance.catalog.states import Criticality, VersionStatus
 from governance.checkpoints import KEY_VARIABLE
 from governance.errors import printable
-from governance.ledger import SHORTEST_RUN_PREFIX
 from governance.lineage.columns import Edge, Kind, Transformation
 from governance.lineage.terms import Direction
 

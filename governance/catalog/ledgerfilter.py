@@ -10,6 +10,8 @@ from typing import Any
 
 from governance.errors import InvalidInput
 
+# The fewest first characters of a run's id that name it, as Custody prints run ids.
+SHORTEST_RUN_PREFIX = 8
 # A time ago, as `--since 30m` gives it: seconds, minutes, hours or days.
 AGO = re.compile(r"(?P<count>[0-9]{1,6})(?P<unit>[smhd])")
 AGO_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
