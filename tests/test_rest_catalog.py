@@ -240,6 +240,22 @@ def spark_as(spark, served: Served, user: str):
     return session
 
 
+def test_spark_given_client_credentials_gets_its_own_token_and_reads_as_that_user(spark, served):
+    since = served.last_seq()
+    session = spark.newSession()
+    for key, value in {
+        "": "org.apache.iceberg.spark.SparkCatalog",
+        ".type": "rest",
+        ".uri": served.iceberg,
+        ".credential": "carol:carol-demo",
+        ".cache-enabled": "false",
+    }.items():
+        session.conf.set(f"spark.sql.catalog.credentialed{key}", value)
+    found = session.sql("SELECT * FROM credentialed.sales.clients VERSION AS OF 'custody-v1'").collect()
+    assert sorted((row.asDict() for row in found), key=repr) == served.rows("sales/clients@1")
+    assert {entry["result"] for entry in served.entries("carol", since)} == {"allowed"}
+
+
 def test_a_grant_revoked_while_a_spark_session_is_open_stops_its_next_load(spark, served):
     session = spark_as(spark, served, "carol")
     assert session.sql("SELECT count(*) AS n FROM engines.sales.products").collect()[0].n > 0

@@ -215,24 +215,25 @@ def receiving(
 ) -> Callable[[Session], tuple[list[Received], list[ledger.Event]]]:
     """What keeps the events not kept yet and joins them, in the transaction it is given, but for
     those it refuses (see `_refusals`); the joining in a savepoint of its own, so that events it
-    fails on are still kept (and said not joined), then, if it failed, each event's in its own. With `judge`, each version read under a user it refuses calls for a ledger entry
+    fails on are still kept (and said not joined), then, if it failed, each event's in its own.
+    With `judge`, each version read under a user it refuses calls for a ledger entry
     (`read.outside-policy`), which it returns for the transaction to append, with what became of
     each event."""
 
     def work(session: Session) -> tuple[list[Received], list[ledger.Event]]:
-        db = Sql(session)
-        refused = _refusals(db, _Where(lake), events)
+        db, where = Sql(session), _Where(lake)
+        refused = _refusals(db, where, events)
         reported = [(event, reporter) for event, why in zip(events, refused, strict=True) if why is None]
         stored = _store(db, reported)
         new = _new(reported, stored)
         try:
             with db.savepoint():
-                inputs, outside = _join(db, lake, new, judge)
+                inputs, outside = _join(db, where, new, judge)
             unjoined: list[str | None] = [None] * len(new)
         except TransactionLost:
             raise  # the events are not kept either
         except (*JOIN_ERRORS, db.error):
-            inputs, outside, unjoined = _each_alone(db, lake, new, judge)
+            inputs, outside, unjoined = _each_alone(db, where, new, judge)
         return _with_refused(events, refused, _received(reported, stored, inputs, unjoined)), [
             _outside_entry(found) for found in outside
         ]
@@ -241,7 +242,7 @@ def receiving(
 
 
 def _each_alone(
-    db: Sql, lake: Lake, reported: Sequence[Reported], judge: Judge | None
+    db: Sql, where: _Where, reported: Sequence[Reported], judge: Judge | None
 ) -> tuple[list[list[dict[str, Any]]], list[Outside], list[str | None]]:
     """Join the events one at a time, each in a savepoint of its own: one that fails to join is
     kept, said not joined and why, and its neighbours are joined all the same."""
@@ -251,7 +252,7 @@ def _each_alone(
     for pair in reported:
         try:
             with db.savepoint():
-                [said], found = _join(db, lake, [pair], judge)
+                [said], found = _join(db, where, [pair], judge)
         except TransactionLost:
             raise
         except (*JOIN_ERRORS, db.error) as err:
@@ -284,14 +285,14 @@ def together(
     statement the database refused), and takes the reports one by one, each answered for itself."""
 
     def work(session: Session) -> tuple[list[list[Received]], list[ledger.Event]]:
-        db = Sql(session)
+        db, where = Sql(session), _Where(lake)
         every = [(event, reporter) for events, reporter in reports for event in events]
         try:
-            refused = _refusals(db, _Where(lake), [event for event, _ in every])
+            refused = _refusals(db, where, [event for event, _ in every])
             reported = [pair for pair, why in zip(every, refused, strict=True) if why is None]
             stored = _store(db, reported)
             new = _new(reported, stored)
-            inputs, outside = _join(db, lake, new, judge)
+            inputs, outside = _join(db, where, new, judge)
         except TransactionLost:
             raise
         except Exception as err:
@@ -405,15 +406,15 @@ class _Use:
 
 
 def _join(
-    db: Sql, lake: Lake, reported: Sequence[Reported], judge: Judge | None
+    db: Sql, where: _Where, reported: Sequence[Reported], judge: Judge | None
 ) -> tuple[list[list[dict[str, Any]]], list[Outside]]:
     """Join the events, in a few statements for all of them: each run, what it read (each version
     read for the first time held to `judge`), what it wrote and the column lineage it gives for
-    that. What each event's inputs are, and the reads `judge` refused."""
-    where = _Where(lake)
+    that. What each event's inputs are, and the reads `judge` refused. `where` is the lake's, and
+    what it found of names before (the refusals looked at the same ones)."""
     users = _runs(db, reported)
     uses: list[list[_Use]] = []
-    for (event, _), reads in zip(reported, _resolve(db, lake, where, [e for e, _ in reported]), strict=True):
+    for (event, _), reads in zip(reported, _resolve(db, where.lake, where, [e for e, _ in reported]), strict=True):
         read = [
             _Use(event.run_id, INPUT, dataset, _read_version(dataset, resolved), resolved)
             for dataset, resolved in reads

@@ -26,6 +26,8 @@ from governance.zones import AssetKey
 
 CHANNEL = "iceberg"
 VENDED = "vended-credentials"
+# The versions looked at for vended credentials, newest first: a session policy names about twenty.
+VENDED_VERSIONS = 64
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,6 @@ class RestCatalog:
         """The table, once the principal may read the asset: the decision is recorded with the engine,
         and with the load's id, which the versions it reads are recorded with. With `vend`, and a
         read role to vend, credentials to read the table's files come with it."""
-        store = self.service.custody.store
         table = self.tables.table_name(key)
         spec = self._spec(asked, key, self.service.specs(recent=True))
         load = self.loads.new(asked.principal.session, key)
@@ -96,11 +97,7 @@ class RestCatalog:
         details = asked.details(
             table, load=load, current=served.current if served else None, **({"access": VENDED} if vendor else {})
         )
-        self.service.custody.deciding(
-            lambda policy, settings: authorize(
-                store, policy, asked.principal.identity(), Verb.READ, spec, details=details, settings=settings
-            )
-        )
+        self._authorize(asked, spec, details)
         if served is None:
             raise NotFound(f"{table} has no committed version yet")
         return served, self._vended(vendor, asked, key) if vendor else None
@@ -113,22 +110,26 @@ class RestCatalog:
             self.allowed(asked, key)
             return None
         spec = self._spec(asked, key, self.service.specs(recent=True))
+        self._authorize(asked, spec, asked.details(self.tables.table_name(key), access=VENDED, via="credentials"))
+        if self.tables.peek(key) is None:
+            raise NotFound(f"{self.tables.table_name(key)} has no committed version yet")
+        return self._vended(vendor, asked, key)
+
+    def _authorize(self, asked: Asked, spec: Spec, details: Mapping[str, Any]) -> None:
+        """A read of the asset decided for the principal and recorded with `details`; AccessDenied unless allowed."""
         store = self.service.custody.store
-        details = asked.details(self.tables.table_name(key), access=VENDED, via="credentials")
         self.service.custody.deciding(
             lambda policy, settings: authorize(
                 store, policy, asked.principal.identity(), Verb.READ, spec, details=details, settings=settings
             )
         )
-        if self.tables.peek(key) is None:
-            raise NotFound(f"{self.tables.table_name(key)} has no committed version yet")
-        return self._vended(vendor, asked, key)
 
     def _vended(self, vendor: Vendor, asked: Asked, key: AssetKey) -> Vended:
-        """Credentials for the table's metadata and its committed versions' files, newest first."""
+        """Credentials for the table's metadata and its newest committed versions' files: only the
+        newest VENDED_VERSIONS are read, more than a session policy holds."""
         lake = self.service.custody.lake
-        rows = [row for row in self.service.custody.store.versions(key) if row.status == VersionStatus.COMMITTED]
-        versions = [f"{lake.at(row.path)}/" for row in sorted(rows, key=lambda row: -row.number)]
+        newest = reversed(self.service.custody.store.versions_page(key, VENDED_VERSIONS))
+        versions = [f"{lake.at(row.path)}/" for row in newest if row.status == VersionStatus.COMMITTED]
         metadata = self.tables.location(key).removeprefix("s3://") + "/"
         return vendor.vend(key, [metadata, *versions], asked.principal.identity().user)
 
