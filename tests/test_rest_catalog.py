@@ -226,14 +226,15 @@ def test_a_scan_report_naming_a_snapshot_of_another_table_is_refused(served):
     assert "is no version of custody.sales.clients" in answer.json()["error"]["message"]
 
 
-def spark_as(spark, served: Served, user: str):
-    """A Spark session whose `engines` catalog is Custody's, with the user's token."""
+def spark_as(spark, served: Served, user: str, *, credential: bool = False):
+    """A Spark session whose `engines` catalog is Custody's, with the user's token, or with their
+    name and password as client credentials, for Spark to get its own tokens."""
     session = spark.newSession()
     for key, value in {
         "": "org.apache.iceberg.spark.SparkCatalog",
         ".type": "rest",
         ".uri": served.iceberg,
-        ".token": served.bearer(user),
+        **({".credential": f"{user}:{user}-demo"} if credential else {".token": served.bearer(user)}),
         ".cache-enabled": "false",
     }.items():
         session.conf.set(f"spark.sql.catalog.engines{key}", value)
@@ -242,16 +243,8 @@ def spark_as(spark, served: Served, user: str):
 
 def test_spark_given_client_credentials_gets_its_own_token_and_reads_as_that_user(spark, served):
     since = served.last_seq()
-    session = spark.newSession()
-    for key, value in {
-        "": "org.apache.iceberg.spark.SparkCatalog",
-        ".type": "rest",
-        ".uri": served.iceberg,
-        ".credential": "carol:carol-demo",
-        ".cache-enabled": "false",
-    }.items():
-        session.conf.set(f"spark.sql.catalog.credentialed{key}", value)
-    found = session.sql("SELECT * FROM credentialed.sales.clients VERSION AS OF 'custody-v1'").collect()
+    session = spark_as(spark, served, "carol", credential=True)
+    found = session.sql("SELECT * FROM engines.sales.clients VERSION AS OF 'custody-v1'").collect()
     assert sorted((row.asDict() for row in found), key=repr) == served.rows("sales/clients@1")
     assert {entry["result"] for entry in served.entries("carol", since)} == {"allowed"}
 
