@@ -13,7 +13,15 @@ import pytest
 from sqlmodel import func, select
 
 from governance.catalog import Catalog
-from governance.catalog.models import ForeignColumn, ForeignDataset, ForeignEvent, ForeignIO, ForeignRun, VersionRow
+from governance.catalog.models import (
+    ForeignColumn,
+    ForeignDataset,
+    ForeignEvent,
+    ForeignIO,
+    ForeignRun,
+    LedgerEntry,
+    VersionRow,
+)
 from governance.catalog.states import VersionStatus
 from governance.errors import InvalidInput, TransactionLost
 from governance.foreign.events import MAX_FIELD_DEPENDENCIES, RunEvent, parse
@@ -431,3 +439,80 @@ def test_the_ledger_takes_the_beginning_of_a_run_s_id_that_names_one_run_alone(c
             ledger.entries(session, LedgerFilter.asked(run_id="01a23381"))
         with pytest.raises(InvalidInput, match="give at least 8 characters"):
             ledger.entries_json(session, LedgerFilter.asked(run_id="01a2"))
+
+
+def registered(catalog: Catalog, asset: str, zone: str) -> None:
+    """The asset known to the catalog in `zone`, with no version yet."""
+    from datetime import UTC, datetime
+
+    from governance.catalog.models import AssetRow
+
+    domain, name = asset.split("/")
+    with catalog.session() as session:
+        session.add(
+            AssetRow(
+                key=asset,
+                domain=domain,
+                name=name,
+                zone=zone,
+                spec_hash="s1",
+                spec_json="{}",
+                updated_at=datetime.now(UTC),
+            )
+        )
+
+
+def test_a_read_naming_a_version_not_committed_yet_waits_for_it_and_joins_once_it_is(catalog: Catalog, lake: Lake):
+    from governance.foreign.waiting import Waiting, join_waiting, still_waiting
+
+    registered(catalog, "sales/names_and_products", "integration")
+    read = [dataset("file", at(lake, "integration/sales/names_and_products"), "3")]
+    run_id = str(uuid.uuid4())
+    judged: list[tuple[str | None, str]] = []
+
+    def judge(user: str | None, asset: str) -> str | None:
+        judged.append((user, asset))
+        return "no role"
+
+    [received] = receive(catalog, lake, [event(run_id, "START", [], [], read=read)], "bot", judge)
+    assert received.inputs[0]["waiting for"] == "sales/names_and_products@3"
+    assert still_waiting(catalog) == [Waiting("sales/names_and_products@3", 1)]
+    assert join_waiting(catalog, judge) == [] and judged == []
+
+    add_version(catalog, "sales/names_and_products", 3)
+    [joined] = join_waiting(catalog, judge)
+
+    assert (joined.run_id, joined.ref) == (run_id, "sales/names_and_products@3")
+    assert judged == [(None, "sales/names_and_products")]
+    assert [job.run_id for job in impact(catalog, VersionRef.parse("sales/names_and_products@3")).root.foreign] == [
+        run_id
+    ]
+    with catalog.reading() as session:
+        [entry] = session.exec(select(LedgerEntry).where(LedgerEntry.action == "read.outside-policy")).all()
+    assert (entry.asset_key, entry.version, entry.run_id) == ("sales/names_and_products", 3, run_id)
+    assert join_waiting(catalog, judge) == [] and still_waiting(catalog) == []
+
+
+def test_a_read_of_a_version_s_folder_not_committed_yet_waits_for_that_version(catalog: Catalog, lake: Lake):
+    registered(catalog, "sales/clients", "landing")
+    read = [dataset("file", at(lake, "landing/sales/clients/v=2/part-0.parquet"))]
+
+    [received] = receive(catalog, lake, [event(str(uuid.uuid4()), "START", [], [], read=read)], "bot")
+
+    assert received.inputs[0]["waiting for"] == "sales/clients@2"
+
+
+@pytest.mark.parametrize(
+    "location",
+    ["landing/sales/nothing/v=1", "integration/sales/clients/v=1", "landing/sales/clients/v=0"],
+    ids=["unknown asset", "other zone", "no version number"],
+)
+def test_a_read_in_the_lake_that_no_version_of_a_known_asset_can_be_is_a_problem_not_a_wait(
+    catalog: Catalog, lake: Lake, location: str
+):
+    registered(catalog, "sales/clients", "landing")
+    read = [dataset("file", at(lake, location))]
+
+    [received] = receive(catalog, lake, [event(str(uuid.uuid4()), "START", [], [], read=read)], "bot")
+
+    assert received.inputs[0]["problem"] == f"in the lake at {location}, where the catalog has no version"

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -260,9 +261,9 @@ def test_re_sent_and_out_of_order_events_are_kept_once_and_the_run_ends_complete
     assert run is not None and run.state == "COMPLETE" and run.started_at == instant(start["eventTime"])
 
 
-def test_an_input_in_the_lake_where_no_version_is_is_reported_and_one_outside_the_lake_is_not(api, reporter, home):
+def test_an_input_in_the_lake_where_no_version_can_be_is_reported_and_one_outside_the_lake_is_not(api, reporter, home):
     lake = Settings.under(home).lake.resolve()
-    missing = InputDataset("file", str(lake / "landing/sales/clients/v=99"))
+    missing = InputDataset("file", str(lake / "landing/sales/nothing/v=1"))
     elsewhere = InputDataset("postgres://crm:5432", "crm.public.clients")
     [start, _] = (event_dict(e) for e in airflow_events([missing, elsewhere], [], "stray"))
     [received] = post(api, reporter, start).json()["received"]
@@ -270,8 +271,8 @@ def test_an_input_in_the_lake_where_no_version_is_is_reported_and_one_outside_th
     assert received["inputs"] == [
         {
             "namespace": "file",
-            "name": str(lake / "landing/sales/clients/v=99"),
-            "problem": "in the lake at landing/sales/clients/v=99, where the catalog has no version",
+            "name": str(lake / "landing/sales/nothing/v=1"),
+            "problem": "in the lake at landing/sales/nothing/v=1, where the catalog has no version",
         },
         {"namespace": "postgres://crm:5432", "name": "crm.public.clients"},
     ]
@@ -802,3 +803,30 @@ def test_a_snapshot_of_an_asset_s_table_that_no_version_is_is_reported(api, repo
             "problem": "the table of sales/clients at snapshot 12345, which is no version of it",
         }
     ]
+
+
+def test_a_read_of_a_version_before_it_is_committed_waits_for_it_then_joins_it_within_seconds(
+    api, reporter, home, catalog, capsys
+):
+    folder = str(Settings.under(home).lake.resolve() / "landing/sales/products")
+    [start, _] = (event_dict(e) for e in airflow_events([versioned("file", folder, "2")], [], "early", owner="mallory"))
+
+    [received] = post(api, reporter, start).json()["received"]
+    assert received["inputs"][0]["waiting for"] == "sales/products@2"
+    assert "waiting for sales/products@2: read by 1 run, not committed yet" in custody(home, capsys, "repair")
+
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        for name, value in plain_environ(home).items():
+            monkeypatch.setenv(name, value)
+        drop_demo_batches(Lake(Settings.from_env().lake))
+        assert run_proven(["ingest", "sales/products", "--as", "bob"]) == 0
+
+    run_id = start["run"]["runId"]
+    deadline = time.monotonic() + 30
+    while not (runs := [job["run_id"] for job in impact(home, "sales/products@2", capsys)["foreign_jobs"]]):
+        assert time.monotonic() < deadline, "the waiting read was not joined"
+        time.sleep(0.5)
+    assert runs == [run_id]
+    [entry] = outside_policy(catalog, run_id)
+    assert (entry.actor, entry.asset_key, entry.version) == ("mallory", "sales/products", 2)
+    assert "waiting for" not in custody(home, capsys, "repair")

@@ -17,7 +17,7 @@ from governance.catalog.models import VersionRow
 from governance.demo import demo_password
 from governance.foreign.events import parse
 from governance.foreign.join import receive
-from governance.service.intake import reader_judge
+from governance.foreign.judge import reader_judge
 from tests.helpers import cli, recorded
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "auditor.ipynb"

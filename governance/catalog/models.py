@@ -421,7 +421,7 @@ class ForeignDataset(SQLModel, table=True):
 
 class ForeignIO(SQLModel, table=True):
     """A dataset a foreign run read (input) or wrote (output); an input that is a Custody version
-    names it in `version_id`."""
+    names it in `version_id`, or, until that version is committed, in `awaits_…`."""
 
     __tablename__ = "foreign_io"
     __table_args__ = (UniqueConstraint("run_id", "direction", "dataset_id"),)
@@ -431,6 +431,10 @@ class ForeignIO(SQLModel, table=True):
     direction: str
     dataset_id: int = Field(foreign_key="foreign_dataset.id", index=True)
     version_id: int | None = Field(default=None, foreign_key="version.id", index=True)
+    # The version an input names that was not committed when its event came (asset key and number):
+    # joined, and held to the readers' policy, once it is (see governance.foreign.waiting).
+    awaits_asset: str | None = Field(default=None, index=True)
+    awaits_number: int | None = None
 
 
 class ForeignColumn(SQLModel, table=True):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from functools import partial
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -26,6 +27,8 @@ from governance.cli.common import (
 from governance.zones import Lake, VersionRef
 
 if TYPE_CHECKING:
+    from governance.config import Settings
+    from governance.foreign.waiting import Ready, Waiting
     from governance.retention.reports import StatusChange
 
 
@@ -132,13 +135,25 @@ def purge(
         console.print("nothing to purge", markup=False)
 
 
+def _join_waiting_reads(settings: Settings) -> tuple[list[Ready], list[Waiting]]:
+    """Other tools' reads of versions committed since they were reported, joined; the versions others wait for."""
+    from governance.foreign.judge import reader_judge
+    from governance.foreign.waiting import join_waiting, still_waiting
+
+    custody = open_custody(settings)
+    judge = partial(reader_judge, specs=lambda: custody.specs)
+    joined = custody.deciding(lambda policy, pinned: join_waiting(custody.store, judge(policy), pinned))
+    return joined, still_waiting(custody.store)
+
+
 @app.command()
 def repair(
     verify: Annotated[bool, typer.Option("--verify", help="Also re-hash every committed version's files.")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Roll back interrupted attempts, remove folders no committed version owns or no live feed merge or drop
-    uses, fail runs whose process is gone, and record in Dagster the versions such runs committed."""
+    uses, fail runs whose process is gone, record in Dagster the versions such runs committed, and join other
+    tools' reads of versions committed since they were reported (saying which versions reads still wait for)."""
     settings = load_settings()
     from assets.launch import instance_for
     from assets.reconcile import record_committed_versions
@@ -155,12 +170,15 @@ def repair(
     instance = instance_for(settings)
     gone_runs = fail_runs_of_gone_processes(settings, instance)
     told = record_committed_versions(open_catalog(settings), instance)
+    joined, waiting = _join_waiting_reads(settings)
     if as_json:
         emit_json(
             {
                 **asdict(report),
                 "failed_runs": [run.run_id for run in gone_runs],
                 "recorded_in_dagster": [{"version": done.ref, "run_id": done.run_id} for done in told],
+                "joined_reads": [{"run_id": read.run_id, "version": read.ref} for read in joined],
+                "waiting_reads": [{"version": wait.ref, "runs": wait.runs} for wait in waiting],
             }
         )
     else:
@@ -180,7 +198,12 @@ def repair(
             console.print(f"marked failed: {run}", markup=False)
         for done in told:
             console.print(f"recorded in Dagster: {done}", markup=False)
-        if report.clean and not gone_runs and not told:
+        for read in joined:
+            console.print(f"joined: run {read.run_id}'s read of {read.ref}", markup=False)
+        if report.clean and not gone_runs and not told and not joined:
             console.print("nothing to repair")
+        for wait in waiting:
+            runs = f"{wait.runs} run" + ("s" if wait.runs != 1 else "")
+            console.print(f"waiting for {wait.ref}: read by {runs}, not committed yet", markup=False)
     if report.damaged or report.table_problems:
         raise typer.Exit(1)

@@ -37,7 +37,7 @@ from governance.foreign.events import RunEvent, moment
 from governance.foreign.tables import SNAPSHOTS, table_of
 from governance.lake.iceberg import TAG_PREFIX
 from governance.runs import Assurance
-from governance.zones import LARGEST_NUMBER, AssetKey, Lake, Zone, version_number
+from governance.zones import LARGEST_NUMBER, VERSION_DIR, AssetKey, Lake, Zone, version_number
 
 # A run's state follows its latest event; one that ended stays ended whatever comes after.
 ENDED = ("COMPLETE", "FAIL", "ABORT")
@@ -68,6 +68,7 @@ VERSION_OF = (
     "SELECT id, asset_key, number FROM version WHERE asset_key = {asset} AND number = {number} AND zone = {zone}"
 )
 VERSION_NUMBERED = "SELECT id, asset_key, number FROM version WHERE asset_key = {asset} AND number = {number}"
+ASSET_IN_ZONE = "SELECT 1 FROM asset WHERE key = {asset} AND zone = {zone}"
 VERSIONS_HELD = (
     "SELECT id, asset_key, number FROM version WHERE asset_key = {asset} AND zone = {zone} AND status = {status} "
     "ORDER BY number"
@@ -81,8 +82,9 @@ REQUEST_SAVEPOINT = "custody_request"
 
 @dataclass(frozen=True)
 class Resolved:
-    """What an input dataset is to Custody: a version (`ref`), or why it is none (`problem`), or
-    neither: a dataset outside the lake."""
+    """What an input dataset is to Custody: a version (`ref`), one that is not committed yet (`ref`
+    without `version_id`: `waiting`), or why it is none (`problem`), or neither: a dataset outside
+    the lake."""
 
     version_id: int | None = None
     asset: str | None = None
@@ -93,12 +95,18 @@ class Resolved:
     def ref(self) -> str | None:
         return None if self.asset is None else f"{self.asset}@{self.number}"
 
+    @property
+    def waiting(self) -> bool:
+        return self.asset is not None and self.version_id is None
+
 
 @dataclass(frozen=True)
 class Outside:
     """A version a run read under a user who may not read it, and why not."""
 
-    event: RunEvent
+    run_id: str
+    job: str
+    producer: str
     read: Resolved
     user: str | None
     reason: str
@@ -235,7 +243,7 @@ def receiving(
         except (*JOIN_ERRORS, db.error):
             inputs, outside, unjoined = _each_alone(db, where, new, judge)
         return _with_refused(events, refused, _received(reported, stored, inputs, unjoined)), [
-            _outside_entry(found) for found in outside
+            outside_entry(found) for found in outside
         ]
 
     return work
@@ -301,7 +309,7 @@ def together(
             raise NotJoinedTogether(f"the reports could not be kept together: {error_summary(err)}") from err
         received = _received(reported, stored, inputs, [None] * len(new))
         answered = iter(_with_refused([event for event, _ in every], refused, received))
-        return [[next(answered) for _ in events] for events, _ in reports], [_outside_entry(o) for o in outside]
+        return [[next(answered) for _ in events] for events, _ in reports], [outside_entry(o) for o in outside]
 
     return work
 
@@ -433,10 +441,11 @@ def _join(
             if use.direction == OUTPUT:
                 columns.record(db, event.run_id, ids[use.key], use.dataset)
                 continue
-            asset = use.resolved.asset
+            asset = None if use.resolved.waiting else use.resolved.asset
             why = judge(user, asset) if first and judge is not None and asset is not None else None
             if why is not None:
-                outside.append(Outside(event, use.resolved, user, why, reporter))
+                job = f"{event.job_namespace}/{event.job_name}"
+                outside.append(Outside(event.run_id, job, event.producer, use.resolved, user, why, reporter))
             said.append(_said(use.dataset, use.resolved))
         inputs.append(said)
     return inputs, outside
@@ -540,6 +549,8 @@ def _record_uses(db: Sql, uses: Sequence[_Use], ids: Mapping[str, int]) -> list[
             "direction": use.direction,
             "dataset_id": ids[use.key],
             "version_id": use.resolved.version_id,
+            "awaits_asset": use.resolved.asset if use.resolved.waiting else None,
+            "awaits_number": use.resolved.number if use.resolved.waiting else None,
         }
         for use in uses
     ]
@@ -592,7 +603,8 @@ def _holding(location: str) -> list[str]:
 
 def _resolved(db: Sql, versions: Mapping[str, tuple[Any, ...]], location: str, version: str) -> list[Resolved]:
     """The version whose folder is `location` or holds it, else the version `version` of the asset
-    whose folder it is, else, with no version named, every version that folder holds: a read of
+    whose folder it is, else the version either names if its asset has none so numbered yet (the
+    read waits for it), else, with no version named, every version that folder holds: a read of
     the whole folder (Spark's listener names it so when a job reads it and filters its `v=N`
     partitions, or none) is a read of each."""
     found = next((versions[path] for path in _holding(location) if path in versions), None)
@@ -600,28 +612,29 @@ def _resolved(db: Sql, versions: Mapping[str, tuple[Any, ...]], location: str, v
     if found is not None:
         version_id, asset, number = found
         return [Resolved(int(version_id), str(asset), int(number))]
+    if (awaited := _awaited(db, location, version)) is not None:
+        return [awaited]
     held = _held_at(db, location) if not version else []
     if not held:
         return [Resolved(problem=f"in the lake at {location}, where the catalog has no version")]
     return [Resolved(int(version_id), str(asset), int(number)) for version_id, asset, number in held]
 
 
-def _outside_entry(found: Outside) -> ledger.Event:
+def outside_entry(found: Outside) -> ledger.Event:
     """The ledger entry of a version's read under a user who may not read it: Custody cannot stop
     another tool's direct read of the lake, but it does not let one pass unseen."""
-    event = found.event
     return ledger.Event(
         actor=ledger_actor(found.user) if found.user else "unknown",
         action=OUTSIDE_POLICY,
         asset=found.read.asset,
         version=found.read.number,
-        run_id=event.run_id,
+        run_id=found.run_id,
         assurance=Assurance.ASSERTED if found.user else Assurance.NONE,
         details={
             "result": "outside policy",
             "reason": found.reason,
-            "job": f"{event.job_namespace}/{event.job_name}",
-            "producer": event.producer,
+            "job": found.job,
+            "producer": found.producer,
             "reported_by": found.reporter,
             "channel": FOREIGN_CHANNEL,
         },
@@ -630,7 +643,9 @@ def _outside_entry(found: Outside) -> ledger.Event:
 
 def _said(dataset: Mapping[str, Any], resolved: Resolved) -> dict[str, Any]:
     said: dict[str, Any] = {"namespace": dataset["namespace"], "name": dataset["name"]}
-    if resolved.ref is not None:
+    if resolved.waiting:
+        said["waiting for"] = resolved.ref
+    elif resolved.ref is not None:
         said["version"] = resolved.ref
     if resolved.problem is not None:
         said["problem"] = resolved.problem
@@ -719,6 +734,24 @@ def _held_at(db: Sql, location: str) -> list[tuple[Any, ...]]:
         return []
     asked = {"asset": f"{parts[1]}/{parts[2]}", "zone": parts[0], "status": VersionStatus.COMMITTED.value}
     return list(db.run(VERSIONS_HELD, asked).fetchall())
+
+
+def _awaited(db: Sql, location: str, version: str) -> Resolved | None:
+    """The version not committed yet that `location` names: the asset's folder (zone/domain/name)
+    with `version` given, or a version's folder (…/v=N) or a file in it; None unless the catalog
+    has that asset in that zone."""
+    parts = PurePosixPath(location).parts
+    if len(parts) < 3 or parts[0] not in ZONES:
+        return None
+    if len(parts) == 3:
+        number = version_number(version)
+    else:
+        numbered = VERSION_DIR.fullmatch(parts[3])
+        number = version_number(numbered.group(1)) if numbered else None
+    asset = f"{parts[1]}/{parts[2]}"
+    if number is None or db.run(ASSET_IN_ZONE, {"asset": asset, "zone": parts[0]}).fetchone() is None:
+        return None
+    return Resolved(asset=asset, number=number)
 
 
 def _asset_at(db: Sql, location: str, version: str) -> Any:

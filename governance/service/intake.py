@@ -6,6 +6,7 @@ request waits for that one thread rather than for a thread of its own."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import queue
 import threading
 import time
@@ -18,7 +19,7 @@ from anyio import to_thread
 
 from governance import ledger
 from governance.access.guard import decision_entries
-from governance.access.policy import Decision, Identity, Policy, Verb
+from governance.access.policy import Decision, Policy, Verb
 from governance.api import Custody
 from governance.errors import (
     AccessDenied,
@@ -30,15 +31,17 @@ from governance.errors import (
     error_summary,
 )
 from governance.foreign.events import RunEvent, parse
-from governance.foreign.join import FOREIGN_CHANNEL, Judge, Received, apart, receiving, together
-from governance.runs import Assurance
+from governance.foreign.join import Received, apart, receiving, together
+from governance.foreign.judge import reader_judge
+from governance.foreign.waiting import join_waiting
 from governance.service.api import identity_of, recorded
 from governance.service.sessions import Principal
 from governance.spec import SpecSet
-from governance.zones import AssetKey
 
 if TYPE_CHECKING:
     from sqlmodel import Session
+
+logger = logging.getLogger(__name__)
 
 # The most requests one transaction takes: the rest wait for the next, which begins at once.
 MOST_AT_ONCE = 256
@@ -46,6 +49,8 @@ MOST_AT_ONCE = 256
 MOST_EVENTS = 1_000
 # The largest body parsed in the event loop (some dozens of events): a larger one is parsed in a worker thread.
 PARSED_AT_ONCE = 64 * 1024
+# How often reads waiting for a version are joined to those committed meanwhile, in seconds.
+JOIN_WAITING_EVERY = 2.0
 # What a request is answered with: what became of its events, or why it was refused.
 Answer = list[Received] | Exception
 
@@ -95,7 +100,17 @@ class Intake:
         return await answer
 
     def _serve(self) -> None:
-        while (first := self._waiting.get()) is not None:
+        due = time.monotonic()
+        while True:
+            if time.monotonic() >= due:
+                self._join_waiting()
+                due = time.monotonic() + JOIN_WAITING_EVERY
+            try:
+                first = self._waiting.get(timeout=max(0.0, due - time.monotonic()))
+            except queue.Empty:
+                continue
+            if first is None:
+                return
             # The event loop queues the requests that came meanwhile only once it holds the
             # interpreter: offer it, so that they may join this batch rather than wait for the next.
             time.sleep(0)
@@ -118,6 +133,19 @@ class Intake:
             self._answer(reports, answers)
             if stopping:
                 return
+
+    def _join_waiting(self) -> None:
+        """Join the reads that waited for a version committed since (see governance.foreign.waiting)."""
+        try:
+            joined = self.custody.deciding(
+                lambda policy, pinned: join_waiting(self.custody.store, reader_judge(policy, self.specs), pinned)
+            )
+        except Exception as err:  # noqa: BLE001 - logged, and tried again at the next turn: the intake goes on
+            # Meanwhile the reads wait, as they say.
+            logger.warning("the reads waiting for versions were not joined: %s", error_summary(err))
+            return
+        for read in joined:
+            logger.info("run %s's read of %s joined, now that it is committed", read.run_id, read.ref)
 
     def _answer(self, reports: Sequence[Report], answers: Sequence[Answer]) -> None:
         assert self._loop is not None
@@ -188,21 +216,6 @@ def _settle(reports: Sequence[Report], answers: Sequence[Answer]) -> None:
             report.answer.set_exception(answer)
         else:
             report.answer.set_result(answer)
-
-
-def reader_judge(policy: Policy, specs: Callable[[], SpecSet]) -> Judge:
-    """Whether the user a foreign run reports may read an asset, by the roles they hold on it: a
-    reported name proves nothing, but one that holds no role is a read to look into. The specs are
-    read only once a version is read."""
-
-    def judge(user: str | None, asset: str) -> str | None:
-        if user is None:
-            return "the run reported no user"
-        identity = Identity(user, Assurance.ASSERTED, "reported", FOREIGN_CHANNEL)
-        decision = policy.holds_role(identity, Verb.READ, specs().get(AssetKey.parse(asset)))
-        return None if decision.allowed else decision.reason
-
-    return judge
 
 
 def report_decision(policy: Policy, principal: Principal) -> Decision:
