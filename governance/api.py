@@ -344,6 +344,23 @@ class Custody:
         with self.store.reading() as session:
             return ledger.entries(session, where)
 
+    def foreign_run(
+        self, run_id: str, *, events: bool = False, as_user: str | None = None, password: str | None = None
+    ) -> dict[str, Any]:
+        """A run another tool reported, by its id or the beginning of it (see
+        governance.foreign.history.run_detail). With `events`, its events as received too, once
+        `as_user` may read the ledger (an auditor or an admin): the decision is in the ledger first."""
+        from governance.foreign.history import run_detail
+
+        if events:
+            policy = self.policy
+            identity = self._identity(policy, as_user, password, None)
+            with closing_checkpoint():
+                details = {"run": run_id, "read": "foreign run events"}
+                enforce(self.store, policy.decide(identity, Verb.LEDGER_READ, None), details=details)
+        with self.store.reading() as session:
+            return run_detail(session, run_id, events)
+
     def readers(
         self, ref: str, *, depth: int | None = None, as_user: str | None = None, password: str | None = None
     ) -> Frame:

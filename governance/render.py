@@ -19,7 +19,8 @@ from rich.tree import Tree
 from governance.catalog.ledgerfilter import SHORTEST_RUN_PREFIX
 from governance.catalog.states import Criticality, VersionStatus
 from governance.checkpoints import KEY_VARIABLE
-from governance.errors import printable
+from governance.errors import printable, shown
+from governance.foreign.groups import JobGroup, ParentGroup, duration, grouped
 from governance.lineage.columns import Edge, Kind, Transformation
 from governance.lineage.terms import Direction
 
@@ -161,11 +162,13 @@ def lineage_summary(summary: LineageSummary) -> Group:
     )
 
 
-def lineage_tree(lineage: Lineage) -> Tree:
-    """Provenance or impact as a tree; a version met again is named, not expanded again."""
+def lineage_tree(lineage: Lineage, every_run: bool = False) -> Tree:
+    """Provenance or impact as a tree; a version met again is named, not expanded again. Other
+    tools' runs of a version's impact are grouped by job (see governance.foreign.groups), or with
+    `every_run`, shown one by one."""
     runs = RunIds(_tree_runs(lineage.root))
     tree = Tree(_node_label(lineage.root, runs))
-    _grow(tree, lineage.root, lineage.direction, runs)
+    _grow(tree, lineage.root, lineage.direction, runs, every_run)
     return tree
 
 
@@ -185,7 +188,7 @@ def _foreign_runs(run: ForeignRunNode) -> Iterator[str]:
             yield from _foreign_runs(reader)
 
 
-def _grow(branch: Tree, node: VersionNode, direction: Direction, runs: RunIds) -> None:
+def _grow(branch: Tree, node: VersionNode, direction: Direction, runs: RunIds, every_run: bool) -> None:
     if node.read:
         branch.add(_read_label(node.read))
     for source in node.sources:
@@ -194,8 +197,10 @@ def _grow(branch: Tree, node: VersionNode, direction: Direction, runs: RunIds) -
         if child.expanded_elsewhere:
             branch.add(f"[bold]{child.ref}[/] [dim](expanded elsewhere in this tree)[/]")
         else:
-            _grow(branch.add(_node_label(child, runs)), child, direction, runs)
-    for run in node.foreign:
+            _grow(branch.add(_node_label(child, runs)), child, direction, runs, every_run)
+    if direction is Direction.DOWNSTREAM and not every_run:
+        _grow_jobs(branch, grouped(node.foreign), runs)
+    for run in node.foreign if direction is Direction.UPSTREAM or every_run else ():
         if direction is Direction.UPSTREAM:
             _grow_writer(branch, run, runs)
         else:
@@ -221,6 +226,165 @@ def _grow_foreign(branch: Tree, run: ForeignRunNode, runs: RunIds) -> None:
             _grow_foreign(wrote, reader, runs)
 
 
+def _grow_jobs(branch: Tree, groups: Sequence[JobGroup | ParentGroup], runs: RunIds) -> None:
+    """Other tools' jobs whose runs read what is above them: each with its runs counted, its last
+    run and last failure, what they wrote and the jobs that read that; under a parent job, its own."""
+    for group in groups:
+        if isinstance(group, JobGroup):
+            _grow_job(branch, group, runs)
+            continue
+        twig = branch.add(_parent_label(group, runs))
+        if group.own is not None:
+            _grow_written(twig, group.own, runs)
+        _grow_jobs(twig, group.jobs, runs)
+
+
+def _grow_job(branch: Tree, group: JobGroup, runs: RunIds) -> None:
+    if group.expanded_elsewhere:
+        count = f"{len(group.runs):,} run" + ("s" if len(group.runs) != 1 else "")
+        branch.add(f"[magenta]job {escape(group.job)}[/] {count} [dim](expanded elsewhere in this tree)[/]")
+        return
+    _grow_written(branch.add(_job_label(group, runs)), group, runs)
+
+
+def _grow_written(twig: Tree, group: JobGroup, runs: RunIds) -> None:
+    for output in group.outputs:
+        versions = f"  [dim]{len(output.versions):,} versions[/]" if len(output.versions) > 1 else ""
+        version = f" [dim]version {escape(next(iter(output.versions)))}[/]" if len(output.versions) == 1 else ""
+        by = f"  [dim]by {output.writers:,} runs[/]" if output.writers > 1 else ""
+        wrote = twig.add(
+            f"[magenta]wrote[/] {escape(output.name)} [dim]in {escape(output.namespace)}[/]{version}{versions}{by}"
+        )
+        _add_foreign_columns(wrote, output.columns)
+        _grow_jobs(wrote, output.read_by, runs)
+
+
+def _job_label(group: JobGroup, runs: RunIds) -> str:
+    """A job's runs: one as it is; several counted by state, with the last and the last failure."""
+    if len(group.runs) == 1:
+        return _foreign_label(group.last, runs)
+    states = ", ".join(f"{count:,} {state}" for state, count in group.states)
+    label = (
+        f"[magenta]job {escape(group.job)}[/] [dim]not run by Custody[/]  {len(group.runs):,} runs: {states}\n"
+        f"[dim]last {_run_line(group.last, runs)}[/]"
+    )
+    failed = group.last_failure
+    if failed is not None and failed is not group.last:
+        label += f"\n[dim]last failed {_run_line(failed, runs)}[/]"
+    return label
+
+
+def _parent_label(group: ParentGroup, runs: RunIds) -> str:
+    jobs = f"{len(group.jobs):,} job" + ("s" if len(group.jobs) != 1 else "")
+    parents = f"{group.parent_runs:,} run" + ("s" if group.parent_runs != 1 else "")
+    label = f"[magenta]job {escape(group.job)}[/] [dim]not run by Custody, parent of {jobs} in {parents}[/]"
+    if group.own is not None:
+        label += f"\n[dim]last {_run_line(group.own.last, runs)}[/]"
+    return label
+
+
+def _run_line(run: ForeignRunNode, runs: RunIds) -> str:
+    """A run in a line: its id, state, start, end and how long it took, user, reporter and error."""
+    took = duration(run)
+    ended = f"  ended {run.ended_at[:19]}" + (f" ({took})" if took else "") if run.ended_at else ""
+    user = escape(run.user) if run.user else "no user reported"
+    error = f"\nerror: {escape(shown(run.error, ERROR_SHOWN))}" if run.error else ""
+    return (
+        f"run {runs(run.run_id)}  {run.state}  started {(run.started_at or '?')[:19]}{ended}  user {user}  "
+        f"reported by {escape(run.reporter)}{error}"
+    )
+
+
+def foreign_run(found: Mapping[str, Any]) -> Group:
+    """A run of another tool's job, as `custody lineage run` shows it."""
+    lines = [
+        Text.from_markup(
+            f"[magenta]job {escape(found['job_namespace'])}/{escape(found['job_name'])}[/]  {found['state']}"
+        ),
+        Text(f"run {found['run_id']}"),
+        Text(f"started {found['started_at'] or '?'}" + (f"  ended {found['ended_at']}" if found["ended_at"] else "")),
+        Text(f"user {printable(found['user'] or 'not reported')}  reported by {printable(found['reporter'])}"),
+        Text(f"producer {printable(found['producer'])}"),
+    ]
+    if found["parent"]:
+        parent = found["parent"]
+        lines.append(
+            Text(
+                f"parent run {parent['run_id']} of job {printable(parent['job_namespace'])}/{printable(parent['job_name'])}"
+            )
+        )
+    if found["error"]:
+        lines.append(Text(f"error: {printable(found['error'])}"))
+    tree = Tree(Text(f"{found['events_received']:,} events received"))
+    for side, label in (("inputs", "read"), ("outputs", "wrote")):
+        for dataset in found[side]:
+            tree.add(Text(f"{label} {_dataset_line(dataset)}"))
+    for child in found["children"]:
+        tree.add(Text(f"parent of run {child['run_id']} of {printable(child['job_name'])}  {child['state']}"))
+    return Group(*lines, tree)
+
+
+def _dataset_line(dataset: Mapping[str, Any]) -> str:
+    said = f"{printable(dataset['name'])} in {printable(dataset['namespace'])}"
+    if dataset.get("version"):
+        said += f" version {printable(dataset['version'])}"
+    if dataset.get("custody"):
+        said += f"  = {dataset['custody']}"
+    if dataset.get("waiting_for"):
+        said += f"  waiting for {dataset['waiting_for']}"
+    return said
+
+
+def foreign_jobs(found: Sequence[Mapping[str, Any]]) -> Table:
+    """Other tools' jobs, as `custody lineage jobs` lists them."""
+    table = Table()
+    for column in ("job", "runs", "by state", "last run", "last state", "last active"):
+        table.add_column(column, justify="right" if column == "runs" else "left")
+    ids = RunIds(job["last_run"]["run_id"] for job in found if job["last_run"])
+    for job in found:
+        states = ", ".join(f"{count:,} {state}" for state, count in sorted(job["states"].items()))
+        last = job["last_run"] or {"run_id": None, "state": "declared only" if job["declared"] else ""}
+        table.add_row(
+            Text(printable(f"{job['namespace']}/{job['name']}")),
+            f"{job['runs']:,}",
+            states,
+            ids(last["run_id"]) if last["run_id"] else "",
+            last["state"],
+            (job["last_active"] or "")[:19],
+        )
+    return table
+
+
+def foreign_dataset(found: Mapping[str, Any]) -> Group:
+    """A dataset as other tools reported it, as `custody lineage dataset` shows it."""
+    facets = ", ".join(sorted(found["facets"])) or "none"
+    return Group(
+        Text(f"{printable(found['name'])} in {printable(found['namespace'])}"),
+        Text(f"read by {found['read_by_runs']:,} runs, written by {found['written_by_runs']:,}"),
+        Text(f"{found['events_received']:,} dataset events received; facets: {printable(facets)} (--json shows them)"),
+    )
+
+
+def foreign_job_runs(found: Sequence[Mapping[str, Any]]) -> Table:
+    """A job's runs, as `custody lineage runs` lists them."""
+    table = Table()
+    for column in ("run", "state", "started", "ended", "user", "error"):
+        table.add_column(column)
+    ids = RunIds(run["run_id"] for run in found)
+    for run in found:
+        table.add_row(
+            ids(run["run_id"]),
+            run["state"],
+            (run["started_at"] or "")[:19],
+            (run["ended_at"] or "")[:19],
+            Text(printable(run["user"] or "")),
+            Text(shown(run["error"] or "", 80)),
+        )
+    return table
+
+
+# The most characters of a foreign run's error a tree shows; --json has them all.
+ERROR_SHOWN = 200
 # The columns of a foreign dataset a tree shows; --json has them all.
 FOREIGN_COLUMNS_SHOWN = 8
 
@@ -264,12 +428,7 @@ def _grow_writer(branch: Tree, run: ForeignRunNode, runs: RunIds) -> None:
 
 
 def _foreign_label(run: ForeignRunNode, runs: RunIds) -> str:
-    user = escape(run.user) if run.user else "no user reported"
-    return (
-        f"[magenta]job {escape(run.job)}[/] [dim]not run by Custody[/]  {run.state}\n"
-        f"[dim]run {runs(run.run_id)}  started {(run.started_at or '?')[:19]}  user {user}  "
-        f"reported by {escape(run.reporter)}[/]"
-    )
+    return f"[magenta]job {escape(run.job)}[/] [dim]not run by Custody[/]\n[dim]{_run_line(run, runs)}[/]"
 
 
 def _read_label(read: dict) -> str:

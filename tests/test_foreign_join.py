@@ -418,7 +418,7 @@ def test_runs_whose_ids_begin_alike_are_printed_by_as_much_as_tells_them_apart(c
     receive(catalog, lake, [event(run_id, "START", reads, []) for run_id in runs], "bot")
 
     console = Console(width=200, record=True)
-    console.print(lineage_tree(impact(catalog, VersionRef.parse("sales/clients@1"))))
+    console.print(lineage_tree(impact(catalog, VersionRef.parse("sales/clients@1")), every_run=True))
     printed = console.export_text()
 
     assert "run 01a23381-1 " in printed and "run 01a23381-2 " in printed
@@ -516,3 +516,50 @@ def test_a_read_in_the_lake_that_no_version_of_a_known_asset_can_be_is_a_problem
     [received] = receive(catalog, lake, [event(str(uuid.uuid4()), "START", [], [], read=read)], "bot")
 
     assert received.inputs[0]["problem"] == f"in the lake at {location}, where the catalog has no version"
+
+
+def test_runs_recorded_before_their_parent_and_error_were_kept_get_them_from_their_events_when_opened(
+    catalog: Catalog, lake: Lake, catalog_url: str
+):
+    from sqlalchemy import text
+
+    from governance.catalog.engine import make_engine
+    from governance.foreign.history import job_runs
+
+    run_id, parent = str(uuid.uuid4()), str(uuid.uuid4())
+    failed = event(run_id, "FAIL", [], [], time="2026-11-27T05:01:00Z")
+    body = {
+        **failed.body,
+        "run": {
+            "runId": run_id,
+            "facets": {
+                "parent": {
+                    **facet("ParentRunFacet"),
+                    "run": {"runId": parent},
+                    "job": {"namespace": "airflow://reports", "name": "dag"},
+                },
+                "errorMessage": {**facet("ErrorMessageRunFacet"), "message": "boom", "programmingLanguage": "python"},
+            },
+        },
+    }
+    [failed] = parse(json.dumps(body).encode())
+    receive(catalog, lake, [failed], "bot")
+    with catalog.session() as session:  # as a catalog from before they were kept
+        session.connection().execute(
+            text("UPDATE foreign_run SET job_ident = NULL, error = NULL, parent_run_id = NULL, parent_job_name = NULL")
+        )
+        session.connection().execute(text("DELETE FROM catalog_migration WHERE name = 'foreign-runs-told'"))
+
+    make_engine(catalog_url).dispose()
+
+    with catalog.reading() as session:
+        [run] = job_runs(session, "airflow://reports", f"job-{run_id[:8]}")
+    assert (run["error"], run["parent"]) == (
+        "boom",
+        {"run_id": parent, "job_namespace": "airflow://reports", "job_name": "dag"},
+    )
+
+
+def facet(name: str) -> dict[str, str]:
+    """What every facet says of itself: who produced it and its schema."""
+    return {"_producer": PRODUCER, "_schemaURL": f"https://openlineage.io/spec/facets/1-0-0/{name}.json#/$defs/{name}"}

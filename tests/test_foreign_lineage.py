@@ -23,7 +23,14 @@ import pytest
 import requests
 from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
-from openlineage.client.facet_v2 import RunFacet, dataset_version_dataset, processing_engine_run, symlinks_dataset
+from openlineage.client.facet_v2 import (
+    RunFacet,
+    dataset_version_dataset,
+    error_message_run,
+    parent_run,
+    processing_engine_run,
+    symlinks_dataset,
+)
 from openlineage.client.facet_v2 import column_lineage_dataset as cl
 from openlineage.client.transport.http import ApiKeyTokenProvider, HttpConfig, HttpTransport
 from sqlmodel import col, func, select
@@ -112,22 +119,28 @@ def airflow_events(
     task: str,
     owner: str = "carol",
     end: RunState = RunState.COMPLETE,
+    dag_run: str | None = None,
+    error: str | None = None,
 ) -> list[RunEvent]:
-    """A task's START and its end, as Airflow's OpenLineage provider sends them."""
+    """A task's START and its end, as Airflow's OpenLineage provider sends them: with `dag_run`,
+    naming the DAG's run as its parent; with `error`, its end saying so."""
     run_id = str(uuid.uuid4())
     began = datetime.now(UTC)
-    facets = {
+    facets: dict[str, RunFacet] = {
         "airflow": AirflowRunFacet(
             dag={"dag_id": "reports", "owner": "data-eng"}, task={"task_id": task, "owner": owner}
         ),
         "processing_engine": processing_engine_run.ProcessingEngineRunFacet(version="3.1.0", name="Airflow"),
     }
+    if dag_run is not None:
+        facets["parent"] = parent_run.ParentRunFacet.create(dag_run, AIRFLOW, "reports")
+    failed = {"errorMessage": error_message_run.ErrorMessageRunFacet(error, "python")} if error else {}
     job = Job(namespace=AIRFLOW, name=f"reports.{task}")
     return [
         RunEvent(
             eventType=state,
             eventTime=(began + timedelta(seconds=seconds)).isoformat(),
-            run=Run(runId=run_id, facets=facets),
+            run=Run(runId=run_id, facets={**facets, **(failed if state == end else {})}),
             job=job,
             producer=PRODUCER,
             inputs=inputs,
@@ -390,7 +403,8 @@ def test_bad_events_get_one_clear_message_and_nothing_is_stored(api, reporter, c
             {**start, "job": {"namespace": "ns", "name": "a\nb"}},
             "the event: job.name 'a\\nb' holds a control character",
         ),
-        (None, {"dataset": {"namespace": "ns", "name": "t"}}, "the event is a dataset event"),
+        (None, {"dataset": {"namespace": "ns", "name": "t"}}, "the event: 'eventTime' is a required property"),
+        (None, {"eventTime": start["eventTime"]}, "the event is no OpenLineage event: it has no run, no job and no"),
         (None, [start, {**start, "producer": 7}], "event 1 of the list: producer: 7 is not of type 'string'"),
     ]
     for text, body, said in cases:
@@ -604,25 +618,38 @@ def test_a_spark_job_reading_an_asset_s_whole_folder_is_joined_to_each_version_i
         if any((o["namespace"], o["name"]) == ("file", str(out)) for o in job["outputs"])
     ]
     assert writers and writers[0]["job_namespace"] == "spark://reports"
+    # The listener names the application's run as the parent of each action's: the tree shows them so.
+    assert writers[0]["parent_job"] == "spark://reports/client_report"
+    printed = custody(home, capsys, "impact", "sales/clients@1")
+    assert "job spark://reports/client_report not run by Custody, parent of" in printed
 
 
 def test_the_impact_graph_draws_foreign_jobs_and_what_they_wrote_in_their_own_style(
     home, openlineage, tmp_path, capsys
 ):
     table = OutputDataset("postgres://warehouse:5432", "marts.public.product_sales")
-    events = airflow_events([InputDataset("file", version_path(home, "sales/products", 1))], [table], "graph_me")
-    for event in events:
+    read = [InputDataset("file", version_path(home, "sales/products", 1))]
+    runs = [airflow_events(read, [table], "graph_me"), airflow_events(read, [table], "graph_me", end=RunState.FAIL)]
+    for event in (event for events in runs for event in events):
         openlineage.emit(event)
     for kind in ("json", "svg"):
         target = str(tmp_path / f"impact.{kind}")
         custody(home, capsys, "lineage", "graph", "sales/products@1", "--impact", "--format", kind, "-o", target)
+    custody(
+        home, capsys, "lineage", "graph", "sales/products@1", "--impact", "--runs", "-o", str(tmp_path / "runs.json")
+    )
+
     drawn = json.loads((tmp_path / "impact.json").read_text())
-    job = f"job:{events[0].run.runId}"
+    job = f"job:{AIRFLOW}/reports.graph_me"
     dataset = "dataset:postgres://warehouse:5432/marts.public.product_sales@"
-    assert {node["id"]: node["kind"] for node in drawn["nodes"]}[job] == "foreign_job"
+    [node] = [node for node in drawn["nodes"] if node["id"] == job]
+    assert (node["kind"], node["runs"], node["states"]) == ("foreign_job", 2, "1 COMPLETE, 1 FAIL")
     assert {(edge["source"], edge["target"]) for edge in drawn["edges"]} >= {("sales/products@1", job), (job, dataset)}
     picture = (tmp_path / "impact.svg").read_text()
     assert "reports.graph_me" in picture and "marts.public.product_sales" in picture and "not run by Custody" in picture
+    assert "2 runs: 1 COMPLETE, 1 FAIL" in picture
+    each = {node["id"] for node in json.loads((tmp_path / "runs.json").read_text())["nodes"]}
+    assert {f"job:{events[0].run.runId}" for events in runs} <= each
 
 
 def test_provenance_shows_the_foreign_job_that_wrote_a_version_s_dropzone_batch_and_what_it_read(
@@ -830,3 +857,179 @@ def test_a_read_of_a_version_before_it_is_committed_waits_for_it_then_joins_it_w
     [entry] = outside_policy(catalog, run_id)
     assert (entry.actor, entry.asset_key, entry.version) == ("mallory", "sales/products", 2)
     assert "waiting for" not in custody(home, capsys, "repair")
+
+
+def test_a_version_read_by_many_runs_shows_each_job_once_under_its_dag_with_its_runs_counted_and_last_failure(
+    home, openlineage, capsys
+):
+    read = [InputDataset("file", version_path(home, "sales/products", 1))]
+    runs = [
+        airflow_events(read, [], "nightly", dag_run=str(uuid.uuid4()), end=end, error=error)
+        for end, error in [(RunState.COMPLETE, None)] * 4
+        + [(RunState.FAIL, "ZeroDivisionError: division by zero"), (RunState.COMPLETE, None)]
+    ]
+    for event in (event for events in runs for event in events):
+        openlineage.emit(event)
+
+    printed = custody(home, capsys, "impact", "sales/products@1")
+    every = custody(home, capsys, "impact", "sales/products@1", "--runs")
+
+    assert f"job {AIRFLOW}/reports not run by Custody, parent of 1 job in 6 runs" in printed
+    assert f"job {AIRFLOW}/reports.nightly not run by Custody  6 runs: 5 COMPLETE, 1 FAIL" in printed
+    assert "last failed run" in printed and "error: ZeroDivisionError: division by zero" in printed
+    assert sum(events[0].run.runId[:8] in printed for events in runs) == 2  # the last run and the last failure
+    assert all(events[0].run.runId[:8] in every for events in runs)
+    [nightly] = [
+        job for job in impact(home, "sales/products@1", capsys)["foreign_jobs"] if job["run_id"] == runs[4][0].run.runId
+    ]
+    assert (nightly["state"], nightly["error"], nightly["parent_job"]) == (
+        "FAIL",
+        "ZeroDivisionError: division by zero",
+        f"{AIRFLOW}/reports",
+    )
+
+
+def dag_run_events(dag_run: str) -> list[RunEvent]:
+    """The DAG run's own START and COMPLETE, as Airflow's provider sends them."""
+    began = datetime.now(UTC)
+    return [
+        RunEvent(
+            eventType=state,
+            eventTime=(began + timedelta(seconds=seconds)).isoformat(),
+            run=Run(runId=dag_run),
+            job=Job(namespace=AIRFLOW, name="reports"),
+            producer=PRODUCER,
+        )
+        for state, seconds in ((RunState.START, 0), (RunState.COMPLETE, 9))
+    ]
+
+
+def test_a_run_is_found_by_its_id_s_beginning_with_what_it_read_its_facets_parent_and_children(
+    api, reporter, home, openlineage, catalog
+):
+    dag_run = str(uuid.uuid4())
+    task = airflow_events(
+        [InputDataset("file", version_path(home, "sales/clients", 1))], [], "looked_up", dag_run=dag_run
+    )
+    for event in [*dag_run_events(dag_run), *task]:
+        openlineage.emit(event)
+    run_id = task[0].run.runId
+
+    found = requests.get(f"{api}/lineage/runs/{run_id[:13]}", headers=reporter, timeout=30).json()
+    parent = requests.get(f"{api}/lineage/runs/{dag_run}", headers=reporter, timeout=30).json()
+
+    assert (found["run_id"], found["state"], found["events_received"]) == (run_id, "COMPLETE", 2)
+    assert found["inputs"][0]["custody"] == "sales/clients@1" and "events" not in found
+    assert found["parent"] == {"run_id": dag_run, "job_namespace": AIRFLOW, "job_name": "reports"}
+    assert found["facets"]["airflow"]["task"]["task_id"] == "looked_up"
+    assert [child["run_id"] for child in parent["children"]] == [run_id]
+
+
+def test_a_run_s_events_as_received_are_for_auditors_and_each_asking_is_recorded(
+    api, reporter, home, openlineage, catalog
+):
+    events = airflow_events([], [], "audited")
+    for event in events:
+        openlineage.emit(event)
+    run_id = events[0].run.runId
+
+    refused = requests.get(f"{api}/lineage/runs/{run_id}", params={"events": "true"}, headers=reporter, timeout=30)
+    allowed = requests.get(
+        f"{api}/lineage/runs/{run_id}", params={"events": "true"}, headers=token(api, "dave"), timeout=30
+    )
+
+    assert refused.status_code == 403
+    assert [event["eventType"] for event in allowed.json()["events"]] == ["START", "COMPLETE"]
+    with catalog.session() as session:
+        asked = session.exec(select(LedgerEntry).where(LedgerEntry.action == "ledger.read")).all()
+    said = [
+        (entry.actor, json.loads(entry.details)["result"])
+        for entry in asked
+        if json.loads(entry.details).get("run") == run_id
+    ]
+    assert said == [("lineage-bot", "denied"), ("dave", "allowed")]
+
+
+@pytest.mark.parametrize(
+    ("given", "status", "said"),
+    [
+        ("0123", 400, "run 0123: give at least 8 characters of a run's id"),
+        ("ffffffff-ffff", 404, "no run of another tool's job has an id beginning ffffffff-ffff"),
+    ],
+)
+def test_a_run_asked_by_too_short_or_an_unknown_id_is_refused_in_one_line(api, reporter, given, status, said):
+    answer = requests.get(f"{api}/lineage/runs/{given}", headers=reporter, timeout=30)
+
+    assert (answer.status_code, answer.json()["detail"]) == (status, said)
+
+
+def test_jobs_are_listed_with_their_runs_counted_by_state_and_a_job_s_runs_newest_first(
+    api, reporter, home, openlineage, capsys
+):
+    runs = [airflow_events([], [], "history", end=end) for end in (RunState.COMPLETE, RunState.FAIL, RunState.COMPLETE)]
+    for event in (event for events in runs for event in events):
+        openlineage.emit(event)
+
+    [job] = [
+        job
+        for job in requests.get(f"{api}/lineage/jobs", headers=reporter, timeout=30).json()["jobs"]
+        if job["name"] == "reports.history"
+    ]
+    history = requests.get(
+        f"{api}/lineage/runs", params={"namespace": AIRFLOW, "job": "reports.history"}, headers=reporter, timeout=30
+    ).json()["runs"]
+    listed = custody(home, capsys, "lineage", "runs", "--namespace", AIRFLOW, "--job", "reports.history")
+
+    assert (job["runs"], job["states"], job["last_run"]["run_id"]) == (
+        3,
+        {"COMPLETE": 2, "FAIL": 1},
+        runs[-1][0].run.runId,
+    )
+    assert [run["run_id"] for run in history] == [events[0].run.runId for events in reversed(runs)]
+    assert all(events[0].run.runId[:8] in listed for events in runs)
+    assert "reports.history" in custody(home, capsys, "lineage", "jobs")
+
+
+def test_dataset_and_job_events_are_kept_once_and_shown_with_the_job_and_the_dataset(
+    api, reporter, home, openlineage, capsys
+):
+    from openlineage.client.event_v2 import DatasetEvent, JobEvent, StaticDataset
+    from openlineage.client.facet_v2 import schema_dataset
+
+    now = datetime.now(UTC).isoformat()
+    fields = [schema_dataset.SchemaDatasetFacetFields("client_id", "BIGINT")]
+    table = StaticDataset(
+        "postgres://warehouse:5432",
+        "marts.public.clients",
+        facets={"schema": schema_dataset.SchemaDatasetFacet(fields)},
+    )
+    declared = JobEvent(
+        eventTime=now,
+        producer=PRODUCER,
+        job=Job(namespace=AIRFLOW, name="reports.declared"),
+        inputs=[InputDataset("file", version_path(home, "sales/clients", 1))],
+        outputs=[OutputDataset(table.namespace, table.name)],
+    )
+    described = DatasetEvent(eventTime=now, producer=PRODUCER, dataset=table)
+
+    first = post(api, reporter, [event_dict(declared), event_dict(described)])
+    again = post(api, reporter, event_dict(declared))
+
+    assert first.status_code == 200, first.text
+    assert [(said["eventType"], said["received"]) for said in first.json()["received"]] == [
+        ("JobEvent", "stored"),
+        ("DatasetEvent", "stored"),
+    ]
+    assert again.json()["received"][0]["received"] == "already stored"
+    [job] = [
+        job
+        for job in requests.get(f"{api}/lineage/jobs", headers=reporter, timeout=30).json()["jobs"]
+        if job["name"] == "reports.declared"
+    ]
+    assert (job["runs"], job["declared"]["outputs"]) == (0, [{"namespace": table.namespace, "name": table.name}])
+    dataset = json.loads(
+        custody(home, capsys, "lineage", "dataset", "--namespace", table.namespace, "--name", table.name, "--json")
+    )
+    assert [(field["name"], field["type"]) for field in dataset["facets"]["schema"]["fields"]] == [
+        ("client_id", "BIGINT")
+    ]

@@ -127,6 +127,10 @@ READS = (
     "/runs/0b6c3f9e-8d6f-4a8e-9a51-3f7c6bb4a1de",
     "/settings",
     "/tables",
+    "/lineage/runs/0b6c3f9e-8d6f-4a8e-9a51-3f7c6bb4a1de",
+    "/lineage/runs?namespace=airflow&job=reports",
+    "/lineage/jobs",
+    "/lineage/datasets?namespace=file&name=x",
 )
 CHANGES = (
     ("PUT", "/access/sales/clients/consumer", {"user": "eve"}),
@@ -643,6 +647,10 @@ def test_the_openapi_schema_documents_every_endpoint(api):
         "/api/v1/runs",
         "/api/v1/runs/{run_id}",
         "/api/v1/lineage",
+        "/api/v1/lineage/runs",
+        "/api/v1/lineage/runs/{run_id}",
+        "/api/v1/lineage/jobs",
+        "/api/v1/lineage/datasets",
     }
 
 

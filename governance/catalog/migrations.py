@@ -11,11 +11,14 @@
 - session-digests: a session's or token's row was keyed by its id, which anyone who could read the
   catalog and held the service's key could sign into a cookie. Rows are now keyed by the id's
   SHA-256; the rows of sessions opened before are keyed so too, and their cookies still work.
+- foreign-runs-told: a foreign run's row now keeps its job's digest (to find a job's runs), its
+  error message and its parent run; the runs recorded before get them from their events as kept.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
@@ -26,6 +29,7 @@ from sqlalchemy.exc import IntegrityError
 RELATIVE_LOCATIONS = "relative-locations"
 LINEAGE_HOPS = "lineage-hops"
 SESSION_DIGESTS = "session-digests"
+FOREIGN_RUNS_TOLD = "foreign-runs-told"
 
 # A version's folders follow the lake's layout, so their relative form needs only the row itself.
 VERSION_FOLDERS = """
@@ -35,6 +39,11 @@ QUARANTINE_FOLDERS = """
 UPDATE version SET quarantine_path = 'quarantine/' || asset_key || '/v=' || CAST(number AS TEXT)
 WHERE quarantine_path LIKE '/%'
 """
+TOLD_RUN = """
+UPDATE foreign_run SET job_ident = :job_ident, error = :error, parent_run_id = :parent_run_id,
+parent_job_namespace = :parent_job_namespace, parent_job_name = :parent_job_name WHERE run_id = :run_id
+"""
+PARENTLESS = {"error": None, "parent_run_id": None, "parent_job_namespace": None, "parent_job_name": None}
 ABSOLUTE_SOURCES = """
 SELECT source_file.id, source_file.path, batch.asset_key FROM source_file
 JOIN batch ON batch.id = source_file.batch_pk WHERE source_file.path LIKE '/%'
@@ -109,8 +118,32 @@ def _session_digests(connection: Connection) -> None:
         connection.execute(text("UPDATE service_session SET id = :key WHERE id = :id"), keyed)
 
 
+def _foreign_runs_told(connection: Connection) -> None:
+    # Imported here: the join's module loads what only lineage's intake needs.
+    from governance.foreign.datasets import ident
+    from governance.foreign.join import error_message, parent_of
+
+    told: dict[str, dict[str, str | None]] = {}
+    events = text("SELECT run_id, body FROM foreign_event ORDER BY id").execution_options(yield_per=1_000)
+    for run_id, body in connection.execute(events):
+        facets = (json.loads(body).get("run") or {}).get("facets") or {}
+        run = told.setdefault(run_id, {"error": None, "parent_run_id": None})
+        run["error"] = run["error"] or error_message(facets)
+        if run["parent_run_id"] is None:
+            run.update(zip(("parent_run_id", "parent_job_namespace", "parent_job_name"), parent_of(facets, run_id)))
+    rows = [
+        {"run_id": run_id, "job_ident": ident(namespace, name), **PARENTLESS, **told.get(run_id, {})}
+        for run_id, namespace, name in connection.execute(
+            text("SELECT run_id, job_namespace, job_name FROM foreign_run")
+        )
+    ]
+    if rows:
+        connection.execute(text(TOLD_RUN), rows)
+
+
 MIGRATIONS: tuple[tuple[str, Callable[[Connection], None]], ...] = (
     (RELATIVE_LOCATIONS, _relative_locations),
     (LINEAGE_HOPS, _lineage_hops),
     (SESSION_DIGESTS, _session_digests),
+    (FOREIGN_RUNS_TOLD, _foreign_runs_told),
 )

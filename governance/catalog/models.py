@@ -384,6 +384,26 @@ class ForeignEvent(SQLModel, table=True):
     body: str = Field(sa_column=Column(Text, nullable=False))
 
 
+class ForeignStaticEvent(SQLModel, table=True):
+    """A DatasetEvent or JobEvent a tool posted (what a dataset or job is, apart from any run), kept
+    as received: the same kind, namespace, name and time is the same event."""
+
+    __tablename__ = "foreign_static_event"
+    __table_args__ = (UniqueConstraint("kind", "ident", "event_time"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    # dataset or job
+    kind: str
+    namespace: str = Field(sa_column=Column(Text, nullable=False))
+    name: str = Field(sa_column=Column(Text, nullable=False))
+    # governance.foreign.datasets.ident(namespace, name)
+    ident: str = Field(index=True)
+    event_time: str
+    received_at: datetime
+    reporter: str
+    body: str = Field(sa_column=Column(Text, nullable=False))
+
+
 class ForeignRun(SQLModel, table=True):
     """A run of a foreign job, as its events tell it so far."""
 
@@ -392,6 +412,8 @@ class ForeignRun(SQLModel, table=True):
     run_id: str = Field(primary_key=True)
     job_namespace: str = Field(sa_column=Column(Text, nullable=False))
     job_name: str = Field(sa_column=Column(Text, nullable=False))
+    # ident(job_namespace, job_name): a job's runs are found by it.
+    job_ident: str | None = Field(default=None, index=True)
     producer: str = Field(sa_column=Column(Text, nullable=False))
     # The type of its latest event: START, RUNNING, COMPLETE, FAIL, ABORT or OTHER.
     state: str
@@ -399,6 +421,12 @@ class ForeignRun(SQLModel, table=True):
     started_at: str | None = None
     # The user the events say ran it (see governance.foreign.join.reported_user); None: not said.
     user: str | None = None
+    # What its events' errorMessage facet said, cut short; None: nothing said.
+    error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    # The run its parent facet names (an Airflow DAG run, a Spark application), and that run's job.
+    parent_run_id: str | None = Field(default=None, index=True)
+    parent_job_namespace: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    parent_job_name: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     reporter: str
 
 

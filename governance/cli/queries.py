@@ -134,16 +134,27 @@ def impact(
             "recorded.",
         ),
     ] = False,
+    every_run: Annotated[
+        bool,
+        typer.Option(
+            "--runs", help="Show each run of other tools' jobs, rather than each job with its runs counted by state."
+        ),
+    ] = False,
     as_user: AsUser = None,
     password_stdin: PasswordStdin = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Every version built from this one, transitively: what a bad input version would have touched."""
+    """Every version built from this one, transitively: what a bad input version would have touched.
+
+    Other tools' jobs that read a version (reported through OpenLineage) are shown with it, each
+    with its runs counted by state, its last run and last failure, and the jobs of one parent (an
+    Airflow DAG, a Spark application) together; --runs shows each run, --json has them all.
+    """
     ref = VersionRef.parse(version)
     if with_readers:
         _show_readers(ref, depth, as_user, read_password(password_stdin), as_json)
         return
-    _show_lineage(ref, Direction.DOWNSTREAM, depth, everything, as_json)
+    _show_lineage(ref, Direction.DOWNSTREAM, depth, everything, as_json, every_run)
 
 
 def _show_readers(ref: VersionRef, depth: int | None, as_user: str | None, password: str | None, as_json: bool) -> None:
@@ -157,7 +168,9 @@ def _show_readers(ref: VersionRef, depth: int | None, as_user: str | None, passw
     show(found, as_json, lambda: render.readers_table(found))
 
 
-def _show_lineage(ref: VersionRef, direction: Direction, depth: int | None, everything: bool, as_json: bool) -> None:
+def _show_lineage(
+    ref: VersionRef, direction: Direction, depth: int | None, everything: bool, as_json: bool, every_run: bool = False
+) -> None:
     remote = service_client()
     if remote is not None:
         if everything:
@@ -165,7 +178,7 @@ def _show_lineage(ref: VersionRef, direction: Direction, depth: int | None, ever
                 "the service answers with a summary past its size: leave out --all", param_hint="--all"
             )
         path = f"/versions/{ref.key}/{ref.number}/{'provenance' if direction is Direction.UPSTREAM else 'impact'}"
-        _show_found(Lineage.from_dict(remote.get(path, {"depth": depth}), direction), as_json)
+        _show_found(Lineage.from_dict(remote.get(path, {"depth": depth}), direction), as_json, every_run)
         return
     # Only here: a client of the service loads no database library, and starts in half the time.
     with collector_paused():
@@ -175,16 +188,15 @@ def _show_lineage(ref: VersionRef, direction: Direction, depth: int | None, ever
     if everything and as_json:
         stream_json(stream(catalog, ref, direction, depth))
         return
-    _show_found(
-        lineage(catalog, ref, direction, depth) if everything else explore(catalog, ref, direction, depth), as_json
-    )
+    found = lineage(catalog, ref, direction, depth) if everything else explore(catalog, ref, direction, depth)
+    _show_found(found, as_json, every_run)
 
 
-def _show_found(found: Lineage | LineageSummary, as_json: bool) -> None:
+def _show_found(found: Lineage | LineageSummary, as_json: bool, every_run: bool) -> None:
     if isinstance(found, LineageSummary):
         show(found.to_dict(), as_json, lambda: render.lineage_summary(found))
     else:
-        show(found.to_dict(), as_json, lambda: render.lineage_tree(found))
+        show(found.to_dict(), as_json, lambda: render.lineage_tree(found, every_run))
 
 
 @app.command()

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 SPEC = Path(__file__).resolve().parent / "openlineage-spec"
 EVENT_SCHEMA = "https://openlineage.io/spec/2-0-2/OpenLineage.json"
 RUN_EVENT = f"{EVENT_SCHEMA}#/$defs/RunEvent"
+STATIC_EVENTS = {"dataset": f"{EVENT_SCHEMA}#/$defs/DatasetEvent", "job": f"{EVENT_SCHEMA}#/$defs/JobEvent"}
 # The most events one request may carry, and the most characters a namespace or name may have.
 MAX_EVENTS = 1_000
 MAX_NAME = 4_096
@@ -73,6 +74,24 @@ class RunEvent:
         return self.body["job"].get("facets") or {}
 
 
+@dataclass(frozen=True)
+class StaticEvent:
+    """One valid DatasetEvent or JobEvent: what a dataset or a job is, said apart from any run
+    (OpenLineage's static lineage): its kind (`dataset` or `job`), namespace and name, and the
+    event itself, to keep as received."""
+
+    kind: str
+    namespace: str
+    name: str
+    event_time: str
+    producer: str
+    body: Mapping[str, Any]
+
+
+# What a request's body may hold.
+Event = RunEvent | StaticEvent
+
+
 def decoded(body: bytes, encoding: str | None, limit: int) -> bytes:
     """The body as sent, or inflated when it came gzip- or deflate-encoded, refused past `limit` bytes
     inflated: a small compressed body must not stand for a huge one."""
@@ -91,9 +110,9 @@ def decoded(body: bytes, encoding: str | None, limit: int) -> bytes:
     return inflated
 
 
-def parse(body: bytes) -> list[RunEvent]:
-    """The run events of a request's body, each valid; InvalidInput names the first problem, and
-    which event of a list it is in."""
+def parse(body: bytes) -> list[Event]:
+    """The events of a request's body (run events, and dataset and job events), each valid;
+    InvalidInput names the first problem, and which event of a list it is in."""
     try:
         return _events(_json(body))
     except RecursionError as err:  # from the decoder, or the reference validator
@@ -107,37 +126,25 @@ def _json(body: bytes) -> Any:
         raise InvalidInput(f"the body is not JSON: {err}") from err
 
 
-def _events(given: Any) -> list[RunEvent]:
+def _events(given: Any) -> list[Event]:
     if isinstance(given, dict):
         return [_checked(given, "the event")]
     if not isinstance(given, list) or not given:
-        raise InvalidInput("send one OpenLineage run event (a JSON object) or a list of them")
+        raise InvalidInput("send one OpenLineage event (a JSON object) or a list of them")
     if len(given) > MAX_EVENTS:
         raise InvalidInput(f"a request may carry at most {MAX_EVENTS:,} events; this one has {len(given):,}")
     return [_checked(event, f"event {i} of the list") for i, event in enumerate(given)]
 
 
-def _checked(event: Any, which: str) -> RunEvent:
+def _checked(event: Any, which: str) -> Event:
     if not isinstance(event, dict):
         raise InvalidInput(f"{which}: not a JSON object")
     if "run" not in event:
-        _refuse_kind(event, which)
+        return _static(event, which)
     _valid(event, RUN_EVENT, which, "")
-    for where, facets in _facets(event):
-        for name, facet in facets.items():
-            _valid_facet(facet, which, f"{where}.{name}")
-            # Custody reads them where the join does: on the datasets a run wrote.
-            written = where.startswith("outputs[") and where.endswith(".facets")
-            read = name in READ_FACETS and written and isinstance(facet, Mapping)
-            if read and not facet.get("_deleted"):
-                _valid(facet, READ_FACETS[name], which, f"{where}.{name}")
-                _bounded_lineage(facet, which, f"{where}.{name}")
+    _valid_facets(event, which)
     job, run = event["job"], event["run"]
-    for where, value in _names(event):
-        if len(value) > MAX_NAME:
-            raise InvalidInput(f"{which}: {where} is longer than {MAX_NAME:,} characters")
-        if CONTROL.search(value):
-            raise InvalidInput(f"{which}: {where} '{shown(value, 80)}' holds a control character")
+    _valid_names(event, which)
     return RunEvent(
         run_id=str(run["runId"]).lower(),
         event_type=event.get("eventType") or "OTHER",
@@ -147,6 +154,39 @@ def _checked(event: Any, which: str) -> RunEvent:
         producer=event["producer"],
         body=event,
     )
+
+
+def _static(event: dict[str, Any], which: str) -> StaticEvent:
+    kind = "dataset" if "dataset" in event else "job" if "job" in event else None
+    if kind is None:
+        raise InvalidInput(f"{which} is no OpenLineage event: it has no run, no job and no dataset")
+    _valid(event, STATIC_EVENTS[kind], which, "")
+    _valid_facets(event, which)
+    _valid_names(event, which)
+    named = event[kind]
+    return StaticEvent(
+        kind, named["namespace"], named["name"], instant(event["eventTime"]), event["producer"], body=event
+    )
+
+
+def _valid_facets(event: Mapping[str, Any], which: str) -> None:
+    for where, facets in _facets(event):
+        for name, facet in facets.items():
+            _valid_facet(facet, which, f"{where}.{name}")
+            # Custody reads them where the join does: on the datasets a run wrote.
+            written = where.startswith("outputs[") and where.endswith(".facets")
+            read = name in READ_FACETS and written and isinstance(facet, Mapping)
+            if read and not facet.get("_deleted"):
+                _valid(facet, READ_FACETS[name], which, f"{where}.{name}")
+                _bounded_lineage(facet, which, f"{where}.{name}")
+
+
+def _valid_names(event: Mapping[str, Any], which: str) -> None:
+    for where, value in _names(event):
+        if len(value) > MAX_NAME:
+            raise InvalidInput(f"{which}: {where} is longer than {MAX_NAME:,} characters")
+        if CONTROL.search(value):
+            raise InvalidInput(f"{which}: {where} '{shown(value, 80)}' holds a control character")
 
 
 def moment(value: str) -> datetime:
@@ -173,14 +213,11 @@ def _bounded_lineage(facet: Mapping[str, Any], which: str, where: str) -> None:
         )
 
 
-def _refuse_kind(event: Mapping[str, Any], which: str) -> None:
-    kind = "a dataset event" if "dataset" in event else "a job event" if "job" in event else "not a run event"
-    raise InvalidInput(f"{which} is {kind}: Custody joins run events (with a run, a job, inputs and outputs)")
-
-
 def _names(event: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
-    yield "job.namespace", event["job"]["namespace"]
-    yield "job.name", event["job"]["name"]
+    for kind in ("job", "dataset"):
+        if kind in event:
+            yield f"{kind}.namespace", event[kind]["namespace"]
+            yield f"{kind}.name", event[kind]["name"]
     for side in ("inputs", "outputs"):
         for i, dataset in enumerate(event.get(side) or ()):
             yield f"{side}[{i}].namespace", dataset["namespace"]
@@ -188,9 +225,11 @@ def _names(event: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
 
 
 def _facets(event: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """Where facets sit in an event: the run's, the job's, and each dataset's own and side's."""
-    yield "run.facets", event["run"].get("facets") or {}
-    yield "job.facets", event["job"].get("facets") or {}
+    """Where facets sit in an event: the run's, the job's or the dataset's, and each input's and
+    output's own and side's."""
+    for kind in ("run", "job", "dataset"):
+        if kind in event:
+            yield f"{kind}.facets", event[kind].get("facets") or {}
     for side, own in (("inputs", "inputFacets"), ("outputs", "outputFacets")):
         for i, dataset in enumerate(event.get(side) or ()):
             yield f"{side}[{i}].facets", dataset.get("facets") or {}

@@ -16,6 +16,7 @@ from governance.catalog.byids import ByIds, chunked
 from governance.catalog.models import ForeignDataset, ForeignIO, ForeignRun, VersionRow
 from governance.foreign.columns import WrittenColumns, written_columns
 from governance.foreign.datasets import INPUT, OUTPUT
+from governance.foreign.join import ENDED
 from governance.foreign.nodes import ForeignDatasetNode, ForeignRunNode
 
 # As deep as a version's own lineage is walked.
@@ -236,4 +237,8 @@ def _node(run: ForeignRun, depth: int) -> ForeignRunNode:
         producer=run.producer,
         reporter=run.reporter,
         depth=depth,
+        ended_at=run.state_time if run.state in ENDED else None,
+        error=run.error,
+        parent_run_id=run.parent_run_id,
+        parent_job=f"{run.parent_job_namespace}/{run.parent_job_name}" if run.parent_run_id else None,
     )

@@ -49,13 +49,17 @@ FOREIGN_CHANNEL = "openlineage"
 Judge = Callable[[str | None, str], str | None]
 
 STORE = "INSERT INTO foreign_event {rows} ON CONFLICT DO NOTHING RETURNING run_id, event_type, event_time"
-RUNS = 'SELECT run_id, state, state_time, started_at, "user" FROM foreign_run WHERE run_id IN ({among})'
+RUN_COLUMNS = 'state, state_time, started_at, "user", error, parent_run_id, parent_job_namespace, parent_job_name'
+RUNS = f"SELECT run_id, {RUN_COLUMNS} FROM foreign_run WHERE run_id IN ({{among}})"
 RUN_JOBS = "SELECT run_id, job_namespace, job_name FROM foreign_run WHERE run_id IN ({among})"
 NEW_RUNS = "INSERT INTO foreign_run {rows}"
 RUN_NOW = (
-    'UPDATE foreign_run SET state = {state}, state_time = {state_time}, started_at = {started_at}, "user" = {user} '
-    "WHERE run_id = {run_id}"
+    'UPDATE foreign_run SET state = {state}, state_time = {state_time}, started_at = {started_at}, "user" = {user}, '
+    "error = {error}, parent_run_id = {parent_run_id}, parent_job_namespace = {parent_job_namespace}, "
+    "parent_job_name = {parent_job_name} WHERE run_id = {run_id}"
 )
+# The most characters of a failed run's error message kept: its stack trace stays in the event.
+LONGEST_ERROR = 2_000
 DATASETS = "SELECT key, id FROM foreign_dataset WHERE key IN ({among})"
 NEW_DATASETS = "INSERT INTO foreign_dataset {rows} ON CONFLICT DO NOTHING RETURNING key, id"
 # What a join may fail with, that is the event's own and not the transaction's.
@@ -371,8 +375,7 @@ def _unread_version(where: _Where, index: int, dataset: Mapping[str, Any]) -> st
 
 def _store(db: Sql, reported: Sequence[Reported]) -> list[bool]:
     """Keep each event as received; whether each was new (an event given twice is new once)."""
-    # As SQLAlchemy writes a time the ORM reads back: UTC, without its zone.
-    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    now = received_now()
     rows = [
         {
             "run_id": event.run_id,
@@ -385,17 +388,22 @@ def _store(db: Sql, reported: Sequence[Reported]) -> list[bool]:
         for event, reporter in reported
     ]
     inserted = {tuple(row) for row in db.rows(STORE, rows)}
-    return _firsts([(event.run_id, event.event_type, event.event_time) for event, _ in reported], inserted)
+    return firsts([(event.run_id, event.event_type, event.event_time) for event, _ in reported], inserted)
 
 
-def _firsts(keys: Sequence[tuple[Any, ...]], inserted: set[tuple[Any, ...]]) -> list[bool]:
+def received_now() -> str:
+    """Now, as SQLAlchemy writes a time the ORM reads back: UTC, without its zone."""
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def firsts(keys: Sequence[tuple[Any, ...]], inserted: set[tuple[Any, ...]]) -> list[bool]:
     """For each key, whether its row was inserted by this occurrence: the first of those inserted."""
     seen: set[tuple[Any, ...]] = set()
-    firsts = []
+    found = []
     for key in keys:
-        firsts.append(key in inserted and key not in seen)
+        found.append(key in inserted and key not in seen)
         seen.add(key)
-    return firsts
+    return found
 
 
 @dataclass(frozen=True)
@@ -431,13 +439,13 @@ def _join(
         uses.append(read + wrote)
     flat = [use for used in uses for use in used]
     ids = _dataset_ids(db, where, flat)
-    firsts = iter(_record_uses(db, flat, ids))
+    first_uses = iter(_record_uses(db, flat, ids))
     inputs: list[list[dict[str, Any]]] = []
     outside: list[Outside] = []
     for (event, reporter), user, used in zip(reported, users, uses, strict=True):
         said = []
         for use in used:
-            first = next(firsts)
+            first = next(first_uses)
             if use.direction == OUTPUT:
                 columns.record(db, event.run_id, ids[use.key], use.dataset)
                 continue
@@ -476,6 +484,26 @@ class _Run:
     state_time: str
     started_at: str | None
     user: str | None
+    error: str | None = None
+    parent_run_id: str | None = None
+    parent_job_namespace: str | None = None
+    parent_job_name: str | None = None
+
+    def told(self, event: RunEvent) -> _Run:
+        """The run as it is once `event` is known too: its state if the event says more of it, its
+        start, and what the first events to say them say of its user, error and parent."""
+        state, state_time = self.state, self.state_time
+        if _later(event, state, state_time):
+            state, state_time = event.event_type, event.event_time
+        parent = (self.parent_run_id, self.parent_job_namespace, self.parent_job_name)
+        return _Run(
+            state,
+            state_time,
+            self.started_at or (event.event_time if event.event_type == "START" else None),
+            self.user or reported_user(event),
+            self.error or error_message(event.run_facets),
+            *(parent if self.parent_run_id else parent_of(event.run_facets, event.run_id)),
+        )
 
 
 def _runs(db: Sql, reported: Sequence[Reported]) -> list[str | None]:
@@ -486,22 +514,19 @@ def _runs(db: Sql, reported: Sequence[Reported]) -> list[str | None]:
     new: dict[str, dict[str, Any]] = {}
     users = []
     for event, reporter in reported:
-        started = event.event_time if event.event_type == "START" else None
         run = known.get(event.run_id)
         if run is None:
-            run = _Run(event.event_type, event.event_time, started, reported_user(event))
+            run = _Run(event.event_type, event.event_time, None, None).told(event)
             new[event.run_id] = {
                 "run_id": event.run_id,
                 "job_namespace": event.job_namespace,
                 "job_name": event.job_name,
                 "producer": event.producer,
                 "reporter": reporter,
+                "job_ident": ident(event.job_namespace, event.job_name),
             }
         else:
-            state, state_time = run.state, run.state_time
-            if _later(event, state, state_time):
-                state, state_time = event.event_type, event.event_time
-            run = _Run(state, state_time, started or run.started_at, run.user or reported_user(event))
+            run = run.told(event)
         known[event.run_id] = run
         users.append(run.user)
     db.rows(NEW_RUNS, [{**row, **_run_values(known[run_id])} for run_id, row in new.items()])
@@ -510,7 +535,7 @@ def _runs(db: Sql, reported: Sequence[Reported]) -> list[str | None]:
 
 
 def _run_values(run: _Run) -> dict[str, Any]:
-    return {"state": run.state, "state_time": run.state_time, "started_at": run.started_at, "user": run.user}
+    return dict(run.__dict__)
 
 
 def _dataset_ids(db: Sql, where: _Where, uses: Sequence[_Use]) -> dict[str, int]:
@@ -555,7 +580,7 @@ def _record_uses(db: Sql, uses: Sequence[_Use], ids: Mapping[str, int]) -> list[
         for use in uses
     ]
     inserted = {(run_id, direction, int(dataset_id)) for run_id, direction, dataset_id in db.rows(IO, rows)}
-    return _firsts([(row["run_id"], row["direction"], row["dataset_id"]) for row in rows], inserted)
+    return firsts([(row["run_id"], row["direction"], row["dataset_id"]) for row in rows], inserted)
 
 
 def _resolve(
@@ -674,6 +699,29 @@ def reported_user(event: RunEvent) -> str | None:
         *(tag.get("value") for tag in tags if isinstance(tag, Mapping) and tag.get("key") == "user"),
     ]
     return next((str(user) for user in found if isinstance(user, str) and user.strip()), None)
+
+
+def error_message(facets: Mapping[str, Any]) -> str | None:
+    """The error a failed run's `errorMessage` facet gives, cut to LONGEST_ERROR characters."""
+    facet = facets.get("errorMessage") or {}
+    message = facet.get("message") if isinstance(facet, Mapping) else None
+    return message[:LONGEST_ERROR] if isinstance(message, str) and message.strip() else None
+
+
+def parent_of(facets: Mapping[str, Any], run_id: str) -> tuple[str | None, str | None, str | None]:
+    """The parent run of run `run_id` its `parent` facet names (an Airflow DAG run for its task's
+    run, a Spark application for its action's), with the parent's job namespace and name; Nones
+    if none."""
+    facet = facets.get("parent") or {}
+    run = facet.get("run") if isinstance(facet, Mapping) else None
+    job = facet.get("job") if isinstance(facet, Mapping) else None
+    parent = run.get("runId") if isinstance(run, Mapping) else None
+    if not isinstance(parent, str) or not isinstance(job, Mapping) or parent.lower() == run_id:
+        return None, None, None
+    namespace, name = job.get("namespace"), job.get("name")
+    if not isinstance(namespace, str) or not isinstance(name, str):
+        return None, None, None
+    return parent.lower(), namespace, name
 
 
 def _version(dataset: Mapping[str, Any]) -> str:

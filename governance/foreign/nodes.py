@@ -7,6 +7,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+# The most jobs, or runs of a job, one answer lists.
+MOST_LISTED = 1_000
+
 
 @dataclass
 class ForeignDatasetNode:
@@ -56,6 +59,12 @@ class ForeignRunNode:
     # Provenance only: what the run read.
     inputs: list[ForeignDatasetNode] = field(default_factory=list)
     expanded_elsewhere: bool = False
+    # When it ended (COMPLETE, FAIL or ABORT), and the error its events gave, if any.
+    ended_at: str | None = None
+    error: str | None = None
+    # The run its parent facet names (an Airflow DAG run, a Spark application) and its job.
+    parent_run_id: str | None = None
+    parent_job: str | None = None
 
     @property
     def job(self) -> str:

@@ -11,13 +11,14 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from governance.catalog import Catalog
 from governance.errors import EnvironmentProblem, InvalidInput
+from governance.foreign.groups import JobGroup, ParentGroup, dataset_of, grouped
 from governance.foreign.nodes import ForeignDatasetNode, ForeignRunNode
 from governance.lineage import graph
 from governance.lineage.column_trace import ColumnNode, column_tree
@@ -159,17 +160,24 @@ class LineageGraph:
 
 
 def lineage_graph(
-    catalog: Catalog, ref: VersionRef, *, impact: bool = False, column: str | None = None, depth: int | None = None
+    catalog: Catalog,
+    ref: VersionRef,
+    *,
+    impact: bool = False,
+    column: str | None = None,
+    depth: int | None = None,
+    every_run: bool = False,
 ) -> LineageGraph:
     """The provenance of `ref` (or its impact), or with `column` the lineage of that column back to
-    the DropZone; `depth` cuts a version graph that many hops from `ref`."""
+    the DropZone; `depth` cuts a version graph that many hops from `ref`. Other tools' runs of an
+    impact are drawn as one node a job, or with `every_run`, one a run."""
     if column is not None:
         if impact or depth is not None:
             raise InvalidInput(
                 "a column's lineage is drawn whole, back to its DropZone fields: --columns takes neither --impact nor --depth"
             )
         return column_graph(column_tree(catalog, ref, column))
-    return version_graph((graph.impact if impact else graph.provenance)(catalog, ref, depth))
+    return version_graph((graph.impact if impact else graph.provenance)(catalog, ref, depth), every_run)
 
 
 def save(drawn: LineageGraph, path: Path, kind: str, *, force: bool = False) -> int:
@@ -229,7 +237,7 @@ def content(drawn: LineageGraph, kind: str) -> bytes:
     return "\n".join(nx.generate_graphml(drawn.to_networkx())).encode()
 
 
-def version_graph(lineage: Lineage) -> LineageGraph:
+def version_graph(lineage: Lineage, every_run: bool = False) -> LineageGraph:
     """Provenance or impact as a graph; a provenance's landing versions lead back to their DropZone files."""
     nodes: dict[str, dict[str, Any]] = {}
     edges: dict[tuple[str, str], dict[str, Any]] = {}
@@ -254,7 +262,9 @@ def version_graph(lineage: Lineage) -> LineageGraph:
                 },
             )
             edges[(table_id, node.ref)] = _made_by(node)
-        for run in () if upstream else node.foreign:
+        if not upstream and not every_run:
+            _add_jobs(grouped(node.foreign), node.ref, nodes, edges)
+        for run in () if upstream or not every_run else node.foreign:
             _add_foreign(run, node.ref, nodes, edges)
         if upstream and node.zone == "landing" and not node.expanded_elsewhere:
             for source_file in node.sources:
@@ -274,6 +284,8 @@ def version_graph(lineage: Lineage) -> LineageGraph:
     # Once every version is drawn: a version a writer read is joined to its node when it has one.
     for run, landing in writers:
         _add_writer(run, landing, nodes, edges)
+    for attributes in nodes.values():
+        attributes.pop(RUNS_MET, None)
     what = "provenance" if upstream else "impact"
     return LineageGraph(f"{what} of {lineage.root.ref}", nodes, [(s, t, a) for (s, t), a in edges.items()])
 
@@ -291,21 +303,68 @@ def _add_foreign(
             _add_foreign(reader, dataset_id, nodes, edges)
 
 
+# Where a job's node keeps the runs met so far while its graph is drawn; taken away once it is.
+RUNS_MET = "_runs_met"
+
+
+def _add_jobs(
+    groups: Sequence[JobGroup | ParentGroup],
+    read: str,
+    nodes: dict[str, dict[str, Any]],
+    edges: dict[tuple[str, str], dict[str, Any]],
+) -> None:
+    """Other tools' jobs whose runs read `read` (a node's id), one node a job, the datasets they
+    wrote and the jobs that read those. A job met at several places is one node, whose runs are
+    those of every place, each counted once."""
+    for group in groups:
+        jobs = [group] if isinstance(group, JobGroup) else [*([group.own] if group.own else []), *group.jobs]
+        for job in jobs:
+            job_id = _add_job_group(job, nodes)
+            edges[(read, job_id)] = _ran(job)
+            for output in job.outputs:
+                dataset_id = _add_dataset(dataset_of(output), nodes)
+                edges[(job_id, dataset_id)] = _ran(job)
+                _add_jobs(output.read_by, dataset_id, nodes, edges)
+
+
+def _ran(job: JobGroup) -> dict[str, Any]:
+    return {"run": job.last.run_id, "runs": len(job.runs), "code_version": "", "foreign": True}
+
+
+def _add_job_group(job: JobGroup, nodes: dict[str, dict[str, Any]]) -> str:
+    job_id = f"job:{job.job}"
+    known = nodes.get(job_id)
+    runs = {run.run_id: run for run in job.runs}
+    if known is not None:
+        runs.update((run_id, run) for run_id, run in known.pop(RUNS_MET).items())
+    merged = JobGroup(job.job, sorted(runs.values(), key=lambda run: (run.started_at or "", run.run_id)))
+    nodes[job_id] = {
+        **_run_attributes(merged.last),
+        "runs": len(merged.runs),
+        "states": ", ".join(f"{count} {state}" for state, count in merged.states),
+        "parent": merged.parent_job or "",
+        RUNS_MET: runs,
+    }
+    return job_id
+
+
 def _add_job(run: ForeignRunNode, nodes: dict[str, dict[str, Any]]) -> str:
     run_id = f"job:{run.run_id}"
-    nodes.setdefault(
-        run_id,
-        {
-            "kind": "foreign_job",
-            "job": run.job,
-            "run": run.run_id,
-            "state": run.state,
-            "user": run.user or "",
-            "reporter": run.reporter,
-            "started_at": run.started_at or "",
-        },
-    )
+    nodes.setdefault(run_id, _run_attributes(run))
     return run_id
+
+
+def _run_attributes(run: ForeignRunNode) -> dict[str, Any]:
+    """A foreign job's node, as its run (or its last run) shows it."""
+    return {
+        "kind": "foreign_job",
+        "job": run.job,
+        "run": run.run_id,
+        "state": run.state,
+        "user": run.user or "",
+        "reporter": run.reporter,
+        "started_at": run.started_at or "",
+    }
 
 
 def _add_dataset(dataset: ForeignDatasetNode, nodes: dict[str, dict[str, Any]]) -> str:
@@ -454,12 +513,15 @@ def _look(attributes: dict[str, Any]) -> dict[str, str]:
     kind = attributes["kind"]
     if kind == "foreign_job":
         user = attributes["user"] or "no user reported"
+        runs = attributes.get("runs", 1)
+        last = f"last run {attributes['run'][:8]}" if runs > 1 else f"run {attributes['run'][:8]}"
+        counted = f"\n{runs:,} runs: {attributes['states']}" if runs > 1 else ""
         return {
             "shape": "component",
             "style": "filled,dashed",
             "fillcolor": FOREIGN_FILL,
             "color": FOREIGN_LINE,
-            "label": f"{attributes['job']}\n{attributes['state']}, for {user}\nrun {attributes['run'][:8]}",
+            "label": f"{attributes['job']}{counted}\n{attributes['state']}, for {user}\n{last}",
             "tooltip": f"run {attributes['run']} reported by {attributes['reporter']}",
         }
     if kind == "foreign_dataset":

@@ -33,7 +33,7 @@ from governance.errors import (
 )
 from governance.lake.engines import ICEBERG_PATH
 from governance.lineage.resident import keep_resident, load
-from governance.service import api, changes, lineage, login, oauth, openlineage, specs
+from governance.service import api, changes, foreign_runs, lineage, login, oauth, openlineage, specs
 from governance.service import runs as runs_api
 from governance.service import settings as settings_api
 from governance.service import tables as tables_api
@@ -128,7 +128,19 @@ def create_app(
     # The lake's Iceberg catalog first: engines ask it by the thousand a second (a signed read each),
     # and its one prefix is told apart at once, before the API's routes are tried one by one.
     app.mount(ICEBERG_PATH, create_iceberg_app(app.state.service))
-    for routes in (openlineage, lineage, api, oauth, login, changes, specs, settings_api, tables_api, runs_api):
+    for routes in (
+        openlineage,
+        lineage,
+        foreign_runs,
+        api,
+        oauth,
+        login,
+        changes,
+        specs,
+        settings_api,
+        tables_api,
+        runs_api,
+    ):
         app.include_router(routes.router)
     app.include_router(api.unknown)  # last: it answers paths the API does not have
     app.add_exception_handler(CustodyError, refused)

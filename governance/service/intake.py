@@ -30,9 +30,11 @@ from governance.errors import (
     TransactionLost,
     error_summary,
 )
-from governance.foreign.events import RunEvent, parse
-from governance.foreign.join import Received, apart, receiving, together
+from governance.foreign.events import Event, RunEvent, StaticEvent, parse
+from governance.foreign.join import Received, Sql, apart, receiving, together
 from governance.foreign.judge import reader_judge
+from governance.foreign.statics import StaticReceived
+from governance.foreign.statics import keep as keep_statics
 from governance.foreign.waiting import join_waiting
 from governance.service.api import identity_of, recorded
 from governance.service.sessions import Principal
@@ -52,7 +54,8 @@ PARSED_AT_ONCE = 64 * 1024
 # How often reads waiting for a version are joined to those committed meanwhile, in seconds.
 JOIN_WAITING_EVERY = 2.0
 # What a request is answered with: what became of its events, or why it was refused.
-Answer = list[Received] | Exception
+Said = Received | StaticReceived
+Answer = list[Said] | Exception
 
 
 @dataclass(frozen=True)
@@ -60,8 +63,8 @@ class Report:
     """One request: who posted it, its events (or why they are not valid), and where its answer goes."""
 
     principal: Principal
-    events: list[RunEvent] | CustodyError
-    answer: asyncio.Future[list[Received]]
+    events: list[Event] | CustodyError
+    answer: asyncio.Future[list[Said]]
 
 
 class Intake:
@@ -87,7 +90,7 @@ class Intake:
             self._thread.join()
             self._thread = None
 
-    async def take(self, principal: Principal, body: bytes) -> list[Received]:
+    async def take(self, principal: Principal, body: bytes) -> list[Said]:
         """What became of each event the request posted, once decided, kept and joined. AccessDenied
         if the principal may not report lineage, InvalidInput if an event is not valid."""
         if self._loop is None or self._thread is None or not self._thread.is_alive():
@@ -95,7 +98,7 @@ class Intake:
         # Parsed here, not by the one thread that keeps every request's events; a large body in a
         # worker thread, lest it hold up the other requests' answers.
         events = _parsed(body) if len(body) <= PARSED_AT_ONCE else await to_thread.run_sync(_parsed, body)
-        answer: asyncio.Future[list[Received]] = self._loop.create_future()
+        answer: asyncio.Future[list[Said]] = self._loop.create_future()
         self._waiting.put(Report(principal, events, answer))
         return await answer
 
@@ -156,7 +159,7 @@ class Intake:
         transaction. Under settings an admin has changed meanwhile, SettingsChanged (nothing done)."""
         decisions = [report_decision(policy, report.principal) for report in reports]
         refused: dict[int, Exception] = {}
-        kept: list[tuple[Report, list[RunEvent]]] = []
+        kept: list[tuple[Report, list[Event]]] = []
         for i, (report, decision) in enumerate(zip(reports, decisions, strict=True)):
             if not decision.allowed:
                 refused[i] = AccessDenied(f"denied: {decision.reason}")
@@ -169,12 +172,14 @@ class Intake:
         lake = self.custody.lake
 
         def keep(session: Session) -> tuple[list[Answer], list[ledger.Event]]:
-            if len(kept) > 1:
+            # Dataset and job events are rare: requests that carry some are kept one by one, below.
+            if len(kept) > 1 and not any(_statics(events) for _, events in kept):
                 try:
                     with apart(session):
-                        taken = [(events, report.principal.user) for report, events in kept]
+                        taken = [(_runs(events), report.principal.user) for report, events in kept]
                         joined, asked = together(lake, taken, judge)(session)
-                        return list(joined), asked
+                        answered: list[Answer] = [list(said) for said in joined]
+                        return answered, asked
                 except NotJoinedTogether:
                     pass  # undone: taken again below, one request at a time, each answered with what it meets
             answers: list[Answer] = []
@@ -182,13 +187,15 @@ class Intake:
             for report, events in kept:
                 try:
                     with apart(session):
-                        received, asked = receiving(lake, events, report.principal.user, judge)(session)
+                        user = report.principal.user
+                        received, asked = receiving(lake, _runs(events), user, judge)(session)
+                        statics = keep_statics(Sql(session), _statics(events), user)
                 except TransactionLost:
                     raise  # nothing more may be written: the whole batch fails with it
                 except Exception as err:  # noqa: BLE001 - not swallowed: that request is answered with it
                     answers.append(err)
                     continue
-                answers.append(received)
+                answers.append(_in_order(events, received, statics))
                 entries.extend(asked)
             return answers, entries
 
@@ -197,11 +204,25 @@ class Intake:
         return [refused[i] if i in refused else next(answers) for i in range(len(reports))]
 
 
+def _runs(events: Sequence[Event]) -> list[RunEvent]:
+    return [event for event in events if isinstance(event, RunEvent)]
+
+
+def _statics(events: Sequence[Event]) -> list[StaticEvent]:
+    return [event for event in events if isinstance(event, StaticEvent)]
+
+
+def _in_order(events: Sequence[Event], runs: Sequence[Received], statics: Sequence[StaticReceived]) -> list[Said]:
+    """What became of each event, in the request's order."""
+    run_said, static_said = iter(runs), iter(statics)
+    return [next(run_said) if isinstance(event, RunEvent) else next(static_said) for event in events]
+
+
 def _count(report: Report) -> int:
     return 0 if isinstance(report.events, CustodyError) else len(report.events)
 
 
-def _parsed(body: bytes) -> list[RunEvent] | CustodyError:
+def _parsed(body: bytes) -> list[Event] | CustodyError:
     try:
         return parse(body)
     except CustodyError as err:

@@ -69,12 +69,16 @@ def graph(
     column: Annotated[str | None, Query(description="The lineage of this column, back to its DropZone fields.")] = None,
     depth: Annotated[int | None, Query(ge=0)] = None,
     max_nodes: Annotated[int, Query(ge=1, le=LARGEST)] = MAX_NODES,
+    runs: Annotated[bool, Query(description="Each run of other tools' jobs a node, rather than each job.")] = False,
 ) -> Response:
     """The version's lineage drawn as `custody lineage graph` draws it. The headers X-Custody-Nodes
     and X-Custody-Edges count what it holds."""
     store = service_of(request).custody.store
     drawn = bounded(
-        lineage_graph(store, ref, impact=impact, column=column, depth=depth), max_nodes, "max_nodes", "depth"
+        lineage_graph(store, ref, impact=impact, column=column, depth=depth, every_run=runs),
+        max_nodes,
+        "max_nodes",
+        "depth",
     )
     headers = {"X-Custody-Nodes": str(len(drawn)), "X-Custody-Edges": str(len(drawn.edges))}
     return Response(content(drawn, kind), media_type=MEDIA_TYPES[kind], headers=headers)

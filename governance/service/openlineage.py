@@ -23,22 +23,20 @@ PREFIX = "/api/v1"
 PATH = f"{PREFIX}/lineage"
 router = APIRouter(prefix=PREFIX)
 
+ONE_EVENT = [
+    {"$ref": f"https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/{kind}"}
+    for kind in ("RunEvent", "DatasetEvent", "JobEvent")
+]
 EVENTS_BODY = {
     "required": True,
     "content": {
         "application/json": {
             "schema": {
                 "description": (
-                    f"One OpenLineage run event, or a list of at most {MAX_EVENTS:,}; gzip or deflate "
-                    "Content-Encoding allowed."
+                    f"One OpenLineage event (a run event, or a dataset or job event), or a list of at most "
+                    f"{MAX_EVENTS:,}; gzip or deflate Content-Encoding allowed."
                 ),
-                "oneOf": [
-                    {"$ref": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"},
-                    {
-                        "type": "array",
-                        "items": {"$ref": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"},
-                    },
-                ],
+                "oneOf": [*ONE_EVENT, {"type": "array", "items": {"oneOf": ONE_EVENT}}],
             }
         }
     },
@@ -47,9 +45,10 @@ EVENTS_BODY = {
 
 @router.post("/lineage", tags=["lineage"], response_class=JSONResponse, openapi_extra={"requestBody": EVENTS_BODY})
 async def lineage_events(principal: Caller, request: Request) -> Response:
-    """OpenLineage run events, as OpenLineage's HTTP transport posts them, for the lineage group's
+    """OpenLineage events, as OpenLineage's HTTP transport posts them, for the lineage group's
     service accounts: each is kept as received (the same run, type and time once), and each input
-    that is a Custody version is joined to it. The answer says what became of each event."""
+    of a run event that is a Custody version is joined to it; dataset and job events (static
+    lineage) are kept too. The answer says what became of each event."""
     return await kept(service_of(request), principal, await request.body(), request.headers.get("content-encoding"))
 
 
