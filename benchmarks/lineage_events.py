@@ -10,9 +10,11 @@
    version it read. Events accepted per second, p50/p95/p99, errors (an answer of 400 or more, a
    failed or timed-out connection). Goal: at least 1,000 events/s, p95 at most 50 ms, no error.
    wrk (Debian's package `wrk`) runs as a second process on the same machine.
-2. Impact: 1,000 foreign runs, posted in lists of 100, read one landing version; `custody impact
-   <version> --json` in a process of its own, end to end (start, catalog, the tree, JSON), and
-   the same tree in process. Goal: at most 1 s end to end.
+2. Impact: 1,000 foreign runs of 20 jobs (each run an Airflow task's, under a DAG run), posted in
+   lists of 100, read one landing version; `custody impact <version>` in a process of its own, end
+   to end (start, catalog, the tree, JSON or text): in process on the catalog, and as a client of
+   the service (`CUSTODY_URL`, signed in as carol), with the service's own answer timed apart and
+   the printed tree's size, by job and with `--runs`. Goal: at most 1 s end to end, both ways.
 
     .venv/bin/python -m benchmarks.lineage_events
     .venv/bin/python -m benchmarks.lineage_events --seconds 10 --readers 200   # smoke run
@@ -56,6 +58,11 @@ P95_GOAL_MS = 50
 IMPACT_GOAL_S = 1.0
 PRODUCER = "https://example.com/benchmarks/lineage_events"
 EVENT_SCHEMA = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"
+
+PARENT_FACET = "https://openlineage.io/spec/facets/1-2-0/ParentRunFacet.json#/$defs/ParentRunFacet"
+ERROR_FACET = "https://openlineage.io/spec/facets/1-0-1/ErrorMessageRunFacet.json#/$defs/ErrorMessageRunFacet"
+# The jobs the impact's readers are runs of.
+JOBS = 20
 
 # Each request a START of a new run; wrk's threads each seed their own random run ids.
 WRK_SCRIPT = """
@@ -113,10 +120,40 @@ def landing_paths(catalog: Catalog, lake: Path, count: int) -> list[str]:
 
 
 def post_readers(api: str, headers: dict[str, str], read: str, readers: int) -> None:
-    for start in range(0, readers, 100):
-        batch = [event(str(uuid.uuid4()), read) for _ in range(min(100, readers - start))]
-        answer = requests.post(f"{api}/lineage", json=batch, headers=headers, timeout=120)
+    """`readers` runs that read `read`: each its START, then its COMPLETE (one in ten a FAIL with
+    its error), the tasks of 20 jobs under a DAG run for each 20 of them."""
+    events = [each for i in range(readers) for each in task_events(i, read)]
+    for start in range(0, len(events), 100):
+        answer = requests.post(f"{api}/lineage", json=events[start : start + 100], headers=headers, timeout=120)
         answer.raise_for_status()
+
+
+def task_events(i: int, read: str) -> list[dict]:
+    dag_run = str(uuid.UUID(int=i // JOBS + 1))
+    run_id = str(uuid.uuid4())
+    facets = {
+        "parent": {
+            "_producer": PRODUCER,
+            "_schemaURL": PARENT_FACET,
+            "run": {"runId": dag_run},
+            "job": {"namespace": "bench://scheduler", "name": "reports"},
+        }
+    }
+    failed = i % 10 == 9
+    ended = {
+        "errorMessage": {
+            "_producer": PRODUCER,
+            "_schemaURL": ERROR_FACET,
+            "message": f"task {i} failed",
+            "programmingLanguage": "python",
+        }
+    }
+    started, end = event(run_id, read), event(run_id, read, "FAIL" if failed else "COMPLETE")
+    for said, extra in ((started, {}), (end, ended if failed else {})):
+        said["run"]["facets"] = {**facets, **extra}
+        said["job"]["name"] = f"reports.task_{i % JOBS:02d}"
+    end["eventTime"] = "2026-11-27T05:00:07+00:00"
+    return [started, end]
 
 
 def main() -> None:
@@ -141,7 +178,7 @@ def main() -> None:
         with catalog.session() as session:  # locations relative to the lake, as the catalog keeps them
             session.connection().exec_driver_sql("UPDATE version SET path = substr(path, 7) WHERE path LIKE '/lake/%'")
         lake = settings.lake.resolve()
-        paths = landing_paths(catalog, lake, 200)
+        *paths, unread = landing_paths(catalog, lake, 201)
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("CUSTODY_", "DAGSTER_"))},
             "CUSTODY_HOME": str(home),
@@ -170,21 +207,26 @@ def main() -> None:
 
             read = random.Random(SEED).choice(paths)
             post_readers(api, headers, read, args.readers)
+            with catalog.session() as session:
+                row = session.exec(select(VersionRow).where(VersionRow.path == str(Path(read).relative_to(lake)))).one()
+            with catalog.session() as session:
+                alone = session.exec(
+                    select(VersionRow).where(VersionRow.path == str(Path(unread).relative_to(lake)))
+                ).one()
+            through_the_service(api, row.ref, alone.ref, Path(folder))
         finally:
             os.killpg(server.pid, signal.SIGTERM)
             server.wait(timeout=30)
 
-        with catalog.session() as session:
-            row = session.exec(select(VersionRow).where(VersionRow.path == str(Path(read).relative_to(lake)))).one()
         ref = row.ref
-        timings = []
-        for _ in range(5):
-            started = time.perf_counter()
-            ran = subprocess.run(
-                [str(CUSTODY), "impact", ref, "--json"], env=env, capture_output=True, text=True, check=True
-            )
-            timings.append(time.perf_counter() - started)
-        jobs = len(json.loads(ran.stdout)["foreign_jobs"])
+        timings, baseline = ended(env, ref, "--json"), ended(env, alone.ref, "--json")
+        jobs = len(
+            json.loads(
+                subprocess.run(
+                    [str(CUSTODY), "impact", ref, "--json"], env=env, capture_output=True, text=True, check=True
+                ).stdout
+            )["foreign_jobs"]
+        )
         started = time.perf_counter()
         tree = impact(catalog, VersionRef.parse(ref))
         in_process = time.perf_counter() - started
@@ -194,6 +236,53 @@ def main() -> None:
             f"(goal: at most {IMPACT_GOAL_S:.0f} s); the tree in process {in_process * 1000:.0f} ms "
             f"({len(tree.root.foreign):,} runs)"
         )
+        print(
+            f"  the same command on {alone.ref}, which no run read (the command's own start and walk): "
+            f"median {statistics.median(baseline):.2f} s; the runs add {statistics.median(timings) - statistics.median(baseline):.2f} s"
+        )
+
+
+def ended(env: dict[str, str], ref: str, *extra: str) -> list[float]:
+    """`custody impact REF EXTRA` end to end, five times: seconds each."""
+    timings = []
+    for _ in range(5):
+        started = time.perf_counter()
+        subprocess.run([str(CUSTODY), "impact", ref, *extra], env=env, capture_output=True, text=True, check=True)
+        timings.append(time.perf_counter() - started)
+    return timings
+
+
+def through_the_service(api: str, ref: str, alone: str, folder: Path) -> None:
+    """`custody impact REF` as a client of the service, end to end, its text by job and with --runs,
+    and --json, beside the same of ALONE, which no run read; the service's answer alone."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("CUSTODY_", "DAGSTER_"))},
+        "CUSTODY_URL": api.removesuffix("/api/v1"),
+        "CUSTODY_HOME": str(folder / "client-home"),
+        "XDG_CONFIG_HOME": str(folder / "client-config"),
+        "COLUMNS": "200",
+    }
+    subprocess.run(
+        [str(CUSTODY), "login", "carol", "--password-stdin"], env=env, input="carol-demo\n", check=True, text=True
+    )
+    print(f"\nimpact of {ref} through the service (custody impact as its client, median of 5)")
+    for extra in ((), ("--runs",), ("--json",)):
+        timings, baseline = ended(env, ref, *extra), ended(env, alone, *extra)
+        printed = subprocess.run([str(CUSTODY), "impact", ref, *extra], env=env, capture_output=True, check=True).stdout
+        shown = " ".join(extra) or "(by job)"
+        print(
+            f"  {shown:9} {statistics.median(timings):.2f} s end to end, {len(printed):,} bytes printed "
+            f"(goal: at most {IMPACT_GOAL_S:.0f} s); of {alone}, read by no run, {statistics.median(baseline):.2f} s"
+        )
+    headers = token(api, "carol")
+    key, number = ref.split("@")
+    asked = []
+    with requests.Session() as http:
+        for _ in range(5):
+            started = time.perf_counter()
+            http.get(f"{api}/versions/{key}/{number}/impact", headers=headers, timeout=60).raise_for_status()
+            asked.append(time.perf_counter() - started)
+    print(f"  the service's answer alone: median {statistics.median(asked) * 1000:.0f} ms")
 
 
 if __name__ == "__main__":

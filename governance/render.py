@@ -303,9 +303,12 @@ def foreign_run(found: Mapping[str, Any]) -> Group:
         ),
         Text(f"run {found['run_id']}"),
         Text(f"started {found['started_at'] or '?'}" + (f"  ended {found['ended_at']}" if found["ended_at"] else "")),
-        Text(f"user {printable(found['user'] or 'not reported')}  reported by {printable(found['reporter'])}"),
-        Text(f"producer {printable(found['producer'])}"),
     ]
+    if found["events_received"]:
+        lines.append(
+            Text(f"user {printable(found['user'] or 'not reported')}  reported by {printable(found['reporter'])}")
+        )
+        lines.append(Text(f"producer {printable(found['producer'])}"))
     if found["parent"]:
         parent = found["parent"]
         lines.append(

@@ -1033,3 +1033,15 @@ def test_dataset_and_job_events_are_kept_once_and_shown_with_the_job_and_the_dat
     assert [(field["name"], field["type"]) for field in dataset["facets"]["schema"]["fields"]] == [
         ("client_id", "BIGINT")
     ]
+
+
+def test_a_parent_run_that_reported_nothing_itself_is_found_by_the_runs_it_is_the_parent_of(api, reporter, openlineage):
+    dag_run = str(uuid.uuid4())
+    task = airflow_events([], [], "orphaned", dag_run=dag_run)
+    for event in task:
+        openlineage.emit(event)
+
+    parent = requests.get(f"{api}/lineage/runs/{dag_run}", headers=reporter, timeout=30).json()
+
+    assert (parent["state"], parent["job_name"], parent["events_received"]) == ("NOT REPORTED", "reports", 0)
+    assert [child["run_id"] for child in parent["children"]] == [task[0].run.runId]

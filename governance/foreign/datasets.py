@@ -1,4 +1,5 @@
-"""What names a foreign run's datasets: which way it used them, and a digest of a name of any length."""
+"""What names a foreign run's datasets: which way it used them, and a digest of a name of any length;
+and the states in which a run has ended."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import hashlib
 
 # A foreign run's datasets: those it read, and those it wrote.
 INPUT, OUTPUT = "input", "output"
+# A run's state follows its latest event; one that ended stays ended whatever comes after.
+ENDED = ("COMPLETE", "FAIL", "ABORT")
 
 
 def digest(*parts: object) -> str:

@@ -14,8 +14,7 @@ from sqlmodel import Session, col, func, select
 from governance.catalog.ledgerfilter import SHORTEST_RUN_PREFIX
 from governance.catalog.models import ForeignDataset, ForeignEvent, ForeignIO, ForeignRun, VersionRow
 from governance.errors import InvalidInput, NotFound, shown
-from governance.foreign.datasets import INPUT, OUTPUT, ident
-from governance.foreign.join import ENDED
+from governance.foreign.datasets import ENDED, INPUT, OUTPUT, ident
 from governance.foreign.nodes import MOST_LISTED
 
 JOB_EVENTS = (
@@ -62,7 +61,15 @@ def run_detail(session: Session, given: str, with_events: bool = False) -> dict[
     a Custody version named, or the version it waits for) and wrote, the runs it is the parent of,
     its run facets as its events left them (a later event's facet over an earlier one's), and with
     `with_events`, its events as received, in order."""
-    run = found_run(session, given)
+    try:
+        run = found_run(session, given)
+    except NotFound:
+        # A run that sent no event of its own (an Airflow DAG run, say) is known by the runs it is the parent of.
+        children = _children(session, given.strip().lower())
+        if not children:
+            raise
+        alone = _parent_alone(children)
+        return {**alone, "events": []} if with_events else alone
     bodies = _bodies(session, run.run_id)
     facets: dict[str, Any] = {}
     for body in bodies:
@@ -79,6 +86,29 @@ def run_detail(session: Session, given: str, with_events: bool = False) -> dict[
     if with_events:
         said["events"] = bodies[:MOST_EVENTS]
     return said
+
+
+def _parent_alone(children: Sequence[ForeignRun]) -> dict[str, Any]:
+    """A parent run that reported nothing itself, as the runs it is the parent of name it."""
+    child = children[0]
+    return {
+        "run_id": child.parent_run_id,
+        "job_namespace": child.parent_job_namespace,
+        "job_name": child.parent_job_name,
+        "state": "NOT REPORTED",
+        "started_at": None,
+        "ended_at": None,
+        "user": None,
+        "reporter": None,
+        "error": None,
+        "parent": None,
+        "producer": None,
+        "inputs": [],
+        "outputs": [],
+        "children": [run_summary(run) for run in children],
+        "facets": {},
+        "events_received": 0,
+    }
 
 
 def run_summary(run: ForeignRun) -> dict[str, Any]:

@@ -15,8 +15,7 @@ from sqlmodel import Session, col, select
 from governance.catalog.byids import ByIds, chunked
 from governance.catalog.models import ForeignDataset, ForeignIO, ForeignRun, VersionRow
 from governance.foreign.columns import WrittenColumns, written_columns
-from governance.foreign.datasets import INPUT, OUTPUT
-from governance.foreign.join import ENDED
+from governance.foreign.datasets import ENDED, INPUT, OUTPUT
 from governance.foreign.nodes import ForeignDatasetNode, ForeignRunNode
 
 # As deep as a version's own lineage is walked.

@@ -32,15 +32,13 @@ from governance.catalog.savepoint import savepoint
 from governance.catalog.states import VersionStatus
 from governance.errors import CustodyError, NotJoinedTogether, TransactionLost, error_summary, shown
 from governance.foreign import columns
-from governance.foreign.datasets import INPUT, OUTPUT, digest, ident
+from governance.foreign.datasets import ENDED, INPUT, OUTPUT, digest, ident
 from governance.foreign.events import RunEvent, moment
 from governance.foreign.tables import SNAPSHOTS, table_of
 from governance.lake.iceberg import TAG_PREFIX
 from governance.runs import Assurance
 from governance.zones import LARGEST_NUMBER, VERSION_DIR, AssetKey, Lake, Zone, version_number
 
-# A run's state follows its latest event; one that ended stays ended whatever comes after.
-ENDED = ("COMPLETE", "FAIL", "ABORT")
 ZONES = frozenset(zone.value for zone in Zone)
 OUTSIDE_POLICY = "read.outside-policy"
 # How a foreign run's report reached Custody, as the ledger names channels.
