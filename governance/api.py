@@ -36,7 +36,7 @@ from governance.access.settings import pinned_settings, policy_of
 from governance.catalog import Catalog, closing_checkpoint
 from governance.catalog.models import VersionRow
 from governance.config import Settings
-from governance.errors import NotFound, SettingsChanged
+from governance.errors import NotFound, SettingsChanged, shown
 from governance.lake import open_lake
 from governance.spec import SpecSet, load_specs
 from governance.zones import AssetKey, Lake, VersionRef
@@ -348,15 +348,15 @@ class Custody:
         self, run_id: str, *, events: bool = False, as_user: str | None = None, password: str | None = None
     ) -> dict[str, Any]:
         """A run another tool reported, by its id or the beginning of it (see
-        governance.foreign.history.run_detail). With `events`, its events as received too, once
-        `as_user` may read the ledger (an auditor or an admin): the decision is in the ledger first."""
+        governance.foreign.history.run_detail). With `events`, its facets and events as received too,
+        once `as_user` may read the ledger (an auditor or an admin): the decision is in the ledger first."""
         from governance.foreign.history import run_detail
 
         if events:
             policy = self.policy
             identity = self._identity(policy, as_user, password, None)
             with closing_checkpoint():
-                details = {"run": run_id, "read": "foreign run events"}
+                details = {"run": shown(run_id, 80), "read": "foreign run events"}
                 enforce(self.store, policy.decide(identity, Verb.LEDGER_READ, None), details=details)
         with self.store.reading() as session:
             return run_detail(session, run_id, events)

@@ -20,7 +20,7 @@ from governance.catalog.ledgerfilter import SHORTEST_RUN_PREFIX
 from governance.catalog.states import Criticality, VersionStatus
 from governance.checkpoints import KEY_VARIABLE
 from governance.errors import printable, shown
-from governance.foreign.groups import JobGroup, ParentGroup, duration, grouped
+from governance.foreign.groups import Grouped, JobGroup, ParentGroup, duration, grouped
 from governance.lineage.columns import Edge, Kind, Transformation
 from governance.lineage.terms import Direction
 
@@ -226,7 +226,7 @@ def _grow_foreign(branch: Tree, run: ForeignRunNode, runs: RunIds) -> None:
             _grow_foreign(wrote, reader, runs)
 
 
-def _grow_jobs(branch: Tree, groups: Sequence[JobGroup | ParentGroup], runs: RunIds) -> None:
+def _grow_jobs(branch: Tree, groups: Sequence[Grouped], runs: RunIds) -> None:
     """Other tools' jobs whose runs read what is above them: each with its runs counted, its last
     run and last failure, what they wrote and the jobs that read that; under a parent job, its own."""
     for group in groups:

@@ -563,3 +563,43 @@ def test_runs_recorded_before_their_parent_and_error_were_kept_get_them_from_the
 def facet(name: str) -> dict[str, str]:
     """What every facet says of itself: who produced it and its schema."""
     return {"_producer": PRODUCER, "_schemaURL": f"https://openlineage.io/spec/facets/1-0-0/{name}.json#/$defs/{name}"}
+
+
+def test_a_parent_facet_whose_names_hold_control_characters_or_whose_run_is_no_uuid_names_no_parent(
+    catalog: Catalog, lake: Lake
+):
+    from governance.foreign.history import job_runs
+
+    parents = [
+        {"run": {"runId": str(uuid.uuid4())}, "job": {"namespace": "airflow://reports", "name": "dag\x1b[2J"}},
+        {"run": {"runId": "not-a-uuid"}, "job": {"namespace": "airflow://reports", "name": "dag"}},
+    ]
+    for parent in parents:
+        run_id = str(uuid.uuid4())
+        plain = event(run_id, "START", [], [], job="orphan")
+        own = {**facet("MyParentRunFacet"), **parent}  # a producer's own schema: held to no schema here
+        [started] = parse(json.dumps({**plain.body, "run": {"runId": run_id, "facets": {"parent": own}}}).encode())
+        receive(catalog, lake, [started], "bot")
+
+    with catalog.reading() as session:
+        assert [run["parent"] for run in job_runs(session, "airflow://reports", "orphan")] == [None, None]
+
+
+def test_a_run_naming_a_version_two_ways_before_it_is_committed_is_one_read_outside_policy_once_it_is(
+    catalog: Catalog, lake: Lake
+):
+    from governance.foreign.waiting import join_waiting
+
+    registered(catalog, "sales/clients", "landing")
+    reads = [
+        dataset("file", at(lake, "landing/sales/clients"), "2"),
+        dataset("file", at(lake, "landing/sales/clients/v=2")),
+    ]
+    receive(catalog, lake, [event(str(uuid.uuid4()), "START", [], [], read=reads)], "bot")
+    add_version(catalog, "sales/clients", 2, zone="landing")
+
+    joined = join_waiting(catalog, lambda user, asset: "no role")
+
+    with catalog.reading() as session:
+        flagged = session.exec(select(LedgerEntry).where(LedgerEntry.action == "read.outside-policy")).all()
+    assert (len(joined), len(flagged)) == (2, 1)

@@ -41,7 +41,8 @@ WHERE quarantine_path LIKE '/%'
 """
 TOLD_RUN = """
 UPDATE foreign_run SET job_ident = :job_ident, error = :error, parent_run_id = :parent_run_id,
-parent_job_namespace = :parent_job_namespace, parent_job_name = :parent_job_name WHERE run_id = :run_id
+parent_job_namespace = :parent_job_namespace, parent_job_name = :parent_job_name
+WHERE run_id = :run_id AND job_ident IS NULL
 """
 PARENTLESS = {"error": None, "parent_run_id": None, "parent_job_namespace": None, "parent_job_name": None}
 ABSOLUTE_SOURCES = """

@@ -139,10 +139,18 @@ def lineage_graph(
 
 @lineage_app.command("run")
 def lineage_run(
-    run_id: Annotated[str, typer.Argument(help="The run's id, or its beginning as printed (8 or more characters).")],
+    run_id: Annotated[
+        str,
+        typer.Argument(
+            help="The run's id, or its beginning as printed (8 or more characters); a parent run that reported "
+            "nothing itself, its whole id."
+        ),
+    ],
     events: Annotated[
         bool,
-        typer.Option("--events", help="Also its events as received (--json): for auditors and admins, recorded."),
+        typer.Option(
+            "--events", help="Also its facets and events as received (--json): for auditors and admins, recorded."
+        ),
     ] = False,
     as_user: AsUser = None,
     password_stdin: PasswordStdin = False,

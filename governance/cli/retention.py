@@ -24,6 +24,7 @@ from governance.cli.common import (
     progress_printer,
     service_client,
 )
+from governance.errors import CustodyError, error_summary
 from governance.zones import Lake, VersionRef
 
 if TYPE_CHECKING:
@@ -135,15 +136,24 @@ def purge(
         console.print("nothing to purge", markup=False)
 
 
-def _join_waiting_reads(settings: Settings) -> tuple[list[Ready], list[Waiting]]:
-    """Other tools' reads of versions committed since they were reported, joined; the versions others wait for."""
+def _join_waiting_reads(settings: Settings) -> tuple[list[Ready], list[Waiting], str | None]:
+    """Other tools' reads of versions committed since they were reported, joined; the versions
+    others wait for; and why the joining stopped, if it failed (the other repairs stand)."""
     from governance.foreign.judge import reader_judge
-    from governance.foreign.waiting import join_waiting, still_waiting
+    from governance.foreign.waiting import MOST_AT_ONCE, join_waiting, still_waiting
 
     custody = open_custody(settings)
     judge = partial(reader_judge, specs=lambda: custody.specs)
-    joined = custody.deciding(lambda policy, pinned: join_waiting(custody.store, judge(policy), pinned))
-    return joined, still_waiting(custody.store)
+    joined: list[Ready] = []
+    try:
+        while True:
+            done = custody.deciding(lambda policy, pinned: join_waiting(custody.store, judge(policy), pinned))
+            joined.extend(done)
+            if len(done) < MOST_AT_ONCE:
+                break
+    except CustodyError as err:
+        return joined, [], error_summary(err)
+    return joined, still_waiting(custody.store), None
 
 
 @app.command()
@@ -170,7 +180,7 @@ def repair(
     instance = instance_for(settings)
     gone_runs = fail_runs_of_gone_processes(settings, instance)
     told = record_committed_versions(open_catalog(settings), instance)
-    joined, waiting = _join_waiting_reads(settings)
+    joined, waiting, unjoined = _join_waiting_reads(settings)
     if as_json:
         emit_json(
             {
@@ -179,6 +189,7 @@ def repair(
                 "recorded_in_dagster": [{"version": done.ref, "run_id": done.run_id} for done in told],
                 "joined_reads": [{"run_id": read.run_id, "version": read.ref} for read in joined],
                 "waiting_reads": [{"version": wait.ref, "runs": wait.runs} for wait in waiting],
+                "reads_not_joined": unjoined,
             }
         )
     else:
@@ -200,10 +211,12 @@ def repair(
             console.print(f"recorded in Dagster: {done}", markup=False)
         for read in joined:
             console.print(f"joined: run {read.run_id}'s read of {read.ref}", markup=False)
-        if report.clean and not gone_runs and not told and not joined:
+        if unjoined is not None:
+            console.print(f"reads waiting for versions not joined: {unjoined}", markup=False)
+        if report.clean and not gone_runs and not told and not joined and unjoined is None:
             console.print("nothing to repair")
         for wait in waiting:
             runs = f"{wait.runs} run" + ("s" if wait.runs != 1 else "")
             console.print(f"waiting for {wait.ref}: read by {runs}, not committed yet", markup=False)
-    if report.damaged or report.table_problems:
+    if report.damaged or report.table_problems or unjoined is not None:
         raise typer.Exit(1)

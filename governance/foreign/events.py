@@ -142,9 +142,9 @@ def _checked(event: Any, which: str) -> Event:
     if "run" not in event:
         return _static(event, which)
     _valid(event, RUN_EVENT, which, "")
-    _valid_facets(event, which)
+    _valid_facets(event, which, ("run", "job"))
     job, run = event["job"], event["run"]
-    _valid_names(event, which)
+    _valid_names(event, which, "job")
     return RunEvent(
         run_id=str(run["runId"]).lower(),
         event_type=event.get("eventType") or "OTHER",
@@ -161,16 +161,16 @@ def _static(event: dict[str, Any], which: str) -> StaticEvent:
     if kind is None:
         raise InvalidInput(f"{which} is no OpenLineage event: it has no run, no job and no dataset")
     _valid(event, STATIC_EVENTS[kind], which, "")
-    _valid_facets(event, which)
-    _valid_names(event, which)
+    _valid_facets(event, which, (kind,))
+    _valid_names(event, which, kind)
     named = event[kind]
     return StaticEvent(
         kind, named["namespace"], named["name"], instant(event["eventTime"]), event["producer"], body=event
     )
 
 
-def _valid_facets(event: Mapping[str, Any], which: str) -> None:
-    for where, facets in _facets(event):
+def _valid_facets(event: Mapping[str, Any], which: str, kinds: tuple[str, ...]) -> None:
+    for where, facets in _facets(event, kinds):
         for name, facet in facets.items():
             _valid_facet(facet, which, f"{where}.{name}")
             # Custody reads them where the join does: on the datasets a run wrote.
@@ -181,8 +181,8 @@ def _valid_facets(event: Mapping[str, Any], which: str) -> None:
                 _bounded_lineage(facet, which, f"{where}.{name}")
 
 
-def _valid_names(event: Mapping[str, Any], which: str) -> None:
-    for where, value in _names(event):
+def _valid_names(event: Mapping[str, Any], which: str, kind: str) -> None:
+    for where, value in _names(event, kind):
         if len(value) > MAX_NAME:
             raise InvalidInput(f"{which}: {where} is longer than {MAX_NAME:,} characters")
         if CONTROL.search(value):
@@ -213,24 +213,25 @@ def _bounded_lineage(facet: Mapping[str, Any], which: str, where: str) -> None:
         )
 
 
-def _names(event: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
-    for kind in ("job", "dataset"):
-        if kind in event:
-            yield f"{kind}.namespace", event[kind]["namespace"]
-            yield f"{kind}.name", event[kind]["name"]
+def _names(event: Mapping[str, Any], kind: str) -> Iterator[tuple[str, str]]:
+    """The names in an event whose own is its `kind`'s (`job` or `dataset`): the schema held them to
+    be text there, whatever other fields the event carries beside them."""
+    yield f"{kind}.namespace", event[kind]["namespace"]
+    yield f"{kind}.name", event[kind]["name"]
     for side in ("inputs", "outputs"):
         for i, dataset in enumerate(event.get(side) or ()):
             yield f"{side}[{i}].namespace", dataset["namespace"]
             yield f"{side}[{i}].name", dataset["name"]
 
 
-def _facets(event: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """Where facets sit in an event: the run's, the job's or the dataset's, and each input's and
-    output's own and side's."""
-    for kind in ("run", "job", "dataset"):
-        if kind in event:
-            yield f"{kind}.facets", event[kind].get("facets") or {}
-    for side, own in (("inputs", "inputFacets"), ("outputs", "outputFacets")):
+def _facets(event: Mapping[str, Any], kinds: tuple[str, ...]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Where facets sit in an event: its own `kinds`' (a run event's run and job, a job event's job,
+    a dataset event's dataset), and each input's and output's own and side's."""
+    for kind in kinds:
+        yield f"{kind}.facets", event[kind].get("facets") or {}
+    # Inputs and outputs are a job's: the schema holds them to be datasets there, and nowhere else.
+    sides = (("inputs", "inputFacets"), ("outputs", "outputFacets")) if "job" in kinds else ()
+    for side, own in sides:
         for i, dataset in enumerate(event.get(side) or ()):
             yield f"{side}[{i}].facets", dataset.get("facets") or {}
             yield f"{side}[{i}].{own}", dataset.get(own) or {}

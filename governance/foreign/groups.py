@@ -66,15 +66,18 @@ class JobGroup:
 @dataclass
 class ParentGroup:
     """A job whose runs are the parents of the runs of `jobs` (an Airflow DAG and its tasks, a Spark
-    application and its actions); `own`: its own runs, where they are at the same place."""
+    application and its actions; a task may head a Spark application in turn); `own`: its own
+    runs, where they are at the same place."""
 
     job: str
-    jobs: list[JobGroup]
+    jobs: list[JobGroup | ParentGroup] = field(default_factory=list)
     own: JobGroup | None = None
 
     @property
     def parent_runs(self) -> int:
-        return len({run.parent_run_id for group in self.jobs for run in group.runs})
+        """How many of its runs are parents here."""
+        children = (item if isinstance(item, JobGroup) else item.own for item in self.jobs)
+        return len({run.parent_run_id for child in children if child is not None for run in child.runs})
 
 
 Grouped = JobGroup | ParentGroup
@@ -82,26 +85,51 @@ Grouped = JobGroup | ParentGroup
 
 def grouped(runs: Sequence[ForeignRunNode]) -> list[Grouped]:
     """`runs` (the foreign runs at one place of a lineage: those that read a version, or a dataset)
-    as jobs, the jobs of one parent job together, each job's outputs and their readers grouped so
-    in turn."""
+    as jobs, the jobs of one parent job under it, however deep, each job's outputs and their
+    readers grouped so in turn."""
     by_job: dict[str, list[ForeignRunNode]] = {}
-    for run in sorted(runs, key=_started):
+    for run in sorted(runs, key=run_order):
         by_job.setdefault(run.job, []).append(run)
     jobs = [JobGroup(job, found, _outputs(found)) for job, found in by_job.items()]
-    parents: dict[str, ParentGroup] = {}
+    heads: dict[str, ParentGroup] = {}
     for group in jobs:
         if (parent := group.parent_job) is not None:
-            parents.setdefault(parent, ParentGroup(parent, [])).jobs.append(group)
-    placed: dict[int, Grouped] = {}
+            heads.setdefault(parent, ParentGroup(parent))
+    # Each job is one item: the group it heads, if its runs are parents here, else its own.
+    items: dict[str, Grouped] = {}
+    parent_of: dict[str, str | None] = {}
     for group in jobs:
-        place: Grouped = group
-        if group.job in parents:  # its runs are the parents of others' here: it heads them
-            parents[group.job].own = group
-            place = parents[group.job]
-        elif (parent := group.parent_job) is not None:
-            place = parents[parent]
-        placed.setdefault(id(place), place)
-    return list(placed.values())
+        parent = group.parent_job
+        if parent is not None and parent not in by_job and parent not in items:
+            # A parent whose own runs are not here (a DAG run reads nothing) stands where its first child does.
+            items[parent], parent_of[parent] = heads[parent], None
+        if group.job in heads:
+            heads[group.job].own = group
+        items[group.job] = heads.get(group.job, group)
+        parent_of[group.job] = parent
+    for job, head in heads.items():
+        items.setdefault(job, head)
+        parent_of.setdefault(job, None)
+    placed: list[Grouped] = []
+    for job, item in items.items():
+        parent = parent_of[job]
+        if parent is not None and parent in heads and not _above(job, parent, parent_of):
+            heads[parent].jobs.append(item)
+        else:
+            placed.append(item)
+    return placed
+
+
+def _above(job: str, parent: str, parent_of: dict[str, str | None]) -> bool:
+    """Whether `job` is `parent` or above it already: placing it under `parent` would make a circle."""
+    seen: set[str] = set()
+    at: str | None = parent
+    while at is not None and at not in seen:
+        if at == job:
+            return True
+        seen.add(at)
+        at = parent_of.get(at)
+    return False
 
 
 def _outputs(runs: Iterable[ForeignRunNode]) -> list[WrittenGroup]:
@@ -120,7 +148,8 @@ def _outputs(runs: Iterable[ForeignRunNode]) -> list[WrittenGroup]:
     return sorted(written.values(), key=lambda group: (group.namespace, group.name))
 
 
-def _started(run: ForeignRunNode) -> tuple[str, str]:
+def run_order(run: ForeignRunNode) -> tuple[str, str]:
+    """Runs in the order they started (else ended), as a job's last run is found."""
     return (run.started_at or run.ended_at or "", run.run_id)
 
 
@@ -129,20 +158,12 @@ def duration(run: ForeignRunNode) -> str | None:
     if not run.started_at or not run.ended_at:
         return None
     seconds = (moment(run.ended_at) - moment(run.started_at)).total_seconds()
+    if seconds < 0:  # the clocks of its start and its end disagree
+        return None
     if seconds < 60:
         return f"{seconds:.1f} s"
     minutes, rest = divmod(round(seconds), 60)
     return f"{minutes} min {rest} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
-
-
-def every_run(groups: Iterable[Grouped]) -> Iterable[ForeignRunNode]:
-    """Each run the groups hold, at any depth."""
-    for group in groups:
-        jobs = [group] if isinstance(group, JobGroup) else [*group.jobs, *([group.own] if group.own else [])]
-        for job in jobs:
-            yield from job.runs
-            for output in job.outputs:
-                yield from every_run(output.read_by)
 
 
 def dataset_of(group: WrittenGroup) -> ForeignDatasetNode:

@@ -58,9 +58,10 @@ def found_run(session: Session, given: str) -> ForeignRun:
 
 def run_detail(session: Session, given: str, with_events: bool = False) -> dict[str, Any]:
     """A foreign run (see `found_run`): what its events say of it, what it read (each input that is
-    a Custody version named, or the version it waits for) and wrote, the runs it is the parent of,
-    its run facets as its events left them (a later event's facet over an earlier one's), and with
-    `with_events`, its events as received, in order."""
+    a Custody version named, or the version it waits for) and wrote, and the runs it is the parent
+    of. With `with_events` (for auditors: facets may carry a stack trace, a job's properties, its
+    environment), its run facets as its events left them (a later event's facet over an earlier
+    one's) and its events as received, in order."""
     try:
         run = found_run(session, given)
     except NotFound:
@@ -69,7 +70,7 @@ def run_detail(session: Session, given: str, with_events: bool = False) -> dict[
         if not children:
             raise
         alone = _parent_alone(children)
-        return {**alone, "events": []} if with_events else alone
+        return {**alone, "facets": {}, "events": []} if with_events else alone
     bodies = _bodies(session, run.run_id)
     facets: dict[str, Any] = {}
     for body in bodies:
@@ -80,11 +81,10 @@ def run_detail(session: Session, given: str, with_events: bool = False) -> dict[
         "inputs": _datasets(session, run.run_id, INPUT),
         "outputs": _datasets(session, run.run_id, OUTPUT),
         "children": [run_summary(child) for child in _children(session, run.run_id)],
-        "facets": facets,
         "events_received": len(bodies),
     }
     if with_events:
-        said["events"] = bodies[:MOST_EVENTS]
+        said["facets"], said["events"] = facets, bodies[:MOST_EVENTS]
     return said
 
 
@@ -106,7 +106,6 @@ def _parent_alone(children: Sequence[ForeignRun]) -> dict[str, Any]:
         "inputs": [],
         "outputs": [],
         "children": [run_summary(run) for run in children],
-        "facets": {},
         "events_received": 0,
     }
 

@@ -11,6 +11,7 @@ its asset is recorded (`read.outside-policy`)."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -33,13 +34,14 @@ from governance.catalog.states import VersionStatus
 from governance.errors import CustodyError, NotJoinedTogether, TransactionLost, error_summary, shown
 from governance.foreign import columns
 from governance.foreign.datasets import ENDED, INPUT, OUTPUT, digest, ident
-from governance.foreign.events import RunEvent, moment
+from governance.foreign.events import CONTROL, MAX_NAME, RunEvent, moment
 from governance.foreign.tables import SNAPSHOTS, table_of
 from governance.lake.iceberg import TAG_PREFIX
 from governance.runs import Assurance
 from governance.zones import LARGEST_NUMBER, VERSION_DIR, AssetKey, Lake, Zone, version_number
 
 ZONES = frozenset(zone.value for zone in Zone)
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 OUTSIDE_POLICY = "read.outside-policy"
 # How a foreign run's report reached Custody, as the ledger names channels.
 FOREIGN_CHANNEL = "openlineage"
@@ -714,10 +716,13 @@ def parent_of(facets: Mapping[str, Any], run_id: str) -> tuple[str | None, str |
     run = facet.get("run") if isinstance(facet, Mapping) else None
     job = facet.get("job") if isinstance(facet, Mapping) else None
     parent = run.get("runId") if isinstance(run, Mapping) else None
-    if not isinstance(parent, str) or not isinstance(job, Mapping) or parent.lower() == run_id:
+    if not isinstance(parent, str) or not UUID.fullmatch(parent.lower()) or parent.lower() == run_id:
         return None, None, None
-    namespace, name = job.get("namespace"), job.get("name")
-    if not isinstance(namespace, str) or not isinstance(name, str):
+    # Held here as the event's own names are: a facet Custody holds no schema of was not.
+    namespace, name = (job.get("namespace"), job.get("name")) if isinstance(job, Mapping) else (None, None)
+    if not all(
+        isinstance(said, str) and 0 < len(said) <= MAX_NAME and not CONTROL.search(said) for said in (namespace, name)
+    ):
         return None, None, None
     return parent.lower(), namespace, name
 

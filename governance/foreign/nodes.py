@@ -84,9 +84,13 @@ class ForeignRunNode:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ForeignRunNode:
-        fields = {k: v for k, v in data.items() if k not in ("outputs", "inputs")}
+        # What a newer service adds, a client that does not know it leaves out.
+        fields = {k: v for k, v in data.items() if k in RUN_FIELDS and k not in ("outputs", "inputs")}
         return cls(
             **fields,
             outputs=[ForeignDatasetNode.from_dict(d) for d in data.get("outputs", ())],
             inputs=[ForeignDatasetNode.from_dict(d) for d in data.get("inputs", ())],
         )
+
+
+RUN_FIELDS = frozenset(ForeignRunNode.__dataclass_fields__)

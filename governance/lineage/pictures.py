@@ -11,14 +11,14 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from governance.catalog import Catalog
 from governance.errors import EnvironmentProblem, InvalidInput
-from governance.foreign.groups import JobGroup, ParentGroup, dataset_of, grouped
+from governance.foreign.groups import Grouped, JobGroup, dataset_of, grouped, run_order
 from governance.foreign.nodes import ForeignDatasetNode, ForeignRunNode
 from governance.lineage import graph
 from governance.lineage.column_trace import ColumnNode, column_tree
@@ -308,7 +308,7 @@ RUNS_MET = "_runs_met"
 
 
 def _add_jobs(
-    groups: Sequence[JobGroup | ParentGroup],
+    groups: Sequence[Grouped],
     read: str,
     nodes: dict[str, dict[str, Any]],
     edges: dict[tuple[str, str], dict[str, Any]],
@@ -316,15 +316,24 @@ def _add_jobs(
     """Other tools' jobs whose runs read `read` (a node's id), one node a job, the datasets they
     wrote and the jobs that read those. A job met at several places is one node, whose runs are
     those of every place, each counted once."""
+    for job in _each_job(groups):
+        job_id = _add_job_group(job, nodes)
+        edges[(read, job_id)] = _ran(job)
+        for output in job.outputs:
+            dataset_id = _add_dataset(dataset_of(output), nodes)
+            edges[(job_id, dataset_id)] = _ran(job)
+            _add_jobs(output.read_by, dataset_id, nodes, edges)
+
+
+def _each_job(groups: Sequence[Grouped]) -> Iterator[JobGroup]:
+    """The jobs of `groups`, a parent job's own runs and its children's, however deep."""
     for group in groups:
-        jobs = [group] if isinstance(group, JobGroup) else [*([group.own] if group.own else []), *group.jobs]
-        for job in jobs:
-            job_id = _add_job_group(job, nodes)
-            edges[(read, job_id)] = _ran(job)
-            for output in job.outputs:
-                dataset_id = _add_dataset(dataset_of(output), nodes)
-                edges[(job_id, dataset_id)] = _ran(job)
-                _add_jobs(output.read_by, dataset_id, nodes, edges)
+        if isinstance(group, JobGroup):
+            yield group
+            continue
+        if group.own is not None:
+            yield group.own
+        yield from _each_job(group.jobs)
 
 
 def _ran(job: JobGroup) -> dict[str, Any]:
@@ -337,7 +346,7 @@ def _add_job_group(job: JobGroup, nodes: dict[str, dict[str, Any]]) -> str:
     runs = {run.run_id: run for run in job.runs}
     if known is not None:
         runs.update((run_id, run) for run_id, run in known.pop(RUNS_MET).items())
-    merged = JobGroup(job.job, sorted(runs.values(), key=lambda run: (run.started_at or "", run.run_id)))
+    merged = JobGroup(job.job, sorted(runs.values(), key=run_order))
     nodes[job_id] = {
         **_run_attributes(merged.last),
         "runs": len(merged.runs),

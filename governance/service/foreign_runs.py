@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from governance.catalog import Catalog
+from governance.errors import shown
 from governance.foreign.history import dataset_detail, job_runs, jobs, run_detail
 from governance.foreign.nodes import MOST_LISTED
 from governance.service.api import Caller, answer, ledger_read
@@ -25,21 +26,23 @@ async def foreign_run(
     request: Request,
     run_id: str,
     events: Annotated[
-        bool, Query(description="Also the run's events as received: for auditors and admins, recorded.")
+        bool,
+        Query(description="Also the run's facets and its events as received: for auditors and admins, recorded."),
     ] = False,
 ) -> Response:
-    """A run of another tool's job by its id, or the beginning of it (8 characters or more): its
-    state, times, user, error and parent run, what it read (the Custody versions among it) and
-    wrote, the runs it is the parent of, and its run facets."""
+    """A run of another tool's job by its id, or the beginning of it (8 characters or more; a parent
+    run that reported nothing itself, by its whole id): its state, times, user, error and parent
+    run, what it read (the Custody versions among it) and wrote, and the runs it is the parent of."""
     if events:
-        await ledger_read(request, principal, run=run_id, read="foreign run events")
+        await ledger_read(request, principal, run=shown(run_id, 80), read="foreign run events")
     store = service_of(request).custody.store
     return answer(await run_in_threadpool(_run, store, run_id, events))
 
 
 @router.get("/lineage/jobs", tags=["lineage"], response_class=JSONResponse)
-def foreign_jobs(principal: Caller, request: Request, limit: Listed = MOST_LISTED) -> Response:
-    """The jobs other tools reported runs of, the last active first, each with its runs counted by state and its last run."""
+def foreign_jobs(principal: Caller, request: Request, limit: Listed = 100) -> Response:
+    """The jobs other tools reported runs or job events of, the last active first, each with its runs
+    counted by state, its last run, and what its last job event declared it reads and writes."""
     with service_of(request).custody.store.reading() as session:
         return answer({"jobs": jobs(session, limit)})
 
