@@ -19,10 +19,10 @@ from sqlmodel import Session, col, select
 
 from governance import ledger
 from governance.access.directory import Directory
-from governance.access.policy import Decision, Identity, Policy, Verb, coverage_problems
+from governance.access.policy import Decision, Identity, Policy, Verb, coverage_problems, missing_groups
 from governance.catalog import Catalog, utcnow
 from governance.catalog.models import AssetRow, SpecApplication, SpecSnapshot
-from governance.errors import DirectoryUnavailable, InvalidInput, NotFound, error_summary
+from governance.errors import DirectoryUnavailable, InvalidInput, NotFound, SpecError, error_summary
 from governance.spec import RANK, AssetSpec, Classification, Spec, SpecSet, code_version
 from governance.spec.diff import Change, changes
 from governance.zones import AssetKey
@@ -254,12 +254,17 @@ def apply(
     """Put the edited specs (of `keys`, when given) in force, all or none. Each needs the decision of
     `Policy.decide_apply`; one that lowers its classification or changes its consumers must also leave
     every reader of it allowed to read its inputs, and every reader of its dependents allowed to
-    read it. The decisions are recorded up to the first denial, which raises AccessDenied."""
+    read it. The decisions are recorded up to the first denial, which raises AccessDenied. A spec
+    whose role names a group the directory does not have is refused first (SpecError), nothing
+    decided or changed."""
     from governance.access.guard import enforce_all
 
     found = edits(catalog, specs, policy.directory, keys)
     if not found:
         return []
+    missing = missing_groups([specs[edit.key] for edit in found if not edit.retires], policy.directory)
+    if missing:
+        raise SpecError(missing)
     decisions = [(_decision(policy, identity, edit, specs), {"spec_hash": edit.new_hash}) for edit in found]
     enforce_all(catalog, decisions)
     git = git_of(specs.root, [specs[edit.key].file for edit in found if not edit.retires])

@@ -11,7 +11,7 @@ from assets.launch import instance_for
 from governance.catalog import Catalog
 from governance.demo import CLIENTS, PRODUCTS, drop_demo_batches
 from governance.zones import Lake
-from tests.conftest import DATA, drop
+from tests.conftest import DATA, DEMO_SPECS, drop
 from tests.helpers import assert_nothing_committed, cli, recorded, run_proven, sha256_file
 
 
@@ -193,7 +193,7 @@ def test_a_bound_past_the_largest_number_the_catalog_keeps_is_a_usage_error(cli_
 def test_specs_check_lists_every_problem(capsys):
     code, _, err = cli(capsys, "specs", "check", str(DATA / "bad_specs" / "many"))
     assert code == 1 and err.startswith("3 problems in asset specs")
-    code, out, _ = cli(capsys, "specs", "check", str(DATA / "specs"), "--json")
+    code, out, _ = cli(capsys, "specs", "check", str(DEMO_SPECS), "--json")
     assert code == 0 and json.loads(out) == {"ok": True, "problems": []}
 
 

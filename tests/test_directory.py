@@ -241,6 +241,22 @@ def test_ldap_lists_a_group_s_members_through_nested_groups(ldap):
     assert directory.members_of("no-such-group") == frozenset()
 
 
+def test_ldap_says_which_groups_it_has(ldap):
+    directory = LdapDirectory(settings(ldap))
+    assert directory.has_group("sales-consumers") and directory.has_group("auditors")
+    assert not directory.has_group("sales-consumrs")
+    with pytest.raises(InvalidName, match="invalid group name"):
+        directory.has_group("*")
+
+
+def test_the_file_directory_has_a_group_without_members_and_not_a_misspelt_one(tmp_path):
+    path = tmp_path / "directory.yaml"
+    path.write_text("users: {alice: {}}\ngroups:\n  readers: [alice]\n  empty: []\n")
+    directory = open_directory(f"file:{path}", {"CUSTODY_HOME": str(tmp_path / "home")})
+    assert directory.has_group("readers") and directory.has_group("empty")
+    assert not directory.has_group("reader")
+
+
 def test_ldap_adds_and_removes_a_member_and_forgets_cached_answers(ldap):
     directory = LdapDirectory(settings(ldap, ttl_seconds=60))
     assert directory.groups_of("eve") == frozenset()

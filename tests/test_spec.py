@@ -24,7 +24,9 @@ from tests.helpers import alias_bomb
 BAD = DATA / "bad_specs"
 ALLOWED = DEFAULT_TRANSFORM_PACKAGES
 WITH_TESTS = (*DEFAULT_TRANSFORM_PACKAGES, "tests.transforms")
-LANDING = "description: x\nroles: {owner: o, producer: p, consumer: c}\nzone: landing\nsource: {format: json}\n"
+ROLES = "{owner: o, producer: p, consumer: c}"
+DEMO_ROLES = "{owner: sales-owners, producer: sales-producers, consumer: sales-consumers}"
+LANDING = f"description: x\nroles: {ROLES}\nzone: landing\nsource: {{format: json}}\n"
 
 
 def test_demo_specs_load_in_dependency_order():
@@ -179,14 +181,14 @@ def test_spec_hash_changes_with_content_only(tmp_path):
 
 
 def integration_spec(root: Path, transform: str) -> Path:
-    """A landing spec d/src and an integration spec d/a reading it, `transform:` on line 5."""
+    """A landing spec d/src and an integration spec d/a reading it, `transform:` on line 5, their
+    roles the demo directory's groups (`custody specs check` asks it for them)."""
     folder = root / "d"
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "src.yaml").write_text(LANDING)
+    (folder / "src.yaml").write_text(LANDING.replace(ROLES, DEMO_ROLES))
     spec = folder / "a.yaml"
     spec.write_text(
-        "description: x\nroles: {owner: o, producer: p, consumer: c}\nzone: integration\n"
-        f"inputs: [d/src]\ntransform: {transform}\n"
+        f"description: x\nroles: {DEMO_ROLES}\nzone: integration\ninputs: [d/src]\ntransform: {transform}\n"
     )
     return spec
 

@@ -51,3 +51,12 @@ def test_the_schema_flags_a_misspelt_zone_and_an_unknown_field_as_an_editor_show
     }
 
     assert ("zone",) in flagged and "additionalProperties" in flagged
+
+
+def test_the_schema_flags_a_column_type_outside_the_list_as_the_check_does():
+    body = yaml.safe_load((DEMO_SPECS / "sales" / "products.yaml").read_text())
+    body["columns"][0]["type"] = "varchar"
+
+    flagged = [tuple(error.absolute_path) for error in Draft202012Validator(spec_schema()).iter_errors(body)]
+
+    assert flagged == [("columns", 0, "type")]

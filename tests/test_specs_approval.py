@@ -87,11 +87,12 @@ def test_a_producer_or_a_user_without_a_role_is_refused_and_nothing_is_applied(s
 
 def test_a_new_asset_is_applied_by_an_owner_it_names_or_else_by_an_admin(specs, capsys):
     apply(capsys, "--as", "alice")
-    returns = (specs / "sales" / "products.yaml").read_text(encoding="utf-8").replace("sales-owners", "returns-owners")
+    # Owned by a group neither bob nor alice is in.
+    returns = (specs / "sales" / "products.yaml").read_text(encoding="utf-8").replace("sales-owners", "auditors")
     (specs / "sales" / "returns.yaml").write_text(returns, encoding="utf-8")
     code, _, err = cli(capsys, "specs", "apply", "sales/returns", "--as", "bob")
     assert code == 3
-    assert "it needs owner (returns-owners), or for a new asset the admin group custody-admins" in err
+    assert "it needs owner (auditors), or for a new asset the admin group custody-admins" in err
     [applied] = apply(capsys, "sales/returns", "--as", "alice")  # alice is in custody-admins
     assert applied["asset"] == "sales/returns" and applied["old_hash"] is None
     [decision] = [
@@ -409,3 +410,35 @@ def test_the_code_location_reads_which_specs_wait_for_approval(settings, catalog
     assert AssetKey.parse(PRODUCTS) not in waiting and len(waiting) == 3
     assert waiting[AssetKey("sales", "clients")].startswith("sales/clients has no definition in force yet")
     assert awaiting(settings.catalog_url, demo_specs, "off") == waiting  # the pinned setting counts, not the default
+
+
+def test_a_role_naming_a_group_the_directory_does_not_have_is_refused_at_check_and_apply(specs, capsys):
+    apply(capsys, "--as", "alice")
+    path = edit_spec(specs, PRODUCTS, "owner: sales-owners", "owner: sales-ownrs")
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if "sales-ownrs" in text)
+
+    checked, _, check_err = cli(capsys, "specs", "check")
+    applied, _, apply_err = cli(capsys, "specs", "apply", "--as", "alice", password="alice-demo")
+
+    said = f"products.yaml:{line}: roles.owner: sales-ownrs: the directory has no such group"
+    assert (checked, applied) == (1, 1)
+    assert said in check_err and said in apply_err
+    assert len(recorded(action="spec.applied")) == 4
+    assert [edit["asset"] for edit in pending(capsys)] == [PRODUCTS]
+
+
+def test_the_directory_is_asked_once_for_each_group_however_many_specs_name_it(demo_specs):
+    from governance.access.directory import FileDirectory
+    from governance.access.policy import missing_groups
+
+    asked: list[str] = []
+
+    class Counted(FileDirectory):
+        def has_group(self, group: str) -> bool:
+            asked.append(group)
+            return super().has_group(group)
+
+    named = {getattr(spec.body.roles, role) for spec in demo_specs for role in ("owner", "producer", "consumer")}
+
+    assert missing_groups(list(demo_specs), Counted.load(Path("assets/directory.yaml"))) == []
+    assert sorted(asked) == sorted(named)

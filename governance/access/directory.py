@@ -66,6 +66,10 @@ class Directory(Protocol):
         """Every user in `group`, directly or through nested groups; empty for an unknown group."""
         ...
 
+    def has_group(self, group: str) -> bool:
+        """Whether the directory has `group`, with members or none."""
+        ...
+
     def answers_at_once(self, user: str) -> bool:
         """Whether `groups_of(user)` would answer from what this process holds, asking no server."""
         ...
@@ -174,6 +178,10 @@ class FileDirectory:
         inside = _closure({group}, lambda found: {m for g in found for m in now.groups.get(g, ())}) | {group}
         return frozenset(inside & now.users)
 
+    def has_group(self, group: str) -> bool:
+        checked_name(group, "group")
+        return group in self._current().groups
+
     def add_member(self, group: str, user: str) -> bool:
         return self._change(group, user, lambda members: members + [user] if user not in members else None)
 
@@ -277,6 +285,11 @@ class LdapDirectory:
         checked_name(group, "group")
         return self._cached(f"group:{group}", lambda: self._ask(self._members_of, group))
 
+    def has_group(self, group: str) -> bool:
+        checked_name(group, "group")
+        # Kept as the set of the one group found, or none, beside the other answers it is cached with.
+        return bool(self._cached(f"has:{group}", lambda: self._ask(self._group_found, group)))
+
     def add_member(self, group: str, user: str) -> bool:
         return self._change(group, user, add=True)
 
@@ -372,6 +385,9 @@ class LdapDirectory:
             if not frontier:
                 break
         return frozenset(names.values())
+
+    def _group_found(self, connection, group: str) -> frozenset[str]:
+        return frozenset() if self._dn(connection, "groupOfNames", "cn", group) is None else frozenset({group})
 
     def _members_of(self, connection, group: str) -> frozenset[str]:
         from ldap3 import BASE

@@ -286,6 +286,26 @@ def parse_classifications(value: str | None, variable: str = "CUSTODY_REQUIRE_VE
     return frozenset(Classification(name) for name in names)
 
 
+ROLES = ("owner", "producer", "consumer")
+
+
+def missing_groups(specs: Iterable[Spec], directory: Directory) -> list[SpecProblem]:
+    """Each role of the specs that names a group the directory does not have (a typo names nobody,
+    and would be applied as a role no one holds); the directory asked once a group."""
+    known: dict[str, bool] = {}
+    problems = []
+    for spec in specs:
+        for role in ROLES:
+            group = getattr(spec.body.roles, role)
+            if group not in known:
+                known[group] = directory.has_group(group)
+            if not known[group]:
+                field = f"roles.{role}"
+                said = f"{group}: the directory has no such group"
+                problems.append(SpecProblem(str(spec.file), field, said, spec.line_of(field)))
+    return problems
+
+
 def coverage_problems(spec: Spec, inputs: Iterable[Spec], directory: Directory) -> list[SpecProblem]:
     """Everyone who may read `spec` may read each of its pii or higher inputs: its consumer group's
     members are all in each such input's consumer group (the same group covers itself)."""

@@ -40,7 +40,10 @@ def specs_check(
     folder: Annotated[Path | None, typer.Argument(help="Folder of specs (default: CUSTODY_SPECS).")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Validate every spec; list every problem with its file, line and field."""
+    """Validate every spec; list every problem with its file, line and field.
+
+    Past the files themselves, the directory is asked whether each group a role names exists (once a
+    group), and whether everyone who may read an asset may read its pii or higher inputs."""
     from governance.spec import check_specs, load_specs
 
     settings = load_settings()
@@ -48,8 +51,11 @@ def specs_check(
     allowed = settings.transform_packages
     problems = check_specs(root, settings.cache_dir, transform_packages=allowed)
     if not problems:
+        from governance.access.policy import missing_groups
+
         specs = load_specs(root, settings.cache_dir, transform_packages=allowed)
-        problems = _consumer_coverage(open_custody(settings), specs)
+        custody = open_custody(settings)
+        problems = missing_groups(specs, custody.policy.directory) or _consumer_coverage(custody, specs)
     if as_json:
         emit_json({"ok": not problems, "problems": [asdict(p) for p in problems]})
     elif not problems:
