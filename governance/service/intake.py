@@ -103,7 +103,8 @@ class Intake:
         return await answer
 
     def _serve(self) -> None:
-        due = time.monotonic()
+        # The first reports are taken at once: the waiting reads are first looked at a turn later.
+        due = time.monotonic() + JOIN_WAITING_EVERY
         while True:
             if time.monotonic() >= due:
                 self._join_waiting()
