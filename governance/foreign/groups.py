@@ -1,8 +1,8 @@
 """Foreign runs grouped as their users think of them: a version read by a thousand runs of one job
 is read by that job, whose runs are counted by state, with its last run and its last failure; a
 job's runs whose parent facet names another job's run (an Airflow DAG run and its tasks, a Spark
-application and its actions) sit under that job. Plain values, built from a lineage's run nodes,
-which the CLI also has from the service's answers."""
+application and its actions) sit under that job, however deep. Plain values, built from a
+lineage's run nodes, which the CLI also has from the service's answers."""
 
 from __future__ import annotations
 
