@@ -71,19 +71,20 @@ def run_detail(session: Session, given: str, with_events: bool = False) -> dict[
             raise
         alone = _parent_alone(children)
         return {**alone, "facets": {}, "events": []} if with_events else alone
-    bodies = _bodies(session, run.run_id)
-    facets: dict[str, Any] = {}
-    for body in bodies:
-        facets.update((body.get("run") or {}).get("facets") or {})
     said = {
         **run_summary(run),
         "producer": run.producer,
         "inputs": _datasets(session, run.run_id, INPUT),
         "outputs": _datasets(session, run.run_id, OUTPUT),
         "children": [run_summary(child) for child in _children(session, run.run_id)],
-        "events_received": len(bodies),
+        "events_received": _received(session, run.run_id),
     }
     if with_events:
+        # Read and parsed only for an auditor: a long Spark job sends hundreds of events.
+        bodies = _bodies(session, run.run_id)
+        facets: dict[str, Any] = {}
+        for body in bodies:
+            facets.update((body.get("run") or {}).get("facets") or {})
         said["facets"], said["events"] = facets, bodies[:MOST_EVENTS]
     return said
 
@@ -201,6 +202,10 @@ def job_runs(session: Session, namespace: str, name: str, limit: int = MOST_LIST
     if not runs:
         raise NotFound(f"no run of job {shown(namespace)}/{shown(name)} was reported")
     return runs
+
+
+def _received(session: Session, run_id: str) -> int:
+    return session.exec(select(func.count()).where(col(ForeignEvent.run_id) == run_id)).one()
 
 
 def _bodies(session: Session, run_id: str) -> list[Mapping[str, Any]]:
