@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from dagster._core.storage.runs.schema import RunsTable, RunTagsTable
     from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
     from dagster._core.storage.tags import (
+        AUTOMATION_CONDITION_TAG,
         BACKFILL_ID_TAG,
         PARENT_RUN_ID_TAG,
         PARTITION_NAME_TAG,
@@ -121,6 +122,7 @@ WHERE: dict[str, tuple[str, str]] = {
         "PlanOrchestrationContextManager",
     ),
     "RUN_KEY_TAG": ("dagster._core.storage.tags", "RUN_KEY_TAG"),
+    "AUTOMATION_CONDITION_TAG": ("dagster._core.storage.tags", "AUTOMATION_CONDITION_TAG"),
     "RawMetadataValue": ("dagster._core.definitions.metadata", "RawMetadataValue"),
     "ReconstructableRepository": ("dagster._core.definitions.reconstruct", "ReconstructableRepository"),
     "RemoteSchedule": ("dagster._core.remote_representation.external", "RemoteSchedule"),
@@ -156,6 +158,7 @@ WHERE: dict[str, tuple[str, str]] = {
     "webserver_version": ("dagster_webserver.version", "__version__"),
 }
 __all__ = [
+    "AUTOMATION_CONDITION_TAG",
     "BACKFILL_ID_TAG",
     "IN_PROGRESS_RUN_STATUSES",
     "LOG_RECORD_METADATA_ATTR",

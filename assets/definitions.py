@@ -11,11 +11,12 @@ import dagster as dg
 
 from assets.factory import broken_asset, build_assets
 from assets.maintenance import ledger_maintenance, nightly_ledger_maintenance
-from assets.sensors import dropzone_sensor, feeds_sensor
+from assets.sensors import automation_sensor, dropzone_sensor, feeds_sensor
 from governance.collector import few_collections
-from governance.config import DROPZONE_SENSOR_SECONDS, Settings
+from governance.config import AUTOMATION_SECONDS, DROPZONE_SENSOR_SECONDS, Settings
 from governance.errors import SpecError, SpecProblem
 from governance.spec import LoadedSpecs, Spec, SpecSet, load_valid_specs
+from governance.spec.messages import FramedSpecError
 from governance.zones import AssetKey
 from resources import CustodyResource, SparkResource
 
@@ -41,12 +42,14 @@ def definitions_for(
     *,
     sensor_running: bool = True,
     sensor_seconds: int = DROPZONE_SENSOR_SECONDS,
+    automation_seconds: int = AUTOMATION_SECONDS,
     pending: Mapping[AssetKey, str] | None = None,
     broken: Mapping[AssetKey, tuple[SpecProblem, ...]] | None = None,
     shown: Mapping[AssetKey, Spec] | None = None,
 ) -> dg.Definitions:
     dropzone = dropzone_sensor(specs, running=sensor_running, every_seconds=sensor_seconds)
-    sensors = [sensor for sensor in (dropzone, feeds_sensor(specs)) if sensor]
+    automation = automation_sensor(specs, every_seconds=automation_seconds)
+    sensors = [sensor for sensor in (dropzone, feeds_sensor(specs), automation) if sensor]
     shown = shown or {}
     return dg.Definitions(
         assets=[
@@ -76,8 +79,23 @@ def bound(resource: dg.ConfigurableResource, description: str) -> dg.ResourceDef
 def defs() -> dg.Definitions:
     """The project's defs folder: the Custody component its `defs.yaml` declares (assets.component)."""
     # Dagster goes over every asset the component built once more, to note where it was declared.
-    with _few_collections():
-        return dg.load_from_defs_folder(path_within_project=Path(__file__).parent)
+    try:
+        with _few_collections():
+            return dg.load_from_defs_folder(path_within_project=Path(__file__).parent)
+    except Exception as err:
+        broken = _spec_error(err)
+        if broken is None:
+            raise
+        # Raised here, outside the tree of components, a check of the definitions shows the specs'
+        # problems, each with its line, instead of Dagster's wrapping of them and both stacks.
+        raise FramedSpecError(broken.problems) from None
+
+
+def _spec_error(err: BaseException | None) -> SpecError | None:
+    """The SpecError that caused `err`, if one did."""
+    while err is not None and not isinstance(err, SpecError):
+        err = err.__cause__
+    return err
 
 
 def load_definitions(settings: Settings, specs_dir: Path, *, strict: bool = False) -> dg.Definitions:
@@ -95,6 +113,7 @@ def load_definitions(settings: Settings, specs_dir: Path, *, strict: bool = Fals
             loaded.specs,
             sensor_running=settings.dropzone_sensor,
             sensor_seconds=settings.dropzone_sensor_seconds,
+            automation_seconds=settings.automation_seconds,
             pending=pending,
             broken=loaded.broken,
             shown=shown,

@@ -60,6 +60,8 @@ INGEST_CONFIG_SCHEMA = {
 
 
 PENDING_TAG = "custody/approval"
+# The version's number among the asset's, in its materialization's metadata.
+VERSION_NUMBER = "custody/version_number"
 INVALID_TAG = "custody/spec"
 
 
@@ -91,6 +93,7 @@ def broken_asset(key: "AssetKey", problems: "tuple[SpecProblem, ...]", shown: Sp
         )
     kept = _asset_spec(shown, [dg.AssetKey([source.domain, source.name]) for source in shown.inputs])
     return kept.replace_attributes(
+        automation_condition=None,
         tags={**kept.tags, INVALID_TAG: "invalid"},
         description=f"{description}\n\nInputs, owners and kinds as spec `{shown.hash[:12]}` declares them.",
     )
@@ -128,6 +131,7 @@ def _asset_spec(spec: Spec, deps: "list[dg.AssetKey] | None" = None, pending: st
         code_version=code_version(spec),
         metadata=metadata,
         freshness_policy=freshness_policy(spec),
+        automation_condition=automation_condition(spec),
     )
 
 
@@ -138,6 +142,16 @@ def freshness_policy(spec: Spec) -> "dg.FreshnessPolicy | None":
         return None
     warn = lag(freshness.warn_lag) if freshness.warn_lag else None
     return dg.FreshnessPolicy.time_window(fail_window=lag(freshness.max_lag), warn_window=warn)
+
+
+def automation_condition(spec: Spec) -> "dg.AutomationCondition | None":
+    """The spec's automation as Dagster's own condition, which the custody_automation sensor evaluates."""
+    automation = spec.body.automation
+    if automation is None:
+        return None
+    if automation.on_cron:
+        return dg.AutomationCondition.on_cron(automation.on_cron)
+    return dg.AutomationCondition.eager() if automation.eager else dg.AutomationCondition.on_missing()
 
 
 def _check_specs(spec: Spec) -> list[dg.AssetCheckSpec]:
@@ -382,13 +396,14 @@ def requester(
 
 
 def channel(tags: "Mapping[str, str]") -> dict[str, str]:
-    """How a run reached us, for the ledger, when a sensor or a schedule launched it (who it is for
-    was established as it was submitted: assets/launchers.py); a run launched by a person keeps the
-    channel of the identity established for it (cli, ui, api)."""
-    from assets.dagster_internals import SCHEDULE_NAME_TAG, SENSOR_NAME_TAG
+    """How a run reached us, for the ledger, when a sensor, an automation condition or a schedule
+    launched it (who it is for was established as it was submitted: assets/launchers.py); a run
+    launched by a person keeps the channel of the identity established for it (cli, ui, api)."""
+    from assets.dagster_internals import AUTOMATION_CONDITION_TAG, SCHEDULE_NAME_TAG, SENSOR_NAME_TAG
 
     if SENSOR_NAME_TAG in tags:
-        return {"channel": "sensor", "via": f"sensor {tags[SENSOR_NAME_TAG]}"}
+        automated = tags.get(AUTOMATION_CONDITION_TAG) == "true"
+        return {"channel": "automation" if automated else "sensor", "via": f"sensor {tags[SENSOR_NAME_TAG]}"}
     if SCHEDULE_NAME_TAG in tags:
         return {"channel": "schedule", "via": f"schedule {tags[SCHEDULE_NAME_TAG]}"}
     return {}
@@ -520,17 +535,17 @@ def materialize_result(
 ) -> dg.MaterializeResult:
     metadata: dict[str, RawMetadataValue] = {
         "custody/version": row.ref,
-        "version": dg.MetadataValue.int(row.number),
-        "data_version": row.data_version,
-        "label": row.label or "",
+        VERSION_NUMBER: dg.MetadataValue.int(row.number),
+        "custody/data_version": row.data_version,
+        "custody/label": row.label or "",
         "dagster/row_count": dg.MetadataValue.int(row.rows),
-        "rows_landed": dg.MetadataValue.int(row.rows),
-        "rows_quarantined": dg.MetadataValue.int(row.rows_quarantined),
-        "bytes": dg.MetadataValue.int(row.bytes),
-        "path": dg.MetadataValue.path(row.path),
-        "requested_by": row.requested_by,
-        "identity": row.assurance,
-        "provenance": dg.MetadataValue.md(f"`custody provenance {row.ref}`"),
+        "custody/rows_landed": dg.MetadataValue.int(row.rows),
+        "custody/rows_quarantined": dg.MetadataValue.int(row.rows_quarantined),
+        "custody/bytes": dg.MetadataValue.int(row.bytes),
+        "custody/path": dg.MetadataValue.path(row.path),
+        "custody/requested_by": row.requested_by,
+        "custody/identity": row.assurance,
+        "custody/provenance": dg.MetadataValue.md(f"`custody provenance {row.ref}`"),
         "dagster/column_schema": column_schema_from_spark(row.table_schema),
     }
     if lineage_table:
@@ -550,12 +565,12 @@ def materialize_result(
             f"Made again from the same input versions and code, with the same data: no new version, {row.ref} stands."
         )
     if row.quarantine_path:
-        metadata["quarantine_path"] = dg.MetadataValue.path(row.quarantine_path)
+        metadata["custody/quarantine_path"] = dg.MetadataValue.path(row.quarantine_path)
     if row.label_from:
-        metadata["label_from"] = row.label_from
+        metadata["custody/label_from"] = row.label_from
     if inputs is not None:
-        metadata["input_versions"] = dg.MetadataValue.json({v.asset_key: v.number for v in inputs})
-        metadata["input_data_versions"] = dg.MetadataValue.json({v.asset_key: v.data_version for v in inputs})
+        metadata["custody/input_versions"] = dg.MetadataValue.json({v.asset_key: v.number for v in inputs})
+        metadata["custody/input_data_versions"] = dg.MetadataValue.json({v.asset_key: v.data_version for v in inputs})
     if unread:
         metadata["custody/unread_inputs"] = dg.MetadataValue.md(
             "**Warning:** declared but not read by the transform: " + ", ".join(f"`{ref}`" for ref in unread)

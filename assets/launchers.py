@@ -28,6 +28,7 @@ from typing import Any, NoReturn
 import dagster as dg
 
 from assets.dagster_internals import (
+    AUTOMATION_CONDITION_TAG,
     BACKFILL_ID_TAG,
     PARENT_RUN_ID_TAG,
     SCHEDULE_NAME_TAG,
@@ -40,6 +41,7 @@ from assets.dagster_internals import (
 )
 from assets.factory import BATCH_TAG, REQUESTED_BY_TAG
 from governance.access.guard import ANONYMOUS, enforce, launcher_of, record, run_identity
+from governance.access.local import DaemonLaunch
 from governance.access.policy import Decision, Identity, Policy, Verb
 from governance.catalog import Catalog
 from governance.errors import AccessDenied, CustodyError, NotSignedIn, shown
@@ -183,13 +185,8 @@ def established(deciding: Deciding, run: dg.DagsterRun, landing: Spec | None) ->
         backfill = tags.get(BACKFILL_ID_TAG)
         if backfill:
             return _of_backfill(deciding, run, backfill)
-        if _scheduled(deciding.instance, run):
-            from governance.access.local import scheduled
-
-            return scheduled(
-                deciding.catalog, deciding.policy, run.run_id, tags.get(REQUESTED_BY_TAG), tags[SCHEDULE_NAME_TAG]
-            )
-        if landing is not None and tags.get(BATCH_TAG) and _sensed(deciding.instance, run):
+        launch = _daemon_launch(deciding.instance, run)
+        if launch is not None and launch.channel == "sensor" and landing is not None and tags.get(BATCH_TAG):
             from governance.dropzone import sensed_batch
 
             return sensed_batch(
@@ -201,6 +198,10 @@ def established(deciding: Deciding, run: dg.DagsterRun, landing: Spec | None) ->
                 run.run_id,
                 tags.get(REQUESTED_BY_TAG),
             )
+        if launch is not None:
+            from governance.access.local import daemon_launched
+
+            return daemon_launched(deciding.catalog, deciding.policy, run.run_id, tags.get(REQUESTED_BY_TAG), launch)
     refuse_unsigned(
         deciding.catalog,
         run,
@@ -250,23 +251,26 @@ def _tick(instance: dg.DagsterInstance, run: dg.DagsterRun, kind: Any, name_tag:
     return tick if tick is not None and tick.instigator_type == kind and tick.instigator_name == name else None
 
 
-def _scheduled(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
-    """Whether a tick of the schedule the run names launched it: one the daemon is evaluating now,
-    for the time the run says it was scheduled for."""
-    tick = _tick(instance, run, InstigatorType.SCHEDULE, SCHEDULE_NAME_TAG)
-    return (
-        tick is not None
-        and tick.status == TickStatus.STARTED
-        and run.tags.get(SCHEDULED_EXECUTION_TIME_TAG) == _scheduled_for(tick.timestamp)
-    )
+def _daemon_launch(instance: dg.DagsterInstance, run: dg.DagsterRun) -> DaemonLaunch | None:
+    """What of the daemon launched the run, when the instance holds the tick that did: a tick of the
+    schedule the run names, in progress, for the time the run says it was scheduled for; or a tick of
+    the sensor it names (an automation condition's sensor too) that reserved the run's id."""
+    schedule = _tick(instance, run, InstigatorType.SCHEDULE, SCHEDULE_NAME_TAG)
+    if (
+        schedule is not None
+        and schedule.status == TickStatus.STARTED
+        and run.tags.get(SCHEDULED_EXECUTION_TIME_TAG) == _scheduled_for(schedule.timestamp)
+    ):
+        return DaemonLaunch("a schedule", "schedule", f"schedule {schedule.instigator_name}")
+    sensor = _tick(instance, run, InstigatorType.SENSOR, SENSOR_NAME_TAG)
+    if sensor is None or run.run_id not in (sensor.tick_data.reserved_run_ids or ()):
+        return None
+    via = f"sensor {sensor.instigator_name}"
+    if run.tags.get(AUTOMATION_CONDITION_TAG) == "true":
+        return DaemonLaunch("an automation condition", "automation", via)
+    return DaemonLaunch("a sensor", "sensor", via)
 
 
 def _scheduled_for(timestamp: float) -> str:
     """A tick's time as the daemon tags the runs it schedules."""
     return datetime.fromtimestamp(timestamp, UTC).isoformat()
-
-
-def _sensed(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
-    """Whether a tick of the sensor the run names launched it: one that reserved the run's id."""
-    tick = _tick(instance, run, InstigatorType.SENSOR, SENSOR_NAME_TAG)
-    return tick is not None and run.run_id in (tick.tick_data.reserved_run_ids or ())

@@ -35,11 +35,11 @@ def maintain_ledger(context: dg.OpExecutionContext, custody: CustodyResource) ->
     return dg.Output(
         None,
         metadata={
-            "rolled_over_entries": report.rollover.entries,
-            "new_segments": dg.MetadataValue.json(report.rollover.segments),
-            "aged_off_entries": aged.get("entries", 0),
-            "aged_off_segments": dg.MetadataValue.json(aged.get("segments", [])),
-            "ledger_begins_after": aged.get("horizon"),
+            "custody/rolled_over_entries": report.rollover.entries,
+            "custody/new_segments": dg.MetadataValue.json(report.rollover.segments),
+            "custody/aged_off_entries": aged.get("entries", 0),
+            "custody/aged_off_segments": dg.MetadataValue.json(aged.get("segments", [])),
+            "custody/ledger_begins_after": aged.get("horizon"),
         },
     )
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from assets.dagster_internals import PARTITION_NAME_TAG
-from assets.factory import materialize_result
+from assets.factory import VERSION_NUMBER, materialize_result
 
 if TYPE_CHECKING:
     from governance.catalog import Catalog
@@ -48,7 +48,9 @@ def record_committed_versions(catalog: Catalog, instance: dg.DagsterInstance) ->
 
 def _reported_number(entry: dg.EventLogEntry | None) -> int:
     materialization = entry.asset_materialization if entry else None
-    version = materialization.metadata.get("version") if materialization else None
+    metadata = materialization.metadata if materialization else {}
+    # Materializations recorded before the key had Custody's prefix say it as "version".
+    version = metadata.get(VERSION_NUMBER, metadata.get("version"))
     return version.value if isinstance(version, dg.IntMetadataValue) and version.value is not None else 0
 
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 SENSOR = "custody_dropzone"
 FEEDS_SENSOR = "custody_feeds"
+AUTOMATION_SENSOR = "custody_automation"
 FEEDS_EVERY_SECONDS = 60
 # A feed's counts (downloads, failures, last download) reach its asset at most this often.
 HEALTH_EVERY = timedelta(minutes=15)
@@ -80,6 +81,22 @@ def dropzone_sensor(
             yield dg.SkipReason("; ".join([*skipped, refused]))
 
     return custody_dropzone
+
+
+def automation_sensor(specs: SpecSet, *, every_seconds: int) -> dg.AutomationConditionSensorDefinition | None:
+    """None when no spec declares its automation. Running by default: an owner who declares
+    automation means it to run; the daemon's service account still needs the asset's roles."""
+    automated = [dg.AssetKey([spec.key.domain, spec.key.name]) for spec in specs if spec.body.automation]
+    if not automated:
+        return None
+    return dg.AutomationConditionSensorDefinition(
+        AUTOMATION_SENSOR,
+        target=automated,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=every_seconds,
+        description="Materializes the assets whose spec declares `automation` when their condition holds, "
+        "as the directory's service account Dagster's daemon runs as (the os_users setting maps it).",
+    )
 
 
 def run_request(batch: "ReadyBatch", partition: str | None) -> dg.RunRequest:

@@ -40,6 +40,7 @@ URI = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://(.*)")
 # How a policy switch may be spelled; it is pinned as on or off.
 ON, OFF = ("on", "true", "1", "yes"), ("off", "false", "0", "no")
 DROPZONE_SENSOR_SECONDS = 30
+AUTOMATION_SECONDS = 30
 LAKE = "CUSTODY_LAKE"
 # The Custody service the CLI asks instead of the catalog and the lake, when set.
 SERVICE_URL_VARIABLE = "CUSTODY_URL"
@@ -78,6 +79,8 @@ class Settings:
     dropzone_sensor: bool = True
     # How often the DropZone sensor looks for ready batches.
     dropzone_sensor_seconds: int = DROPZONE_SENSOR_SECONDS
+    # How often the custody_automation sensor evaluates the specs' automation conditions.
+    automation_seconds: int = AUTOMATION_SECONDS
     transform_packages: tuple[str, ...] = DEFAULT_TRANSFORM_PACKAGES
     # CUSTODY_SPARK_CONF as given: a file's path or KEY=VALUE pairs, read when Spark starts.
     spark_conf: str = ""
@@ -141,6 +144,7 @@ class Settings:
             dropzone_sensor=_on_off(env, "CUSTODY_DROPZONE_SENSOR", default=True),
             dropzone_sensor_seconds=env_count(env, "CUSTODY_DROPZONE_SENSOR_SECONDS", "seconds")
             or DROPZONE_SENSOR_SECONDS,
+            automation_seconds=env_count(env, "CUSTODY_AUTOMATION_SECONDS", "seconds") or AUTOMATION_SECONDS,
             transform_packages=_packages(env, "CUSTODY_TRANSFORM_PACKAGES") or DEFAULT_TRANSFORM_PACKAGES,
             spark_conf=env.get("CUSTODY_SPARK_CONF") or "",
             feeds_store_url=env.get("CUSTODY_FEEDS_STORE") or "",

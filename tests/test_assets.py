@@ -88,10 +88,10 @@ def test_a_materialization_records_version_rows_path_and_data_version(
     event = result.get_asset_materialization_events()[0].materialization
     version = catalog.latest(PRODUCTS)
     assert event.metadata["custody/version"].value == "sales/products@1"
-    assert event.metadata["version"].value == 1
-    assert event.metadata["rows_landed"].value == version.rows == 4
-    assert event.metadata["rows_quarantined"].value == 0
-    assert event.metadata["path"].value == version.path
+    assert event.metadata["custody/version_number"].value == 1
+    assert event.metadata["custody/rows_landed"].value == version.rows == 4
+    assert event.metadata["custody/rows_quarantined"].value == 0
+    assert event.metadata["custody/path"].value == version.path
     assert event.tags["dagster/data_version"] == version.data_version
     assert event.metadata["dagster/table_name"].value == "custody.sales.products"
     assert "VERSION AS OF 'custody-v1'" in event.metadata["custody/table_snapshot"].value
@@ -175,7 +175,7 @@ def test_a_validation_failure_is_not_retried(demo_specs, resources, instance, ca
 def test_provenance_command_is_shown_for_each_version(demo_specs, resources, instance, catalog, demo_round):
     result = run(demo_specs, resources, instance, [PRODUCTS], batch_config(PRODUCTS, demo_round.products_batch))
     event = result.get_asset_materialization_events()[0].materialization
-    assert "custody provenance sales/products@1" in event.metadata["provenance"].value
+    assert "custody provenance sales/products@1" in event.metadata["custody/provenance"].value
     assert catalog.version(VersionRef(PRODUCTS, 1)).requested_by == "bob"
 
 
@@ -199,9 +199,9 @@ def test_dagster_input_data_versions_agree_with_the_pinned_versions(
     assert dagster_says == {ref: v.data_version for ref, v in pinned.items()}
     assert event.tags["dagster/data_version"] == joined.data_version
     assert event.metadata["custody/version"].value == "sales/names_and_products@1"
-    assert event.metadata["input_versions"].value == {"sales/clients": 2, "sales/products": 1}
-    assert event.metadata["label_from"].value == "sales/clients@2"
-    assert "custody provenance sales/names_and_products@1" in event.metadata["provenance"].value
+    assert event.metadata["custody/input_versions"].value == {"sales/clients": 2, "sales/products": 1}
+    assert event.metadata["custody/label_from"].value == "sales/clients@2"
+    assert "custody provenance sales/names_and_products@1" in event.metadata["custody/provenance"].value
 
 
 def staleness(instance, specs_dir):

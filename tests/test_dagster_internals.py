@@ -70,6 +70,7 @@ def test_the_run_tags_dagster_sets_keep_their_names():
     assert internals.RUN_KEY_TAG == "dagster/run_key"
     assert internals.SENSOR_NAME_TAG == "dagster/sensor_name"
     assert internals.PARENT_RUN_ID_TAG == "dagster/parent_run_id"
+    assert internals.AUTOMATION_CONDITION_TAG == "dagster/from_automation_condition"
 
 
 def test_the_events_and_log_records_the_console_and_coordinator_read():

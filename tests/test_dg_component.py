@@ -79,6 +79,25 @@ def test_dg_check_fails_on_a_broken_spec_naming_its_file_line_and_field(tmp_path
     )
 
 
+def test_dg_check_shows_a_spec_s_typo_in_a_few_lines_with_its_line_of_the_spec(tmp_path):
+    specs = tmp_path / "specs"
+    shutil.copytree(DEMO_SPECS, specs)
+    summary = specs / "sales" / "product_summary.yaml"
+    summary.write_text(summary.read_text().replace("zone: integration", "zone: integraton"))
+
+    checked = dg(tmp_path / "home", specs, "check", "defs")
+
+    said = [line for line in (checked.stdout + checked.stderr).splitlines() if "Warning" not in line]
+    where = said.index(f"{summary}:7: zone: must be 'landing' or 'integration', found 'integraton'")
+    assert where < 10
+    assert said[where + 1 : where + 4] == [
+        "    |",
+        "  7 | zone: integraton",
+        "    | ^ must be 'landing' or 'integration', found 'integraton'",
+    ]
+    assert "The above exception" not in checked.stdout + checked.stderr
+
+
 def test_a_broken_spec_still_lets_the_other_assets_load(tmp_path, broken_specs):
     found = listed(tmp_path / "home", broken_specs)
 

@@ -77,7 +77,7 @@ def test_materializing_a_partition_lands_that_hours_batch_as_a_version(
     assert result.success
     [event] = result.asset_materializations_for_node("market__prices")
     assert event.partition == PARTITION
-    assert (event.metadata["label"].value, event.metadata["rows_landed"].value) == ("2026-11-23T14", 3)
+    assert (event.metadata["custody/label"].value, event.metadata["custody/rows_landed"].value) == ("2026-11-23T14", 3)
 
 
 def test_a_partition_whose_hour_has_no_ready_batch_fails_saying_why(feed_specs, resources):

@@ -191,6 +191,84 @@ def test_a_dropzone_sensor_s_tags_on_a_run_its_tick_did_not_reserve_prove_nobody
     refused(instance, run, NOBODY)
 
 
+AUTOMATION = "custody_automation"
+
+
+def automation_tags(instance, run_id: str, sensor: str = AUTOMATION, reserved: bool = True) -> dict[str, str]:
+    """The tags the daemon gives a run its automation condition sensor's tick launched."""
+    made = tick(instance, sensor, InstigatorType.SENSOR, reserved=[run_id if reserved else str(uuid.uuid4())])
+    return {"dagster/sensor_name": sensor, "dagster/tick": made, "dagster/from_automation_condition": "true"}
+
+
+def test_an_automation_condition_s_run_is_for_the_daemon_s_account_verified(instance, cli_env):
+    os_user_is(cli_env, "bob")
+    run_id = str(uuid.uuid4())
+    run = submitted(instance, run_id=run_id, writes="sales/product_summary", **automation_tags(instance, run_id))
+    assert decided(instance, run).tags["custody/requested_by"] == "bob"
+    [proof] = entries(instance.run_coordinator.custody.catalog, run_id=run_id, action="authenticate")
+    said = json.loads(proof.details)
+    assert (proof.actor, proof.assurance, said["method"], said["channel"], said["via"]) == (
+        "bob",
+        "verified",
+        "os-user",
+        "automation",
+        f"sensor {AUTOMATION}",
+    )
+    [allowed] = entries(instance.run_coordinator.custody.catalog, run_id=run_id, action="materialize")
+    assert (allowed.actor, json.loads(allowed.details)["result"]) == ("bob", "allowed")
+
+
+def test_an_automation_condition_s_run_is_refused_while_the_daemon_s_account_lacks_the_asset_s_role(instance, cli_env):
+    os_user_is(cli_env, "svc-custody")
+    run_id = str(uuid.uuid4())
+    run = submitted(instance, run_id=run_id, writes="sales/product_summary", **automation_tags(instance, run_id))
+    with pytest.raises(AccessDenied, match="svc-custody"):
+        decided(instance, run)
+    assert instance.get_run_by_id(run_id) is None
+    [denied] = entries(instance.run_coordinator.custody.catalog, run_id=run_id, action="materialize")
+    assert (denied.actor, json.loads(denied.details)["result"]) == ("svc-custody", "denied")
+
+
+def test_another_sensor_s_run_is_for_the_daemon_s_account_on_the_sensor_channel(instance, cli_env):
+    os_user_is(cli_env, "bob")
+    run_id = str(uuid.uuid4())
+    tags = {
+        "dagster/sensor_name": "orders_arrived",
+        "dagster/tick": tick(instance, "orders_arrived", InstigatorType.SENSOR, reserved=[run_id]),
+    }
+    run = submitted(instance, run_id=run_id, writes="sales/product_summary", **tags)
+    assert decided(instance, run).tags["custody/requested_by"] == "bob"
+    [proof] = entries(instance.run_coordinator.custody.catalog, run_id=run_id, action="authenticate")
+    assert (json.loads(proof.details)["channel"], json.loads(proof.details)["via"]) == (
+        "sensor",
+        "sensor orders_arrived",
+    )
+
+
+@pytest.mark.parametrize("forged", ["a tick that did not reserve it", "another sensor's tick", "no tick"])
+def test_an_automation_condition_s_tags_without_the_tick_that_reserved_the_run_prove_nobody(instance, cli_env, forged):
+    os_user_is(cli_env, "bob")
+    run_id = str(uuid.uuid4())
+    tags = automation_tags(instance, run_id, reserved=forged != "a tick that did not reserve it")
+    if forged == "another sensor's tick":
+        tags["dagster/tick"] = tick(instance, "another", InstigatorType.SENSOR, reserved=[run_id])
+    if forged == "no tick":
+        tags["dagster/tick"] = "424242"
+    run = submitted(instance, run_id=run_id, writes="sales/product_summary", **tags)
+    refused(instance, run, NOBODY)
+
+
+def test_an_automation_condition_s_run_naming_another_requester_is_refused_as_acting_as_them(instance, cli_env):
+    os_user_is(cli_env, "bob")
+    run_id = str(uuid.uuid4())
+    tags = {**automation_tags(instance, run_id), "custody/requested_by": "alice"}
+    run = submitted(instance, run_id=run_id, writes="sales/product_summary", **tags)
+    with pytest.raises(AccessDenied, match="an automation condition's runs are for the account its daemon runs as"):
+        decided(instance, run)
+    [act_as] = entries(instance.run_coordinator.custody.catalog, run_id=run_id, action="act-as")
+    assert (act_as.actor, json.loads(act_as.details)["as"]) == ("bob", "alice")
+
+
 def test_a_re_execution_the_daemon_submits_proves_nobody_whoever_its_parent_was_for(instance, cli_env):
     os_user_is(cli_env, "alice")
     tags = {**scheduled_tags(tick(instance, NIGHTLY, InstigatorType.SCHEDULE)), "dagster/parent_run_id": "parent"}

@@ -451,7 +451,7 @@ def test_the_nightly_schedule_runs_the_maintenance_job(cli_env, monkeypatch):
     figures = output.step_output_data.metadata
     # The 31st: the policy settings pinned at the catalog's first use; the 32nd: whom the schedule's
     # tick launched the run for, recorded as it was submitted.
-    assert figures["rolled_over_entries"].value == 32 and figures["aged_off_entries"].value == 32
+    assert figures["custody/rolled_over_entries"].value == 32 and figures["custody/aged_off_entries"].value == 32
     with catalog.session() as session:
         [recorded] = ledger.entries(session, ledger.LedgerFilter(action="ledger.aged_off"))
     assert (recorded.run_id, recorded.actor, recorded.assurance) == (result.run_id, getpass.getuser(), "verified")

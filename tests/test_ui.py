@@ -93,8 +93,8 @@ def test_the_ui_shows_specs_as_assets_and_cli_runs_with_their_versions(on_queued
     assert products["description"] == "The product catalogue with prices, delivered as CSV."
     metadata = {e["label"]: e for e in products["assetMaterializations"][0]["metadataEntries"]}
     assert metadata["custody/version"]["text"] == "sales/products@1"
-    assert metadata["rows_landed"]["intValue"] == 4 and metadata["rows_quarantined"]["intValue"] == 0
-    assert metadata["path"]["path"].endswith("landing/sales/products/v=1")
+    assert metadata["custody/rows_landed"]["intValue"] == 4 and metadata["custody/rows_quarantined"]["intValue"] == 0
+    assert metadata["custody/path"]["path"].endswith("landing/sales/products/v=1")
     runs = [r for r in graphql(queued.served, RUNS_QUERY)["runsOrError"]["results"] if r["runId"] not in before]
     assert [r["status"] for r in runs] == ["SUCCESS"]
     assert {"key": "custody/requested_by", "value": "bob"} in runs[0]["tags"]

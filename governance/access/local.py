@@ -39,7 +39,14 @@ class LocalUser:
         return Identity(self.user, Assurance.VERIFIED, OS_USER, channel, self.origin)
 
 
-SCHEDULE_CHANNEL = "schedule"
+@dataclass(frozen=True)
+class DaemonLaunch:
+    """What of Dagster's daemon launched a run (`kind`: a schedule, a sensor, an automation
+    condition), the channel the ledger names, and which one (`via`: `schedule NAME`, `sensor NAME`)."""
+
+    kind: str
+    channel: str
+    via: str
 
 
 def local_user(os_users: Mapping[str, str]) -> LocalUser:
@@ -75,21 +82,24 @@ def refuse_acting_as(
     raise AccessDenied(f"denied: {reason}")
 
 
-def scheduled(catalog: Catalog, policy: Policy, run_id: str, tagged: str | None, schedule: str) -> Identity:
-    """Who a run a tick of `schedule` launched is for: the directory's service account that the OS
-    user running Dagster's daemon maps to (`os_users`), verified so, recorded as an `authenticate`
-    entry of the run. A requester tag may only name that account: a schedule acts for nobody else."""
+def daemon_launched(
+    catalog: Catalog, policy: Policy, run_id: str, tagged: str | None, launch: DaemonLaunch
+) -> Identity:
+    """Who a run a tick of Dagster's daemon launched is for: the directory's service account that the
+    OS user running the daemon maps to (`os_users`), verified so, recorded as an `authenticate` entry
+    of the run. A requester tag may only name that account: a schedule, a sensor or an automation
+    condition acts for nobody else."""
     local = local_user(policy.os_users)
     if tagged and tagged != local.user:
-        why = "is refused: a schedule's runs are for the account its daemon runs as"
-        refuse_acting_as(catalog, policy, local, tagged, SCHEDULE_CHANNEL, run_id, why)
-    identity = local.identity(SCHEDULE_CHANNEL)
+        why = f"is refused: {launch.kind}'s runs are for the account its daemon runs as"
+        refuse_acting_as(catalog, policy, local, tagged, launch.channel, run_id, why)
+    identity = local.identity(launch.channel)
     reason = (
         f"{local.os_user} runs Dagster's daemon, which is {local.user} in the directory: "
-        f"a tick of schedule {schedule} launched the run"
+        f"a tick of {launch.via} launched the run"
     )
     decision = Decision(identity, Verb.AUTHENTICATE, None, True, reason, directory=policy.source or None)
-    record(catalog, decision, run_id, details={"via": f"schedule {schedule}"})
+    record(catalog, decision, run_id, details={"via": launch.via})
     return identity
 
 

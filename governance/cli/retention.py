@@ -165,11 +165,9 @@ def repair(
     uses, fail runs whose process is gone, record in Dagster the versions such runs committed, and join other
     tools' reads of versions committed since they were reported (saying which versions reads still wait for)."""
     settings = load_settings()
-    from assets.launch import instance_for
-    from assets.reconcile import record_committed_versions
-    from assets.runs import fail_runs_of_gone_processes
     from governance.feeds.tend import remove_abandoned_work
     from governance.lake import open_lake
+    from governance.orchestration import orchestrator
     from governance.repair import repair as repair_lake
 
     report = repair_lake(
@@ -177,16 +175,15 @@ def repair(
     )
     left = remove_abandoned_work(settings.feeds_workspace / "consolidating", Lake(settings.lake))
     report.removed.extend(str(path) for path in left)
-    instance = instance_for(settings)
-    gone_runs = fail_runs_of_gone_processes(settings, instance)
-    told = record_committed_versions(open_catalog(settings), instance)
+    repaired = orchestrator().repair(settings, open_catalog(settings))
+    gone_runs, told = repaired.failed, repaired.recorded
     joined, waiting, unjoined = _join_waiting_reads(settings)
     if as_json:
         emit_json(
             {
                 **asdict(report),
                 "failed_runs": [run.run_id for run in gone_runs],
-                "recorded_in_dagster": [{"version": done.ref, "run_id": done.run_id} for done in told],
+                "recorded_in_dagster": [{"version": done.version, "run_id": done.run_id} for done in told],
                 "joined_reads": [{"run_id": read.run_id, "version": read.ref} for read in joined],
                 "waiting_reads": [{"version": wait.ref, "runs": wait.runs} for wait in waiting],
                 "reads_not_joined": unjoined,
@@ -206,9 +203,9 @@ def repair(
             for item in items:
                 console.print(f"{label}: {item}", markup=False)
         for run in gone_runs:
-            console.print(f"marked failed: {run}", markup=False)
+            console.print(f"marked failed: {run.said}", markup=False)
         for done in told:
-            console.print(f"recorded in Dagster: {done}", markup=False)
+            console.print(f"recorded in Dagster: {done.said}", markup=False)
         for read in joined:
             console.print(f"joined: run {read.run_id}'s read of {read.ref}", markup=False)
         if unjoined is not None:

@@ -115,14 +115,14 @@ def _run(
     ingest_config=None,
     password: str | None = None,
 ) -> None:
-    # The Dagster code location is loaded only by the commands that run assets.
-    from assets.launch import launch
+    # The orchestrator (Dagster's code location) is loaded only by the commands that run assets.
+    from governance.orchestration import orchestrator
 
     require_java()
     run_id = str(uuid.uuid4())
     # The identity is established here, for this run id; the run's own access check finds it.
     identity = open_custody(settings).identity(requested_by, password, run_id)
-    outcome = launch(
+    outcome = orchestrator().launch(
         settings,
         selection,
         identity.user,

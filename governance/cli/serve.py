@@ -123,18 +123,15 @@ def serve(
         served: ASGIApp | None = None
         runs = None
         if upstream is not None:
-            from assets.api_runs import ApiRuns
+            from governance.orchestration import orchestrator
 
-            served, runs = upstream, ApiRuns(settings, upstream, ui_keys)
+            served, runs = upstream, orchestrator().runs(settings, upstream, ui_keys)
         elif ui:
-            from assets.api_runs import ApiRuns
-            from assets.ui import dagster_daemon, dagster_ui
+            from governance.orchestration import orchestrator
 
             os.environ.setdefault("DAGSTER_HOME", str(settings.dagster_home))
-            if daemon:
-                stack.enter_context(dagster_daemon(settings, workspace))
-            in_process = stack.enter_context(dagster_ui(settings, workspace))
-            served, runs = in_process, ApiRuns(settings, in_process)
+            in_process = stack.enter_context(orchestrator().ui(settings, workspace, daemon=daemon))
+            served, runs = in_process, orchestrator().runs(settings, in_process)
         bound = listening.getsockname()[1]
         fronted = f"; the UI of {upstream.url}" if upstream is not None else ""
         typer.echo(f"Custody serves on http://{host}:{bound} (sign in at /login{fronted})")

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+from governance.errors import SpecError, SpecProblem
 
 SHOWN_CHARS = 60
 
@@ -126,3 +129,33 @@ def _found(value: Any) -> str:
         shown = value if len(value) <= SHOWN_CHARS else value[: SHOWN_CHARS - 1] + "…"
         return repr(shown) if value else "an empty value"
     return str(value)
+
+
+def code_frame(problem: SpecProblem) -> str:
+    """A problem as Dagster shows one in a `defs.yaml`: where it is, then its line of the spec, marked."""
+    said = str(problem)
+    lines = _lines(problem.file) if problem.line else []
+    if not problem.line or problem.line > len(lines):
+        return said
+    line = lines[problem.line - 1]
+    number = str(problem.line)
+    gutter = " " * len(number)
+    indent = " " * (len(line) - len(line.lstrip()))
+    return "\n".join([said, f"  {gutter} |", f"  {number} | {line}", f"  {gutter} | {indent}^ {problem.message}"])
+
+
+class FramedSpecError(SpecError):
+    """A SpecError whose message shows each problem with its line of the spec."""
+
+    def __init__(self, problems: Sequence[SpecProblem]):
+        super().__init__(problems)
+        count = len(self.problems)
+        head = f"{count} problem{'s' if count != 1 else ''} in asset specs"
+        self.args = ("\n".join([head, *(code_frame(problem) for problem in self.problems)]),)
+
+
+def _lines(file: str) -> list[str]:
+    try:
+        return Path(file).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []

@@ -29,6 +29,7 @@ from governance.errors import InvalidInput, InvalidName, SpecError, SpecProblem,
 from governance.spec import classification
 from governance.spec.cache import SpecCache, cache_file
 from governance.spec.classification import RANK, Classification
+from governance.spec.cron import check_cron
 from governance.spec.messages import error_path, owner_message
 from governance.yamlsource import LocatedYaml, load_located, read_capped
 from governance.zones import AssetKey, check_name
@@ -233,6 +234,34 @@ class Freshness(_Strict):
         return self
 
 
+class Automation(_Strict):
+    """When Dagster's Declarative Automation materializes the asset by itself, as the directory's
+    service account its daemon runs as (which needs the asset's producer role, as anyone does):
+    `on_cron` after each tick of a cron schedule once every input has a version since that tick,
+    `eager` whenever an input gets a new version, `on_missing` once when the asset has none."""
+
+    on_cron: str | None = None
+    eager: Literal[True] | None = None
+    on_missing: Literal[True] | None = None
+
+    @field_validator("on_cron")
+    @classmethod
+    def _cron(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return check_cron(value)
+        except InvalidInput as err:
+            raise ValueError(str(err)) from err
+
+    @model_validator(mode="after")
+    def _one(self) -> Automation:
+        given = [name for name in ("on_cron", "eager", "on_missing") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give one of on_cron, eager or on_missing, not {len(given)}")
+        return self
+
+
 class AssetSpec(_Strict):
     """The body of one spec file."""
 
@@ -253,11 +282,17 @@ class AssetSpec(_Strict):
     # Runs of this asset in progress at once; the queue holds the others back.
     max_concurrent_runs: Annotated[int, Field(ge=1, le=100)] = 1
     freshness: Freshness | None = None
+    automation: Automation | None = None
 
     @model_validator(mode="after")
     def _zone_fields(self) -> AssetSpec:
         problems = []
         if self.zone == "landing":
+            if self.automation and isinstance(self.source, FileSource):
+                problems.append(
+                    "a landing asset of files is ingested batch by batch by the DropZone sensor: "
+                    "automation is for integration assets and database sources"
+                )
             if self.source is None:
                 problems.append("a landing asset needs a source")
             if self.inputs or self.transform or self.version_label_from:
