@@ -13,12 +13,27 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 
-from assets.dagster_internals import LOG_RECORD_METADATA_ATTR, DagsterEvent, DagsterEventType
-from assets.runs import LAUNCHED_FROM_TAG
+import dagster as dg
+
+from assets.dagster_internals import LOG_RECORD_METADATA_ATTR
 
 VERBOSE_ENV = "CUSTODY_VERBOSE"
+# The runs the CLI executes in this process, whose console the CLI keeps itself.
+_EXECUTED_HERE: set[str] = set()
+
+
+@contextmanager
+def executed_here(run_id: str) -> Iterator[None]:
+    """The run is the CLI's, in this process, while the block runs: RunConsole leaves it alone."""
+    _EXECUTED_HERE.add(run_id)
+    try:
+        yield
+    finally:
+        _EXECUTED_HERE.discard(run_id)
 
 
 def say(line: str) -> None:
@@ -31,7 +46,7 @@ def verbose() -> bool:
     return os.environ.get(VERBOSE_ENV) == "1"
 
 
-def step_failure_message(event: DagsterEvent) -> str:
+def step_failure_message(event: dg.DagsterEvent) -> str:
     """What a failed step says: its Failure's description, else its error's message."""
     data = event.step_failure_data
     user = data.user_failure_data
@@ -40,7 +55,7 @@ def step_failure_message(event: DagsterEvent) -> str:
     return data.error.message.strip() if data.error else "failed"
 
 
-def run_failure_reason(event: DagsterEvent) -> str:
+def run_failure_reason(event: dg.DagsterEvent) -> str:
     data = event.job_failure_data
     step = data.first_step_failure_event
     if step is not None:
@@ -60,10 +75,10 @@ class RunConsole(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         meta = getattr(record, LOG_RECORD_METADATA_ATTR, None)
-        if not isinstance(meta, dict) or (meta.get("job_tags") or {}).get(LAUNCHED_FROM_TAG) == "cli":
+        if not isinstance(meta, dict) or meta.get("run_id") in _EXECUTED_HERE:
             return
         event = meta.get("dagster_event")
-        if isinstance(event, DagsterEvent) and event.event_type == DagsterEventType.RUN_FAILURE:
+        if isinstance(event, dg.DagsterEvent) and event.event_type == dg.DagsterEventType.RUN_FAILURE:
             say(f"run {meta.get('run_id')} failed: {run_failure_reason(event)}")
         if not self.verbose:
             record.levelno = logging.NOTSET

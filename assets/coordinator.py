@@ -9,7 +9,6 @@ decision is recorded in the ledger as the one each step makes again when it star
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
@@ -23,19 +22,12 @@ from assets.dagster_internals import (
     IN_PROGRESS_RUN_STATUSES,
     AssetCheckExecutionsTable,
     ConfigurableClassData,
-    DagsterEvent,
-    DagsterEventType,
     GraphenePythonError,
     RunQueueConfig,
-    RunsFilter,
-    RunsTable,
-    RunTagsTable,
     SerializableErrorInfo,
     SqlEventLogStorage,
-    SqlRunStorage,
     TagConcurrencyLimitsCounter,
     UserFacingGraphQLError,
-    serialize_value,
 )
 from assets.factory import REQUESTED_BY_TAG, channel
 from assets.launchers import (
@@ -48,22 +40,22 @@ from assets.launchers import (
     refuse_unsigned,
     signed_in,
 )
-from assets.runs import PROCESS_TAGS
 from governance.errors import CustodyError, NotFound, NotSignedIn
 from governance.locks import file_lock
-from governance.spec import Spec, SpecSet, load_valid_specs
+from governance.spec import Spec, SpecSet, load_upstream, load_valid_specs
 from governance.zones import AssetKey
 from resources import CustodyResource
 
 ASSET_JOB = "__ASSET_JOB"
 # One tag per asset a run writes and per domain it touches: a run of several assets counts against
-# each of their limits, which one tag with several values could not.
+# each of their limits, which one tag with several values could not. An asset's tag holds its limit.
 WRITES_TAG = "custody/writes/"
 DOMAIN_TAG = "custody/domain/"
 DOMAIN_LIMITS = "domain_max_concurrent_runs"
 QUEUE_LOCK = "custody-queue.lock"
 WAIT_SECONDS = 1.0
 REFUSED = "Custody refused this run: "
+WAITING_OR_IN_PROGRESS = [dg.DagsterRunStatus.QUEUED, *IN_PROGRESS_RUN_STATUSES]
 
 
 class Refusal(UserFacingGraphQLError):
@@ -94,8 +86,6 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
     def __init__(self, domain_max_concurrent_runs: Mapping[str, int] | None = None, **kwargs: Any):
         super().__init__(**kwargs)
         self._domain_limits = dict(domain_max_concurrent_runs or {})
-        self._limits_for: tuple[tuple[str, int, int], ...] | None = None
-        self._limits: list[dict[str, Any]] = []
         self._taken = Taken()
 
     @classmethod
@@ -128,9 +118,7 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
 
     def submit_run(self, context: dg.SubmitRunContext) -> dg.DagsterRun:
         if context.dagster_run.status == dg.DagsterRunStatus.NOT_STARTED:
-            # A run submitted here was launched by the webserver or the daemon, never by the CLI; a
-            # re-execution of a CLI run copied its process tags, which would name a process not its own.
-            run = without_tags(self._instance, context.dagster_run, PROCESS_TAGS)
+            run = context.dagster_run
             try:
                 self.admit(run, launched_by(context))
             except CustodyError as err:
@@ -162,7 +150,7 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
         from governance.dropzone import require_ready_batch
         from governance.runs import RunRequest
 
-        specs = self.specs()
+        specs = self.specs(_selected_keys(run))
         writes = written(run, specs)
         checked = [spec for spec in checked_only(run, specs) if spec not in writes]
         catalog = self.custody.catalog
@@ -187,12 +175,19 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
         # hold the run to them.
         return {REQUESTED_BY_TAG: identity.user, **concurrency_tags(writes)}
 
-    def specs(self) -> SpecSet:
-        """The valid specs: the code location shows a broken one as an asset no run can select."""
+    def specs(self, keys: list[AssetKey] | None = None) -> SpecSet:
+        """The valid specs: the code location shows a broken one as an asset no run can select. With
+        `keys`, only theirs and those upstream of them, read from their own files."""
         settings = self.custody.settings()
-        return load_valid_specs(
-            settings.specs, settings.cache_dir, transform_packages=settings.transform_packages
-        ).specs
+        if keys is not None:
+            loaded = load_upstream(
+                settings.specs, keys, settings.cache_dir, transform_packages=settings.transform_packages
+            )
+        else:
+            loaded = load_valid_specs(
+                settings.specs, settings.cache_dir, transform_packages=settings.transform_packages
+            )
+        return loaded.specs
 
     def get_run_queue_config(self) -> RunQueueConfig:
         base = super().get_run_queue_config()
@@ -201,21 +196,19 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
         )
 
     def limits(self) -> list[dict[str, Any]]:
-        """A limit for every asset and for each domain given one. Asked for at every dequeue: the specs
-        are read again only when a spec file changed."""
-        settings = self.custody.settings()
-        stamp = _stamp(settings.specs)
-        if stamp != self._limits_for:
-            specs = self.specs()
-            self._limits = [
-                *({"key": WRITES_TAG + str(spec.key), "limit": spec.body.max_concurrent_runs} for spec in specs),
-                *(
-                    {"key": DOMAIN_TAG + domain, "limit": limit}
-                    for domain, limit in sorted(self._domain_limits.items())
-                ),
-            ]
-            self._limits_for = stamp
-        return self._limits
+        """A limit for every asset a run queued or in progress writes, and for each domain given one.
+        Asked for at every dequeue: each run carries the limit its spec declared when it was
+        admitted, so no spec is read; two runs of an asset admitted under different limits count
+        against the lower one."""
+        lowest: dict[str, int] = {}
+        for run in self._instance.get_runs(filters=dg.RunsFilter(statuses=WAITING_OR_IN_PROGRESS)):
+            for key, value in run.tags.items():
+                if key.startswith(WRITES_TAG) and value.isdigit():
+                    lowest[key] = min(int(value), lowest.get(key, int(value)))
+        return [
+            *({"key": key, "limit": limit} for key, limit in sorted(lowest.items())),
+            *({"key": DOMAIN_TAG + domain, "limit": limit} for domain, limit in sorted(self._domain_limits.items())),
+        ]
 
 
 class _RefusalsSaid(logging.Filter):
@@ -245,24 +238,6 @@ def forget(instance: dg.DagsterInstance, run_id: str) -> None:
             connection.execute(AssetCheckExecutionsTable.delete().where(AssetCheckExecutionsTable.c.run_id == run_id))
 
 
-def without_tags(instance: dg.DagsterInstance, run: dg.DagsterRun, keys: frozenset[str]) -> dg.DagsterRun:
-    """The run with none of the tags `keys` names, in the instance's storage too: Dagster adds or
-    changes tags, it never removes one."""
-    dropped = keys & run.tags.keys()
-    storage = instance.run_storage
-    if not dropped or not isinstance(storage, SqlRunStorage):
-        return run
-    kept = run.with_tags({key: value for key, value in run.tags.items() if key not in dropped})
-    with storage.connect() as connection:
-        connection.execute(
-            RunsTable.update().where(RunsTable.c.run_id == run.run_id).values(run_body=serialize_value(kept))
-        )
-        connection.execute(
-            RunTagsTable.delete().where(RunTagsTable.c.run_id == run.run_id, RunTagsTable.c.key.in_(sorted(dropped)))
-        )
-    return kept
-
-
 def admitted(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dg.DagsterRun:
     """A run created outside the webserver, decided as one submitted to the instance would be."""
     coordinator = instance.run_coordinator
@@ -280,11 +255,11 @@ def start_when_free(instance: dg.DagsterInstance, run: dg.DagsterRun, report: Ca
     waited = False
     while True:
         with file_lock(Path(instance.root_directory) / QUEUE_LOCK):
-            in_progress = instance.get_runs(filters=RunsFilter(statuses=IN_PROGRESS_RUN_STATUSES))
+            in_progress = instance.get_runs(filters=dg.RunsFilter(statuses=IN_PROGRESS_RUN_STATUSES))
             full = 0 <= config.max_concurrent_runs <= len(in_progress)
             if not full and not TagConcurrencyLimitsCounter(config.tag_concurrency_limits, in_progress).is_blocked(run):
-                starting = DagsterEvent(
-                    event_type_value=DagsterEventType.PIPELINE_STARTING.value, job_name=run.job_name
+                starting = dg.DagsterEvent(
+                    event_type_value=dg.DagsterEventType.PIPELINE_STARTING.value, job_name=run.job_name
                 )
                 instance.report_dagster_event(starting, run_id=run.run_id)
                 return
@@ -317,6 +292,14 @@ def named_batch(run: dg.DagsterRun, spec: Spec) -> object:
     return config.get("batch") if isinstance(config, Mapping) else None
 
 
+def _selected_keys(run: dg.DagsterRun) -> list[AssetKey] | None:
+    """The assets a run selects or checks, when it names them; None for a whole asset job."""
+    if run.asset_selection is None and run.asset_check_selection is None:
+        return None if run.job_name == ASSET_JOB else []
+    named = [*(run.asset_selection or ()), *(check.asset_key for check in run.asset_check_selection or ())]
+    return [AssetKey(*key.path) for key in named if len(key.path) == 2]
+
+
 def checked_only(run: dg.DagsterRun, specs: SpecSet) -> list[Spec]:
     return _known((check.asset_key for check in run.asset_check_selection or ()), specs)
 
@@ -328,16 +311,6 @@ def _known(keys: Any, specs: SpecSet) -> list[Spec]:
 
 def concurrency_tags(writes: Sequence[Spec]) -> dict[str, str]:
     return {
-        **{WRITES_TAG + str(spec.key): "1" for spec in writes},
+        **{WRITES_TAG + str(spec.key): str(spec.body.max_concurrent_runs) for spec in writes},
         **{DOMAIN_TAG + spec.key.domain: "1" for spec in writes},
     }
-
-
-def _stamp(root: Path) -> tuple[tuple[str, int, int], ...]:
-    """What changes when any spec file does: names, modification times and sizes."""
-    found = []
-    for folder, _, files in os.walk(root):
-        for name in files:
-            status = os.stat(os.path.join(folder, name))
-            found.append((os.path.join(folder, name), status.st_mtime_ns, status.st_size))
-    return tuple(sorted(found))

@@ -1,6 +1,6 @@
 """Every name from Dagster's private modules (and its webserver's and GraphQL packages') that Custody
 uses, imported here and nowhere else. Dagster's public API has no equivalent for these: the run
-coordinator's queue and its writes to the run storage, serving the webserver's app in Custody's own
+coordinator's queue and its deletion of a refused run's planned checks, serving the webserver's app in Custody's own
 ASGI server, executing a run in the CLI's process, reading Dagster's own log records, and the
 instance's methods that start, stop and reset sensors and schedules.
 
@@ -8,7 +8,7 @@ tests/test_dagster_internals.py holds each name to what Custody relies on (its k
 constants, the parameters Custody passes, the columns it reads), so that a Dagster release that
 moves or changes one fails there, by name, before anything else does.
 
-Each name is imported when it is first asked for (`from assets.dagster_internals import RunsTable`):
+Each name is imported when it is first asked for (`from assets.dagster_internals import AssetGraph`):
 the code location, which needs two run tags, does not load the webserver or the run storage.
 """
 
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from dagster._core.definitions.metadata import RawMetadataValue
     from dagster._core.definitions.reconstruct import ReconstructableRepository
     from dagster._core.definitions.run_request import InstigatorType
-    from dagster._core.events import DagsterEvent, DagsterEventType
     from dagster._core.execution.api import (
         ExecuteRunWithPlanIterable,
         create_execution_plan,
@@ -51,27 +50,14 @@ if TYPE_CHECKING:
     from dagster._core.remote_representation.handle import CompoundID
     from dagster._core.run_coordinator.queued_run_coordinator import RunQueueConfig
     from dagster._core.scheduler.instigation import InstigatorState, TickData, TickStatus
-    from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES, RunsFilter
+    from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES
     from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
     from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
-    from dagster._core.storage.runs.schema import RunsTable, RunTagsTable
-    from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
-    from dagster._core.storage.tags import (
-        AUTOMATION_CONDITION_TAG,
-        BACKFILL_ID_TAG,
-        PARENT_RUN_ID_TAG,
-        PARTITION_NAME_TAG,
-        RUN_KEY_TAG,
-        SCHEDULE_NAME_TAG,
-        SCHEDULED_EXECUTION_TIME_TAG,
-        SENSOR_NAME_TAG,
-        TICK_ID_TAG,
-    )
     from dagster._core.test_utils import freeze_time
     from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
     from dagster._core.workspace.context import WorkspaceProcessContext, WorkspaceRequestContext
     from dagster._core.workspace.load_target import WorkspaceFileTarget
-    from dagster._serdes import ConfigurableClassData, serialize_value
+    from dagster._serdes import ConfigurableClassData
     from dagster._utils.error import SerializableErrorInfo
     from dagster._utils.tags import TagConcurrencyLimitsCounter
     from dagster_graphql.implementation.utils import UserFacingGraphQLError
@@ -79,7 +65,7 @@ if TYPE_CHECKING:
     from dagster_webserver.app import create_app_from_workspace_process_context
     from dagster_webserver.version import __version__ as webserver_version
 
-# Each name, and the module and name it comes from.
+# Each name, and the module and name it comes from; grouped by what has no public equivalent.
 WHERE: dict[str, tuple[str, str]] = {
     # The tests' own: a tick and a backfill as the daemon and the webserver write them; Dagster's
     # freshness evaluation and health model on a frozen clock, and staleness.
@@ -95,80 +81,70 @@ WHERE: dict[str, tuple[str, str]] = {
         "TimeWindowFreshnessPolicyEvaluator",
     ),
     "freeze_time": ("dagster._core.test_utils", "freeze_time"),
-    "AssetCheckExecutionsTable": ("dagster._core.storage.event_log.schema", "AssetCheckExecutionsTable"),
-    "AssetGraph": ("dagster._core.definitions.assets.graph.asset_graph", "AssetGraph"),
-    "BACKFILL_ID_TAG": ("dagster._core.storage.tags", "BACKFILL_ID_TAG"),
     "BulkActionStatus": ("dagster._core.execution.backfill", "BulkActionStatus"),
-    "CompoundID": ("dagster._core.remote_representation.handle", "CompoundID"),
+    "PartitionBackfill": ("dagster._core.execution.backfill", "PartitionBackfill"),
+    "TickData": ("dagster._core.scheduler.instigation", "TickData"),
+    # The run coordinator: a QueuedRunCoordinator subclass takes its config as ConfigurableClassData
+    # and extends the queue's settings (RunQueueConfig) with the limits its runs carry; the CLI's
+    # runs, executed in its process, wait on the same limits with the queue's own counter.
     "ConfigurableClassData": ("dagster._serdes", "ConfigurableClassData"),
-    "DagsterEvent": ("dagster._core.events", "DagsterEvent"),
-    "DagsterEventType": ("dagster._core.events", "DagsterEventType"),
+    "RunQueueConfig": ("dagster._core.run_coordinator.queued_run_coordinator", "RunQueueConfig"),
+    "TagConcurrencyLimitsCounter": ("dagster._utils.tags", "TagConcurrencyLimitsCounter"),
+    "IN_PROGRESS_RUN_STATUSES": ("dagster._core.storage.dagster_run", "IN_PROGRESS_RUN_STATUSES"),
+    # A refused run is deleted; `delete_run` leaves the asset checks its creation planned, which the
+    # event log storage's table alone holds.
+    "AssetCheckExecutionsTable": ("dagster._core.storage.event_log.schema", "AssetCheckExecutionsTable"),
+    "SqlEventLogStorage": ("dagster._core.storage.event_log.sql_event_log", "SqlEventLogStorage"),
+    # A refusal in the UI's own error dialog, without the webserver's stack.
+    "GraphenePythonError": ("dagster_graphql.schema.errors", "GraphenePythonError"),
+    "SerializableErrorInfo": ("dagster._utils.error", "SerializableErrorInfo"),
+    "UserFacingGraphQLError": ("dagster_graphql.implementation.utils", "UserFacingGraphQLError"),
+    # Who launched a run the coordinator decides: the webserver's request, or a tick the daemon holds.
+    "WorkspaceRequestContext": ("dagster._core.workspace.context", "WorkspaceRequestContext"),
+    "InstigatorType": ("dagster._core.definitions.run_request", "InstigatorType"),
+    "TickStatus": ("dagster._core.scheduler.instigation", "TickStatus"),
+    # The CLI's runs, executed in its process on the definitions it built for them, with the origins
+    # of the webserver's runs, so that the UI can re-execute them (`execute_in_process` gives none).
     "ExecuteRunWithPlanIterable": ("dagster._core.execution.api", "ExecuteRunWithPlanIterable"),
     "ExecutionPlan": ("dagster._core.execution.plan.plan", "ExecutionPlan"),
-    "GraphenePythonError": ("dagster_graphql.schema.errors", "GraphenePythonError"),
-    "IN_PROGRESS_RUN_STATUSES": ("dagster._core.storage.dagster_run", "IN_PROGRESS_RUN_STATUSES"),
     "InMemoryJob": ("dagster._core.definitions.job_base", "InMemoryJob"),
-    "InstanceRef": ("dagster._core.instance.ref", "InstanceRef"),
-    "InstigatorState": ("dagster._core.scheduler.instigation", "InstigatorState"),
-    "InstigatorType": ("dagster._core.definitions.run_request", "InstigatorType"),
-    "LOG_RECORD_METADATA_ATTR": ("dagster._core.log_manager", "LOG_RECORD_METADATA_ATTR"),
     "LoadableTargetOrigin": ("dagster._core.types.loadable_target_origin", "LoadableTargetOrigin"),
     "ManagedGrpcPythonEnvCodeLocationOrigin": ("dagster._core.remote_origin", "ManagedGrpcPythonEnvCodeLocationOrigin"),
-    "PartitionBackfill": ("dagster._core.execution.backfill", "PartitionBackfill"),
-    "PARENT_RUN_ID_TAG": ("dagster._core.storage.tags", "PARENT_RUN_ID_TAG"),
-    "PARTITION_NAME_TAG": ("dagster._core.storage.tags", "PARTITION_NAME_TAG"),
     "PlanOrchestrationContextManager": (
         "dagster._core.execution.context_creation_job",
         "PlanOrchestrationContextManager",
     ),
-    "RUN_KEY_TAG": ("dagster._core.storage.tags", "RUN_KEY_TAG"),
-    "AUTOMATION_CONDITION_TAG": ("dagster._core.storage.tags", "AUTOMATION_CONDITION_TAG"),
-    "RawMetadataValue": ("dagster._core.definitions.metadata", "RawMetadataValue"),
     "ReconstructableRepository": ("dagster._core.definitions.reconstruct", "ReconstructableRepository"),
-    "RemoteSchedule": ("dagster._core.remote_representation.external", "RemoteSchedule"),
-    "RemoteSensor": ("dagster._core.remote_representation.external", "RemoteSensor"),
     "RemoteJobOrigin": ("dagster._core.remote_origin", "RemoteJobOrigin"),
     "RemoteRepositoryOrigin": ("dagster._core.remote_origin", "RemoteRepositoryOrigin"),
-    "RunQueueConfig": ("dagster._core.run_coordinator.queued_run_coordinator", "RunQueueConfig"),
-    "RunTagsTable": ("dagster._core.storage.runs.schema", "RunTagsTable"),
-    "RunsFilter": ("dagster._core.storage.dagster_run", "RunsFilter"),
-    "RunsTable": ("dagster._core.storage.runs.schema", "RunsTable"),
-    "SCHEDULE_NAME_TAG": ("dagster._core.storage.tags", "SCHEDULE_NAME_TAG"),
-    "SCHEDULED_EXECUTION_TIME_TAG": ("dagster._core.storage.tags", "SCHEDULED_EXECUTION_TIME_TAG"),
-    "SENSOR_NAME_TAG": ("dagster._core.storage.tags", "SENSOR_NAME_TAG"),
-    "SerializableErrorInfo": ("dagster._utils.error", "SerializableErrorInfo"),
-    "SqlEventLogStorage": ("dagster._core.storage.event_log.sql_event_log", "SqlEventLogStorage"),
-    "SqlRunStorage": ("dagster._core.storage.runs.sql_run_storage", "SqlRunStorage"),
-    "TICK_ID_TAG": ("dagster._core.storage.tags", "TICK_ID_TAG"),
-    "TagConcurrencyLimitsCounter": ("dagster._utils.tags", "TagConcurrencyLimitsCounter"),
-    "TickData": ("dagster._core.scheduler.instigation", "TickData"),
-    "TickStatus": ("dagster._core.scheduler.instigation", "TickStatus"),
-    "UserFacingGraphQLError": ("dagster_graphql.implementation.utils", "UserFacingGraphQLError"),
-    "WorkspaceFileTarget": ("dagster._core.workspace.load_target", "WorkspaceFileTarget"),
-    "WorkspaceProcessContext": ("dagster._core.workspace.context", "WorkspaceProcessContext"),
-    "WorkspaceRequestContext": ("dagster._core.workspace.context", "WorkspaceRequestContext"),
-    "create_app_from_workspace_process_context": ("dagster_webserver.app", "create_app_from_workspace_process_context"),
     "create_execution_plan": ("dagster._core.execution.api", "create_execution_plan"),
     "job_execution_iterator": ("dagster._core.execution.api", "job_execution_iterator"),
     "orchestration_context_event_generator": (
         "dagster._core.execution.context_creation_job",
         "orchestration_context_event_generator",
     ),
-    "serialize_value": ("dagster._serdes", "serialize_value"),
+    # The webserver's app, served in `custody serve`'s own ASGI server behind its login.
+    "WorkspaceFileTarget": ("dagster._core.workspace.load_target", "WorkspaceFileTarget"),
+    "WorkspaceProcessContext": ("dagster._core.workspace.context", "WorkspaceProcessContext"),
+    "create_app_from_workspace_process_context": ("dagster_webserver.app", "create_app_from_workspace_process_context"),
     "webserver_version": ("dagster_webserver.version", "__version__"),
+    # The instance's methods that start, stop and reset sensors and schedules, which Custody's
+    # instance decides: what they are called with.
+    "CompoundID": ("dagster._core.remote_representation.handle", "CompoundID"),
+    "InstanceRef": ("dagster._core.instance.ref", "InstanceRef"),
+    "InstigatorState": ("dagster._core.scheduler.instigation", "InstigatorState"),
+    "RemoteSchedule": ("dagster._core.remote_representation.external", "RemoteSchedule"),
+    "RemoteSensor": ("dagster._core.remote_representation.external", "RemoteSensor"),
+    # A run's record on the console: where Dagster's log records keep its run id and event.
+    "LOG_RECORD_METADATA_ATTR": ("dagster._core.log_manager", "LOG_RECORD_METADATA_ATTR"),
+    # Types only: the graph `Definitions.resolve_asset_graph` returns, and a metadata value as given.
+    "AssetGraph": ("dagster._core.definitions.assets.graph.asset_graph", "AssetGraph"),
+    "RawMetadataValue": ("dagster._core.definitions.metadata", "RawMetadataValue"),
 }
+
 __all__ = [
-    "AUTOMATION_CONDITION_TAG",
-    "BACKFILL_ID_TAG",
     "IN_PROGRESS_RUN_STATUSES",
     "LOG_RECORD_METADATA_ATTR",
-    "PARENT_RUN_ID_TAG",
-    "PARTITION_NAME_TAG",
-    "RUN_KEY_TAG",
-    "SCHEDULED_EXECUTION_TIME_TAG",
-    "SCHEDULE_NAME_TAG",
-    "SENSOR_NAME_TAG",
-    "TICK_ID_TAG",
     "AssetCheckExecutionsTable",
     "AssetFreshnessHealthState",
     "AssetGraph",
@@ -177,8 +153,6 @@ __all__ = [
     "CachingStaleStatusResolver",
     "CompoundID",
     "ConfigurableClassData",
-    "DagsterEvent",
-    "DagsterEventType",
     "ExecuteRunWithPlanIterable",
     "ExecutionPlan",
     "GraphenePythonError",
@@ -198,12 +172,8 @@ __all__ = [
     "RemoteSchedule",
     "RemoteSensor",
     "RunQueueConfig",
-    "RunTagsTable",
-    "RunsFilter",
-    "RunsTable",
     "SerializableErrorInfo",
     "SqlEventLogStorage",
-    "SqlRunStorage",
     "TagConcurrencyLimitsCounter",
     "TickData",
     "TickStatus",
@@ -217,7 +187,6 @@ __all__ = [
     "freeze_time",
     "job_execution_iterator",
     "orchestration_context_event_generator",
-    "serialize_value",
     "webserver_version",
 ]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -51,11 +52,15 @@ def definitions_for(
     automation = automation_sensor(specs, every_seconds=automation_seconds)
     sensors = [sensor for sensor in (dropzone, feeds_sensor(specs), automation) if sensor]
     shown = shown or {}
-    return dg.Definitions(
-        assets=[
+    # Dagster's code references are in beta: it would say so for each asset's link to its spec.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        assets: list[dg.AssetsDefinition | dg.AssetSpec] = [
             *build_assets(specs, pending),
             *(broken_asset(key, problems, shown.get(key)) for key, problems in (broken or {}).items()),
-        ],
+        ]
+    return dg.Definitions(
+        assets=assets,
         jobs=[ledger_maintenance],
         schedules=[nightly_ledger_maintenance],
         sensors=sensors,
@@ -72,7 +77,20 @@ def bound(resource: dg.ConfigurableResource, description: str) -> dg.ResourceDef
     catalog, the ledger, the directory, the policy and Spark are never a Launchpad's to change, and
     the Launchpad flags any config given for them. A Spark setting could run code in the run's
     process (Java options, jars), where the catalog's and the directory's credentials are."""
-    return dg.ResourceDefinition(resource_fn=lambda _: resource, config_schema={}, description=description)
+    return dg.ResourceDefinition(resource_fn=Configured(resource), config_schema={}, description=description)
+
+
+class Configured:
+    """The one object of a resource the environment configures, for every run. Dagster names a
+    resource's type after its function's module and name: here, the resource's own class."""
+
+    def __init__(self, resource: dg.ConfigurableResource):
+        self.resource = resource
+        self.__name__ = type(resource).__name__
+        self.__module__ = type(resource).__module__
+
+    def __call__(self, _: dg.InitResourceContext) -> dg.ConfigurableResource:
+        return self.resource
 
 
 @dg.definitions
@@ -146,7 +164,13 @@ def _few_collections() -> Iterator[None]:
     5.1 s to 4.1 s. The build's own garbage is collected first, so that what is frozen is what the
     process keeps; a build that fails is not frozen. Nothing is frozen either when the collector
     was already held back: within a build under way (the component's, within the defs folder's),
-    or while another thread walks lineage."""
+    or while another thread walks lineage.
+
+    Dagster's own processes freeze too: each loads the code location once and keeps it until it
+    exits (a code server, a run's worker, `dg check`; a reload starts a new code server). A frozen
+    object is still freed when nothing refers to it; only a cycle among frozen objects that later
+    becomes garbage is never collected, so the most a process can keep past its use is what it held
+    when it froze, once: a bound, not a leak that grows with its runs."""
     with few_collections() as outermost:
         if outermost:
             gc.freeze()

@@ -112,7 +112,13 @@ def _asset_spec(spec: Spec, deps: "list[dg.AssetKey] | None" = None, pending: st
         **({PENDING_TAG: "pending"} if pending else {}),
     }
     description = f"**Pending approval:** {pending}\n\n{spec.body.description}" if pending else spec.body.description
-    metadata: dict[str, RawMetadataValue] = {"custody/spec": dg.MetadataValue.path(str(spec.file))}
+    metadata: dict[str, RawMetadataValue] = {
+        "custody/spec": dg.MetadataValue.path(str(spec.file)),
+        # The UI's link to the code: the spec's own file, before the defs.yaml that loads its folder.
+        "dagster/code_references": dg.CodeReferencesMetadataValue(
+            code_references=[dg.LocalFileCodeReference(file_path=str(spec.file.resolve()), line_number=1)]
+        ),
+    }
     if spec.feed:
         metadata["custody/feed"] = dg.MetadataValue.text(f"every {spec.feed.every} from {feed_origin(spec.feed.url)}")
     if spec.reads_database:
@@ -399,7 +405,7 @@ def channel(tags: "Mapping[str, str]") -> dict[str, str]:
     """How a run reached us, for the ledger, when a sensor, an automation condition or a schedule
     launched it (who it is for was established as it was submitted: assets/launchers.py); a run
     launched by a person keeps the channel of the identity established for it (cli, ui, api)."""
-    from assets.dagster_internals import AUTOMATION_CONDITION_TAG, SCHEDULE_NAME_TAG, SENSOR_NAME_TAG
+    from assets.tags import AUTOMATION_CONDITION_TAG, SCHEDULE_NAME_TAG, SENSOR_NAME_TAG
 
     if SENSOR_NAME_TAG in tags:
         automated = tags.get(AUTOMATION_CONDITION_TAG) == "true"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -13,18 +14,27 @@ import dagster as dg
 import yaml
 from sqlalchemy.exc import DBAPIError
 
-from assets.console import step_failure_message
+from assets.console import executed_here, step_failure_message
 from assets.coordinator import admitted, start_when_free
-from assets.dagster_internals import PARTITION_NAME_TAG, AssetGraph, DagsterEvent
+from assets.dagster_internals import AssetGraph
 from assets.definitions import definitions_for
 from assets.factory import PARTITION_FORMAT, REQUESTED_BY_TAG
 from assets.origin import plan_run
-from assets.runs import LAUNCHED_FROM_TAG, fail_runs_of_gone_processes, held_for_run
+from assets.runs import fail_runs_of_gone_processes, held_for_run
+from assets.tags import PARTITION_NAME_TAG
 from governance.config import Settings
-from governance.errors import EnvironmentProblem, InvalidInput, NotFound, SpecError, SpecProblem, error_summary
+from governance.errors import (
+    EnvironmentProblem,
+    InvalidInput,
+    InvalidName,
+    NotFound,
+    SpecError,
+    SpecProblem,
+    error_summary,
+)
 from governance.locks import file_lock
 from governance.runs import RunOutcome, StepFailure
-from governance.spec import SpecSet, load_valid_specs
+from governance.spec import SpecSet, load_upstream, load_valid_specs
 from governance.zones import AssetKey
 
 INSTANCE_YAML = Path(__file__).with_name("dagster.yaml")
@@ -151,8 +161,8 @@ def launch(
         on_progress(f"marked failed: {gone}")
     run_id = run_id or str(uuid.uuid4())
     try:
-        with held_for_run(settings, instance, run_id) as process_tags:
-            tags = {REQUESTED_BY_TAG: requested_by, LAUNCHED_FROM_TAG: "cli", **partition, **process_tags}
+        with held_for_run(settings, instance, run_id), executed_here(run_id):
+            tags = {REQUESTED_BY_TAG: requested_by, **partition}
             planned = plan_run(instance, defs, keys, run_config, tags, run_id)
             start_when_free(instance, admitted(instance, planned.run), on_progress)
             follower = _Follower(instance, run_id, on_progress)
@@ -200,8 +210,15 @@ def selected(
     ingest_config: Mapping[AssetKey, Mapping[str, object]],
 ) -> Selected:
     """The assets `selection` names in the code location the specs make now, each known and
-    loadable; a batch named only for a landing asset."""
-    loaded = load_valid_specs(settings.specs, settings.cache_dir, transform_packages=settings.transform_packages)
+    loadable; a batch named only for a landing asset. A selection of named assets builds only them
+    and what is upstream of them, whatever the number of specs; another selection builds them all."""
+    named = plain_keys(selection) if isinstance(selection, str) else list(selection)
+    if named is None:
+        loaded = load_valid_specs(settings.specs, settings.cache_dir, transform_packages=settings.transform_packages)
+    else:
+        loaded = load_upstream(
+            settings.specs, named, settings.cache_dir, transform_packages=settings.transform_packages
+        )
     defs = definitions_for(loaded.specs, broken=loaded.broken)
     graph = defs.resolve_asset_graph()
     if isinstance(selection, str):
@@ -214,6 +231,22 @@ def selected(
     config, partition = _feed_hour(settings, loaded.specs, ingest_config)
     ops = {"__".join(asset_key(k).path): {"config": dict(cfg)} for k, cfg in config.items()}
     return Selected(defs, keys, {"ops": ops} if ops else {}, partition)
+
+
+# `key:sales/clients`, or several such terms joined by `or`: assets named, with no wildcard.
+NAMED_KEY = r'key:"?([a-z][a-z0-9_]*/[a-z][a-z0-9_]*)"?'
+NAMED_KEYS = re.compile(rf"\s*{NAMED_KEY}(\s+or\s+{NAMED_KEY})*\s*")
+
+
+def plain_keys(selection: str) -> list[AssetKey] | None:
+    """The assets a selection names one by one (`key:sales/clients or key:sales/products`); None
+    for any other selection, which only the whole asset graph resolves."""
+    if NAMED_KEYS.fullmatch(selection) is None:
+        return None
+    try:
+        return [AssetKey.parse(found) for found in re.findall(NAMED_KEY, selection)]
+    except InvalidName:
+        return None
 
 
 def _check_known(graph: AssetGraph, keys: Sequence[dg.AssetKey]) -> None:
@@ -278,7 +311,7 @@ def run_outcome(instance: dg.DagsterInstance, run_id: str) -> RunOutcome:
     return RunOutcome(run_id, bool(run and run.is_success), tuple(versions), tuple(failures))
 
 
-def _failure(event: DagsterEvent) -> StepFailure:
+def _failure(event: dg.DagsterEvent) -> StepFailure:
     user = event.step_failure_data.user_failure_data
     metadata = user.metadata if user else {}
     code = metadata.get("custody/exit_code")

@@ -28,6 +28,12 @@ from typing import Any, NoReturn
 import dagster as dg
 
 from assets.dagster_internals import (
+    InstigatorType,
+    TickStatus,
+    WorkspaceRequestContext,
+)
+from assets.factory import BATCH_TAG, REQUESTED_BY_TAG
+from assets.tags import (
     AUTOMATION_CONDITION_TAG,
     BACKFILL_ID_TAG,
     PARENT_RUN_ID_TAG,
@@ -35,11 +41,7 @@ from assets.dagster_internals import (
     SCHEDULED_EXECUTION_TIME_TAG,
     SENSOR_NAME_TAG,
     TICK_ID_TAG,
-    InstigatorType,
-    TickStatus,
-    WorkspaceRequestContext,
 )
-from assets.factory import BATCH_TAG, REQUESTED_BY_TAG
 from governance.access.guard import ANONYMOUS, enforce, launcher_of, record, run_identity
 from governance.access.local import DaemonLaunch
 from governance.access.policy import Decision, Identity, Policy, Verb

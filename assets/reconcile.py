@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from assets.dagster_internals import PARTITION_NAME_TAG
 from assets.factory import VERSION_NUMBER, materialize_result
+from assets.tags import PARTITION_NAME_TAG
 
 if TYPE_CHECKING:
     from governance.catalog import Catalog

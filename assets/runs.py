@@ -28,11 +28,6 @@ from governance.config import Settings
 from governance.locks import take_if_free
 
 LEFT_AFTER_SECONDS = 60
-LAUNCHED_FROM_TAG = "custody/launched_from"
-HOST_TAG = "custody/host"
-PID_TAG = "custody/pid"
-# What a CLI run says of the process that runs it; true of no run the webserver or daemon starts.
-PROCESS_TAGS = frozenset({LAUNCHED_FROM_TAG, HOST_TAG, PID_TAG})
 
 
 @dataclass(frozen=True)
@@ -58,17 +53,18 @@ def locks_dir(settings: Settings) -> Path:
 
 
 @contextmanager
-def held_for_run(settings: Settings, instance: dg.DagsterInstance, run_id: str) -> Iterator[dict[str, str]]:
-    """Hold the run's lock while the run executes; yields the tags that name this process."""
+def held_for_run(settings: Settings, instance: dg.DagsterInstance, run_id: str) -> Iterator[None]:
+    """Hold the run's lock while the run executes."""
     folder = locks_dir(settings)
     folder.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(dir=folder, suffix=".tmp")
     path = folder / f"{run_id}.lock"
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
+        os.write(fd, f"{socket.gethostname()} {os.getpid()}".encode())
         # Renamed only once locked, so a sweep never sees the lock file of a live run unheld.
         os.rename(temporary, path)
-        yield {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
+        yield
         # A run this process could not finish keeps its lock file, for the next sweep to mark failed.
         if _unfinished(instance, run_id) is None:
             path.unlink()
@@ -89,7 +85,7 @@ def fail_runs_of_gone_processes(settings: Settings, instance: dg.DagsterInstance
         try:
             run = _unfinished(instance, path.stem)
             if run is not None:
-                marked.append(_mark_failed(instance, run))
+                marked.append(_mark_failed(instance, run, os.pread(fd, 1024, 0).decode(errors="replace")))
             path.unlink(missing_ok=True)
         finally:
             os.close(fd)
@@ -117,7 +113,9 @@ def _unfinished(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRun | No
     return None if run is None or run.is_finished else run
 
 
-def _mark_failed(instance: dg.DagsterInstance, run: dg.DagsterRun) -> GoneRun:
-    gone = GoneRun(run.run_id, run.tags.get(HOST_TAG, "?"), run.tags.get(PID_TAG, "?"))
+def _mark_failed(instance: dg.DagsterInstance, run: dg.DagsterRun, process: str) -> GoneRun:
+    """`process`: the lock file's `host pid`."""
+    host, _, pid = process.partition(" ")
+    gone = GoneRun(run.run_id, host or "?", pid or "?")
     instance.report_run_failed(run, gone.message)
     return gone

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from assets.dagster_internals import RUN_KEY_TAG, SENSOR_NAME_TAG
 from assets.factory import BATCH_TAG, PARTITION_FORMAT, REQUESTED_BY_TAG
+from assets.tags import RUN_KEY_TAG, SENSOR_NAME_TAG
 from governance.config import DROPZONE_SENSOR_SECONDS
 from governance.spec import Spec, SpecSet
 from resources import CustodyResource

@@ -1,5 +1,5 @@
-"""A lazily started SparkSession, built on dagster-pyspark, with the master from CUSTODY_SPARK_MASTER
-and a deployment's settings from CUSTODY_SPARK_CONF."""
+"""A lazily started SparkSession, with the master from CUSTODY_SPARK_MASTER and a deployment's
+settings from CUSTODY_SPARK_CONF."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dagster_pyspark import LazyPySparkResource
-from dagster_pyspark.resources import spark_session_from_config
-from pydantic import Field
+import dagster as dg
+from pydantic import Field, PrivateAttr
 from pyspark.sql import SparkSession
 
 from governance.config import Settings
@@ -59,38 +58,42 @@ def is_local(master: str) -> bool:
     return master.startswith("local")
 
 
-class SparkResource(LazyPySparkResource):
+class SparkResource(dg.ConfigurableResource):
     """The SparkSession assets run on; started on first use, after checking for Java 17."""
 
     master: str | None = None
     # Set in code only (tests, benchmarks): the code location's Spark takes its settings from the environment.
     spark_config: dict[str, Any] = Field(default_factory=dict)
+    _session: SparkSession | None = PrivateAttr(default=None)
 
     def session(self, log: Callable[[str], None]) -> SparkSession:
         """The session, saying so when it has to be started (that takes seconds)."""
         self._forget_stopped()
-        if self._spark_session is None and SparkSession.getActiveSession() is None:
+        if self._session is None and SparkSession.getActiveSession() is None:
             log(f"starting Spark ({self.master or Settings.from_env().spark_master})")
         return self.spark_session
 
-    def _forget_stopped(self) -> None:
-        """One resource serves every run of its process: a session stopped since is started anew."""
-        if self._spark_session is not None and self._spark_session.sparkContext._jsc is None:
-            self._spark_session = None
-
-    def _init_session(self) -> None:
+    @property
+    def spark_session(self) -> SparkSession:
+        """The session, started on first use (or the process's active one, which Spark hands back)."""
         self._forget_stopped()
-        if self._spark_session is None:
+        if self._session is None:
             require_java()
             settings = Settings.from_env()
             master = self.master or settings.spark_master
             # A deployment's own settings win over those that reach the lake.
             deployment = {**lake_spark_conf(settings), **spark_conf(settings.spark_conf)}
             conf = session_conf(master, self.spark_config, deployment, settings.spark_jars())
-            session = spark_session_from_config(conf)
+            session = SparkSession.builder.config(map={key: str(value) for key, value in conf.items()}).getOrCreate()
             if not is_local(master):
                 ship_code(session, settings)
-            self._spark_session = session
+            self._session = session
+        return self._session
+
+    def _forget_stopped(self) -> None:
+        """One resource serves every run of its process: a session stopped since is started anew."""
+        if self._session is not None and self._session.sparkContext._jsc is None:
+            self._session = None
 
 
 def ship_code(session: SparkSession, settings: Settings) -> None:

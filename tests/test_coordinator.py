@@ -9,6 +9,7 @@ import dagster as dg
 import pytest
 
 from assets.coordinator import CustodyRunCoordinator, concurrency_tags, written
+from assets.origin import remote_origin
 from governance.config import DEFAULT_TRANSFORM_PACKAGES
 from governance.errors import SpecError
 from governance.spec import load_specs
@@ -33,18 +34,6 @@ def queue_limits(config: dict | None = None) -> list[dict]:
         return list(instance.get_concurrency_config().run_queue_config.tag_concurrency_limits)
 
 
-def test_every_asset_may_have_one_run_in_progress_unless_its_spec_says_more(specs_dir):
-    spec = specs_dir / "sales" / "products.yaml"
-    spec.write_text(spec.read_text() + "max_concurrent_runs: 3\n")
-    limits = {limit["key"]: limit["limit"] for limit in queue_limits()}
-    assert limits == {
-        "custody/writes/sales/clients": 1,
-        "custody/writes/sales/products": 3,
-        "custody/writes/sales/names_and_products": 1,
-        "custody/writes/sales/product_summary": 1,
-    }
-
-
 def test_a_domain_share_is_a_limit_on_the_runs_that_write_its_assets(specs_dir):
     limits = queue_limits(
         {"domain_max_concurrent_runs": {"sales": 2}, "tag_concurrency_limits": [{"key": "team", "limit": 4}]}
@@ -53,14 +42,52 @@ def test_a_domain_share_is_a_limit_on_the_runs_that_write_its_assets(specs_dir):
     assert {"key": "team", "limit": 4} in limits
 
 
-def test_a_spec_edit_changes_the_limits_at_the_next_dequeue(specs_dir):
+def test_the_limits_are_those_the_runs_waiting_or_in_progress_carry_reading_no_spec(specs_dir):
     overrides = {"run_coordinator": {**COORDINATOR, "config": {}}}
     with dg.instance_for_test(overrides=overrides) as instance:
         coordinator = instance.run_coordinator
-        assert {"key": "custody/writes/sales/clients", "limit": 1} in coordinator.limits()
-        spec = specs_dir / "sales" / "clients.yaml"
-        spec.write_text(spec.read_text() + "max_concurrent_runs: 2\n")
-        assert {"key": "custody/writes/sales/clients", "limit": 2} in coordinator.limits()
+        assert coordinator.limits() == []
+        instance.add_run(
+            dg.DagsterRun(
+                job_name="__ASSET_JOB",
+                remote_job_origin=remote_origin(),
+                status=dg.DagsterRunStatus.QUEUED,
+                tags={"custody/writes/sales/clients": "2"},
+            )
+        )
+        shutil.rmtree(specs_dir)
+
+        assert coordinator.limits() == [{"key": "custody/writes/sales/clients", "limit": 2}]
+
+
+def test_runs_admitted_under_two_limits_count_against_the_lower(specs_dir):
+    overrides = {"run_coordinator": {**COORDINATOR, "config": {}}}
+    with dg.instance_for_test(overrides=overrides) as instance:
+        for limit, status in (("1", dg.DagsterRunStatus.STARTED), ("3", dg.DagsterRunStatus.QUEUED)):
+            instance.add_run(
+                dg.DagsterRun(
+                    job_name="__ASSET_JOB",
+                    remote_job_origin=remote_origin(),
+                    status=status,
+                    tags={"custody/writes/sales/clients": limit},
+                )
+            )
+        instance.add_run(
+            dg.DagsterRun(
+                job_name="__ASSET_JOB", status=dg.DagsterRunStatus.SUCCESS, tags={"custody/writes/sales/products": "1"}
+            )
+        )
+
+        assert instance.run_coordinator.limits() == [{"key": "custody/writes/sales/clients", "limit": 1}]
+
+
+def test_a_run_carries_the_limit_its_spec_declares(specs_dir):
+    spec = specs_dir / "sales" / "clients.yaml"
+    spec.write_text(spec.read_text() + "max_concurrent_runs: 2\n")
+    specs = load_specs(specs_dir, transform_packages=DEFAULT_TRANSFORM_PACKAGES)
+    run = dg.DagsterRun(job_name="__ASSET_JOB", asset_selection=frozenset({dg.AssetKey(["sales", "clients"])}))
+
+    assert concurrency_tags(written(run, specs))["custody/writes/sales/clients"] == "2"
 
 
 def test_a_run_counts_against_each_asset_it_writes_and_their_domain():

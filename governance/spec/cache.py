@@ -57,13 +57,14 @@ class SpecCache:
         self.used.add(digest)
         self.changed = True
 
-    def save(self) -> None:
-        """Keep only what this load used; write atomically. A home that cannot be written to
-        (read-only deployments) only costs the next load its speed, so that error is not raised."""
-        stale = set(self.entries) - self.used
+    def save(self, *, prune: bool = True) -> None:
+        """Keep only what this load used (everything, without `prune`: a load of a few specs); write
+        atomically. A home that cannot be written to (read-only deployments) only costs the next
+        load its speed, so that error is not raised."""
+        stale = set(self.entries) - self.used if prune else set()
         if self.path is None or not (self.changed or stale):
             return
-        kept = {digest: self.entries[digest] for digest in sorted(self.used)}
+        kept = {digest: self.entries[digest] for digest in sorted(self.used if prune else self.entries)}
         payload = json.dumps({"format": FORMAT, "model": self.model, "specs": kept}, separators=(",", ":"))
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)

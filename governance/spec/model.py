@@ -492,7 +492,49 @@ def folder_stamp(root: Path) -> int:
 def load_valid_specs(root: Path, cache_dir: Path | None = None, *, transform_packages: tuple[str, ...]) -> LoadedSpecs:
     """Like `load_specs`, but one broken spec takes down only its own asset and those downstream."""
     root = Path(root)
-    specs, problems = _collect_cached(root, cache_dir, transform_packages)
+    return _partitioned(root, *_collect_cached(root, cache_dir, transform_packages))
+
+
+def load_upstream(
+    root: Path, keys: Iterable[AssetKey], cache_dir: Path | None = None, *, transform_packages: tuple[str, ...]
+) -> LoadedSpecs:
+    """Like `load_valid_specs`, for the assets `keys` names and every asset upstream of them only,
+    each read from its own file: what a run of a few assets among thousands needs. A key no file
+    declares is left out, for the caller to name as unknown."""
+    root = Path(root)
+    if not root.is_dir():
+        return _partitioned(root, {}, [SpecProblem(str(root), "", "spec folder not found")])
+    model = _model_fingerprint() if cache_dir else None
+    cache = SpecCache.open(cache_file(cache_dir, root) if cache_dir and model else None, model or "")
+    problems: list[SpecProblem] = []
+    specs: dict[AssetKey, Spec] = {}
+    declared: dict[AssetKey, Path] = {}
+    waiting, seen = list(keys), set()
+    while waiting:
+        key = waiting.pop()
+        if key in seen:
+            continue
+        seen.add(key)
+        found = [file for suffix in (".yaml", ".yml") if (file := root / key.domain / f"{key.name}{suffix}").is_file()]
+        if len(found) > 1:
+            twice = f"{key} is declared twice: by {found[0].name} and {found[1].name}; keep one"
+            problems.append(SpecProblem(str(found[1]), "", twice))
+            continue
+        if not found:
+            continue
+        declared[key] = found[0]
+        spec = _load_one(root, found[0], problems, cache)
+        if spec is not None:
+            specs[key] = spec
+            waiting.extend(spec.inputs)
+    # The other specs' entries stay: a partial load prunes nothing from the cache.
+    cache.save(prune=False)
+    problems.extend(_cross_checks(specs, transform_packages, declared))
+    return _partitioned(root, _dependency_order(specs, problems), problems)
+
+
+def _partitioned(root: Path, specs: Mapping[AssetKey, Spec], problems: list[SpecProblem]) -> LoadedSpecs:
+    """The specs valid with every spec upstream of them, apart from the others, each with its problems."""
     by_key: dict[AssetKey, list[SpecProblem]] = {}
     unplaced = []
     for problem in problems:
