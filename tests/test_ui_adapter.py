@@ -14,18 +14,18 @@ from starlette.requests import Request
 from starlette.testclient import TestClient
 
 from assets import launchers
-from assets.dagster_internals import (
+from assets.dagster_internals import WorkspaceProcessContext
+from assets.factory import REQUESTED_BY_TAG
+from assets.launch import instance_for
+from assets.launchers import SignedLaunch, launched_by, refuse_unsigned
+from assets.tags import (
     BACKFILL_ID_TAG,
     PARENT_RUN_ID_TAG,
     SCHEDULE_NAME_TAG,
     SCHEDULED_EXECUTION_TIME_TAG,
     SENSOR_NAME_TAG,
     TICK_ID_TAG,
-    WorkspaceProcessContext,
 )
-from assets.factory import REQUESTED_BY_TAG
-from assets.launch import instance_for
-from assets.launchers import SignedLaunch, launched_by, refuse_unsigned
 from assets.ui import dagster_ui
 from governance.catalog.models import LedgerEntry
 from governance.errors import NotSignedIn
