@@ -87,6 +87,8 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
         super().__init__(**kwargs)
         self._domain_limits = dict(domain_max_concurrent_runs or {})
         self._taken = Taken()
+        # The limits each run queued or in progress carries, by run id.
+        self._limits_of: dict[str, dict[str, int]] = {}
 
     @classmethod
     def config_type(cls) -> dict[str, dg.Field]:
@@ -198,13 +200,20 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
     def limits(self) -> list[dict[str, Any]]:
         """A limit for every asset a run queued or in progress writes, and for each domain given one.
         Asked for at every dequeue: each run carries the limit its spec declared when it was
-        admitted, so no spec is read; two runs of an asset admitted under different limits count
-        against the lower one."""
+        admitted, so no spec is read, and a run's limits, final once it is queued, are read once;
+        two runs of an asset admitted under different limits count against the lower one."""
+        ids = self._instance.get_run_ids(filters=dg.RunsFilter(statuses=WAITING_OR_IN_PROGRESS))
+        unread = [run_id for run_id in ids if run_id not in self._limits_of]
+        if unread:
+            for run in self._instance.get_runs(filters=dg.RunsFilter(run_ids=unread)):
+                self._limits_of[run.run_id] = {
+                    key: int(value) for key, value in run.tags.items() if key.startswith(WRITES_TAG) and value.isdigit()
+                }
+        self._limits_of = {run_id: self._limits_of[run_id] for run_id in ids if run_id in self._limits_of}
         lowest: dict[str, int] = {}
-        for run in self._instance.get_runs(filters=dg.RunsFilter(statuses=WAITING_OR_IN_PROGRESS)):
-            for key, value in run.tags.items():
-                if key.startswith(WRITES_TAG) and value.isdigit():
-                    lowest[key] = min(int(value), lowest.get(key, int(value)))
+        for carried in self._limits_of.values():
+            for key, limit in carried.items():
+                lowest[key] = min(limit, lowest.get(key, limit))
         return [
             *({"key": key, "limit": limit} for key, limit in sorted(lowest.items())),
             *({"key": DOMAIN_TAG + domain, "limit": limit} for domain, limit in sorted(self._domain_limits.items())),

@@ -15,7 +15,7 @@ assets) in a temp folder, then times, each in a fresh subprocess after its impor
             (`governance.checks.checks_for`): what Dagster itself costs for that many checks
   plain_same: the same assets written in plain Dagster: one `@dg.multi_asset` per asset with the
             AssetSpec Custody declares (key, deps, group, description, owners, kinds, tags, code
-            version, the spec's path and column schema as metadata), its checks with their
+            version, the spec's path, its code reference and column schema as metadata), its checks with their
             descriptions, its config schema, retry policy and resource keys, in a dg.Definitions
             with two resources; before timing, each N checks that it agrees with Custody's assets.
             It leaves out what Custody's code location holds besides the assets (the DropZone and
@@ -193,7 +193,12 @@ def build_same(graph: list[dict]):
 
     def same_asset(node: dict):
         key = dg.AssetKey(node["key"])
-        metadata = {"custody/spec": dg.MetadataValue.path(node["file"])}
+        metadata = {
+            "custody/spec": dg.MetadataValue.path(node["file"]),
+            "dagster/code_references": dg.CodeReferencesMetadataValue(
+                code_references=[dg.LocalFileCodeReference(file_path=node["file"], line_number=1)]
+            ),
+        }
         if node["columns"]:
             metadata["dagster/column_schema"] = dg.TableSchema(
                 columns=[
@@ -235,7 +240,7 @@ def build_same(graph: list[dict]):
 
 
 # Not in what an asset declares: where the component was declared, which Dagster adds to each of
-# its assets, and that no owner has applied the spec yet (no catalog has, in these folders), which
+# its assets (after the link to the asset's own spec, which both declare), and that no owner has applied the spec yet (no catalog has, in these folders), which
 # Custody's loads work out and show in a tag and before the description, as a deployment's would.
 ADDED_METADATA = {"dagster/code_references", "dagster/component_origin"}
 PENDING_TAG = "custody/approval"

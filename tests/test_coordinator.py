@@ -114,3 +114,21 @@ def test_a_limit_below_one_is_a_spec_error(specs_dir):
     spec.write_text(spec.read_text() + "max_concurrent_runs: 0\n")
     with pytest.raises(SpecError, match="max_concurrent_runs"):
         load_specs(specs_dir, transform_packages=DEFAULT_TRANSFORM_PACKAGES)
+
+
+def test_a_run_that_ended_no_longer_counts(specs_dir):
+    overrides = {"run_coordinator": {**COORDINATOR, "config": {}}}
+    with dg.instance_for_test(overrides=overrides) as instance:
+        run = instance.add_run(
+            dg.DagsterRun(
+                job_name="__ASSET_JOB",
+                remote_job_origin=remote_origin(),
+                status=dg.DagsterRunStatus.STARTED,
+                tags={"custody/writes/sales/clients": "1"},
+            )
+        )
+        assert instance.run_coordinator.limits() == [{"key": "custody/writes/sales/clients", "limit": 1}]
+
+        instance.report_run_failed(run)
+
+        assert instance.run_coordinator.limits() == []
