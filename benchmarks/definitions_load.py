@@ -413,6 +413,12 @@ def main() -> None:
             f"{r['plain_checked seconds']:>11.3f}{r['plain_same seconds']:>9.3f}{verdict(cold):>13}{verdict(cached):>13}"
             f"{r['cached seconds'] / r['plain seconds']:>14.2f}{r['cached seconds'] / r['plain_checked seconds']:>16.2f}"
         )
+    for n, r in results.items():
+        cold, cached = r["cold cpu"] / r["plain_same cpu"], r["cached cpu"] / r["plain_same cpu"]
+        print(
+            f"N={n}: CPU time, medians: cold {r['cold cpu']:.3f} s, cached {r['cached cpu']:.3f} s, the same assets in "
+            f"plain Dagster {r['plain_same cpu']:.3f} s: cold/same {verdict(cold)}, cached/same {verdict(cached)}"
+        )
     for n, spread in spreads.items():
         print(
             f"N={n}: each repeat's ratio to plain_same: "
@@ -441,6 +447,11 @@ def main() -> None:
                 for kind in ("plain", "plain_same")
             )
             print(f"  plain Dagster's own t({larger})/t(1000), for reference: {reference}")
+            cpu = ", ".join(
+                f"{kind} {results[larger][f'{kind} cpu'] / results[1000][f'{kind} cpu']:.2f}"
+                for kind in ("cold", "cached", "plain_same")
+            )
+            print(f"  in CPU time: {cpu}")
 
 
 if __name__ == "__main__":
