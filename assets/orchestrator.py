@@ -4,7 +4,7 @@ the project's installation names this class as its `custody.orchestrator` entry 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -65,12 +65,10 @@ class DagsterOrchestrator:
     def ui(self, settings: Settings, workspace: Path, *, daemon: bool) -> Iterator[ASGIApp]:
         from assets.ui import dagster_daemon, dagster_ui
 
-        if daemon:
-            with dagster_daemon(settings, workspace), dagster_ui(settings, workspace) as served:
-                yield served
-        else:
-            with dagster_ui(settings, workspace) as served:
-                yield served
+        with ExitStack() as stack:
+            if daemon:
+                stack.enter_context(dagster_daemon(settings, workspace))
+            yield stack.enter_context(dagster_ui(settings, workspace))
 
     def runs(self, settings: Settings, ui: ASGIApp, keys: UiKeys | None = None) -> RunDesk:
         from assets.api_runs import ApiRuns
