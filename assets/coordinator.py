@@ -1,5 +1,8 @@
 """Custody's run coordinator: the policy decides every run as it is submitted, and the queue holds a
-run back while an asset it writes, or its domain, has as many runs in progress as its limit allows.
+run back while its domain has as many runs in progress as its share allows. Each asset is a pool of
+Dagster's own (`pool_of`), whose limit the coordinator sets from the spec as it admits a run: every
+run's step that writes the asset, however and from wherever it was launched, takes a slot of it in
+the instance's storage first.
 
 Dagster creates a run before it submits it; a refused run is deleted again before the refusal is
 raised, so the UI shows the reason at launch and no failed run or red asset is left behind. The
@@ -9,27 +12,25 @@ decision is recorded in the ledger as the one each step makes again when it star
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
 from assets.console import say, verbose
 from assets.dagster_internals import (
-    IN_PROGRESS_RUN_STATUSES,
     AssetCheckExecutionsTable,
     ConfigurableClassData,
     GraphenePythonError,
     RunQueueConfig,
     SerializableErrorInfo,
     SqlEventLogStorage,
-    TagConcurrencyLimitsCounter,
     UserFacingGraphQLError,
+    pool_limit,
+    set_pool_limit,
 )
-from assets.factory import REQUESTED_BY_TAG, channel
+from assets.factory import REQUESTED_BY_TAG, channel, pool_of
 from assets.launchers import (
     Deciding,
     Launcher,
@@ -40,22 +41,17 @@ from assets.launchers import (
     refuse_unsigned,
     signed_in,
 )
-from governance.errors import CustodyError, NotFound, NotSignedIn
-from governance.locks import file_lock
+from governance.errors import CustodyError, EnvironmentProblem, NotFound, NotSignedIn
 from governance.spec import Spec, SpecSet, load_upstream, load_valid_specs
 from governance.zones import AssetKey
 from resources import CustodyResource
 
 ASSET_JOB = "__ASSET_JOB"
-# One tag per asset a run writes and per domain it touches: a run of several assets counts against
-# each of their limits, which one tag with several values could not. An asset's tag holds its limit.
-WRITES_TAG = "custody/writes/"
+# One tag per domain a run writes in: a run of several domains' assets counts against each share,
+# which one tag with several values could not.
 DOMAIN_TAG = "custody/domain/"
 DOMAIN_LIMITS = "domain_max_concurrent_runs"
-QUEUE_LOCK = "custody-queue.lock"
-WAIT_SECONDS = 1.0
 REFUSED = "Custody refused this run: "
-WAITING_OR_IN_PROGRESS = [dg.DagsterRunStatus.QUEUED, *IN_PROGRESS_RUN_STATUSES]
 
 
 class Refusal(UserFacingGraphQLError):
@@ -80,15 +76,14 @@ class RunRefused(Refusal):
 
 
 class CustodyRunCoordinator(dg.QueuedRunCoordinator):
-    """Dagster's queued coordinator, with Custody's decision at submission and concurrency limits
-    from the specs (`max_concurrent_runs`, 1 by default) and by domain (`domain_max_concurrent_runs`)."""
+    """Dagster's queued coordinator, with Custody's decision at submission, each asset's pool limited
+    as its spec says (`max_concurrent_runs`, 1 by default), and a share of runs by domain
+    (`domain_max_concurrent_runs`)."""
 
     def __init__(self, domain_max_concurrent_runs: Mapping[str, int] | None = None, **kwargs: Any):
         super().__init__(**kwargs)
         self._domain_limits = dict(domain_max_concurrent_runs or {})
         self._taken = Taken()
-        # The limits each run queued or in progress carries, by run id.
-        self._limits_of: dict[str, dict[str, int]] = {}
 
     @classmethod
     def config_type(cls) -> dict[str, dg.Field]:
@@ -173,9 +168,10 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
                 require_ready_batch(catalog, self.custody.lake, spec, request, {"at": "submission", **how})
         finally:
             catalog.checkpoint()
+        hold_to_their_limits(self._instance, writes)
         # The tag names whoever the run was decided for: its steps, run by the daemon's workers,
         # hold the run to them.
-        return {REQUESTED_BY_TAG: identity.user, **concurrency_tags(writes)}
+        return {REQUESTED_BY_TAG: identity.user, **domain_tags(writes)}
 
     def specs(self, keys: list[AssetKey] | None = None) -> SpecSet:
         """The valid specs: the code location shows a broken one as an asset no run can select. With
@@ -198,26 +194,8 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
         )
 
     def limits(self) -> list[dict[str, Any]]:
-        """A limit for every asset a run queued or in progress writes, and for each domain given one.
-        Asked for at every dequeue: each run carries the limit its spec declared when it was
-        admitted, so no spec is read, and a run's limits, final once it is queued, are read once;
-        two runs of an asset admitted under different limits count against the lower one."""
-        ids = self._instance.get_run_ids(filters=dg.RunsFilter(statuses=WAITING_OR_IN_PROGRESS))
-        unread = [run_id for run_id in ids if run_id not in self._limits_of]
-        if unread:
-            for run in self._instance.get_runs(filters=dg.RunsFilter(run_ids=unread)):
-                self._limits_of[run.run_id] = {
-                    key: int(value) for key, value in run.tags.items() if key.startswith(WRITES_TAG) and value.isdigit()
-                }
-        self._limits_of = {run_id: self._limits_of[run_id] for run_id in ids if run_id in self._limits_of}
-        lowest: dict[str, int] = {}
-        for carried in self._limits_of.values():
-            for key, limit in carried.items():
-                lowest[key] = min(limit, lowest.get(key, limit))
-        return [
-            *({"key": key, "limit": limit} for key, limit in sorted(lowest.items())),
-            *({"key": DOMAIN_TAG + domain, "limit": limit} for domain, limit in sorted(self._domain_limits.items())),
-        ]
+        """The queue's limit for each domain given a share; an asset's own is its pool's."""
+        return [{"key": DOMAIN_TAG + domain, "limit": limit} for domain, limit in sorted(self._domain_limits.items())]
 
 
 class _RefusalsSaid(logging.Filter):
@@ -253,29 +231,19 @@ def admitted(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dg.DagsterRun:
     return coordinator.admit(run) if isinstance(coordinator, CustodyRunCoordinator) else run
 
 
-def start_when_free(instance: dg.DagsterInstance, run: dg.DagsterRun, report: Callable[[str], None]) -> None:
-    """For a run this process executes instead of the daemon: wait while the instance's limits hold
-    it back, as the queue would, then mark it starting so the queue counts it. The check and the mark
-    are made under one lock, so two processes never both take the last free place."""
-    coordinator = instance.run_coordinator
-    if not isinstance(coordinator, CustodyRunCoordinator):
-        return
-    config = coordinator.get_run_queue_config()
-    waited = False
-    while True:
-        with file_lock(Path(instance.root_directory) / QUEUE_LOCK):
-            in_progress = instance.get_runs(filters=dg.RunsFilter(statuses=IN_PROGRESS_RUN_STATUSES))
-            full = 0 <= config.max_concurrent_runs <= len(in_progress)
-            if not full and not TagConcurrencyLimitsCounter(config.tag_concurrency_limits, in_progress).is_blocked(run):
-                starting = dg.DagsterEvent(
-                    event_type_value=dg.DagsterEventType.PIPELINE_STARTING.value, job_name=run.job_name
-                )
-                instance.report_dagster_event(starting, run_id=run.run_id)
-                return
-        if not waited:
-            report(f"queued: {len(in_progress)} run(s) in progress hold it back (an asset's or domain's limit)")
-            waited = True
-        time.sleep(WAIT_SECONDS)
+def hold_to_their_limits(instance: dg.DagsterInstance, writes: Sequence[Spec]) -> None:
+    """Give each written asset's pool the limit its spec declares now. The pools live in the
+    instance's storage, so the limit holds across processes and hosts: a storage without them would
+    hold nothing, and is refused."""
+    if writes and not instance.event_log_storage.supports_global_concurrency_limits:
+        raise EnvironmentProblem(
+            f"Dagster's storage under {instance.root_directory} has no concurrency pools, which hold each "
+            "asset to its limit: run `dagster instance migrate` with DAGSTER_HOME set to it"
+        )
+    for spec in writes:
+        pool, limit = pool_of(spec.key), spec.body.max_concurrent_runs
+        if pool_limit(instance, pool) != limit:
+            set_pool_limit(instance, pool, limit)
 
 
 def written(run: dg.DagsterRun, specs: SpecSet) -> list[Spec]:
@@ -318,8 +286,5 @@ def _known(keys: Any, specs: SpecSet) -> list[Spec]:
     return [spec for spec in found if spec is not None]
 
 
-def concurrency_tags(writes: Sequence[Spec]) -> dict[str, str]:
-    return {
-        **{WRITES_TAG + str(spec.key): str(spec.body.max_concurrent_runs) for spec in writes},
-        **{DOMAIN_TAG + spec.key.domain: "1" for spec in writes},
-    }
+def domain_tags(writes: Sequence[Spec]) -> dict[str, str]:
+    return {DOMAIN_TAG + spec.key.domain: "1" for spec in writes}

@@ -1,6 +1,6 @@
 """Every name from Dagster's private modules (and its webserver's and GraphQL packages') that Custody
 uses, imported here and nowhere else. Dagster's public API has no equivalent for these: the run
-coordinator's queue and its deletion of a refused run's planned checks, serving the webserver's app in Custody's own
+coordinator's queue, its deletion of a refused run's planned checks and its pools' limits, serving the webserver's app in Custody's own
 ASGI server, executing a run in the CLI's process, reading Dagster's own log records, and the
 instance's methods that start, stop and reset sensors and schedules.
 
@@ -18,6 +18,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from dagster import DagsterInstance
     from dagster._core.definitions.asset_health.asset_freshness_health import AssetFreshnessHealthState
     from dagster._core.definitions.asset_health.asset_health import AssetHealthStatus
     from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
@@ -50,7 +51,6 @@ if TYPE_CHECKING:
     from dagster._core.remote_representation.handle import CompoundID
     from dagster._core.run_coordinator.queued_run_coordinator import RunQueueConfig
     from dagster._core.scheduler.instigation import InstigatorState, TickData, TickStatus
-    from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES
     from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
     from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
     from dagster._core.test_utils import freeze_time
@@ -59,7 +59,6 @@ if TYPE_CHECKING:
     from dagster._core.workspace.load_target import WorkspaceFileTarget
     from dagster._serdes import ConfigurableClassData
     from dagster._utils.error import SerializableErrorInfo
-    from dagster._utils.tags import TagConcurrencyLimitsCounter
     from dagster_graphql.implementation.utils import UserFacingGraphQLError
     from dagster_graphql.schema.errors import GraphenePythonError
     from dagster_webserver.app import create_app_from_workspace_process_context
@@ -85,12 +84,9 @@ WHERE: dict[str, tuple[str, str]] = {
     "PartitionBackfill": ("dagster._core.execution.backfill", "PartitionBackfill"),
     "TickData": ("dagster._core.scheduler.instigation", "TickData"),
     # The run coordinator: a QueuedRunCoordinator subclass takes its config as ConfigurableClassData
-    # and extends the queue's settings (RunQueueConfig) with the limits its runs carry; the CLI's
-    # runs, executed in its process, wait on the same limits with the queue's own counter.
+    # and extends the queue's settings (RunQueueConfig) with the domains' shares.
     "ConfigurableClassData": ("dagster._serdes", "ConfigurableClassData"),
     "RunQueueConfig": ("dagster._core.run_coordinator.queued_run_coordinator", "RunQueueConfig"),
-    "TagConcurrencyLimitsCounter": ("dagster._utils.tags", "TagConcurrencyLimitsCounter"),
-    "IN_PROGRESS_RUN_STATUSES": ("dagster._core.storage.dagster_run", "IN_PROGRESS_RUN_STATUSES"),
     # A refused run is deleted; `delete_run` leaves the asset checks its creation planned, which the
     # event log storage's table alone holds.
     "AssetCheckExecutionsTable": ("dagster._core.storage.event_log.schema", "AssetCheckExecutionsTable"),
@@ -143,7 +139,6 @@ WHERE: dict[str, tuple[str, str]] = {
 }
 
 __all__ = [
-    "IN_PROGRESS_RUN_STATUSES",
     "LOG_RECORD_METADATA_ATTR",
     "AssetCheckExecutionsTable",
     "AssetFreshnessHealthState",
@@ -174,7 +169,6 @@ __all__ = [
     "RunQueueConfig",
     "SerializableErrorInfo",
     "SqlEventLogStorage",
-    "TagConcurrencyLimitsCounter",
     "TickData",
     "TickStatus",
     "TimeWindowFreshnessPolicyEvaluator",
@@ -184,11 +178,35 @@ __all__ = [
     "WorkspaceRequestContext",
     "create_app_from_workspace_process_context",
     "create_execution_plan",
+    "free_pool_slots",
     "freeze_time",
     "job_execution_iterator",
     "orchestration_context_event_generator",
+    "pool_limit",
+    "set_pool_limit",
     "webserver_version",
 ]
+
+
+# Dagster sets a pool's limit from its UI and `dagster instance concurrency set`, both through the
+# event log storage's methods, and frees the slots a finished run still holds from its daemon; the
+# instance has no public method for either. The storage is the instance's public attribute.
+
+
+def pool_limit(instance: DagsterInstance, pool: str) -> int | None:
+    """The pool's limit set in the instance; None when none was."""
+    info = instance.event_log_storage.get_concurrency_info(pool)
+    return None if info.using_default_limit else info.slot_count
+
+
+def set_pool_limit(instance: DagsterInstance, pool: str, limit: int) -> None:
+    instance.event_log_storage.set_concurrency_slots(pool, limit)
+
+
+def free_pool_slots(instance: DagsterInstance, run_id: str) -> None:
+    """Free the slots of a run whose process died holding them."""
+    if instance.event_log_storage.supports_global_concurrency_limits:
+        instance.event_log_storage.free_concurrency_slots_for_run(run_id)
 
 
 if not TYPE_CHECKING:  # type checkers see the imports above, and so catch a name that is not here

@@ -103,6 +103,11 @@ def asset_key(spec: Spec) -> dg.AssetKey:
     return dg.AssetKey([spec.key.domain, spec.key.name])
 
 
+def pool_of(key: "AssetKey") -> str:
+    """The asset's own pool of Dagster's: the steps that write it run at most its limit at once."""
+    return str(key)
+
+
 def _asset_spec(spec: Spec, deps: "list[dg.AssetKey] | None" = None, pending: str | None = None) -> dg.AssetSpec:
     tags = {
         "custody/zone": spec.body.zone,
@@ -177,6 +182,7 @@ def _asset_args(spec: Spec, deps: "list[dg.AssetKey] | None" = None, pending: st
         "required_resource_keys": RESOURCE_KEYS,
         "retry_policy": INGEST_RETRY,
         "partitions_def": feed_partitions(spec) if spec.feed else None,
+        "pool": pool_of(spec.key),
     }
 
 

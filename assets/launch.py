@@ -15,7 +15,7 @@ import yaml
 from sqlalchemy.exc import DBAPIError
 
 from assets.console import executed_here, step_failure_message
-from assets.coordinator import admitted, start_when_free
+from assets.coordinator import admitted
 from assets.dagster_internals import AssetGraph
 from assets.definitions import definitions_for
 from assets.factory import PARTITION_FORMAT, REQUESTED_BY_TAG
@@ -56,11 +56,35 @@ EARLIER_INSTANCE_YAMLS = (
         "python_logs:\n  dagster_handler_config:\n    handlers:\n      custody_console:\n"
         "        class: assets.console.RunConsole\n"
     ),
+    (
+        "# Custody's Dagster instance, written to $CUSTODY_HOME/dagster/dagster.yaml when missing; `make ui`\n"
+        '# and the custody CLI share it. Edit the copy there: the README\'s "The Dagster UI" says what it decides.\n'
+        "telemetry:\n"
+        "  enabled: false\n"
+        "# Sensors and schedules start, stop or reset only as Custody's UI decided it, for an admin.\n"
+        "instance_class:\n"
+        "  module: assets.instance\n"
+        "  class: CustodyInstance\n"
+        "run_coordinator:\n"
+        "  module: assets.coordinator\n"
+        "  class: CustodyRunCoordinator\n"
+        "  config:\n"
+        "    max_concurrent_runs: 10\n"
+        "    dequeue_interval_seconds: 1\n"
+        "# One line on the console for each run that fails; Dagster's own lines only with CUSTODY_VERBOSE=1.\n"
+        "python_logs:\n"
+        "  dagster_handler_config:\n"
+        "    handlers:\n"
+        "      custody_console:\n"
+        "        class: assets.console.RunConsole\n"
+    ),
 )
 # Dagster's own console lines only with --verbose: a failure's one clean message is the CLI's.
 QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 VERBOSE_CONSOLE = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 POLL_SECONDS = 0.5
+# How Dagster's engine says a step waits for a slot of its pool (it repeats it, with "still").
+BLOCKED_BY_POOL = "Step blocked by limit for pool"
 # Made once the instance's storage exists; until then its first opener holds CREATING_LOCK.
 CREATED = ".custody-created"
 CREATING_LOCK = ".custody-creating.lock"
@@ -164,7 +188,7 @@ def launch(
         with held_for_run(settings, instance, run_id), executed_here(run_id):
             tags = {REQUESTED_BY_TAG: requested_by, **partition}
             planned = plan_run(instance, defs, keys, run_config, tags, run_id)
-            start_when_free(instance, admitted(instance, planned.run), on_progress)
+            admitted(instance, planned.run)
             follower = _Follower(instance, run_id, on_progress)
             follower.start()
             try:
@@ -344,8 +368,11 @@ class _Follower(threading.Thread):
             return  # the run's own failure says why its log could not be read
         for entry in entries[self.seen :]:
             step = entry.step_key.replace("__", "/") if entry.step_key else ""
-            if entry.dagster_event is not None and entry.dagster_event.event_type_value == "STEP_START":
+            event = entry.dagster_event
+            if event is not None and event.event_type_value == "STEP_START":
                 self.report(f"{step}: started")
+            elif event is not None and entry.user_message.startswith(BLOCKED_BY_POOL):
+                self.report(f"{step}: waiting: as many runs as its limit allows write it now (pool {step})")
             elif not entry.is_dagster_event and entry.user_message:
                 self.report(f"{step}: {entry.user_message}")
         self.seen = len(entries)

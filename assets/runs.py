@@ -24,6 +24,7 @@ from urllib.parse import quote
 
 import dagster as dg
 
+from assets.dagster_internals import free_pool_slots
 from governance.config import Settings
 from governance.locks import take_if_free
 
@@ -114,8 +115,10 @@ def _unfinished(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRun | No
 
 
 def _mark_failed(instance: dg.DagsterInstance, run: dg.DagsterRun, process: str) -> GoneRun:
-    """`process`: the lock file's `host pid`."""
+    """`process`: the lock file's `host pid`. The slot of the asset's pool its step held is freed:
+    no step of the dead process will."""
     host, _, pid = process.partition(" ")
     gone = GoneRun(run.run_id, host or "?", pid or "?")
     instance.report_run_failed(run, gone.message)
+    free_pool_slots(instance, run.run_id)
     return gone

@@ -16,7 +16,7 @@ assets) in a temp folder, then times, each in a fresh subprocess after its impor
   plain_same: the same assets written in plain Dagster: one `@dg.multi_asset` per asset with the
             AssetSpec Custody declares (key, deps, group, description, owners, kinds, tags, code
             version, the spec's path, its code reference and column schema as metadata), its checks with their
-            descriptions, its config schema, retry policy and resource keys, in a dg.Definitions
+            descriptions, its config schema, retry policy, pool and resource keys, in a dg.Definitions
             with two resources; before timing, each N checks that it agrees with Custody's assets.
             It leaves out what Custody's code location holds besides the assets (the DropZone and
             feeds sensors, the ledger's job and schedule, the resources' descriptions): the ratio
@@ -226,6 +226,7 @@ def build_same(graph: list[dict]):
             required_resource_keys={"custody", "spark"},
             retry_policy=retry,
             config_schema={**ingest, **audit} if node["landing"] else audit,
+            pool="/".join(node["key"]),
         )
         def _asset(context):
             return None
@@ -274,6 +275,7 @@ def _declared(node, assets_def) -> tuple:
         sorted((check.key.name, check.description) for check in assets_def.check_specs),
         sorted(assets_def.op.config_schema.as_field().config_type.fields),
         assets_def.op.retry_policy,
+        assets_def.op.pool,
         assets_def.required_resource_keys,
     )
 

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import dagster as dg
 from pyspark.sql import DataFrame, SparkSession
 from sqlmodel import col, func, select
 
@@ -253,3 +254,13 @@ def expire_newest_token(catalog: Catalog) -> str:
         row.expires_at = datetime.now(UTC) - timedelta(seconds=1)
         session.add(row)
         return row.id
+
+
+def step_times(instance: dg.DagsterInstance, run_id: str) -> tuple[float, float]:
+    """When the run's step writing sales/products started and when it ended."""
+    times = {
+        entry.dagster_event.event_type_value: entry.timestamp
+        for entry in instance.all_logs(run_id)
+        if entry.dagster_event is not None and entry.step_key == "sales__products"
+    }
+    return times["STEP_START"], times["STEP_SUCCESS"]

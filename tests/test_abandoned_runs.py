@@ -112,6 +112,26 @@ def test_repair_marks_failed_the_run_of_a_killed_ingestion(ingestion, instance, 
     assert_marked_gone(instance, ingestion.run_id)
 
 
+def test_repair_frees_the_slot_of_its_asset_s_pool_that_a_killed_ingestion_held(ingestion, instance, capsys):
+    assert holders(instance, "sales/clients", until=[ingestion.run_id]) == [ingestion.run_id]
+    ingestion.kill()
+
+    assert cli(capsys, "repair")[0] == 0
+
+    assert holders(instance, "sales/clients") == []
+
+
+def holders(instance: dg.DagsterInstance, pool: str, until: list[str] | None = None) -> list[str]:
+    """The runs holding a slot of the pool; with `until`, once they are those (a step claims its slot
+    a moment after its run starts)."""
+    deadline = time.monotonic() + 60
+    while True:
+        held = [slot.run_id for slot in instance.event_log_storage.get_concurrency_info(pool).claimed_slots]
+        if until is None or held == until or time.monotonic() > deadline:
+            return held
+        time.sleep(0.1)
+
+
 def test_repair_json_lists_only_the_runs_whose_process_is_gone(ingestion, instance, capsys):
     ingestion.kill()
     killed = instance.get_run_by_id(ingestion.run_id)

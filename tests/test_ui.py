@@ -37,7 +37,7 @@ from tests.dagster_servers import (
     stop,
     token,
 )
-from tests.helpers import recorded, run_proven
+from tests.helpers import recorded, run_proven, step_times
 
 ASSETS_QUERY = """{ assetNodes { assetKey { path } groupName description kinds
   owners { ... on TeamAssetOwner { team } } tags { key value }
@@ -328,9 +328,9 @@ def test_a_ui_launch_and_an_api_request_queue_run_one_after_the_other_and_each_i
     instance = instance_for(on_running)
     done = [finished(instance, run_id, running.daemon) for run_id in launched]
     assert all(r.is_success for r in done) and {r.tags["custody/requested_by"] for r in done} == {"bob"}
-    assert all(r.tags["custody/writes/sales/products"] == "1" and r.tags["custody/domain/sales"] == "1" for r in done)
-    first, second = sorted((instance.get_run_record_by_id(run_id) for run_id in launched), key=lambda r: r.start_time)
-    assert second.start_time >= first.end_time
+    assert all(r.tags["custody/domain/sales"] == "1" for r in done)
+    first, second = sorted(step_times(instance, run_id) for run_id in launched)
+    assert first[1] <= second[0]  # sales/products' pool holds one step at a time
     state = requests.get(f"{api}/runs/{outcome['run_id']}", headers=token(api, "carol"), timeout=30).json()
     assert (state["status"], state["requested_by"], state["versions"]) == ("SUCCESS", "bob", outcome["versions"])
     decisions = [d for d in recorded(action="ingest", since=since) if d["run_id"] in launched]
