@@ -1,8 +1,9 @@
 """Every name from Dagster's private modules (and its webserver's and GraphQL packages') that Custody
 uses, imported here and nowhere else. Dagster's public API has no equivalent for these: the run
-coordinator's queue, its deletion of a refused run's planned checks and its pools' limits, serving the webserver's app in Custody's own
-ASGI server, executing a run in the CLI's process, reading Dagster's own log records, and the
-instance's methods that start, stop and reset sensors and schedules.
+coordinator's queue, its deletion of a refused run's planned checks and its pools' limits, a
+component's translation, serving the webserver's app in Custody's own ASGI server, executing a run
+in the CLI's process, reading Dagster's own log records, and the instance's methods that start, stop
+and reset sensors and schedules.
 
 tests/test_dagster_internals.py holds each name to what Custody relies on (its kind, the values of
 constants, the parameters Custody passes, the columns it reads), so that a Dagster release that
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
     from dagster._core.workspace.load_target import WorkspaceFileTarget
     from dagster._serdes import ConfigurableClassData
     from dagster._utils.error import SerializableErrorInfo
+    from dagster.components.utils.translation import TranslationFn, TranslationFnResolver
     from dagster_graphql.implementation.utils import UserFacingGraphQLError
     from dagster_graphql.schema.errors import GraphenePythonError
     from dagster_webserver.app import create_app_from_workspace_process_context
@@ -119,6 +121,10 @@ WHERE: dict[str, tuple[str, str]] = {
         "dagster._core.execution.context_creation_job",
         "orchestration_context_event_generator",
     ),
+    # A component's `translation:`, resolved as Dagster's integration components (dagster-dbt's,
+    # dagster-sling's) resolve theirs: the package exports neither name.
+    "TranslationFn": ("dagster.components.utils.translation", "TranslationFn"),
+    "TranslationFnResolver": ("dagster.components.utils.translation", "TranslationFnResolver"),
     # The webserver's app, served in `custody serve`'s own ASGI server behind its login.
     "WorkspaceFileTarget": ("dagster._core.workspace.load_target", "WorkspaceFileTarget"),
     "WorkspaceProcessContext": ("dagster._core.workspace.context", "WorkspaceProcessContext"),
@@ -172,6 +178,8 @@ __all__ = [
     "TickData",
     "TickStatus",
     "TimeWindowFreshnessPolicyEvaluator",
+    "TranslationFn",
+    "TranslationFnResolver",
     "UserFacingGraphQLError",
     "WorkspaceFileTarget",
     "WorkspaceProcessContext",

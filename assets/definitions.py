@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import gc
+import os
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -15,12 +16,15 @@ from assets.maintenance import ledger_maintenance, nightly_ledger_maintenance
 from assets.sensors import automation_sensor, dropzone_sensor, feeds_sensor
 from governance.collector import few_collections
 from governance.config import AUTOMATION_SECONDS, DROPZONE_SENSOR_SECONDS, Settings
-from governance.errors import SpecError, SpecProblem
+from governance.errors import CustodyError, SpecError, SpecProblem
 from governance.spec import LoadedSpecs, Spec, SpecSet, load_valid_specs
 from governance.spec.messages import FramedSpecError
 from governance.zones import AssetKey
 from resources import CustodyResource, SparkResource
 
+DEFS_FOLDER = Path(__file__).with_name("defs")
+# Set by `dg check defs` (and `dagster definitions validate`) while it loads the definitions.
+VALIDATING = "DAGSTER_IS_DEFS_VALIDATION_CLI"
 CUSTODY_DESCRIPTION = "Custody's catalog, lake, directory and policy, from the CUSTODY_* environment."
 SPARK_DESCRIPTION = "The Spark session, with the master and settings of CUSTODY_SPARK_MASTER and CUSTODY_SPARK_CONF."
 
@@ -48,22 +52,49 @@ def definitions_for(
     broken: Mapping[AssetKey, tuple[SpecProblem, ...]] | None = None,
     shown: Mapping[AssetKey, Spec] | None = None,
 ) -> dg.Definitions:
-    dropzone = dropzone_sensor(specs, running=sensor_running, every_seconds=sensor_seconds)
-    automation = automation_sensor(specs, every_seconds=automation_seconds)
-    sensors = [sensor for sensor in (dropzone, feeds_sensor(specs), automation) if sensor]
+    """Every spec's asset, with what they share: the code location of one folder, as the CLI builds it."""
+    return dg.Definitions.merge(
+        dg.Definitions(assets=assets_for(specs, pending=pending, broken=broken, shown=shown)),
+        shared_definitions(
+            specs, sensor_running=sensor_running, sensor_seconds=sensor_seconds, automation_seconds=automation_seconds
+        ),
+    )
+
+
+def assets_for(
+    specs: SpecSet,
+    keys: Collection[AssetKey] | None = None,
+    *,
+    pending: Mapping[AssetKey, str] | None = None,
+    broken: Mapping[AssetKey, tuple[SpecProblem, ...]] | None = None,
+    shown: Mapping[AssetKey, Spec] | None = None,
+) -> list[dg.AssetsDefinition | dg.AssetSpec]:
+    """The asset of each valid spec (of `keys` alone, when given) and of each broken one."""
     shown = shown or {}
     # Dagster's code references are in beta: it would say so for each asset's link to its spec.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dg.BetaWarning)
-        assets: list[dg.AssetsDefinition | dg.AssetSpec] = [
-            *build_assets(specs, pending),
+        return [
+            *build_assets(specs, pending, keys),
             *(broken_asset(key, problems, shown.get(key)) for key, problems in (broken or {}).items()),
         ]
+
+
+def shared_definitions(
+    specs: SpecSet,
+    *,
+    sensor_running: bool = True,
+    sensor_seconds: int = DROPZONE_SENSOR_SECONDS,
+    automation_seconds: int = AUTOMATION_SECONDS,
+) -> dg.Definitions:
+    """What every folder's assets share, defined once: the sensors over all the specs, the ledger's
+    job and schedule, the resources and the executor."""
+    dropzone = dropzone_sensor(specs, running=sensor_running, every_seconds=sensor_seconds)
+    automation = automation_sensor(specs, every_seconds=automation_seconds)
     return dg.Definitions(
-        assets=assets,
         jobs=[ledger_maintenance],
         schedules=[nightly_ledger_maintenance],
-        sensors=sensors,
+        sensors=[sensor for sensor in (dropzone, feeds_sensor(specs), automation) if sensor],
         resources={
             "custody": bound(CustodyResource(), CUSTODY_DESCRIPTION),
             "spark": bound(SparkResource(), SPARK_DESCRIPTION),
@@ -95,25 +126,61 @@ class Configured:
 
 @dg.definitions
 def defs() -> dg.Definitions:
-    """The project's defs folder: the Custody component its `defs.yaml` declares (assets.component)."""
-    # Dagster goes over every asset the component built once more, to note where it was declared.
+    """The project's defs folder: the instances of the Custody component its `defs.yaml` files
+    declare (assets.component), which take their assets from one read of the specs, and what those
+    assets share, defined once."""
+    from assets.component import SharedLoad, check_every_domain_shown, declared_in, loading
+
+    settings = Settings.from_env()
     try:
-        with _few_collections():
-            return dg.load_from_defs_folder(path_within_project=Path(__file__).parent)
+        declared = declared_in(DEFS_FOLDER)
+        loaded = load_valid_specs(settings.specs, settings.cache_dir, transform_packages=settings.transform_packages)
+        if os.environ.get(VALIDATING) == "1":
+            refuse_problems(loaded)
+        shared = SharedLoad(
+            settings,
+            loaded,
+            declared,
+            pending=awaiting_approval(settings, loaded.specs),
+            shown=shown_broken(loaded, settings.catalog_url),
+        )
+        check_every_domain_shown(shared)
+        # Dagster goes over every asset the components built once more, to note where each was declared.
+        with _few_collections(), loading(shared):
+            tree = dg.load_from_defs_folder(path_within_project=Path(__file__).parent)
+            return dg.Definitions.merge(tree, shared_definitions_of(settings, loaded.specs))
     except Exception as err:
-        broken = _spec_error(err)
-        if broken is None:
+        found = _custody_error(err)
+        if found is None:
             raise
-        # Raised here, outside the tree of components, a check of the definitions shows the specs'
-        # problems, each with its line, instead of Dagster's wrapping of them and both stacks.
-        raise FramedSpecError(broken.problems) from None
+        # Raised here, outside the tree of components, a check of the definitions shows the problem
+        # (each of a spec's with its line) instead of Dagster's wrapping of it and both stacks.
+        if isinstance(found, SpecError):
+            raise FramedSpecError(found.problems) from None
+        raise found.with_traceback(None) from None
 
 
-def _spec_error(err: BaseException | None) -> SpecError | None:
-    """The SpecError that caused `err`, if one did."""
-    while err is not None and not isinstance(err, SpecError):
+def _custody_error(err: BaseException | None) -> CustodyError | None:
+    """The error of Custody's that caused `err`, if one did."""
+    while err is not None and not isinstance(err, CustodyError):
         err = err.__cause__
     return err
+
+
+def refuse_problems(loaded: LoadedSpecs) -> None:
+    """A check of the definitions fails on any broken spec (SpecError, naming every problem)."""
+    problems = [*loaded.unplaced, *(problem for found in loaded.broken.values() for problem in found)]
+    if problems:
+        raise SpecError(sorted(set(problems), key=str))
+
+
+def shared_definitions_of(settings: Settings, specs: SpecSet) -> dg.Definitions:
+    return shared_definitions(
+        specs,
+        sensor_running=settings.dropzone_sensor,
+        sensor_seconds=settings.dropzone_sensor_seconds,
+        automation_seconds=settings.automation_seconds,
+    )
 
 
 def load_definitions(settings: Settings, specs_dir: Path, *, strict: bool = False) -> dg.Definitions:
@@ -121,20 +188,19 @@ def load_definitions(settings: Settings, specs_dir: Path, *, strict: bool = Fals
     each broken spec as an asset that cannot run, saying why. `strict`: a broken spec fails the
     load instead (SpecError, naming every problem), as a check of the definitions should."""
     loaded = load_valid_specs(specs_dir, settings.cache_dir, transform_packages=settings.transform_packages)
-    problems = [*loaded.unplaced, *(problem for found in loaded.broken.values() for problem in found)]
-    if strict and problems:
-        raise SpecError(sorted(set(problems), key=str))
-    pending = awaiting_approval(settings, loaded.specs)
-    shown = shown_broken(loaded, settings.catalog_url)
+    if strict:
+        refuse_problems(loaded)
     with _few_collections():
-        return definitions_for(
-            loaded.specs,
-            sensor_running=settings.dropzone_sensor,
-            sensor_seconds=settings.dropzone_sensor_seconds,
-            automation_seconds=settings.automation_seconds,
-            pending=pending,
-            broken=loaded.broken,
-            shown=shown,
+        return dg.Definitions.merge(
+            dg.Definitions(
+                assets=assets_for(
+                    loaded.specs,
+                    pending=awaiting_approval(settings, loaded.specs),
+                    broken=loaded.broken,
+                    shown=shown_broken(loaded, settings.catalog_url),
+                )
+            ),
+            shared_definitions_of(settings, loaded.specs),
         )
 
 

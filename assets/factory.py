@@ -8,7 +8,7 @@
 # up front cost about a third more load time at thousands of specs.
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -65,14 +65,18 @@ VERSION_NUMBER = "custody/version_number"
 INVALID_TAG = "custody/spec"
 
 
-def build_assets(specs: SpecSet, pending: "Mapping[AssetKey, str] | None" = None) -> list[dg.AssetsDefinition]:
-    """Every spec as an asset; those `pending` an owner's approval say why in their description."""
+def build_assets(
+    specs: SpecSet, pending: "Mapping[AssetKey, str] | None" = None, keys: "Collection[AssetKey] | None" = None
+) -> list[dg.AssetsDefinition]:
+    """Every spec as an asset (of `keys` alone, when given); those `pending` an owner's approval say
+    why in their description."""
     pending = pending or {}
     return [
         landing_asset(spec, pending.get(spec.key))
         if spec.is_landing
         else integration_asset(spec, specs, pending.get(spec.key))
         for spec in specs
+        if keys is None or spec.key in keys
     ]
 
 

@@ -294,17 +294,22 @@ DG = Path(sys.executable).with_name("dg")
 
 
 @contextmanager
-def dg_dev(settings: Settings, env: Mapping[str, str], log: Path) -> Iterator[tuple[subprocess.Popen, int]]:
-    """`dg dev` in the project, on the home of `settings` and its Dagster instance, with `env` and the
-    DropZone sensor off: Dagster's webserver and daemon, served on their own. What it says goes to `log`."""
+def dg_dev(
+    settings: Settings, env: Mapping[str, str], log: Path, project: Path = ROOT
+) -> Iterator[tuple[subprocess.Popen, int]]:
+    """`dg dev` in the project (or a copy of it, whose modules it then imports), on the home of
+    `settings` and its Dagster instance, with `env` and the DropZone sensor off: Dagster's webserver
+    and daemon, served on their own. What it says goes to `log`."""
     instance_for(settings)
     port = free_port()
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("CUSTODY_", "DAGSTER_"))}
     environ.update(env, DAGSTER_HOME=str(settings.dagster_home), CUSTODY_DROPZONE_SENSOR="off")
+    if project != ROOT:
+        environ["PYTHONPATH"] = str(project)
     with log.open("w") as said:
         process = subprocess.Popen(
             [str(DG), "dev", "--port", str(port), "--host", "127.0.0.1"],
-            cwd=ROOT,
+            cwd=project,
             env=environ,
             start_new_session=True,
             stdout=said,

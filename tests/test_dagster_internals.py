@@ -90,6 +90,10 @@ def test_the_event_log_table_of_planned_checks_has_the_column_a_refusal_deletes_
     assert hasattr(internals.SqlEventLogStorage, "index_connection")
 
 
+def test_a_translation_is_resolved_from_the_template_vars_the_component_gives():
+    assert "template_vars_for_translation_fn" in parameters(internals.TranslationFnResolver)
+
+
 def test_the_queue_s_config_takes_what_the_coordinator_gives():
     assert {"max_concurrent_runs", "tag_concurrency_limits"} <= set(internals.RunQueueConfig._fields)
 
