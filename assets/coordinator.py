@@ -150,6 +150,7 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
         specs = self.specs(_selected_keys(run))
         writes = written(run, specs)
         checked = [spec for spec in checked_only(run, specs) if spec not in writes]
+        hold_to_their_limits(self._instance, writes)
         catalog = self.custody.catalog
         policy = self.custody.policy()
         try:
@@ -168,7 +169,6 @@ class CustodyRunCoordinator(dg.QueuedRunCoordinator):
                 require_ready_batch(catalog, self.custody.lake, spec, request, {"at": "submission", **how})
         finally:
             catalog.checkpoint()
-        hold_to_their_limits(self._instance, writes)
         # The tag names whoever the run was decided for: its steps, run by the daemon's workers,
         # hold the run to them.
         return {REQUESTED_BY_TAG: identity.user, **domain_tags(writes)}

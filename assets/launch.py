@@ -59,23 +59,13 @@ EARLIER_INSTANCE_YAMLS = (
     (
         "# Custody's Dagster instance, written to $CUSTODY_HOME/dagster/dagster.yaml when missing; `make ui`\n"
         '# and the custody CLI share it. Edit the copy there: the README\'s "The Dagster UI" says what it decides.\n'
-        "telemetry:\n"
-        "  enabled: false\n"
+        "telemetry:\n  enabled: false\n"
         "# Sensors and schedules start, stop or reset only as Custody's UI decided it, for an admin.\n"
-        "instance_class:\n"
-        "  module: assets.instance\n"
-        "  class: CustodyInstance\n"
-        "run_coordinator:\n"
-        "  module: assets.coordinator\n"
-        "  class: CustodyRunCoordinator\n"
-        "  config:\n"
-        "    max_concurrent_runs: 10\n"
-        "    dequeue_interval_seconds: 1\n"
+        "instance_class:\n  module: assets.instance\n  class: CustodyInstance\n"
+        "run_coordinator:\n  module: assets.coordinator\n  class: CustodyRunCoordinator\n"
+        "  config:\n    max_concurrent_runs: 10\n    dequeue_interval_seconds: 1\n"
         "# One line on the console for each run that fails; Dagster's own lines only with CUSTODY_VERBOSE=1.\n"
-        "python_logs:\n"
-        "  dagster_handler_config:\n"
-        "    handlers:\n"
-        "      custody_console:\n"
+        "python_logs:\n  dagster_handler_config:\n    handlers:\n      custody_console:\n"
         "        class: assets.console.RunConsole\n"
     ),
 )
