@@ -211,20 +211,22 @@ class CustodySpecs(dg.Component, dg.Resolvable, dg.Model):
         broken = {key: problems for key, problems in loaded.broken.items() if key.domain in mine}
         built = assets_for(loaded.specs, keys, pending=shared.pending, broken=broken, shown=shared.shown)
         if self.translation is not None:
-            built = [self._translated(path, loaded, item) for item in built]
+            built = [translated(self.translation, path, loaded, item) for item in built]
         return dg.Definitions(assets=built)
 
-    def _translated(
-        self, path: Path, loaded: LoadedSpecs, item: dg.AssetsDefinition | dg.AssetSpec
-    ) -> dg.AssetsDefinition | dg.AssetSpec:
-        def translate(base: dg.AssetSpec) -> dg.AssetSpec:
-            key = AssetKey(*base.key.path)
-            assert self.translation is not None
-            changed = self.translation(base, AssetFacts.of(key, loaded.specs.get(key) or loaded.parsed.get(key)))
-            refuse_governed_changes(path, base, changed)
-            return changed
 
-        return translate(item) if isinstance(item, dg.AssetSpec) else item.map_asset_specs(translate)
+def translated(
+    translation: TranslationFn[AssetFacts], path: Path, loaded: LoadedSpecs, item: dg.AssetsDefinition | dg.AssetSpec
+) -> dg.AssetsDefinition | dg.AssetSpec:
+    """The asset as the instance's translation changes it, refused if it changes what the spec governs."""
+
+    def translate(base: dg.AssetSpec) -> dg.AssetSpec:
+        key = AssetKey(*base.key.path)
+        changed = translation(base, AssetFacts.of(key, loaded.specs.get(key) or loaded.parsed.get(key)))
+        refuse_governed_changes(path, base, changed)
+        return changed
+
+    return translate(item) if isinstance(item, dg.AssetSpec) else item.map_asset_specs(translate)
 
 
 def refuse_governed_changes(path: Path, base: dg.AssetSpec, changed: dg.AssetSpec) -> None:
