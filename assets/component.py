@@ -63,7 +63,6 @@ class Declared:
 class SharedLoad:
     """One load of the code location: the specs, read once, and which instance shows which domain."""
 
-    settings: Settings
     loaded: LoadedSpecs
     declared: tuple[Declared, ...]
     pending: Mapping[AssetKey, str] = field(default_factory=dict)

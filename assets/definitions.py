@@ -138,7 +138,6 @@ def defs() -> dg.Definitions:
         if os.environ.get(VALIDATING) == "1":
             refuse_problems(loaded)
         shared = SharedLoad(
-            settings,
             loaded,
             declared,
             pending=awaiting_approval(settings, loaded.specs),
@@ -183,24 +182,20 @@ def shared_definitions_of(settings: Settings, specs: SpecSet) -> dg.Definitions:
     )
 
 
-def load_definitions(settings: Settings, specs_dir: Path, *, strict: bool = False) -> dg.Definitions:
+def load_definitions(settings: Settings, specs_dir: Path) -> dg.Definitions:
     """Every spec under `specs_dir` as an asset, with the sensors, jobs and resources around them;
-    each broken spec as an asset that cannot run, saying why. `strict`: a broken spec fails the
-    load instead (SpecError, naming every problem), as a check of the definitions should."""
+    each broken spec as an asset that cannot run, saying why: the code location without its defs
+    folder and component."""
     loaded = load_valid_specs(specs_dir, settings.cache_dir, transform_packages=settings.transform_packages)
-    if strict:
-        refuse_problems(loaded)
     with _few_collections():
-        return dg.Definitions.merge(
-            dg.Definitions(
-                assets=assets_for(
-                    loaded.specs,
-                    pending=awaiting_approval(settings, loaded.specs),
-                    broken=loaded.broken,
-                    shown=shown_broken(loaded, settings.catalog_url),
-                )
-            ),
-            shared_definitions_of(settings, loaded.specs),
+        return definitions_for(
+            loaded.specs,
+            sensor_running=settings.dropzone_sensor,
+            sensor_seconds=settings.dropzone_sensor_seconds,
+            automation_seconds=settings.automation_seconds,
+            pending=awaiting_approval(settings, loaded.specs),
+            broken=loaded.broken,
+            shown=shown_broken(loaded, settings.catalog_url),
         )
 
 

@@ -362,7 +362,8 @@ class _Follower(threading.Thread):
             if event is not None and event.event_type_value == "STEP_START":
                 self.report(f"{step}: started")
             elif event is not None and entry.user_message.startswith(BLOCKED_BY_POOL):
-                self.report(f"{step}: waiting: as many runs as its limit allows write it now (pool {step})")
+                pool = entry.user_message.removeprefix(BLOCKED_BY_POOL).strip()
+                self.report(f"{step}: waiting: other runs write it up to its limit (pool {pool})")
             elif not entry.is_dagster_event and entry.user_message:
                 self.report(f"{step}: {entry.user_message}")
         self.seen = len(entries)
