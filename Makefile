@@ -19,7 +19,7 @@ export CUSTODY_HOME ?= $(CURDIR)/.custody
 EXTRAS := --extra test --extra postgres --group lint
 CHECKED := governance assets resources
 
-.PHONY: setup system-packages demo test lint lock ui dg-ui notebook clean
+.PHONY: setup system-packages demo test lint lock ui dg-ui notebook kafka clean
 
 $(UV):
 	@$(PYTHON) -c 'import sys; sys.exit("Custody needs Python 3.11 or newer, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
@@ -50,10 +50,20 @@ $(OPENLINEAGE_JARS)/.copied: deploy/openlineage-spark/pom.xml | $(BIN)/custody
 	mvn -q -B -f deploy/openlineage-spark/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(OPENLINEAGE_JARS)
 	touch $@
 
+# Apache Kafka's broker, for `make kafka` and the tests: kept apart from Spark's jars, whose Kafka
+# client is another release.
+KAFKA_JARS := $(VENV)/share/custody/kafka-jars
+
+$(KAFKA_JARS)/.copied: deploy/kafka/pom.xml | $(BIN)/custody
+	@command -v mvn >/dev/null || { echo "Custody fetches Kafka's jars with Maven: install it (apt-get install maven)" >&2; exit 1; }
+	rm -rf $(KAFKA_JARS)
+	mvn -q -B -f deploy/kafka/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(KAFKA_JARS)
+	touch $@
+
 # The project's own modules are compiled too (an editable install leaves them out): where
 # PYTHONDONTWRITEBYTECODE is set, every `custody` command would compile them again, a third of
 # `custody --help`. compileall skips what is up to date; a module edited since is compiled in memory.
-setup: $(BIN)/custody $(JARS)/.copied $(OPENLINEAGE_JARS)/.copied
+setup: $(BIN)/custody $(JARS)/.copied $(OPENLINEAGE_JARS)/.copied $(KAFKA_JARS)/.copied
 	$(BIN)/python -m compileall -q $(CHECKED)
 
 system-packages:
@@ -108,6 +118,14 @@ dg-ui: setup
 	trap 'kill -TERM $$service 2>/dev/null' EXIT INT TERM; \
 	CUSTODY_UI_VERIFY_KEY=$$(sed -n 's/^CUSTODY_UI_VERIFY_KEY=//p' "$(UI_KEYS)") \
 		$(BIN)/dg dev --host 127.0.0.1 --port $(DG_PORT)
+
+# A single-node Kafka broker on loopback (KRaft, SCRAM-SHA-512, ACLs), its data under
+# $(CUSTODY_HOME)/kafka, in the foreground until Ctrl-C. Custody's principal on it is
+# CUSTODY_KAFKA_USER; without CUSTODY_KAFKA_PASSWORD, the demo's published one.
+KAFKA_PORT ?= 9092
+kafka: setup
+	CUSTODY_KAFKA_USER=$${CUSTODY_KAFKA_USER:-custody} CUSTODY_KAFKA_PASSWORD=$${CUSTODY_KAFKA_PASSWORD:-custody-demo} \
+		$(BIN)/python -m governance.streams.local --port $(KAFKA_PORT) --controller-port $$(( $(KAFKA_PORT) + 1 ))
 
 $(BIN)/jupyter-lab: $(BIN)/custody
 	$(UV) sync --quiet --locked --inexact $(EXTRAS) --extra notebook

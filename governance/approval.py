@@ -267,6 +267,7 @@ def apply(
         raise SpecError(missing)
     decisions = [(_decision(policy, identity, edit, specs), {"spec_hash": edit.new_hash}) for edit in found]
     enforce_all(catalog, decisions)
+    _streams_in_step(catalog, policy, identity, [specs[edit.key] for edit in found if not edit.retires])
     git = git_of(specs.root, [specs[edit.key].file for edit in found if not edit.retires])
     applied = [_applied(edit, identity, {} if edit.retires else git.get(specs[edit.key].file, {})) for edit in found]
     with catalog.session() as session:
@@ -276,6 +277,25 @@ def apply(
             else:
                 _record(session, specs[done.key], done)
     return applied
+
+
+def _streams_in_step(catalog: Catalog, policy: Policy, identity: Identity, applied: list[Spec]) -> None:
+    """The topics of the specs put in force, with the ACLs their roles call for, before the specs
+    are recorded: a cluster that refuses leaves the definitions in force as they were."""
+    from governance.access.guard import ledger_actor
+    from governance.streams.topics import admin_for, keep_in_step
+
+    admin = admin_for(applied)
+    if admin is not None:
+        keep_in_step(
+            catalog,
+            admin,
+            policy.directory,
+            applied,
+            actor=ledger_actor(identity.user),
+            assurance=identity.assurance,
+            because="apply",
+        )
 
 
 def _decision(policy: Policy, identity: Identity, edit: Edit, specs: SpecSet) -> Decision:

@@ -77,6 +77,12 @@ class Action:
     PASSWORD_CHANGED = "password.changed"
     SESSION_ENDED = "session.ended"
     CLOCK_STEPPED_BACK = "clock.stepped_back"
+    STREAM_TOPIC_CREATED = "stream.topic_created"
+    STREAM_ACL_ADDED = "stream.acl_added"
+    STREAM_ACL_REMOVED = "stream.acl_removed"
+    STREAM_CREDENTIAL_SET = "stream.credential_set"
+    STREAM_CREDENTIAL_REMOVED = "stream.credential_removed"
+    STREAM_GAP = "stream.gap"
 
 
 # A run's id whole (a UUID), and how many of the runs a beginning of ids names are shown.

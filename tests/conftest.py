@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 from pyspark.sql import SparkSession
@@ -37,6 +37,9 @@ from tests.helpers import run_proven
 from tests.openlineage_spec import read_events
 from tests.pg_server import PostgresServer, running_postgres
 from tests.spark_cluster import SparkCluster, running_cluster
+
+if TYPE_CHECKING:
+    from governance.streams.local import LocalBroker
 
 pytest_plugins = ["tests.dagster_servers"]
 
@@ -69,6 +72,7 @@ SHARED_SETUP = {
     "test_ui.py": "a service without Dagster's daemon, and one with it",
     "test_browser.py": "a service with Dagster's daemon, on the demo's first versions",
     "test_signin_attacks.py": "a service on the file directory, and one on a slapd",
+    "test_streams_access.py": "a Kafka broker",
 }
 
 
@@ -169,6 +173,15 @@ def events_follow_the_spec(folder: Path) -> None:
 def postgres() -> Iterator[PostgresServer]:
     with running_postgres() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def kafka() -> Iterator[LocalBroker]:
+    """A single-node Kafka broker, started once for the tests that need one."""
+    from tests.kafka_server import running_kafka  # Kafka's client, for these tests alone
+
+    with running_kafka() as broker:
+        yield broker
 
 
 @pytest.fixture(scope="session")

@@ -139,7 +139,11 @@ GROUP_RULE = "a group name: lowercase letters, digits, _ and -, starting with a 
             [{"name": "x", "type": "string", "nullable": "sometimes"}],
             "columns.0.nullable: must be true or false, found 'sometimes'",
         ),
-        ("source", {"format": "xml"}, "source.format: must be 'csv', 'json', 'parquet', 'raw' or 'jdbc', found 'xml'"),
+        (
+            "source",
+            {"format": "xml"},
+            "source.format: must be 'csv', 'json', 'parquet', 'raw', 'jdbc' or 'kafka', found 'xml'",
+        ),
         ("source", {"format": "csv", "delimiter": ";;"}, "source.delimiter: must have at most 1 character, found ';;'"),
         ("retention", {"keep_versions": 0}, "retention.keep_versions: must be at least 1, found 0"),
         ("bad_rows", "drop", "bad_rows: must be 'quarantine' or 'fail', found 'drop'"),

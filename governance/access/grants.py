@@ -5,16 +5,19 @@ the ledger. Also the explanations of who may do what, and why."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from governance import ledger
-from governance.access.directory import checked_name
+from governance.access.directory import Directory, checked_name
 from governance.access.guard import enforce, ledger_actor
 from governance.access.policy import ROLES_FOR, Decision, Identity, Policy, Role, Verb, group_of
 from governance.access.views import AccessView, MembershipChange, RoleView
 from governance.catalog import Catalog
-from governance.errors import InvalidInput
+from governance.errors import CustodyError, EnvironmentProblem, InvalidInput
 from governance.spec import Spec
+
+if TYPE_CHECKING:
+    from governance.streams.broker import KafkaAdmin
 
 
 def parse_role(value: str) -> Role:
@@ -35,7 +38,10 @@ def change_role(
     specs: Iterable[Spec],
 ) -> MembershipChange:
     """Grant or revoke `role` on `spec` to `user`, as the owner `identity`. The group may hold roles
-    on other assets too: the change is only allowed to someone who owns every one of them."""
+    on other assets too: the change is only allowed to someone who owns every one of them. The
+    topics of the assets the group holds roles on follow at once."""
+    from governance.streams.topics import admin_for  # Kafka's client, for streams alone
+
     checked_name(user)
     group = group_of(spec, role)
     details = {"role": role.value, "group": group, "user": user}
@@ -45,6 +51,10 @@ def change_role(
         decision = _wider_than_owned(policy, decision, group, others) or decision
     enforce(catalog, decision, details=details)
     directory = policy.directory
+    streamed = [s for s in (spec, *others) if s.topic]
+    kafka = admin_for(streamed)
+    if kafka is not None:
+        kafka.reachable()  # before the directory changes: a cluster that cannot follow changes nothing
     if verb is Verb.REVOKE and role is Role.OWNER and directory.members_of(group) == {user}:
         raise InvalidInput(
             f"{user} is the only owner of {spec.key} (group {group}): grant the role to another owner first"
@@ -63,8 +73,33 @@ def change_role(
             action=ledger.Action.MEMBER_ADDED if verb is Verb.GRANT else ledger.Action.MEMBER_REMOVED,
             details={**details, "changed": changed, "also_affects": list(shared)},
         )
+    if kafka is not None:
+        _topics_follow(catalog, kafka, directory, streamed, identity, f"{verb.value} {role.value} {user}")
     still = verb is Verb.REVOKE and user in directory.members_of(group)
     return MembershipChange(verb.value, role.value, str(spec.key), group, user, changed, shared, still)
+
+
+def _topics_follow(
+    catalog: Catalog, kafka: KafkaAdmin, directory: Directory, streamed: list[Spec], identity: Identity, because: str
+) -> None:
+    """The topics' ACLs after a membership change, at once: a revoked consumer's next fetch is
+    refused by the broker itself. A cluster that fails now leaves the directory changed: said so."""
+    from governance.streams.topics import keep_in_step
+
+    try:
+        keep_in_step(
+            catalog,
+            kafka,
+            directory,
+            streamed,
+            actor=ledger_actor(identity.user),
+            assurance=identity.assurance,
+            because=because,
+        )
+    except CustodyError as err:
+        raise EnvironmentProblem(
+            f"the directory changed ({because}), but the topics' ACLs did not: {err}; `custody repair` brings them in step"
+        ) from err
 
 
 def _wider_than_owned(policy: Policy, decision: Decision, group: str, others: list[Spec]) -> Decision | None:

@@ -319,6 +319,16 @@ class ArchivedEntry(SearchableEntry, table=True):
     __table_args__ = (Index("ix_ledger_archive_asset_version", "asset_key", "version"),)
 
 
+class StreamTopicRow(SQLModel, table=True):
+    """A Kafka topic Custody governs, and the asset that lands it: one asset's, for good."""
+
+    __tablename__ = "stream_topic"
+
+    topic: str = Field(primary_key=True)
+    asset_key: str = Field(index=True)
+    created_at: datetime
+
+
 class CatalogMigration(SQLModel, table=True):
     """A change of stored data an earlier release's catalog was brought through, once."""
 

@@ -16,7 +16,7 @@ from governance.cli.common import State, app, err_console
 # Imported for their commands, in the order `custody --help` lists them.
 # isort: off
 from governance.cli import runs, queries, catalog, retention, specs, access  # noqa: F401
-from governance.cli import directory, settings, ledger, lineage, feeds, tables, serve, login  # noqa: F401
+from governance.cli import directory, settings, ledger, lineage, feeds, tables, streams, serve, login  # noqa: F401
 
 # isort: on
 from governance.errors import CatalogUnavailable, CustodyError, printable

@@ -156,6 +156,34 @@ def _join_waiting_reads(settings: Settings) -> tuple[list[Ready], list[Waiting],
     return joined, still_waiting(custody.store), None
 
 
+def _topics_in_step(settings: Settings) -> tuple[list[str], str | None]:
+    """The governed topics made what their specs and the directory call for (ACLs nobody granted on
+    them removed), each change said in a line; and why that stopped, if it failed."""
+    from governance.streams.topics import admin_for, keep_in_step
+
+    custody = open_custody(settings)
+    streamed = [spec for spec in custody.specs if spec.topic]
+    try:
+        admin = admin_for(streamed)
+        if admin is None:
+            return [], None
+        changes = keep_in_step(
+            custody.store,
+            admin,
+            custody.policy.directory,
+            streamed,
+            actor="custody-repair",
+            assurance=None,
+            because="repair",
+        )
+    except CustodyError as err:
+        return [], error_summary(err)
+    lines = [f"topic created: {change.topic} ({change.asset})" for change in changes if change.created]
+    for change in changes:
+        lines += [f"ACL added: {acl}" for acl in change.added] + [f"ACL removed: {acl}" for acl in change.removed]
+    return lines, None
+
+
 @app.command()
 def repair(
     verify: Annotated[bool, typer.Option("--verify", help="Also re-hash every committed version's files.")] = False,
@@ -163,7 +191,8 @@ def repair(
 ) -> None:
     """Roll back interrupted attempts, remove folders no committed version owns or no live feed merge or drop
     uses, fail runs whose process is gone, record in Dagster the versions such runs committed, and join other
-    tools' reads of versions committed since they were reported (saying which versions reads still wait for)."""
+    tools' reads of versions committed since they were reported (saying which versions reads still wait for), and
+    bring governed Kafka topics' ACLs in step with their roles, removing entries nobody granted."""
     settings = load_settings()
     from governance.feeds.tend import remove_abandoned_work
     from governance.lake import open_lake
@@ -178,6 +207,7 @@ def repair(
     repaired = orchestrator().repair(settings, open_catalog(settings))
     gone_runs, told = repaired.failed, repaired.recorded
     joined, waiting, unjoined = _join_waiting_reads(settings)
+    topics, topics_failed = _topics_in_step(settings)
     if as_json:
         emit_json(
             {
@@ -187,6 +217,8 @@ def repair(
                 "joined_reads": [{"run_id": read.run_id, "version": read.ref} for read in joined],
                 "waiting_reads": [{"version": wait.ref, "runs": wait.runs} for wait in waiting],
                 "reads_not_joined": unjoined,
+                "topics": topics,
+                "topics_not_in_step": topics_failed,
             }
         )
     else:
@@ -210,10 +242,15 @@ def repair(
             console.print(f"joined: run {read.run_id}'s read of {read.ref}", markup=False)
         if unjoined is not None:
             console.print(f"reads waiting for versions not joined: {unjoined}", markup=False)
-        if report.clean and not gone_runs and not told and not joined and unjoined is None:
+        for line in topics:
+            console.print(line, markup=False, soft_wrap=True)
+        if topics_failed is not None:
+            console.print(f"topics not in step: {topics_failed}", markup=False, soft_wrap=True)
+        quiet = not (gone_runs or told or joined or topics) and unjoined is None and topics_failed is None
+        if report.clean and quiet:
             console.print("nothing to repair")
         for wait in waiting:
             runs = f"{wait.runs} run" + ("s" if wait.runs != 1 else "")
             console.print(f"waiting for {wait.ref}: read by {runs}, not committed yet", markup=False)
-    if report.damaged or report.table_problems or unjoined is not None:
+    if report.damaged or report.table_problems or unjoined is not None or topics_failed is not None:
         raise typer.Exit(1)

@@ -37,7 +37,7 @@ ONE_OF = {"owner": "one group name", "producer": "one group name", "consumer": "
 
 
 # A source's format chooses its kind of fields; pydantic names the format in an error's location.
-SOURCE_FORMATS = frozenset({"csv", "json", "parquet", "raw", "jdbc"})
+SOURCE_FORMATS = frozenset({"csv", "json", "parquet", "raw", "jdbc", "kafka"})
 
 
 def field_path(location: tuple[int | str, ...]) -> str:

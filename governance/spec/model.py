@@ -49,6 +49,9 @@ JDBC_URL = r"^jdbc:postgresql://[A-Za-z0-9.\-]+(:[0-9]{1,5})?/[A-Za-z0-9_\-]+(\?
 # Schema-qualified: a bare name would be found through the user's search_path, unseen in the catalog.
 TABLE_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,62}\.[A-Za-z_][A-Za-z0-9_]{0,62}$"
 ENV_NAME = r"^[A-Z_][A-Z0-9_]{0,127}$"
+# A Kafka topic Custody governs: dot-separated lowercase words, without the '-' that begins the
+# names of its consumers' groups.
+TOPIC_NAME = r"^[a-z][a-z0-9_]{0,62}(\.[a-z][a-z0-9_]{0,62}){0,3}$"
 # A feed's URL may take its host, path or query from the environment, never its scheme.
 FEED_URL = r"^https?://[^\s]+$"
 HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$"
@@ -99,6 +102,20 @@ class Roles(_Strict):
     consumer: GroupName
 
 
+def duration_seconds(text: str) -> float:
+    """The seconds of a duration a validator accepted (`500ms`, `10s`, `2m`, `1h`)."""
+    match = DURATION.fullmatch(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not a duration: a count and a unit, e.g. 500ms, 5s, 2m or 1h")
+    return int(match["count"]) * UNIT_SECONDS[match["unit"]]
+
+
+def _duration_within(text: str, low: float, high: float, said: str) -> str:
+    if not low <= duration_seconds(text) <= high:
+        raise ValueError(f"{text!r} is not between {said}")
+    return text
+
+
 class Feed(_Strict):
     """A URL downloaded on a period, kept by the hour (seed 001's Hoard); each hour lands as a batch.
 
@@ -118,12 +135,7 @@ class Feed(_Strict):
     @field_validator("every")
     @classmethod
     def _known_period(cls, every: str) -> str:
-        match = DURATION.fullmatch(every)
-        if match is None:
-            raise ValueError(f"{every!r} is not a duration: a count and a unit, e.g. 500ms, 5s, 2m or 1h")
-        if not 0.1 <= int(match["count"]) * UNIT_SECONDS[match["unit"]] <= 3600:
-            raise ValueError(f"{every!r} is not between 100ms and 1h")
-        return every
+        return _duration_within(every, 0.1, 3600, "100ms and 1h")
 
     @field_validator("start")
     @classmethod
@@ -141,9 +153,16 @@ class Feed(_Strict):
     @property
     def period(self) -> float:
         """Seconds between two downloads."""
-        match = DURATION.fullmatch(self.every)
-        assert match is not None  # `_known_period` accepts durations only
-        return int(match["count"]) * UNIT_SECONDS[match["unit"]]
+        return duration_seconds(self.every)
+
+
+# A lag: a whole number of minutes, hours or days.
+LAG = r"^[1-9][0-9]{0,5}[mhd]$"
+LAG_UNITS = {"m": "minutes", "h": "hours", "d": "days"}
+
+
+def lag(text: str) -> timedelta:
+    return timedelta(**{LAG_UNITS[text[-1]]: int(text[:-1])})
 
 
 class FileSource(_Strict):
@@ -203,21 +222,42 @@ class JdbcSource(_Strict):
         return (self.query or "").rstrip().rstrip(";").rstrip()
 
 
-Source = Annotated[FileSource | JdbcSource, Field(discriminator="format")]
+class StreamSource(_Strict):
+    """Records producers push to a Kafka topic (seed 003): the topic's ACLs follow the asset's roles,
+    and each landing takes the records since the last version's end as one version. The DropZone
+    sensor lands it once `land_after` records wait, or every `land_every` while any wait."""
+
+    format: Literal["kafka"]
+    # The topic; by default `<domain>.<name>`. Its consumers' groups are named `<topic>-…`.
+    topic: Annotated[str, Field(pattern=TOPIC_NAME)] | None = None
+    records: Literal["json", "text"] = "json"
+    partitions: Annotated[int, Field(ge=1, le=1000)] = 1
+    # How long Kafka keeps a record: past it, a record not landed yet is a recorded gap.
+    retention: Annotated[str, Field(pattern=LAG)] = "7d"
+    land_after: Annotated[int, Field(ge=1, le=100_000_000)] = 10_000
+    land_every: str = "1m"
+
+    @field_validator("land_every")
+    @classmethod
+    def _period(cls, every: str) -> str:
+        return _duration_within(every, 1, 86_400, "1s and 24h")
+
+    @property
+    def period(self) -> float:
+        """Seconds between two landings while records wait."""
+        return duration_seconds(self.land_every)
+
+    @property
+    def retention_ms(self) -> int:
+        return int(lag(self.retention).total_seconds() * 1000)
+
+
+Source = Annotated[FileSource | JdbcSource | StreamSource, Field(discriminator="format")]
 
 
 class Retention(_Strict):
     keep_versions: Annotated[int, Field(ge=1)] | None = None
     max_age_days: Annotated[int, Field(ge=1)] | None = None
-
-
-# A lag: a whole number of minutes, hours or days.
-LAG = r"^[1-9][0-9]{0,5}[mhd]$"
-LAG_UNITS = {"m": "minutes", "h": "hours", "d": "days"}
-
-
-def lag(text: str) -> timedelta:
-    return timedelta(**{LAG_UNITS[text[-1]]: int(text[:-1])})
 
 
 class Freshness(_Strict):
@@ -288,10 +328,10 @@ class AssetSpec(_Strict):
     def _zone_fields(self) -> AssetSpec:
         problems = []
         if self.zone == "landing":
-            if self.automation and isinstance(self.source, FileSource):
+            if self.automation and isinstance(self.source, FileSource | StreamSource):
                 problems.append(
-                    "a landing asset of files is ingested batch by batch by the DropZone sensor: "
-                    "automation is for integration assets and database sources"
+                    f"a landing asset of {'files' if isinstance(self.source, FileSource) else 'a topic'} is "
+                    "ingested by the DropZone sensor: automation is for integration assets and database sources"
                 )
             if self.source is None:
                 problems.append("a landing asset needs a source")
@@ -374,6 +414,18 @@ class Spec:
     def line_of(self, path: str) -> int | None:
         """The line of a field (`roles.owner`) in the spec's file, as it is now; None if it no longer parses."""
         return _line_in(self.file, path)
+
+    @property
+    def stream_source(self) -> StreamSource | None:
+        """The topic of an asset landed from Kafka, or None."""
+        source = self.body.source
+        return source if isinstance(source, StreamSource) else None
+
+    @property
+    def topic(self) -> str | None:
+        """The Kafka topic the asset lands, when it lands one: the spec's, or `<domain>.<name>`."""
+        source = self.stream_source
+        return None if source is None else source.topic or f"{self.key.domain}.{self.key.name}"
 
     @property
     def reads_database(self) -> bool:
@@ -739,6 +791,26 @@ def _cross_checks(
             missing = [name for name in names if accepted is not None and name not in accepted]
             if missing:
                 yield SpecProblem(file, "transform", f"transform takes no parameter for input(s) {', '.join(missing)}")
+    yield from _shared_topics(specs.values())
+
+
+def _shared_topics(specs: Iterable[Spec]) -> Iterable[SpecProblem]:
+    """A topic is one asset's: its versions are ranges of the topic's offsets, and its ACLs the
+    asset's roles."""
+    landing: dict[str, Spec] = {}
+    for spec in specs:
+        source, topic = spec.stream_source, spec.topic
+        if source is None or topic is None:
+            continue
+        first = landing.setdefault(topic, spec)
+        if first is not spec:
+            where = "source.topic" if source.topic else "source"
+            yield SpecProblem(
+                str(spec.file),
+                where,
+                f"topic {topic} is landed by {first.key}: a topic belongs to one asset",
+                _line_in(spec.file, where),
+            )
 
 
 def _transform_refusal(reference: str, packages: tuple[str, ...]) -> str | None:

@@ -1,0 +1,52 @@
+"""A person's or service account's own SCRAM credential on the Kafka cluster, issued by Custody to
+that user alone, once their identity is verified. The cluster keeps only a salted hash; Custody
+keeps nothing and shows the password once. A new one replaces the old at once."""
+
+from __future__ import annotations
+
+import secrets
+
+from governance import ledger
+from governance.access.guard import ledger_actor
+from governance.access.policy import Identity
+from governance.catalog import Catalog
+from governance.errors import AccessDenied
+from governance.runs import Assurance
+from governance.streams.broker import KafkaAdmin
+from governance.streams.settings import SCRAM
+
+PASSWORD_BYTES = 32
+
+
+def issue(catalog: Catalog, admin: KafkaAdmin, identity: Identity) -> str:
+    """A new password for `identity`'s own principal, `User:<name>`; the decision is recorded."""
+    user = identity.user
+    reason = None
+    if identity.assurance is not Assurance.VERIFIED:
+        reason = (
+            "a Kafka credential is issued to a verified user only: run the command as yourself, or give your password"
+        )
+    elif user in (admin.settings.user, admin.settings.lander):
+        reason = f"{user} is an account of Custody's own on the cluster; its credential comes from the environment"
+    details = {"user": user, "mechanism": SCRAM, "cluster": admin.settings.bootstrap, **identity.recorded()}
+    if reason is not None:
+        with catalog.session() as session:
+            ledger.append(
+                session,
+                actor=ledger_actor(user),
+                action=ledger.Action.STREAM_CREDENTIAL_SET,
+                assurance=identity.assurance,
+                details={**details, "allowed": False, "reason": reason},
+            )
+        raise AccessDenied(f"{ledger_actor(user)}: {reason}")
+    password = secrets.token_urlsafe(PASSWORD_BYTES)
+    with catalog.session() as session:
+        ledger.append(
+            session,
+            actor=user,
+            action=ledger.Action.STREAM_CREDENTIAL_SET,
+            assurance=identity.assurance,
+            details={**details, "allowed": True},
+        )
+        admin.set_password(user, password)
+    return password

@@ -1,0 +1,189 @@
+"""A topic's ACLs follow its asset's roles. Kafka has no group principals, so each member of the
+producer group is allowed to write the topic, each member of the consumer group to read it (and to
+use consumer groups named `<topic>-…`), Custody's landing account to read it, and nobody else
+anything. Custody keeps these per-user entries in step with the directory at every apply, grant,
+revoke and repair; each entry it adds or removes is a ledger entry, in the transaction that
+records why."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from sqlmodel import Session
+
+from governance import ledger
+from governance.access.directory import Directory
+from governance.access.policy import Role, group_of
+from governance.catalog import Catalog
+from governance.catalog.api import utcnow
+from governance.catalog.models import StreamTopicRow
+from governance.errors import InvalidInput
+from governance.spec import Spec
+from governance.streams.broker import Acl, KafkaAdmin
+from governance.streams.settings import KafkaSettings
+
+# What each role may do on its asset's topic.
+TOPIC_OPERATIONS = {Role.PRODUCER: ("write", "describe"), Role.CONSUMER: ("read", "describe")}
+GROUP_SEPARATOR = "-"
+# Custody's landings read a topic as this group's members, which no person's group name can start.
+LANDING_GROUPS = "custody-landing"
+# How many unknown entries a refusal names.
+SHOWN = 5
+
+
+def admin_for(specs: Iterable[Spec]) -> KafkaAdmin | None:
+    """Custody's client of the Kafka cluster (CUSTODY_KAFKA_*), when any of `specs` lands a topic."""
+    return KafkaAdmin(KafkaSettings.from_env()) if any(spec.topic for spec in specs) else None
+
+
+def consumer_groups(topic: str) -> str:
+    """The prefix of the consumer groups a topic's consumers may use."""
+    return f"{topic}{GROUP_SEPARATOR}"
+
+
+def wanted(spec: Spec, directory: Directory, lander: str) -> frozenset[Acl]:
+    """The entries the asset's roles call for on its topic, as the directory has its groups now."""
+    topic = spec.topic
+    if topic is None:
+        return frozenset()
+    acls = {Acl(lander, "topic", topic, "literal", operation) for operation in ("read", "describe")}
+    for role, operations in TOPIC_OPERATIONS.items():
+        for user in directory.members_of(group_of(spec, role)):
+            acls |= {Acl(user, "topic", topic, "literal", operation) for operation in operations}
+            if role is Role.CONSUMER:
+                acls.add(Acl(user, "group", consumer_groups(topic), "prefixed", "read"))
+    return frozenset(acls)
+
+
+def present(admin: KafkaAdmin, topic: str) -> frozenset[Acl]:
+    """The entries the cluster has on the topic and on its consumers' groups."""
+    on_groups = {acl for acl in admin.acls("group", consumer_groups(topic)) if acl.name == consumer_groups(topic)}
+    return frozenset({acl for acl in admin.acls("topic", topic) if acl.name == topic} | on_groups)
+
+
+@dataclass(frozen=True)
+class TopicChange:
+    """What keeping one topic in step changed on the cluster."""
+
+    asset: str
+    topic: str
+    created: bool
+    added: tuple[Acl, ...]
+    removed: tuple[Acl, ...]
+
+    @property
+    def changed(self) -> bool:
+        return self.created or bool(self.added or self.removed)
+
+
+def keep_in_step(
+    catalog: Catalog,
+    admin: KafkaAdmin,
+    directory: Directory,
+    specs: Sequence[Spec],
+    *,
+    actor: str,
+    assurance: str | None,
+    because: str,
+) -> list[TopicChange]:
+    """Create each spec's topic when missing, set its partitions and retention, and make its ACLs
+    what its roles call for; record each change. A topic that exists with entries Custody did not
+    grant, and that Custody does not govern yet, is refused, naming them: nothing is changed."""
+    streamed = [spec for spec in specs if spec.topic is not None]
+    if not streamed:
+        return []
+    lander = admin.settings.lander
+    with catalog.session() as session:
+        for spec in streamed:
+            _refuse_foreign(session, admin, spec, wanted(spec, directory, lander))
+        admin.set_password(lander, admin.settings.lander_password)
+        changes = [_step(session, admin, spec, wanted(spec, directory, lander)) for spec in streamed]
+        _record(session, changes, actor=actor, assurance=assurance, because=because)
+    return changes
+
+
+def _refuse_foreign(session: Session, admin: KafkaAdmin, spec: Spec, acls: frozenset[Acl]) -> None:
+    topic = spec.topic
+    assert topic is not None  # only streamed specs come here
+    row = session.get(StreamTopicRow, topic)
+    if row is not None and row.asset_key != str(spec.key):
+        raise InvalidInput(
+            f"{spec.file}: source.topic: topic {topic} is {row.asset_key}'s: a topic belongs to one asset"
+        )
+    if row is not None or admin.topic(topic) is None:
+        return
+    foreign = sorted(present(admin, topic) - acls)
+    if foreign:
+        named = "; ".join(str(acl) for acl in foreign[:SHOWN]) + ("; …" if len(foreign) > SHOWN else "")
+        raise InvalidInput(
+            f"{spec.file}: source.topic: topic {topic} exists on {admin.where} with ACLs its roles do not call "
+            f"for ({named}): remove them, or name another topic"
+        )
+
+
+def _step(session: Session, admin: KafkaAdmin, spec: Spec, acls: frozenset[Acl]) -> TopicChange:
+    source, topic = spec.stream_source, spec.topic
+    assert source is not None and topic is not None  # only streamed specs come here
+    state = admin.topic(topic)
+    if state is None:
+        admin.create_topic(topic, source.partitions, source.retention_ms)
+    else:
+        if state.partitions > source.partitions:
+            raise InvalidInput(
+                f"{spec.file}: source.partitions: topic {topic} has {state.partitions} partitions; "
+                "Kafka cannot take partitions away: declare at least as many"
+            )
+        if state.partitions < source.partitions:
+            admin.grow_topic(topic, source.partitions)
+        if state.retention_ms != source.retention_ms:
+            admin.set_retention(topic, source.retention_ms)
+    have = present(admin, topic)
+    added, removed = tuple(sorted(acls - have)), tuple(sorted(have - acls))
+    admin.add_acls(added)
+    admin.remove_acls(removed)
+    if session.get(StreamTopicRow, topic) is None:
+        session.add(StreamTopicRow(topic=topic, asset_key=str(spec.key), created_at=utcnow()))
+    return TopicChange(str(spec.key), topic, state is None, added, removed)
+
+
+def _record(
+    session: Session, changes: Iterable[TopicChange], *, actor: str, assurance: str | None, because: str
+) -> None:
+    events = []
+    for change in changes:
+        if change.created:
+            events.append(
+                ledger.Event(
+                    actor,
+                    ledger.Action.STREAM_TOPIC_CREATED,
+                    change.asset,
+                    None,
+                    None,
+                    {"topic": change.topic, "because": because},
+                    assurance,
+                )
+            )
+        for action, acls in (
+            (ledger.Action.STREAM_ACL_ADDED, change.added),
+            (ledger.Action.STREAM_ACL_REMOVED, change.removed),
+        ):
+            events += [
+                ledger.Event(
+                    actor, action, change.asset, None, None, {**_described(acl), "because": because}, assurance
+                )
+                for acl in acls
+            ]
+    if events:
+        ledger.append_many(session, events)
+
+
+def _described(acl: Acl) -> dict[str, str]:
+    return {
+        "user": acl.user,
+        "resource": acl.resource,
+        "name": acl.name,
+        "pattern": acl.pattern,
+        "operation": acl.operation,
+        "permission": acl.permission,
+    }

@@ -1,0 +1,178 @@
+"""A streamed asset's topic is governed by its roles on a real broker: applying the spec creates the
+topic with ACLs for the producer and consumer groups' members, the broker itself refuses everyone
+else, grants and revokes take effect on the broker at once, and each change is in the ledger."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+
+from governance.streams.broker import Acl, KafkaAdmin
+from tests.conftest import DEMO_SPECS
+from tests.helpers import cli, recorded
+from tests.kafka_server import consume, kafka_environment, produce_json, settings_of
+
+CLICKS = "sales/clicks"
+CLICKS_SPEC = """\
+description: Clicks on the shop's pages, streamed by its web servers.
+roles: {owner: sales-owners, producer: sales-producers, consumer: sales-consumers}
+zone: landing
+source: {format: kafka, topic: TOPIC, partitions: 2, retention: 7d, land_every: 10s}
+"""
+
+# What the broker answers a reader it does not allow: on the group it asks for, or on the topic.
+REFUSED = ("GROUP_AUTHORIZATION_FAILED", "TOPIC_AUTHORIZATION_FAILED")
+
+
+@pytest.fixture
+def streamed(cli_env, kafka, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, request) -> str:
+    """The demo's specs and sales/clicks, whose topic is the test's own; Custody pointed at the broker."""
+    folder = tmp_path / "specs"
+    shutil.copytree(DEMO_SPECS, folder)
+    topic = f"sales.clicks_{request.node.name.removeprefix('test_')[:40]}"
+    (folder / "sales" / "clicks.yaml").write_text(CLICKS_SPEC.replace("TOPIC", topic), encoding="utf-8")
+    monkeypatch.setenv("CUSTODY_SPECS", str(folder))
+    monkeypatch.setenv("CUSTODY_SPECS_APPROVAL", "on")
+    for name, value in kafka_environment(kafka).items():
+        monkeypatch.setenv(name, value)
+    return topic
+
+
+def credential(capsys, user: str) -> str:
+    """`custody streams credentials --as USER`, the user proving who they are."""
+    code, out, err = cli(capsys, "streams", "credentials", "--as", user, "--json")
+    assert code == 0, err
+    answer = json.loads(out)
+    assert answer["user"] == user and answer["sasl_mechanism"] == "SCRAM-SHA-512"
+    return answer["password"]
+
+
+def apply_all(capsys) -> None:
+    code, _, err = cli(capsys, "specs", "apply", "--as", "alice")
+    assert code == 0, err
+
+
+def test_the_producer_writes_the_consumer_reads_and_the_broker_refuses_anyone_else(streamed, kafka, capsys):
+    apply_all(capsys)
+    bob, carol, eve = (credential(capsys, user) for user in ("bob", "carol", "eve"))
+    records = [{"page": f"/p/{i}", "user": i} for i in range(6)]
+    assert produce_json(kafka, "bob", bob, streamed, records) == []
+    read = consume(kafka, "carol", carol, streamed, f"{streamed}-carol", len(records))
+    assert sorted(json.loads(value)["user"] for value in read) == list(range(6))
+    assert set(produce_json(kafka, "eve", eve, streamed, records[:2])) == {"TOPIC_AUTHORIZATION_FAILED"}
+    assert consume(kafka, "eve", eve, streamed, f"{streamed}-eve", 1) in REFUSED
+    # A consumer, not a producer: carol writes nothing.
+    assert set(produce_json(kafka, "carol", carol, streamed, records[:1])) == {"TOPIC_AUTHORIZATION_FAILED"}
+    # A group outside the topic's prefix is refused too.
+    assert consume(kafka, "carol", carol, streamed, "analytics", 1) == "GROUP_AUTHORIZATION_FAILED"
+
+
+def test_a_revoked_consumer_is_refused_by_the_broker_at_once_and_a_grant_lets_eve_in(streamed, kafka, capsys):
+    apply_all(capsys)
+    bob, carol, eve = (credential(capsys, user) for user in ("bob", "carol", "eve"))
+    assert produce_json(kafka, "bob", bob, streamed, [{"page": "/"}]) == []
+    assert len(consume(kafka, "carol", carol, streamed, f"{streamed}-carol", 1)) == 1
+
+    code, _, err = cli(capsys, "access", "revoke", "consumer", CLICKS, "carol", "--by", "alice")
+    assert code == 0, err
+    assert consume(kafka, "carol", carol, streamed, f"{streamed}-carol2", 1) in REFUSED
+    code, _, err = cli(capsys, "access", "grant", "consumer", CLICKS, "eve", "--by", "alice")
+    assert code == 0, err
+    assert len(consume(kafka, "eve", eve, streamed, f"{streamed}-eve", 1)) == 1
+
+    removed = [e["details"] for e in recorded(action="stream.acl_removed") if e["details"]["name"].startswith(streamed)]
+    assert sorted((d["user"], d["resource"], d["operation"], d["because"]) for d in removed) == [
+        ("carol", "group", "read", "revoke consumer carol"),
+        ("carol", "topic", "describe", "revoke consumer carol"),
+        ("carol", "topic", "read", "revoke consumer carol"),
+    ]
+    added = [e for e in recorded(action="stream.acl_added") if e["details"]["because"] == "grant consumer eve"]
+    assert {e["actor"] for e in added} == {"alice"} and len(added) == 3
+
+
+def test_applying_records_the_topic_and_each_acl_it_adds(streamed, kafka, capsys):
+    apply_all(capsys)
+    created = [e for e in recorded(action="stream.topic_created") if e["details"]["topic"] == streamed]
+    assert [(e["actor"], e["asset_key"], e["assurance"]) for e in created] == [("alice", CLICKS, "verified")]
+    added = {
+        (e["details"]["user"], e["details"]["resource"], e["details"]["operation"])
+        for e in recorded(action="stream.acl_added")
+        if e["details"]["name"].startswith(streamed)
+    }
+    assert added == {
+        ("bob", "topic", "write"),
+        ("bob", "topic", "describe"),
+        ("carol", "topic", "read"),
+        ("carol", "topic", "describe"),
+        ("carol", "group", "read"),
+        ("svc-custody", "topic", "read"),
+        ("svc-custody", "topic", "describe"),
+    }
+    state = KafkaAdmin(settings_of(kafka)).topic(streamed)
+    assert state is not None and (state.partitions, state.retention_ms) == (2, 7 * 86_400_000)
+
+
+def test_a_topic_that_exists_with_other_acls_is_refused_and_nothing_is_applied(streamed, kafka, capsys):
+    admin = KafkaAdmin(settings_of(kafka))
+    admin.create_topic(streamed, 1, 3_600_000)
+    stranger = AclBinding(
+        ResourceType.TOPIC,
+        streamed,
+        ResourcePatternType.LITERAL,
+        "User:eve",
+        "*",
+        AclOperation.READ,
+        AclPermissionType.ALLOW,
+    )
+    admin.client.create_acls([stranger])[stranger].result()
+    code, _, err = cli(capsys, "specs", "apply", "--as", "alice")
+    assert code != 0
+    assert f"topic {streamed} exists" in err and "eve: read on topic" in err and "clicks.yaml: source.topic" in err
+    assert recorded(action="spec.applied") == []
+    assert {acl.user for acl in admin.acls("topic", streamed)} == {"eve"}
+
+
+def test_repair_removes_an_acl_nobody_granted_and_says_so(streamed, kafka, capsys):
+    apply_all(capsys)
+    admin = KafkaAdmin(settings_of(kafka))
+    stranger = Acl("eve", "topic", streamed, "literal", "read")
+    admin.add_acls([stranger])
+    code, out, err = cli(capsys, "repair")
+    assert code == 0, err
+    assert f"ACL removed: eve: read on topic {streamed}" in out
+    assert stranger not in admin.acls("topic", streamed)
+    removed = [e for e in recorded(action="stream.acl_removed") if e["details"]["name"] == streamed]
+    assert [(e["actor"], e["details"]["user"], e["details"]["because"]) for e in removed] == [
+        ("custody-repair", "eve", "repair")
+    ]
+    code, out, _ = cli(capsys, "repair")
+    assert code == 0 and "ACL" not in out
+
+
+def test_a_credential_is_only_for_a_user_who_proves_who_they_are(streamed, kafka, capsys):
+    code, _, err = cli(capsys, "streams", "credentials", "--as", "dave", password=None)
+    assert code != 0 and "acting as dave needs dave's password" in err
+    assert [e["details"]["as"] for e in recorded() if (e["details"] or {}).get("as")] == ["dave"]
+    assert "dave" not in KafkaAdmin(settings_of(kafka)).users_with_passwords()
+    code, _, err = cli(capsys, "streams", "credentials", "--as", "dave", password="wrong")
+    assert code != 0 and "dave" not in KafkaAdmin(settings_of(kafka)).users_with_passwords()
+
+
+def test_an_unreachable_cluster_refuses_the_apply_naming_it(streamed, capsys, monkeypatch):
+    monkeypatch.setenv("CUSTODY_KAFKA_BOOTSTRAP", "127.0.0.1:1")
+    code, _, err = cli(capsys, "specs", "apply", "--as", "alice")
+    assert code != 0 and "Kafka at 127.0.0.1:1" in err
+    assert recorded(action="spec.applied") == []
+
+
+def test_two_specs_landing_one_topic_are_refused_at_check(streamed, capsys, tmp_path):
+    other = tmp_path / "specs" / "sales" / "clicks_again.yaml"
+    other.write_text(CLICKS_SPEC.replace("TOPIC", streamed), encoding="utf-8")
+    code, out, err = cli(capsys, "specs", "check")
+    assert code != 0
+    assert re.search(rf"clicks_again.yaml:4: source.topic: topic {streamed} is landed by sales/clicks\b", out + err)
