@@ -154,6 +154,19 @@ def test_repair_removes_an_acl_nobody_granted_and_says_so(streamed, kafka, capsy
     assert code == 0 and "ACL" not in out
 
 
+def test_an_edit_not_applied_yet_changes_no_acl(streamed, kafka, capsys, tmp_path):
+    apply_all(capsys)
+    spec = tmp_path / "specs" / "sales" / "clicks.yaml"
+    spec.write_text(spec.read_text(encoding="utf-8").replace("consumer: sales-consumers", "consumer: auditors"))
+    code, _, err = cli(capsys, "repair")
+    assert code == 0, err
+    readers = {acl.user for acl in KafkaAdmin(settings_of(kafka)).acls("topic", streamed) if acl.operation == "read"}
+    assert readers == {"carol", "svc-custody"}
+    apply_all(capsys)
+    readers = {acl.user for acl in KafkaAdmin(settings_of(kafka)).acls("topic", streamed) if acl.operation == "read"}
+    assert readers == {"dave", "svc-custody"}
+
+
 def test_a_credential_is_only_for_a_user_who_proves_who_they_are(streamed, kafka, capsys):
     code, _, err = cli(capsys, "streams", "credentials", "--as", "dave", password=None)
     assert code != 0 and "acting as dave needs dave's password" in err

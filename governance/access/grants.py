@@ -40,7 +40,7 @@ def change_role(
     """Grant or revoke `role` on `spec` to `user`, as the owner `identity`. The group may hold roles
     on other assets too: the change is only allowed to someone who owns every one of them. The
     topics of the assets the group holds roles on follow at once."""
-    from governance.streams.topics import admin_for  # Kafka's client, for streams alone
+    from governance.streams.topics import admin_for, governing  # Kafka's client, for streams alone
 
     checked_name(user)
     group = group_of(spec, role)
@@ -51,7 +51,7 @@ def change_role(
         decision = _wider_than_owned(policy, decision, group, others) or decision
     enforce(catalog, decision, details=details)
     directory = policy.directory
-    streamed = [s for s in (spec, *others) if s.topic]
+    streamed = governing(catalog, policy, (spec, *others))
     kafka = admin_for(streamed)
     if kafka is not None:
         kafka.reachable()  # before the directory changes: a cluster that cannot follow changes nothing

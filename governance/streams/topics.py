@@ -14,7 +14,7 @@ from sqlmodel import Session
 
 from governance import ledger
 from governance.access.directory import Directory
-from governance.access.policy import Role, group_of
+from governance.access.policy import Policy, Role, group_of
 from governance.catalog import Catalog
 from governance.catalog.api import utcnow
 from governance.catalog.models import StreamTopicRow
@@ -30,6 +30,19 @@ GROUP_SEPARATOR = "-"
 LANDING_GROUPS = "custody-landing"
 # How many unknown entries a refusal names.
 SHOWN = 5
+
+
+def governing(catalog: Catalog, policy: Policy, specs: Iterable[Spec]) -> list[Spec]:
+    """The definitions of `specs` that land a topic, as the broker follows them: with approval on,
+    those in force (an edit not applied yet changes no ACL); otherwise the files."""
+    from governance.approval import in_force, spec_in_force
+
+    specs = list(specs)
+    if not policy.specs_approval:
+        return [spec for spec in specs if spec.topic]
+    rows = in_force(catalog, [spec.key for spec in specs])
+    forced = (spec_in_force(rows[spec.key], spec.file) for spec in specs if spec.key in rows)
+    return [spec for spec in forced if spec.topic]
 
 
 def admin_for(specs: Iterable[Spec]) -> KafkaAdmin | None:
