@@ -48,7 +48,7 @@ def produce(broker: LocalBroker, user: str, password: str, topic: str, values: l
     errors: list[str] = []
     for value in values:
         producer.produce(topic, value, on_delivery=lambda err, _: errors.append(err.name()) if err else None)
-    producer.flush(15)
+    assert producer.flush(15) == 0, "records still unsent after 15 s"
     return errors
 
 

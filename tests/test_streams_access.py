@@ -7,10 +7,19 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from governance.streams.broker import Acl, KafkaAdmin
 from tests.conftest import DEMO_SPECS
@@ -30,7 +39,7 @@ REFUSED = ("GROUP_AUTHORIZATION_FAILED", "TOPIC_AUTHORIZATION_FAILED")
 
 
 @pytest.fixture
-def streamed(cli_env, kafka, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, request) -> str:
+def streamed(cli_env, kafka, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, request) -> Iterator[str]:
     """The demo's specs and sales/clicks, whose topic is the test's own; Custody pointed at the broker."""
     folder = tmp_path / "specs"
     shutil.copytree(DEMO_SPECS, folder)
@@ -40,7 +49,11 @@ def streamed(cli_env, kafka, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, re
     monkeypatch.setenv("CUSTODY_SPECS_APPROVAL", "on")
     for name, value in kafka_environment(kafka).items():
         monkeypatch.setenv(name, value)
-    return topic
+    yield topic
+    # The broker outlives the test, its catalog does not: the credentials it issued go with it.
+    admin = KafkaAdmin(settings_of(kafka))
+    for user in admin.users_with_passwords() - {admin.settings.user, admin.settings.lander}:
+        admin.remove_password(user)
 
 
 def credential(capsys, user: str) -> str:
@@ -176,10 +189,51 @@ def test_a_credential_is_only_for_a_user_who_proves_who_they_are(streamed, kafka
     assert code != 0 and "dave" not in KafkaAdmin(settings_of(kafka)).users_with_passwords()
 
 
+def test_a_credential_custody_did_not_issue_is_never_replaced(streamed, kafka, capsys):
+    KafkaAdmin(settings_of(kafka)).set_password("alice", "an-operators-own")
+    code, _, err = cli(capsys, "streams", "credentials", "--as", "alice")
+    assert code != 0 and "alice has a credential on the cluster that Custody did not issue" in err
+    assert [e["actor"] for e in recorded(action="stream.credential_refused")] == ["alice"]
+    assert [e for e in recorded(action="stream.credential_set") if e["details"]["user"] == "alice"] == []
+
+
+def test_a_new_credential_ends_the_previous_one_and_no_password_reaches_the_ledger(streamed, kafka, capsys):
+    apply_all(capsys)
+    first, second = credential(capsys, "carol"), credential(capsys, "carol")
+    as_carol = settings_of(kafka).client_config("carol", first)
+    # librdkafka says a refused sign-in as a failure to reach the broker, which the next line reaches.
+    with pytest.raises(KafkaException):
+        AdminClient({**as_carol, "log_level": 0}).list_topics(timeout=5)
+    AdminClient({**as_carol, "sasl.password": second}).list_topics(timeout=10)
+    issued = [e for e in recorded(action="stream.credential_set") if e["details"]["user"] == "carol"]
+    assert [e["actor"] for e in issued] == ["carol", "carol"]
+    assert not any(password in json.dumps(e) for e in issued for password in (first, second))
+
+
 def test_an_unreachable_cluster_refuses_the_apply_naming_it(streamed, capsys, monkeypatch):
     monkeypatch.setenv("CUSTODY_KAFKA_BOOTSTRAP", "127.0.0.1:1")
     code, _, err = cli(capsys, "specs", "apply", "--as", "alice")
     assert code != 0 and "Kafka at 127.0.0.1:1" in err
+    assert recorded(action="spec.applied") == []
+
+
+def test_fewer_partitions_are_refused_before_anything_changes(streamed, kafka, capsys, tmp_path):
+    apply_all(capsys)
+    spec = tmp_path / "specs" / "sales" / "clicks.yaml"
+    spec.write_text(
+        spec.read_text(encoding="utf-8").replace("partitions: 2, retention: 7d", "partitions: 1, retention: 1d")
+    )
+    code, _, err = cli(capsys, "specs", "apply", "--as", "alice")
+    assert code != 0 and f"topic {streamed} has 2 partitions; Kafka cannot take partitions away" in err
+    state = KafkaAdmin(settings_of(kafka)).topic(streamed)
+    assert state is not None and (state.partitions, state.retention_ms) == (2, 7 * 86_400_000)
+    assert len(recorded(action="spec.applied")) == 5  # the first apply's, of the demo's four and clicks
+
+
+def test_a_streamed_spec_without_a_cluster_is_refused_naming_the_setting(streamed, capsys, monkeypatch):
+    monkeypatch.delenv("CUSTODY_KAFKA_BOOTSTRAP")
+    code, _, err = cli(capsys, "specs", "apply", "--as", "alice")
+    assert code != 0 and "CUSTODY_KAFKA_BOOTSTRAP is not set" in err
     assert recorded(action="spec.applied") == []
 
 

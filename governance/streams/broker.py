@@ -73,7 +73,7 @@ class KafkaAdmin:
     def __init__(self, settings: KafkaSettings):
         self.settings = settings
         config: dict[str, Any] = {**settings.client_config(), "logger": LOG}
-        self.client = AdminClient(config)
+        self.client = self._wait(lambda: AdminClient(config), "set up a client (CUSTODY_KAFKA_*)")
 
     @property
     def where(self) -> str:

@@ -6,35 +6,42 @@ from __future__ import annotations
 
 import secrets
 
+from sqlmodel import select
+
 from governance import ledger
 from governance.access.guard import ledger_actor
 from governance.access.policy import Identity
 from governance.catalog import Catalog
+from governance.catalog.models import LedgerEntry
 from governance.errors import AccessDenied
 from governance.runs import Assurance
 from governance.streams.broker import KafkaAdmin
+from governance.streams.local import CONTROLLER_USER
 from governance.streams.settings import SCRAM
 
 PASSWORD_BYTES = 32
 
 
 def issue(catalog: Catalog, admin: KafkaAdmin, identity: Identity) -> str:
-    """A new password for `identity`'s own principal, `User:<name>`; the decision is recorded."""
+    """A new password for `identity`'s own principal, `User:<name>`; the decision is recorded. A
+    credential Custody did not issue (a super user's, an operator's) is never replaced."""
     user = identity.user
     reason = None
     if identity.assurance is not Assurance.VERIFIED:
         reason = (
             "a Kafka credential is issued to a verified user only: run the command as yourself, or give your password"
         )
-    elif user in (admin.settings.user, admin.settings.lander):
-        reason = f"{user} is an account of Custody's own on the cluster; its credential comes from the environment"
+    elif user in (admin.settings.user, admin.settings.lander, CONTROLLER_USER):
+        reason = f"{user} is an account of the cluster's or Custody's own; its credential comes from the environment"
+    elif user in admin.users_with_passwords() and not _issued_before(catalog, user):
+        reason = f"{user} has a credential on the cluster that Custody did not issue: an operator's to remove first"
     details = {"user": user, "mechanism": SCRAM, "cluster": admin.settings.bootstrap, **identity.recorded()}
     if reason is not None:
         with catalog.session() as session:
             ledger.append(
                 session,
                 actor=ledger_actor(user),
-                action=ledger.Action.STREAM_CREDENTIAL_SET,
+                action=ledger.Action.STREAM_CREDENTIAL_REFUSED,
                 assurance=identity.assurance,
                 details={**details, "allowed": False, "reason": reason},
             )
@@ -50,3 +57,13 @@ def issue(catalog: Catalog, admin: KafkaAdmin, identity: Identity) -> str:
         )
         admin.set_password(user, password)
     return password
+
+
+def _issued_before(catalog: Catalog, user: str) -> bool:
+    with catalog.reading() as session:
+        issued = session.exec(
+            select(LedgerEntry.seq)
+            .where(LedgerEntry.action == ledger.Action.STREAM_CREDENTIAL_SET, LedgerEntry.actor == user)
+            .limit(1)
+        ).first()
+    return issued is not None

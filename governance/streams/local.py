@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from governance.errors import EnvironmentProblem
@@ -42,7 +42,7 @@ class LocalBroker:
     port: int
     controller_port: int
     admin_user: str
-    admin_password: str
+    admin_password: str = field(repr=False)
 
     @property
     def bootstrap(self) -> str:
@@ -163,9 +163,16 @@ def prepare(broker: LocalBroker) -> Path:
     _private(broker.folder / "log4j2.properties", LOG4J.format(log=broker.log))
     if not (broker.folder / "data" / "meta.properties").is_file():
         scram = f"{SCRAM}=[name={broker.admin_user},password={broker.admin_password}]"
-        command = [_java(), "-cp", kafka_classpath(), *_logging(broker), STORAGE_TOOL, "format"]
-        command += ["-t", _cluster_id(), "-c", str(properties), "--standalone", "--add-scram", scram]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        arguments = ["-t", _cluster_id(), "-c", str(properties), "--standalone", "--add-scram", scram]
+        # In an argument file (the tool's argparse4j reads one argument a line) readable by its owner
+        # alone: a command line is every local user's to read.
+        argfile = broker.folder / "format.args"
+        _private(argfile, "\n".join(arguments))
+        command = [_java(), "-cp", kafka_classpath(), *_logging(broker), STORAGE_TOOL, "format", f"@{argfile}"]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+        finally:
+            argfile.unlink(missing_ok=True)
         if done.returncode != 0:
             detail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no message"]
             raise EnvironmentProblem(f"{broker.folder}: Kafka's storage could not be formatted: {detail[0]}")

@@ -20,14 +20,12 @@ from governance.catalog.api import utcnow
 from governance.catalog.models import StreamTopicRow
 from governance.errors import InvalidInput
 from governance.spec import Spec
-from governance.streams.broker import Acl, KafkaAdmin
-from governance.streams.settings import KafkaSettings
+from governance.streams.broker import Acl, KafkaAdmin, TopicState
+from governance.streams.settings import SCRAM, KafkaSettings
 
 # What each role may do on its asset's topic.
 TOPIC_OPERATIONS = {Role.PRODUCER: ("write", "describe"), Role.CONSUMER: ("read", "describe")}
 GROUP_SEPARATOR = "-"
-# Custody's landings read a topic as this group's members, which no person's group name can start.
-LANDING_GROUPS = "custody-landing"
 # How many unknown entries a refusal names.
 SHOWN = 5
 
@@ -101,58 +99,84 @@ def keep_in_step(
     because: str,
 ) -> list[TopicChange]:
     """Create each spec's topic when missing, set its partitions and retention, and make its ACLs
-    what its roles call for; record each change. A topic that exists with entries Custody did not
-    grant, and that Custody does not govern yet, is refused, naming them: nothing is changed."""
-    streamed = [spec for spec in specs if spec.topic is not None]
-    if not streamed:
-        return []
+    what its roles call for. Every spec is checked before anything changes: a topic that is another
+    asset's, that exists with entries its roles do not call for while Custody does not govern it
+    yet, or that has more partitions than declared, is refused, naming why. Then each topic's
+    changes are made and recorded, one topic at a time: a failure leaves the topics before it done
+    and recorded."""
     lander = admin.settings.lander
-    with catalog.session() as session:
-        for spec in streamed:
-            _refuse_foreign(session, admin, spec, wanted(spec, directory, lander))
-        admin.set_password(lander, admin.settings.lander_password)
-        changes = [_step(session, admin, spec, wanted(spec, directory, lander)) for spec in streamed]
-        _record(session, changes, actor=actor, assurance=assurance, because=because)
+    plans = [(spec, wanted(spec, directory, lander)) for spec in specs if spec.topic is not None]
+    if not plans:
+        return []
+    with catalog.reading() as session:
+        states = {spec.key: _checked(session, admin, spec, acls) for spec, acls in plans}
+    _lander_credential(catalog, admin, actor=actor, assurance=assurance, because=because)
+    changes = []
+    for spec, acls in plans:
+        with catalog.session() as session:
+            change = _step(session, admin, spec, states[spec.key], acls)
+            _record(session, [change], actor=actor, assurance=assurance, because=because)
+        changes.append(change)
     return changes
 
 
-def _refuse_foreign(session: Session, admin: KafkaAdmin, spec: Spec, acls: frozenset[Acl]) -> None:
-    topic = spec.topic
-    assert topic is not None  # only streamed specs come here
+def _checked(session: Session, admin: KafkaAdmin, spec: Spec, acls: frozenset[Acl]) -> TopicState | None:
+    """The spec's topic as the cluster has it, once it is known the spec may govern it."""
+    source, topic = spec.stream_source, spec.topic
+    assert source is not None and topic is not None  # only streamed specs come here
     row = session.get(StreamTopicRow, topic)
     if row is not None and row.asset_key != str(spec.key):
         raise InvalidInput(
             f"{spec.file}: source.topic: topic {topic} is {row.asset_key}'s: a topic belongs to one asset"
         )
-    if row is not None or admin.topic(topic) is None:
-        return
-    foreign = sorted(present(admin, topic) - acls)
+    state = admin.topic(topic)
+    if state is None:
+        return None
+    if state.partitions > source.partitions:
+        raise InvalidInput(
+            f"{spec.file}: source.partitions: topic {topic} has {state.partitions} partitions; "
+            "Kafka cannot take partitions away: declare at least as many"
+        )
+    foreign = sorted(present(admin, topic) - acls) if row is None else []
     if foreign:
         named = "; ".join(str(acl) for acl in foreign[:SHOWN]) + ("; …" if len(foreign) > SHOWN else "")
         raise InvalidInput(
             f"{spec.file}: source.topic: topic {topic} exists on {admin.where} with ACLs its roles do not call "
             f"for ({named}): remove them, or name another topic"
         )
+    return state
 
 
-def _step(session: Session, admin: KafkaAdmin, spec: Spec, acls: frozenset[Acl]) -> TopicChange:
+def _lander_credential(catalog: Catalog, admin: KafkaAdmin, *, actor: str, assurance: str | None, because: str) -> None:
+    """The landing account's SCRAM credential, from CUSTODY_KAFKA_LANDER_PASSWORD, set once when the
+    cluster has none, and recorded."""
+    lander = admin.settings.lander
+    if lander in admin.users_with_passwords():
+        return
+    with catalog.session() as session:
+        details = {"user": lander, "mechanism": SCRAM, "cluster": admin.settings.bootstrap, "because": because}
+        ledger.append(
+            session, actor=actor, action=ledger.Action.STREAM_CREDENTIAL_SET, assurance=assurance, details=details
+        )
+        admin.set_password(lander, admin.settings.lander_password)
+
+
+def _step(
+    session: Session, admin: KafkaAdmin, spec: Spec, state: TopicState | None, acls: frozenset[Acl]
+) -> TopicChange:
     source, topic = spec.stream_source, spec.topic
     assert source is not None and topic is not None  # only streamed specs come here
-    state = admin.topic(topic)
     if state is None:
         admin.create_topic(topic, source.partitions, source.retention_ms)
     else:
-        if state.partitions > source.partitions:
-            raise InvalidInput(
-                f"{spec.file}: source.partitions: topic {topic} has {state.partitions} partitions; "
-                "Kafka cannot take partitions away: declare at least as many"
-            )
         if state.partitions < source.partitions:
             admin.grow_topic(topic, source.partitions)
         if state.retention_ms != source.retention_ms:
             admin.set_retention(topic, source.retention_ms)
     have = present(admin, topic)
-    added, removed = tuple(sorted(acls - have)), tuple(sorted(have - acls))
+    # A DENY entry someone set narrows access: it is left alone.
+    removed = tuple(sorted(acl for acl in have - acls if acl.permission == "allow"))
+    added = tuple(sorted(acls - have))
     admin.add_acls(added)
     admin.remove_acls(removed)
     if session.get(StreamTopicRow, topic) is None:
