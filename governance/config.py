@@ -187,9 +187,9 @@ class Settings:
 
     def spark_jars(self) -> tuple[str, ...]:
         """The jars Spark starts with: the JDBC driver named by CUSTODY_JDBC_DRIVER, which must
-        exist, or else Debian's when it is installed; with an object-store lake, the jars `make
-        setup` fetched (Hadoop's S3A and the AWS SDK's S3 client among them)."""
-        fetched = tuple(str(jar) for jar in fetched_jars()) if self.lake_url else ()
+        exist, or else Debian's when it is installed; Spark's Kafka source; with an object-store
+        lake, every jar `make setup` fetched (Hadoop's S3A and the AWS SDK's S3 client among them)."""
+        fetched = tuple(str(jar) for jar in fetched_jars()) if self.lake_url else kafka_source_jars()
         if self.jdbc_driver_at is None:
             return (*fetched, *((str(DEFAULT_JDBC_DRIVER),) if DEFAULT_JDBC_DRIVER.is_file() else ()))
         if not self.jdbc_driver_at.is_file():
@@ -203,6 +203,13 @@ class Settings:
         """The jars a Spark session needs to read the versions' Iceberg tables: Iceberg's runtime,
         SQLite's JDBC driver and the PostgreSQL one named by `spark_jars`."""
         return tuple(dict.fromkeys((*fetched_jars(), *(Path(jar) for jar in self.spark_jars()))))
+
+
+def kafka_source_jars() -> tuple[str, ...]:
+    """Spark's Kafka source and its client, of the jars `make setup` copied: what a streamed asset's
+    landing reads its topic with."""
+    names = ("spark-sql-kafka-", "spark-token-provider-kafka-", "kafka-clients-", "commons-pool2-")
+    return tuple(str(jar) for jar in sorted(SPARK_JARS_FOLDER.glob("*.jar")) if jar.name.startswith(names))
 
 
 def fetched_jars() -> tuple[Path, ...]:

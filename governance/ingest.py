@@ -9,6 +9,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
@@ -36,7 +37,7 @@ from governance.errors import (
     ValidationFailed,
 )
 from governance.lineage.openlineage import Dataset, Emitter, JobRun, column_inputs, dataset_of
-from governance.lineage.versioned import DEFAULT_COLUMNS, ColumnOptions, landing_columns, warn_about
+from governance.lineage.versioned import DEFAULT_COLUMNS, ColumnOptions, VersionColumns, landing_columns, warn_about
 from governance.readers import Parsed, RowCount, TextChecks, column_difference, read_batch
 from governance.repair import repair
 from governance.runs import Progress, RunRequest, attempt, quiet, record_failure
@@ -63,8 +64,8 @@ def ingest(
     column_lineage: ColumnOptions | None = DEFAULT_COLUMNS,
 ) -> VersionRow:
     """Land one ready batch of a landing asset as its next version, with the DropZone field each
-    column comes from unless `column_lineage` is None. An asset read from a database has no
-    batches: its table or query is read instead."""
+    column comes from unless `column_lineage` is None. An asset read from a database or a Kafka
+    topic has no batches: its table or query, or its topic's records since its last version, are read instead."""
     if spec.reads_database:
         if batch_id is not None or force:
             raise InvalidInput(
@@ -75,29 +76,34 @@ def ingest(
         return ingest_table(
             spark, catalog, lake, spec, request, progress=progress, events=events, column_lineage=column_lineage
         )
+    if spec.reads_topic:
+        if batch_id is not None or force:
+            raise InvalidInput(
+                f"{spec.key} is landed from a Kafka topic, not from DropZone batches: it takes no batch and no --force"
+            )
+        from governance.streams.landing import land_topic
+
+        return land_topic(
+            spark, catalog, lake, spec, request, progress=progress, events=events, column_lineage=column_lineage
+        )
     events = events or Emitter.off()
     repair(catalog, lake)
     batch = _checked_batch(catalog, lake, spec, request, batch_id, force, progress)
     owned = {"batch_owner": batch_owner_in_directory(catalog, batch)}
-    with catalog.session() as session:
-        catalog.register_spec(session, spec, request.requested_by, request.run_id, request.assurance)
-        ledger.append(
-            session,
-            actor=request.requested_by,
-            action=ledger.Action.INGESTION_REQUESTED,
-            asset=str(spec.key),
-            run_id=request.run_id,
-            assurance=request.assurance,
-            details={
-                "batch": batch.batch_id,
-                **owned,
-                "files": len(batch.files),
-                "bytes": batch.bytes,
-                "batch_requested_by": batch.meta.requested_by,
-                "label": batch.meta.label,
-                "forced": force,
-            },
-        )
+    ingestion_requested(
+        catalog,
+        spec,
+        request,
+        {
+            "batch": batch.batch_id,
+            **owned,
+            "files": len(batch.files),
+            "bytes": batch.bytes,
+            "batch_requested_by": batch.meta.requested_by,
+            "label": batch.meta.label,
+            "forced": force,
+        },
+    )
     seen = frozenset() if force else catalog.batch_fingerprints(spec.key)
     dropped = Dataset(str(batch.path), batch.batch_id, roles=spec.body.roles.model_dump())
     job = JobRun(str(spec.key), "INGESTION", request, [dropped])
@@ -124,22 +130,14 @@ def ingest(
         for note in notes:
             progress(f"note: {note}")
         progress(f"committing {landed.data.rows} rows ({quarantined} quarantined)")
-        draft = Draft(
-            key=spec.key,
-            zone=Zone.LANDING,
-            attempt_id=attempt_id,
-            run_id=request.run_id,
-            requested_by=request.requested_by,
-            code_version=request.code_version,
-            spec_hash=spec.hash,
-            table_schema=landed.frame.schema.json(),
-            data=landed.data,
-            rows_read=landed.rows_read,
-            quarantine=landed.quarantined,
+        draft = landing_draft(
+            spec,
+            request,
+            attempt_id,
+            landed,
+            columns,
             label=batch.meta.label,
-            assurance=request.assurance,
             batch=written.scan.record(),
-            columns=columns,
             details={
                 **owned,
                 **({"control_characters": controls} if controls else {}),
@@ -320,6 +318,44 @@ def settle(
     if quarantined and refused:
         _enforce_bad_rows(spec, what, stage, rows_read, quarantined)
     return Landed(data, quarantined if refused else None, rows_read, parsed.good)
+
+
+def ingestion_requested(catalog: Catalog, spec: Spec, request: RunRequest, details: dict[str, Any]) -> None:
+    """Record the spec a landing runs under, and the request, with what it is about to read."""
+    with catalog.session() as session:
+        catalog.register_spec(session, spec, request.requested_by, request.run_id, request.assurance)
+        ledger.append(
+            session,
+            actor=request.requested_by,
+            action=ledger.Action.INGESTION_REQUESTED,
+            asset=str(spec.key),
+            run_id=request.run_id,
+            assurance=request.assurance,
+            details=details,
+        )
+
+
+def landing_draft(
+    spec: Spec, request: RunRequest, attempt_id: str, landed: Landed, columns: VersionColumns | None, **more: Any
+) -> Draft:
+    """The version a landing attempt commits: what every landing records of it, and `more`: its
+    batch and label, its database read, or its topic's offsets."""
+    return Draft(
+        key=spec.key,
+        zone=Zone.LANDING,
+        attempt_id=attempt_id,
+        run_id=request.run_id,
+        requested_by=request.requested_by,
+        code_version=request.code_version,
+        spec_hash=spec.hash,
+        table_schema=landed.frame.schema.json(),
+        data=landed.data,
+        rows_read=landed.rows_read,
+        quarantine=landed.quarantined,
+        assurance=request.assurance,
+        columns=columns,
+        **more,
+    )
 
 
 def holds_nulls(sealed: Sealed, columns: tuple[str, ...]) -> bool:

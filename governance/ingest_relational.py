@@ -14,7 +14,7 @@ from governance import ledger
 from governance.catalog import Catalog
 from governance.catalog.models import RelationalRead, VersionRow
 from governance.errors import CustodyError
-from governance.ingest import settle, write_good
+from governance.ingest import ingestion_requested, landing_draft, settle, write_good
 from governance.lineage.openlineage import Dataset, Emitter, JobRun, column_inputs, dataset_of
 from governance.lineage.versioned import (
     DEFAULT_COLUMNS,
@@ -37,8 +37,8 @@ from governance.repair import repair
 from governance.runs import Progress, RunRequest, attempt, quiet, record_failure
 from governance.sources import Place
 from governance.spec import JdbcSource, Spec
-from governance.versions import Draft, commit
-from governance.zones import Lake, Zone
+from governance.versions import commit
+from governance.zones import Lake
 
 
 def ingest_table(
@@ -60,17 +60,7 @@ def ingest_table(
     place = Place.of(source)
     repair(catalog, lake)
     since = catalog.last_mark(spec.key, source.incremental.column, place.name) if source.incremental else None
-    with catalog.session() as session:
-        catalog.register_spec(session, spec, request.requested_by, request.run_id, request.assurance)
-        ledger.append(
-            session,
-            actor=request.requested_by,
-            action=ledger.Action.INGESTION_REQUESTED,
-            asset=str(spec.key),
-            run_id=request.run_id,
-            assurance=request.assurance,
-            details={"source": place.namespace, "dataset": place.name, "since": since},
-        )
+    ingestion_requested(catalog, spec, request, {"source": place.namespace, "dataset": place.name, "since": since})
     where = f"{spec.key} reads {place.name}"
     with ExitStack() as held:
         try:
@@ -140,22 +130,7 @@ def _land(
         warn_about(columns, progress)
         quarantined = landed.quarantined.rows if landed.quarantined else 0
         progress(f"committing {landed.data.rows} rows ({quarantined} quarantined)")
-        draft = Draft(
-            key=spec.key,
-            zone=Zone.LANDING,
-            attempt_id=attempt_id,
-            run_id=request.run_id,
-            requested_by=request.requested_by,
-            code_version=request.code_version,
-            spec_hash=spec.hash,
-            table_schema=landed.frame.schema.json(),
-            data=landed.data,
-            rows_read=landed.rows_read,
-            quarantine=landed.quarantined,
-            assurance=request.assurance,
-            columns=columns,
-            read=_record(source, reading),
-        )
+        draft = landing_draft(spec, request, attempt_id, landed, columns, read=_record(source, reading))
         row = commit(catalog, lake, stage, draft, progress)
         outputs.add(dataset_of(lake, row, spec.body.roles.model_dump(), column_inputs(columns, {None: table})))
     return row

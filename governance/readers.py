@@ -110,17 +110,28 @@ def _names(names: list[str]) -> str:
 
 
 def _refused_rows(
-    frame: DataFrame, reason: SparkColumn, raw: SparkColumn, detail: SparkColumn | None = None
+    frame: DataFrame,
+    reason: SparkColumn,
+    raw: SparkColumn,
+    detail: SparkColumn | None = None,
+    *,
+    origin: SparkColumn | None = None,
 ) -> DataFrame:
-    """Refused rows as the quarantine keeps them. `record` reads every column, which also keeps
-    Spark's CSV column pruning from skipping the parse that flags a malformed row. Spark gives the
-    file as a URI: its path is decoded ('+' is a plain character in a URI's path)."""
-    path = F.regexp_replace(F.col("_metadata.file_path"), "^file:(//)?", "")
+    """Refused rows as the quarantine keeps them: where each came from (its file, by default),
+    why, and the record. `record` reads every column, which also keeps Spark's CSV column pruning
+    from skipping the parse that flags a malformed row."""
     return frame.filter(reason.isNotNull()).select(
-        F.url_decode(F.regexp_replace(path, "\\+", "%2B")).alias("file"),
+        (file_origin() if origin is None else origin).alias("file"),
         (reason if detail is None else detail).alias("reason"),
         raw.alias("record"),
     )
+
+
+def file_origin() -> SparkColumn:
+    """The file a row was read from. Spark gives it as a URI: its path is decoded ('+' is a plain
+    character in a URI's path)."""
+    path = F.regexp_replace(F.col("_metadata.file_path"), "^file:(//)?", "")
+    return F.url_decode(F.regexp_replace(path, "\\+", "%2B"))
 
 
 def _read_csv(spark: SparkSession, spec: Spec, batch: Batch, text: TextChecks) -> Parsed:
@@ -164,19 +175,35 @@ def _read_json(spark: SparkSession, spec: Spec, batch: Batch, text: TextChecks) 
     MAX_JSON_DEPTH levels (deeper ones would overflow the JVM's stack) is a corrupt record: refused,
     with the reason a parse in Python finds."""
     frame = _json_frame(spark, spec, batch)
-    leaves = _flatten(frame.schema)
-    if not leaves:
+    if not _flatten(frame.schema):
         files = ", ".join(f.path.name for f in batch.files)
         raise BatchError(
             f"batch {batch.batch_id!r} of {spec.key}: no line of {files} is a JSON object: "
             f"{_why_not_json(batch.files[0])}"
         )
-    _refuse_bad_fields(spec, batch, leaves)
+    return json_parsed(spec, frame, f"batch {batch.batch_id!r} of {spec.key}", text, origin=file_origin())
+
+
+def json_parsed(
+    spec: Spec,
+    frame: DataFrame,
+    where: str,
+    text: TextChecks,
+    *,
+    origin: SparkColumn,
+    kept: Sequence[tuple[str, SparkColumn]] = (),
+    hidden: frozenset[str] = frozenset(),
+) -> Parsed:
+    """JSON records Spark parsed into `frame` (corrupt ones in CORRUPT), flattened and checked as the
+    spec says. `origin` says where a refused record comes from; `kept` are columns that land after
+    the record's own, from the `hidden` top-level columns, which are not the record's."""
+    leaves = _flatten(frame.schema, hidden=hidden)
+    _refuse_bad_fields(where, leaves)
     found = {name: leaf.column for name, leaf in leaves.items()}
     corrupt = F.col(CORRUPT) if CORRUPT in frame.columns else F.lit(None).cast("string")
     checks: list[tuple[SparkColumn, SparkColumn]] = [(corrupt.isNotNull(), F.lit("not a JSON object"))]
     if spec.body.columns:
-        _match_columns(spec, batch, list(found))
+        _match_columns(spec, where, list(found))
         typed = {c.name: found[c.name].try_cast(spark_type(c.type)) for c in spec.body.columns}
         checks += [
             (found[c.name].isNotNull() & typed[c.name].isNull(), F.lit(f"column {c.name} is not a valid {c.type}"))
@@ -193,10 +220,9 @@ def _read_json(spark: SparkSession, spec: Spec, batch: Batch, text: TextChecks) 
     explain = F.udf(lambda raw: explain_json_record(raw), T.StringType())
     # Rows read are this scan's own count: its filter must not be pushed into the reader, which
     # would skip rows before they are counted. A CASE on the corrupt-record column is not pushed.
-    good = frame.filter(reason.isNull()).select(*outputs)
-    return Parsed(
-        good, lambda: _refused_rows(frame, reason, raw, F.when(corrupt.isNotNull(), explain(corrupt)).otherwise(reason))
-    )
+    good = frame.filter(reason.isNull()).select(*outputs, *(column.alias(name) for name, column in kept))
+    detail = F.when(corrupt.isNotNull(), explain(corrupt)).otherwise(reason)
+    return Parsed(good, lambda: _refused_rows(frame, reason, raw, detail, origin=origin))
 
 
 def _json_frame(spark: SparkSession, spec: Spec, batch: Batch) -> DataFrame:
@@ -241,12 +267,14 @@ class _Leaf:
     fields: tuple[str, ...]
 
 
-def _flatten(schema: T.StructType, prefix: Sequence[str] = ()) -> dict[str, _Leaf]:
+def _flatten(
+    schema: T.StructType, prefix: Sequence[str] = (), hidden: frozenset[str] = frozenset()
+) -> dict[str, _Leaf]:
     """Leaf columns of nested structs, named `parent__child`; a name two fields flatten to keeps
-    every field that claims it."""
+    every field that claims it. The top level's CORRUPT and `hidden` columns are not leaves."""
     leaves: dict[str, _Leaf] = {}
     for field in schema.fields:
-        if not prefix and field.name == CORRUPT:
+        if not prefix and (field.name == CORRUPT or field.name in hidden):
             continue
         path = [*prefix, field.name]
         found: Iterable[tuple[str, _Leaf]]
@@ -268,11 +296,10 @@ def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def _refuse_bad_fields(spec: Spec, batch: Batch, leaves: dict[str, _Leaf]) -> None:
+def _refuse_bad_fields(where: str, leaves: dict[str, _Leaf]) -> None:
     """Two fields may not land as one column: one would be lost. Spark matches column names
     ignoring case, so names that differ only in case collide too. A name may hold no control
     character, which would reach every screen that shows the column."""
-    where = f"batch {batch.batch_id!r} of {spec.key}"
     for name, leaf in leaves.items():
         if len(leaf.fields) > 1:
             both = " and ".join(shown(field, 64) for field in sorted(leaf.fields))
@@ -290,12 +317,10 @@ def _refuse_bad_fields(spec: Spec, batch: Batch, leaves: dict[str, _Leaf]) -> No
             )
 
 
-def _match_columns(spec: Spec, batch: Batch, found: list[str]) -> None:
+def _match_columns(spec: Spec, where: str, found: list[str]) -> None:
     declared = [c.name for c in spec.body.columns]
     if set(declared) != set(found):
-        raise BatchError(
-            f"batch {batch.batch_id!r} of {spec.key}: columns do not match the spec: {column_difference(declared, found)}"
-        )
+        raise BatchError(f"{where}: columns do not match the spec: {column_difference(declared, found)}")
 
 
 def _read_parquet(spark: SparkSession, spec: Spec, batch: Batch, text: TextChecks) -> Parsed:

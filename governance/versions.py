@@ -12,14 +12,16 @@ from typing import TYPE_CHECKING, Any
 
 from governance import ledger
 from governance.catalog import Catalog, utcnow
-from governance.catalog.api import check_mark_unchanged
+from governance.catalog.api import check_mark_unchanged, check_offsets_unchanged
 from governance.catalog.hops import record_inputs
 from governance.catalog.models import (
     BatchRow,
     RelationalRead,
     SourceFile,
+    StreamRead,
     VersionRow,
     described_read,
+    described_stream,
 )
 from governance.content import Footer, digest_parquet
 from governance.errors import CommitUnknown, IntegrityError
@@ -126,6 +128,8 @@ class Draft:
     batch: BatchRecord | None = None
     # The database read a landing version comes from, recorded with it (its version id set then).
     read: RelationalRead | None = None
+    # The topic's offsets a landing version holds, a row per partition (their version id set then).
+    stream: tuple[StreamRead, ...] = ()
     inputs: Sequence[VersionRow] = ()
     details: dict[str, Any] = field(default_factory=dict)
     columns: VersionColumns | None = None
@@ -153,6 +157,8 @@ def commit(catalog: Catalog, lake: Lake, stage: Staging, draft: Draft, progress:
             number = catalog.next_number(session, draft.key)
             if draft.read:
                 check_mark_unchanged(session, draft.key, draft.read)
+            if draft.stream:
+                check_offsets_unchanged(session, draft.key, draft.stream)
             created_at = utcnow()
             lake.write_manifest(stage.data, _manifest(draft, number, created_at, draft.data))
             if draft.quarantine:
@@ -239,6 +245,20 @@ def _record(
                 asset_key=str(draft.key),
             )
         )
+    for read in draft.stream:
+        fields = read.model_dump(exclude={"id", "version_id", "asset_key"})
+        session.add(StreamRead(**fields, version_id=version_id, asset_key=str(draft.key)))
+        if read.follows is not None and read.follows < read.start_offset:
+            lost = {"topic": read.topic, "partition": read.partition, "from": read.follows, "to": read.start_offset}
+            ledger.append(
+                session,
+                actor=draft.requested_by,
+                action=ledger.Action.STREAM_GAP,
+                asset=str(draft.key),
+                version=number,
+                run_id=draft.run_id,
+                details={**lost, "offsets_lost": read.start_offset - read.follows},
+            )
     catalog.finish_attempt(session, draft.attempt_id, "committed", version=number)
     details = {
         "data_version": row.data_version,
@@ -258,6 +278,8 @@ def _record(
         details["batch"] = draft.batch.batch_id
     if draft.read:
         details["source"] = described_read(draft.read)
+    if draft.stream:
+        details["stream"] = described_stream(draft.stream)
     if draft.columns is not None:
         details["column_lineage"] = draft.columns.summary
     ledger.append(

@@ -73,6 +73,7 @@ SHARED_SETUP = {
     "test_browser.py": "a service with Dagster's daemon, on the demo's first versions",
     "test_signin_attacks.py": "a service on the file directory, and one on a slapd",
     "test_streams_access.py": "a Kafka broker",
+    "test_streams_landing.py": "a Kafka broker",
 }
 
 

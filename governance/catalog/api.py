@@ -37,6 +37,7 @@ from governance.catalog.models import (
     RelationalRead,
     SourceFile,
     SpecSnapshot,
+    StreamRead,
     VersionRow,
 )
 from governance.catalog.owed import failed_checkpoints, failed_lock, owed_checkpoints, take_failed
@@ -642,6 +643,29 @@ class Catalog:
         with self.reading() as session:
             reads = session.exec(select(RelationalRead).where(col(RelationalRead.version_id).in_(version_ids)))
             return {read.version_id: read for read in reads}
+
+
+def offsets_landed(session: Session, key: AssetKey, topic: str) -> dict[int, int]:
+    """Where the next landing of `topic` starts, by partition: the end of the newest range landed.
+    Each version starts where the one before ended, so the newest end is the highest."""
+    rows = session.exec(
+        select(StreamRead.partition, func.max(StreamRead.end_offset))
+        .where(StreamRead.asset_key == str(key), StreamRead.topic == topic)
+        .group_by(col(StreamRead.partition))
+    )
+    return {partition: end for partition, end in rows}
+
+
+def check_offsets_unchanged(session: Session, key: AssetKey, reads: Sequence[StreamRead]) -> None:
+    """Refuse to commit ranges that do not start where the versions committed so far end: another
+    run landed records meanwhile, and the two versions would hold the same ones."""
+    landed = offsets_landed(session, key, reads[0].topic)
+    moved = [read.partition for read in reads if landed.get(read.partition) != read.follows]
+    if moved:
+        raise DuplicateBatch(
+            f"another run of {key} landed records of {reads[0].topic} (partition {moved[0]}) while this one "
+            "read them; land again to read past them"
+        )
 
 
 def _newest_mark(session: Session, key: AssetKey, column: str, name: str) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import Column, Index, Text, UniqueConstraint, text
@@ -317,6 +318,39 @@ class ArchivedEntry(SearchableEntry, table=True):
 
     __tablename__ = "ledger_archive"
     __table_args__ = (Index("ix_ledger_archive_asset_version", "asset_key", "version"),)
+
+
+class StreamRead(SQLModel, table=True):
+    """One partition's offsets a landing version of a topic holds: from `start_offset` up to
+    `end_offset` (exclusive), committed with the version, so that the next version starts where
+    this one ended. Where the version before ended short of `start_offset` (`follows`), Kafka
+    deleted the offsets between before any version landed them: a gap, recorded."""
+
+    __tablename__ = "stream_read"
+    __table_args__ = (UniqueConstraint("version_id", "partition"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    version_id: int = Field(foreign_key="version.id", index=True)
+    asset_key: str = Field(index=True)
+    topic: str
+    partition: int
+    start_offset: int
+    end_offset: int
+    records: int = 0
+    first_record_at: datetime | None = None
+    last_record_at: datetime | None = None
+    # The end of the partition's range in the version before, or None when none landed it.
+    follows: int | None = None
+
+
+def described_stream(reads: Sequence[StreamRead]) -> dict[str, object]:
+    """A version's offset ranges as the ledger and provenance show them."""
+    return {
+        "topic": reads[0].topic if reads else None,
+        "partitions": [
+            read.model_dump(mode="json", exclude={"id", "version_id", "asset_key", "topic"}) for read in reads
+        ],
+    }
 
 
 class StreamTopicRow(SQLModel, table=True):

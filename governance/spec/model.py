@@ -461,9 +461,14 @@ class Spec:
         return source
 
     @property
+    def reads_topic(self) -> bool:
+        """A landing asset landed from a Kafka topic: it has no DropZone batches."""
+        return isinstance(self.body.source, StreamSource)
+
+    @property
     def takes_batches(self) -> bool:
         """A landing asset its producers drop batches for."""
-        return self.is_landing and not self.reads_database
+        return self.is_landing and not self.reads_database and not self.reads_topic
 
     @cached_property
     def inputs(self) -> tuple[AssetKey, ...]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, cast
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -22,6 +22,7 @@ from confluent_kafka.admin import (
     ConfigResource,
     NewPartitions,
     NewTopic,
+    OffsetSpec,
     ResourcePatternType,
     ResourceType,
     ScramCredentialInfo,
@@ -95,6 +96,15 @@ class KafkaAdmin:
         configs = self._result(self.client.describe_configs([resource]), f"read topic {name}'s settings")[resource]
         retention = configs.get("retention.ms")
         return TopicState(name, len(found.partitions), int(retention.value) if retention else None)
+
+    def watermarks(self, name: str, partitions: int) -> dict[int, tuple[int, int]]:
+        """Each partition's first offset Kafka still holds and the offset its next record will take."""
+        ends: dict[int, list[int]] = {partition: [] for partition in range(partitions)}
+        for spec in (OffsetSpec.earliest(), OffsetSpec.latest()):
+            asked = {TopicPartition(name, partition): spec for partition in range(partitions)}
+            for place, info in self._result(self.client.list_offsets(asked), f"read {name}'s offsets").items():
+                ends[place.partition].append(info.offset)
+        return {partition: (low, high) for partition, (low, high) in ends.items()}
 
     def create_topic(self, name: str, partitions: int, retention_ms: int) -> None:
         topic = NewTopic(

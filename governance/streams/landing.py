@@ -1,0 +1,259 @@
+"""Landing a topic, exactly once: the records from where the asset's last version ended up to the
+topic's end when the landing starts, read by Spark's Kafka source as one batch between explicit
+offsets (as the landing account), parsed as a batch's records are, and committed as the next
+version with its offset ranges in the same catalog transaction. A range another run committed
+meanwhile fails the commit, so no record lands twice; each version starts where the one before
+ended, so none is skipped, unless Kafka deleted it first: then the offsets lost are a recorded gap.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from governance import ledger
+from governance.catalog import Catalog
+from governance.catalog.api import offsets_landed
+from governance.catalog.models import StreamRead, VersionRow
+from governance.errors import CustodyError, IntegrityError, InvalidInput
+from governance.ingest import ingestion_requested, landing_draft, settle, write_good
+from governance.lineage.openlineage import Dataset, Emitter, JobRun, column_inputs, dataset_of
+from governance.lineage.versioned import DEFAULT_COLUMNS, ColumnOptions, relational_columns, warn_about
+from governance.quarantine import MAX_JSON_DEPTH
+from governance.readers import CORRUPT, Parsed, RowCount, TextChecks, json_parsed
+from governance.repair import repair
+from governance.runs import Progress, RunRequest, attempt, quiet, record_failure
+from governance.spec import Spec, StreamSource
+from governance.streams.broker import KafkaAdmin
+from governance.streams.settings import KafkaSettings
+from governance.versions import commit
+from governance.zones import Lake, Staging
+
+# The columns every landed record keeps beside its own: where in the topic it was, and when Kafka took it.
+PARTITION, OFFSET, TIMESTAMP = "kafka_partition", "kafka_offset", "kafka_timestamp"
+KAFKA_COLUMNS = (PARTITION, OFFSET, TIMESTAMP)
+VALUE = "value"
+
+
+@dataclass(frozen=True)
+class Range:
+    """One partition's offsets a landing reads: from `start` up to `end` (exclusive). `follows` is
+    where the asset's last version ended in it (None: no version read it yet); offsets between it
+    and `start` were deleted by Kafka before they were landed."""
+
+    partition: int
+    start: int
+    end: int
+    follows: int | None
+
+    @property
+    def lost(self) -> int:
+        return self.start - self.follows if self.follows is not None else 0
+
+
+def plan(catalog: Catalog, admin: KafkaAdmin, spec: Spec) -> list[Range]:
+    """Each partition's range, from the end of the asset's last version (or the first offset Kafka
+    holds) to the topic's end now."""
+    topic = spec.topic
+    assert topic is not None  # only streamed specs come here
+    state = admin.topic(topic)
+    if state is None:
+        raise InvalidInput(f"{spec.key}: topic {topic} does not exist on {admin.where}: apply the spec to create it")
+    with catalog.reading() as session:
+        landed = offsets_landed(session, spec.key, topic)
+    ranges = []
+    for partition, (low, high) in sorted(admin.watermarks(topic, state.partitions).items()):
+        follows = landed.get(partition)
+        if follows is not None and follows > high:
+            raise IntegrityError(
+                f"{spec.key}: partition {partition} of {topic} ends at offset {high}, before offset {follows} "
+                "its versions reached: the topic was deleted and made again; land it under another asset"
+            )
+        ranges.append(Range(partition, low if follows is None else max(follows, low), high, follows))
+    return ranges
+
+
+def land_topic(
+    spark: SparkSession,
+    catalog: Catalog,
+    lake: Lake,
+    spec: Spec,
+    request: RunRequest,
+    *,
+    progress: Progress = quiet,
+    events: Emitter | None = None,
+    column_lineage: ColumnOptions | None = DEFAULT_COLUMNS,
+    settings: KafkaSettings | None = None,
+) -> VersionRow:
+    """Land the records of the spec's topic since its last version as its next version."""
+    source, topic = spec.stream_source, spec.topic
+    assert source is not None and topic is not None  # only streamed specs come here
+    events = events or Emitter.off()
+    repair(catalog, lake)
+    ingestion_requested(catalog, spec, request, {"topic": topic})
+    try:
+        admin = KafkaAdmin(settings or KafkaSettings.from_env())
+        ranges = plan(catalog, admin, spec)
+        if not any(r.end > r.start for r in ranges):
+            raise InvalidInput(f"{spec.key}: no record of topic {topic} since its last version: nothing to land")
+    except CustodyError as err:
+        record_failure(catalog, spec.key, request, ledger.Action.INGESTION_FAILED, err, {"topic": topic})
+        raise
+    for lost in (r for r in ranges if r.lost):
+        progress(
+            f"warning: offsets {lost.follows}-{lost.start - 1} of partition {lost.partition} of {topic} were "
+            "deleted by Kafka before they were landed: recorded as a gap"
+        )
+    return _land(spark, catalog, lake, spec, source, request, admin.settings, ranges, progress, events, column_lineage)
+
+
+def _land(
+    spark: SparkSession,
+    catalog: Catalog,
+    lake: Lake,
+    spec: Spec,
+    source: StreamSource,
+    request: RunRequest,
+    settings: KafkaSettings,
+    ranges: list[Range],
+    progress: Progress,
+    events: Emitter,
+    column_lineage: ColumnOptions | None,
+) -> VersionRow:
+    topic = spec.topic
+    assert topic is not None
+    span = ", ".join(f"{r.partition}:{r.start}-{r.end}" for r in ranges if r.end > r.start)
+    dataset = Dataset(topic, span, namespace=f"kafka://{settings.bootstrap.split(',')[0]}")
+    job = JobRun(str(spec.key), "INGESTION", request, [dataset])
+    details = {"topic": topic, "offsets": span}
+    with (
+        events.running(job, progress) as outputs,
+        attempt(catalog, lake, spec.key, request, ledger.Action.INGESTION_FAILED, details) as (attempt_id, stage),
+    ):
+        progress(f"reading {topic} (partition:offsets {span}) as {settings.lander}")
+        fetched = _fetch(spark, settings, topic, ranges, stage)
+        counted = _counted(fetched)
+        parsed = _parsed(spark, spec, source, fetched, stage, topic)
+        parsed = replace(parsed, known=RowCount(sum(records for records, _, _ in counted.values()), exact=True))
+        write_good(spark, parsed, stage)
+        landed = settle(spark, spec, parsed, stage, f"offsets {span} of topic {topic}")
+        columns = relational_columns(landed.frame, column_lineage) if column_lineage else None
+        warn_about(columns, progress)
+        quarantined = landed.quarantined.rows if landed.quarantined else 0
+        progress(f"committing {landed.data.rows} records ({quarantined} quarantined)")
+        draft = landing_draft(
+            spec,
+            request,
+            attempt_id,
+            landed,
+            columns,
+            stream=tuple(_read(topic, r, counted.get(r.partition)) for r in ranges),
+        )
+        row = commit(catalog, lake, stage, draft, progress)
+        outputs.add(dataset_of(lake, row, spec.body.roles.model_dump(), column_inputs(columns, {None: dataset})))
+    return row
+
+
+def _fetch(spark: SparkSession, settings: KafkaSettings, topic: str, ranges: list[Range], stage: Staging) -> DataFrame:
+    """The ranges' records, copied once into staging as Parquet: every later pass (the schema's
+    inference, the landing, the quarantine) reads the copy, never Kafka again. A range Kafka no
+    longer holds whole fails the read (failOnDataLoss), so nothing lands of it."""
+    reading = [r for r in ranges if r.end > r.start]
+    starts = {topic: {str(r.partition): r.start for r in reading}}
+    ends = {topic: {str(r.partition): r.end for r in reading}}
+    records = (
+        spark.read.format("kafka")
+        .options(**settings.spark_options(settings.lander, settings.lander_password))
+        .option("assign", json.dumps({topic: [r.partition for r in reading]}))
+        .option("startingOffsets", json.dumps(starts))
+        .option("endingOffsets", json.dumps(ends))
+        .option("failOnDataLoss", "true")
+        .load()
+    )
+    folder = stage.lake.uri(stage.path / "fetched")
+    records.select("partition", "offset", "timestamp", "key", "value").write.parquet(folder)
+    return spark.read.parquet(folder)
+
+
+def _counted(fetched: DataFrame) -> dict[int, tuple[int, datetime, datetime]]:
+    """Each partition's records read, and the first and last record times."""
+    rows = fetched.groupBy("partition").agg(F.count("*"), F.min("timestamp"), F.max("timestamp")).collect()
+    return {row[0]: (row[1], _utc(row[2]), _utc(row[3])) for row in rows}
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _read(topic: str, r: Range, counted: tuple[int, datetime, datetime] | None) -> StreamRead:
+    records, first, last = counted or (0, None, None)
+    # SQLModel's types ask for every field, though a table model checks none when built: the version
+    # id and asset key are set when the version is recorded (`governance.versions`).
+    return StreamRead(  # type: ignore[call-arg]
+        topic=topic,
+        partition=r.partition,
+        start_offset=r.start,
+        end_offset=r.end,
+        follows=r.follows,
+        records=records,
+        first_record_at=first,
+        last_record_at=last,
+    )
+
+
+def _origin(topic: str) -> Column:
+    return F.concat(F.lit(f"{topic} partition "), F.col("partition"), F.lit(" offset "), F.col("offset"))
+
+
+def _kept() -> list[tuple[str, Column]]:
+    return [(PARTITION, F.col("partition")), (OFFSET, F.col("offset")), (TIMESTAMP, F.col("timestamp"))]
+
+
+def _parsed(
+    spark: SparkSession, spec: Spec, source: StreamSource, fetched: DataFrame, stage: Staging, topic: str
+) -> Parsed:
+    """The records as a batch's would be parsed: JSON objects flattened, their schema inferred or
+    the spec's; text as one `value` column. A record without a value (a key alone), or whose bytes
+    are not UTF-8 (kept in base64), is refused; every refusal names its partition and offset."""
+    text = F.col("value").cast("string")
+    unreadable = F.when(F.col("value").isNull(), F.lit("the record has no value, only a key")).when(
+        F.encode(text, "UTF-8") != F.col("value"), F.lit("the value is not UTF-8 text")
+    )
+    readable = fetched.filter(unreadable.isNull())
+    refused_first = fetched.filter(unreadable.isNotNull()).select(
+        _origin(topic).alias("file"),
+        unreadable.alias("reason"),
+        F.coalesce(F.base64("value"), F.lit("")).alias("record"),
+    )
+    if source.records == "text":
+        good = readable.select(text.alias(VALUE), *(column.alias(name) for name, column in _kept()))
+        return Parsed(good, lambda: refused_first)
+    schema = _inferred(spark, readable, stage, spec)
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT, "maxNestingDepth": str(MAX_JSON_DEPTH)}
+    frame = readable.select(
+        "partition", "offset", "timestamp", F.from_json(text, schema, options).alias("record")
+    ).select("partition", "offset", "timestamp", "record.*")
+    where = f"offsets of topic {topic} for {spec.key}"
+    hidden = frozenset({"partition", "offset", "timestamp"})
+    parsed = json_parsed(
+        spec, frame, where, TextChecks(controls=True), origin=_origin(topic), kept=_kept(), hidden=hidden
+    )
+    refused_parsing = parsed.refused
+    return replace(parsed, refused=lambda: refused_parsing().unionByName(refused_first))
+
+
+def _inferred(spark: SparkSession, readable: DataFrame, stage: Staging, spec: Spec) -> StructType:
+    """The schema Spark infers from the records' values, each written as one line (a raw line break
+    is never inside a JSON string), with a column for the corrupt ones."""
+    lines = stage.lake.uri(stage.path / "lines")
+    readable.select(F.regexp_replace(F.col("value").cast("string"), "[\\r\\n]", " ")).write.text(lines)
+    reader = spark.read.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT)
+    schema = reader.option("maxNestingDepth", MAX_JSON_DEPTH).json(lines).schema
+    if not [field for field in schema.fields if field.name != CORRUPT]:
+        raise InvalidInput(f"{spec.key}: no record of the range read is a JSON object: nothing to land")
+    return schema if CORRUPT in schema.fieldNames() else schema.add(CORRUPT, "string")

@@ -1,0 +1,153 @@
+"""A streamed asset lands its topic exactly once, on a real broker and Spark: each version holds the
+records since the one before, its offset ranges committed with it; bad records are quarantined
+naming their partition and offset; offsets Kafka deleted before they were landed are a recorded gap."""
+
+from __future__ import annotations
+
+import json
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+from confluent_kafka import TopicPartition
+from sqlmodel import select
+
+from governance.access.directory import FileDirectory
+from governance.catalog.models import StreamRead
+from governance.errors import InvalidInput
+from governance.runs import RunRequest
+from governance.spec import load_specs
+from governance.streams.broker import KafkaAdmin
+from governance.streams.landing import land_topic
+from governance.streams.topics import keep_in_step
+from tests.conftest import ROOT
+from tests.helpers import recorded
+from tests.kafka_server import produce, produce_json, settings_of
+
+SPEC = """\
+description: Clicks on the shop's pages, streamed by its web servers.
+roles: {owner: sales-owners, producer: sales-producers, consumer: sales-consumers}
+zone: landing
+source: {format: kafka, topic: TOPIC, partitions: PARTITIONS, records: RECORDS}
+bad_rows: quarantine
+max_bad_fraction: 1.0
+"""
+
+
+@pytest.fixture
+def stream(request, kafka, catalog, tmp_path: Path):
+    """sales/clicks on a topic of the test's own, created with its ACLs as applying it would."""
+
+    def made(partitions: int = 2, records: str = "json"):
+        folder = tmp_path / "specs" / "sales"
+        folder.mkdir(parents=True)
+        topic = f"landing.{request.node.name.removeprefix('test_')[:40]}"
+        body = SPEC.replace("TOPIC", topic).replace("PARTITIONS", str(partitions)).replace("RECORDS", records)
+        (folder / "clicks.yaml").write_text(body, encoding="utf-8")
+        spec = next(iter(load_specs(folder.parent, transform_packages=("assets.transforms",))))
+        admin = KafkaAdmin(settings_of(kafka))
+        directory = FileDirectory.load(ROOT / "assets" / "directory.yaml")
+        keep_in_step(catalog, admin, directory, [spec], actor="alice", assurance="verified", because="apply")
+        return spec, topic
+
+    return made
+
+
+def land(spark, catalog, lake, kafka, spec):
+    return land_topic(spark, catalog, lake, spec, RunRequest("svc-custody"), settings=settings_of(kafka))
+
+
+def send(kafka, topic: str, records: list[dict]) -> None:
+    settings = settings_of(kafka)
+    assert produce_json(kafka, settings.user, settings.password, topic, records) == []
+
+
+def reads(catalog, version_id: int) -> list[StreamRead]:
+    with catalog.reading() as session:
+        return list(
+            session.exec(select(StreamRead).where(StreamRead.version_id == version_id).order_by(StreamRead.partition))
+        )
+
+
+def test_three_landings_are_three_contiguous_versions_whose_counts_add_up(spark, catalog, lake, kafka, stream):
+    spec, topic = stream()
+    produced = 0
+    rows = []
+    for batch in (5, 7, 3):
+        send(kafka, topic, [{"page": f"/p/{produced + i}", "n": produced + i} for i in range(batch)])
+        produced += batch
+        rows.append(land(spark, catalog, lake, kafka, spec))
+    assert [row.number for row in rows] == [1, 2, 3]
+    assert [row.rows for row in rows] == [5, 7, 3] and sum(row.rows for row in rows) == produced
+    ranges = [reads(catalog, row.stored_id) for row in rows]
+    for before, after in pairwise(ranges):
+        assert [r.end_offset for r in before] == [r.start_offset for r in after] == [r.follows for r in after]
+    assert all(r.start_offset == 0 and r.follows is None for r in ranges[0])
+    landed = spark.read.parquet(*[str(lake.root / row.path) for row in rows])
+    assert sorted(r.n for r in landed.select("n").collect()) == list(range(produced))
+    assert set(landed.columns) >= {"page", "n", "kafka_partition", "kafka_offset", "kafka_timestamp"}
+
+
+def test_a_landing_with_nothing_new_is_refused_and_lands_nothing(spark, catalog, lake, kafka, stream):
+    spec, topic = stream()
+    send(kafka, topic, [{"page": "/"}])
+    land(spark, catalog, lake, kafka, spec)
+    with pytest.raises(InvalidInput, match="no record of topic .* since its last version: nothing to land"):
+        land(spark, catalog, lake, kafka, spec)
+    assert catalog.versions(spec.key)[-1].number == 1
+
+
+def test_bad_records_are_quarantined_naming_their_partition_and_offset(spark, catalog, lake, kafka, stream):
+    spec, topic = stream(partitions=1)
+    settings = settings_of(kafka)
+    values = [
+        json.dumps({"page": "/a"}).encode(),
+        b"not json",
+        "é".encode("latin-1"),  # another encoding
+        json.dumps({"page": "/b"}).encode(),
+        ("[" * 1200 + "]" * 1200).encode(),  # deeper than any record may nest
+        None,  # a key, and no value
+    ]
+    assert produce(kafka, settings.user, settings.password, topic, values) == []
+    row = land(spark, catalog, lake, kafka, spec)
+    assert (row.rows, row.rows_quarantined) == (2, 4)
+    quarantined = [
+        json.loads(line)
+        for file in (lake.root / row.quarantine_path).glob("part-*.json")
+        for line in file.read_text().splitlines()
+    ]
+    by_offset = {q["file"]: q["reason"] for q in quarantined}
+    assert set(by_offset) == {f"{topic} partition 0 offset {n}" for n in (1, 2, 4, 5)}
+    assert by_offset[f"{topic} partition 0 offset 5"] == "the record has no value, only a key"
+    assert by_offset[f"{topic} partition 0 offset 2"] == "the value is not UTF-8 text"
+
+
+def test_offsets_kafka_deleted_before_they_were_landed_are_a_recorded_gap(spark, catalog, lake, kafka, stream):
+    spec, topic = stream(partitions=1)
+    send(kafka, topic, [{"n": n} for n in range(5)])
+    land(spark, catalog, lake, kafka, spec)
+    send(kafka, topic, [{"n": n} for n in range(5, 10)])
+    # What retention does to old segments, done at once: offsets 5, 6 and 7 are gone.
+    admin = KafkaAdmin(settings_of(kafka))
+    admin.client.delete_records([TopicPartition(topic, 0, 8)])[TopicPartition(topic, 0, 8)].result()
+    row = land(spark, catalog, lake, kafka, spec)
+    assert row.rows == 2
+    [read] = reads(catalog, row.stored_id)
+    assert (read.follows, read.start_offset, read.end_offset) == (5, 8, 10)
+    [gap] = recorded(catalog, action="stream.gap")
+    assert gap["version"] == 2 and gap["details"] == {
+        "topic": topic,
+        "partition": 0,
+        "from": 5,
+        "to": 8,
+        "offsets_lost": 3,
+    }
+
+
+def test_text_records_land_as_one_value_column(spark, catalog, lake, kafka, stream):
+    spec, topic = stream(partitions=1, records="text")
+    settings = settings_of(kafka)
+    assert produce(kafka, settings.user, settings.password, topic, [b"GET /", b"GET /about"]) == []
+    row = land(spark, catalog, lake, kafka, spec)
+    landed = spark.read.parquet(str(lake.root / row.path))
+    assert sorted(r.value for r in landed.collect()) == ["GET /", "GET /about"]
