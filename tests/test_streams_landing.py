@@ -13,7 +13,7 @@ from confluent_kafka import TopicPartition
 from sqlmodel import select
 
 from governance.access.directory import FileDirectory
-from governance.catalog.models import StreamRead
+from governance.catalog.models import ColumnLineageRow, StreamRead
 from governance.errors import InvalidInput
 from governance.runs import RunRequest
 from governance.spec import load_specs
@@ -86,6 +86,10 @@ def test_three_landings_are_three_contiguous_versions_whose_counts_add_up(spark,
     landed = spark.read.parquet(*[str(lake.root / row.path) for row in rows])
     assert sorted(r.n for r in landed.select("n").collect()) == list(range(produced))
     assert set(landed.columns) >= {"page", "n", "kafka_partition", "kafka_offset", "kafka_timestamp"}
+    with catalog.reading() as session:
+        edges = session.exec(select(ColumnLineageRow).where(ColumnLineageRow.version_id == rows[0].stored_id))
+        depends = {(edge.output_column, edge.input_version_id, edge.input_column) for edge in edges}
+    assert {("page", None, "page"), ("n", None, "n")} <= depends
 
 
 def test_a_landing_with_nothing_new_is_refused_and_lands_nothing(spark, catalog, lake, kafka, stream):

@@ -137,6 +137,23 @@ def relational_columns(frame: DataFrame, options: ColumnOptions) -> VersionColum
     return _traced(frame, options, sources, "is not the database source")
 
 
+def fetched_columns(frame: DataFrame, options: ColumnOptions, fetched: str) -> VersionColumns:
+    """The column lineage of a landing version over the fields of the records it fetched into
+    `fetched` (a staging folder's URI): the topic's, as the version's input names it."""
+
+    def bare(uri: str) -> str:
+        return uri.removeprefix("file:").lstrip("/").rstrip("/")
+
+    def sources(lineage: PlanLineage) -> dict[int, VersionRow | None]:
+        return {
+            index: None
+            for index, relation in enumerate(lineage.inputs)
+            if any(bare(path) == bare(fetched) for path in (relation.name, *relation.paths))
+        }
+
+    return _traced(frame, options, sources, "is not the topic's records")
+
+
 def _traced(
     frame: DataFrame,
     options: ColumnOptions,

@@ -328,10 +328,15 @@ class AssetSpec(_Strict):
     def _zone_fields(self) -> AssetSpec:
         problems = []
         if self.zone == "landing":
-            if self.automation and isinstance(self.source, FileSource | StreamSource):
+            if self.automation and isinstance(self.source, FileSource):
                 problems.append(
-                    f"a landing asset of {'files' if isinstance(self.source, FileSource) else 'a topic'} is "
-                    "ingested by the DropZone sensor: automation is for integration assets and database sources"
+                    "a landing asset of files is ingested batch by batch by the DropZone sensor: "
+                    "automation is for integration assets and database sources"
+                )
+            if self.automation and isinstance(self.source, StreamSource):
+                problems.append(
+                    "a landing asset of a topic is landed by the DropZone sensor as its records wait "
+                    "(source.land_after, source.land_every): automation is for integration assets and database sources"
                 )
             if self.source is None:
                 problems.append("a landing asset needs a source")

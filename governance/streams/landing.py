@@ -23,7 +23,13 @@ from governance.catalog.models import StreamRead, VersionRow
 from governance.errors import CustodyError, IntegrityError, InvalidInput
 from governance.ingest import ingestion_requested, landing_draft, settle, write_good
 from governance.lineage.openlineage import Dataset, Emitter, JobRun, column_inputs, dataset_of
-from governance.lineage.versioned import DEFAULT_COLUMNS, ColumnOptions, relational_columns, warn_about
+from governance.lineage.versioned import (
+    DEFAULT_COLUMNS,
+    ColumnOptions,
+    VersionColumns,
+    fetched_columns,
+    warn_about,
+)
 from governance.quarantine import MAX_JSON_DEPTH
 from governance.readers import CORRUPT, Parsed, RowCount, TextChecks, json_parsed
 from governance.repair import repair
@@ -38,6 +44,8 @@ from governance.zones import Lake, Staging
 PARTITION, OFFSET, TIMESTAMP = "kafka_partition", "kafka_offset", "kafka_timestamp"
 KAFKA_COLUMNS = (PARTITION, OFFSET, TIMESTAMP)
 VALUE = "value"
+# Where in its staging folder a landing keeps the records it read.
+FETCHED = "fetched"
 
 
 @dataclass(frozen=True)
@@ -142,7 +150,8 @@ def _land(
         parsed = replace(parsed, known=RowCount(sum(records for records, _, _ in counted.values()), exact=True))
         write_good(spark, parsed, stage)
         landed = settle(spark, spec, parsed, stage, f"offsets {span} of topic {topic}")
-        columns = relational_columns(landed.frame, column_lineage) if column_lineage else None
+        fetched_at = stage.lake.uri(stage.path / FETCHED)
+        columns = _by_field(fetched_columns(landed.frame, column_lineage, fetched_at)) if column_lineage else None
         warn_about(columns, progress)
         quarantined = landed.quarantined.rows if landed.quarantined else 0
         progress(f"committing {landed.data.rows} records ({quarantined} quarantined)")
@@ -157,6 +166,18 @@ def _land(
         row = commit(catalog, lake, stage, draft, progress)
         outputs.add(dataset_of(lake, row, spec.body.roles.model_dump(), column_inputs(columns, {None: dataset})))
     return row
+
+
+def _by_field(columns: VersionColumns) -> VersionColumns:
+    """A column parsed from the records' JSON depends on its field (`a.b` for `a__b`), as a batch's
+    does, rather than on each record's whole value, where Spark's plan sees it read from."""
+    deps = (
+        replace(dep, input_column=dep.column.replace("__", "."))
+        if dep.column is not None and dep.column not in KAFKA_COLUMNS and dep.input_column == VALUE
+        else dep
+        for dep in columns.deps
+    )
+    return replace(columns, deps=tuple(dict.fromkeys(deps)))
 
 
 def _fetch(spark: SparkSession, settings: KafkaSettings, topic: str, ranges: list[Range], stage: Staging) -> DataFrame:
@@ -175,7 +196,7 @@ def _fetch(spark: SparkSession, settings: KafkaSettings, topic: str, ranges: lis
         .option("failOnDataLoss", "true")
         .load()
     )
-    folder = stage.lake.uri(stage.path / "fetched")
+    folder = stage.lake.uri(stage.path / FETCHED)
     records.select("partition", "offset", "timestamp", "key", "value").write.parquet(folder)
     return spark.read.parquet(folder)
 
