@@ -13,7 +13,7 @@ import dagster as dg
 
 from assets.factory import broken_asset, build_assets
 from assets.maintenance import ledger_maintenance, nightly_ledger_maintenance
-from assets.sensors import automation_sensor, dropzone_sensor, feeds_sensor
+from assets.sensors import automation_sensor, dropzone_sensor, feeds_sensor, streams_sensor
 from governance.collector import few_collections
 from governance.config import AUTOMATION_SECONDS, DROPZONE_SENSOR_SECONDS, Settings
 from governance.errors import CustodyError, SpecError, SpecProblem
@@ -94,7 +94,7 @@ def shared_definitions(
     return dg.Definitions(
         jobs=[ledger_maintenance],
         schedules=[nightly_ledger_maintenance],
-        sensors=[sensor for sensor in (dropzone, feeds_sensor(specs), automation) if sensor],
+        sensors=[sensor for sensor in (dropzone, feeds_sensor(specs), automation, streams_sensor(specs)) if sensor],
         resources={
             "custody": bound(CustodyResource(), CUSTODY_DESCRIPTION),
             "spark": bound(SparkResource(), SPARK_DESCRIPTION),

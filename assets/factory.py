@@ -133,6 +133,8 @@ def _asset_spec(spec: Spec, deps: "list[dg.AssetKey] | None" = None, pending: st
     if spec.reads_database:
         place = Place.of(spec.database_source)
         metadata["custody/source"] = dg.MetadataValue.text(f"{place.namespace} {place.name}")
+    if spec.topic:
+        metadata["custody/source"] = dg.MetadataValue.text(f"kafka topic {spec.topic}")
     if spec.body.columns:
         metadata["dagster/column_schema"] = column_schema_from_spec(spec)
     return dg.AssetSpec(
@@ -140,7 +142,7 @@ def _asset_spec(spec: Spec, deps: "list[dg.AssetKey] | None" = None, pending: st
         deps=deps or (),
         group_name=spec.key.domain,
         owners=[f"team:{spec.body.roles.owner}"],
-        kinds=KINDS | {"postgres"} if spec.reads_database else KINDS,
+        kinds=KINDS | {"postgres"} if spec.reads_database else KINDS | {"kafka"} if spec.reads_topic else KINDS,
         tags=tags,
         description=description,
         code_version=code_version(spec),

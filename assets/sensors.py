@@ -5,7 +5,7 @@
 import hashlib
 import json
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import dagster as dg
@@ -18,10 +18,24 @@ from resources import CustodyResource
 
 if TYPE_CHECKING:
     from governance.dropzone import ReadyBatch
+    from governance.streams.lag import Lag
 
 SENSOR = "custody_dropzone"
 FEEDS_SENSOR = "custody_feeds"
 AUTOMATION_SENSOR = "custody_automation"
+STREAMS_SENSOR = "custody_streams"
+# The streamed asset a landing run the streams sensor requested is for; the count it observes.
+STREAM_TAG = "custody/stream"
+WAITING = "custody/records_waiting"
+# How often the streams sensor may tick, at most and at least, in seconds.
+STREAMS_EVERY_SECONDS = (5, 60)
+UNFINISHED = (
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+)
 FEEDS_EVERY_SECONDS = 60
 # A feed's counts (downloads, failures, last download) reach its asset at most this often.
 HEALTH_EVERY = timedelta(minutes=15)
@@ -81,6 +95,80 @@ def dropzone_sensor(
             yield dg.SkipReason("; ".join([*skipped, refused]))
 
     return custody_dropzone
+
+
+def streams_sensor(specs: SpecSet) -> dg.SensorDefinition | None:
+    """None when no spec lands a topic. It ticks as often as the most eager spec's `land_every`
+    (between STREAMS_EVERY_SECONDS' bounds) and requests a landing of each asset whose records
+    wait past its `land_after` or `land_every`, for the service account the daemon runs as."""
+    streamed = [spec for spec in specs if spec.reads_topic]
+    if not streamed:
+        return None
+    every = min(spec.stream_source.period for spec in streamed if spec.stream_source)
+    low, high = STREAMS_EVERY_SECONDS
+
+    @dg.sensor(
+        name=STREAMS_SENSOR,
+        asset_selection=[dg.AssetKey([s.key.domain, s.key.name]) for s in streamed],
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=int(min(max(every, low), high)),
+        required_resource_keys={"custody"},
+        description="Lands each streamed asset's waiting records once `land_after` of them wait, or "
+        "`land_every` has passed since its last version while any wait, as the directory's service "
+        "account Dagster's daemon runs as; each asset's count of records waiting is observed on it.",
+    )
+    def custody_streams(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        from governance.errors import CustodyError
+        from governance.streams.broker import KafkaAdmin
+        from governance.streams.lag import lags
+        from governance.streams.settings import KafkaSettings
+
+        custody: CustodyResource = context.resources.custody
+        try:
+            found = lags(custody.catalog, KafkaAdmin(KafkaSettings.from_env()), streamed, datetime.now(UTC))
+        except CustodyError as err:
+            context.log.warning(f"the topics were not read: {err}")
+            return dg.SensorResult(skip_reason=f"the topics were not read: {err}")
+        reported = json.loads(context.cursor) if context.cursor else {}
+        observed = [
+            dg.AssetObservation(
+                dg.AssetKey([lag.key.domain, lag.key.name]),
+                metadata={WAITING: dg.MetadataValue.int(lag.waiting), "custody/topic": lag.topic},
+            )
+            for lag in found
+            if reported.get(str(lag.key)) != lag.waiting
+        ]
+        context.update_cursor(json.dumps({str(lag.key): lag.waiting for lag in found}))
+        landing = unfinished_landings(context.instance)
+        requests, said = [], []
+        for lag in found:
+            if lag.due and str(lag.key) not in landing:
+                requests.append(stream_request(lag))
+            else:
+                said.append(f"{lag.key}: {f'its run {landing[str(lag.key)]} lands it' if lag.due else lag.why}")
+        return dg.SensorResult(
+            run_requests=requests, asset_events=observed, skip_reason=None if requests else "; ".join(said)
+        )
+
+    return custody_streams
+
+
+def stream_request(lag: "Lag") -> dg.RunRequest:
+    """A landing of the records waiting: one run for the topic's ends now, whichever tick asks."""
+    ends = ",".join(f"{partition}:{end}" for partition, end in lag.ends)
+    return dg.RunRequest(
+        run_key=f"{lag.key}@{ends}",
+        asset_selection=[dg.AssetKey([lag.key.domain, lag.key.name])],
+        tags={STREAM_TAG: str(lag.key)},
+    )
+
+
+def unfinished_landings(instance: dg.DagsterInstance) -> dict[str, str]:
+    """The streamed assets a landing run the sensor requested has not finished yet, with its run."""
+    runs = instance.get_runs(
+        filters=dg.RunsFilter(tags={SENSOR_NAME_TAG: STREAMS_SENSOR}, statuses=list(UNFINISHED)), limit=1000
+    )
+    return {run.tags[STREAM_TAG]: run.run_id for run in runs if STREAM_TAG in run.tags}
 
 
 def automation_sensor(specs: SpecSet, *, every_seconds: int) -> dg.AutomationConditionSensorDefinition | None:

@@ -8,21 +8,26 @@ import json
 from itertools import pairwise
 from pathlib import Path
 
+import dagster as dg
 import pytest
 from confluent_kafka import TopicPartition
 from sqlmodel import select
 
+from assets.definitions import definitions_for
+from assets.factory import REQUESTED_BY_TAG
+from assets.sensors import STREAMS_SENSOR
 from governance.access.directory import FileDirectory
 from governance.catalog.models import ColumnLineageRow, StreamRead
 from governance.errors import InvalidInput
 from governance.runs import RunRequest
-from governance.spec import load_specs
+from governance.spec import SpecSet, load_specs
 from governance.streams.broker import KafkaAdmin
 from governance.streams.landing import land_topic
 from governance.streams.topics import keep_in_step
+from resources import CustodyResource
 from tests.conftest import ROOT
 from tests.helpers import recorded
-from tests.kafka_server import produce, produce_json, settings_of
+from tests.kafka_server import kafka_environment, produce, produce_json, settings_of
 
 SPEC = """\
 description: Clicks on the shop's pages, streamed by its web servers.
@@ -146,6 +151,41 @@ def test_offsets_kafka_deleted_before_they_were_landed_are_a_recorded_gap(spark,
         "to": 8,
         "offsets_lost": 3,
     }
+
+
+def test_the_sensor_requests_a_landing_of_waiting_records_and_observes_the_lag(
+    spark, catalog, lake, kafka, stream, settings, monkeypatch
+):
+    spec, topic = stream()
+    for name, value in kafka_environment(kafka).items():
+        monkeypatch.setenv(name, value)
+    definitions = definitions_for(SpecSet(spec.file.parent.parent, {spec.key: spec}))
+    sensor = definitions.resolve_sensor_def(STREAMS_SENSOR)
+    custody = CustodyResource(home=str(settings.home), catalog_url=settings.catalog_url, specs_approval="off")
+    instance = dg.DagsterInstance.ephemeral()
+
+    def evaluated(cursor: str | None = None):
+        context = dg.build_sensor_context(
+            instance=instance, resources={"custody": custody}, cursor=cursor, definitions=definitions
+        )
+        result = sensor.evaluate_tick(context)
+        return result, result.cursor
+
+    send(kafka, topic, [{"n": n} for n in range(3)])
+    first, cursor = evaluated()
+    [request] = first.run_requests
+    assert request.asset_selection == [dg.AssetKey(["sales", "clicks"])]
+    assert request.tags["custody/stream"] == "sales/clicks"
+    assert REQUESTED_BY_TAG not in request.tags  # the run is for the daemon's service account
+    [observed] = first.asset_events
+    assert observed.metadata["custody/records_waiting"] == dg.MetadataValue.int(3)
+
+    land(spark, catalog, lake, kafka, spec)
+    after, cursor = evaluated(cursor)
+    assert not after.run_requests and "sales/clicks: no record waits" in after.skip_message
+    assert [event.metadata["custody/records_waiting"] for event in after.asset_events] == [dg.MetadataValue.int(0)]
+    again, _ = evaluated(cursor)
+    assert again.asset_events == []  # an unchanged count is not observed again
 
 
 def test_text_records_land_as_one_value_column(spark, catalog, lake, kafka, stream):
