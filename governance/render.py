@@ -191,6 +191,8 @@ def _foreign_runs(run: ForeignRunNode) -> Iterator[str]:
 def _grow(branch: Tree, node: VersionNode, direction: Direction, runs: RunIds, every_run: bool) -> None:
     if node.read:
         branch.add(_read_label(node.read))
+    if node.stream:
+        branch.add(_stream_label(node.stream))
     for source in node.sources:
         branch.add(f"[dim]file[/] {escape(source.path)}  [dim]{source.bytes:,} B  sha256 {short(source.sha256, 16)}[/]")
     for child in node.links:
@@ -432,6 +434,19 @@ def _grow_writer(branch: Tree, run: ForeignRunNode, runs: RunIds) -> None:
 
 def _foreign_label(run: ForeignRunNode, runs: RunIds) -> str:
     return f"[magenta]job {escape(run.job)}[/] [dim]not run by Custody[/]\n[dim]{_run_line(run, runs)}[/]"
+
+
+def _stream_label(stream: dict) -> str:
+    ranges = ", ".join(
+        f"{part['partition']}:{part['start_offset']}-{part['end_offset']}" for part in stream["partitions"]
+    )
+    times = [t for part in stream["partitions"] for t in (part["first_record_at"], part["last_record_at"]) if t]
+    when = f"  [dim]records {min(times)[:19]} to {max(times)[:19]}[/]" if times else ""
+    writers = ", ".join(escape(user) for user in stream["writers"]) or "nobody"
+    return (
+        f"[dim]topic[/] {escape(stream['topic'])}  [dim]partition:offsets[/] {ranges}{when}\n"
+        f"[dim]could write it then[/] {writers}"
+    )
 
 
 def _read_label(read: dict) -> str:

@@ -19,11 +19,13 @@ from assets.sensors import STREAMS_SENSOR
 from governance.access.directory import FileDirectory
 from governance.catalog.models import ColumnLineageRow, StreamRead
 from governance.errors import InvalidInput
+from governance.lineage.graph import provenance
 from governance.runs import RunRequest
 from governance.spec import SpecSet, load_specs
 from governance.streams.broker import KafkaAdmin
 from governance.streams.landing import land_topic
 from governance.streams.topics import keep_in_step
+from governance.zones import VersionRef
 from resources import CustodyResource
 from tests.conftest import ROOT
 from tests.helpers import recorded
@@ -151,6 +153,20 @@ def test_offsets_kafka_deleted_before_they_were_landed_are_a_recorded_gap(spark,
         "to": 8,
         "offsets_lost": 3,
     }
+
+
+def test_a_streamed_version_s_provenance_names_its_ranges_times_and_who_could_write_them(
+    spark, catalog, lake, kafka, stream
+):
+    spec, topic = stream(partitions=1)
+    send(kafka, topic, [{"n": n} for n in range(4)])
+    row = land(spark, catalog, lake, kafka, spec)
+    node = provenance(catalog, VersionRef.parse(row.ref)).to_dict()
+    stream_of = node["stream"]
+    assert stream_of["topic"] == topic and stream_of["writers"] == ["bob"]
+    [part] = stream_of["partitions"]
+    assert (part["partition"], part["start_offset"], part["end_offset"], part["records"]) == (0, 0, 4, 4)
+    assert part["first_record_at"] <= part["last_record_at"]
 
 
 def test_the_sensor_requests_a_landing_of_waiting_records_and_observes_the_lag(

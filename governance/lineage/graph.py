@@ -27,6 +27,8 @@ from governance.foreign.impact import batch_locations, foreign_readers, foreign_
 from governance.lineage.nodes import Lineage, LineageSummary, Source, VersionNode
 from governance.lineage.resident import resident
 from governance.lineage.terms import SUMMARY_OVER, Direction
+from governance.streams.provenance import described as described_stream
+from governance.streams.provenance import streams_of
 from governance.zones import VersionRef
 
 MAX_DEPTH = 100
@@ -328,6 +330,9 @@ def _attach_sources(catalog: Catalog, nodes: dict[int, VersionNode]) -> None:
             nodes[version_id].sources = [Source(f.path, f.bytes, f.sha256) for f in files]
         for version_id, read in catalog.reads_of(chunk).items():
             nodes[version_id].read = described_read(read)
+        with catalog.reading() as session:
+            for version_id, ranges in streams_of(session, chunk).items():
+                nodes[version_id].stream = described_stream(session, nodes[version_id].asset, ranges)
 
 
 def _attach_writers(catalog: Catalog, nodes: dict[int, VersionNode]) -> None:

@@ -49,6 +49,8 @@ class VersionNode:
     batch: str | None = None
     # The database read a landing version was ingested from (see `RelationalRead`), instead of a batch.
     read: dict[str, Any] | None = None
+    # The topic's offsets a landing version holds, and who could write them (see `governance.streams.provenance`).
+    stream: dict[str, Any] | None = None
     sources: list[Source] = field(default_factory=list)
     links: list[VersionNode] = field(default_factory=list)
     # The runs of jobs Custody does not run (their OpenLineage events): in an impact, those that read
