@@ -11,7 +11,7 @@ from sqlmodel import col, select
 
 from governance import ledger
 from governance.catalog import Catalog
-from governance.catalog.models import LineageEdge, VersionRow
+from governance.catalog.models import LineageEdge, StreamRead, VersionRow
 from governance.catalog.states import VersionStatus
 from governance.checks import Check
 from governance.errors import NotFound
@@ -170,9 +170,33 @@ def _files_intact(lake: Lake, version: VersionRow, thorough: bool) -> Finding:
     )
 
 
+def _stream_contiguous(catalog: Catalog, spec: Spec, version: VersionRow) -> Finding:
+    with catalog.reading() as session:
+        reads = session.exec(
+            select(StreamRead).where(StreamRead.version_id == version.stored_id).order_by(col(StreamRead.partition))
+        ).all()
+    lost = {
+        read.partition: read.start_offset - read.follows
+        for read in reads
+        if read.follows is not None and read.follows < read.start_offset
+    }
+    if not reads:
+        return Finding(Check.STREAM_CONTIGUOUS, False, f"{version.ref}: no offset range is recorded with it")
+    if lost:
+        said = ", ".join(f"{count} in partition {partition}" for partition, count in sorted(lost.items()))
+        return Finding(
+            Check.STREAM_CONTIGUOUS,
+            False,
+            f"{version.ref}: offsets Kafka deleted before they were landed are missing: {said}",
+            {"offsets_lost": {str(partition): count for partition, count in lost.items()}},
+        )
+    return Finding(Check.STREAM_CONTIGUOUS, True, f"{version.ref}: every partition follows on from the version before")
+
+
 _RUNNERS = {
     Check.ROWS_ADD_UP: _rows_add_up,
     Check.QUARANTINE_WITHIN_LIMIT: _quarantine_within_limit,
     Check.SCHEMA_MATCHES_SPEC: _schema_matches_spec,
     Check.INPUTS_AS_DECLARED: _inputs_as_declared,
+    Check.STREAM_CONTIGUOUS: _stream_contiguous,
 }

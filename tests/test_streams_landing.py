@@ -5,6 +5,7 @@ naming their partition and offset; offsets Kafka deleted before they were landed
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
 
@@ -17,8 +18,10 @@ from assets.definitions import definitions_for
 from assets.factory import REQUESTED_BY_TAG
 from assets.sensors import STREAMS_SENSOR
 from governance.access.directory import FileDirectory
+from governance.audit import audit
 from governance.catalog.models import ColumnLineageRow, StreamRead
-from governance.errors import InvalidInput
+from governance.checks import Check, checks_for
+from governance.errors import InvalidInput, SourceUnavailable
 from governance.lineage.graph import provenance
 from governance.runs import RunRequest
 from governance.spec import SpecSet, load_specs
@@ -85,6 +88,7 @@ def test_three_landings_are_three_contiguous_versions_whose_counts_add_up(spark,
         produced += batch
         rows.append(land(spark, catalog, lake, kafka, spec))
     assert [row.number for row in rows] == [1, 2, 3]
+    assert all(finding.passed for row in rows for finding in audit(catalog, lake, spec, row, checks_for(spec)))
     assert [row.rows for row in rows] == [5, 7, 3] and sum(row.rows for row in rows) == produced
     ranges = [reads(catalog, row.stored_id) for row in rows]
     for before, after in pairwise(ranges):
@@ -106,6 +110,19 @@ def test_a_landing_with_nothing_new_is_refused_and_lands_nothing(spark, catalog,
     with pytest.raises(InvalidInput, match="no record of topic .* since its last version: nothing to land"):
         land(spark, catalog, lake, kafka, spec)
     assert catalog.versions(spec.key)[-1].number == 1
+
+
+def test_a_broker_that_cannot_be_reached_fails_the_landing_naming_it_and_lands_nothing(
+    spark, catalog, lake, kafka, stream
+):
+    spec, topic = stream()
+    send(kafka, topic, [{"page": "/"}])
+    away = replace(settings_of(kafka), bootstrap="127.0.0.1:1")
+    with pytest.raises(SourceUnavailable, match="Kafka at 127.0.0.1:1: cannot describe"):
+        land_topic(spark, catalog, lake, spec, RunRequest("svc-custody"), settings=away)
+    assert catalog.newest_committed(spec.key) is None
+    [failed] = recorded(catalog, action="ingestion.failed")
+    assert failed["asset_key"] == "sales/clicks" and "Kafka at 127.0.0.1:1" in failed["details"]["error"]
 
 
 def test_bad_records_are_quarantined_naming_their_partition_and_offset(spark, catalog, lake, kafka, stream):
@@ -145,6 +162,8 @@ def test_offsets_kafka_deleted_before_they_were_landed_are_a_recorded_gap(spark,
     assert row.rows == 2
     [read] = reads(catalog, row.stored_id)
     assert (read.follows, read.start_offset, read.end_offset) == (5, 8, 10)
+    [finding] = audit(catalog, lake, spec, row, (Check.STREAM_CONTIGUOUS,))
+    assert not finding.passed and "missing: 3 in partition 0" in finding.description
     [gap] = recorded(catalog, action="stream.gap")
     assert gap["version"] == 2 and gap["details"] == {
         "topic": topic,
