@@ -29,6 +29,8 @@ STREAM_TAG = "custody/stream"
 WAITING = "custody/records_waiting"
 # How often the streams sensor may tick, at most and at least, in seconds.
 STREAMS_EVERY_SECONDS = (5, 60)
+# How long after a failed landing the sensor waits before it requests the asset's next one, at least.
+STREAMS_RETRY_SECONDS = 60
 UNFINISHED = (
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
@@ -139,13 +141,13 @@ def streams_sensor(specs: SpecSet) -> dg.SensorDefinition | None:
             if reported.get(str(lag.key)) != lag.waiting
         ]
         context.update_cursor(json.dumps({str(lag.key): lag.waiting for lag in found}))
-        landing = unfinished_landings(context.instance)
+        held = held_back(context.instance, {str(spec.key): spec for spec in streamed}, datetime.now(UTC))
         requests, said = [], []
         for lag in found:
-            if lag.due and str(lag.key) not in landing:
+            if lag.due and str(lag.key) not in held:
                 requests.append(stream_request(lag))
             else:
-                said.append(f"{lag.key}: {f'its run {landing[str(lag.key)]} lands it' if lag.due else lag.why}")
+                said.append(f"{lag.key}: {held.get(str(lag.key), lag.why) if lag.due else lag.why}")
         return dg.SensorResult(
             run_requests=requests, asset_events=observed, skip_reason=None if requests else "; ".join(said)
         )
@@ -154,21 +156,30 @@ def streams_sensor(specs: SpecSet) -> dg.SensorDefinition | None:
 
 
 def stream_request(lag: "Lag") -> dg.RunRequest:
-    """A landing of the records waiting: one run for the topic's ends now, whichever tick asks."""
-    ends = ",".join(f"{partition}:{end}" for partition, end in lag.ends)
-    return dg.RunRequest(
-        run_key=f"{lag.key}@{ends}",
-        asset_selection=[dg.AssetKey([lag.key.domain, lag.key.name])],
-        tags={STREAM_TAG: str(lag.key)},
-    )
+    """A landing of the records waiting. No run key: a landing that failed is tried again, once
+    `held_back` lets it, even if no record came since."""
+    return dg.RunRequest(asset_selection=[dg.AssetKey([lag.key.domain, lag.key.name])], tags={STREAM_TAG: str(lag.key)})
 
 
-def unfinished_landings(instance: dg.DagsterInstance) -> dict[str, str]:
-    """The streamed assets a landing run the sensor requested has not finished yet, with its run."""
-    runs = instance.get_runs(
-        filters=dg.RunsFilter(tags={SENSOR_NAME_TAG: STREAMS_SENSOR}, statuses=list(UNFINISHED)), limit=1000
-    )
-    return {run.tags[STREAM_TAG]: run.run_id for run in runs if STREAM_TAG in run.tags}
+def held_back(instance: dg.DagsterInstance, streamed: "dict[str, Spec]", now: datetime) -> dict[str, str]:
+    """The streamed assets not to land now, and why: a landing the sensor requested has not
+    finished, or the last one failed less than its `land_every` (STREAMS_RETRY_SECONDS at least) ago."""
+    records = instance.get_run_records(filters=dg.RunsFilter(tags={SENSOR_NAME_TAG: STREAMS_SENSOR}), limit=1000)
+    why: dict[str, str] = {}
+    for record in records:  # newest first: each asset's newest run decides
+        run, key = record.dagster_run, record.dagster_run.tags.get(STREAM_TAG)
+        if key is None or key in why or key not in streamed:
+            continue
+        if run.status in UNFINISHED:
+            why[key] = f"its run {run.run_id} lands it"
+        elif run.status == dg.DagsterRunStatus.FAILURE and record.end_time is not None:
+            source = streamed[key].stream_source
+            wait = max(source.period if source else 0, STREAMS_RETRY_SECONDS)
+            ago = now.timestamp() - record.end_time
+            if ago < wait:
+                why[key] = f"its run {run.run_id} failed {ago:.0f} s ago (see its log); tried again after {wait:.0f} s"
+        why.setdefault(key, "")
+    return {key: said for key, said in why.items() if said}
 
 
 def automation_sensor(specs: SpecSet, *, every_seconds: int) -> dg.AutomationConditionSensorDefinition | None:

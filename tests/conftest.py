@@ -176,9 +176,10 @@ def postgres() -> Iterator[PostgresServer]:
         yield server
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def kafka() -> Iterator[LocalBroker]:
-    """A single-node Kafka broker, started once for the tests that need one."""
+    """A single-node Kafka broker for a module's tests, stopped after them: idle, it still takes a
+    share of a core."""
     from tests.kafka_server import running_kafka  # Kafka's client, for these tests alone
 
     with running_kafka() as broker:

@@ -17,6 +17,7 @@ from sqlmodel import select
 from assets.definitions import definitions_for
 from assets.factory import REQUESTED_BY_TAG
 from assets.sensors import STREAMS_SENSOR
+from assets.tags import SENSOR_NAME_TAG
 from governance.access.directory import FileDirectory
 from governance.audit import audit
 from governance.catalog.models import ColumnLineageRow, StreamRead
@@ -38,7 +39,7 @@ SPEC = """\
 description: Clicks on the shop's pages, streamed by its web servers.
 roles: {owner: sales-owners, producer: sales-producers, consumer: sales-consumers}
 zone: landing
-source: {format: kafka, topic: TOPIC, partitions: PARTITIONS, records: RECORDS}
+source: {format: kafka, topic: TOPIC, partitions: PARTITIONS, records: RECORDS, land_after: LAND_AFTER}
 bad_rows: quarantine
 max_bad_fraction: 1.0
 """
@@ -48,11 +49,16 @@ max_bad_fraction: 1.0
 def stream(request, kafka, catalog, tmp_path: Path):
     """sales/clicks on a topic of the test's own, created with its ACLs as applying it would."""
 
-    def made(partitions: int = 2, records: str = "json"):
+    def made(partitions: int = 2, records: str = "json", land_after: int = 10_000):
         folder = tmp_path / "specs" / "sales"
         folder.mkdir(parents=True)
         topic = f"landing.{request.node.name.removeprefix('test_')[:40]}"
-        body = SPEC.replace("TOPIC", topic).replace("PARTITIONS", str(partitions)).replace("RECORDS", records)
+        body = (
+            SPEC.replace("TOPIC", topic)
+            .replace("PARTITIONS", str(partitions))
+            .replace("RECORDS", records)
+            .replace("LAND_AFTER", str(land_after))
+        )
         (folder / "clicks.yaml").write_text(body, encoding="utf-8")
         spec = next(iter(load_specs(folder.parent, transform_packages=("assets.transforms",))))
         admin = KafkaAdmin(settings_of(kafka))
@@ -93,7 +99,7 @@ def test_three_landings_are_three_contiguous_versions_whose_counts_add_up(spark,
     ranges = [reads(catalog, row.stored_id) for row in rows]
     for before, after in pairwise(ranges):
         assert [r.end_offset for r in before] == [r.start_offset for r in after] == [r.follows for r in after]
-    assert all(r.start_offset == 0 and r.follows is None for r in ranges[0])
+    assert all(r.start_offset == 0 and r.follows == 0 for r in ranges[0])
     landed = spark.read.parquet(*[str(lake.root / row.path) for row in rows])
     assert sorted(r.n for r in landed.select("n").collect()) == list(range(produced))
     assert set(landed.columns) >= {"page", "n", "kafka_partition", "kafka_offset", "kafka_timestamp"}
@@ -135,19 +141,24 @@ def test_bad_records_are_quarantined_naming_their_partition_and_offset(spark, ca
         json.dumps({"page": "/b"}).encode(),
         ("[" * 1200 + "]" * 1200).encode(),  # deeper than any record may nest
         None,  # a key, and no value
+        b"  ",
     ]
     assert produce(kafka, settings.user, settings.password, topic, values) == []
     row = land(spark, catalog, lake, kafka, spec)
-    assert (row.rows, row.rows_quarantined) == (2, 4)
+    assert (row.rows, row.rows_quarantined) == (2, 5)
     quarantined = [
         json.loads(line)
         for file in (lake.root / row.quarantine_path).glob("part-*.json")
         for line in file.read_text().splitlines()
     ]
     by_offset = {q["file"]: q["reason"] for q in quarantined}
-    assert set(by_offset) == {f"{topic} partition 0 offset {n}" for n in (1, 2, 4, 5)}
+    assert set(by_offset) == {f"{topic} partition 0 offset {n}" for n in (1, 2, 4, 5, 6)}
     assert by_offset[f"{topic} partition 0 offset 5"] == "the record has no value, only a key"
     assert by_offset[f"{topic} partition 0 offset 2"] == "the value is not UTF-8 text"
+    assert by_offset[f"{topic} partition 0 offset 6"] == "the value is empty"
+    assert "JSON" in by_offset[f"{topic} partition 0 offset 1"]
+    assert "nested deeper than" in by_offset[f"{topic} partition 0 offset 4"]
+    assert all(finding.passed for finding in audit(catalog, lake, spec, row, (Check.ROWS_ADD_UP,)))
 
 
 def test_offsets_kafka_deleted_before_they_were_landed_are_a_recorded_gap(spark, catalog, lake, kafka, stream):
@@ -191,7 +202,7 @@ def test_a_streamed_version_s_provenance_names_its_ranges_times_and_who_could_wr
 def test_the_sensor_requests_a_landing_of_waiting_records_and_observes_the_lag(
     spark, catalog, lake, kafka, stream, settings, monkeypatch
 ):
-    spec, topic = stream()
+    spec, topic = stream(land_after=1)
     for name, value in kafka_environment(kafka).items():
         monkeypatch.setenv(name, value)
     definitions = definitions_for(SpecSet(spec.file.parent.parent, {spec.key: spec}))
@@ -222,6 +233,35 @@ def test_the_sensor_requests_a_landing_of_waiting_records_and_observes_the_lag(
     again, _ = evaluated(cursor)
     assert again.asset_events == []  # an unchanged count is not observed again
 
+    send(kafka, topic, [{"n": 3}])
+    landing = dg.DagsterRun(job_name="__ASSET_JOB", tags={SENSOR_NAME_TAG: STREAMS_SENSOR, **request.tags})
+    instance.add_run(landing)
+    busy, _ = evaluated(cursor)
+    assert not busy.run_requests and f"its run {landing.run_id} lands it" in busy.skip_message
+    instance.report_run_failed(instance.get_run_by_id(landing.run_id))
+    failed, _ = evaluated(cursor)
+    assert not failed.run_requests and f"its run {landing.run_id} failed" in failed.skip_message
+
+
+def test_records_deleted_before_the_first_landing_are_a_gap_too(spark, catalog, lake, kafka, stream):
+    spec, topic = stream(partitions=1)
+    send(kafka, topic, [{"n": n} for n in range(4)])
+    admin = KafkaAdmin(settings_of(kafka))
+    admin.client.delete_records([TopicPartition(topic, 0, 3)])[TopicPartition(topic, 0, 3)].result()
+    row = land(spark, catalog, lake, kafka, spec)
+    assert row.rows == 1
+    [gap] = recorded(catalog, action="stream.gap")
+    assert (gap["details"]["from"], gap["details"]["to"]) == (0, 3)
+
+
+def test_a_record_s_own_partition_offset_and_timestamp_fields_land_beside_kafka_s(spark, catalog, lake, kafka, stream):
+    spec, topic = stream(partitions=1)
+    send(kafka, topic, [{"partition": "p7", "offset": 70, "timestamp": "noon"}])
+    row = land(spark, catalog, lake, kafka, spec)
+    [landed] = spark.read.parquet(str(lake.root / row.path)).collect()
+    assert (landed.partition, landed.offset, landed.timestamp) == ("p7", 70, "noon")
+    assert (landed.kafka_partition, landed.kafka_offset) == (0, 0)
+
 
 def test_text_records_land_as_one_value_column(spark, catalog, lake, kafka, stream):
     spec, topic = stream(partitions=1, records="text")
@@ -229,4 +269,4 @@ def test_text_records_land_as_one_value_column(spark, catalog, lake, kafka, stre
     assert produce(kafka, settings.user, settings.password, topic, [b"GET /", b"GET /about"]) == []
     row = land(spark, catalog, lake, kafka, spec)
     landed = spark.read.parquet(str(lake.root / row.path))
-    assert sorted(r.value for r in landed.collect()) == ["GET /", "GET /about"]
+    assert sorted((r.value, r.kafka_offset) for r in landed.collect()) == [("GET /", 0), ("GET /about", 1)]

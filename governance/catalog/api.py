@@ -660,7 +660,11 @@ def check_offsets_unchanged(session: Session, key: AssetKey, reads: Sequence[Str
     """Refuse to commit ranges that do not start where the versions committed so far end: another
     run landed records meanwhile, and the two versions would hold the same ones."""
     landed = offsets_landed(session, key, reads[0].topic)
-    moved = [read.partition for read in reads if landed.get(read.partition) != read.follows]
+    moved = [
+        read.partition
+        for read in reads
+        if (landed[read.partition] != read.follows if read.partition in landed else read.follows not in (None, 0))
+    ]
     if moved:
         raise DuplicateBatch(
             f"another run of {key} landed records of {reads[0].topic} (partition {moved[0]}) while this one "

@@ -361,6 +361,9 @@ class StreamTopicRow(SQLModel, table=True):
     topic: str = Field(primary_key=True)
     asset_key: str = Field(index=True)
     created_at: datetime
+    # Whether Custody created the topic: then its every record is the asset's, from offset 0; a
+    # topic taken over is the asset's from the first offset Kafka held when it first landed it.
+    created: bool = False
 
 
 class CatalogMigration(SQLModel, table=True):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, cast
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -98,11 +98,14 @@ class KafkaAdmin:
         return TopicState(name, len(found.partitions), int(retention.value) if retention else None)
 
     def watermarks(self, name: str, partitions: int) -> dict[int, tuple[int, int]]:
-        """Each partition's first offset Kafka still holds and the offset its next record will take."""
+        """Each partition's first offset Kafka still holds and its last stable offset: the end of
+        what committed transactions (and producers without one) wrote, where an open transaction's
+        records, which may yet be aborted, begin."""
         ends: dict[int, list[int]] = {partition: [] for partition in range(partitions)}
         for spec in (OffsetSpec.earliest(), OffsetSpec.latest()):
             asked = {TopicPartition(name, partition): spec for partition in range(partitions)}
-            for place, info in self._result(self.client.list_offsets(asked), f"read {name}'s offsets").items():
+            listed = self.client.list_offsets(asked, isolation_level=IsolationLevel.READ_COMMITTED)
+            for place, info in self._result(listed, f"read {name}'s offsets").items():
                 ends[place.partition].append(info.offset)
         return {partition: (low, high) for partition, (low, high) in ends.items()}
 

@@ -19,7 +19,7 @@ from pyspark.sql.types import StructType
 from governance import ledger
 from governance.catalog import Catalog
 from governance.catalog.api import offsets_landed
-from governance.catalog.models import StreamRead, VersionRow
+from governance.catalog.models import StreamRead, StreamTopicRow, VersionRow
 from governance.errors import CustodyError, IntegrityError, InvalidInput
 from governance.ingest import ingestion_requested, landing_draft, settle, write_good
 from governance.lineage.openlineage import Dataset, Emitter, JobRun, column_inputs, dataset_of
@@ -30,7 +30,7 @@ from governance.lineage.versioned import (
     fetched_columns,
     warn_about,
 )
-from governance.quarantine import MAX_JSON_DEPTH
+from governance.quarantine import CONTROL, MAX_JSON_DEPTH
 from governance.readers import CORRUPT, Parsed, RowCount, TextChecks, json_parsed
 from governance.repair import repair
 from governance.runs import Progress, RunRequest, attempt, quiet, record_failure
@@ -41,8 +41,10 @@ from governance.versions import commit
 from governance.zones import Lake, Staging
 
 # The columns every landed record keeps beside its own: where in the topic it was, and when Kafka took it.
-PARTITION, OFFSET, TIMESTAMP = "kafka_partition", "kafka_offset", "kafka_timestamp"
-KAFKA_COLUMNS = (PARTITION, OFFSET, TIMESTAMP)
+KEPT_FROM = (("kafka_partition", "partition"), ("kafka_offset", "offset"), ("kafka_timestamp", "timestamp"))
+KAFKA_COLUMNS = tuple(name for name, _ in KEPT_FROM)
+# What the columns of a record's place begin with while it is parsed.
+HIDDEN = "\x00kafka "
 VALUE = "value"
 # Where in its staging folder a landing keeps the records it read.
 FETCHED = "fetched"
@@ -65,8 +67,8 @@ class Range:
 
 
 def plan(catalog: Catalog, admin: KafkaAdmin, spec: Spec) -> list[Range]:
-    """Each partition's range, from the end of the asset's last version (or the first offset Kafka
-    holds) to the topic's end now."""
+    """Each partition's range, from the end of the asset's last version (or the topic's beginning)
+    to the topic's end now."""
     topic = spec.topic
     assert topic is not None  # only streamed specs come here
     state = admin.topic(topic)
@@ -74,9 +76,13 @@ def plan(catalog: Catalog, admin: KafkaAdmin, spec: Spec) -> list[Range]:
         raise InvalidInput(f"{spec.key}: topic {topic} does not exist on {admin.where}: apply the spec to create it")
     with catalog.reading() as session:
         landed = offsets_landed(session, spec.key, topic)
+        governed = session.get(StreamTopicRow, topic)
+    # A topic Custody created is the asset's from its first offset: what Kafka deleted of it before
+    # any landing is a gap too.
+    beginning = 0 if governed is not None and governed.created else None
     ranges = []
     for partition, (low, high) in sorted(admin.watermarks(topic, state.partitions).items()):
-        follows = landed.get(partition)
+        follows = landed.get(partition, beginning)
         if follows is not None and follows > high:
             raise IntegrityError(
                 f"{spec.key}: partition {partition} of {topic} ends at offset {high}, before offset {follows} "
@@ -194,6 +200,8 @@ def _fetch(spark: SparkSession, settings: KafkaSettings, topic: str, ranges: lis
         .option("startingOffsets", json.dumps(starts))
         .option("endingOffsets", json.dumps(ends))
         .option("failOnDataLoss", "true")
+        # Records of aborted transactions are never read, as no consumer of the topic reads them.
+        .option("kafka.isolation.level", "read_committed")
         .load()
     )
     folder = stage.lake.uri(stage.path / FETCHED)
@@ -202,13 +210,15 @@ def _fetch(spark: SparkSession, settings: KafkaSettings, topic: str, ranges: lis
 
 
 def _counted(fetched: DataFrame) -> dict[int, tuple[int, datetime, datetime]]:
-    """Each partition's records read, and the first and last record times."""
-    rows = fetched.groupBy("partition").agg(F.count("*"), F.min("timestamp"), F.max("timestamp")).collect()
+    """Each partition's records read, and the first and last record times (counted in microseconds
+    since the epoch: a collected timestamp would come in the host's own time zone)."""
+    times = F.unix_micros(F.col("timestamp"))
+    rows = fetched.groupBy("partition").agg(F.count("*"), F.min(times), F.max(times)).collect()
     return {row[0]: (row[1], _utc(row[2]), _utc(row[3])) for row in rows}
 
 
-def _utc(moment: datetime) -> datetime:
-    return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
+def _utc(micros: int) -> datetime:
+    return datetime.fromtimestamp(micros / 1_000_000, UTC)
 
 
 def _read(topic: str, r: Range, counted: tuple[int, datetime, datetime] | None) -> StreamRead:
@@ -227,12 +237,10 @@ def _read(topic: str, r: Range, counted: tuple[int, datetime, datetime] | None) 
     )
 
 
-def _origin(topic: str) -> Column:
-    return F.concat(F.lit(f"{topic} partition "), F.col("partition"), F.lit(" offset "), F.col("offset"))
-
-
-def _kept() -> list[tuple[str, Column]]:
-    return [(PARTITION, F.col("partition")), (OFFSET, F.col("offset")), (TIMESTAMP, F.col("timestamp"))]
+def _origin(topic: str, partition: Column | None = None, offset: Column | None = None) -> Column:
+    """Where a refused record was: `<topic> partition P offset O`."""
+    at = (F.col("partition"), F.col("offset")) if partition is None or offset is None else (partition, offset)
+    return F.concat(F.lit(f"{topic} partition "), at[0], F.lit(" offset "), at[1])
 
 
 def _parsed(
@@ -242,8 +250,10 @@ def _parsed(
     the spec's; text as one `value` column. A record without a value (a key alone), or whose bytes
     are not UTF-8 (kept in base64), is refused; every refusal names its partition and offset."""
     text = F.col("value").cast("string")
-    unreadable = F.when(F.col("value").isNull(), F.lit("the record has no value, only a key")).when(
-        F.encode(text, "UTF-8") != F.col("value"), F.lit("the value is not UTF-8 text")
+    unreadable = (
+        F.when(F.col("value").isNull(), F.lit("the record has no value, only a key"))
+        .when(F.encode(text, "UTF-8") != F.col("value"), F.lit("the value is not UTF-8 text"))
+        .when(F.trim(text) == "", F.lit("the value is empty"))
     )
     readable = fetched.filter(unreadable.isNull())
     refused_first = fetched.filter(unreadable.isNotNull()).select(
@@ -252,17 +262,26 @@ def _parsed(
         F.coalesce(F.base64("value"), F.lit("")).alias("record"),
     )
     if source.records == "text":
-        good = readable.select(text.alias(VALUE), *(column.alias(name) for name, column in _kept()))
-        return Parsed(good, lambda: refused_first)
+        control = F.regexp_extract(text, CONTROL, 0)
+        held = F.concat(F.lit("the value holds control character U+"), F.lpad(F.hex(F.ascii(control)), 4, "0"))
+        refused_text = readable.filter(control != "").select(
+            _origin(topic).alias("file"), held.alias("reason"), text.alias("record")
+        )
+        readable = readable.filter(control == "")
+        good = readable.select(text.alias(VALUE), *(F.col(source).alias(name) for name, source in KEPT_FROM))
+        return Parsed(good, lambda: refused_first.unionByName(refused_text))
     schema = _inferred(spark, readable, stage, spec)
     options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT, "maxNestingDepth": str(MAX_JSON_DEPTH)}
+    # The record's place under names no field of a record can have (a control character refuses it).
+    place = {f"{HIDDEN}{name}": F.col(name) for name in ("partition", "offset", "timestamp")}
     frame = readable.select(
-        "partition", "offset", "timestamp", F.from_json(text, schema, options).alias("record")
-    ).select("partition", "offset", "timestamp", "record.*")
+        *(column.alias(name) for name, column in place.items()), F.from_json(text, schema, options).alias("record")
+    ).select(*place, "record.*")
     where = f"offsets of topic {topic} for {spec.key}"
-    hidden = frozenset({"partition", "offset", "timestamp"})
+    kept = [(name, F.col(f"`{HIDDEN}{source}`")) for name, source in KEPT_FROM]
+    origin = _origin(topic, F.col(f"`{HIDDEN}partition`"), F.col(f"`{HIDDEN}offset`"))
     parsed = json_parsed(
-        spec, frame, where, TextChecks(controls=True), origin=_origin(topic), kept=_kept(), hidden=hidden
+        spec, frame, where, TextChecks(controls=True), origin=origin, kept=kept, hidden=frozenset(place)
     )
     refused_parsing = parsed.refused
     return replace(parsed, refused=lambda: refused_parsing().unionByName(refused_first))

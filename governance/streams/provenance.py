@@ -53,7 +53,8 @@ def _write_entries(session: Session, asset: str, topic: str) -> list[dict[str, A
         for action in (ledger.Action.STREAM_ACL_ADDED, ledger.Action.STREAM_ACL_REMOVED)
         for entry in ledger.entries(session, LedgerFilter.asked(asset=asset, action=action))
     ]
-    writes = [e for e in found if e["details"].get("name") == topic and e["details"].get("operation") == "write"]
+    asked = {"resource": "topic", "name": topic, "pattern": "literal", "operation": "write", "permission": "allow"}
+    writes = [e for e in found if all(e["details"].get(field) == value for field, value in asked.items())]
     return sorted(writes, key=lambda entry: entry["seq"])
 
 

@@ -180,7 +180,7 @@ def _step(
     admin.add_acls(added)
     admin.remove_acls(removed)
     if session.get(StreamTopicRow, topic) is None:
-        session.add(StreamTopicRow(topic=topic, asset_key=str(spec.key), created_at=utcnow()))
+        session.add(StreamTopicRow(topic=topic, asset_key=str(spec.key), created_at=utcnow(), created=state is None))
     return TopicChange(str(spec.key), topic, state is None, added, removed)
 
 
