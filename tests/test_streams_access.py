@@ -5,6 +5,7 @@ else, grants and revokes take effect on the broker at once, and each change is i
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from confluent_kafka.admin import (
 
 from governance.streams.broker import Acl, KafkaAdmin
 from tests.conftest import DEMO_SPECS
+from tests.dagster_servers import client, start_service, stop
 from tests.helpers import cli, recorded
 from tests.kafka_server import consume, kafka_environment, produce_json, settings_of
 
@@ -208,6 +210,29 @@ def test_a_new_credential_ends_the_previous_one_and_no_password_reaches_the_ledg
     issued = [e for e in recorded(action="stream.credential_set") if e["details"]["user"] == "carol"]
     assert [e["actor"] for e in issued] == ["carol", "carol"]
     assert not any(password in json.dumps(e) for e in issued for password in (first, second))
+
+
+def test_a_client_of_the_service_gets_its_credential_without_any_kafka_secret(
+    streamed, kafka, capsys, cli_env, tmp_path
+):
+    apply_all(capsys)
+    server, port = start_service(
+        cli_env, {name: value for name, value in os.environ.items() if name.startswith("CUSTODY_")}, ui=False
+    )
+    try:
+        api = f"http://127.0.0.1:{port}/api/v1"
+        assert client(api, tmp_path, "login", "bob", "--password-stdin", stdin="bob-demo\n").returncode == 0
+        asked = client(api, tmp_path, "streams", "credentials", "--json")
+        assert asked.returncode == 0, asked.stderr
+        answer = json.loads(asked.stdout)
+        assert answer["user"] == "bob" and answer["bootstrap"] == kafka.bootstrap
+        assert produce_json(kafka, "bob", answer["password"], streamed, [{"page": "/"}]) == []
+        other = client(api, tmp_path, "streams", "credentials", "--as", "carol")
+        assert other.returncode != 0 and "--as names carol, but the token" in other.stderr
+    finally:
+        stop(server)
+    [issued] = [e for e in recorded(action="stream.credential_set") if e["details"]["user"] == "bob"]
+    assert issued["details"]["channel"] == "api" and issued["assurance"] == "verified"
 
 
 def test_an_unreachable_cluster_refuses_the_apply_naming_it(streamed, capsys, monkeypatch):

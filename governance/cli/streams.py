@@ -14,6 +14,7 @@ from governance.cli.common import (
     identify,
     load_settings,
     open_custody,
+    service_client,
 )
 
 streams_app = group("streams", "Kafka topics whose ACLs follow their assets' roles; your credential to reach them.")
@@ -26,21 +27,18 @@ def streams_credentials(
     """A new SCRAM-SHA-512 password for your own principal on the Kafka cluster (User:<you>), shown
     once; the previous one stops working. What you may then do on each topic follows your roles:
     producers write, consumers read (with consumer groups named `<topic>-…`)."""
-    from governance.streams.broker import KafkaAdmin
-    from governance.streams.credentials import issue
-    from governance.streams.settings import SCRAM, KafkaSettings
+    remote = service_client()
+    if remote is not None:
+        remote.acting_as(as_user, "--as")
+        answer = remote.send("POST", "/streams/credentials", {})
+    else:
+        from governance.streams.broker import KafkaAdmin
+        from governance.streams.credentials import issued
+        from governance.streams.settings import KafkaSettings
 
-    custody = open_custody(load_settings())
-    admin = KafkaAdmin(KafkaSettings.from_env())
-    identity = identify(custody, as_user, password_stdin)
-    password = issue(custody.store, admin, identity)
-    answer = {
-        "user": identity.user,
-        "password": password,
-        "bootstrap": admin.settings.bootstrap,
-        "security_protocol": admin.settings.security_protocol,
-        "sasl_mechanism": SCRAM,
-    }
+        custody = open_custody(load_settings())
+        admin = KafkaAdmin(KafkaSettings.from_env())
+        answer = issued(custody.store, admin, identify(custody, as_user, password_stdin))
     if as_json:
         emit_json(answer)
         return

@@ -36,6 +36,7 @@ from governance.lineage.resident import keep_resident, load
 from governance.service import api, changes, foreign_runs, lineage, login, oauth, openlineage, specs
 from governance.service import runs as runs_api
 from governance.service import settings as settings_api
+from governance.service import streams as streams_api
 from governance.service import tables as tables_api
 from governance.service.context import DECIDING_THREADS, MAX_BODY_BYTES, Service, first_problem
 from governance.service.devices import Devices
@@ -140,6 +141,7 @@ def create_app(
         settings_api,
         tables_api,
         runs_api,
+        streams_api,
     ):
         app.include_router(routes.router)
     app.include_router(api.unknown)  # last: it answers paths the API does not have

@@ -59,6 +59,17 @@ def issue(catalog: Catalog, admin: KafkaAdmin, identity: Identity) -> str:
     return password
 
 
+def issued(catalog: Catalog, admin: KafkaAdmin, identity: Identity) -> dict[str, str]:
+    """`issue`'s password with what a client needs beside it to sign in."""
+    return {
+        "user": identity.user,
+        "password": issue(catalog, admin, identity),
+        "bootstrap": admin.settings.bootstrap,
+        "security_protocol": admin.settings.security_protocol,
+        "sasl_mechanism": SCRAM,
+    }
+
+
 def _issued_before(catalog: Catalog, user: str) -> bool:
     with catalog.reading() as session:
         issued = session.exec(

@@ -246,9 +246,10 @@ def _origin(topic: str, partition: Column | None = None, offset: Column | None =
 def _parsed(
     spark: SparkSession, spec: Spec, source: StreamSource, fetched: DataFrame, stage: Staging, topic: str
 ) -> Parsed:
-    """The records as a batch's would be parsed: JSON objects flattened, their schema inferred or
-    the spec's; text as one `value` column. A record without a value (a key alone), or whose bytes
-    are not UTF-8 (kept in base64), is refused; every refusal names its partition and offset."""
+    """The records as a batch's would be parsed: JSON objects flattened, with the schema Spark
+    infers from them, their fields typed and checked as the spec's columns say when it declares
+    them; text as one `value` column. A record without a value (a key alone), empty, or whose bytes
+    are not UTF-8 (kept in base64) is refused; every refusal names its partition and offset."""
     text = F.col("value").cast("string")
     unreadable = (
         F.when(F.col("value").isNull(), F.lit("the record has no value, only a key"))
@@ -268,7 +269,7 @@ def _parsed(
             _origin(topic).alias("file"), held.alias("reason"), text.alias("record")
         )
         readable = readable.filter(control == "")
-        good = readable.select(text.alias(VALUE), *(F.col(source).alias(name) for name, source in KEPT_FROM))
+        good = readable.select(text.alias(VALUE), *(F.col(kafka).alias(name) for name, kafka in KEPT_FROM))
         return Parsed(good, lambda: refused_first.unionByName(refused_text))
     schema = _inferred(spark, readable, stage, spec)
     options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT, "maxNestingDepth": str(MAX_JSON_DEPTH)}
@@ -278,7 +279,7 @@ def _parsed(
         *(column.alias(name) for name, column in place.items()), F.from_json(text, schema, options).alias("record")
     ).select(*place, "record.*")
     where = f"offsets of topic {topic} for {spec.key}"
-    kept = [(name, F.col(f"`{HIDDEN}{source}`")) for name, source in KEPT_FROM]
+    kept = [(name, F.col(f"`{HIDDEN}{kafka}`")) for name, kafka in KEPT_FROM]
     origin = _origin(topic, F.col(f"`{HIDDEN}partition`"), F.col(f"`{HIDDEN}offset`"))
     parsed = json_parsed(
         spec, frame, where, TextChecks(controls=True), origin=origin, kept=kept, hidden=frozenset(place)
