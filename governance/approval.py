@@ -267,7 +267,13 @@ def apply(
         raise SpecError(missing)
     decisions = [(_decision(policy, identity, edit, specs), {"spec_hash": edit.new_hash}) for edit in found]
     enforce_all(catalog, decisions)
-    _streams_in_step(catalog, policy, identity, [specs[edit.key] for edit in found if not edit.retires])
+    _streams_in_step(
+        catalog,
+        policy,
+        identity,
+        [specs[edit.key] for edit in found if not edit.retires],
+        [edit.key for edit in found if edit.retires],
+    )
     git = git_of(specs.root, [specs[edit.key].file for edit in found if not edit.retires])
     applied = [_applied(edit, identity, {} if edit.retires else git.get(specs[edit.key].file, {})) for edit in found]
     with catalog.session() as session:
@@ -279,23 +285,24 @@ def apply(
     return applied
 
 
-def _streams_in_step(catalog: Catalog, policy: Policy, identity: Identity, applied: list[Spec]) -> None:
+def _streams_in_step(
+    catalog: Catalog, policy: Policy, identity: Identity, applied: list[Spec], retired: list[AssetKey]
+) -> None:
     """The topics of the specs put in force, with the ACLs their roles call for, before the specs
-    are recorded: a cluster that refuses leaves the definitions in force as they were."""
+    are recorded: a cluster that refuses leaves the definitions in force as they were. A topic an
+    asset no longer lands (retired, renamed, or no longer streamed) keeps no one's access."""
     from governance.access.guard import ledger_actor
-    from governance.streams.topics import admin_for, keep_in_step
+    from governance.streams.broker import KafkaAdmin
+    from governance.streams.settings import KafkaSettings
+    from governance.streams.topics import admin_for, keep_in_step, let_go, stale_topics
 
-    admin = admin_for(applied)
-    if admin is not None:
-        keep_in_step(
-            catalog,
-            admin,
-            policy.directory,
-            applied,
-            actor=ledger_actor(identity.user),
-            assurance=identity.assurance,
-            because="apply",
-        )
+    stale = stale_topics(catalog, {**{str(s.key): s.topic for s in applied}, **{str(key): None for key in retired}})
+    admin = admin_for(applied) or (KafkaAdmin(KafkaSettings.from_env()) if stale else None)
+    if admin is None:
+        return
+    recorded = {"actor": ledger_actor(identity.user), "assurance": identity.assurance, "because": "apply"}
+    keep_in_step(catalog, admin, policy.directory, applied, **recorded)
+    let_go(catalog, admin, stale, **recorded)
 
 
 def _decision(policy: Policy, identity: Identity, edit: Edit, specs: SpecSet) -> Decision:

@@ -182,6 +182,22 @@ def test_an_edit_not_applied_yet_changes_no_acl(streamed, kafka, capsys, tmp_pat
     assert readers == {"dave", "svc-custody"}
 
 
+def test_a_renamed_topic_keeps_no_one_s_access_and_nor_does_a_retired_asset_s(streamed, kafka, capsys, tmp_path):
+    apply_all(capsys)
+    admin = KafkaAdmin(settings_of(kafka))
+    spec = tmp_path / "specs" / "sales" / "clicks.yaml"
+    renamed = f"{streamed}_b"
+    spec.write_text(spec.read_text(encoding="utf-8").replace(f"topic: {streamed},", f"topic: {renamed},"))
+    apply_all(capsys)
+    assert {acl for acl in admin.acls("topic", streamed) if acl.permission == "allow"} == set()
+    assert {acl.user for acl in admin.acls("topic", renamed)} == {"bob", "carol", "svc-custody"}
+    spec.unlink()
+    apply_all(capsys)
+    assert admin.acls("topic", renamed) == set() and admin.acls("group", f"{renamed}-") == set()
+    let_go = {(e["details"]["name"], e["details"]["because"]) for e in recorded(action="stream.acl_removed")}
+    assert {(streamed, "apply"), (renamed, "apply"), (f"{renamed}-", "apply")} <= let_go
+
+
 def test_a_credential_is_only_for_a_user_who_proves_who_they_are(streamed, kafka, capsys):
     code, _, err = cli(capsys, "streams", "credentials", "--as", "dave", password=None)
     assert code != 0 and "acting as dave needs dave's password" in err

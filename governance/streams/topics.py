@@ -7,10 +7,10 @@ records why."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from sqlmodel import Session
+from sqlmodel import Session, col, select
 
 from governance import ledger
 from governance.access.directory import Directory
@@ -182,6 +182,36 @@ def _step(
     if session.get(StreamTopicRow, topic) is None:
         session.add(StreamTopicRow(topic=topic, asset_key=str(spec.key), created_at=utcnow(), created=state is None))
     return TopicChange(str(spec.key), topic, state is None, added, removed)
+
+
+def stale_topics(catalog: Catalog, now: Mapping[str, str | None]) -> list[StreamTopicRow]:
+    """The topics Custody governs for the assets `now` names that are no longer theirs: `now` gives
+    each asset's topic as its definition has it (None: retired, or no longer streamed)."""
+    with catalog.reading() as session:
+        rows = session.exec(select(StreamTopicRow).where(col(StreamTopicRow.asset_key).in_(list(now)))).all()
+    return [row for row in rows if now[row.asset_key] != row.topic]
+
+
+def let_go(
+    catalog: Catalog,
+    admin: KafkaAdmin,
+    rows: Sequence[StreamTopicRow],
+    *,
+    actor: str,
+    assurance: str | None,
+    because: str,
+) -> list[TopicChange]:
+    """Remove every ALLOW entry on topics their asset no longer lands (retired, renamed), so that no
+    one's access outlives the definition that granted it; the topics and their records stay."""
+    changes = []
+    for row in rows:
+        removed = tuple(sorted(acl for acl in present(admin, row.topic) if acl.permission == "allow"))
+        admin.remove_acls(removed)
+        change = TopicChange(row.asset_key, row.topic, False, (), removed)
+        with catalog.session() as session:
+            _record(session, [change], actor=actor, assurance=assurance, because=because)
+        changes.append(change)
+    return changes
 
 
 def _record(
