@@ -167,6 +167,14 @@ def test_repair_removes_an_acl_nobody_granted_and_says_so(streamed, kafka, capsy
     ]
     code, out, _ = cli(capsys, "repair")
     assert code == 0 and "ACL" not in out
+    wider = Acl("eve", "topic", "sales.", "prefixed", "read")
+    admin.add_acls([wider])
+    try:
+        code, out, _ = cli(capsys, "repair")
+        assert code == 0 and f"ACL wider than {streamed}, left: eve: read on topic sales.*" in out
+        assert wider in admin.acls("topic", streamed)
+    finally:
+        admin.remove_acls([wider])
 
 
 def test_an_edit_not_applied_yet_changes_no_acl(streamed, kafka, capsys, tmp_path):

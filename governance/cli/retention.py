@@ -159,9 +159,10 @@ def _join_waiting_reads(settings: Settings) -> tuple[list[Ready], list[Waiting],
 
 def _topics_in_step(settings: Settings) -> tuple[list[str], str | None]:
     """The governed topics made what their specs and the directory call for (ACLs nobody granted on
-    them removed), each change said in a line; and why that stopped, if it failed."""
+    them removed), each change said in a line, and the entries wider than a topic that let someone
+    in, said, not removed; and why that stopped, if it failed."""
     from governance.streams.settings import BOOTSTRAP
-    from governance.streams.topics import admin_for, governing, keep_in_step
+    from governance.streams.topics import admin_for, covering, governing, keep_in_step
 
     if not os.environ.get(BOOTSTRAP):
         return [], None  # no cluster: a spec that names a topic is refused when applied
@@ -180,11 +181,14 @@ def _topics_in_step(settings: Settings) -> tuple[list[str], str | None]:
             assurance=None,
             because="repair",
         )
+        wider = {change.topic: sorted(covering(admin, change.topic)) for change in changes}
     except CustodyError as err:
         return [], error_summary(err)
     lines = [f"topic created: {change.topic} ({change.asset})" for change in changes if change.created]
     for change in changes:
         lines += [f"ACL added: {acl}" for acl in change.added] + [f"ACL removed: {acl}" for acl in change.removed]
+        # Wider than the topic, they are others' to remove: said at every repair until they go.
+        lines += [f"ACL wider than {change.topic}, left: {acl}" for acl in wider[change.topic]]
     return lines, None
 
 

@@ -124,18 +124,10 @@ class KafkaAdmin:
         self._result(self.client.incremental_alter_configs([resource]), f"set {name}'s retention")
 
     def acls(self, resource: str, name: str) -> set[Acl]:
-        """Every entry on the topic or group `name`, literal or prefixed."""
-        found: set[Acl] = set()
-        for pattern in (ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED):
-            query = _matching(ResourceType[resource.upper()], name, pattern)
-            bindings = self._wait(lambda q=query: self.client.describe_acls(q).result(), f"read ACLs of {name}")
-            found |= {acl for binding in bindings if (acl := _acl(binding)) is not None}
-        return found
-
-    def all_acls(self) -> set[Acl]:
-        """Every entry of the cluster for a user."""
-        query = _matching(ResourceType.ANY, None, ResourcePatternType.ANY)
-        bindings = self._wait(lambda: self.client.describe_acls(query).result(), "read the ACLs")
+        """Every entry that applies to the topic or group `name`: on that name, on a prefix of it
+        (prefixed), or on every name (`*`)."""
+        query = _matching(ResourceType[resource.upper()], name, ResourcePatternType.MATCH)
+        bindings = self._wait(lambda: self.client.describe_acls(query).result(), f"read ACLs of {name}")
         return {acl for binding in bindings if (acl := _acl(binding)) is not None}
 
     def add_acls(self, acls: Iterable[Acl]) -> None:

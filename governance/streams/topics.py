@@ -69,8 +69,21 @@ def wanted(spec: Spec, directory: Directory, lander: str) -> frozenset[Acl]:
 
 def present(admin: KafkaAdmin, topic: str) -> frozenset[Acl]:
     """The entries the cluster has on the topic and on its consumers' groups."""
-    on_groups = {acl for acl in admin.acls("group", consumer_groups(topic)) if acl.name == consumer_groups(topic)}
-    return frozenset({acl for acl in admin.acls("topic", topic) if acl.name == topic} | on_groups)
+    return frozenset(acl for acl in _applying(admin, topic) if acl.name in (topic, consumer_groups(topic)))
+
+
+def covering(admin: KafkaAdmin, topic: str) -> frozenset[Acl]:
+    """The ALLOW entries on a prefix of the topic's name (or its groups'), or on every name: wider
+    than the topic, so not its asset's to remove, yet they let someone in."""
+    return frozenset(
+        acl
+        for acl in _applying(admin, topic)
+        if acl.name not in (topic, consumer_groups(topic)) and acl.permission == "allow"
+    )
+
+
+def _applying(admin: KafkaAdmin, topic: str) -> set[Acl]:
+    return admin.acls("topic", topic) | admin.acls("group", consumer_groups(topic))
 
 
 @dataclass(frozen=True)
@@ -137,7 +150,7 @@ def _checked(session: Session, admin: KafkaAdmin, spec: Spec, acls: frozenset[Ac
             f"{spec.file}: source.partitions: topic {topic} has {state.partitions} partitions; "
             "Kafka cannot take partitions away: declare at least as many"
         )
-    foreign = sorted(present(admin, topic) - acls) if row is None else []
+    foreign = sorted((present(admin, topic) - acls) | covering(admin, topic)) if row is None else []
     if foreign:
         named = "; ".join(str(acl) for acl in foreign[:SHOWN]) + ("; …" if len(foreign) > SHOWN else "")
         raise InvalidInput(
