@@ -216,11 +216,17 @@ def test_a_credential_is_only_for_a_user_who_proves_who_they_are(streamed, kafka
 
 
 def test_a_credential_custody_did_not_issue_is_never_replaced(streamed, kafka, capsys):
-    KafkaAdmin(settings_of(kafka)).set_password("alice", "an-operators-own")
+    admin = KafkaAdmin(settings_of(kafka))
+    # alice's apply sets the landing account's credential, recorded with her as its actor.
+    admin.remove_password(admin.settings.lander)
+    apply_all(capsys)
+    assert [e["actor"] for e in recorded(action="stream.credential_set")] == ["alice"]
+    admin.set_password("alice", "an-operators-own")
     code, _, err = cli(capsys, "streams", "credentials", "--as", "alice")
     assert code != 0 and "alice has a credential on the cluster that Custody did not issue" in err
     assert [e["actor"] for e in recorded(action="stream.credential_refused")] == ["alice"]
     assert [e for e in recorded(action="stream.credential_set") if e["details"]["user"] == "alice"] == []
+    assert admin.settings.lander in admin.users_with_passwords()
 
 
 def test_a_new_credential_ends_the_previous_one_and_no_password_reaches_the_ledger(streamed, kafka, capsys):

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import secrets
 
-from sqlmodel import select
-
 from governance import ledger
 from governance.access.guard import ledger_actor
 from governance.access.policy import Identity
 from governance.catalog import Catalog
-from governance.catalog.models import LedgerEntry
+from governance.catalog.ledgerfilter import LedgerFilter
 from governance.errors import AccessDenied
 from governance.runs import Assurance
 from governance.streams.broker import KafkaAdmin
@@ -71,10 +69,8 @@ def issued(catalog: Catalog, admin: KafkaAdmin, identity: Identity) -> dict[str,
 
 
 def _issued_before(catalog: Catalog, user: str) -> bool:
+    """Whether Custody issued `user` a credential before: a ledger entry of theirs says so (the
+    landing account's, set by whoever applied a spec, names its user in its details only)."""
+    asked = LedgerFilter.asked(actor=user, action=ledger.Action.STREAM_CREDENTIAL_SET)
     with catalog.reading() as session:
-        issued = session.exec(
-            select(LedgerEntry.seq)
-            .where(LedgerEntry.action == ledger.Action.STREAM_CREDENTIAL_SET, LedgerEntry.actor == user)
-            .limit(1)
-        ).first()
-    return issued is not None
+        return any(ledger.entry_dict(entry)["details"].get("user") == user for entry in ledger.entries(session, asked))
