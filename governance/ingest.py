@@ -66,24 +66,15 @@ def ingest(
     """Land one ready batch of a landing asset as its next version, with the DropZone field each
     column comes from unless `column_lineage` is None. An asset read from a database or a Kafka
     topic has no batches: its table or query, or its topic's records since its last version, are read instead."""
-    if spec.reads_database:
+    if spec.reads_database or spec.reads_topic:
         if batch_id is not None or force:
-            raise InvalidInput(
-                f"{spec.key} is read from a database, not from DropZone batches: it takes no batch and no --force"
-            )
+            source = "read from a database" if spec.reads_database else "landed from a Kafka topic"
+            raise InvalidInput(f"{spec.key} is {source}, not from DropZone batches: it takes no batch and no --force")
         from governance.ingest_relational import ingest_table
-
-        return ingest_table(
-            spark, catalog, lake, spec, request, progress=progress, events=events, column_lineage=column_lineage
-        )
-    if spec.reads_topic:
-        if batch_id is not None or force:
-            raise InvalidInput(
-                f"{spec.key} is landed from a Kafka topic, not from DropZone batches: it takes no batch and no --force"
-            )
         from governance.streams.landing import land_topic
 
-        return land_topic(
+        read = ingest_table if spec.reads_database else land_topic
+        return read(
             spark, catalog, lake, spec, request, progress=progress, events=events, column_lineage=column_lineage
         )
     events = events or Emitter.off()

@@ -437,9 +437,7 @@ def _foreign_label(run: ForeignRunNode, runs: RunIds) -> str:
 
 
 def _stream_label(stream: dict) -> str:
-    ranges = ", ".join(
-        f"{part['partition']}:{part['start_offset']}-{part['end_offset']}" for part in stream["partitions"]
-    )
+    ranges = ", ".join(_offsets(part) for part in stream["partitions"])
     times = [t for part in stream["partitions"] for t in (part["first_record_at"], part["last_record_at"]) if t]
     when = f"  [dim]records {min(times)[:19]} to {max(times)[:19]}[/]" if times else ""
     writers = ", ".join(escape(user) for user in stream["writers"]) or "nobody"
@@ -447,6 +445,14 @@ def _stream_label(stream: dict) -> str:
         f"[dim]topic[/] {escape(stream['topic'])}  [dim]partition:offsets[/] {ranges}{when}\n"
         f"[dim]could write it then[/] {writers}"
     )
+
+
+def _offsets(part: dict) -> str:
+    """A partition's offsets, first to last (both held), and the offsets lost before them."""
+    first, end, follows = part["start_offset"], part["end_offset"], part["follows"]
+    held = f"{first}-{end - 1}" if end > first else "none"
+    lost = f" [red](offsets {follows}-{first - 1} lost)[/]" if follows is not None and follows < first else ""
+    return f"{part['partition']}:{held}{lost}"
 
 
 def _read_label(read: dict) -> str:
