@@ -245,9 +245,15 @@ def write_while_scanning(
 def write_good(
     spark: SparkSession, parsed: Parsed, stage: Staging, tag: str | None = None, mode: str = "errorifexists"
 ) -> None:
-    """Write the rows that land to staging, under the description their scan's metrics are found by."""
+    """Write the rows that land to staging, under the description their scan's metrics are found by;
+    parted rows one part at a time, each part's files apart (an empty part writes an empty file)."""
+    where = stage.lake.uri(stage.data)
     with described(spark, main_query(stage), tag):
-        parsed.good.write.mode(mode).parquet(stage.lake.uri(stage.data))
+        if parsed.parts is None:
+            parsed.good.write.mode(mode).parquet(where)
+            return
+        for number, part in enumerate(parsed.parts):
+            parsed.good.where(part).write.mode(mode if number == 0 else "append").parquet(where)
 
 
 def main_query(stage: Staging) -> str:

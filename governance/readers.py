@@ -76,6 +76,9 @@ class Parsed:
     checked: Callable[[], DataFrame] | None = None
     # What reading the batch took upon itself, for the version's ledger entry.
     notes: tuple[str, ...] = ()
+    # Conditions that part the good rows between files, each file holding the rows of one: the
+    # partitions of the version's table (the days of a stream's records). None: one write.
+    parts: tuple[SparkColumn, ...] | None = None
 
 
 def read_batch(spark: SparkSession, spec: Spec, batch: Batch, *, text: TextChecks = TextChecks()) -> Parsed:

@@ -130,6 +130,9 @@ class Draft:
     read: RelationalRead | None = None
     # The topic's offsets a landing version holds, a row per partition (their version id set then).
     stream: tuple[StreamRead, ...] = ()
+    # How the version's files part its rows, as its table is partitioned: Iceberg's transform of a
+    # column, by name (`{"day": "kafka_timestamp"}`: each file holds the records of one UTC day).
+    partitioned_by: dict[str, str] = field(default_factory=dict)
     inputs: Sequence[VersionRow] = ()
     details: dict[str, Any] = field(default_factory=dict)
     columns: VersionColumns | None = None
@@ -323,6 +326,7 @@ def _manifest(draft: Draft, number: int, created_at, sealed: Sealed) -> dict[str
         "bytes": sealed.bytes,
         "schema": json.loads(draft.table_schema),
         "files": [asdict(f) for f in sealed.files],
+        **({"partitioned_by": draft.partitioned_by} if draft.partitioned_by and sealed is draft.data else {}),
         "inputs": [{"asset": v.asset_key, "version": v.number, "data_version": v.data_version} for v in draft.inputs],
     }
 

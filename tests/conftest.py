@@ -88,6 +88,7 @@ LONGEST_FIRST = (
     "test_dagster_postgres.py",
     "test_crash.py",
     "test_object_lake.py",
+    "test_streams_landing.py",
 )
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+from pyiceberg.catalog.sql import SqlCatalog
 from pyspark.sql import DataFrame, SparkSession
 from sqlmodel import col, func, select
 
@@ -29,6 +30,7 @@ from governance.catalog.models import LedgerEntry, ServiceSession, VersionRow
 from governance.cli import run
 from governance.config import Settings
 from governance.demo import demo_password
+from governance.lake import TABLES_FOLDER
 from governance.runs import os_user
 from governance.versions import read_dataframe
 from governance.zones import AssetKey, Lake, Zone
@@ -264,3 +266,8 @@ def step_times(instance: dg.DagsterInstance, run_id: str) -> tuple[float, float]
         if entry.dagster_event is not None and entry.step_key == "sales__products"
     }
     return times["STEP_START"], times["STEP_SUCCESS"]
+
+
+def iceberg(settings: Settings) -> SqlCatalog:
+    """The tables' catalog as an analyst opens it with PyIceberg."""
+    return SqlCatalog("custody", uri=settings.catalog_url, warehouse=f"file://{settings.lake / TABLES_FOLDER}")

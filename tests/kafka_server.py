@@ -11,6 +11,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Producer
@@ -42,12 +43,20 @@ def settings_of(broker: LocalBroker) -> KafkaSettings:
     return KafkaSettings.from_env(kafka_environment(broker))
 
 
-def produce(broker: LocalBroker, user: str, password: str, topic: str, values: list[bytes]) -> list[str]:
-    """Send `values` to `topic` as `user`; each refusal's error name, none when all were written."""
+def produce(
+    broker: LocalBroker, user: str, password: str, topic: str, values: list[bytes], at: list[datetime] | None = None
+) -> list[str]:
+    """Send `values` to `topic` as `user`, with the record times `at` if given (else now); each
+    refusal's error name, none when all were written."""
     producer = Producer({**settings_of(broker).client_config(user, password), "message.timeout.ms": 8000})
     errors: list[str] = []
-    for value in values:
-        producer.produce(topic, value, on_delivery=lambda err, _: errors.append(err.name()) if err else None)
+    for value, when in zip(values, at or [None] * len(values), strict=True):
+        producer.produce(
+            topic,
+            value,
+            timestamp=int(when.timestamp() * 1000) if when else 0,
+            on_delivery=lambda err, _: errors.append(err.name()) if err else None,
+        )
     assert producer.flush(15) == 0, "records still unsent after 15 s"
     return errors
 

@@ -5,9 +5,17 @@ naming their partition and offset; offsets Kafka deleted before they were landed
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from datetime import time as clock
 from itertools import pairwise
 from pathlib import Path
+from random import Random
 
 import dagster as dg
 import pytest
@@ -22,17 +30,21 @@ from governance.access.directory import FileDirectory
 from governance.audit import audit
 from governance.catalog.models import ColumnLineageRow, StreamRead
 from governance.checks import Check, checks_for
+from governance.config import Settings
 from governance.errors import InvalidInput, SourceUnavailable
+from governance.lake import open_lake
 from governance.lineage.graph import provenance
+from governance.repair import version_problem
 from governance.runs import RunRequest
 from governance.spec import SpecSet, load_specs
 from governance.streams.broker import KafkaAdmin
 from governance.streams.landing import land_topic
 from governance.streams.topics import keep_in_step
+from governance.versions import read_dataframe
 from governance.zones import VersionRef
 from resources import CustodyResource
 from tests.conftest import ROOT
-from tests.helpers import recorded
+from tests.helpers import all_versions, iceberg, recorded
 from tests.kafka_server import kafka_environment, produce, produce_json, settings_of
 
 SPEC = """\
@@ -270,3 +282,100 @@ def test_text_records_land_as_one_value_column(spark, catalog, lake, kafka, stre
     row = land(spark, catalog, lake, kafka, spec)
     landed = spark.read.parquet(str(lake.root / row.path))
     assert sorted((r.value, r.kafka_offset) for r in landed.collect()) == [("GET /", 0), ("GET /about", 1)]
+
+
+def test_a_version_s_files_each_hold_one_day_and_its_table_is_partitioned_by_the_day(
+    spark, catalog, settings, kafka, stream
+):
+    spec, topic = stream(partitions=1)
+    midnight = datetime.combine(datetime.now(UTC).date(), clock(), UTC)
+    at = [midnight - timedelta(minutes=2), midnight - timedelta(minutes=1), midnight + timedelta(minutes=1)]
+    values = [json.dumps({"page": f"/p{number}"}).encode() for number in range(3)]
+    credentials = settings_of(kafka)
+    assert produce(kafka, credentials.user, credentials.password, topic, values, at) == []
+    lake = open_lake(settings)
+    row = land(spark, catalog, lake, kafka, spec)
+    table = iceberg(settings).load_table(("sales", "clicks"))
+    assert [(f.name, str(f.transform)) for f in table.spec().fields] == [("kafka_timestamp_day", "day")]
+    files = table.inspect.files().to_pylist()
+    held = sorted((f["partition"]["kafka_timestamp_day"], f["record_count"]) for f in files)
+    assert held == [(midnight.date() - timedelta(days=1), 2), (midnight.date(), 1)]
+    for file in files:
+        days = {r.kafka_timestamp.date() for r in spark.read.parquet(file["file_path"]).collect()}
+        assert days == {file["partition"]["kafka_timestamp_day"]}
+    today = table.scan(row_filter=f"kafka_timestamp >= '{midnight.isoformat()}'")
+    assert [task.file.record_count for task in today.plan_files()] == [1]
+    assert row.rows == 3
+
+
+KILLS = 20
+# Seconds from Spark being up in the child to its landing's end, about: each kill falls in them.
+LANDING_SECONDS = 6.0
+
+
+def kill_landing(settings: Settings, specs: Path, kafka, after: float) -> bool:
+    """Start a landing in a process of its own and SIGKILL it `after` seconds into the landing;
+    whether it was still landing then (else it had committed and ended)."""
+    env = {
+        **os.environ,
+        **kafka_environment(kafka),
+        "CUSTODY_CATALOG_URL": settings.catalog_url,
+        "PYTHONPATH": str(ROOT),
+    }
+    child = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "stream_crash_child.py"), str(settings.home), str(specs)],
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    started, deadline = settings.home / "started", time.monotonic() + 240
+    while not started.exists():
+        if child.poll() is not None:
+            raise AssertionError(f"the landing ended before it began: {child.stderr.read()[-2000:]}")
+        assert time.monotonic() < deadline, "the landing's Spark never started"
+        time.sleep(0.05)
+    started.unlink()
+    try:
+        child.wait(after)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+        return True
+    assert child.returncode == 0, child.stderr.read()[-2000:]
+    return False
+
+
+def test_landings_killed_at_random_moments_land_every_record_once(spark, catalog, settings, kafka, stream):
+    spec, topic = stream(partitions=2)
+    lake = open_lake(settings)
+    sent, interrupted = 0, 0
+    for seed in range(KILLS):
+        send(kafka, topic, [{"seed": seed, "n": n} for n in range(25)])
+        sent += 25
+        interrupted += kill_landing(
+            settings, settings.home.parent / "specs", kafka, Random(seed).uniform(0, LANDING_SECONDS)
+        )
+    send(kafka, topic, [{"seed": KILLS, "n": 0}])
+    last = land(spark, catalog, lake, kafka, spec)
+    versions = sorted(
+        (row for row in all_versions(catalog) if row.asset_key == "sales/clicks"), key=lambda row: row.number
+    )
+    assert [row.number for row in versions] == list(range(1, last.number + 1))
+    for partition in (0, 1):
+        held = [
+            (r.start_offset, r.end_offset)
+            for row in versions
+            for r in reads(catalog, row.id)
+            if r.partition == partition
+        ]
+        assert held[0][0] == 0 and all(end == start for (_, end), (start, _) in pairwise(held)), held
+    landed = [
+        (r.kafka_partition, r.kafka_offset) for row in versions for r in read_dataframe(spark, lake, row).collect()
+    ]
+    assert len(landed) == len(set(landed)) == sent + 1
+    assert all(version_problem(lake, lake.at(row.path), row.data_version) is None for row in versions)
+    assert recorded(catalog, action="stream.gap") == []
+    assert interrupted >= KILLS // 2, f"only {interrupted} of {KILLS} kills fell in a landing"

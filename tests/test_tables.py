@@ -15,7 +15,6 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from pyiceberg.catalog.sql import SqlCatalog
 
 from governance import ledger
 from governance.access.reads import read_table
@@ -33,7 +32,7 @@ from governance.retention.purge import purge
 from governance.spec import load_specs
 from governance.zones import AssetKey, Lake, VersionRef
 from tests.conftest import BOB, CLIENTS, DEMO_SPECS, drop, land_demo, plain_environ, without_approval
-from tests.helpers import duckdb_with_iceberg
+from tests.helpers import duckdb_with_iceberg, iceberg
 
 
 @pytest.fixture
@@ -63,11 +62,6 @@ def home(spark, demo_specs, tmp_path_factory) -> Iterator[Home]:
     versions = land_demo(spark, Catalog(engine, segments=settings.ledger_segments), lake, demo_specs)
     yield Home(settings, lake, {row.ref: row for row in versions})
     engine.dispose()
-
-
-def iceberg(settings: Settings) -> SqlCatalog:
-    """The tables' catalog as an analyst opens it with PyIceberg."""
-    return SqlCatalog("custody", uri=settings.catalog_url, warehouse=f"file://{settings.lake / TABLES_FOLDER}")
 
 
 def rows(table: pa.Table) -> list[dict]:

@@ -91,6 +91,8 @@ class LiveVersion:
     files: tuple[str, ...]
     summary: Mapping[str, str]
     footers: Mapping[str, Footer] = field(default_factory=dict)
+    # Iceberg's transform of a column, by name, that each of the files holds one value of.
+    partitioned_by: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -322,7 +324,7 @@ def _snapshot(table: Table, version: LiveVersion, fs: pafs.FileSystem, *, curren
             # written on, always new, would give that one. A commit from a table another process
             # has moved since fails, and `align` starts over from the table as it now is.
             ManageSnapshots(transaction).set_current_snapshot(snapshot_id=head.snapshot_id)
-        _match_schema(transaction, schema)
+        _match_partitions(transaction, version.partitioned_by, schema)
         _name_columns(transaction)
         before = {snapshot.snapshot_id for snapshot in transaction.table_metadata.snapshots}
         # Written on a branch of its own, which starts empty, then dropped: Iceberg writes a table's
@@ -339,6 +341,26 @@ def _snapshot(table: Table, version: LiveVersion, fs: pafs.FileSystem, *, curren
         if current:
             manage.set_current_snapshot(snapshot_id=made)
         manage.commit()
+
+
+def _match_partitions(transaction, wanted: Mapping[str, str], schema: pa.Schema) -> None:
+    """The table's schema made the version's, and its partitioning the one its files hold: fields
+    no longer wanted go first, since a column a partition is of cannot be dropped."""
+    from pyiceberg.transforms import parse_transform
+
+    fields = {f"{column}_{transform}": (transform, column) for transform, column in wanted.items()}
+    metadata = transaction.table_metadata
+    present = {field.name for field in metadata.spec().fields}
+    if present - fields.keys():
+        with transaction.update_spec() as update:
+            for name in present - fields.keys():
+                update.remove_field(name)
+    _match_schema(transaction, schema)
+    if fields.keys() - present:
+        with transaction.update_spec() as update:
+            for name in fields.keys() - present:
+                transform, column = fields[name]
+                update.add_field(column, parse_transform(transform), name)
 
 
 def _name_columns(transaction) -> None:

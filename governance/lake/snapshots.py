@@ -196,7 +196,8 @@ def live_version(lake: Lake, row: VersionRow, footers: Mapping[str, Footer] | No
     names = [entry["path"] for entry in manifest["files"] if entry["path"].endswith(".parquet")]
     uris = {name: lake.file_uri(folder / name) for name in names}
     read = {uris[name]: footer for name, footer in (footers or {}).items() if name in uris}
-    return LiveVersion(row.number, tuple(uris.values()), snapshot_summary(row), read)
+    partitioned = manifest.get("partitioned_by", {})
+    return LiveVersion(row.number, tuple(uris.values()), snapshot_summary(row), read, partitioned)
 
 
 def snapshot_summary(row: VersionRow) -> dict[str, str]:

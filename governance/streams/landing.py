@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, time, timedelta
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -43,6 +43,8 @@ from governance.zones import Lake, Staging
 # The columns every landed record keeps beside its own: where in the topic it was, and when Kafka took it.
 KEPT_FROM = (("kafka_partition", "partition"), ("kafka_offset", "offset"), ("kafka_timestamp", "timestamp"))
 KAFKA_COLUMNS = tuple(name for name, _ in KEPT_FROM)
+TIMESTAMP = "kafka_timestamp"
+MICROS_A_DAY = 86_400_000_000
 # What the columns of a record's place begin with while it is parsed.
 HIDDEN = "\x00kafka "
 VALUE = "value"
@@ -153,7 +155,7 @@ def _land(
         fetched = _fetch(spark, settings, topic, ranges, stage)
         counted = _counted(fetched)
         parsed = _parsed(spark, spec, source, fetched, stage, topic)
-        parsed = replace(parsed, known=RowCount(sum(records for records, _, _ in counted.values()), exact=True))
+        parsed = replace(parsed, known=RowCount(counted.records, exact=True), parts=_day_parts(counted.days))
         write_good(spark, parsed, stage)
         landed = settle(spark, spec, parsed, stage, f"offsets {span} of topic {topic}")
         fetched_at = stage.lake.uri(stage.path / FETCHED)
@@ -167,7 +169,8 @@ def _land(
             attempt_id,
             landed,
             columns,
-            stream=tuple(_read(topic, r, counted.get(r.partition)) for r in ranges),
+            stream=tuple(_read(topic, r, counted.partitions.get(r.partition)) for r in ranges),
+            partitioned_by={"day": TIMESTAMP},
         )
         row = commit(catalog, lake, stage, draft, progress)
         outputs.add(dataset_of(lake, row, spec.body.roles.model_dump(), column_inputs(columns, {None: dataset})))
@@ -209,12 +212,39 @@ def _fetch(spark: SparkSession, settings: KafkaSettings, topic: str, ranges: lis
     return spark.read.parquet(folder)
 
 
-def _counted(fetched: DataFrame) -> dict[int, tuple[int, datetime, datetime]]:
-    """Each partition's records read, and the first and last record times (counted in microseconds
-    since the epoch: a collected timestamp would come in the host's own time zone)."""
+@dataclass(frozen=True)
+class Counted:
+    """Each partition's records read with their first and last times, and the days they fall on."""
+
+    partitions: dict[int, tuple[int, datetime, datetime]]
+    days: tuple[date, ...]
+
+    @property
+    def records(self) -> int:
+        return sum(records for records, _, _ in self.partitions.values())
+
+
+def _counted(fetched: DataFrame) -> Counted:
+    """The records read, counted by partition and UTC day (in microseconds since the epoch: a
+    collected timestamp would come in the host's own time zone, a date in Spark's session's)."""
     times = F.unix_micros(F.col("timestamp"))
-    rows = fetched.groupBy("partition").agg(F.count("*"), F.min(times), F.max(times)).collect()
-    return {row[0]: (row[1], _utc(row[2]), _utc(row[3])) for row in rows}
+    day = F.floor(times / MICROS_A_DAY).alias("day")
+    rows = fetched.groupBy("partition", day).agg(F.count("*"), F.min(times), F.max(times)).collect()
+    partitions: dict[int, tuple[int, datetime, datetime]] = {}
+    for partition, _, records, first, last in rows:
+        before = partitions.get(partition, (0, _utc(first), _utc(last)))
+        partitions[partition] = (before[0] + records, min(before[1], _utc(first)), max(before[2], _utc(last)))
+    days = sorted({_utc(row["day"] * MICROS_A_DAY).date() for row in rows})
+    return Counted(partitions, tuple(days))
+
+
+def _day_parts(days: tuple[date, ...]) -> tuple[Column, ...]:
+    """A condition per day that the landed records' times fall in: the version's files each hold
+    one day, as its table is partitioned (a comparison with the column itself, which the Parquet
+    reader of the fetched copy uses to skip the other days)."""
+    at = F.col(TIMESTAMP)
+    starts = [datetime.combine(day, time(), UTC) for day in days]
+    return tuple((at >= F.lit(start)) & (at < F.lit(start + timedelta(days=1))) for start in starts)
 
 
 def _utc(micros: int) -> datetime:
