@@ -19,7 +19,7 @@ export CUSTODY_HOME ?= $(CURDIR)/.custody
 EXTRAS := --extra test --extra postgres --group lint
 CHECKED := governance assets resources
 
-.PHONY: setup system-packages demo test lint lock ui dg-ui notebook kafka clean
+.PHONY: setup system-packages demo test lint lock ui dg-ui notebook kafka demo-streams ui-streams clean
 
 $(UV):
 	@$(PYTHON) -c 'import sys; sys.exit("Custody needs Python 3.11 or newer, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
@@ -126,6 +126,20 @@ KAFKA_PORT ?= 9092
 kafka: setup
 	CUSTODY_KAFKA_USER=$${CUSTODY_KAFKA_USER:-custody} CUSTODY_KAFKA_PASSWORD=$${CUSTODY_KAFKA_PASSWORD:-custody-demo} \
 		$(BIN)/python -m governance.streams.local --port $(KAFKA_PORT) --controller-port $$(( $(KAFKA_PORT) + 1 ))
+
+# The streaming demo, on the broker `make kafka` runs (start it first, in a terminal of its own), in
+# a home of its own with the specs of assets/streaming: bob sends clicks to sales.clicks with the
+# Kafka password Custody issues him; they land as a version, joined with the product catalogue.
+# `make ui-streams` serves that home, its streams sensor landing what bob sends next.
+STREAMS_ENV = CUSTODY_HOME=$(CUSTODY_HOME)/streaming CUSTODY_SPECS=$(CURDIR)/assets/streaming \
+	CUSTODY_KAFKA_BOOTSTRAP=$${CUSTODY_KAFKA_BOOTSTRAP:-127.0.0.1:$(KAFKA_PORT)} \
+	CUSTODY_KAFKA_USER=$${CUSTODY_KAFKA_USER:-custody} CUSTODY_KAFKA_PASSWORD=$${CUSTODY_KAFKA_PASSWORD:-custody-demo} \
+	CUSTODY_KAFKA_LANDER_PASSWORD=$${CUSTODY_KAFKA_LANDER_PASSWORD:-svc-custody-demo}
+demo-streams: setup
+	$(STREAMS_ENV) $(BIN)/custody demo --streams
+
+ui-streams: setup
+	$(STREAMS_ENV) $(MAKE) --no-print-directory ui CUSTODY_HOME=$(CUSTODY_HOME)/streaming
 
 $(BIN)/jupyter-lab: $(BIN)/custody
 	$(UV) sync --quiet --locked --inexact $(EXTRAS) --extra notebook

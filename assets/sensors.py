@@ -24,7 +24,8 @@ SENSOR = "custody_dropzone"
 FEEDS_SENSOR = "custody_feeds"
 AUTOMATION_SENSOR = "custody_automation"
 STREAMS_SENSOR = "custody_streams"
-# The streamed asset a landing run the streams sensor requested is for; the count it observes.
+# The streamed assets a landing run the streams sensor requested is for (their keys, space apart);
+# the count it observes.
 STREAM_TAG = "custody/stream"
 WAITING = "custody/records_waiting"
 # How often the streams sensor may tick, at most and at least, in seconds.
@@ -142,23 +143,25 @@ def streams_sensor(specs: SpecSet) -> dg.SensorDefinition | None:
         ]
         context.update_cursor(json.dumps({str(lag.key): lag.waiting for lag in found}))
         held = held_back(context.instance, {str(spec.key): spec for spec in streamed}, datetime.now(UTC))
-        requests, said = [], []
-        for lag in found:
-            if lag.due and str(lag.key) not in held:
-                requests.append(stream_request(lag))
-            else:
-                said.append(f"{lag.key}: {held.get(str(lag.key), lag.why) if lag.due else lag.why}")
+        due = [lag for lag in found if lag.due and str(lag.key) not in held]
+        said = [f"{lag.key}: {held.get(str(lag.key), lag.why) if lag.due else lag.why}" for lag in found]
         return dg.SensorResult(
-            run_requests=requests, asset_events=observed, skip_reason=None if requests else "; ".join(said)
+            run_requests=[stream_request(due)] if due else [],
+            asset_events=observed,
+            skip_reason=None if due else "; ".join(said),
         )
 
     return custody_streams
 
 
-def stream_request(lag: "Lag") -> dg.RunRequest:
-    """A landing of the records waiting. No run key: a landing that failed is tried again, once
-    `held_back` lets it, even if no record came since."""
-    return dg.RunRequest(asset_selection=[dg.AssetKey([lag.key.domain, lag.key.name])], tags={STREAM_TAG: str(lag.key)})
+def stream_request(due: "list[Lag]") -> dg.RunRequest:
+    """One landing of the records waiting of every asset `due`: one run, whose in-process executor
+    starts Spark once for all of them, and lands each apart (one that fails stops no other). No run
+    key: a landing that failed is tried again, once `held_back` lets it, even if no record came since."""
+    return dg.RunRequest(
+        asset_selection=[dg.AssetKey([lag.key.domain, lag.key.name]) for lag in due],
+        tags={STREAM_TAG: " ".join(str(lag.key) for lag in due)},
+    )
 
 
 def held_back(instance: dg.DagsterInstance, streamed: "dict[str, Spec]", now: datetime) -> dict[str, str]:
@@ -167,19 +170,30 @@ def held_back(instance: dg.DagsterInstance, streamed: "dict[str, Spec]", now: da
     records = instance.get_run_records(filters=dg.RunsFilter(tags={SENSOR_NAME_TAG: STREAMS_SENSOR}), limit=1000)
     why: dict[str, str] = {}
     for record in records:  # newest first: each asset's newest run decides
-        run, key = record.dagster_run, record.dagster_run.tags.get(STREAM_TAG)
-        if key is None or key in why or key not in streamed:
-            continue
-        if run.status in UNFINISHED:
-            why[key] = f"its run {run.run_id} lands it"
-        elif run.status == dg.DagsterRunStatus.FAILURE and record.end_time is not None:
-            source = streamed[key].stream_source
-            wait = max(source.period if source else 0, STREAMS_RETRY_SECONDS)
-            ago = now.timestamp() - record.end_time
-            if ago < wait:
-                why[key] = f"its run {run.run_id} failed {ago:.0f} s ago (see its log); tried again after {wait:.0f} s"
-        why.setdefault(key, "")
+        run = record.dagster_run
+        for key in run.tags.get(STREAM_TAG, "").split():
+            if key in why or key not in streamed:
+                continue
+            if run.status in UNFINISHED:
+                why[key] = f"its run {run.run_id} lands it"
+            elif _failed_to_land(instance, record, key):
+                source = streamed[key].stream_source
+                wait = max(source.period if source else 0, STREAMS_RETRY_SECONDS)
+                ago = now.timestamp() - (record.end_time or 0)
+                if ago < wait:
+                    why[key] = (
+                        f"its run {run.run_id} failed {ago:.0f} s ago (see its log); tried again after {wait:.0f} s"
+                    )
+            why.setdefault(key, "")
     return {key: said for key, said in why.items() if said}
+
+
+def _failed_to_land(instance: dg.DagsterInstance, record: dg.RunRecord, key: str) -> bool:
+    """Whether a run that ended in failure did not land `key`: others of its assets may have failed."""
+    if record.dagster_run.status != dg.DagsterRunStatus.FAILURE or record.end_time is None:
+        return False
+    landed = instance.get_latest_materialization_event(dg.AssetKey(key.split("/")))
+    return landed is None or landed.run_id != record.dagster_run.run_id
 
 
 def automation_sensor(specs: SpecSet, *, every_seconds: int) -> dg.AutomationConditionSensorDefinition | None:

@@ -16,6 +16,7 @@ from governance.catalog.states import VersionStatus
 from governance.checks import Check
 from governance.errors import NotFound
 from governance.spec import Spec
+from governance.streams.records import KAFKA_TYPES
 from governance.versions import file_problem
 from governance.zones import Lake
 
@@ -110,6 +111,8 @@ def _schema_matches_spec(catalog: Catalog, spec: Spec, version: VersionRow) -> F
 
     written = {f["name"]: _type_name(f["type"]) for f in json.loads(version.table_schema).get("fields", [])}
     declared = {c.name: _type_name(spark_type(c.type).jsonValue()) for c in spec.body.columns}
+    if declared and spec.reads_topic:
+        declared |= KAFKA_TYPES  # what a landing of a topic adds to every record
     problems = [f"missing {name}" for name in declared if name not in written]
     problems += [f"undeclared {name}" for name in written if name not in declared]
     problems += [

@@ -23,7 +23,7 @@ def demo_password(user: str) -> str:
 
 
 _PEOPLE = [("Mike", "Bike"), ("Kevin", "Poll"), ("Ada", "Stone"), ("Lin", "Park"), ("Omar", "Reyes"), ("Zoe", "Brandt")]
-_PRODUCTS = [
+PRODUCTS_SOLD = [
     ("B12", "Bicycle", "outdoor", 249.0),
     ("R23", "Rain jacket", "clothing", 89.5),
     ("T07", "Tent", "outdoor", 179.0),
@@ -41,15 +41,8 @@ class DemoRound:
 
 def drop_demo_batches(lake: Lake) -> DemoRound:
     """Drop a new round of demo batches; each round has new labels and content, so it adds versions."""
-    round_number = sum(1 for b in ready_batches(lake, PRODUCTS) if b.startswith("demo-"))
-    products_batch = f"demo-products-{round_number + 1:03d}"
-    drop_batch(
-        lake,
-        PRODUCTS,
-        products_batch,
-        {"products.csv": _products_csv(round_number)},
-        BatchMeta(requested_by=PRODUCER, note=f"demo round {round_number + 1}"),
-    )
+    round_number = _rounds(lake)
+    products_batch = _drop_products(lake, round_number)
     client_batches = []
     for offset in (0, 1):
         label = FIRST_LABEL + 2 * round_number + offset
@@ -65,9 +58,30 @@ def drop_demo_batches(lake: Lake) -> DemoRound:
     return DemoRound(products_batch, (client_batches[0], client_batches[1]))
 
 
+def drop_products(lake: Lake) -> str:
+    """Drop a new round's product catalogue alone; its batch id."""
+    return _drop_products(lake, _rounds(lake))
+
+
+def _rounds(lake: Lake) -> int:
+    return sum(1 for b in ready_batches(lake, PRODUCTS) if b.startswith("demo-"))
+
+
+def _drop_products(lake: Lake, round_number: int) -> str:
+    batch_id = f"demo-products-{round_number + 1:03d}"
+    drop_batch(
+        lake,
+        PRODUCTS,
+        batch_id,
+        {"products.csv": _products_csv(round_number)},
+        BatchMeta(requested_by=PRODUCER, note=f"demo round {round_number + 1}"),
+    )
+    return batch_id
+
+
 def _products_csv(round_number: int) -> bytes:
     lines = ["product_id,product_name,category,unit_price"]
-    for product_id, name, category, price in _PRODUCTS:
+    for product_id, name, category, price in PRODUCTS_SOLD:
         lines.append(f"{product_id},{name},{category},{price + round_number:.2f}")
     return ("\n".join(lines) + "\n").encode()
 
@@ -75,7 +89,7 @@ def _products_csv(round_number: int) -> bytes:
 def _clients_json(label: int) -> bytes:
     records = []
     for i, (name, surname) in enumerate(_PEOPLE[: 3 + label % 4]):
-        product_id = _PRODUCTS[(i + label) % len(_PRODUCTS)][0]
+        product_id = PRODUCTS_SOLD[(i + label) % len(PRODUCTS_SOLD)][0]
         records.append(
             {
                 "name": name,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import reduce
 
@@ -196,18 +196,31 @@ def json_parsed(
     origin: SparkColumn,
     kept: Sequence[tuple[str, SparkColumn]] = (),
     hidden: frozenset[str] = frozenset(),
+    by_record: bool = False,
 ) -> Parsed:
     """JSON records Spark parsed into `frame` (corrupt ones in CORRUPT), flattened and checked as the
     spec says. `origin` says where a refused record comes from; `kept` are columns that land after
-    the record's own, from the `hidden` top-level columns, which are not the record's."""
-    leaves = _flatten(frame.schema, hidden=hidden)
-    _refuse_bad_fields(where, leaves)
+    the record's own, from the `hidden` top-level columns, which are not the record's.
+
+    A field that cannot land (two that would be one column, a control character in its name, one
+    the spec does not declare) refuses the whole read, or `by_record`, each record that holds it:
+    a topic cannot take a record back as a producer takes back a file, so one odd record must not
+    hold back those after it. Spark tells apart names that differ only in case if `frame`'s
+    session does (`spark.sql.caseSensitive`)."""
+    strays: list[tuple[SparkColumn, SparkColumn]] = []
+    if by_record:
+        leaves, strays = _kept_apart(spec, frame, hidden)
+    else:
+        leaves = _flatten(frame.schema, hidden=hidden)
+        _refuse_bad_fields(where, leaves)
     found = {name: leaf.column for name, leaf in leaves.items()}
     corrupt = F.col(CORRUPT) if CORRUPT in frame.columns else F.lit(None).cast("string")
-    checks: list[tuple[SparkColumn, SparkColumn]] = [(corrupt.isNotNull(), F.lit("not a JSON object"))]
+    checks: list[tuple[SparkColumn, SparkColumn]] = [(corrupt.isNotNull(), F.lit("not a JSON object")), *strays]
     if spec.body.columns:
-        _match_columns(spec, where, list(found))
-        typed = {c.name: found[c.name].try_cast(spark_type(c.type)) for c in spec.body.columns}
+        if not by_record:
+            _match_columns(spec, where, list(found))
+        # A declared field no record of a topic's range holds is null in each.
+        typed = {c.name: found.get(c.name, F.lit(None)).try_cast(spark_type(c.type)) for c in spec.body.columns}
         checks += [
             (found[c.name].isNotNull() & typed[c.name].isNull(), F.lit(f"column {c.name} is not a valid {c.type}"))
             for c in spec.body.columns
@@ -219,7 +232,8 @@ def json_parsed(
         checks += _text_checks(strings, found.__getitem__, text)
         outputs = [column.alias(name) for name, column in found.items()]
     reason = first_reason(checks)
-    raw = F.coalesce(corrupt, F.to_json(F.struct(*[column.alias(name) for name, column in found.items()])))
+    every = found if not by_record else {name: leaf.column for name, leaf in _fields(frame.schema, hidden=hidden)}
+    raw = F.coalesce(corrupt, F.to_json(F.struct(*[column.alias(name) for name, column in every.items()])))
     explain = F.udf(lambda raw: explain_json_record(raw), T.StringType())
     # Rows read are this scan's own count: its filter must not be pushed into the reader, which
     # would skip rows before they are counted. A CASE on the corrupt-record column is not pushed.
@@ -270,28 +284,75 @@ class _Leaf:
     fields: tuple[str, ...]
 
 
-def _flatten(
-    schema: T.StructType, prefix: Sequence[str] = (), hidden: frozenset[str] = frozenset()
-) -> dict[str, _Leaf]:
+def _flatten(schema: T.StructType, hidden: frozenset[str] = frozenset()) -> dict[str, _Leaf]:
     """Leaf columns of nested structs, named `parent__child`; a name two fields flatten to keeps
     every field that claims it. The top level's CORRUPT and `hidden` columns are not leaves."""
     leaves: dict[str, _Leaf] = {}
+    for name, leaf in _fields(schema, hidden=hidden):
+        known = leaves.get(name)
+        leaves[name] = leaf if known is None else _Leaf(known.column, known.type, known.fields + leaf.fields)
+    return leaves
+
+
+def _fields(
+    schema: T.StructType, prefix: Sequence[str] = (), hidden: frozenset[str] = frozenset()
+) -> Iterator[tuple[str, _Leaf]]:
+    """Each leaf field of nested structs, with the column name it flattens to."""
     for field in schema.fields:
         if not prefix and (field.name == CORRUPT or field.name in hidden):
             continue
         path = [*prefix, field.name]
-        found: Iterable[tuple[str, _Leaf]]
         if isinstance(field.dataType, T.StructType):
-            found = _flatten(field.dataType, path).items()
-        else:
-            column = F.col(_quoted(path[0]))
-            for part in path[1:]:
-                column = column.getField(part)
-            found = [("__".join(path), _Leaf(column, field.dataType, (".".join(path),)))]
-        for name, leaf in found:
-            known = leaves.get(name)
-            leaves[name] = leaf if known is None else _Leaf(known.column, known.type, known.fields + leaf.fields)
-    return leaves
+            yield from _fields(field.dataType, path)
+            continue
+        column = F.col(_quoted(path[0]))
+        for part in path[1:]:
+            column = column.getField(part)
+        yield "__".join(path), _Leaf(column, field.dataType, (".".join(path),))
+
+
+def _kept_apart(
+    spec: Spec, frame: DataFrame, hidden: frozenset[str]
+) -> tuple[dict[str, _Leaf], list[tuple[SparkColumn, SparkColumn]]]:
+    """The fields that land, by column name, and a refusal of each record holding one that cannot.
+    Of fields that would land as one column, the spec's declared one lands, or else the one most
+    records hold (counted only when fields clash)."""
+    declared = {c.name for c in spec.body.columns}
+    fields = list(_fields(frame.schema, hidden=hidden))
+    clashing: dict[str, list[int]] = {}
+    for number, (name, _) in enumerate(fields):
+        clashing.setdefault(name.lower(), []).append(number)
+    contested = [number for numbers in clashing.values() if len(numbers) > 1 for number in numbers]
+    held = _records_holding(frame, [fields[n][1].column for n in contested]) if contested and not declared else []
+    counts = dict(zip(contested, held))
+    leaves: dict[str, _Leaf] = {}
+    strays: list[tuple[SparkColumn, SparkColumn]] = []
+    for numbers in clashing.values():
+        lands = [n for n in numbers if fields[n][0].isprintable() and (not declared or fields[n][0] in declared)]
+        winner = max(lands, key=lambda n: (counts.get(n, 0), -n), default=None)
+        for number in numbers:
+            name, leaf = fields[number]
+            if number == winner:
+                leaves[name] = leaf
+            else:
+                reason = _why_apart(name, leaf, fields[winner][1] if winner is not None else None, declared)
+                strays.append((leaf.column.isNotNull(), F.lit(reason)))
+    return leaves, strays
+
+
+def _records_holding(frame: DataFrame, columns: list[SparkColumn]) -> list[int]:
+    """How many records hold a value in each of `columns`, in one pass."""
+    return list(frame.select(*(F.count(column) for column in columns)).first() or [])
+
+
+def _why_apart(name: str, leaf: _Leaf, winner: _Leaf | None, declared: set[str]) -> str:
+    field = shown(leaf.fields[0], 64)
+    if declared and name not in declared:
+        return f"field {field} is not a column the spec declares"
+    if not name.isprintable():
+        return f"field {field} holds a control character"
+    assert winner is not None  # a printable field that is not the winner lost to another
+    return f"field {field} would land in one column with field {shown(winner.fields[0], 64)} of other records"
 
 
 def _quoted(name: str) -> str:

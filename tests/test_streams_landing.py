@@ -4,6 +4,7 @@ naming their partition and offset; offsets Kafka deleted before they were landed
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -24,10 +25,12 @@ from sqlmodel import select
 
 from assets.definitions import definitions_for
 from assets.factory import REQUESTED_BY_TAG
-from assets.sensors import STREAMS_SENSOR
+from assets.sensors import STREAMS_SENSOR, held_back, stream_request
 from assets.tags import SENSOR_NAME_TAG
 from governance.access.directory import FileDirectory
+from governance.access.reads import read_table
 from governance.audit import audit
+from governance.catalog import Catalog
 from governance.catalog.models import ColumnLineageRow, StreamRead
 from governance.checks import Check, checks_for
 from governance.config import Settings
@@ -38,13 +41,16 @@ from governance.repair import version_problem
 from governance.runs import RunRequest
 from governance.spec import SpecSet, load_specs
 from governance.streams.broker import KafkaAdmin
+from governance.streams.demo import CLICKS, PRODUCT_CLICKS
+from governance.streams.demo import main as demo_producer
+from governance.streams.lag import Lag
 from governance.streams.landing import land_topic
 from governance.streams.topics import keep_in_step
 from governance.versions import read_dataframe
-from governance.zones import VersionRef
+from governance.zones import AssetKey, VersionRef
 from resources import CustodyResource
 from tests.conftest import ROOT
-from tests.helpers import all_versions, iceberg, recorded
+from tests.helpers import all_versions, cli, iceberg, recorded
 from tests.kafka_server import kafka_environment, produce, produce_json, settings_of
 
 SPEC = """\
@@ -61,7 +67,7 @@ max_bad_fraction: 1.0
 def stream(request, kafka, catalog, tmp_path: Path):
     """sales/clicks on a topic of the test's own, created with its ACLs as applying it would."""
 
-    def made(partitions: int = 2, records: str = "json", land_after: int = 10_000):
+    def made(partitions: int = 2, records: str = "json", land_after: int = 10_000, more: str = ""):
         folder = tmp_path / "specs" / "sales"
         folder.mkdir(parents=True)
         topic = f"landing.{request.node.name.removeprefix('test_')[:40]}"
@@ -70,7 +76,7 @@ def stream(request, kafka, catalog, tmp_path: Path):
             .replace("PARTITIONS", str(partitions))
             .replace("RECORDS", records)
             .replace("LAND_AFTER", str(land_after))
-        )
+        ) + more
         (folder / "clicks.yaml").write_text(body, encoding="utf-8")
         spec = next(iter(load_specs(folder.parent, transform_packages=("assets.transforms",))))
         admin = KafkaAdmin(settings_of(kafka))
@@ -158,12 +164,7 @@ def test_bad_records_are_quarantined_naming_their_partition_and_offset(spark, ca
     assert produce(kafka, settings.user, settings.password, topic, values) == []
     row = land(spark, catalog, lake, kafka, spec)
     assert (row.rows, row.rows_quarantined) == (2, 5)
-    quarantined = [
-        json.loads(line)
-        for file in (lake.root / row.quarantine_path).glob("part-*.json")
-        for line in file.read_text().splitlines()
-    ]
-    by_offset = {q["file"]: q["reason"] for q in quarantined}
+    by_offset = quarantined(lake, row)
     assert set(by_offset) == {f"{topic} partition 0 offset {n}" for n in (1, 2, 4, 5, 6)}
     assert by_offset[f"{topic} partition 0 offset 5"] == "the record has no value, only a key"
     assert by_offset[f"{topic} partition 0 offset 2"] == "the value is not UTF-8 text"
@@ -171,6 +172,51 @@ def test_bad_records_are_quarantined_naming_their_partition_and_offset(spark, ca
     assert "JSON" in by_offset[f"{topic} partition 0 offset 1"]
     assert "nested deeper than" in by_offset[f"{topic} partition 0 offset 4"]
     assert all(finding.passed for finding in audit(catalog, lake, spec, row, (Check.ROWS_ADD_UP,)))
+
+
+def quarantined(lake, row) -> dict[str, str]:
+    """Each record the version quarantined, by its place, with the reason."""
+    found = [
+        json.loads(line)
+        for file in (lake.root / row.quarantine_path).glob("part-*.json")
+        for line in file.read_text().splitlines()
+    ]
+    return {q["file"]: q["reason"] for q in found}
+
+
+def test_records_with_fields_that_cannot_land_are_quarantined_and_those_after_them_land(
+    spark, catalog, lake, kafka, stream
+):
+    spec, topic = stream(partitions=1)
+    records = [{"page": "/a"}, {"Page": "/b"}, {"a": {"b": 1}}, {"a__b": 2}, {"a": {"b": 3}}, {"x\u0007": 1}]
+    send(kafka, topic, [*records, {"page": "/c"}])
+    row = land(spark, catalog, lake, kafka, spec)
+    assert quarantined(lake, row) == {
+        f"{topic} partition 0 offset 1": "field Page would land in one column with field page of other records",
+        f"{topic} partition 0 offset 3": "field a__b would land in one column with field a.b of other records",
+        f"{topic} partition 0 offset 5": "field x\\x07 holds a control character",
+    }
+    landed = read_dataframe(spark, lake, row)
+    assert sorted(landed.columns) == ["a__b", "kafka_offset", "kafka_partition", "kafka_timestamp", "page"]
+    assert sorted((r.kafka_offset, r.page, r.a__b) for r in landed.collect()) == [
+        (0, "/a", None),
+        (2, None, 1),
+        (4, None, 3),
+        (6, "/c", None),
+    ]
+
+
+def test_a_record_with_a_field_the_spec_does_not_declare_is_quarantined(spark, catalog, lake, kafka, stream):
+    spec, topic = stream(partitions=1, more="columns: [{name: page, type: string}, {name: ms, type: long}]\n")
+    send(kafka, topic, [{"page": "/a", "ms": 5}, {"page": "/b", "ms": 1, "referrer": "/"}, {"page": "/c"}])
+    row = land(spark, catalog, lake, kafka, spec)
+    assert quarantined(lake, row) == {
+        f"{topic} partition 0 offset 1": "field referrer is not a column the spec declares"
+    }
+    landed = read_dataframe(spark, lake, row).collect()
+    assert sorted((r.page, r.ms) for r in landed) == [("/a", 5), ("/c", None)]
+    [schema] = audit(catalog, lake, spec, row, (Check.SCHEMA_MATCHES_SPEC,))
+    assert schema.passed, schema.summary
 
 
 def test_offsets_kafka_deleted_before_they_were_landed_are_a_recorded_gap(spark, catalog, lake, kafka, stream):
@@ -253,6 +299,29 @@ def test_the_sensor_requests_a_landing_of_waiting_records_and_observes_the_lag(
     instance.report_run_failed(instance.get_run_by_id(landing.run_id))
     failed, _ = evaluated(cursor)
     assert not failed.run_requests and f"its run {landing.run_id} failed" in failed.skip_message
+
+
+def test_one_run_lands_every_due_asset_and_a_failure_holds_back_only_the_assets_it_did_not_land(stream):
+    spec, _ = stream(partitions=1)
+    due = [Lag(AssetKey("sales", name), "t", 5, ((0, 5),), None, True, "") for name in ("a", "b")]
+    request = stream_request(due)
+    assert request.asset_selection == [dg.AssetKey(["sales", "a"]), dg.AssetKey(["sales", "b"])]
+
+    @dg.asset(key=["sales", "a"])
+    def landed() -> None:
+        """Lands."""
+
+    @dg.asset(key=["sales", "b"])
+    def failing() -> None:
+        """Fails."""
+        raise RuntimeError("the topic is gone")
+
+    instance = dg.DagsterInstance.ephemeral()
+    tags = {SENSOR_NAME_TAG: STREAMS_SENSOR, **request.tags}
+    run = dg.materialize([landed, failing], instance=instance, tags=tags, raise_on_error=False)
+    assert not run.success
+    held = held_back(instance, {"sales/a": spec, "sales/b": spec}, datetime.now(UTC))
+    assert list(held) == ["sales/b"] and f"its run {run.run_id} failed" in held["sales/b"]
 
 
 def test_records_deleted_before_the_first_landing_are_a_gap_too(spark, catalog, lake, kafka, stream):
@@ -379,3 +448,36 @@ def test_landings_killed_at_random_moments_land_every_record_once(spark, catalog
     assert all(version_problem(lake, lake.at(row.path), row.data_version) is None for row in versions)
     assert recorded(catalog, action="stream.gap") == []
     assert interrupted >= KILLS // 2, f"only {interrupted} of {KILLS} kills fell in a landing"
+
+
+def test_the_streaming_demo_lands_bob_s_clicks_and_joins_them_with_the_catalogue(
+    cli_env, spark, kafka, capsys, monkeypatch
+):
+    monkeypatch.setenv("CUSTODY_SPECS", str(ROOT / "assets" / "streaming"))
+    for name, value in kafka_environment(kafka).items():
+        monkeypatch.setenv(name, value)
+    code, out, err = cli(capsys, "demo", "--streams")
+    assert code == 0, err
+    assert "bob sent 300 clicks to sales.clicks" in err
+    assert "committed sales/clicks@1" in out and "committed sales/product_clicks@1" in out
+    assert "topic sales.clicks" in out and "could write it then bob" in out
+    catalog = Catalog.from_url(cli_env.catalog_url)
+    [clicks] = catalog.versions(CLICKS)
+    assert (clicks.rows, clicks.rows_quarantined) == (297, 3)
+    lake = open_lake(cli_env)
+    clicks_of = {r["product_id"]: r["clicks"] for r in read_table(lake, catalog.latest(PRODUCT_CLICKS)).to_pylist()}
+    landed = read_dataframe(spark, lake, clicks).groupBy("product_id").count().collect()
+    assert clicks_of == {r.product_id: r["count"] for r in landed if r.product_id is not None}
+
+
+def test_the_demo_producer_is_refused_by_the_broker_for_a_user_without_the_producer_role(
+    kafka, stream, monkeypatch, capsys
+):
+    _, topic = stream(partitions=1)
+    settings = settings_of(kafka)
+    monkeypatch.setenv("CUSTODY_KAFKA_BOOTSTRAP", settings.bootstrap)
+    KafkaAdmin(settings).set_password("eve", "eve-kafka")
+    monkeypatch.setattr("sys.stdin", io.StringIO("eve-kafka\n"))
+    assert demo_producer(["eve", "--count", "3", "--topic", topic]) == 2
+    assert f"error: eve may not write {topic}" in capsys.readouterr().err
+    assert KafkaAdmin(settings).watermarks(topic, 1) == {0: (0, 0)}

@@ -38,3 +38,15 @@ def product_summary(spark: SparkSession, names_and_products: DataFrame) -> DataF
         )
         .orderBy("product_id")
     )
+
+
+def product_clicks(spark: SparkSession, clicks: DataFrame, products: DataFrame) -> DataFrame:
+    """Clicks and visiting sessions per product, with the product's name and category."""
+    per_product = clicks.groupBy("product_id").agg(
+        F.count("*").alias("clicks"), F.countDistinct("session").alias("sessions")
+    )
+    return (
+        per_product.join(products, on="product_id", how="inner")
+        .select("product_id", "product_name", "category", "clicks", "sessions")
+        .orderBy("product_id")
+    )

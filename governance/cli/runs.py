@@ -32,7 +32,10 @@ from governance.runtime import require_java
 from governance.zones import AssetKey, Lake, VersionRef
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from governance.api import Custody
+    from governance.catalog import Catalog
     from governance.catalog.models import VersionRow
     from governance.runs import RunOutcome
     from governance.service.client import ServiceClient
@@ -148,22 +151,36 @@ def _report(outcome: RunOutcome, as_json: bool) -> None:
         raise typer.Exit(max((f.exit_code for f in outcome.failures), default=1))
 
 
+# Clicks the streaming demo sends in each run, one in a hundred of them not JSON.
+STREAMED_CLICKS = 300
+
+
 @app.command()
 def demo(
     as_user: Annotated[str, typer.Option("--as", help="Requester of the demo runs.", metavar="USER")] = "bob",
+    streams: Annotated[
+        bool,
+        typer.Option(
+            "--streams",
+            help="The streaming demo, on the specs of assets/streaming and a Kafka cluster (`make demo-streams`).",
+        ),
+    ] = False,
 ) -> None:
     """Drop sample batches, run the whole pipeline through Dagster, show the summary's provenance.
 
     Also where its revenue column comes from. The demo's users prove who they are with the passwords
-    the demo directory documents.
+    the demo directory documents. With --streams: bob is given his Kafka password and sends clicks
+    to sales.clicks, which land as a version, joined with the product catalogue in sales/product_clicks.
     """
     settings = load_settings()
+    if streams:
+        _streams_demo(settings, as_user)
+        return
     from governance.demo import (
         CLIENTS,
         NAMES_AND_PRODUCTS,
         PRODUCT_SUMMARY,
         PRODUCTS,
-        demo_password,
         drop_demo_batches,
     )
 
@@ -178,16 +195,8 @@ def demo(
         ([CLIENTS], {CLIENTS: {"batch": dropped.client_batches[1]}}),
         (integration, None),
     ]
-    for keys, config in steps:
-        _run(settings, keys, as_user, False, ingest_config=config, password=demo_password(as_user))
+    catalog, latest, console = _demo_runs(settings, steps, as_user, PRODUCT_SUMMARY)
     from governance.lake import open_lake
-    from governance.lineage.graph import provenance as provenance_of
-
-    catalog = open_catalog(settings)
-    latest = catalog.latest(PRODUCT_SUMMARY)
-    console = render.stdout_console()
-    console.print()
-    console.print(render.lineage_tree(provenance_of(catalog, VersionRef(PRODUCT_SUMMARY, latest.number))))
     from governance.lineage.column_trace import origins
 
     console.print()
@@ -198,6 +207,52 @@ def demo(
     console.print()
     _demo_reads(open_custody(settings), latest.ref, console)
     _demo_table(open_lake(settings), latest, console)
+
+
+def _streams_demo(settings: Settings, as_user: str) -> None:
+    from governance.demo import PRODUCER, PRODUCTS, demo_password, drop_products
+    from governance.errors import InvalidInput
+    from governance.streams.broker import KafkaAdmin
+    from governance.streams.credentials import issue
+    from governance.streams.demo import CLICKS, PRODUCT_CLICKS, demo_clicks, send
+    from governance.streams.settings import KafkaSettings
+
+    require_java()
+    kafka = KafkaSettings.from_env()
+    custody = open_custody(settings)
+    spec = custody.specs.get(CLICKS)
+    if spec is None or spec.topic is None:
+        raise InvalidInput(
+            f"{settings.specs} holds no streamed {CLICKS}: the streaming demo's specs are in assets/streaming "
+            "(`make demo-streams` sets CUSTODY_SPECS to it)"
+        )
+    _apply_demo_specs(custody)
+    said = progress_printer()
+    password = issue(custody.store, KafkaAdmin(kafka), custody.identity(PRODUCER, demo_password(PRODUCER)))
+    clicks = demo_clicks(STREAMED_CLICKS)
+    send(kafka, spec.topic, PRODUCER, password, clicks)
+    said(f"{PRODUCER} sent {len(clicks)} clicks to {spec.topic}, signed in with the Kafka password Custody issued him")
+    products = drop_products(Lake(settings.lake))
+    runs = [([PRODUCTS], {PRODUCTS: {"batch": products}}), ([CLICKS], None), ([PRODUCT_CLICKS], None)]
+    _demo_runs(settings, runs, as_user, PRODUCT_CLICKS)
+
+
+def _demo_runs(
+    settings: Settings, runs: list[tuple[list[AssetKey], dict | None]], as_user: str, shown: AssetKey
+) -> tuple[Catalog, VersionRow, Console]:
+    """Each run of the demo's, then the provenance of `shown`'s newest version; the catalog, that
+    version and the console it was printed on."""
+    from governance.demo import demo_password
+    from governance.lineage.graph import provenance as provenance_of
+
+    for keys, config in runs:
+        _run(settings, keys, as_user, False, ingest_config=config, password=demo_password(as_user))
+    catalog = open_catalog(settings)
+    latest = catalog.latest(shown)
+    console = render.stdout_console()
+    console.print()
+    console.print(render.lineage_tree(provenance_of(catalog, VersionRef(shown, latest.number))))
+    return catalog, latest, console
 
 
 def _demo_table(lake: Lake, latest: VersionRow, console) -> None:

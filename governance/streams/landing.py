@@ -36,14 +36,11 @@ from governance.repair import repair
 from governance.runs import Progress, RunRequest, attempt, quiet, record_failure
 from governance.spec import Spec, StreamSource
 from governance.streams.broker import KafkaAdmin
+from governance.streams.records import KAFKA_COLUMNS, KEPT_FROM, TIMESTAMP
 from governance.streams.settings import KafkaSettings
 from governance.versions import commit
 from governance.zones import Lake, Staging
 
-# The columns every landed record keeps beside its own: where in the topic it was, and when Kafka took it.
-KEPT_FROM = (("kafka_partition", "partition"), ("kafka_offset", "offset"), ("kafka_timestamp", "timestamp"))
-KAFKA_COLUMNS = tuple(name for name, _ in KEPT_FROM)
-TIMESTAMP = "kafka_timestamp"
 MICROS_A_DAY = 86_400_000_000
 # What the columns of a record's place begin with while it is parsed.
 HIDDEN = "\x00kafka "
@@ -154,7 +151,7 @@ def _land(
         progress(f"reading {topic} (partition:offsets {span}) as {settings.lander}")
         fetched = _fetch(spark, settings, topic, ranges, stage)
         counted = _counted(fetched)
-        parsed = _parsed(spark, spec, source, fetched, stage, topic)
+        parsed = _parsed(spec, source, fetched, stage, topic)
         parsed = replace(parsed, known=RowCount(counted.records, exact=True), parts=_day_parts(counted.days))
         write_good(spark, parsed, stage)
         landed = settle(spark, spec, parsed, stage, f"offsets {span} of topic {topic}")
@@ -209,7 +206,11 @@ def _fetch(spark: SparkSession, settings: KafkaSettings, topic: str, ranges: lis
     )
     folder = stage.lake.uri(stage.path / FETCHED)
     records.select("partition", "offset", "timestamp", "key", "value").write.parquet(folder)
-    return spark.read.parquet(folder)
+    # Read back in a session of its own that tells apart names that differ only in case, so that
+    # records whose fields clash so are refused one by one (see `json_parsed`).
+    apart = spark.newSession()
+    apart.conf.set("spark.sql.caseSensitive", "true")
+    return apart.read.parquet(folder)
 
 
 @dataclass(frozen=True)
@@ -273,9 +274,7 @@ def _origin(topic: str, partition: Column | None = None, offset: Column | None =
     return F.concat(F.lit(f"{topic} partition "), at[0], F.lit(" offset "), at[1])
 
 
-def _parsed(
-    spark: SparkSession, spec: Spec, source: StreamSource, fetched: DataFrame, stage: Staging, topic: str
-) -> Parsed:
+def _parsed(spec: Spec, source: StreamSource, fetched: DataFrame, stage: Staging, topic: str) -> Parsed:
     """The records as a batch's would be parsed: JSON objects flattened, with the schema Spark
     infers from them, their fields typed and checked as the spec's columns say when it declares
     them; text as one `value` column. A record without a value (a key alone), empty, or whose bytes
@@ -299,9 +298,9 @@ def _parsed(
             _origin(topic).alias("file"), held.alias("reason"), text.alias("record")
         )
         readable = readable.filter(control == "")
-        good = readable.select(text.alias(VALUE), *(F.col(kafka).alias(name) for name, kafka in KEPT_FROM))
+        good = readable.select(text.alias(VALUE), *(F.col(kafka).alias(name) for name, kafka, _ in KEPT_FROM))
         return Parsed(good, lambda: refused_first.unionByName(refused_text))
-    schema = _inferred(spark, readable, stage, spec)
+    schema = _inferred(readable, stage, spec)
     options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT, "maxNestingDepth": str(MAX_JSON_DEPTH)}
     # The record's place under names no field of a record can have (a control character refuses it).
     place = {f"{HIDDEN}{name}": F.col(name) for name in ("partition", "offset", "timestamp")}
@@ -309,21 +308,21 @@ def _parsed(
         *(column.alias(name) for name, column in place.items()), F.from_json(text, schema, options).alias("record")
     ).select(*place, "record.*")
     where = f"offsets of topic {topic} for {spec.key}"
-    kept = [(name, F.col(f"`{HIDDEN}{kafka}`")) for name, kafka in KEPT_FROM]
+    kept = [(name, F.col(f"`{HIDDEN}{kafka}`")) for name, kafka, _ in KEPT_FROM]
     origin = _origin(topic, F.col(f"`{HIDDEN}partition`"), F.col(f"`{HIDDEN}offset`"))
     parsed = json_parsed(
-        spec, frame, where, TextChecks(controls=True), origin=origin, kept=kept, hidden=frozenset(place)
+        spec, frame, where, TextChecks(controls=True), origin=origin, kept=kept, hidden=frozenset(place), by_record=True
     )
     refused_parsing = parsed.refused
     return replace(parsed, refused=lambda: refused_parsing().unionByName(refused_first))
 
 
-def _inferred(spark: SparkSession, readable: DataFrame, stage: Staging, spec: Spec) -> StructType:
+def _inferred(readable: DataFrame, stage: Staging, spec: Spec) -> StructType:
     """The schema Spark infers from the records' values, each written as one line (a raw line break
     is never inside a JSON string), with a column for the corrupt ones."""
     lines = stage.lake.uri(stage.path / "lines")
     readable.select(F.regexp_replace(F.col("value").cast("string"), "[\\r\\n]", " ")).write.text(lines)
-    reader = spark.read.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT)
+    reader = readable.sparkSession.read.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT)
     schema = reader.option("maxNestingDepth", MAX_JSON_DEPTH).json(lines).schema
     if not [field for field in schema.fields if field.name != CORRUPT]:
         raise InvalidInput(f"{spec.key}: no record of the range read is a JSON object: nothing to land")

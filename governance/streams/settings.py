@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from governance.errors import EnvironmentProblem
 
@@ -30,21 +30,29 @@ class KafkaSettings:
     ca_file: str = ""
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> KafkaSettings:
+    def cluster_from_env(cls, environ: Mapping[str, str] | None = None) -> KafkaSettings:
+        """Where the cluster is and how a client reaches it, without Custody's own accounts: what
+        a producer's or consumer's client needs beside its own credential."""
         env = os.environ if environ is None else environ
         bootstrap = env.get(BOOTSTRAP) or ""
         if not bootstrap:
             raise EnvironmentProblem(
                 f"{BOOTSTRAP} is not set: name the Kafka cluster's brokers (host:port,…); `make kafka` starts one"
             )
+        protocol = (env.get("CUSTODY_KAFKA_SECURITY_PROTOCOL") or "SASL_PLAINTEXT").upper()
+        if protocol not in PROTOCOLS:
+            raise EnvironmentProblem(f"CUSTODY_KAFKA_SECURITY_PROTOCOL: give one of {', '.join(PROTOCOLS)}")
+        return cls(bootstrap, "", "", protocol, ca_file=env.get("CUSTODY_KAFKA_CA_FILE") or "")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> KafkaSettings:
+        env = os.environ if environ is None else environ
+        cluster = cls.cluster_from_env(env)
         user, password = env.get("CUSTODY_KAFKA_USER") or "", env.get("CUSTODY_KAFKA_PASSWORD") or ""
         if not user or not password:
             raise EnvironmentProblem(
                 "CUSTODY_KAFKA_USER and CUSTODY_KAFKA_PASSWORD name Custody's SCRAM user on the Kafka cluster: set both"
             )
-        protocol = (env.get("CUSTODY_KAFKA_SECURITY_PROTOCOL") or "SASL_PLAINTEXT").upper()
-        if protocol not in PROTOCOLS:
-            raise EnvironmentProblem(f"CUSTODY_KAFKA_SECURITY_PROTOCOL: give one of {', '.join(PROTOCOLS)}")
         lander, lander_password = (
             env.get("CUSTODY_KAFKA_LANDER") or "svc-custody",
             env.get("CUSTODY_KAFKA_LANDER_PASSWORD") or "",
@@ -54,7 +62,7 @@ class KafkaSettings:
                 f"CUSTODY_KAFKA_LANDER_PASSWORD is not set: the password Custody gives {lander}, "
                 "the account its landings read topics as (CUSTODY_KAFKA_LANDER)"
             )
-        return cls(bootstrap, user, password, protocol, lander, lander_password, env.get("CUSTODY_KAFKA_CA_FILE") or "")
+        return replace(cluster, user=user, password=password, lander=lander, lander_password=lander_password)
 
     def client_config(self, user: str | None = None, password: str | None = None) -> dict[str, str]:
         """librdkafka's settings for a client signed in as `user` (Custody's own by default)."""
