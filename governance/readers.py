@@ -220,9 +220,10 @@ def json_parsed(
         if not by_record:
             _match_columns(spec, where, list(found))
         # A declared field no record of a topic's range holds is null in each.
-        typed = {c.name: found.get(c.name, F.lit(None)).try_cast(spark_type(c.type)) for c in spec.body.columns}
+        given = {c.name: found.get(c.name, F.lit(None)) for c in spec.body.columns}
+        typed = {c.name: given[c.name].try_cast(spark_type(c.type)) for c in spec.body.columns}
         checks += [
-            (found[c.name].isNotNull() & typed[c.name].isNull(), F.lit(f"column {c.name} is not a valid {c.type}"))
+            (given[c.name].isNotNull() & typed[c.name].isNull(), F.lit(f"column {c.name} is not a valid {c.type}"))
             for c in spec.body.columns
         ]
         checks += value_checks(spec.body.columns, typed.__getitem__, text)

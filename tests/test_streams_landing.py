@@ -206,15 +206,18 @@ def test_records_with_fields_that_cannot_land_are_quarantined_and_those_after_th
     ]
 
 
-def test_a_record_with_a_field_the_spec_does_not_declare_is_quarantined(spark, catalog, lake, kafka, stream):
-    spec, topic = stream(partitions=1, more="columns: [{name: page, type: string}, {name: ms, type: long}]\n")
+def test_a_field_the_spec_does_not_declare_is_quarantined_and_one_no_record_holds_is_null(
+    spark, catalog, lake, kafka, stream
+):
+    columns = "[{name: page, type: string}, {name: ms, type: long}, {name: referrer_id, type: long}]"
+    spec, topic = stream(partitions=1, more=f"columns: {columns}\n")
     send(kafka, topic, [{"page": "/a", "ms": 5}, {"page": "/b", "ms": 1, "referrer": "/"}, {"page": "/c"}])
     row = land(spark, catalog, lake, kafka, spec)
     assert quarantined(lake, row) == {
         f"{topic} partition 0 offset 1": "field referrer is not a column the spec declares"
     }
     landed = read_dataframe(spark, lake, row).collect()
-    assert sorted((r.page, r.ms) for r in landed) == [("/a", 5), ("/c", None)]
+    assert sorted((r.page, r.ms, r.referrer_id) for r in landed) == [("/a", 5, None), ("/c", None, None)]
     [schema] = audit(catalog, lake, spec, row, (Check.SCHEMA_MATCHES_SPEC,))
     assert schema.passed, schema.summary
 
@@ -322,6 +325,16 @@ def test_one_run_lands_every_due_asset_and_a_failure_holds_back_only_the_assets_
     assert not run.success
     held = held_back(instance, {"sales/a": spec, "sales/b": spec}, datetime.now(UTC))
     assert list(held) == ["sales/b"] and f"its run {run.run_id} failed" in held["sales/b"]
+
+
+def test_one_landing_run_at_a_time_holds_back_the_assets_it_does_not_land(stream):
+    spec, _ = stream(partitions=1)
+    instance = dg.DagsterInstance.ephemeral()
+    landing = dg.DagsterRun(job_name="__ASSET_JOB", tags={SENSOR_NAME_TAG: STREAMS_SENSOR, "custody/stream": "sales/a"})
+    instance.add_run(landing)
+    held = held_back(instance, {"sales/a": spec, "sales/b": spec}, datetime.now(UTC))
+    assert held["sales/a"] == f"its run {landing.run_id} lands it"
+    assert held["sales/b"].startswith(f"run {landing.run_id} lands others")
 
 
 def test_records_deleted_before_the_first_landing_are_a_gap_too(spark, catalog, lake, kafka, stream):
