@@ -118,8 +118,7 @@ def streams_sensor(specs: SpecSet) -> dg.SensorDefinition | None:
         required_resource_keys={"custody"},
         description="Lands each streamed asset's waiting records once `land_after` of them wait, or "
         "`land_every` has passed since its last version while any wait, as the directory's service "
-        "account Dagster's daemon runs as: the assets due at a tick in one run, one run at a time. Each "
-        "asset's count of records waiting is observed on it.",
+        "account Dagster's daemon runs as; each asset's count of records waiting is observed on it.",
     )
     def custody_streams(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         from governance.errors import CustodyError
@@ -167,11 +166,9 @@ def stream_request(due: "list[Lag]") -> dg.RunRequest:
 
 def held_back(instance: dg.DagsterInstance, streamed: "dict[str, Spec]", now: datetime) -> dict[str, str]:
     """The streamed assets not to land now, and why: a landing the sensor requested has not
-    finished (one landing run at a time: each starts Spark, and two would share the cores), or the
-    asset's last one failed less than its `land_every` (STREAMS_RETRY_SECONDS at least) ago."""
+    finished, or the last one failed less than its `land_every` (STREAMS_RETRY_SECONDS at least) ago."""
     records = instance.get_run_records(filters=dg.RunsFilter(tags={SENSOR_NAME_TAG: STREAMS_SENSOR}), limit=1000)
     why: dict[str, str] = {}
-    busy = next((record.dagster_run.run_id for record in records if record.dagster_run.status in UNFINISHED), None)
     for record in records:  # newest first: each asset's newest run decides
         run = record.dagster_run
         for key in run.tags.get(STREAM_TAG, "").split():
@@ -188,9 +185,6 @@ def held_back(instance: dg.DagsterInstance, streamed: "dict[str, Spec]", now: da
                         f"its run {run.run_id} failed {ago:.0f} s ago (see its log); tried again after {wait:.0f} s"
                     )
             why.setdefault(key, "")
-    if busy is not None:
-        for key in streamed:
-            why[key] = why.get(key) or f"run {busy} lands others; it lands at the next tick after that run ends"
     return {key: said for key, said in why.items() if said}
 
 
