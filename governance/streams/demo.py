@@ -51,7 +51,12 @@ def send(settings: KafkaSettings, topic: str, user: str, password: str, records:
     producer = Producer(config)
     refused: list[KafkaError] = []
     for record in records:
-        producer.produce(topic, record, on_delivery=lambda err, _: refused.append(err) if err else None)
+        while True:
+            try:
+                producer.produce(topic, record, on_delivery=lambda err, _: refused.append(err) if err else None)
+                break
+            except BufferError:  # the client's queue is full: wait for deliveries to make room
+                producer.poll(1)
         producer.poll(0)
     unsent = producer.flush(SEND_SECONDS)
     if refused:
