@@ -417,6 +417,7 @@ def measure(tmp: Path, broker: LocalBroker, args: argparse.Namespace) -> None:
     sent, stop = Sent(), threading.Event()
     producer = threading.Thread(target=produce, args=(kafka, topics, args.rate, stop, sent), daemon=True)
     samples: list[Sample] = []
+    reported = False
     try:
         began = time.time()
         producer.start()
@@ -446,10 +447,10 @@ def measure(tmp: Path, broker: LocalBroker, args: argparse.Namespace) -> None:
         cycle = report_latency(catalog, specs, sent, instance)
         report_lag(samples, seconds, cycle)
         report_runs(instance, specs)
-    except Exception:
-        print(f"daemon log, last lines:\n{tail(log)}", file=sys.stderr)
-        raise
+        reported = True
     finally:
+        if not reported:
+            print(f"daemon log, last lines:\n{tail(log)}", file=sys.stderr)
         # A second Ctrl-C would leave the daemon's group or the broker running: each stop is bounded.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)

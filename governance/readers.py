@@ -197,6 +197,7 @@ def json_parsed(
     kept: Sequence[tuple[str, SparkColumn]] = (),
     hidden: frozenset[str] = frozenset(),
     by_record: bool = False,
+    record: SparkColumn | None = None,
 ) -> Parsed:
     """JSON records Spark parsed into `frame` (corrupt ones in CORRUPT), flattened and checked as the
     spec says. `origin` says where a refused record comes from; `kept` are columns that land after
@@ -205,11 +206,13 @@ def json_parsed(
     A field that cannot land (two that would be one column, a control character in its name, one
     the spec does not declare) refuses the whole read, or `by_record`, each record that holds it:
     a topic cannot take a record back as a producer takes back a file, so one odd record must not
-    hold back those after it. Spark tells apart names that differ only in case if `frame`'s
-    session does (`spark.sql.caseSensitive`)."""
+    hold back those after it; a field that would land in one of the `kept` columns is such a field.
+    Spark tells apart names that differ only in case if `frame`'s session does
+    (`spark.sql.caseSensitive`). A refused row's quarantine keeps `record` (the record as it came),
+    or else its fields as JSON."""
     strays: list[tuple[SparkColumn, SparkColumn]] = []
     if by_record:
-        leaves, strays = _kept_apart(spec, frame, hidden)
+        leaves, strays = _kept_apart(spec, frame, hidden, frozenset(name for name, _ in kept))
     else:
         leaves = _flatten(frame.schema, hidden=hidden)
         _refuse_bad_fields(where, leaves)
@@ -233,8 +236,8 @@ def json_parsed(
         checks += _text_checks(strings, found.__getitem__, text)
         outputs = [column.alias(name) for name, column in found.items()]
     reason = first_reason(checks)
-    every = found if not by_record else {name: leaf.column for name, leaf in _fields(frame.schema, hidden=hidden)}
-    raw = F.coalesce(corrupt, F.to_json(F.struct(*[column.alias(name) for name, column in every.items()])))
+    rebuilt = F.to_json(F.struct(*[column.alias(name) for name, column in found.items()]))
+    raw = record if record is not None else F.coalesce(corrupt, rebuilt)
     explain = F.udf(lambda raw: explain_json_record(raw), T.StringType())
     # Rows read are this scan's own count: its filter must not be pushed into the reader, which
     # would skip rows before they are counted. A CASE on the corrupt-record column is not pushed.
@@ -313,21 +316,26 @@ def _fields(
 
 
 def _kept_apart(
-    spec: Spec, frame: DataFrame, hidden: frozenset[str]
+    spec: Spec, frame: DataFrame, hidden: frozenset[str], reserved: frozenset[str]
 ) -> tuple[dict[str, _Leaf], list[tuple[SparkColumn, SparkColumn]]]:
     """The fields that land, by column name, and a refusal of each record holding one that cannot.
     Of fields that would land as one column, the spec's declared one lands, or else the one most
-    records hold (counted only when fields clash)."""
+    records hold (counted only when fields clash); none lands in a `reserved` column's name."""
     declared = {c.name for c in spec.body.columns}
     fields = list(_fields(frame.schema, hidden=hidden))
+    taken = {name.lower(): name for name in reserved}
+    strays: list[tuple[SparkColumn, SparkColumn]] = []
     clashing: dict[str, list[int]] = {}
-    for number, (name, _) in enumerate(fields):
-        clashing.setdefault(name.lower(), []).append(number)
+    for number, (name, leaf) in enumerate(fields):
+        if name.lower() in taken:
+            reason = f"field {shown(leaf.fields[0], 64)} would land in column {taken[name.lower()]}, which Custody adds"
+            strays.append((leaf.column.isNotNull(), F.lit(reason)))
+        else:
+            clashing.setdefault(name.lower(), []).append(number)
     contested = [number for numbers in clashing.values() if len(numbers) > 1 for number in numbers]
     held = _records_holding(frame, [fields[n][1].column for n in contested]) if contested and not declared else []
     counts = dict(zip(contested, held))
     leaves: dict[str, _Leaf] = {}
-    strays: list[tuple[SparkColumn, SparkColumn]] = []
     for numbers in clashing.values():
         lands = [n for n in numbers if fields[n][0].isprintable() and (not declared or fields[n][0] in declared)]
         winner = max(lands, key=lambda n: (counts.get(n, 0), -n), default=None)

@@ -1,4 +1,4 @@
-"""Land a streamed asset once, for tests/test_streams_crash.py, which kills it at a random moment.
+"""Land a streamed asset once, for tests/test_streams_landing.py, which kills it at a random moment.
 
 Usage: stream_crash_child.py HOME SPECS. The broker and the landing account are the environment's
 (`CUSTODY_KAFKA_*`); HOME/started is written once Spark is up, just before the landing begins.

@@ -174,14 +174,14 @@ def test_bad_records_are_quarantined_naming_their_partition_and_offset(spark, ca
     assert all(finding.passed for finding in audit(catalog, lake, spec, row, (Check.ROWS_ADD_UP,)))
 
 
-def quarantined(lake, row) -> dict[str, str]:
-    """Each record the version quarantined, by its place, with the reason."""
+def quarantined(lake, row, field: str = "reason") -> dict[str, str]:
+    """Each record the version quarantined, by its place, with the reason (or another `field`)."""
     found = [
         json.loads(line)
         for file in (lake.root / row.quarantine_path).glob("part-*.json")
         for line in file.read_text().splitlines()
     ]
-    return {q["file"]: q["reason"] for q in found}
+    return {q["file"]: q[field] for q in found}
 
 
 def test_records_with_fields_that_cannot_land_are_quarantined_and_those_after_them_land(
@@ -189,13 +189,16 @@ def test_records_with_fields_that_cannot_land_are_quarantined_and_those_after_th
 ):
     spec, topic = stream(partitions=1)
     records = [{"page": "/a"}, {"Page": "/b"}, {"a": {"b": 1}}, {"a__b": 2}, {"a": {"b": 3}}, {"x\u0007": 1}]
-    send(kafka, topic, [*records, {"page": "/c"}])
+    send(kafka, topic, [*records, {"page": "/c"}, {"Kafka_Offset": 70}])
     row = land(spark, catalog, lake, kafka, spec)
     assert quarantined(lake, row) == {
         f"{topic} partition 0 offset 1": "field Page would land in one column with field page of other records",
         f"{topic} partition 0 offset 3": "field a__b would land in one column with field a.b of other records",
         f"{topic} partition 0 offset 5": "field x\\x07 holds a control character",
+        f"{topic} partition 0 offset 7": "field Kafka_Offset would land in column kafka_offset, which Custody adds",
     }
+    kept = quarantined(lake, row, "record")
+    assert kept[f"{topic} partition 0 offset 3"] == json.dumps({"a__b": 2})  # the record as it came
     landed = read_dataframe(spark, lake, row)
     assert sorted(landed.columns) == ["a__b", "kafka_offset", "kafka_partition", "kafka_timestamp", "page"]
     assert sorted((r.kafka_offset, r.page, r.a__b) for r in landed.collect()) == [

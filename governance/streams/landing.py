@@ -152,7 +152,9 @@ def _land(
         fetched = _fetch(spark, settings, topic, ranges, stage)
         counted = _counted(fetched)
         parsed = _parsed(spec, source, fetched, stage, topic)
-        parsed = replace(parsed, known=RowCount(counted.records, exact=True), parts=_day_parts(counted.days))
+        # No day (a range of transaction markers alone): one write, of no row, which `settle` refuses.
+        days = _day_parts(counted.days) or None
+        parsed = replace(parsed, known=RowCount(counted.records, exact=True), parts=days)
         write_good(spark, parsed, stage)
         landed = settle(spark, spec, parsed, stage, f"offsets {span} of topic {topic}")
         fetched_at = stage.lake.uri(stage.path / FETCHED)
@@ -304,6 +306,7 @@ def _parsed(spec: Spec, source: StreamSource, fetched: DataFrame, stage: Staging
     options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT, "maxNestingDepth": str(MAX_JSON_DEPTH)}
     # The record's place under names no field of a record can have (a control character refuses it).
     place = {f"{HIDDEN}{name}": F.col(name) for name in ("partition", "offset", "timestamp")}
+    place[f"{HIDDEN}{VALUE}"] = text  # what a refused record's quarantine keeps, as it came
     frame = readable.select(
         *(column.alias(name) for name, column in place.items()), F.from_json(text, schema, options).alias("record")
     ).select(*place, "record.*")
@@ -311,7 +314,15 @@ def _parsed(spec: Spec, source: StreamSource, fetched: DataFrame, stage: Staging
     kept = [(name, F.col(f"`{HIDDEN}{kafka}`")) for name, kafka, _ in KEPT_FROM]
     origin = _origin(topic, F.col(f"`{HIDDEN}partition`"), F.col(f"`{HIDDEN}offset`"))
     parsed = json_parsed(
-        spec, frame, where, TextChecks(controls=True), origin=origin, kept=kept, hidden=frozenset(place), by_record=True
+        spec,
+        frame,
+        where,
+        TextChecks(controls=True),
+        origin=origin,
+        kept=kept,
+        hidden=frozenset(place),
+        by_record=True,
+        record=F.col(f"`{HIDDEN}{VALUE}`"),
     )
     refused_parsing = parsed.refused
     return replace(parsed, refused=lambda: refused_parsing().unionByName(refused_first))
