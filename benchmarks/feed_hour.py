@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 import yaml
 
+from benchmarks.session import custody_session
 from benchmarks.stats import interval
 from governance.catalog import Catalog
 from governance.config import DEFAULT_TRANSFORM_PACKAGES, Settings
@@ -133,19 +134,6 @@ def spec_folder(work: Path) -> Path:
     return work / "specs"
 
 
-def spark_session():
-    from pyspark.sql import SparkSession
-
-    from resources.spark import session_conf
-
-    builder = SparkSession.builder
-    for key, value in session_conf(
-        "local[2]", {"spark.app.name": "custody-bench", "spark.driver.memory": "4g"}
-    ).items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--per-replica", type=int, default=3600, help="downloads each replica kept in the hour")
@@ -175,7 +163,7 @@ def main() -> None:
         spec = load_specs(spec_folder(work), transform_packages=DEFAULT_TRANSFORM_PACKAGES)[KEY]
         settings = Settings.under(work / "home")
         lake, catalog = Lake(settings.lake), Catalog.from_url(settings.catalog_url)
-        spark = spark_session()
+        spark = custody_session()
         bare_out = work / "bare"
         files = None
         runs: dict[str, list[float]] = {"bare": [], "governed": []}

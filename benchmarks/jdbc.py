@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 import psycopg
 
+from benchmarks.session import custody_session
 from benchmarks.stats import interval
 from governance.catalog import Catalog
 from governance.config import DEFAULT_TRANSFORM_PACKAGES, Settings
@@ -83,22 +84,6 @@ def spec_yaml(server: PostgresServer, partitions: int) -> str:
         f"  user_env: BENCH_DB_USER\n  password_env: BENCH_DB_PASSWORD\n  table: public.orders\n  fetch_size: {FETCH_SIZE}\n{split}"
         f"columns:\n{columns}\nmax_bad_fraction: 0.0\n"
     )
-
-
-def spark_session():
-    from pyspark.sql import SparkSession
-
-    from resources.spark import session_conf
-
-    builder = SparkSession.builder
-    conf = session_conf(
-        "local[2]",
-        {"spark.app.name": "custody-bench", "spark.driver.memory": "4g"},
-        jars=Settings.from_env({}).spark_jars(),
-    )
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
 
 
 class Bench:
@@ -171,7 +156,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4, help="reads a partitioned run splits into")
     args = parser.parse_args()
 
-    spark = spark_session()
+    spark = custody_session(Settings.from_env({}).spark_jars())
     results: dict[str, dict[str, list[float]]] = {}
     with running_postgres() as server, tempfile.TemporaryDirectory(prefix="jdbc-bench-") as tmp:
         fill(server, args.rows)

@@ -1,12 +1,14 @@
 #!/usr/bin/env python
-"""Governed landing of a Kafka topic vs. a bare Spark Kafka -> Parquet job, in one warm SparkSession.
+"""Governed landing of a Kafka topic vs. a bare Spark Kafka -> Parquet job, in one warm SparkSession
+with Custody's own settings (resources.spark).
 
 Starts a throwaway single-node broker (as the tests do), creates a streamed asset's topic with its
 ACLs as applying the spec would, then for each run produces `--records` JSON records and times
 
   governed:  governance.streams.landing.land_topic: the records since the last version, read as the
              landing account, copied into staging, parsed, checked, counted, committed with their
-             offsets, with column lineage and the ledger
+             offsets, with column lineage and the ledger, and given its Iceberg table snapshot (the
+             benchmark stops if a snapshot failed: that version was not timed whole)
   bare:      the same offset range read by Spark's Kafka source, its JSON parsed with the schema
              Spark infers, written as Parquet
 
@@ -38,7 +40,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from sqlmodel import select
 
+from benchmarks.session import custody_session
 from benchmarks.stats import interval
+from governance import ledger
 from governance.access.directory import FileDirectory
 from governance.catalog import Catalog
 from governance.catalog.models import StreamRead
@@ -129,10 +133,7 @@ def measure(root: Path, broker: LocalBroker, args: argparse.Namespace) -> None:
     lake = open_lake(home)
     directory = FileDirectory.load(ROOT / "assets" / "directory.yaml")
     keep_in_step(catalog, KafkaAdmin(settings), directory, [spec], actor="bench", assurance=None, because="apply")
-    jars = ",".join(str(jar) for jar in home.table_jars())
-    builder = SparkSession.builder.master("local[2]").config("spark.jars", jars)
-    spark = builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = custody_session(home.table_jars())
     governed_s, bare_s = [], []
     produce(settings, args.records, 0)  # a warm-up run of each, not counted
     row = land_topic(spark, catalog, lake, spec, RunRequest("bench"), settings=settings)
@@ -151,8 +152,18 @@ def measure(root: Path, broker: LocalBroker, args: argparse.Namespace) -> None:
         f"{args.records:,} records, {args.partitions} partitions, medians of {args.runs}: governed {governed:.2f} s "
         f"({args.records / governed:,.0f} records/s), bare {baseline:.2f} s ({args.records / baseline:,.0f} records/s)"
     )
+    unsnapshotted = snapshot_failures(catalog)
+    if unsnapshotted:
+        raise SystemExit(f"versions landed without their table snapshot, so not timed whole: {unsnapshotted}")
     verdict = "met" if high <= GOAL else "MISSED"
     print(f"governed/bare {governed / baseline:.2f} (90% interval {low:.2f}-{high:.2f}); goal <= {GOAL}: {verdict}")
+
+
+def snapshot_failures(catalog: Catalog) -> list[str]:
+    """The reasons of every table snapshot that failed after a landing committed its version."""
+    with catalog.reading() as session:
+        found = ledger.entries(session, ledger.LedgerFilter(action=ledger.Action.TABLE_SNAPSHOT_FAILED))
+        return [str(entry.details) for entry in found]
 
 
 def ranges_of(catalog: Catalog, version_id: int) -> list[StreamRead]:
