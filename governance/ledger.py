@@ -82,6 +82,7 @@ class Action:
     STREAM_ACL_REMOVED = "stream.acl_removed"
     STREAM_CREDENTIAL_SET = "stream.credential_set"
     STREAM_CREDENTIAL_REFUSED = "stream.credential_refused"
+    STREAM_CREDENTIAL_REMOVED = "stream.credential_removed"
     STREAM_GAP = "stream.gap"
 
 

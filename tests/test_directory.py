@@ -249,6 +249,20 @@ def test_ldap_says_which_groups_it_has(ldap):
         directory.has_group("*")
 
 
+def test_ldap_says_which_users_it_has_in_groups_or_none_and_by_their_exact_name(ldap):
+    directory = LdapDirectory(settings(ldap))
+    assert directory.has_user("carol") and directory.has_user("eve")
+    assert not directory.has_user("mallory") and not directory.has_user("CAROL")
+
+
+def test_the_file_directory_has_a_user_in_no_group_and_not_one_only_named_in_a_group(tmp_path):
+    path = tmp_path / "directory.yaml"
+    path.write_text("users: {alice: {}, bob: {}}\ngroups:\n  readers: [alice]\n  admins: [readers]\n")
+    directory = open_directory(f"file:{path}", {"CUSTODY_HOME": str(tmp_path / "home")})
+    assert directory.has_user("alice") and directory.has_user("bob")
+    assert not directory.has_user("readers") and not directory.has_user("carol")
+
+
 def test_the_file_directory_has_a_group_without_members_and_not_a_misspelt_one(tmp_path):
     path = tmp_path / "directory.yaml"
     path.write_text("users: {alice: {}}\ngroups:\n  readers: [alice]\n  empty: []\n")

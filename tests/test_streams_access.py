@@ -177,6 +177,31 @@ def test_repair_removes_an_acl_nobody_granted_and_says_so(streamed, kafka, capsy
         admin.remove_acls([wider])
 
 
+def test_repair_ends_the_kafka_access_of_someone_who_left_the_directory(streamed, kafka, cli_env, capsys):
+    apply_all(capsys)
+    bob = credential(capsys, "bob")
+    admin = KafkaAdmin(settings_of(kafka))
+    admin.set_password("ops", "an-operators-own")  # no user of the directory's, and not Custody's to remove
+    [copy] = (cli_env.home / "directory").glob("*.yaml")
+    left = re.sub(r"\n  bob:\n(    .*\n)+", "\n", copy.read_text(encoding="utf-8"))
+    copy.write_text(left.replace("sales-producers: [bob]", "sales-producers: []"), encoding="utf-8")
+    code, out, err = cli(capsys, "repair")
+    assert code == 0, out + err
+    assert "Kafka credential removed: bob (no longer in the directory)" in out
+    assert {"bob", "ops"} & admin.users_with_passwords() == {"ops"}
+    assert {acl.user for acl in admin.acls("topic", streamed)} == {"carol", "svc-custody"}
+    with pytest.raises(KafkaException):
+        AdminClient({**settings_of(kafka).client_config("bob", bob), "log_level": 0}).list_topics(timeout=5)
+    [removed] = recorded(action="stream.credential_removed")
+    assert (removed["actor"], removed["details"]["user"], removed["details"]["because"]) == (
+        "custody-repair",
+        "bob",
+        "no longer in the directory",
+    )
+    code, out, _ = cli(capsys, "repair")
+    assert code == 0 and "credential" not in out
+
+
 def test_an_edit_not_applied_yet_changes_no_acl(streamed, kafka, capsys, tmp_path):
     apply_all(capsys)
     spec = tmp_path / "specs" / "sales" / "clicks.yaml"

@@ -70,6 +70,10 @@ class Directory(Protocol):
         """Whether the directory has `group`, with members or none."""
         ...
 
+    def has_user(self, user: str) -> bool:
+        """Whether the directory has `user`, in groups or none."""
+        ...
+
     def answers_at_once(self, user: str) -> bool:
         """Whether `groups_of(user)` would answer from what this process holds, asking no server."""
         ...
@@ -182,6 +186,10 @@ class FileDirectory:
         checked_name(group, "group")
         return group in self._current().groups
 
+    def has_user(self, user: str) -> bool:
+        checked_name(user)
+        return user in self._current().users
+
     def add_member(self, group: str, user: str) -> bool:
         return self._change(group, user, lambda members: members + [user] if user not in members else None)
 
@@ -290,6 +298,10 @@ class LdapDirectory:
         # Kept as the set of the one group found, or none, beside the other answers it is cached with.
         return bool(self._cached(f"has:{group}", lambda: self._ask(self._group_found, group)))
 
+    def has_user(self, user: str) -> bool:
+        checked_name(user)
+        return bool(self._cached(f"is:{user}", lambda: self._ask(self._user_found, user)))
+
     def add_member(self, group: str, user: str) -> bool:
         return self._change(group, user, add=True)
 
@@ -388,6 +400,9 @@ class LdapDirectory:
 
     def _group_found(self, connection, group: str) -> frozenset[str]:
         return frozenset() if self._dn(connection, "groupOfNames", "cn", group) is None else frozenset({group})
+
+    def _user_found(self, connection, user: str) -> frozenset[str]:
+        return frozenset() if self._dn(connection, "inetOrgPerson", "uid", user) is None else frozenset({user})
 
     def _members_of(self, connection, group: str) -> frozenset[str]:
         from ldap3 import BASE

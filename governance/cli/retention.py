@@ -161,6 +161,7 @@ def _topics_in_step(settings: Settings) -> tuple[list[str], str | None]:
     """The governed topics made what their specs and the directory call for (ACLs nobody granted on
     them removed), each change said in a line, and the entries wider than a topic that let someone
     in, said, not removed; and why that stopped, if it failed."""
+    from governance.streams.credentials import remove_departed
     from governance.streams.settings import BOOTSTRAP
     from governance.streams.topics import admin_for, covering, governing, keep_in_step
 
@@ -182,9 +183,13 @@ def _topics_in_step(settings: Settings) -> tuple[list[str], str | None]:
             because="repair",
         )
         wider = {change.topic: sorted(covering(admin, change.topic)) for change in changes}
+        departed = remove_departed(
+            custody.store, admin, custody.policy.directory, actor="custody-repair", assurance=None
+        )
     except CustodyError as err:
         return [], error_summary(err)
     lines = [f"topic created: {change.topic} ({change.asset})" for change in changes if change.created]
+    lines += [f"Kafka credential removed: {user} (no longer in the directory)" for user in departed]
     for change in changes:
         lines += [f"ACL added: {acl}" for acl in change.added] + [f"ACL removed: {acl}" for acl in change.removed]
         # Wider than the topic, they are others' to remove: said at every repair until they go.
@@ -200,7 +205,8 @@ def repair(
     """Roll back interrupted attempts, remove folders no committed version owns or no live feed merge or drop
     uses, fail runs whose process is gone, record in Dagster the versions such runs committed, and join other
     tools' reads of versions committed since they were reported (saying which versions reads still wait for), and
-    bring governed Kafka topics' ACLs in step with their roles, removing entries nobody granted."""
+    bring governed Kafka topics' ACLs in step with their roles, removing entries nobody granted and the Kafka
+    credentials Custody issued to users the directory no longer has."""
     settings = load_settings()
     from governance.feeds.tend import remove_abandoned_work
     from governance.lake import open_lake

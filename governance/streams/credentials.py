@@ -1,12 +1,14 @@
 """A person's or service account's own SCRAM credential on the Kafka cluster, issued by Custody to
 that user alone, once their identity is verified. The cluster keeps only a salted hash; Custody
-keeps nothing and shows the password once. A new one replaces the old at once."""
+keeps nothing and shows the password once. A new one replaces the old at once, and one whose user
+has left the directory is removed by `custody repair`."""
 
 from __future__ import annotations
 
 import secrets
 
 from governance import ledger
+from governance.access.directory import Directory
 from governance.access.guard import ledger_actor
 from governance.access.policy import Identity
 from governance.catalog import Catalog
@@ -66,6 +68,36 @@ def issued(catalog: Catalog, admin: KafkaAdmin, identity: Identity) -> dict[str,
         "security_protocol": admin.settings.security_protocol,
         "sasl_mechanism": SCRAM,
     }
+
+
+def remove_departed(
+    catalog: Catalog, admin: KafkaAdmin, directory: Directory, *, actor: str, assurance: str | None
+) -> list[str]:
+    """Remove every credential Custody issued whose user the directory no longer has, each removal
+    recorded: who left can no longer sign in to the cluster, ACLs or none. Credentials Custody did
+    not issue, and its own accounts', are left alone."""
+    own = {admin.settings.user, admin.settings.lander, CONTROLLER_USER}
+    departed = [
+        user
+        for user in sorted(admin.users_with_passwords() - own)
+        if not directory.has_user(user) and _issued_before(catalog, user)
+    ]
+    for user in departed:
+        with catalog.session() as session:
+            ledger.append(
+                session,
+                actor=actor,
+                action=ledger.Action.STREAM_CREDENTIAL_REMOVED,
+                assurance=assurance,
+                details={
+                    "user": user,
+                    "mechanism": SCRAM,
+                    "cluster": admin.settings.bootstrap,
+                    "because": "no longer in the directory",
+                },
+            )
+            admin.remove_password(user)
+    return departed
 
 
 def _issued_before(catalog: Catalog, user: str) -> bool:
