@@ -160,17 +160,20 @@ def test_bad_records_are_quarantined_naming_their_partition_and_offset(spark, ca
         ("[" * 1200 + "]" * 1200).encode(),  # deeper than any record may nest
         None,  # a key, and no value
         b"  ",
+        json.dumps({"page": "/c"}, indent=2).encode(),  # one record over several lines
+        b'{"page": "/d\n"}',  # a raw line break within a string
     ]
     assert produce(kafka, settings.user, settings.password, topic, values) == []
     row = land(spark, catalog, lake, kafka, spec)
-    assert (row.rows, row.rows_quarantined) == (2, 5)
+    assert (row.rows, row.rows_quarantined) == (3, 6)
     by_offset = quarantined(lake, row)
-    assert set(by_offset) == {f"{topic} partition 0 offset {n}" for n in (1, 2, 4, 5, 6)}
+    assert set(by_offset) == {f"{topic} partition 0 offset {n}" for n in (1, 2, 4, 5, 6, 8)}
     assert by_offset[f"{topic} partition 0 offset 5"] == "the record has no value, only a key"
     assert by_offset[f"{topic} partition 0 offset 2"] == "the value is not UTF-8 text"
     assert by_offset[f"{topic} partition 0 offset 6"] == "the value is empty"
     assert "JSON" in by_offset[f"{topic} partition 0 offset 1"]
     assert "nested deeper than" in by_offset[f"{topic} partition 0 offset 4"]
+    assert "JSON" in by_offset[f"{topic} partition 0 offset 8"]
     assert all(finding.passed for finding in audit(catalog, lake, spec, row, (Check.ROWS_ADD_UP,)))
 
 

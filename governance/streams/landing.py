@@ -34,6 +34,7 @@ from governance.quarantine import CONTROL, MAX_JSON_DEPTH
 from governance.readers import CORRUPT, Parsed, RowCount, TextChecks, json_parsed
 from governance.repair import repair
 from governance.runs import Progress, RunRequest, attempt, quiet, record_failure
+from governance.spark.json import inferred_schema
 from governance.spec import Spec, StreamSource
 from governance.streams.broker import KafkaAdmin
 from governance.streams.records import KAFKA_COLUMNS, KEPT_FROM, TIMESTAMP
@@ -47,6 +48,9 @@ HIDDEN = "\x00kafka "
 VALUE = "value"
 # Where in its staging folder a landing keeps the records it read.
 FETCHED = "fetched"
+# How the records' JSON is read, for the schema's inference and for the parse: a record that is not
+# JSON in its own column, as a batch's line is.
+JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT, "maxNestingDepth": str(MAX_JSON_DEPTH)}
 
 
 @dataclass(frozen=True)
@@ -151,7 +155,7 @@ def _land(
         progress(f"reading {topic} (partition:offsets {span}) as {settings.lander}")
         fetched = _fetch(spark, settings, topic, ranges, stage)
         counted = _counted(fetched)
-        parsed = _parsed(spec, source, fetched, stage, topic)
+        parsed = _parsed(spec, source, fetched, topic)
         # No day (a range of transaction markers alone): one write, of no row, which `settle` refuses.
         days = _day_parts(counted.days) or None
         parsed = replace(parsed, known=RowCount(counted.records, exact=True), parts=days)
@@ -276,7 +280,7 @@ def _origin(topic: str, partition: Column | None = None, offset: Column | None =
     return F.concat(F.lit(f"{topic} partition "), at[0], F.lit(" offset "), at[1])
 
 
-def _parsed(spec: Spec, source: StreamSource, fetched: DataFrame, stage: Staging, topic: str) -> Parsed:
+def _parsed(spec: Spec, source: StreamSource, fetched: DataFrame, topic: str) -> Parsed:
     """The records as a batch's would be parsed: JSON objects flattened, with the schema Spark
     infers from them, their fields typed and checked as the spec's columns say when it declares
     them; text as one `value` column. A record without a value (a key alone), empty, or whose bytes
@@ -302,13 +306,12 @@ def _parsed(spec: Spec, source: StreamSource, fetched: DataFrame, stage: Staging
         readable = readable.filter(control == "")
         good = readable.select(text.alias(VALUE), *(F.col(kafka).alias(name) for name, kafka, _ in KEPT_FROM))
         return Parsed(good, lambda: refused_first.unionByName(refused_text))
-    schema = _inferred(readable, stage, spec)
-    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT, "maxNestingDepth": str(MAX_JSON_DEPTH)}
+    schema = _inferred(readable, spec)
     # The record's place under names no field of a record can have (a control character refuses it).
     place = {f"{HIDDEN}{name}": F.col(name) for name in ("partition", "offset", "timestamp")}
     place[f"{HIDDEN}{VALUE}"] = text  # what a refused record's quarantine keeps, as it came
     frame = readable.select(
-        *(column.alias(name) for name, column in place.items()), F.from_json(text, schema, options).alias("record")
+        *(column.alias(name) for name, column in place.items()), F.from_json(text, schema, JSON_OPTIONS).alias("record")
     ).select(*place, "record.*")
     where = f"offsets of topic {topic} for {spec.key}"
     kept = [(name, F.col(f"`{HIDDEN}{kafka}`")) for name, kafka, _ in KEPT_FROM]
@@ -328,13 +331,9 @@ def _parsed(spec: Spec, source: StreamSource, fetched: DataFrame, stage: Staging
     return replace(parsed, refused=lambda: refused_parsing().unionByName(refused_first))
 
 
-def _inferred(readable: DataFrame, stage: Staging, spec: Spec) -> StructType:
-    """The schema Spark infers from the records' values, each written as one line (a raw line break
-    is never inside a JSON string), with a column for the corrupt ones."""
-    lines = stage.lake.uri(stage.path / "lines")
-    readable.select(F.regexp_replace(F.col("value").cast("string"), "[\\r\\n]", " ")).write.text(lines)
-    reader = readable.sparkSession.read.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT)
-    schema = reader.option("maxNestingDepth", MAX_JSON_DEPTH).json(lines).schema
+def _inferred(readable: DataFrame, spec: Spec) -> StructType:
+    """The schema Spark infers from the records' values, with a column for the corrupt ones."""
+    schema = inferred_schema(readable.select(F.col("value").cast("string")), JSON_OPTIONS)
     if not [field for field in schema.fields if field.name != CORRUPT]:
         raise InvalidInput(f"{spec.key}: no record of the range read is a JSON object: nothing to land")
     return schema if CORRUPT in schema.fieldNames() else schema.add(CORRUPT, "string")
