@@ -230,20 +230,22 @@ def landing_asset(spec: Spec, pending: str | None = None) -> dg.AssetsDefinition
 
         spark: SparkResource = context.resources.spark
         with governed(custody):
-            request, _ = checked_request(context, custody, spec)
-            batch = hour_batch(context, custody, spec, config["batch"]) if spec.feed else config["batch"]
-            row = ingest(
-                spark.session(context.log.info),
-                custody.catalog,
-                custody.lake,
-                spec,
-                request,
-                batch_id=batch,
-                force=config["force"],
-                progress=context.log.info,
-                events=custody.events(),
-                column_lineage=custody.column_options(),
-            )
+            row = landed_by_lander(context, custody, spec) if spec.reads_topic else None
+            if row is None:
+                request, _ = checked_request(context, custody, spec)
+                batch = hour_batch(context, custody, spec, config["batch"]) if spec.feed else config["batch"]
+                row = ingest(
+                    spark.session(context.log.info),
+                    custody.catalog,
+                    custody.lake,
+                    spec,
+                    request,
+                    batch_id=batch,
+                    force=config["force"],
+                    progress=context.log.info,
+                    events=custody.events(),
+                    column_lineage=custody.column_options(),
+                )
         with committed(custody, row.ref):
             # Only a database asset's versions have a read to show: a batch's would cost a query for nothing.
             read = database_read(custody, row) if spec.reads_database else None
@@ -257,6 +259,21 @@ def landing_asset(spec: Spec, pending: str | None = None) -> dg.AssetsDefinition
         yield result
 
     return _landing
+
+
+def landed_by_lander(context: dg.AssetExecutionContext, custody: CustodyResource, spec: Spec) -> "VersionRow | None":
+    """The version the resident lander landed for this run (governance.streams.lander), which
+    decides for whoever the run is for as this step would; None when no lander listens, or the run
+    does not name its assets (the lander lands only an asset a run selects)."""
+    from governance.streams.lander import Ask, ask_lander, socket_path
+
+    if asset_key(spec) not in (context.run.asset_selection or ()):
+        return None
+    landed = ask_lander(socket_path(custody.settings().home), Ask(context.run_id, str(spec.key)), context.log.info)
+    if landed is None:
+        context.log.info("no lander listens: landing in this run's own Spark")
+        return None
+    return next(row for row in custody.catalog.versions_of_run(context.run_id) if row.id == landed)
 
 
 def hour_batch(context: dg.AssetExecutionContext, custody: CustodyResource, spec: Spec, named: str | None) -> str:
@@ -368,7 +385,7 @@ def checked_request(
     landing = spec if inputs is None else None
     policy = custody.policy()
     identity = requester(custody.catalog, custody.lake, policy, context.run_id, tags, landing)
-    request = run_request(context, spec, identity)
+    request = run_request(context.instance, context.run_id, context.job_name, spec, identity)
     pins = pinnable(custody.catalog, spec, request) if inputs is not None else {}
     authorize_step(
         custody.catalog,
@@ -427,19 +444,21 @@ def channel(tags: "Mapping[str, str]") -> dict[str, str]:
     return {}
 
 
-def run_request(context: dg.AssetExecutionContext, spec: Spec, identity: "Identity") -> "RunRequest":
+def run_request(
+    instance: dg.DagsterInstance, run_id: str, job_name: str, spec: Spec, identity: "Identity"
+) -> "RunRequest":
     from governance.runs import RunRequest
 
-    record = context.instance.get_run_record_by_id(context.run_id)
+    record = instance.get_run_record_by_id(run_id)
     started = record.start_time if record and record.start_time else None
     started_at = datetime.fromtimestamp(started, UTC) if started else datetime.now(UTC)
     return RunRequest(
         requested_by=identity.user,
-        run_id=context.run_id,
+        run_id=run_id,
         started_at=started_at,
         code_version=code_version(spec),
         assurance=identity.assurance,
-        job_name=context.job_name,
+        job_name=job_name,
     )
 
 

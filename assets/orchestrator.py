@@ -63,11 +63,14 @@ class DagsterOrchestrator:
 
     @contextmanager
     def ui(self, settings: Settings, workspace: Path, *, daemon: bool) -> Iterator[ASGIApp]:
+        from assets.lander import resident_lander, wanted
         from assets.ui import dagster_daemon, dagster_ui
 
         with ExitStack() as stack:
             if daemon:
                 stack.enter_context(dagster_daemon(settings, workspace))
+                if wanted():
+                    stack.enter_context(resident_lander(settings))
             yield stack.enter_context(dagster_ui(settings, workspace))
 
     def runs(self, settings: Settings, ui: ASGIApp, keys: UiKeys | None = None) -> RunDesk:

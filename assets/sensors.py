@@ -101,9 +101,11 @@ def dropzone_sensor(
 
 
 def streams_sensor(specs: SpecSet) -> dg.SensorDefinition | None:
-    """None when no spec lands a topic. It ticks as often as the most eager spec's `land_every`
-    (between STREAMS_EVERY_SECONDS' bounds) and requests a landing of each asset whose records
-    wait past its `land_after` or `land_every`, for the service account the daemon runs as."""
+    """None when no spec lands a topic. It ticks twice in the most eager spec's `land_every`
+    (between STREAMS_EVERY_SECONDS' bounds), so that a landing due `land_every` after the last
+    version waits half a period at most for the tick that requests it, and requests a landing of
+    each asset whose records wait past its `land_after` or `land_every`, for the service account
+    the daemon runs as."""
     streamed = [spec for spec in specs if spec.reads_topic]
     if not streamed:
         return None
@@ -114,7 +116,7 @@ def streams_sensor(specs: SpecSet) -> dg.SensorDefinition | None:
         name=STREAMS_SENSOR,
         asset_selection=[dg.AssetKey([s.key.domain, s.key.name]) for s in streamed],
         default_status=dg.DefaultSensorStatus.RUNNING,
-        minimum_interval_seconds=int(min(max(every, low), high)),
+        minimum_interval_seconds=int(min(max(every / 2, low), high)),
         required_resource_keys={"custody"},
         description="Lands each streamed asset's waiting records once `land_after` of them wait, or "
         "`land_every` has passed since its last version while any wait, as the directory's service "

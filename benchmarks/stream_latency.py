@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """How fast, and how steadily, the `custody_streams` sensor lands streamed assets under Dagster's daemon.
 
-Starts a throwaway single-node Kafka broker and Dagster's daemon (as `make ui` does) on a fresh
+Starts a throwaway single-node Kafka broker, Dagster's daemon and the resident lander (as `make ui`
+does; `--no-lander` leaves it out, and each landing run starts its own Spark) on a fresh
 temporary CUSTODY_HOME whose specs are `--assets` streamed assets, sales/clicks01, clicks02, …, each
 on its own topic (2 partitions, `land_every: 10s`, `land_after` out of reach so the period alone
 decides). alice applies them, which creates the topics and their ACLs; the daemon's OS user is the
@@ -18,7 +19,7 @@ It reports two figures:
             version holds is exact: its StreamRead rows give each partition's offset range, and
             the producer's delivery reports give each offset's timestamp. Prints p50, p95 and
             max over all records, the time between an asset's versions, and where a landing
-            run's time goes (each run is a new process that starts its own Spark).
+            run's time goes (each run is a new process; its step asks the lander to land).
             Goal (one asset, the default): p95 <= 30 s.
   lag       every SAMPLE_SECONDS, each asset's records waiting (its topic's end offsets less the
             offsets its versions hold, as governance.streams.lag counts them for the sensor) and
@@ -64,6 +65,7 @@ import dagster as dg
 from confluent_kafka import KafkaError, Message, Producer
 from sqlmodel import select
 
+from assets.lander import wait_until_listening
 from assets.launch import instance_for
 from assets.sensors import STREAM_TAG, STREAMS_SENSOR
 from assets.tags import SENSOR_NAME_TAG
@@ -100,6 +102,8 @@ source:
   land_every: 10s
 """
 SAMPLE_SECONDS = 15
+# How long the resident lander may take to start its Spark and listen.
+LANDER_START_SECONDS = 180
 # How long the records sent last may take to land once production stops.
 DRAIN_SECONDS = 180
 BOUNDED_RATIO = 1.5
@@ -234,6 +238,19 @@ def start_daemon(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     with open(log, "ab") as out:
         return subprocess.Popen(
             [str(DAEMON), "run", "-w", "workspace.yaml"],
+            cwd=ROOT,
+            env=env,
+            start_new_session=True,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def start_lander(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    # The resident lander `custody serve` starts beside the daemon when Kafka is configured.
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "assets.lander"],
             cwd=ROOT,
             env=env,
             start_new_session=True,
@@ -413,6 +430,10 @@ def measure(tmp: Path, broker: LocalBroker, args: argparse.Namespace) -> None:
     kafka = KafkaSettings.from_env(env)
     admin = KafkaAdmin(kafka)
     log = tmp / "daemon.log"
+    lander = None
+    if args.lander:
+        lander = start_lander(env, tmp / "lander.log")
+        wait_until_listening(settings, lander, LANDER_START_SECONDS)
     daemon = start_daemon(env, log)
     sent, stop = Sent(), threading.Event()
     producer = threading.Thread(target=produce, args=(kafka, topics, args.rate, stop, sent), daemon=True)
@@ -422,7 +443,11 @@ def measure(tmp: Path, broker: LocalBroker, args: argparse.Namespace) -> None:
         began = time.time()
         producer.start()
         seconds = args.minutes * 60
-        print(f"{len(specs)} streamed assets, {args.rate:g} records/s each for {seconds:.0f} s; daemon log {log}")
+        where = "a resident lander" if lander else "each run's own Spark"
+        print(
+            f"{len(specs)} streamed assets, {args.rate:g} records/s each for {seconds:.0f} s, landed in {where}; "
+            f"daemon log {log}"
+        )
         print(f"{'t (s)':>6} {'total':>6} {'oldest':>6} {'runs':>4} | records waiting by asset ({names[0]}…)")
         while time.time() - began < seconds:
             time.sleep(min(SAMPLE_SECONDS, max(0.0, seconds - (time.time() - began))))
@@ -456,6 +481,8 @@ def measure(tmp: Path, broker: LocalBroker, args: argparse.Namespace) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         stop.set()
         stop_group(daemon)
+        if lander is not None:
+            stop_group(lander)
         producer.join(30)
 
 
@@ -514,6 +541,12 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=5, help="how long records are produced")
     parser.add_argument("--rate", type=float, default=2, help="records a second to each topic")
     parser.add_argument("--keep", action="store_true", help="keep the temporary home, its logs among it")
+    parser.add_argument(
+        "--no-lander",
+        dest="lander",
+        action="store_false",
+        help="no resident lander: each landing run starts its own Spark (as without `custody serve`)",
+    )
     args = parser.parse_args()
     if not 1 <= args.assets <= 99:
         parser.error("--assets: 1 to 99")

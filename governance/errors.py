@@ -234,6 +234,14 @@ class SettingsChanged(TransientError):
     """An admin changed the policy settings a decision was made under before it was recorded."""
 
 
+class LanderLost(TransientError):
+    """The resident lander stopped before it answered a landing's request."""
+
+
+class LanderBusy(TransientError):
+    """The resident lander has as many requests as it answers at once."""
+
+
 class CatalogUnavailable(TransientError):
     """The catalog's database cannot be reached, or stayed busy past the timeout."""
 
@@ -254,3 +262,14 @@ class TransactionLost(CatalogUnavailable):
 class NotJoinedTogether(CustodyError):
     """Several reports' events could not be kept and joined at once (one of them fails to join, or
     the database refused a statement): each report is to be taken on its own."""
+
+
+class RemoteFailure(CustodyError):
+    """A Custody error another process raised and reported (the resident lander's): its kind, and
+    whether it may be retried, as that process said."""
+
+    def __init__(self, message: str, *, kind: str, retryable: bool, exit_code: int) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.retryable = retryable
+        self.exit_code = exit_code

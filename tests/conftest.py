@@ -187,6 +187,45 @@ def kafka() -> Iterator[LocalBroker]:
         yield broker
 
 
+STREAM_SPEC = """\
+description: Clicks on the shop's pages, streamed by its web servers.
+roles: {owner: sales-owners, producer: sales-producers, consumer: sales-consumers}
+zone: landing
+source: {format: kafka, topic: TOPIC, partitions: PARTITIONS, records: RECORDS, land_after: LAND_AFTER}
+bad_rows: quarantine
+max_bad_fraction: 1.0
+"""
+
+
+@pytest.fixture
+def stream(request: pytest.FixtureRequest, kafka: LocalBroker, catalog: Catalog, tmp_path: Path):
+    """sales/clicks, in tmp_path/specs, on a topic of the test's own, created with its ACLs as
+    applying it would."""
+    from governance.access.directory import FileDirectory
+    from governance.streams.broker import KafkaAdmin
+    from governance.streams.topics import keep_in_step
+    from tests.kafka_server import settings_of
+
+    def made(partitions: int = 2, records: str = "json", land_after: int = 10_000, more: str = ""):
+        folder = tmp_path / "specs" / "sales"
+        folder.mkdir(parents=True)
+        topic = f"landing.{request.node.name.removeprefix('test_')[:40]}"
+        body = (
+            STREAM_SPEC.replace("TOPIC", topic)
+            .replace("PARTITIONS", str(partitions))
+            .replace("RECORDS", records)
+            .replace("LAND_AFTER", str(land_after))
+        ) + more
+        (folder / "clicks.yaml").write_text(body, encoding="utf-8")
+        spec = next(iter(load_specs(folder.parent, transform_packages=("assets.transforms",))))
+        admin = KafkaAdmin(settings_of(kafka))
+        directory = FileDirectory.load(ROOT / "assets" / "directory.yaml")
+        keep_in_step(catalog, admin, directory, [spec], actor="alice", assurance="verified", because="apply")
+        return spec, topic
+
+    return made
+
+
 @pytest.fixture(scope="session")
 def spark_cluster() -> Iterator[SparkCluster]:
     """A standalone master and two workers, started once for the tests that need a cluster."""

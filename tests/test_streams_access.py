@@ -23,6 +23,7 @@ from confluent_kafka.admin import (
 )
 
 from governance.streams.broker import Acl, KafkaAdmin
+from governance.streams.local import cluster_id
 from tests.conftest import DEMO_SPECS
 from tests.dagster_servers import client, start_service, stop
 from tests.helpers import cli, recorded
@@ -323,3 +324,8 @@ def test_two_specs_landing_one_topic_are_refused_at_check(streamed, capsys, tmp_
     code, out, err = cli(capsys, "specs", "check")
     assert code != 0
     assert re.search(rf"clicks_again.yaml:4: source.topic: topic {streamed} is landed by sales/clicks\b", out + err)
+
+
+def test_a_local_broker_s_cluster_id_never_reads_as_an_option_to_kafka_s_tools():
+    # One id in 64 would start with '-' if drawn freely.
+    assert not any(cluster_id().startswith("-") for _ in range(2000))

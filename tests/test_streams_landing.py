@@ -25,9 +25,8 @@ from sqlmodel import select
 
 from assets.definitions import definitions_for
 from assets.factory import REQUESTED_BY_TAG
-from assets.sensors import STREAMS_SENSOR, held_back, stream_request
+from assets.sensors import STREAMS_SENSOR, held_back, stream_request, streams_sensor
 from assets.tags import SENSOR_NAME_TAG
-from governance.access.directory import FileDirectory
 from governance.access.reads import read_table
 from governance.audit import audit
 from governance.catalog import Catalog
@@ -45,46 +44,12 @@ from governance.streams.demo import CLICKS, PRODUCT_CLICKS
 from governance.streams.demo import main as demo_producer
 from governance.streams.lag import Lag
 from governance.streams.landing import land_topic
-from governance.streams.topics import keep_in_step
 from governance.versions import read_dataframe
 from governance.zones import AssetKey, VersionRef
 from resources import CustodyResource
-from tests.conftest import ROOT
+from tests.conftest import ROOT, STREAM_SPEC
 from tests.helpers import all_versions, cli, iceberg, recorded
 from tests.kafka_server import kafka_environment, produce, produce_json, settings_of
-
-SPEC = """\
-description: Clicks on the shop's pages, streamed by its web servers.
-roles: {owner: sales-owners, producer: sales-producers, consumer: sales-consumers}
-zone: landing
-source: {format: kafka, topic: TOPIC, partitions: PARTITIONS, records: RECORDS, land_after: LAND_AFTER}
-bad_rows: quarantine
-max_bad_fraction: 1.0
-"""
-
-
-@pytest.fixture
-def stream(request, kafka, catalog, tmp_path: Path):
-    """sales/clicks on a topic of the test's own, created with its ACLs as applying it would."""
-
-    def made(partitions: int = 2, records: str = "json", land_after: int = 10_000, more: str = ""):
-        folder = tmp_path / "specs" / "sales"
-        folder.mkdir(parents=True)
-        topic = f"landing.{request.node.name.removeprefix('test_')[:40]}"
-        body = (
-            SPEC.replace("TOPIC", topic)
-            .replace("PARTITIONS", str(partitions))
-            .replace("RECORDS", records)
-            .replace("LAND_AFTER", str(land_after))
-        ) + more
-        (folder / "clicks.yaml").write_text(body, encoding="utf-8")
-        spec = next(iter(load_specs(folder.parent, transform_packages=("assets.transforms",))))
-        admin = KafkaAdmin(settings_of(kafka))
-        directory = FileDirectory.load(ROOT / "assets" / "directory.yaml")
-        keep_in_step(catalog, admin, directory, [spec], actor="alice", assurance="verified", because="apply")
-        return spec, topic
-
-    return made
 
 
 def land(spark, catalog, lake, kafka, spec):
@@ -280,6 +245,17 @@ def test_a_streamed_version_s_provenance_names_its_ranges_times_and_who_could_wr
     [part] = stream_of["partitions"]
     assert (part["partition"], part["start_offset"], part["end_offset"], part["records"]) == (0, 0, 4, 4)
     assert part["first_record_at"] <= part["last_record_at"]
+
+
+def test_the_streams_sensor_ticks_twice_in_the_most_eager_spec_s_period(tmp_path):
+    folder = tmp_path / "specs" / "sales"
+    folder.mkdir(parents=True)
+    for name, every in (("clicks", "10s"), ("views", "1m")):
+        body = STREAM_SPEC.replace("TOPIC", f"sales.{name}").replace("PARTITIONS", "1").replace("RECORDS", "json")
+        body = body.replace("land_after: LAND_AFTER", f"land_after: 100, land_every: {every}")
+        (folder / f"{name}.yaml").write_text(body, encoding="utf-8")
+    sensor = streams_sensor(load_specs(folder.parent, transform_packages=("assets.transforms",)))
+    assert sensor is not None and sensor.minimum_interval_seconds == 5
 
 
 def test_the_sensor_requests_a_landing_of_waiting_records_and_observes_the_lag(

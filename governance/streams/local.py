@@ -147,8 +147,12 @@ def _private(path: Path, text: str) -> None:
         file.write(text)
 
 
-def _cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+def cluster_id() -> str:
+    """A new cluster id, as Kafka makes one: never starting with '-', which its tools would read
+    as an option rather than the value of `-t`."""
+    while (made := base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")).startswith("-"):
+        continue
+    return made
 
 
 def prepare(broker: LocalBroker) -> Path:
@@ -163,7 +167,7 @@ def prepare(broker: LocalBroker) -> Path:
     _private(broker.folder / "log4j2.properties", LOG4J.format(log=broker.log))
     if not (broker.folder / "data" / "meta.properties").is_file():
         scram = f"{SCRAM}=[name={broker.admin_user},password={broker.admin_password}]"
-        arguments = ["-t", _cluster_id(), "-c", str(properties), "--standalone", "--add-scram", scram]
+        arguments = ["-t", cluster_id(), "-c", str(properties), "--standalone", "--add-scram", scram]
         # In an argument file (the tool's argparse4j reads one argument a line) readable by its owner
         # alone: a command line is every local user's to read.
         argfile = broker.folder / "format.args"
