@@ -16,7 +16,16 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from governance.checks import DESCRIPTIONS, Check, checks_for
-from governance.errors import BatchError, CatalogUnavailable, CommitUnknown, CustodyError, NotFound, SpecProblem
+from governance.errors import (
+    BatchError,
+    CatalogUnavailable,
+    CommitUnknown,
+    CustodyError,
+    IntegrityError,
+    NotFound,
+    RemoteFailure,
+    SpecProblem,
+)
 from governance.sources import Place
 from governance.spec import Spec, SpecSet, code_version, lag
 from resources import CustodyResource, SparkResource
@@ -269,11 +278,22 @@ def landed_by_lander(context: dg.AssetExecutionContext, custody: CustodyResource
 
     if asset_key(spec) not in (context.run.asset_selection or ()):
         return None
-    landed = ask_lander(socket_path(custody.settings().home), Ask(context.run_id, str(spec.key)), context.log.info)
+    ours = {row.id: row for row in custody.catalog.versions_of_run(context.run_id) if row.asset_key == str(spec.key)}
+    if ours:
+        # A step retried after the lander committed and was lost before it answered: landed already.
+        return next(iter(ours.values()))
+    path = socket_path(custody.settings().home)
+    landed = ask_lander(path, Ask(context.run_id, str(spec.key)), context.log.info)
     if landed is None:
-        context.log.info("no lander listens: landing in this run's own Spark")
+        context.log.info(f"no lander takes landings at {path}: landing in this run's own Spark")
         return None
-    return next(row for row in custody.catalog.versions_of_run(context.run_id) if row.id == landed)
+    ours = {row.id: row for row in custody.catalog.versions_of_run(context.run_id)}
+    if landed not in ours:
+        raise IntegrityError(
+            f"the lander at {path} landed version id {landed} for run {context.run_id}, which this run's catalog "
+            "does not hold: the lander and the run are configured with different catalogs"
+        )
+    return ours[landed]
 
 
 def hour_batch(context: dg.AssetExecutionContext, custody: CustodyResource, spec: Spec, named: str | None) -> str:
@@ -512,9 +532,10 @@ def committed(custody: CustodyResource, ref: str) -> Iterator[None]:
 def failure(description: str, err: Exception, *, retry: bool = True) -> dg.Failure:
     """The step's failure, retried if `retry` allows it and `err` is a retryable Custody error."""
     known = err if isinstance(err, CustodyError) else None
+    kind = err.kind if isinstance(err, RemoteFailure) else type(err).__name__
     return dg.Failure(
         description=description,
-        metadata={"custody/error": type(err).__name__, "custody/exit_code": known.exit_code if known else 1},
+        metadata={"custody/error": kind, "custody/exit_code": known.exit_code if known else 1},
         allow_retries=retry and known is not None and known.retryable,
     )
 

@@ -34,7 +34,7 @@ from governance.errors import AccessDenied, CustodyError, EnvironmentProblem, No
 from governance.ingest import ingest
 from governance.runs import Assurance, Progress
 from governance.spec import Spec, load_upstream
-from governance.streams.lander import Ask, serving, socket_path
+from governance.streams.lander import Ask, reachable, serving, socket_path
 from governance.streams.settings import BOOTSTRAP
 from governance.zones import AssetKey
 from resources import CustodyResource, SparkResource
@@ -60,6 +60,8 @@ class Lander:
     def land(self, ask: Ask, progress: Progress) -> int:
         """The id of the version landed for `ask`'s run."""
         key = AssetKey.parse(ask.asset)
+        if ask.peer_uid is not None and ask.peer_uid != os.getuid():
+            self._refuse(ask, key, f"the lander lands for its own OS user's processes only, not uid {ask.peer_uid}'s")
         run = self._running(ask, key)
         with self._once(ask, key):
             spec = self._spec(key)
@@ -123,7 +125,8 @@ class Lander:
                 self._taken.discard(taken)
 
     def _spec(self, key: AssetKey) -> Spec:
-        """The asset's spec as its file says now, as the run's own process read it when it started."""
+        """The asset's spec as its file says now (with approval on, `authorize_step` refuses one
+        that is not the definition in force)."""
         settings = self.settings
         loaded = load_upstream(
             settings.specs, [key], settings.cache_dir, transform_packages=settings.transform_packages
@@ -139,12 +142,14 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="lander: %(message)s")
     log.setLevel(logging.INFO)
     settings = Settings.from_env()
+    spark = SparkResource()
     try:
-        spark = SparkResource()
-        _ = spark.spark_session  # started before it listens: a step that finds it waits for no JVM
         lander = Lander(settings, instance_for(settings), spark)
+        # The socket is this process's before Spark starts: a step that connects meanwhile waits
+        # for it rather than starting a JVM of its own.
         with serving(socket_path(settings.home), lander.land) as server:
             signal.signal(signal.SIGTERM, _exit)
+            _ = spark.spark_session
             log.info("listening at %s", socket_path(settings.home))
             server.serve_forever()
     except CustodyError as err:
@@ -184,7 +189,7 @@ def wait_until_listening(settings: Settings, process: subprocess.Popen[bytes], w
     """Until the lander at `settings`' home answers, or raise if it exited or took `within` seconds."""
     path = socket_path(settings.home)
     deadline = time.monotonic() + within
-    while not path.exists():
+    while not reachable(path):
         if process.poll() is not None:
             raise EnvironmentProblem(f"the lander exited ({process.returncode}) before it listened")
         if time.monotonic() > deadline:

@@ -4,6 +4,7 @@ person the run's launch established, never as a request or a run's tag says."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -24,10 +25,10 @@ from governance.access.local import local_user, record_local
 from governance.access.policy import Verb
 from governance.catalog import Catalog
 from governance.config import Settings
-from governance.errors import RemoteFailure
+from governance.errors import AccessDenied, EnvironmentProblem, RemoteFailure
 from governance.runs import os_user
 from governance.streams import lander as resident
-from governance.streams.lander import Ask, ask_lander, serving, socket_path
+from governance.streams.lander import Ask, ask_lander, reachable, serving, socket_path
 from resources import CustodyResource, SparkResource
 from tests.helpers import all_versions, cli, recorded
 from tests.kafka_server import kafka_environment
@@ -166,20 +167,83 @@ def test_a_request_that_is_not_one_is_refused_and_the_lander_answers_the_next(cl
     assert ask_lander(lander, Ask(started_run(cli_env), "sales/clicks"), lambda _: None) is not None
 
 
-def test_a_flood_of_connections_is_refused_beyond_the_lander_s_limit(cli_env, lander, monkeypatch):
-    monkeypatch.setattr(resident, "REQUEST_SECONDS", 30.0)
+def test_a_flood_of_connections_leaves_steps_to_their_own_spark_until_it_ends(cli_env, lander, kafka, stream):
+    _, topic = stream()
+    send(kafka, topic, [{"n": 1}])
+    ask = Ask(started_run(cli_env), "sales/clicks")
     waiting = []
-    for _ in range(resident.MAX_CONNECTIONS):
-        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        connection.connect(str(lander))
-        waiting.append(connection)
-    time.sleep(0.5)  # each has its own thread, holding a slot while it waits for a request
     try:
-        refused = refusal(lander, Ask(str(uuid.uuid4()), "sales/clicks"))
-        assert refused.kind == "LanderBusy" and refused.retryable
+        for _ in range(resident.MAX_CONNECTIONS):
+            connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            connection.connect(str(lander))
+            waiting.append(connection)
+        # Each idle connection takes a slot once its thread runs; until then, a request for no run
+        # is answered (refused). Once they all have, a step is told none takes it: no answer at all.
+        probe, deadline = Ask(str(uuid.uuid4()), "sales/clicks"), time.monotonic() + resident.REQUEST_SECONDS
+        while True:
+            with contextlib.suppress(RemoteFailure):
+                if ask_lander(lander, probe, lambda _: None) is None:
+                    break
+            assert time.monotonic() < deadline, "the flood never filled the lander's slots"
     finally:
         for connection in waiting:
             connection.close()
+    assert ask_lander(lander, ask, lambda _: None) is not None
+
+
+def test_a_request_sent_too_slowly_is_dropped(lander, monkeypatch):
+    monkeypatch.setattr(resident, "REQUEST_SECONDS", 1.0)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+        connection.connect(str(lander))
+        # Dropped part way, the rest of the trickle meets a closed connection.
+        with contextlib.suppress(BrokenPipeError):
+            for byte in b'{"run_id": ':
+                connection.sendall(bytes([byte]))
+                time.sleep(0.2)
+        answer = connection.makefile("rb").readline()
+    assert b"no whole request came within 1 s" in answer
+
+
+def test_two_requests_for_one_run_land_it_once(cli_env, lander, kafka, stream):
+    _, topic = stream()
+    send(kafka, topic, [{"n": 1}])
+    ask = Ask(started_run(cli_env), "sales/clicks")
+    outcomes: list[object] = []
+
+    def asked() -> None:
+        try:
+            outcomes.append(ask_lander(lander, ask, lambda _: None))
+        except RemoteFailure as err:
+            outcomes.append(err)
+
+    both = [threading.Thread(target=asked) for _ in range(2)]
+    for thread in both:
+        thread.start()
+    for thread in both:
+        thread.join()
+    landed = [outcome for outcome in outcomes if isinstance(outcome, int)]
+    [refused] = [outcome for outcome in outcomes if isinstance(outcome, RemoteFailure)]
+    assert len(landed) == 1 and "is landing, or landed, for run" in str(refused)
+    assert len(streamed(Catalog.from_url(cli_env.catalog_url))) == 1
+
+
+def test_a_request_from_another_os_user_s_process_is_refused_and_recorded(lander_env, kafka, spark, stream):
+    stream()
+    lander = Lander(lander_env, instance_for(lander_env), SparkResource())
+    run_id = started_run(lander_env)
+    with pytest.raises(AccessDenied, match="not uid"):
+        lander.land(Ask(run_id, "sales/clicks", peer_uid=os.getuid() + 1, peer_pid=1), lambda _: None)
+    [denied] = recorded(Catalog.from_url(lander_env.catalog_url), action=Verb.INGEST.value, run_id=run_id)
+    assert denied["details"]["result"] == "denied" and denied["details"]["peer"] == f"uid {os.getuid() + 1} pid 1"
+
+
+def test_a_second_lander_on_the_same_home_is_refused(lander, lander_env):
+    with (
+        pytest.raises(EnvironmentProblem, match="a lander already serves"),
+        serving(socket_path(lander_env.home), lambda ask, progress: 0),
+    ):
+        pass
+    assert reachable(lander)
 
 
 def test_a_step_that_finds_no_lander_is_told_none_listens(tmp_path):

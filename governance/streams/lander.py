@@ -20,6 +20,8 @@ import socket
 import socketserver
 import struct
 import threading
+import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,7 @@ from typing import Any
 
 from governance import errors
 from governance.errors import CustodyError, EnvironmentProblem, LanderBusy, LanderLost, RemoteFailure, reason_of
+from governance.locks import take_if_free
 from governance.runs import Progress
 
 log = logging.getLogger(__name__)
@@ -34,22 +37,31 @@ log = logging.getLogger(__name__)
 SOCKET_NAME = "lander.sock"
 # A request is a run id and an asset key: anything longer is not one.
 REQUEST_LIMIT = 4096
-# How long a connection may take to send its request before it is dropped.
+# How long a connection may take to send its whole request before it is dropped.
 REQUEST_SECONDS = 5.0
+# How long a step waits to be let in, and the lander for a step to take a line of progress.
+CONNECT_SECONDS = 5.0
+SEND_SECONDS = 30.0
 # Connections answered at once; more are refused (retryably) rather than queued without bound.
 MAX_CONNECTIONS = 64
-# The longest path of a Unix socket on Linux, less its terminating NUL.
+# The longest path of a Unix socket on Linux, in bytes, less its terminating NUL.
 SOCKET_PATH_LIMIT = 107
+LOCK_NAME = "lander.lock"
 
 
 @dataclass(frozen=True)
 class Ask:
-    """Land `asset` for run `run_id`. `peer` is the asking process as the lander saw it (its OS
-    user and process id), never what the request says."""
+    """Land `asset` for run `run_id`; `peer_uid` and `peer_pid` are the asking process's OS user and
+    id as the lander's socket saw them (None where the platform does not say), never what it sent."""
 
     run_id: str
     asset: str
-    peer: str = ""
+    peer_uid: int | None = None
+    peer_pid: int | None = None
+
+    @property
+    def peer(self) -> str:
+        return f"uid {self.peer_uid} pid {self.peer_pid}" if self.peer_uid is not None else ""
 
 
 Land = Callable[[Ask, Progress], int]
@@ -61,19 +73,25 @@ def socket_path(home: Path) -> Path:
 
 def ask_lander(path: Path, ask: Ask, progress: Progress) -> int | None:
     """The id of the version the lander at `path` committed for `ask`, relaying its progress; None
-    when no lander listens there. Raises what refused or failed the landing."""
+    when none answers there (or it is too busy to take the request, which it has not begun).
+    Raises what refused or failed the landing."""
     connection = _connected(path)
     if connection is None:
         return None
     with connection, connection.makefile("rwb") as stream:
-        stream.write(json.dumps({"run_id": ask.run_id, "asset": ask.asset}).encode() + b"\n")
-        stream.flush()
+        # A lander that refuses at once (busy) may have closed before the request is written: its
+        # answer is still there to read.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            stream.write(json.dumps({"run_id": ask.run_id, "asset": ask.asset}).encode() + b"\n")
+            stream.flush()
         for line in stream:
             answer = json.loads(line)
             if "progress" in answer:
                 progress(str(answer["progress"]))
             elif "landed" in answer:
                 return int(answer["landed"])
+            elif answer.get("error") == LanderBusy.__name__:
+                return None
             else:
                 raise RemoteFailure(
                     str(answer.get("message")),
@@ -82,58 +100,78 @@ def ask_lander(path: Path, ask: Ask, progress: Progress) -> int | None:
                     exit_code=int(answer.get("exit_code") or 1),
                 )
     raise LanderLost(
-        f"the lander at {path} stopped before it answered for {ask.asset}: whatever it began is rolled back "
-        "by the next landing (or custody repair)"
+        f"the lander at {path} stopped before it answered for {ask.asset}: a landing it committed stands "
+        "(the step finds it when retried); one it had not is rolled back by the next landing or custody repair"
     )
 
 
+def reachable(path: Path) -> bool:
+    """Whether a lander listens at `path`."""
+    connection = _connected(path)
+    if connection is not None:
+        connection.close()
+    return connection is not None
+
+
 def _connected(path: Path) -> socket.socket | None:
-    if not path.exists():
-        return None
+    """A connection to the lander at `path`; None when nobody listens there, or not for this OS
+    user (its folder is the service's alone)."""
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    connection.settimeout(CONNECT_SECONDS)
     try:
         connection.connect(str(path))
-    except (ConnectionRefusedError, FileNotFoundError):
+    # BlockingIOError: its queue of connections not yet taken is full.
+    except (FileNotFoundError, ConnectionRefusedError, PermissionError, TimeoutError, BlockingIOError):
         connection.close()
         return None
+    # A landing takes as long as its records: the step waits for it as it would for its own Spark.
+    connection.settimeout(None)
     return connection
 
 
 @contextlib.contextmanager
 def serving(path: Path, land: Land) -> Iterator[socketserver.BaseServer]:
-    """A server at `path` answering each connection on a thread of its own; its socket is removed
-    when the block ends."""
-    _claim(path)
-    server = _Server(str(path), _Handler)
-    server.land = land
-    os.chmod(path, 0o600)
-    try:
-        yield server
-    finally:
-        server.server_close()
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-
-
-def _claim(path: Path) -> None:
-    """Make `path`'s folder, for this OS user alone, and take over a socket no lander listens on."""
-    if len(str(path)) > SOCKET_PATH_LIMIT:
-        raise EnvironmentProblem(
-            f"the lander's socket {path} is longer than a Unix socket's {SOCKET_PATH_LIMIT} characters: "
-            "use a shorter CUSTODY_HOME"
-        )
+    """A server at `path` answering each connection on a thread of its own, held by this process
+    alone while the block runs (a second lander on the same home is refused). Connections wait
+    until the caller serves; the socket is removed, after the landings under way end, with the block."""
+    _check_length(path)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(path.parent, 0o700)
-    listening = _connected(path)
-    if listening is not None:
-        listening.close()
-        raise EnvironmentProblem(f"a lander already listens at {path}: stop it first")
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
+    lock = path.with_name(LOCK_NAME)
+    lock.touch(mode=0o600)
+    held = take_if_free(lock)
+    if held is None:
+        raise EnvironmentProblem(f"a lander already serves {path.parent}: stop it first")
+    try:
+        # No lander holds the lock: a socket left here is a dead one's.
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        server = _Server(str(path), _Handler)
+        server.land = land
+        os.chmod(path, 0o600)
+        try:
+            yield server
+        finally:
+            server.server_close()
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+    finally:
+        os.close(held)
+
+
+def _check_length(path: Path) -> None:
+    if len(os.fsencode(path)) > SOCKET_PATH_LIMIT:
+        raise EnvironmentProblem(
+            f"the lander's socket {path} is longer than a Unix socket's {SOCKET_PATH_LIMIT} bytes: "
+            "use a shorter CUSTODY_HOME"
+        )
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
+    # Closing the server waits for the landings under way rather than killing them half done.
+    daemon_threads = False
+    block_on_close = True
+    request_queue_size = MAX_CONNECTIONS
     land: Land
 
     def __init__(self, address: str, handler: type[socketserver.BaseRequestHandler]) -> None:
@@ -170,24 +208,16 @@ class _Handler(socketserver.StreamRequestHandler):
             }
 
     def _request(self) -> Ask:
-        pid, uid = _peer(self.connection)
-        if uid is not None and uid != os.getuid():
-            raise errors.AccessDenied(f"the lander answers its own OS user's processes only, not uid {uid}")
-        self.connection.settimeout(REQUEST_SECONDS)
+        line = _line_within(self.connection, REQUEST_LIMIT, time.monotonic() + REQUEST_SECONDS)
+        # From here on, a step that stops reading its progress holds the landing up SEND_SECONDS at most.
+        self.connection.settimeout(SEND_SECONDS)
         try:
-            line = self.rfile.readline(REQUEST_LIMIT + 1)
-        except TimeoutError as err:
-            raise errors.InvalidInput(f"no request came within {REQUEST_SECONDS:.0f} s") from err
-        finally:
-            self.connection.settimeout(None)
-        try:
-            if len(line) > REQUEST_LIMIT:
-                raise ValueError("too long")
             body = json.loads(line)
-            peer = f"uid {uid} pid {pid}" if uid is not None else ""
-            return Ask(run_id=str(body["run_id"]), asset=str(body["asset"]), peer=peer)
+            run_id, asset = str(uuid.UUID(str(body["run_id"]))), str(body["asset"])
         except (ValueError, KeyError, TypeError) as err:
-            raise errors.InvalidInput("a request to the lander is one line: {run_id, asset}") from err
+            raise errors.InvalidInput("a request to the lander is one line: {run_id: a run's id, asset}") from err
+        pid, uid = _peer(self.connection)
+        return Ask(run_id=run_id, asset=asset, peer_uid=uid, peer_pid=pid)
 
     def _progress(self, message: str) -> None:
         # A step that stopped listening (its run was killed) does not stop its landing: the version
@@ -202,6 +232,27 @@ class _Handler(socketserver.StreamRequestHandler):
     def _send(self, message: dict[str, Any]) -> None:
         self.wfile.write(json.dumps(message).encode() + b"\n")
         self.wfile.flush()
+
+
+def _line_within(connection: socket.socket, limit: int, deadline: float) -> bytes:
+    """One line of at most `limit` bytes, whole by `deadline`: a client that sends it slowly, or
+    never ends it, holds a slot no longer."""
+    received = b""
+    while b"\n" not in received:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise errors.InvalidInput(f"no whole request came within {REQUEST_SECONDS:.0f} s")
+        connection.settimeout(left)
+        try:
+            chunk = connection.recv(limit + 1 - len(received))
+        except TimeoutError as err:
+            raise errors.InvalidInput(f"no whole request came within {REQUEST_SECONDS:.0f} s") from err
+        if not chunk:
+            break
+        received += chunk
+        if len(received) > limit:
+            raise errors.InvalidInput(f"a request to the lander is one line of {limit} bytes at most")
+    return received.split(b"\n", 1)[0]
 
 
 def _refusal(err: CustodyError) -> dict[str, Any]:
