@@ -18,6 +18,7 @@ from confluent_kafka.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
+    NewTopic,
     ResourcePatternType,
     ResourceType,
 )
@@ -151,6 +152,17 @@ def test_a_topic_that_exists_with_other_acls_is_refused_and_nothing_is_applied(s
     assert f"topic {streamed} exists" in err and "eve: read on topic" in err and "clicks.yaml: source.topic" in err
     assert recorded(action="spec.applied") == []
     assert {acl.user for acl in admin.acls("topic", streamed)} == {"eve"}
+
+
+def test_a_compacted_topic_is_refused_and_nothing_is_applied(streamed, kafka, capsys):
+    admin = KafkaAdmin(settings_of(kafka))
+    compact = NewTopic(streamed, num_partitions=2, replication_factor=-1, config={"cleanup.policy": "compact"})
+    admin.client.create_topics([compact])[streamed].result()
+    code, _, err = cli(capsys, "specs", "apply", "--as", "alice")
+    assert code != 0
+    assert "clicks.yaml: source.topic" in err and f"topic {streamed}" in err and "is compacted" in err
+    assert recorded(action="spec.applied") == []
+    assert admin.acls("topic", streamed) == set()
 
 
 def test_repair_removes_an_acl_nobody_granted_and_says_so(streamed, kafka, capsys):

@@ -21,6 +21,7 @@ from random import Random
 import dagster as dg
 import pytest
 from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from sqlmodel import select
 
 from assets.definitions import definitions_for
@@ -99,6 +100,19 @@ def test_a_landing_with_nothing_new_is_refused_and_lands_nothing(spark, catalog,
     with pytest.raises(InvalidInput, match="no record of topic .* since its last version: nothing to land"):
         land(spark, catalog, lake, kafka, spec)
     assert catalog.versions(spec.key)[-1].number == 1
+
+
+def test_a_topic_made_compacted_after_it_was_applied_is_refused_and_lands_nothing(spark, catalog, lake, kafka, stream):
+    spec, topic = stream()
+    send(kafka, topic, [{"page": "/"}])
+    admin = KafkaAdmin(settings_of(kafka))
+    entry = ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[entry])
+    admin.client.incremental_alter_configs([resource])[resource].result()
+    with pytest.raises(InvalidInput, match=f"topic {topic} .* is compacted"):
+        land(spark, catalog, lake, kafka, spec)
+    assert catalog.versions(spec.key) == []
+    assert recorded(catalog, action="ingestion.failed")
 
 
 def test_a_broker_that_cannot_be_reached_fails_the_landing_naming_it_and_lands_nothing(

@@ -66,6 +66,12 @@ class TopicState:
     name: str
     partitions: int
     retention_ms: int | None
+    cleanup_policy: str = "delete"
+
+    @property
+    def compacted(self) -> bool:
+        """Whether Kafka keeps only each key's newest record: offsets that are no history."""
+        return "compact" in self.cleanup_policy
 
 
 class KafkaAdmin:
@@ -94,8 +100,13 @@ class KafkaAdmin:
             raise self._failure(f"describe topic {name}", KafkaException(found.error))
         resource = ConfigResource(ConfigResource.Type.TOPIC, name)
         configs = self._result(self.client.describe_configs([resource]), f"read topic {name}'s settings")[resource]
-        retention = configs.get("retention.ms")
-        return TopicState(name, len(found.partitions), int(retention.value) if retention else None)
+        retention, cleanup = configs.get("retention.ms"), configs.get("cleanup.policy")
+        return TopicState(
+            name,
+            len(found.partitions),
+            int(retention.value) if retention else None,
+            cleanup.value if cleanup and cleanup.value else "delete",
+        )
 
     def watermarks(self, name: str, partitions: int) -> dict[int, tuple[int, int]]:
         """Each partition's first offset Kafka still holds and its last stable offset: the end of

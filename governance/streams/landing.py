@@ -39,6 +39,7 @@ from governance.spec import Spec, StreamSource
 from governance.streams.broker import KafkaAdmin
 from governance.streams.records import KAFKA_COLUMNS, KEPT_FROM, TIMESTAMP
 from governance.streams.settings import KafkaSettings
+from governance.streams.topics import compacted
 from governance.versions import commit
 from governance.zones import Lake, Staging
 
@@ -77,6 +78,8 @@ def plan(catalog: Catalog, admin: KafkaAdmin, spec: Spec) -> list[Range]:
     state = admin.topic(topic)
     if state is None:
         raise InvalidInput(f"{spec.key}: topic {topic} does not exist on {admin.where}: apply the spec to create it")
+    if state.compacted:
+        raise InvalidInput(f"{spec.key}: {compacted(state, admin)}")
     with catalog.reading() as session:
         landed = offsets_landed(session, spec.key, topic)
         governed = session.get(StreamTopicRow, topic)

@@ -145,6 +145,8 @@ def _checked(session: Session, admin: KafkaAdmin, spec: Spec, acls: frozenset[Ac
     state = admin.topic(topic)
     if state is None:
         return None
+    if state.compacted:
+        raise InvalidInput(f"{spec.file}: source.topic: {compacted(state, admin)}")
     if state.partitions > source.partitions:
         raise InvalidInput(
             f"{spec.file}: source.partitions: topic {topic} has {state.partitions} partitions; "
@@ -158,6 +160,14 @@ def _checked(session: Session, admin: KafkaAdmin, spec: Spec, acls: frozenset[Ac
             f"for ({named}): remove them, or name another topic"
         )
     return state
+
+
+def compacted(state: TopicState, admin: KafkaAdmin) -> str:
+    return (
+        f"topic {state.name} on {admin.where} is compacted (cleanup.policy={state.cleanup_policy}): Kafka keeps "
+        "only each key's newest record, so its offsets are no history to land once each; name a topic with "
+        "cleanup.policy=delete"
+    )
 
 
 def _lander_credential(catalog: Catalog, admin: KafkaAdmin, *, actor: str, assurance: str | None, because: str) -> None:
