@@ -186,7 +186,8 @@ def resident_lander(settings: Settings) -> Iterator[subprocess.Popen[bytes]]:
 
 
 def wait_until_listening(settings: Settings, process: subprocess.Popen[bytes], within: float) -> None:
-    """Until the lander at `settings`' home answers, or raise if it exited or took `within` seconds."""
+    """Until the lander at `settings`' home takes connections (a request waits there while its Spark
+    starts), or raise if it exited or took `within` seconds."""
     path = socket_path(settings.home)
     deadline = time.monotonic() + within
     while not reachable(path):

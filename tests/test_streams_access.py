@@ -7,7 +7,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shutil
+import signal
+import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,10 +30,11 @@ from confluent_kafka.admin import (
 
 from governance.streams.broker import Acl, KafkaAdmin
 from governance.streams.local import cluster_id
-from tests.conftest import DEMO_SPECS
+from tests.conftest import DEMO_SPECS, ROOT
 from tests.dagster_servers import client, start_service, stop
 from tests.helpers import cli, recorded
 from tests.kafka_server import consume, kafka_environment, produce_json, settings_of
+from tests.ports import free_port
 
 CLICKS = "sales/clicks"
 CLICKS_SPEC = """\
@@ -341,3 +347,28 @@ def test_two_specs_landing_one_topic_are_refused_at_check(streamed, capsys, tmp_
 def test_a_local_broker_s_cluster_id_never_reads_as_an_option_to_kafka_s_tools():
     # One id in 64 would start with '-' if drawn freely.
     assert not any(cluster_id().startswith("-") for _ in range(2000))
+
+
+def test_make_kafka_s_broker_stops_on_sigterm_as_on_ctrl_c(tmp_path):
+    env = {
+        **os.environ,
+        "CUSTODY_HOME": str(tmp_path / "home"),
+        "CUSTODY_KAFKA_USER": "custody",
+        "CUSTODY_KAFKA_PASSWORD": secrets.token_urlsafe(12),
+    }
+    port = free_port()
+    command = [sys.executable, "-m", "governance.streams.local", "--port", str(port)]
+    command += ["--controller-port", str(free_port())]
+    broker = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert broker.stdout is not None
+        assert "Kafka listens on" in broker.stdout.readline()
+        broker.send_signal(signal.SIGTERM)
+        assert broker.wait(timeout=60) == 0
+    finally:
+        if broker.poll() is None:
+            os.killpg(broker.pid, signal.SIGKILL)
+            broker.wait()
+    # The broker's JVM went with it: its port is free again.
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", port)) != 0

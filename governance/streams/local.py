@@ -270,12 +270,18 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"Kafka listens on {broker.bootstrap} (SASL_PLAINTEXT, {SCRAM}); its log: {broker.log}")
     print(f"export CUSTODY_KAFKA_BOOTSTRAP={broker.bootstrap} CUSTODY_KAFKA_USER={user}")
-    signal.signal(signal.SIGTERM, lambda *_: stop(process))
+    # SIGTERM stops it as Ctrl-C does: stopping the broker from the handler itself would wait for it
+    # inside the `wait` it interrupted, which holds the lock that waiting takes, and hang.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         return process.wait()
     except KeyboardInterrupt:
         stop(process)
         return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":
