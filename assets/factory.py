@@ -278,22 +278,23 @@ def landed_by_lander(context: dg.AssetExecutionContext, custody: CustodyResource
 
     if asset_key(spec) not in (context.run.asset_selection or ()):
         return None
-    ours = {row.id: row for row in custody.catalog.versions_of_run(context.run_id) if row.asset_key == str(spec.key)}
-    if ours:
-        # A step retried after the lander committed and was lost before it answered: landed already.
-        return next(iter(ours.values()))
+    # A step retried after the lander committed and was lost before it answered: landed already.
+    of_run = custody.catalog.versions_of_run
+    before = next((row for row in of_run(context.run_id) if row.asset_key == str(spec.key)), None)
+    if before is not None:
+        return before
     path = socket_path(custody.settings().home)
     landed = ask_lander(path, Ask(context.run_id, str(spec.key)), context.log.info)
     if landed is None:
         context.log.info(f"no lander takes landings at {path}: landing in this run's own Spark")
         return None
-    ours = {row.id: row for row in custody.catalog.versions_of_run(context.run_id)}
-    if landed not in ours:
+    row = next((row for row in of_run(context.run_id) if row.id == landed), None)
+    if row is None:
         raise IntegrityError(
             f"the lander at {path} landed version id {landed} for run {context.run_id}, which this run's catalog "
             "does not hold: the lander and the run are configured with different catalogs"
         )
-    return ours[landed]
+    return row
 
 
 def hour_batch(context: dg.AssetExecutionContext, custody: CustodyResource, spec: Spec, named: str | None) -> str:
