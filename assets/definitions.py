@@ -134,20 +134,23 @@ def defs() -> dg.Definitions:
     settings = Settings.from_env()
     try:
         declared = declared_in(DEFS_FOLDER)
-        loaded = load_valid_specs(settings.specs, settings.cache_dir, transform_packages=settings.transform_packages)
-        if os.environ.get(VALIDATING) == "1":
-            refuse_problems(loaded)
-        shared = SharedLoad(
-            loaded,
-            declared,
-            pending=awaiting_approval(settings, loaded.specs),
-            shown=shown_broken(loaded, settings.catalog_url),
-        )
-        check_every_domain_shown(shared)
-        # Dagster goes over every asset the components built once more, to note where each was declared.
-        with _few_collections(), loading(shared):
-            tree = dg.load_from_defs_folder(path_within_project=Path(__file__).parent)
-            return dg.Definitions.merge(tree, shared_definitions_of(settings, loaded.specs))
+        with _few_collections():
+            loaded = load_valid_specs(
+                settings.specs, settings.cache_dir, transform_packages=settings.transform_packages
+            )
+            if os.environ.get(VALIDATING) == "1":
+                refuse_problems(loaded)
+            shared = SharedLoad(
+                loaded,
+                declared,
+                pending=awaiting_approval(settings, loaded.specs),
+                shown=shown_broken(loaded, settings.catalog_url),
+            )
+            check_every_domain_shown(shared)
+            # Dagster goes over every asset the components built once more, to note where each was declared.
+            with loading(shared):
+                tree = dg.load_from_defs_folder(path_within_project=Path(__file__).parent)
+                return dg.Definitions.merge(tree, shared_definitions_of(settings, loaded.specs))
     except Exception as err:
         found = _custody_error(err)
         if found is None:
@@ -186,8 +189,8 @@ def load_definitions(settings: Settings, specs_dir: Path) -> dg.Definitions:
     """Every spec under `specs_dir` as an asset, with the sensors, jobs and resources around them;
     each broken spec as an asset that cannot run, saying why: the code location without its defs
     folder and component."""
-    loaded = load_valid_specs(specs_dir, settings.cache_dir, transform_packages=settings.transform_packages)
     with _few_collections():
+        loaded = load_valid_specs(specs_dir, settings.cache_dir, transform_packages=settings.transform_packages)
         return definitions_for(
             loaded.specs,
             sensor_running=settings.dropzone_sensor,
@@ -217,15 +220,17 @@ def awaiting_approval(settings: Settings, specs: SpecSet) -> dict[AssetKey, str]
 
 @contextmanager
 def _few_collections() -> Iterator[None]:
-    """Dagster allocates many objects for every asset it builds, and Python's collector, each time
-    it reaches its oldest generation, walks every object the process holds. The process keeps its
-    modules, specs and definitions until it exits: frozen, they are no longer walked, neither during
-    the build, where the collector also runs less often, nor while Dagster resolves the asset graph
-    and its jobs afterwards. At 3,000 specs, freezing the definitions too took a load from about
-    5.1 s to 4.1 s. The build's own garbage is collected first, so that what is frozen is what the
-    process keeps; a build that fails is not frozen. Nothing is frozen either when the collector
-    was already held back: within a build under way (the component's, within the defs folder's),
-    or while another thread walks lineage.
+    """Custody allocates many objects for every spec it reads, Dagster for every asset it builds, and
+    Python's collector, each time it reaches its oldest generation, walks every object the process
+    holds. The process keeps its modules, specs and definitions until it exits: frozen, they are no
+    longer walked, neither during the read and the build, where the collector also runs less often,
+    nor while Dagster resolves the asset graph and its jobs afterwards. At 3,000 specs, freezing the
+    definitions too took a load from about 5.1 s to 4.1 s; at 10,000, reading the specs with the
+    collector held back took 0.87 s instead of 1.15 s (2.5 s instead of 2.8 s with none cached).
+    The build's own garbage is collected first, so that what is frozen is what the process keeps;
+    a build that fails is not frozen. Nothing is frozen either when the collector was already held
+    back: within a build under way (the component's, within the defs folder's), or while another
+    thread walks lineage.
 
     Dagster's own processes freeze too: each loads the code location once and keeps it until it
     exits (a code server, a run's worker, `dg check`; a reload starts a new code server). A frozen

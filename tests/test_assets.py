@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import shutil
 
 import dagster as dg
@@ -10,7 +11,7 @@ from py4j.protocol import Py4JNetworkError
 
 import governance.ingest
 from assets.definitions import build_definitions
-from assets.factory import build_assets
+from assets.factory import STEP_SIGNATURE, build_assets
 from governance import ledger
 from governance.config import DEFAULT_TRANSFORM_PACKAGES
 from governance.demo import (
@@ -77,6 +78,18 @@ def test_every_spec_is_an_asset_with_group_owners_kinds_tags_and_schema():
     assert [c.name for c in schema.columns][:2] == ["name", "surname"]
     assert clients.code_version
     assert graph.get(key(NAMES_AND_PRODUCTS)).parent_keys == {key(CLIENTS), key(PRODUCTS)}
+
+
+def test_each_asset_function_carries_the_signature_its_code_has():
+    # Dagster reads the signature an asset function carries instead of working it out from its code.
+    built = build_assets(load_specs(DEMO_SPECS, transform_packages=DEFAULT_TRANSFORM_PACKAGES))
+    by_code = {asset.op.compute_fn.decorated_fn.__code__: asset.op.compute_fn.decorated_fn for asset in built}
+
+    assert sorted(code.co_name for code in by_code) == ["_integration", "_landing"]
+    for function in by_code.values():
+        carried = function.__signature__
+        del function.__signature__
+        assert inspect.signature(function) == carried == STEP_SIGNATURE
 
 
 @pytest.mark.both_backends
