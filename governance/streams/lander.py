@@ -239,11 +239,11 @@ def _line_within(connection: socket.socket, limit: int, deadline: float) -> byte
     never ends it, holds a slot no longer."""
     received = b""
     while b"\n" not in received:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise errors.InvalidInput(f"no whole request came within {REQUEST_SECONDS:.0f} s")
-        connection.settimeout(left)
         try:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            connection.settimeout(left)
             chunk = connection.recv(limit + 1 - len(received))
         except TimeoutError as err:
             raise errors.InvalidInput(f"no whole request came within {REQUEST_SECONDS:.0f} s") from err

@@ -163,6 +163,7 @@ def _checked(session: Session, admin: KafkaAdmin, spec: Spec, acls: frozenset[Ac
 
 
 def compacted(state: TopicState, admin: KafkaAdmin) -> str:
+    """Why a compacted topic is refused, at apply and at landing alike."""
     return (
         f"topic {state.name} on {admin.where} is compacted (cleanup.policy={state.cleanup_policy}): Kafka keeps "
         "only each key's newest record, so its offsets are no history to land once each; name a topic with "
